@@ -1,0 +1,256 @@
+/**
+ * The GPU context every kernel dispatches through: one device, its buffer pool, caches of
+ * pipelines, uniform buffers and bind groups, and one open command encoder that batches all
+ * work until something needs the results (a read) or host data must be written.
+ */
+import { type Backend, openDevice, type OpenedDevice } from './device.ts';
+import { BufferPool } from './pool.ts';
+import { type DType, type HostArray, Tensor } from './tensor.ts';
+import { checkBindingSize, checkWorkgroups } from './limits.ts';
+import { loadShaders, type ShaderName } from '../kernels/shaders.ts';
+
+/** A compiled-on-demand kernel: `key` names the specialisation, `code` is its WGSL. */
+export interface KernelCode {
+  key: string;
+  code: string;
+  entryPoint?: string;
+}
+
+/** One binding of a dispatch: a tensor, a raw buffer range, or a hole (binding unused by this entry point). */
+export type Binding = Tensor | GPUBufferBinding | undefined;
+
+const MAX_BIND_GROUPS_CACHED = 8192;
+
+export class Gpu {
+  readonly device: GPUDevice;
+  readonly pool: BufferPool;
+  readonly backend: OpenedDevice['backend'];
+  readonly adapterDescription: string;
+  readonly features: ReadonlySet<string>;
+  private pipelines = new Map<string, GPUComputePipeline>();
+  private uniforms = new Map<string, GPUBuffer>();
+  private bindGroups = new Map<string, GPUBindGroup>();
+  private bufferIds = new WeakMap<GPUBuffer, number>();
+  private nextBufferId = 1;
+  private encoder: GPUCommandEncoder | null = null;
+  private pass: GPUComputePassEncoder | null = null;
+  private firstError: string | null = null;
+  /** Dispatches encoded since creation (for benchmarks and tests). */
+  dispatchCount = 0;
+
+  private constructor(private readonly opened: OpenedDevice, readonly shaders: Record<ShaderName, string>) {
+    this.device = opened.device;
+    this.backend = opened.backend;
+    this.adapterDescription = opened.adapterInfo.description;
+    this.features = new Set(opened.features);
+    this.pool = new BufferPool(this.device);
+    this.device.addEventListener('uncapturederror', (ev) => {
+      const msg = (ev as GPUUncapturedErrorEvent).error.message;
+      if (!this.firstError) this.firstError = msg;
+    });
+  }
+
+  /**
+   * Opens a device on `backend` and loads the shaders.
+   * @throws Error from {@link openDevice} when no adapter exists (names the driver to install).
+   */
+  static async create(opts: { backend?: Backend; log?: (line: string) => void } = {}): Promise<Gpu> {
+    const [opened, shaders] = await Promise.all([openDevice(opts), loadShaders()]);
+    return new Gpu(opened, shaders);
+  }
+
+  /** Destroys the device (required on Dawn for the process to exit). */
+  destroy(): void {
+    this.flush();
+    this.opened.close();
+  }
+
+  // ---- tensors -------------------------------------------------------------------------
+
+  /** An uninitialised tensor from the pool. @throws DeviceLimitError over maxBufferSize. */
+  empty(shape: readonly number[], dtype: DType = 'f32', label = ''): Tensor {
+    const n = shape.reduce((a, b) => a * b, 1);
+    checkBindingSize(this.device, n * 4, `tensor ${label} [${shape}]`);
+    return new Tensor(this, this.pool.acquire(n * 4, label || 'tensor'), shape, dtype, 0, true, label);
+  }
+
+  /** A zero-filled tensor from the pool. */
+  zeros(shape: readonly number[], dtype: DType = 'f32', label = ''): Tensor {
+    const t = this.empty(shape, dtype, label);
+    this.clear(t);
+    return t;
+  }
+
+  /** A tensor holding `data` (copied). */
+  upload(data: HostArray | readonly number[], shape: readonly number[], dtype: DType = 'f32', label = ''): Tensor {
+    const t = this.empty(shape, dtype, label);
+    this.write(t, data);
+    return t;
+  }
+
+  /**
+   * Writes host data into a tensor. Pending work is submitted first: a pooled buffer may
+   * still be read by commands encoded for its previous owner, and queue writes overtake
+   * unsubmitted commands.
+   * @throws Error when the data length differs from the tensor's size.
+   */
+  write(t: Tensor, data: HostArray | readonly number[]): void {
+    if (data.length !== t.size) throw new Error(`write: ${data.length} values for tensor [${t.shape}] of ${t.size}`);
+    const arr = Array.isArray(data) ? (t.dtype === 'f32' ? new Float32Array(data) : t.dtype === 'i32' ? new Int32Array(data) : new Uint32Array(data)) : data as HostArray;
+    this.flush();
+    this.device.queue.writeBuffer(t.buffer, t.offset, arr as Float32Array<ArrayBuffer>);
+  }
+
+  /** Encodes a fill with zeros. */
+  clear(t: Tensor): void {
+    if (t.bytes === 0) return;
+    this.endPass();
+    this.enc().clearBuffer(t.buffer, t.offset, Math.ceil(t.bytes / 4) * 4);
+  }
+
+  /** Encodes a copy of `src` into `dst` (same size). */
+  copy(src: Tensor, dst: Tensor): void {
+    if (src.size !== dst.size) throw new Error(`copy: sizes differ ([${src.shape}] vs [${dst.shape}])`);
+    this.endPass();
+    this.enc().copyBufferToBuffer(src.buffer, src.offset, dst.buffer, dst.offset, src.bytes);
+  }
+
+  /**
+   * Reads a tensor back to the host. This is the only place a step waits for the GPU.
+   * @throws Error carrying the first WebGPU validation error seen since the last read.
+   */
+  async read(t: Tensor): Promise<Float32Array | Int32Array | Uint32Array> {
+    const bytes = Math.max(4, t.bytes);
+    const staging = this.device.createBuffer({ size: Math.ceil(bytes / 4) * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    this.endPass();
+    this.enc().copyBufferToBuffer(t.buffer, t.offset, staging, 0, bytes);
+    this.flush();
+    await staging.mapAsync(GPUMapMode.READ);
+    const copy = staging.getMappedRange().slice(0);
+    staging.unmap();
+    staging.destroy();
+    this.throwIfError();
+    const out = t.dtype === 'f32' ? new Float32Array(copy) : t.dtype === 'i32' ? new Int32Array(copy) : new Uint32Array(copy);
+    return out.subarray(0, t.size);
+  }
+
+  /** Waits until all submitted work finished. @throws the first validation error seen. */
+  async sync(): Promise<void> {
+    this.flush();
+    await this.device.queue.onSubmittedWorkDone();
+    this.throwIfError();
+  }
+
+  private throwIfError(): void {
+    if (this.firstError) {
+      const e = this.firstError;
+      this.firstError = null;
+      throw new Error(`WebGPU error: ${e}`);
+    }
+  }
+
+  // ---- dispatch -------------------------------------------------------------------------
+
+  /** The compute pipeline for a kernel, compiled once per `key`. */
+  pipeline(k: KernelCode): GPUComputePipeline {
+    let p = this.pipelines.get(k.key);
+    if (!p) {
+      const module = this.device.createShaderModule({ code: k.code, label: k.key });
+      p = this.device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: k.entryPoint ?? 'main' }, label: k.key });
+      this.pipelines.set(k.key, p);
+    }
+    return p;
+  }
+
+  /**
+   * Encodes one dispatch. Binding i is `bindings[i]` (holes are skipped, for entry points
+   * that share a file but not all its bindings); when `params` is given it is bound as a
+   * uniform at binding `bindings.length`. Uniform buffers are cached by content, so repeated
+   * shapes create nothing new.
+   * @throws DeviceLimitError when a workgroup count is over maxComputeWorkgroupsPerDimension.
+   */
+  dispatch(k: KernelCode, bindings: readonly Binding[], params: Uint32Array | null, workgroups: readonly number[]): void {
+    checkWorkgroups(this.device, workgroups, k.key);
+    if (workgroups.some((w) => w === 0)) return;
+    const pipeline = this.pipeline(k);
+    const entries: GPUBindGroupEntry[] = [];
+    bindings.forEach((b, binding) => {
+      if (b) entries.push({ binding, resource: b instanceof Tensor ? b.binding() : b });
+    });
+    if (params) entries.push({ binding: bindings.length, resource: { buffer: this.uniform(params) } });
+    let key = k.key;
+    for (const e of entries) {
+      const r = e.resource as GPUBufferBinding;
+      key += `|${e.binding}=${this.bufferId(r.buffer)}:${r.offset ?? 0}:${r.size ?? -1}`;
+    }
+    let bg = this.bindGroups.get(key);
+    if (!bg) {
+      if (this.bindGroups.size > MAX_BIND_GROUPS_CACHED) this.bindGroups.clear();
+      bg = this.device.createBindGroup({
+        layout: pipeline.getBindGroupLayout(0),
+        entries,
+      });
+      this.bindGroups.set(key, bg);
+    }
+    const pass = this.computePass();
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(0, bg);
+    pass.dispatchWorkgroups(workgroups[0], workgroups[1] ?? 1, workgroups[2] ?? 1);
+    this.dispatchCount++;
+  }
+
+  /** Submits everything encoded so far. */
+  flush(): void {
+    if (!this.encoder) return;
+    this.endPass();
+    this.device.queue.submit([this.encoder.finish()]);
+    this.encoder = null;
+  }
+
+  private uniform(params: Uint32Array): GPUBuffer {
+    const key = params.join(',');
+    let buf = this.uniforms.get(key);
+    if (!buf) {
+      const size = Math.max(16, Math.ceil(params.byteLength / 16) * 16);
+      buf = this.device.createBuffer({ size, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST, mappedAtCreation: true });
+      new Uint32Array(buf.getMappedRange()).set(params);
+      buf.unmap();
+      this.uniforms.set(key, buf);
+    }
+    return buf;
+  }
+
+  private bufferId(b: GPUBuffer): number {
+    let id = this.bufferIds.get(b);
+    if (id === undefined) this.bufferIds.set(b, (id = this.nextBufferId++));
+    return id;
+  }
+
+  private enc(): GPUCommandEncoder {
+    return (this.encoder ??= this.device.createCommandEncoder());
+  }
+
+  private computePass(): GPUComputePassEncoder {
+    return (this.pass ??= this.enc().beginComputePass());
+  }
+
+  private endPass(): void {
+    if (this.pass) {
+      this.pass.end();
+      this.pass = null;
+    }
+  }
+}
+
+/** Reinterprets an f32 as its u32 bits, for packing floats into `params` arrays. */
+export function f32bits(x: number): number {
+  F32[0] = x;
+  return U32[0];
+}
+const F32 = new Float32Array(1);
+const U32 = new Uint32Array(F32.buffer);
+
+/** Ceil-division, for workgroup counts. */
+export function cdiv(a: number, b: number): number {
+  return Math.ceil(a / b);
+}

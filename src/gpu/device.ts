@@ -1,0 +1,167 @@
+/**
+ * Opening a GPUDevice in every runtime the sandbox supports: the browser,
+ * Deno's built-in WebGPU (wgpu) and Dawn (`npm:webgpu`, from Deno or Node).
+ * DESIGN.md §3 lists the drivers each needs on a machine without a GPU.
+ */
+
+/** Which WebGPU implementation to use. `auto` takes `navigator.gpu` when present, else Dawn. */
+export type Backend = 'auto' | 'wgpu' | 'dawn' | 'browser';
+
+/** The backends accepted by `--gpu`. */
+export const BACKENDS: readonly Backend[] = ['auto', 'wgpu', 'dawn', 'browser'];
+
+/** What `openDevice` returns: the device plus what was chosen, for logs and metrics. */
+export interface OpenedDevice {
+  device: GPUDevice;
+  adapterInfo: { vendor: string; architecture: string; device: string; description: string };
+  /** The implementation actually used (never `auto`). */
+  backend: Exclude<Backend, 'auto'>;
+  /** Features enabled on the device (subset of what the adapter offers). */
+  features: string[];
+  /** Closes the device; on Dawn this also lets the process exit. */
+  close(): void;
+}
+
+/** Options for {@link openDevice}. */
+export interface OpenOptions {
+  backend?: Backend;
+  /** Prints adapter and limits once (default true). */
+  log?: (line: string) => void;
+  powerPreference?: GPUPowerPreference;
+}
+
+/** Limits we raise to the adapter's maximum when offered. */
+const RAISED_LIMITS = [
+  'maxBufferSize',
+  'maxStorageBufferBindingSize',
+  'maxComputeWorkgroupStorageSize',
+  'maxComputeInvocationsPerWorkgroup',
+  'maxComputeWorkgroupSizeX',
+  'maxComputeWorkgroupSizeY',
+  'maxComputeWorkgroupsPerDimension',
+  'maxStorageBuffersPerShaderStage',
+] as const;
+
+/** Optional features we enable when present; kernels gate fast paths on them. */
+const WANTED_FEATURES = ['shader-f16', 'subgroups', 'timestamp-query'] as const;
+
+/** Where Debian's Chromium ships SwiftShader's Vulkan ICD (Dawn rejects Mesa 22's lavapipe). */
+const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
+
+interface DenoLike {
+  env: { get(k: string): string | undefined; set(k: string, v: string): void };
+  statSync(p: string): unknown;
+}
+const deno = (globalThis as unknown as { Deno?: DenoLike }).Deno;
+
+function fileExists(path: string): boolean {
+  try {
+    deno?.statSync(path);
+    return deno !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+/** Adds SwiftShader as an extra Vulkan driver for Dawn, unless the user chose drivers. */
+function addSwiftShaderForDawn(): void {
+  if (!deno) return;
+  const chosen = ['VK_ICD_FILENAMES', 'VK_DRIVER_FILES', 'VK_ADD_DRIVER_FILES'].some((k) => deno.env.get(k));
+  if (!chosen && fileExists(SWIFTSHADER_ICD)) deno.env.set('VK_ADD_DRIVER_FILES', SWIFTSHADER_ICD);
+}
+
+async function dawnGpu(): Promise<GPU> {
+  addSwiftShaderForDawn();
+  // A computed specifier keeps Vite and tsc from trying to resolve a Deno-only import.
+  const spec = 'npm:webgpu';
+  const mod = (await import(/* @vite-ignore */ spec)) as {
+    create(flags: string[]): GPU;
+    globals: Record<string, unknown>;
+  };
+  // Dawn's classes (GPUBufferUsage, …) must be global for code written against the web API.
+  for (const [k, v] of Object.entries(mod.globals)) {
+    if (!(k in globalThis)) (globalThis as Record<string, unknown>)[k] = v;
+  }
+  return mod.create(['backend=vulkan']);
+}
+
+function noAdapterError(backend: Exclude<Backend, 'auto'>): Error {
+  const hint = backend === 'wgpu'
+    ? "Deno's WebGPU needs a Vulkan driver: on Debian/Ubuntu without a GPU install 'mesa-vulkan-drivers' (lavapipe); or try --gpu=dawn."
+    : backend === 'dawn'
+    ? `Dawn needs a Vulkan driver it accepts: install Debian's 'chromium' (it ships SwiftShader at ${SWIFTSHADER_ICD}) or a GPU driver; or try --gpu=wgpu.`
+    : 'This browser exposes navigator.gpu but gave no adapter: enable WebGPU (chrome://flags/#enable-unsafe-webgpu) or update the GPU driver.';
+  return new Error(`No WebGPU adapter on backend '${backend}'. ${hint}`);
+}
+
+/**
+ * Opens a GPUDevice with the adapter's larger limits and the useful optional features.
+ *
+ * @throws Error naming the missing driver package when no adapter exists, or when the
+ *   chosen backend is not available in this runtime (e.g. `wgpu` outside Deno).
+ */
+export async function openDevice(opts: OpenOptions = {}): Promise<OpenedDevice> {
+  const want = opts.backend ?? 'auto';
+  if (!BACKENDS.includes(want)) {
+    throw new Error(`Unknown GPU backend '${want}'; allowed: ${BACKENDS.join(', ')}`);
+  }
+  const isDeno = deno !== undefined;
+  const nav = (globalThis as { navigator?: { gpu?: GPU } }).navigator;
+  let backend: Exclude<Backend, 'auto'>;
+  if (want === 'auto') backend = nav?.gpu ? (isDeno ? 'wgpu' : 'browser') : 'dawn';
+  else backend = want;
+
+  let gpu: GPU | undefined;
+  if (backend === 'dawn') {
+    if (!isDeno) throw new Error("--gpu=dawn needs Deno (it loads 'npm:webgpu'); in a browser use --gpu=browser");
+    gpu = await dawnGpu();
+  } else {
+    if (backend === 'wgpu' && !isDeno) throw new Error('--gpu=wgpu is Deno\'s built-in WebGPU; this runtime is not Deno');
+    gpu = nav?.gpu;
+    if (!gpu) {
+      throw new Error(
+        backend === 'browser'
+          ? 'This browser has no WebGPU (navigator.gpu is undefined): use a current Chrome or Edge, or enable WebGPU in the browser flags.'
+          : "Deno's WebGPU is unavailable: run with 'deno run -A' (Deno ≥ 2), or try --gpu=dawn.",
+      );
+    }
+  }
+  const adapter = await gpu.requestAdapter({ powerPreference: opts.powerPreference ?? 'high-performance' });
+  if (!adapter) throw noAdapterError(backend);
+
+  const requiredLimits: Record<string, number> = {};
+  for (const name of RAISED_LIMITS) {
+    const v = (adapter.limits as unknown as Record<string, number>)[name];
+    if (typeof v === 'number') requiredLimits[name] = v;
+  }
+  const features = WANTED_FEATURES.filter((f) => adapter.features.has(f)) as GPUFeatureName[];
+  const device = await adapter.requestDevice({ requiredLimits, requiredFeatures: features });
+  const info = adapter.info ?? { vendor: '', architecture: '', device: '', description: '' };
+  const adapterInfo = {
+    vendor: info.vendor,
+    architecture: info.architecture,
+    device: info.device,
+    description: info.description,
+  };
+  const log = opts.log;
+  if (log) {
+    const L = device.limits;
+    log(
+      `gpu: ${backend} · ${adapterInfo.description || adapterInfo.vendor || 'unknown adapter'} · ` +
+        `maxBuffer ${mib(L.maxBufferSize)} · maxStorageBinding ${mib(L.maxStorageBufferBindingSize)} · ` +
+        `workgroup storage ${L.maxComputeWorkgroupStorageSize} B · invocations ${L.maxComputeInvocationsPerWorkgroup}` +
+        (features.length ? ` · ${features.join(', ')}` : ''),
+    );
+  }
+  return {
+    device,
+    adapterInfo,
+    backend,
+    features: features as string[],
+    close: () => device.destroy(),
+  };
+}
+
+function mib(bytes: number): string {
+  return `${(bytes / 2 ** 20).toFixed(0)} MiB`;
+}

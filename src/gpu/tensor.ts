@@ -1,0 +1,67 @@
+/** A typed, shaped view of a GPU buffer region. Row-major, contiguous. */
+import type { Gpu } from './context.ts';
+
+/** Element types the kernels use: f32 for values, i32 for token ids and targets. */
+export type DType = 'f32' | 'i32' | 'u32';
+
+/** Host arrays matching each dtype. */
+export type HostArray = Float32Array | Int32Array | Uint32Array;
+
+let nextId = 1;
+
+/**
+ * A GPU tensor: `shape` elements of 4 bytes at `offset` bytes into `buffer`.
+ * Tensors from the pool are released explicitly ({@link Tensor.release}); views and
+ * parameter slices are never released on their own.
+ */
+export class Tensor {
+  readonly id = nextId++;
+  readonly size: number;
+  private released = false;
+
+  constructor(
+    readonly gpu: Gpu,
+    readonly buffer: GPUBuffer,
+    readonly shape: readonly number[],
+    readonly dtype: DType = 'f32',
+    /** Byte offset into `buffer`; a multiple of the device's minStorageBufferOffsetAlignment. */
+    readonly offset = 0,
+    private readonly pooled = true,
+    /** Free-form name shown in errors (e.g. a parameter's name). */
+    public label = '',
+  ) {
+    this.size = shape.reduce((a, b) => a * b, 1);
+    for (const d of shape) {
+      if (!Number.isInteger(d) || d < 0) throw new Error(`Tensor shape must hold non-negative integers, got [${shape}]`);
+    }
+  }
+
+  /** Size in bytes (4 per element). */
+  get bytes(): number {
+    return this.size * 4;
+  }
+
+  /** The binding for a bind group entry. @throws Error when the tensor was released. */
+  binding(): GPUBufferBinding {
+    if (this.released) throw new Error(`Tensor ${this.label || this.id} [${this.shape}] used after release`);
+    return { buffer: this.buffer, offset: this.offset, size: Math.max(4, this.bytes) };
+  }
+
+  /** The same memory with another shape of equal size. The view is not released on its own. */
+  view(shape: readonly number[]): Tensor {
+    const n = shape.reduce((a, b) => a * b, 1);
+    if (n !== this.size) throw new Error(`Cannot view [${this.shape}] (${this.size} elements) as [${shape}] (${n})`);
+    return new Tensor(this.gpu, this.buffer, shape, this.dtype, this.offset, false, this.label);
+  }
+
+  /** Hands the buffer back to the pool (no-op for views and slices). Idempotent. */
+  release(): void {
+    if (this.released || !this.pooled) return;
+    this.released = true;
+    this.gpu.pool.release(this.buffer);
+  }
+
+  get isReleased(): boolean {
+    return this.released;
+  }
+}

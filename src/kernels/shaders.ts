@@ -1,0 +1,54 @@
+/**
+ * The one copy of every WGSL kernel is `shaders/NAME.wgsl`. Browser (Vite rewrites
+ * `new URL(…, import.meta.url)` into an asset URL), Deno and Dawn all fetch it from there.
+ */
+
+/** Every shader file the kernels use; `shaders/NAME.wgsl` must exist for each. */
+export const SHADER_NAMES = [
+  'matmul',
+  'matmul_plain',
+  'reduce',
+  'elementwise',
+  'layernorm',
+  'softmax_xent',
+  'embedding',
+  'attention',
+  'adamw',
+] as const;
+
+export type ShaderName = (typeof SHADER_NAMES)[number];
+
+/** Loads all shader sources. @throws Error naming the file that could not be read. */
+export async function loadShaders(): Promise<Record<ShaderName, string>> {
+  const out = {} as Record<ShaderName, string>;
+  await Promise.all(
+    SHADER_NAMES.map(async (name) => {
+      const url = new URL(`../../shaders/${name}.wgsl`, import.meta.url);
+      let res: Response;
+      try {
+        res = await fetch(url);
+      } catch (e) {
+        throw new Error(`Cannot read shader ${url.href}: ${(e as Error).message}`);
+      }
+      if (!res.ok) throw new Error(`Cannot read shader ${url.href}: HTTP ${res.status}`);
+      out[name] = await res.text();
+    }),
+  );
+  return out;
+}
+
+/**
+ * Specialises WGSL by rewriting module-scope constants: for each key, the line
+ * `const KEY: T = …;` (or `const KEY = …;`) gets the new value. Pipelines are cached per result.
+ * @throws Error when a constant is missing from the source, so a renamed constant cannot be
+ *   silently ignored.
+ */
+export function specialise(code: string, consts: Record<string, number | string>): string {
+  let out = code;
+  for (const [key, value] of Object.entries(consts)) {
+    const re = new RegExp(`^(\\s*const\\s+${key}\\s*(?::\\s*\\w+)?\\s*=\\s*)[^;]+;`, 'm');
+    if (!re.test(out)) throw new Error(`specialise: constant '${key}' not found in shader`);
+    out = out.replace(re, `$1${value};`);
+  }
+  return out;
+}
