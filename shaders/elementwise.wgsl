@@ -39,6 +39,14 @@ fn add_bias(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
   out[i] = a[i] + b[i % p.c];
 }
 
+// out += b[i % c]   (in place: a buffer cannot be bound read-only and writable at once)
+@compute @workgroup_size(256)
+fn add_bias_inplace(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let i = index(gid, groups);
+  if (i >= p.n) { return; }
+  out[i] = out[i] + b[i % p.c];
+}
+
 // out += alpha * a
 @compute @workgroup_size(256)
 fn axpy(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {

@@ -1,1 +1,274 @@
-// placeholder: kernel not written yet
+// Register-tiled f32 matmul without workgroup memory:
+//   C (M,N) = alpha · op(A) · op(B) + beta · C
+// op(A) is (M,K): A stored (M,K), or (K,M) when TRANS_A; op(B) is (K,N): B stored (K,N), or
+// (N,K) when TRANS_B. All row-major. The TS side (src/kernels/matmul.ts) specialises the
+// constants below and keys pipelines on them.
+//
+// Each invocation owns a TM×TN = 64×16 block of C in registers (register blocking as in
+// Volkov & Demmel 2008 and CUTLASS's thread tile, here with no shared-memory stage). Per step
+// of 4 along K it loads 16 vec4 of op(A) and 16 vec4 of op(B) and does 64·16·4 FMAs.
+// Why no workgroup memory: on CPU WebGPU (Mesa lavapipe) every load, from storage or from
+// workgroup memory alike, runs as a per-lane scalar loop, so staging tiles through shared
+// memory only adds loads and barriers. What pays is the FMA-per-load ratio of a big register
+// tile, and lanes of one workgroup sharing their rows (WG_Y = 1) so A's loads hit one address.
+//
+// The 4×4×4 micro-step is a mat4x4 product: a block's column t holds C[row t, 4 columns];
+// with aq's column t = op(A)[row t, k..k+3] and bq's column kk = op(B)[k+kk, 4 columns],
+// (bq · aq)[t] = Σ_kk aq[t][kk] · bq[kk], exactly the update of row t.
+//
+// Ragged sizes: rows and columns past M, N are clamped to valid addresses (their results are
+// computed and dropped at the store) and elements past the end of K are zeroed by a select.
+// Every load is an aligned vec4: the stored row lengths lda, ldb are multiples of 4. When an
+// operand's row length is not, the TS side first copies it into a zero-padded pool tensor with
+// `pad_cols`. (Lavapipe compiles shift-and-merge unaligned loads extremely slowly, and a pad
+// pass costs O(size), nothing next to the matmul.)
+//
+// Output: `main` stores vec4 rows with row stride ldc. When N % 4 == 0, beta == 0 and K is not
+// split, that is C itself (scaled by alpha). Otherwise it stores raw sums to partials: rows
+// padded to ldc = N rounded up to 4, split z (grid z covers K range [z·k_split,
+// (z+1)·k_split)) at element z·mn_pad; `reduce_splits` then writes C = alpha·Σ + beta·C.
+// That is split-K without float atomics, and keeps loads of C out of the big kernel (loads
+// under a branch there multiply lavapipe's compile time).
+//
+// Bindings: 0 a (read), 1 b (read), 2 c (read_write), 3 params.
+
+struct Params {
+  m: u32,
+  n: u32,
+  k: u32,
+  k_split: u32,  // K elements per grid-z slice, a multiple of 4
+  alpha: f32,
+  beta: f32,
+  splits: u32,   // reduce_splits: partials to sum
+  ldc: u32,      // row stride of what `main` writes: N, or N rounded up to 4 for partials
+  mn_pad: u32,   // element stride between partials: M · ldc
+  lda: u32,      // A's stored row length (K, or M when TRANS_A), a multiple of 4
+  ldb: u32,      // B's stored row length (N, or K when TRANS_B), a multiple of 4
+  _pad: u32,
+}
+
+@group(0) @binding(0) var<storage, read> a: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> b: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> c: array<vec4<f32>>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+const TRANS_A: bool = false;
+const TRANS_B: bool = false;
+const WG_X: u32 = 8u;  // invocations along N
+const WG_Y: u32 = 1u;  // invocations along M
+const WG_1D: u32 = 64u;  // reduce_splits and pad_cols
+
+// The tile is written out below (16 row quads × 4 column quads); these name it for readers.
+const TM: u32 = 64u;
+const TN: u32 = 16u;
+
+// Accumulators of 4 rows × 16 columns: four 4×4 blocks.
+struct Quad {
+  j0: mat4x4<f32>,
+  j1: mat4x4<f32>,
+  j2: mat4x4<f32>,
+  j3: mat4x4<f32>,
+}
+
+// The invocation's 64×16 block of C. Named fields, not arrays indexed in loops: lavapipe
+// does not unroll such loops and would keep the tile in memory with per-lane indexing.
+struct Acc {
+  g0: Quad, g1: Quad, g2: Quad, g3: Quad, g4: Quad, g5: Quad, g6: Quad, g7: Quad,
+  g8: Quad, g9: Quad, g10: Quad, g11: Quad, g12: Quad, g13: Quad, g14: Quad, g15: Quad,
+}
+
+// op(A) rows r..r+3 over k..k+3 as columns: column t = op(A)[r+t, k..k+3], zero past k_end.
+fn a_quad(r: u32, k: u32, k_end: u32) -> mat4x4<f32> {
+  let kv = vec4<u32>(k, k + 1u, k + 2u, k + 3u);
+  let live = kv < vec4<u32>(k_end);
+  let zero = vec4<f32>(0.0);
+  let l4 = p.lda / 4u;
+  if (TRANS_A) {
+    // A stored (K, lda): one vec4 holds 4 rows at one k; transpose to rows along k.
+    let q = min(r, p.lda - 4u) / 4u;
+    let kc = min(kv, vec4<u32>(p.k - 1u));
+    return transpose(mat4x4<f32>(
+      select(zero, a[kc.x * l4 + q], live.x),
+      select(zero, a[kc.y * l4 + q], live.y),
+      select(zero, a[kc.z * l4 + q], live.z),
+      select(zero, a[kc.w * l4 + q], live.w),
+    ));
+  }
+  // A stored (M, lda): one vec4 per row along k.
+  let last = p.m - 1u;
+  let q = k / 4u;
+  return mat4x4<f32>(
+    select(zero, a[min(r, last) * l4 + q], live),
+    select(zero, a[min(r + 1u, last) * l4 + q], live),
+    select(zero, a[min(r + 2u, last) * l4 + q], live),
+    select(zero, a[min(r + 3u, last) * l4 + q], live),
+  );
+}
+
+// op(B) over k..k+3, columns c..c+3: column kk = op(B)[k+kk, c..c+3], zero past k_end.
+fn b_quad(c: u32, k: u32, k_end: u32) -> mat4x4<f32> {
+  let kv = vec4<u32>(k, k + 1u, k + 2u, k + 3u);
+  let live = kv < vec4<u32>(k_end);
+  let zero = vec4<f32>(0.0);
+  let l4 = p.ldb / 4u;
+  if (TRANS_B) {
+    // B stored (N, ldb): one vec4 holds one column over k..k+3; transpose to rows along n.
+    let last = p.n - 1u;
+    let q = k / 4u;
+    return transpose(mat4x4<f32>(
+      select(zero, b[min(c, last) * l4 + q], live),
+      select(zero, b[min(c + 1u, last) * l4 + q], live),
+      select(zero, b[min(c + 2u, last) * l4 + q], live),
+      select(zero, b[min(c + 3u, last) * l4 + q], live),
+    ));
+  }
+  // B stored (K, ldb): one vec4 per k along n.
+  let q = min(c, p.ldb - 4u) / 4u;
+  let kc = min(kv, vec4<u32>(p.k - 1u));
+  return mat4x4<f32>(
+    select(zero, b[kc.x * l4 + q], live.x),
+    select(zero, b[kc.y * l4 + q], live.y),
+    select(zero, b[kc.z * l4 + q], live.z),
+    select(zero, b[kc.w * l4 + q], live.w),
+  );
+}
+
+fn quad_fma(q: Quad, aq: mat4x4<f32>, b0: mat4x4<f32>, b1: mat4x4<f32>, b2: mat4x4<f32>, b3: mat4x4<f32>) -> Quad {
+  return Quad(q.j0 + b0 * aq, q.j1 + b1 * aq, q.j2 + b2 * aq, q.j3 + b3 * aq);
+}
+
+// One step of 4 along K for the whole 64×16 tile.
+fn k_step(acc: ptr<function, Acc>, r: u32, c: u32, k: u32, k_end: u32) {
+  let b0 = b_quad(c, k, k_end);
+  let b1 = b_quad(c + 4u, k, k_end);
+  let b2 = b_quad(c + 8u, k, k_end);
+  let b3 = b_quad(c + 12u, k, k_end);
+  (*acc).g0 = quad_fma((*acc).g0, a_quad(r, k, k_end), b0, b1, b2, b3);
+  (*acc).g1 = quad_fma((*acc).g1, a_quad(r + 4u, k, k_end), b0, b1, b2, b3);
+  (*acc).g2 = quad_fma((*acc).g2, a_quad(r + 8u, k, k_end), b0, b1, b2, b3);
+  (*acc).g3 = quad_fma((*acc).g3, a_quad(r + 12u, k, k_end), b0, b1, b2, b3);
+  (*acc).g4 = quad_fma((*acc).g4, a_quad(r + 16u, k, k_end), b0, b1, b2, b3);
+  (*acc).g5 = quad_fma((*acc).g5, a_quad(r + 20u, k, k_end), b0, b1, b2, b3);
+  (*acc).g6 = quad_fma((*acc).g6, a_quad(r + 24u, k, k_end), b0, b1, b2, b3);
+  (*acc).g7 = quad_fma((*acc).g7, a_quad(r + 28u, k, k_end), b0, b1, b2, b3);
+  (*acc).g8 = quad_fma((*acc).g8, a_quad(r + 32u, k, k_end), b0, b1, b2, b3);
+  (*acc).g9 = quad_fma((*acc).g9, a_quad(r + 36u, k, k_end), b0, b1, b2, b3);
+  (*acc).g10 = quad_fma((*acc).g10, a_quad(r + 40u, k, k_end), b0, b1, b2, b3);
+  (*acc).g11 = quad_fma((*acc).g11, a_quad(r + 44u, k, k_end), b0, b1, b2, b3);
+  (*acc).g12 = quad_fma((*acc).g12, a_quad(r + 48u, k, k_end), b0, b1, b2, b3);
+  (*acc).g13 = quad_fma((*acc).g13, a_quad(r + 52u, k, k_end), b0, b1, b2, b3);
+  (*acc).g14 = quad_fma((*acc).g14, a_quad(r + 56u, k, k_end), b0, b1, b2, b3);
+  (*acc).g15 = quad_fma((*acc).g15, a_quad(r + 60u, k, k_end), b0, b1, b2, b3);
+}
+
+// Stores 4 columns of one row, alpha·v, as one vec4 (`col` and ldc are multiples of 4).
+fn store_row(base: u32, row: u32, col: u32, v: vec4<f32>) {
+  if (row < p.m && col < p.n) {
+    c[(base + row * p.ldc + col) >> 2u] = p.alpha * v;
+  }
+}
+
+fn store_block(base: u32, r: u32, col: u32, blk: mat4x4<f32>) {
+  store_row(base, r, col, blk[0]);
+  store_row(base, r + 1u, col, blk[1]);
+  store_row(base, r + 2u, col, blk[2]);
+  store_row(base, r + 3u, col, blk[3]);
+}
+
+fn store_quad(base: u32, r: u32, col: u32, q: Quad) {
+  store_block(base, r, col, q.j0);
+  store_block(base, r, col + 4u, q.j1);
+  store_block(base, r, col + 8u, q.j2);
+  store_block(base, r, col + 12u, q.j3);
+}
+
+@compute @workgroup_size(WG_X, WG_Y)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let r = gid.y * TM;
+  let col = gid.x * TN;
+  if (r >= p.m || col >= p.n) {
+    return;
+  }
+  let k_begin = gid.z * p.k_split;
+  let k_end = min(k_begin + p.k_split, p.k);
+  var acc: Acc;
+  for (var k = k_begin; k < k_end; k += 4u) {
+    k_step(&acc, r, col, k, k_end);
+  }
+  let base = gid.z * p.mn_pad;
+  store_quad(base, r, col, acc.g0);
+  store_quad(base, r + 4u, col, acc.g1);
+  store_quad(base, r + 8u, col, acc.g2);
+  store_quad(base, r + 12u, col, acc.g3);
+  store_quad(base, r + 16u, col, acc.g4);
+  store_quad(base, r + 20u, col, acc.g5);
+  store_quad(base, r + 24u, col, acc.g6);
+  store_quad(base, r + 28u, col, acc.g7);
+  store_quad(base, r + 32u, col, acc.g8);
+  store_quad(base, r + 36u, col, acc.g9);
+  store_quad(base, r + 40u, col, acc.g10);
+  store_quad(base, r + 44u, col, acc.g11);
+  store_quad(base, r + 48u, col, acc.g12);
+  store_quad(base, r + 52u, col, acc.g13);
+  store_quad(base, r + 56u, col, acc.g14);
+  store_quad(base, r + 60u, col, acc.g15);
+}
+
+// 2D grid of WG_1D-wide workgroups over a flat index (src/kernels/grid.ts).
+fn flat_index(gid: vec3<u32>, groups: vec3<u32>) -> u32 {
+  return gid.x + gid.y * groups.x * WG_1D;
+}
+
+// C = alpha · Σ_z partial[z] + beta · C. Partials (bound as `a`) hold M rows of ldc columns,
+// split z at element z · mn_pad; one invocation per 4 columns of a row. C is loaded
+// unconditionally (clamped, in bounds) and dropped by a select when beta == 0, since a fresh
+// pool buffer may hold NaNs.
+@compute @workgroup_size(WG_1D)
+fn reduce_splits(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let i4 = flat_index(gid, groups);
+  let row_len4 = p.ldc / 4u;
+  if (i4 >= p.m * row_len4) {
+    return;
+  }
+  var s = vec4<f32>(0.0);
+  let stride4 = p.mn_pad / 4u;
+  for (var z = 0u; z < p.splits; z++) {
+    s += a[z * stride4 + i4];
+  }
+  let row = i4 / row_len4;
+  let col = (i4 % row_len4) * 4u;
+  let e = row * p.n + col;
+  if (p.n % 4u == 0u) {
+    // Rows of C are vec4-aligned: one vec4 load and store.
+    c[e >> 2u] = p.alpha * s + select(vec4<f32>(0.0), p.beta * c[e >> 2u], p.beta != 0.0);
+    return;
+  }
+  let last = p.m * p.n - 1u;
+  for (var t = 0u; t < 4u; t++) {
+    let i = min(e + t, last);
+    let old = c[i >> 2u][i & 3u];
+    if (col + t < p.n) {
+      c[i >> 2u][i & 3u] = p.alpha * s[t] + select(0.0, p.beta * old, p.beta != 0.0);
+    }
+  }
+}
+
+// Copies a (rows × cols) matrix into c (rows × ldc), ldc = cols rounded up to 4, zero-filling
+// the padding; one invocation per output vec4. Params: m = rows, n = cols, ldc.
+@compute @workgroup_size(WG_1D)
+fn pad_cols(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let i4 = flat_index(gid, groups);
+  let row_len4 = p.ldc / 4u;
+  if (i4 >= p.m * row_len4) {
+    return;
+  }
+  let row = i4 / row_len4;
+  let col = (i4 % row_len4) * 4u;
+  let last = p.m * p.n - 1u;
+  var v = vec4<f32>(0.0);
+  for (var t = 0u; t < 4u; t++) {
+    let i = min(row * p.n + col + t, last);
+    v[t] = select(0.0, a[i >> 2u][i & 3u], col + t < p.n);
+  }
+  c[i4] = v;
+}

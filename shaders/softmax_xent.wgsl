@@ -1,1 +1,142 @@
-// placeholder: kernel not written yet
+// Fused softmax + cross-entropy over rows of V logits, with an ignore mask (target < 0),
+// as in llm.c's fused_classifier (train_gpt2.cu) and PyTorch's ignore_index:
+//   lse = log Σ_v exp(z_v)  (max-shifted)
+//   loss = Σ_{rows with target ≥ 0} (lse − z_target) / count,  count = #rows with target ≥ 0
+//   dz  += (softmax(z) − onehot(target)) · gradScale / count   on rows with target ≥ 0
+//
+// fwd_lse: LANES invocations per row (specialised from V and the adapter; 1 on CPU adapters,
+// where workgroup barriers are expensive), WG / LANES rows per workgroup, 2D grid of row
+// blocks: block = wid.x + wid.y · groups.x.
+// fwd_loss: one workgroup owns the two loss outputs and sums over all rows (no atomics).
+// bwd: one invocation per logit.
+//
+// Bindings: 0 logits (N,V)  1 targets (N) i32  2 lse (N)  3 loss (2): [mean, count]
+//           4 dlogits (N,V) +=  5 params
+
+struct Params {
+  n: u32,          // rows
+  v: u32,          // classes per row
+  scale: f32,      // gradScale (bwd)
+  nan_bits: u32,   // 0x7fc00000: a runtime NaN (a constant NaN is a WGSL compile error)
+}
+
+const LANES: u32 = 32u;  // invocations per row in fwd_lse: a power of two dividing WG
+const WG: u32 = 256u;
+const ROWS: u32 = WG / LANES;
+const LOSS_WG: u32 = 256u;
+const NEG_BIG: f32 = -3.0e38;  // below any finite logit; −inf is not portable in WGSL
+
+@group(0) @binding(0) var<storage, read> logits: array<f32>;
+@group(0) @binding(1) var<storage, read> targets: array<i32>;
+@group(0) @binding(2) var<storage, read_write> lse: array<f32>;
+@group(0) @binding(3) var<storage, read_write> loss: array<f32>;
+@group(0) @binding(4) var<storage, read_write> dlogits: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
+
+var<workgroup> red: array<f32, WG>;
+var<workgroup> red2: array<vec2<f32>, LOSS_WG>;
+
+// Max (is_max) or sum of v over the LANES invocations of one row, returned to all of them.
+// Called in uniform control flow (barriers); rows past the end take part with neutral values.
+fn row_reduce(lid: u32, v: f32, is_max: bool) -> f32 {
+  if (LANES == 1u) {
+    return v;
+  }
+  red[lid] = v;
+  workgroupBarrier();
+  let lane = lid % LANES;
+  for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
+    if (lane < s) {
+      let o = red[lid + s];
+      red[lid] = select(red[lid] + o, max(red[lid], o), is_max);
+    }
+    workgroupBarrier();
+  }
+  let total = red[lid - lane];
+  workgroupBarrier();
+  return total;
+}
+
+// Two passes (max, then Σ exp(z − max)) rather than an online max/sum: one exp per logit
+// instead of two, and the second read of a row is cache-hot.
+@compute @workgroup_size(WG)
+fn fwd_lse(
+  @builtin(local_invocation_index) lid: u32,
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) groups: vec3<u32>,
+) {
+  let row = (wid.x + wid.y * groups.x) * ROWS + lid / LANES;
+  let lane = lid % LANES;
+  let live = row < p.n;
+  let v = p.v;
+  let base = row * v;
+  var mx = NEG_BIG;
+  if (live) {
+    for (var i = lane; i < v; i += LANES) {
+      mx = max(mx, logits[base + i]);
+    }
+  }
+  mx = row_reduce(lid, mx, true);
+  var s = 0.0;
+  if (live) {
+    for (var i = lane; i < v; i += LANES) {
+      s += exp(logits[base + i] - mx);
+    }
+  }
+  s = row_reduce(lid, s, false);
+  if (live && lane == 0u) {
+    // s ≥ 1: the maximum contributes exp(0).
+    lse[row] = mx + log(s);
+  }
+}
+
+// loss = [Σ (lse − z_target) / count, count]; 0 loss when every row is ignored.
+// A target ≥ V (a caller bug the GPU cannot throw for) makes the loss NaN rather than
+// reading another row's logit.
+@compute @workgroup_size(LOSS_WG)
+fn fwd_loss(@builtin(local_invocation_index) lid: u32) {
+  var acc = vec2<f32>(0.0, 0.0);
+  for (var r = lid; r < p.n; r += LOSS_WG) {
+    let t = targets[r];
+    if (t >= 0) {
+      var l = bitcast<f32>(p.nan_bits);
+      if (u32(t) < p.v) {
+        l = lse[r] - logits[r * p.v + u32(t)];
+      }
+      acc += vec2<f32>(l, 1.0);
+    }
+  }
+  red2[lid] = acc;
+  workgroupBarrier();
+  for (var s = LOSS_WG / 2u; s > 0u; s = s >> 1u) {
+    if (lid < s) {
+      red2[lid] = red2[lid] + red2[lid + s];
+    }
+    workgroupBarrier();
+  }
+  if (lid == 0u) {
+    let total = red2[0];
+    loss[0] = select(0.0, total.x / total.y, total.y > 0.0);
+    loss[1] = total.y;
+  }
+}
+
+// Grid: x over the columns of a row (64 per workgroup), y·z over rows (z only past 65535
+// rows), so no invocation divides by V — integer division has no SIMD form on CPU adapters.
+@compute @workgroup_size(64)
+fn bwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let col = gid.x;
+  let row = gid.y + gid.z * groups.y;
+  let v = p.v;
+  if (col >= v || row >= p.n) { return; }
+  let t = targets[row];
+  let count = loss[1];
+  // count > 0 whenever some target is ≥ 0; the test only guards against a stale loss tensor.
+  if (t < 0 || count <= 0.0) { return; }
+  let i = row * v + col;
+  var g = exp(logits[i] - lse[row]);
+  if (col == u32(t)) {
+    g -= 1.0;
+  }
+  dlogits[i] += g * (p.scale / count);
+}

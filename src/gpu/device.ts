@@ -70,7 +70,11 @@ function addSwiftShaderForDawn(): void {
   if (!chosen && fileExists(SWIFTSHADER_ICD)) deno.env.set('VK_ADD_DRIVER_FILES', SWIFTSHADER_ICD);
 }
 
+/** Dawn's GPU object must outlive every device made from it: collecting it crashes Dawn. */
+let dawnInstance: GPU | null = null;
+
 async function dawnGpu(): Promise<GPU> {
+  if (dawnInstance) return dawnInstance;
   addSwiftShaderForDawn();
   // A computed specifier keeps Vite and tsc from trying to resolve a Deno-only import.
   const spec = 'npm:webgpu';
@@ -82,7 +86,8 @@ async function dawnGpu(): Promise<GPU> {
   for (const [k, v] of Object.entries(mod.globals)) {
     if (!(k in globalThis)) (globalThis as Record<string, unknown>)[k] = v;
   }
-  return mod.create(['backend=vulkan']);
+  dawnInstance = mod.create(['backend=vulkan']);
+  return dawnInstance;
 }
 
 function noAdapterError(backend: Exclude<Backend, 'auto'>): Error {

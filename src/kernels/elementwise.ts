@@ -6,9 +6,9 @@ import { type Gpu, f32bits } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { grid1d } from './grid.ts';
 
-type Entry = 'add' | 'add_bias' | 'axpy' | 'gelu_fwd' | 'gelu_bwd';
+type Entry = 'add' | 'add_bias' | 'add_bias_inplace' | 'axpy' | 'gelu_fwd' | 'gelu_bwd';
 
-function run(gpu: Gpu, entry: Entry, a: Tensor, b: Tensor | undefined, out: Tensor, c = 1, alpha = 1): void {
+function run(gpu: Gpu, entry: Entry, a: Tensor | undefined, b: Tensor | undefined, out: Tensor, c = 1, alpha = 1): void {
   const n = out.size;
   gpu.dispatch(
     { key: `elementwise.${entry}`, code: gpu.shaders.elementwise, entryPoint: entry },
@@ -36,6 +36,13 @@ export function addBias(gpu: Gpu, x: Tensor, bias: Tensor, out: Tensor): void {
   const c = bias.size;
   if (x.size % c !== 0) throw new Error(`addBias: bias of ${c} does not divide x [${x.shape}]`);
   run(gpu, 'add_bias', x, bias, out, c);
+}
+
+/** x += bias in place, x (N, C), bias (C). */
+export function addBiasInPlace(gpu: Gpu, x: Tensor, bias: Tensor): void {
+  const c = bias.size;
+  if (x.size % c !== 0) throw new Error(`addBiasInPlace: bias of ${c} does not divide x [${x.shape}]`);
+  run(gpu, 'add_bias_inplace', undefined, bias, x, c);
 }
 
 /** out += alpha · x (same size). */

@@ -1,6 +1,6 @@
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertFiniteDiff, assertRelRms, dot, randn } from '../util/assert.ts';
-import { addBias, add, axpy, geluBackward, geluForward } from '../../src/kernels/elementwise.ts';
+import { addBias, addBiasInPlace, add, axpy, geluBackward, geluForward } from '../../src/kernels/elementwise.ts';
 import { addBiasRef, geluBackwardRef, geluRef } from '../../src/reference/elementwise.ts';
 
 Deno.test('gelu reference backward matches finite differences', () => {
@@ -37,6 +37,9 @@ gpuTest('add, addBias and axpy on ragged shapes', async (gpu) => {
     assertClose(await gpu.read(out), a.map((v, i) => v + b[i]), 'add');
     addBias(gpu, ta, tbias, out);
     assertClose(await gpu.read(out), addBiasRef(a, bias), 'addBias');
+    addBiasInPlace(gpu, out, tbias);
+    assertClose(await gpu.read(out), addBiasRef(addBiasRef(a, bias), bias), 'addBiasInPlace');
+    addBias(gpu, ta, tbias, out);
     axpy(gpu, -2.5, tb, out);
     assertClose(await gpu.read(out), addBiasRef(a, bias).map((v, i) => v - 2.5 * b[i]), 'axpy');
     for (const t of [ta, tb, tbias, out]) t.release();

@@ -1,0 +1,61 @@
+/**
+ * The vector-Jacobian product of every op, side by side in one table (llm.c keeps each
+ * layer's forward and backward together; here the forward is in ops.ts with the same names).
+ * `RuleTable` is a mapped type over `OpRecords`, so an op without a rule does not compile.
+ */
+import { matmul } from '../kernels/matmul.ts';
+import { axpy, geluBackward } from '../kernels/elementwise.ts';
+import { layerNormBackward } from '../kernels/layernorm.ts';
+import { attentionBackward } from '../kernels/attention.ts';
+import { embeddingBackward } from '../kernels/embedding.ts';
+import { crossEntropyBackward } from '../kernels/cross_entropy.ts';
+import { columnSum } from '../kernels/reduce.ts';
+import type { RuleTable } from './tape.ts';
+
+export const RULES: RuleTable = {
+  linear(g, { x, w, b, y, n, cin, cout }) {
+    const dy = g.grad(y);
+    if (!dy) return;
+    const dx = g.acc(x);
+    if (dx) matmul(g.gpu, dy, w, dx, n, cin, cout, { beta: 1 }); // dx (N,Cin) += dy (N,Cout) · w (Cout,Cin)
+    const dw = g.acc(w);
+    if (dw) matmul(g.gpu, dy, x, dw, cout, cin, n, { transA: true, beta: 1 }); // dw (Cout,Cin) += dyᵀ · x
+    const db = b && g.acc(b);
+    if (db) columnSum(g.gpu, dy, db, n, cout); // db (Cout) += Σ_rows dy
+  },
+  add(g, { a, b, y }) {
+    const dy = g.grad(y);
+    if (!dy) return;
+    const da = g.acc(a);
+    if (da) axpy(g.gpu, 1, dy, da);
+    const db = g.acc(b);
+    if (db) axpy(g.gpu, 1, dy, db);
+  },
+  gelu(g, { x, y }) {
+    const dy = g.grad(y);
+    const dx = g.acc(x);
+    if (dy && dx) geluBackward(g.gpu, x, dy, dx);
+  },
+  layerNorm(g, { x, w, b, y, mean, rstd }) {
+    const dy = g.grad(y);
+    if (!dy) return;
+    const dx = g.acc(x), dw = g.acc(w), db = g.acc(b);
+    if (!dx || !dw || !db) throw new Error('layerNorm backward expects gradients for x, w and b');
+    layerNormBackward(g.gpu, x, w, mean, rstd, dy, dx, dw, db);
+  },
+  attention(g, { qkv, y, att, dims }) {
+    const dy = g.grad(y);
+    const dqkv = g.acc(qkv);
+    if (dy && dqkv) attentionBackward(g.gpu, qkv, att, dy, dqkv, dims);
+  },
+  embedding(g, { index, wte, wpe, y, b, t }) {
+    const dy = g.grad(y);
+    const dwte = g.acc(wte), dwpe = g.acc(wpe);
+    if (!dy || !dwte || !dwpe) return;
+    embeddingBackward(g.gpu, index, dy, dwte, dwpe, b, t);
+  },
+  crossEntropy(g, { logits, targets, lse, loss, gradScale }) {
+    const dlogits = g.acc(logits);
+    if (dlogits) crossEntropyBackward(g.gpu, logits, targets, lse, loss, dlogits, gradScale);
+  },
+};

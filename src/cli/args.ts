@@ -1,0 +1,100 @@
+/**
+ * Command-line flags for the training config, derived from the zod schema so every config
+ * key is a kebab-case flag (`nLayer` → `--n-layer`). Parsing is node:util's parseArgs in
+ * strict mode: an unknown flag is an error, not a silent no-op.
+ */
+import { parseArgs } from 'node:util';
+import { PRESETS, TrainConfigSchema } from '../train/config.ts';
+
+const DEFAULTS = TrainConfigSchema.parse({});
+type Key = keyof typeof DEFAULTS;
+
+export const kebab = (s: string) => s.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+
+/** Flags that are not config keys. */
+const EXTRA = {
+  preset: { type: 'string' },
+  config: { type: 'string' },
+  gpu: { type: 'string' },
+  out: { type: 'string' },
+  resume: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+export interface ParsedTrainArgs {
+  /** Config values given on the command line (camelCase keys, typed). */
+  overrides: Record<string, unknown>;
+  preset: string;
+  configFile?: string;
+  gpu: string;
+  out?: string;
+  resume: boolean;
+  help: boolean;
+}
+
+/**
+ * Parses `argv`.
+ * @throws Error for an unknown flag, a missing value, a number that does not parse or an
+ *   unknown preset, naming the flag and what is allowed.
+ */
+export function parseTrainArgs(argv: string[]): ParsedTrainArgs {
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = { ...EXTRA };
+  const byFlag = new Map<string, Key>();
+  for (const key of Object.keys(DEFAULTS) as Key[]) {
+    const flag = kebab(key);
+    byFlag.set(flag, key);
+    options[flag] = { type: typeof DEFAULTS[key] === 'boolean' ? 'boolean' : 'string' };
+    if (typeof DEFAULTS[key] === 'boolean') options[`no-${flag}`] = { type: 'boolean' };
+  }
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({ args: argv, options, strict: true, allowPositionals: false }) as {
+      values: Record<string, string | boolean | undefined>;
+    });
+  } catch (e) {
+    throw new Error(`${(e as Error).message.split('\n')[0]} (see --help)`);
+  }
+  const overrides: Record<string, unknown> = {};
+  for (const [flag, v] of Object.entries(values)) {
+    if (v === undefined || flag in EXTRA) continue;
+    const negated = flag.startsWith('no-') && byFlag.has(flag.slice(3));
+    const key = byFlag.get(negated ? flag.slice(3) : flag);
+    if (!key) continue;
+    const def = DEFAULTS[key];
+    if (typeof def === 'number') {
+      const n = Number(v);
+      if (v === '' || !Number.isFinite(n)) throw new Error(`--${flag} expects a number, got '${v}'`);
+      overrides[key] = n;
+    } else if (typeof def === 'boolean') overrides[key] = !negated;
+    else overrides[key] = v;
+  }
+  const preset = (values.preset as string | undefined) ?? 'tiny';
+  if (!(preset in PRESETS)) throw new Error(`Unknown preset '${preset}'; allowed: ${Object.keys(PRESETS).join(', ')}`);
+  return {
+    overrides,
+    preset,
+    configFile: values.config as string | undefined,
+    gpu: (values.gpu as string | undefined) ?? 'auto',
+    out: values.out as string | undefined,
+    resume: values.resume === true,
+    help: values.help === true,
+  };
+}
+
+/** The --help text: every flag with its default. */
+export function trainHelp(): string {
+  const lines = [
+    'npm run train -- [flags]      train a model on WebGPU (Deno)',
+    '',
+    '  --preset NAME        ' + Object.keys(PRESETS).join(' | ') + ' (default tiny)',
+    '  --config FILE        JSON file of config keys (camelCase), applied over the preset',
+    '  --gpu B              auto | wgpu | dawn (default auto)',
+    '  --out DIR            run directory (default runs/<preset>-<time>)',
+    '  --resume             continue the run in --out from its checkpoint',
+    '',
+  ];
+  for (const key of Object.keys(DEFAULTS) as Key[]) {
+    lines.push(`  --${kebab(key).padEnd(19)} ${JSON.stringify(DEFAULTS[key])}`);
+  }
+  return lines.join('\n');
+}

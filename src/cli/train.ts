@@ -1,0 +1,154 @@
+/**
+ * `npm run train -- [flags]`: headless training on WebGPU (Deno's wgpu or Dawn).
+ * Prints a nanoGPT-style line per log interval, writes the run directory (metrics.jsonl,
+ * config.json, ckpt.safetensors written atomically) and ends with val loss and a sample.
+ */
+import { parseTrainArgs, trainHelp } from './args.ts';
+import { exists, readCorpus, runFiles, truncateMetrics, writeAtomic } from './run_dir.ts';
+import { Progress } from './progress.ts';
+import { parseConfig, PRESETS, type TrainConfig } from '../train/config.ts';
+import { type LoadedCheckpoint, loadIntoStore, parseCheckpoint, saveCheckpoint } from '../train/checkpoint.ts';
+import { Trainer } from '../train/trainer.ts';
+import { makeTokenizer, type Tokenizer, tokenizerFromJSON } from '../data/tokenizer.ts';
+import { TextDataset } from '../data/dataset.ts';
+import { Gpu } from '../gpu/context.ts';
+import type { Backend } from '../gpu/device.ts';
+import { GPT } from '../models/gpt.ts';
+import { mixSeed, Random } from '../util/random.ts';
+
+/** Config keys a resumed run may change: they do not alter the model or the data order. */
+const RESUMABLE = new Set(['steps', 'logInterval', 'evalInterval', 'ckptInterval', 'sampleTokens', 'temperature', 'topK', 'peakTflops']);
+
+function stamp(): string {
+  return new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
+}
+
+async function resolveConfig(args: ReturnType<typeof parseTrainArgs>, outDir: string): Promise<{ cfg: TrainConfig; ckpt: LoadedCheckpoint | null }> {
+  const files = runFiles(outDir);
+  if (args.resume) {
+    if (!(await exists(files.checkpoint))) throw new Error(`--resume: no checkpoint at ${files.checkpoint}`);
+    const ckpt = await parseCheckpoint(await Deno.readFile(files.checkpoint), files.checkpoint);
+    const bad = Object.keys(args.overrides).filter((k) => !RESUMABLE.has(k));
+    if (bad.length || args.configFile) {
+      throw new Error(`--resume continues the saved config; these flags would change it: ${bad.map((k) => `--${k}`).join(', ') || '--config'} (allowed: ${[...RESUMABLE].join(', ')})`);
+    }
+    return { cfg: parseConfig({ ...ckpt.state.config, ...args.overrides }), ckpt };
+  }
+  if (await exists(files.checkpoint)) {
+    throw new Error(`${outDir} already holds a checkpoint: pass --resume to continue it, or choose another --out`);
+  }
+  let fileCfg: Record<string, unknown> = {};
+  if (args.configFile) {
+    try {
+      fileCfg = JSON.parse(await Deno.readTextFile(args.configFile));
+    } catch (e) {
+      throw new Error(`Cannot read config file '${args.configFile}': ${(e as Error).message}`);
+    }
+  }
+  return { cfg: parseConfig({ ...PRESETS[args.preset], ...fileCfg, ...args.overrides }), ckpt: null };
+}
+
+function fmtLine(step: number, loss: number, lr: number, ms: number, tps: number, mfu: number | null): string {
+  return `step ${String(step).padStart(5)} | loss ${loss.toFixed(4)} | lr ${lr.toExponential(2)} | ${ms.toFixed(1)} ms/step | ${Math.round(tps)} tokens/s` +
+    (mfu !== null ? ` | MFU ${(mfu * 100).toFixed(2)}%` : '');
+}
+
+/** Runs the CLI; returns the final validation loss. */
+export async function main(argv: string[]): Promise<number | null> {
+  const args = parseTrainArgs(argv);
+  if (args.help) {
+    console.log(trainHelp());
+    return null;
+  }
+  const outDir = args.out ?? `runs/${args.preset}-${stamp()}`;
+  const files = runFiles(outDir);
+  const { cfg, ckpt } = await resolveConfig(args, outDir);
+  const text = await readCorpus(cfg.data);
+  const tokenizer: Tokenizer = ckpt ? tokenizerFromJSON(ckpt.state.tokenizer) : makeTokenizer(cfg.tokenizer, text);
+  const data = new TextDataset(tokenizer.encode(text), cfg.blockSize, cfg.valFraction, `data file '${cfg.data}'`);
+
+  const gpu = await Gpu.create({ backend: args.gpu as Backend, log: console.log });
+  try {
+    const model = new GPT(gpu, { vocabSize: tokenizer.vocabSize, blockSize: cfg.blockSize, nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, bias: cfg.bias }, cfg.seed);
+    const trainer = new Trainer(gpu, model, data, cfg);
+    let start = 0;
+    let valLoss: number | null = null;
+    const sampleRng = new Random(mixSeed(cfg.seed, 0x5a3d1e));
+    if (ckpt) {
+      loadIntoStore(model.params, ckpt, files.checkpoint);
+      start = ckpt.state.step;
+      valLoss = ckpt.state.valLoss;
+      sampleRng.state = ckpt.state.rngState;
+      await truncateMetrics(files.metrics, start);
+    }
+    await Deno.mkdir(outDir, { recursive: true });
+    await writeAtomic(files.config, new TextEncoder().encode(JSON.stringify({ ...cfg, tokenizer: tokenizer.toJSON().kind, vocabSize: tokenizer.vocabSize }, null, 2) + '\n'));
+    console.log(
+      `model: gpt · ${cfg.nLayer} layers · ${cfg.nHead} heads · width ${cfg.nEmbd} · block ${cfg.blockSize} · ${(model.numParams() / 1e6).toFixed(3)}M params · vocab ${tokenizer.vocabSize} (${tokenizer.kind})`,
+    );
+    console.log(`data: ${cfg.data} · ${data.train.length} train / ${data.val.length} val tokens · run: ${outDir}${ckpt ? ` · resuming at step ${start}` : ''}`);
+
+    const tokensPerStep = cfg.batchSize * cfg.blockSize * cfg.gradAccum;
+    const flopsPerStep = model.flopsPerToken(cfg.blockSize) * tokensPerStep;
+    const progress = new Progress(cfg.steps, start);
+    const metrics = await Deno.open(files.metrics, { append: true, create: true });
+    const writeMetric = (o: Record<string, unknown>) => metrics.writeSync(new TextEncoder().encode(JSON.stringify(o) + '\n'));
+    const checkpoint = async (step: number) => {
+      const bytes = await saveCheckpoint(model.params, { config: cfg, tokenizer: tokenizer.toJSON(), step, dataPosition: { seed: cfg.seed, step }, rngState: sampleRng.state, valLoss });
+      await writeAtomic(files.checkpoint, bytes);
+    };
+
+    let tLast = performance.now();
+    for (let s = start; s < cfg.steps; s++) {
+      trainer.step(s);
+      const done = s + 1;
+      const last = done === cfg.steps;
+      const evalNow = done % cfg.evalInterval === 0 || last;
+      const ckptNow = (cfg.ckptInterval > 0 && done % cfg.ckptInterval === 0) || last;
+      if (done % cfg.logInterval === 0 || evalNow || ckptNow) {
+        const recs = await trainer.drain();
+        const now = performance.now();
+        const ms = (now - tLast) / recs.length;
+        tLast = now;
+        const tps = (tokensPerStep * 1000) / ms;
+        const mfu = cfg.peakTflops > 0 ? flopsPerStep / (ms / 1000) / (cfg.peakTflops * 1e12) : null;
+        for (const r of recs) {
+          if (!Number.isFinite(r.loss)) throw new Error(`loss became ${r.loss} at step ${r.step}; lower --lr or check the data`);
+          writeMetric({ step: r.step, loss: r.loss, lr: r.lr, grad_norm: r.gradNorm, ms_per_step: ms, tokens_per_s: tps });
+        }
+        const r = recs[recs.length - 1];
+        progress.clear();
+        console.log(fmtLine(r.step, r.loss, r.lr, ms, tps, mfu));
+        if (evalNow) {
+          valLoss = await trainer.evaluate('val');
+          writeMetric({ step: r.step, val_loss: valLoss });
+          console.log(`step ${String(r.step).padStart(5)} | val loss ${valLoss.toFixed(4)}`);
+        }
+        if (ckptNow) await checkpoint(done);
+        tLast = performance.now(); // evaluation and checkpoints are not training time
+      }
+      progress.update(done);
+    }
+    progress.clear();
+    metrics.close();
+    const prompt = text.includes('\n') ? tokenizer.encode('\n') : data.val.subarray(0, 1);
+    const sample = tokenizer.decode(await trainer.sample(prompt, cfg.sampleTokens, sampleRng));
+    await writeAtomic(files.sample, new TextEncoder().encode(sample + '\n'));
+    console.log(`\n---- sample (${cfg.sampleTokens} tokens, temperature ${cfg.temperature}, top-k ${cfg.topK}) ----\n${sample}\n----`);
+    console.log(`done: ${cfg.steps} steps · val loss ${valLoss?.toFixed(4)} · outputs in ${outDir}/ (metrics.jsonl, ckpt.safetensors, config.json, sample.txt)`);
+    return valLoss;
+  } finally {
+    gpu.destroy();
+  }
+}
+
+if (import.meta.main) {
+  try {
+    await main(Deno.args);
+    Deno.exit(0);
+  } catch (e) {
+    console.error(`error: ${(e as Error).message}`);
+    if (Deno.env.get('DEBUG')) console.error((e as Error).stack);
+    Deno.exit(1);
+  }
+}

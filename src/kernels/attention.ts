@@ -1,0 +1,336 @@
+/**
+ * Naive multi-head causal self-attention with a materialised (B, nh, T, T) probability
+ * matrix: the baseline FlashAttention is checked and timed against. Follows llm.c's
+ * `attention_forward` / `attention_backward` (and nanoGPT's non-flash path):
+ *
+ *   S = scale·Q Kᵀ,  P = softmax(S) (causal: s > t masked),  Y = P V
+ *   dP = dY Vᵀ,  dS = P ∘ (dP − rowsum(P ∘ dP)),  dQ += scale·dS K,  dK += scale·dSᵀ Q,  dV += Pᵀ dY
+ *
+ * Every product is one batched strided GEMM (`mm` in shaders/attention.wgsl) that reads Q, K, V
+ * and writes dQ, dK, dV in place inside the (B, T, 3C) layout, so no transposes or head splits
+ * are materialised. Causal runs skip the GEMM blocks whose every entry is masked.
+ */
+import { f32bits, type Gpu } from '../gpu/context.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { specialise } from './shaders.ts';
+import { grid1d } from './grid.ts';
+
+/** Shapes of one attention call: batch, sequence length, channels (= nh·hs), heads. */
+export interface AttentionDims {
+  b: number;
+  t: number;
+  c: number;
+  nh: number;
+  /** Mask keys s > query t (default true). */
+  causal?: boolean;
+}
+
+const CAUSAL_NONE = 0;
+const CAUSAL_BLOCKS = 1;
+const CAUSAL_K_LE_I = 2;
+const CAUSAL_K_GE_I = 3;
+
+/** Invocations per workgroup of both entry points; matches the shader's DX·DY and SM_WG. */
+const WG = 64;
+/** Rows and columns of O each `mm` invocation computes. */
+const BLOCK = 8;
+
+/** Strided view of one GEMM operand: element (r, c) at off + b·sb + h·sh + r·sr + c·sc. */
+interface Operand {
+  t: Tensor;
+  off: number;
+  sb: number;
+  sh: number;
+  sr: number;
+  sc: number;
+}
+
+/**
+ * O(b, h) = alpha · A(b, h)·B(b, h) (+ O when `accumulate`), A m×k, B k×n, batched over
+ * (b, h) on grid z. The workgroup is dx×dy invocations of 8×8 blocks; dx shrinks for narrow
+ * outputs (T×hs with small heads) so SIMD lanes on CPU drivers are not spent past column n.
+ */
+function gemm(
+  gpu: Gpu,
+  a: Operand,
+  b: Operand,
+  o: Operand,
+  m: number,
+  n: number,
+  k: number,
+  nb: number,
+  nh: number,
+  alpha: number,
+  accumulate: boolean,
+  causal: number,
+): void {
+  const blocksX = Math.ceil(n / BLOCK);
+  const dx = blocksX >= 8 ? 8 : blocksX >= 4 ? 4 : blocksX >= 2 ? 2 : 1;
+  const dy = WG / dx;
+  const code = specialise(gpu.shaders.attention, { DX: `${dx}u`, DY: `${dy}u` });
+  // deno-fmt-ignore
+  const params = new Uint32Array([
+    m, n, k, nh,
+    a.off, a.sb, a.sh, a.sr,
+    a.sc, b.off, b.sb, b.sh,
+    b.sr, b.sc, o.off, o.sb,
+    o.sh, o.sr, o.sc, f32bits(alpha),
+    accumulate ? 1 : 0, causal, 0, 0,
+  ]);
+  gpu.dispatch(
+    { key: `attention.mm.dx${dx}`, code, entryPoint: 'mm' },
+    [a.t, b.t, o.t],
+    params,
+    [Math.ceil(n / (BLOCK * dx)), Math.ceil(m / (BLOCK * dy)), nb * nh],
+  );
+}
+
+function softmax(
+  gpu: Gpu,
+  entry: 'softmax_fwd' | 'softmax_bwd',
+  p: Tensor | undefined,
+  inout: Tensor,
+  rows: number,
+  t: number,
+  causal: boolean,
+): void {
+  const params = new Uint32Array(24);
+  params[21] = causal ? 1 : 0;
+  params[22] = rows;
+  params[23] = t;
+  gpu.dispatch(
+    { key: `attention.${entry}`, code: gpu.shaders.attention, entryPoint: entry },
+    [p, undefined, inout],
+    params,
+    grid1d(rows, WG),
+  );
+}
+
+function checkDims(what: string, d: AttentionDims): number {
+  for (const k of ['b', 't', 'c', 'nh'] as const) {
+    if (!Number.isInteger(d[k]) || d[k] < 1) {
+      throw new Error(`${what}: dims.${k} must be a positive integer, got ${d[k]}`);
+    }
+  }
+  if (d.c % d.nh !== 0) {
+    throw new Error(`${what}: channels c=${d.c} not divisible by heads nh=${d.nh}`);
+  }
+  return d.c / d.nh;
+}
+
+function checkSize(what: string, name: string, t: Tensor, shape: number[]): void {
+  const n = shape.reduce((x, y) => x * y, 1);
+  if (t.size !== n) {
+    throw new Error(
+      `${what}: ${name} has shape [${t.shape}] (${t.size} elements), expected [${shape}]`,
+    );
+  }
+  if (t.dtype !== 'f32') throw new Error(`${what}: ${name} must be f32, got ${t.dtype}`);
+}
+
+function checkDistinct(
+  what: string,
+  writable: [string, Tensor][],
+  others: [string, Tensor][],
+): void {
+  const all = [...writable, ...others];
+  for (let i = 0; i < writable.length; i++) {
+    for (let j = 0; j < all.length; j++) {
+      const [wn, w] = writable[i];
+      const [on, o] = all[j];
+      if (i !== j && o.buffer === w.buffer) {
+        throw new Error(
+          `${what}: ${wn} and ${on} share one GPUBuffer; WebGPU cannot bind a writable buffer together with another binding of it`,
+        );
+      }
+    }
+  }
+}
+
+/** Q, K or V (which = 0, 1, 2) of qkv or dqkv: rows are time steps, columns head channels; transposed swaps them. */
+function qkvOperand(
+  qkv: Tensor,
+  which: 0 | 1 | 2,
+  d: AttentionDims,
+  hs: number,
+  transposed: boolean,
+): Operand {
+  const c3 = 3 * d.c;
+  return {
+    t: qkv,
+    off: which * d.c,
+    sb: d.t * c3,
+    sh: hs,
+    sr: transposed ? 1 : c3,
+    sc: transposed ? c3 : 1,
+  };
+}
+
+/** att or dS (B, nh, T, T): rows queries t, columns keys s; transposed swaps them. */
+function attOperand(att: Tensor, d: AttentionDims, transposed: boolean): Operand {
+  const tt = d.t * d.t;
+  return {
+    t: att,
+    off: 0,
+    sb: d.nh * tt,
+    sh: tt,
+    sr: transposed ? 1 : d.t,
+    sc: transposed ? d.t : 1,
+  };
+}
+
+/** y or dy (B, T, C): rows are time steps, columns head channels. */
+function btcOperand(x: Tensor, d: AttentionDims, hs: number): Operand {
+  return { t: x, off: 0, sb: d.t * d.c, sh: hs, sr: d.c, sc: 1 };
+}
+
+/**
+ * Multi-head self-attention forward.
+ *
+ * @param qkv (B, T, 3C): q = [..., 0:C], k = [..., C:2C], v = [..., 2C:3C]; head h uses channels
+ *   h·hs … (h+1)·hs of each (hs = C/nh).
+ * @param y (B, T, C) out, in (B, T, nh, hs) order (the heads concatenated, no transpose needed).
+ * @param att (B, nh, T, T) out: the softmax probabilities P, saved for backward; masked
+ *   entries (key s > query t when causal) are exact zeros.
+ * Scale is 1/sqrt(hs). Three dispatches: S = scale·QKᵀ, row softmax, Y = PV.
+ * @throws Error when a shape does not match `dims`, or when writable outputs share a GPUBuffer
+ *   with another operand.
+ */
+export function attentionForward(
+  gpu: Gpu,
+  qkv: Tensor,
+  y: Tensor,
+  att: Tensor,
+  dims: AttentionDims,
+): void {
+  const what = 'attentionForward';
+  const hs = checkDims(what, dims);
+  const { b, t, c, nh } = dims;
+  const causal = dims.causal ?? true;
+  checkSize(what, 'qkv', qkv, [b, t, 3 * c]);
+  checkSize(what, 'y', y, [b, t, c]);
+  checkSize(what, 'att', att, [b, nh, t, t]);
+  checkDistinct(what, [['y', y], ['att', att]], [['qkv', qkv]]);
+  const scale = 1 / Math.sqrt(hs);
+
+  gemm(
+    gpu,
+    qkvOperand(qkv, 0, dims, hs, false),
+    qkvOperand(qkv, 1, dims, hs, true),
+    attOperand(att, dims, false),
+    t,
+    t,
+    hs,
+    b,
+    nh,
+    scale,
+    false,
+    causal ? CAUSAL_BLOCKS : CAUSAL_NONE,
+  );
+  softmax(gpu, 'softmax_fwd', undefined, att, b * nh * t, t, causal);
+  gemm(
+    gpu,
+    attOperand(att, dims, false),
+    qkvOperand(qkv, 2, dims, hs, false),
+    btcOperand(y, dims, hs),
+    t,
+    hs,
+    t,
+    b,
+    nh,
+    1,
+    false,
+    causal ? CAUSAL_K_LE_I : CAUSAL_NONE,
+  );
+}
+
+/**
+ * Multi-head self-attention backward: dqkv (B, T, 3C) += ∂L/∂qkv, given dy (B, T, C) = ∂L/∂y
+ * and the probabilities att (B, nh, T, T) saved by {@link attentionForward} with the same dims.
+ * Uses one pooled (B, nh, T, T) scratch for dP / dS, released once the work is encoded.
+ * Five dispatches: dP = dY Vᵀ, dS = P ∘ (dP − rowsum(P∘dP)), dQ += scale·dS K,
+ * dK += scale·dSᵀ Q, dV += Pᵀ dY.
+ * @throws Error when a shape does not match `dims`, or when dqkv shares a GPUBuffer with an input.
+ */
+export function attentionBackward(
+  gpu: Gpu,
+  qkv: Tensor,
+  att: Tensor,
+  dy: Tensor,
+  dqkv: Tensor,
+  dims: AttentionDims,
+): void {
+  const what = 'attentionBackward';
+  const hs = checkDims(what, dims);
+  const { b, t, c, nh } = dims;
+  const causal = dims.causal ?? true;
+  checkSize(what, 'qkv', qkv, [b, t, 3 * c]);
+  checkSize(what, 'att', att, [b, nh, t, t]);
+  checkSize(what, 'dy', dy, [b, t, c]);
+  checkSize(what, 'dqkv', dqkv, [b, t, 3 * c]);
+  checkDistinct(what, [['dqkv', dqkv]], [['qkv', qkv], ['att', att], ['dy', dy]]);
+  const scale = 1 / Math.sqrt(hs);
+
+  const ds = gpu.empty([b, nh, t, t], 'f32', 'attention.dS');
+  try {
+    gemm(
+      gpu,
+      btcOperand(dy, dims, hs),
+      qkvOperand(qkv, 2, dims, hs, true),
+      attOperand(ds, dims, false),
+      t,
+      t,
+      hs,
+      b,
+      nh,
+      1,
+      false,
+      causal ? CAUSAL_BLOCKS : CAUSAL_NONE,
+    );
+    softmax(gpu, 'softmax_bwd', att, ds, b * nh * t, t, causal);
+    gemm(
+      gpu,
+      attOperand(ds, dims, false),
+      qkvOperand(qkv, 1, dims, hs, false),
+      qkvOperand(dqkv, 0, dims, hs, false),
+      t,
+      hs,
+      t,
+      b,
+      nh,
+      scale,
+      true,
+      causal ? CAUSAL_K_LE_I : CAUSAL_NONE,
+    );
+    gemm(
+      gpu,
+      attOperand(ds, dims, true),
+      qkvOperand(qkv, 0, dims, hs, false),
+      qkvOperand(dqkv, 1, dims, hs, false),
+      t,
+      hs,
+      t,
+      b,
+      nh,
+      scale,
+      true,
+      causal ? CAUSAL_K_GE_I : CAUSAL_NONE,
+    );
+    gemm(
+      gpu,
+      attOperand(att, dims, true),
+      btcOperand(dy, dims, hs),
+      qkvOperand(dqkv, 2, dims, hs, false),
+      t,
+      hs,
+      t,
+      b,
+      nh,
+      1,
+      true,
+      causal ? CAUSAL_K_GE_I : CAUSAL_NONE,
+    );
+  } finally {
+    ds.release();
+  }
+}

@@ -1,0 +1,161 @@
+/**
+ * Reductions over the rows of a matrix (bias gradients) and the helpers the row-wise
+ * kernels (layernorm, cross-entropy) share. No float atomics exist in WGSL, so a sum over
+ * rows that many workgroups would share is split into partial sums over chunks of rows
+ * (a grid that owns each (chunk, column)) and a pass that owns each column (DESIGN.md §4).
+ */
+import type { Gpu, KernelCode } from '../gpu/context.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { specialise } from './shaders.ts';
+import { grid1d } from './grid.ts';
+
+/**
+ * Rows per partial-sum chunk. Columns × chunks invocations keep a CPU adapter's cores busy
+ * at C = 64 and N = 8192 (8192 invocations) while the finishing pass loops over few chunks.
+ */
+export const ROWS_PER_CHUNK = 64;
+
+/**
+ * Invocations that share one row in a row kernel on a GPU: a power of two in [1, 256], about
+ * one per `perLane` elements, so short rows (C = 64, V = 65) do not leave most of a
+ * workgroup idle and long rows (V = 50257) get a full workgroup.
+ */
+export function rowLanes(rowLength: number, perLane: number): number {
+  let lanes = 1;
+  while (lanes < 256 && lanes * perLane < rowLength) lanes *= 2;
+  return lanes;
+}
+
+/**
+ * Overrides the row-kernel choice (tests use it to exercise the multi-lane path on CPU
+ * adapters). `lanes: null` restores the automatic choice.
+ */
+export const rowTuning: { lanes: number | null } = { lanes: null };
+
+/**
+ * Mesa's llvmpipe (lavapipe) stops every invocation after 65 535 loop iterations in total,
+ * silently (its LP_MAX_TGSI_LOOP_ITERATIONS guard; measured: a loop to 70 000 returns after
+ * 65 535, two loops of 60 000 after 65 534 together). SwiftShader has no such cap. Kernels
+ * keep each invocation's total iterations below it: row kernels on CPU adapters share rows
+ * longer than this many elements between lanes, so their two passes stay under 2·4096.
+ */
+export const LAVAPIPE_LOOP_CAP = 65535;
+const CPU_ROW_LIMIT = 4096;
+
+const CPU_ADAPTER = /llvmpipe|lavapipe|swiftshader|softpipe|basic render/i;
+
+/**
+ * Whether the adapter is a CPU rasteriser. There one invocation per row wins: workgroup
+ * barriers cost lavapipe about as much as the row's arithmetic and SwiftShader 5–30× more
+ * (measured, layernorm forward at N = 4096, C = 64…384).
+ */
+export function isCpuAdapter(gpu: Gpu): boolean {
+  return CPU_ADAPTER.test(gpu.adapterDescription);
+}
+
+/**
+ * The row kernel `entry` of shader `name`, specialised with LANES invocations per row and WG
+ * per workgroup, plus the number of rows each workgroup covers.
+ */
+export function rowKernel(
+  gpu: Gpu,
+  name: 'layernorm' | 'softmax_xent',
+  entry: string,
+  rowLength: number,
+  perLane: number,
+): { kernel: KernelCode; rowsPerGroup: number } {
+  let lanes: number;
+  let wg: number;
+  if (rowTuning.lanes !== null) [lanes, wg] = [rowTuning.lanes, 256];
+  else if (isCpuAdapter(gpu)) {
+    // Rows over CPU_ROW_LIMIT elements are split between lanes, which keeps each invocation's
+    // two passes under lavapipe's loop cap; 64 rows per workgroup so that N = 768 rows still
+    // spread over the cores.
+    lanes = rowLanes(rowLength, CPU_ROW_LIMIT);
+    wg = Math.max(64, lanes);
+    if (2 * Math.ceil(rowLength / lanes) + 16 > LAVAPIPE_LOOP_CAP) {
+      throw new Error(
+        `${name}.${entry}: rows of ${rowLength} elements exceed what a CPU adapter's invocation can loop over ` +
+          `(lavapipe stops at ${LAVAPIPE_LOOP_CAP} iterations; at most ${
+            256 * 32000
+          } elements per row)`,
+      );
+    }
+  } else [lanes, wg] = [rowLanes(rowLength, perLane), 256];
+  if (!(lanes >= 1 && lanes <= wg && (lanes & (lanes - 1)) === 0)) {
+    throw new Error(`rowKernel: lanes must be a power of two in [1, ${wg}], got ${lanes}`);
+  }
+  return {
+    kernel: {
+      key: `${name}.${entry}.L${lanes}.W${wg}`,
+      code: specialise(gpu.shaders[name], { LANES: `${lanes}u`, WG: `${wg}u` }),
+      entryPoint: entry,
+    },
+    rowsPerGroup: wg / lanes,
+  };
+}
+
+/**
+ * Workgroups for a (rows × cols) grid of one invocation per element: x covers the columns in
+ * workgroups of `wgx`, y the rows, and z splits rows beyond 65 535 (the per-dimension limit);
+ * shaders take `col = gid.x`, `row = gid.y + gid.z · groups.y`. No invocation needs an integer
+ * division, which CPU adapters cannot vectorise.
+ */
+export function rowsGrid(rows: number, cols: number, wgx: number): [number, number, number] {
+  const z = Math.ceil(rows / 65535);
+  return [Math.ceil(cols / wgx), Math.ceil(rows / z), z];
+}
+
+/** Throws when `t` does not hold `expected` elements, naming the tensor and both shapes. */
+export function expectSize(
+  fn: string,
+  name: string,
+  t: Tensor,
+  expected: number,
+  shape: string,
+): void {
+  if (t.size !== expected) {
+    throw new Error(
+      `${fn}: ${name} must be ${shape} (${expected} elements), got [${t.shape}] (${t.size})`,
+    );
+  }
+}
+
+/** Throws when `t` is not of `dtype`. */
+export function expectDtype(fn: string, name: string, t: Tensor, dtype: string | string[]): void {
+  const ok = Array.isArray(dtype) ? dtype.includes(t.dtype) : t.dtype === dtype;
+  if (!ok) throw new Error(`${fn}: ${name} must have dtype ${dtype}, got ${t.dtype}`);
+}
+
+/**
+ * db (C) += Σ_rows dy (N, C): the bias gradient of y = x·W + b. Up to {@link ROWS_PER_CHUNK}
+ * rows take one pass owning each column; more take a partial pass over chunks of rows into
+ * a pooled temporary and a second pass that adds the chunk sums into db.
+ * @throws Error when dy does not hold n·c elements or db does not hold c.
+ */
+export function columnSum(gpu: Gpu, dy: Tensor, db: Tensor, n: number, c: number): void {
+  for (const [name, v] of [['n', n], ['c', c]] as const) {
+    if (!Number.isInteger(v) || v < 0) {
+      throw new Error(`columnSum: ${name} must be a non-negative integer, got ${v}`);
+    }
+  }
+  expectSize('columnSum', 'dy', dy, n * c, `(n=${n}, c=${c})`);
+  expectSize('columnSum', 'db', db, c, `(c=${c})`);
+  if (n === 0 || c === 0) return;
+  const kernel = { key: 'reduce.colsum', code: gpu.shaders.reduce, entryPoint: 'colsum' };
+  if (n <= ROWS_PER_CHUNK) {
+    gpu.dispatch(kernel, [dy, db], new Uint32Array([n, c, n, 1]), grid1d(c, 256));
+    return;
+  }
+  const chunks = Math.ceil(n / ROWS_PER_CHUNK);
+  const part = gpu.empty([chunks, c], 'f32', 'columnSum.partials');
+  gpu.dispatch(
+    kernel,
+    [dy, part],
+    new Uint32Array([n, c, ROWS_PER_CHUNK, 0]),
+    grid1d(chunks * c, 256),
+  );
+  gpu.dispatch(kernel, [part, db], new Uint32Array([chunks, c, chunks, 1]), grid1d(c, 256));
+  // Safe at once: later users of the buffer are encoded after these dispatches.
+  part.release();
+}

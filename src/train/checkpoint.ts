@@ -1,0 +1,97 @@
+/**
+ * Training checkpoints as safetensors: parameters under nanoGPT's names, AdamW moments under
+ * `optim.m.NAME` / `optim.v.NAME`, and in the metadata the config, tokenizer, next step,
+ * data position and RNG state — everything a resumed run needs to continue bit-for-bit.
+ */
+import type { ParamStore } from '../nn/params.ts';
+import type { TrainConfig } from './config.ts';
+import type { TokenizerJSON } from '../data/tokenizer.ts';
+import { CorruptCheckpointError, decodeSafetensors, encodeSafetensors, type NamedTensor } from './safetensors.ts';
+
+export const CHECKPOINT_FORMAT = 'webgpu-train-sandbox/gpt/1';
+
+/** What a checkpoint carries besides tensors. */
+export interface CheckpointState {
+  config: TrainConfig;
+  tokenizer: TokenizerJSON;
+  /** The next optimizer step to run (steps 0 … step−1 are done). */
+  step: number;
+  /** Where the data loader is: batches are a function of (seed, step, micro), so this is the step. */
+  dataPosition: { seed: number; step: number };
+  /** State of the sampling RNG. */
+  rngState: number;
+  /** Best validation loss so far (for summaries). */
+  valLoss: number | null;
+}
+
+/** Reads parameters and moments from the GPU and encodes a checkpoint. */
+export async function saveCheckpoint(store: ParamStore, state: CheckpointState): Promise<Uint8Array> {
+  const [values, m, v] = await Promise.all([store.gpu.read(store.values), store.gpu.read(store.m), store.gpu.read(store.v)]);
+  const tensors: NamedTensor[] = [];
+  for (const [prefix, flat] of [['', values], ['optim.m.', m], ['optim.v.', v]] as const) {
+    for (const p of store.params) {
+      tensors.push({ name: prefix + p.name, shape: p.shape, data: (flat as Float32Array).slice(p.offset, p.offset + p.size) });
+    }
+  }
+  return encodeSafetensors(tensors, {
+    format: CHECKPOINT_FORMAT,
+    config: JSON.stringify(state.config),
+    tokenizer: JSON.stringify(state.tokenizer),
+    step: String(state.step),
+    data_position: JSON.stringify(state.dataPosition),
+    rng_state: String(state.rngState),
+    val_loss: JSON.stringify(state.valLoss),
+  });
+}
+
+/** A decoded checkpoint: state plus tensors by name. */
+export interface LoadedCheckpoint {
+  state: CheckpointState;
+  tensors: Map<string, NamedTensor>;
+}
+
+/**
+ * Decodes and validates a checkpoint's bytes.
+ * @throws CorruptCheckpointError when the bytes, metadata or digest are wrong.
+ */
+export async function parseCheckpoint(bytes: Uint8Array, what: string): Promise<LoadedCheckpoint> {
+  const { tensors, metadata } = await decodeSafetensors(bytes, what);
+  if (metadata.format !== CHECKPOINT_FORMAT) {
+    throw new CorruptCheckpointError(what, `format is '${metadata.format}', expected '${CHECKPOINT_FORMAT}'`);
+  }
+  try {
+    const state: CheckpointState = {
+      config: JSON.parse(metadata.config),
+      tokenizer: JSON.parse(metadata.tokenizer),
+      step: Number(metadata.step),
+      dataPosition: JSON.parse(metadata.data_position),
+      rngState: Number(metadata.rng_state),
+      valLoss: JSON.parse(metadata.val_loss ?? 'null'),
+    };
+    if (!Number.isInteger(state.step) || state.step < 0) throw new Error(`step '${metadata.step}' is not a count`);
+    return { state, tensors };
+  } catch (e) {
+    throw new CorruptCheckpointError(what, `metadata unreadable: ${(e as Error).message}`);
+  }
+}
+
+/**
+ * Writes a checkpoint's tensors into the parameter store (values and AdamW moments).
+ * @throws CorruptCheckpointError when a tensor is missing or has another shape.
+ */
+export function loadIntoStore(store: ParamStore, ckpt: LoadedCheckpoint, what: string): void {
+  const flat = { '': new Float32Array(store.values.size), 'optim.m.': new Float32Array(store.m.size), 'optim.v.': new Float32Array(store.v.size) };
+  for (const [prefix, host] of Object.entries(flat)) {
+    for (const p of store.params) {
+      const t = ckpt.tensors.get(prefix + p.name);
+      if (!t) throw new CorruptCheckpointError(what, `tensor '${prefix + p.name}' is missing`);
+      if (t.shape.join(',') !== p.shape.join(',')) {
+        throw new CorruptCheckpointError(what, `tensor '${prefix + p.name}' has shape [${t.shape}], the model expects [${p.shape}]`);
+      }
+      host.set(t.data, p.offset);
+    }
+  }
+  store.gpu.write(store.values, flat['']);
+  store.gpu.write(store.m, flat['optim.m.']);
+  store.gpu.write(store.v, flat['optim.v.']);
+}

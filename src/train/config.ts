@@ -1,0 +1,88 @@
+/**
+ * The training configuration: one flat typed object (nanoGPT's train.py globals), validated
+ * with zod so every bad value is reported with its name and the allowed range.
+ */
+import { z } from 'zod';
+
+const int = (min: number) => z.number().int().min(min);
+const pos = z.number().positive();
+
+export const TrainConfigSchema = z.object({
+  // ---- model -------------------------------------------------------------
+  arch: z.enum(['gpt']).default('gpt'), // model family (issue "sequence mixers" adds more)
+  nLayer: int(1).default(2), // transformer blocks
+  nHead: int(1).default(2), // attention heads; must divide nEmbd
+  nEmbd: int(1).default(64), // width C
+  blockSize: int(1).default(64), // context length T
+  bias: z.boolean().default(true), // biases in Linear layers
+  tokenizer: z.enum(['char', 'gpt2']).default('char'), // char-level or GPT-2 BPE
+  // ---- data --------------------------------------------------------------
+  data: z.string().min(1).default('public/data/tinyshakespeare.txt'), // UTF-8 text file
+  valFraction: z.number().gt(0).lt(1).default(0.1), // tail share held out for validation
+  // ---- optimisation ------------------------------------------------------
+  batchSize: int(1).default(16), // sequences per micro-batch B
+  gradAccum: int(1).default(1), // micro-batches per optimizer step
+  steps: int(1).default(600), // optimizer steps (max_iters)
+  lr: pos.default(3e-3), // peak learning rate
+  minLr: z.number().min(0).default(3e-4), // floor of the cosine decay
+  warmup: int(0).default(50), // linear warmup steps
+  decaySteps: int(0).default(0), // cosine decay length; 0 = until `steps`
+  weightDecay: z.number().min(0).default(0.1), // AdamW decoupled decay (matrices only)
+  beta1: z.number().min(0).lt(1).default(0.9),
+  beta2: z.number().min(0).lt(1).default(0.99),
+  eps: pos.default(1e-8),
+  gradClip: z.number().min(0).default(1), // global-norm clip; 0 = off
+  // ---- evaluation, logging, sampling ---------------------------------------
+  evalInterval: int(1).default(100), // steps between validation runs
+  evalBatches: int(1).default(10), // fixed validation batches averaged per evaluation
+  logInterval: int(1).default(10), // steps per log line (and per GPU readback)
+  ckptInterval: int(0).default(100), // steps between checkpoints; 0 = only at the end
+  sampleTokens: int(0).default(200), // tokens generated in the final sample
+  temperature: pos.default(0.8),
+  topK: int(0).default(40), // 0 = no top-k filter
+  seed: int(0).default(1337),
+  peakTflops: z.number().min(0).default(0), // device peak for MFU; 0 = unknown (not printed)
+});
+
+export type TrainConfig = z.infer<typeof TrainConfigSchema>;
+
+/** Named presets. `tiny` is sized to finish on a 2-core CPU machine in minutes. */
+export const PRESETS: Record<string, Partial<TrainConfig>> = {
+  tiny: {},
+  // nanoGPT's CPU command for shakespeare_char (README "I only have a macbook").
+  'nanogpt-cpu': {
+    nLayer: 4,
+    nHead: 4,
+    nEmbd: 128,
+    blockSize: 64,
+    batchSize: 12,
+    lr: 1e-3,
+    minLr: 1e-4,
+    steps: 2000,
+    warmup: 100,
+    weightDecay: 0.1,
+    beta2: 0.99,
+    evalInterval: 250,
+    evalBatches: 20,
+    logInterval: 10,
+    ckptInterval: 250,
+  },
+};
+
+/**
+ * Validates a partial config on top of the defaults.
+ * @throws Error with one line per problem: `name: message`.
+ */
+export function parseConfig(input: Record<string, unknown>): TrainConfig {
+  const r = TrainConfigSchema.strict().safeParse(input);
+  if (!r.success) {
+    const lines = r.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`);
+    throw new Error(`Invalid config: ${lines.join('; ')}`);
+  }
+  const cfg = r.data;
+  if (cfg.nEmbd % cfg.nHead !== 0) {
+    throw new Error(`Invalid config: nEmbd (${cfg.nEmbd}) must be divisible by nHead (${cfg.nHead})`);
+  }
+  if (cfg.minLr > cfg.lr) throw new Error(`Invalid config: minLr (${cfg.minLr}) must not exceed lr (${cfg.lr})`);
+  return cfg;
+}

@@ -1,0 +1,168 @@
+/**
+ * The training loop's GPU side: one optimizer step (micro-batches with gradient
+ * accumulation, backward, clip, AdamW), evaluation on fixed validation batches, and
+ * sampling. Losses stay on the GPU in a history buffer that is read once per log interval,
+ * so the CPU keeps encoding the next step while the GPU runs this one.
+ */
+import type { Gpu } from '../gpu/context.ts';
+import { Tensor } from '../gpu/tensor.ts';
+import { Tape } from '../autograd/tape.ts';
+import { RULES } from '../autograd/rules.ts';
+import { axpy } from '../kernels/elementwise.ts';
+import type { GPT } from '../models/gpt.ts';
+import type { TextDataset } from '../data/dataset.ts';
+import type { TrainConfig } from './config.ts';
+import { AdamW } from './optimizer.ts';
+import { cosineWithWarmup } from './schedules.ts';
+import { Random } from '../util/random.ts';
+
+/** Per-step values read back from the GPU. */
+export interface StepRecord {
+  step: number;
+  loss: number;
+  gradNorm: number;
+  lr: number;
+}
+
+/** Seed offset that keeps validation batches fixed across evaluations and runs. */
+const EVAL_STEP = 0x7fff_0000;
+
+export class Trainer {
+  readonly opt: AdamW;
+  private readonly tokens: Tensor;
+  private readonly targets: Tensor;
+  private readonly lossAcc: Tensor;
+  private history: Tensor;
+  private pending: { step: number; lr: number }[] = [];
+  private readonly paramGrads: Map<Tensor, Tensor>;
+
+  constructor(readonly gpu: Gpu, readonly model: GPT, readonly data: TextDataset, readonly cfg: TrainConfig) {
+    const { batchSize: b, blockSize: t } = cfg;
+    this.tokens = gpu.zeros([b, t], 'i32', 'tokens');
+    this.targets = gpu.zeros([b, t], 'i32', 'targets');
+    this.lossAcc = gpu.zeros([2], 'f32', 'loss_acc');
+    this.history = gpu.zeros([Math.max(1, cfg.logInterval) * 2], 'f32', 'loss_history');
+    this.opt = new AdamW(gpu, model.params, cfg);
+    this.paramGrads = model.params.gradMap();
+  }
+
+  /** The learning rate at `step` (0-based). */
+  lrAt(step: number): number {
+    const c = this.cfg;
+    return cosineWithWarmup(step, { lr: c.lr, minLr: c.minLr, warmup: c.warmup, decaySteps: c.decaySteps || c.steps });
+  }
+
+  /**
+   * Encodes optimizer step `step` (0-based): gradAccum micro-batches, then clip + AdamW.
+   * Nothing is read back; call {@link drain} to collect the losses.
+   */
+  step(step: number): void {
+    const { gpu, model, cfg } = this;
+    const { batchSize: b, blockSize: t, gradAccum } = cfg;
+    model.params.zeroGrad();
+    gpu.clear(this.lossAcc);
+    for (let micro = 0; micro < gradAccum; micro++) {
+      const batch = this.data.batch('train', b, t, cfg.seed, step, micro);
+      gpu.write(this.tokens, batch.x);
+      gpu.write(this.targets, batch.y);
+      const tape = new Tape(gpu, this.paramGrads);
+      const { loss } = model.forward(tape, this.tokens, batch.x, this.targets, b, t, 1 / gradAccum);
+      axpy(gpu, 1 / gradAccum, loss!, this.lossAcc);
+      tape.backward(RULES);
+      tape.dispose();
+    }
+    const lr = this.lrAt(step);
+    this.opt.step(lr, step + 1);
+    const slot = this.pending.length;
+    if (slot * 2 + 2 > this.history.size) this.growHistory();
+    gpu.copy(this.slice(this.lossAcc, 0, 1), this.slice(this.history, slot * 2, 1));
+    gpu.copy(this.slice(this.opt.norm, 0, 1), this.slice(this.history, slot * 2 + 1, 1));
+    this.pending.push({ step, lr });
+  }
+
+  /** Waits for the GPU and returns the records of every step encoded since the last drain. */
+  async drain(): Promise<StepRecord[]> {
+    if (!this.pending.length) return [];
+    const h = await this.gpu.read(this.history);
+    const out = this.pending.map((p, i) => ({ step: p.step, lr: p.lr, loss: h[i * 2], gradNorm: h[i * 2 + 1] }));
+    this.pending = [];
+    return out;
+  }
+
+  /** Mean loss over `cfg.evalBatches` fixed batches of `split` (the same batches every call). */
+  async evaluate(split: 'train' | 'val' = 'val'): Promise<number> {
+    const { gpu, model, cfg } = this;
+    const { batchSize: b, blockSize: t } = cfg;
+    const acc = gpu.zeros([2], 'f32', 'eval_acc');
+    for (let i = 0; i < cfg.evalBatches; i++) {
+      const batch = this.data.batch(split, b, t, cfg.seed, EVAL_STEP, i);
+      gpu.write(this.tokens, batch.x);
+      gpu.write(this.targets, batch.y);
+      const tape = new Tape(gpu, new Map(), false);
+      const { loss } = model.forward(tape, this.tokens, batch.x, this.targets, b, t);
+      axpy(gpu, 1 / cfg.evalBatches, loss!, acc);
+      tape.dispose();
+    }
+    const v = (await gpu.read(acc))[0];
+    acc.release();
+    return v;
+  }
+
+  /**
+   * Generates `n` tokens after `prompt` (host ids): the context is the last blockSize tokens,
+   * padded to a fixed (1, T) shape (causality makes the padding invisible), and the next
+   * token is drawn from softmax(logits / temperature) restricted to the top-k.
+   */
+  async sample(prompt: Int32Array, n: number, rng: Random, temperature = this.cfg.temperature, topK = this.cfg.topK): Promise<Int32Array> {
+    const { gpu, model } = this;
+    const T = model.cfg.blockSize;
+    const V = model.cfg.vocabSize;
+    const ids = Array.from(prompt.length ? prompt : [0]);
+    const ctx = gpu.zeros([1, T], 'i32', 'sample_ctx');
+    const out: number[] = [];
+    for (let k = 0; k < n; k++) {
+      const window = ids.slice(-T);
+      const host = new Int32Array(T);
+      host.set(window);
+      gpu.write(ctx, host);
+      const tape = new Tape(gpu, new Map(), false);
+      const { logits } = model.forward(tape, ctx, host, null, 1, T);
+      const row = await gpu.read(this.slice(logits, (window.length - 1) * V, V));
+      tape.dispose();
+      const next = pick(row as Float32Array, temperature, topK, rng);
+      ids.push(next);
+      out.push(next);
+    }
+    ctx.release();
+    return Int32Array.from(out);
+  }
+
+  private slice(t: Tensor, start: number, len: number): Tensor {
+    return new Tensor(this.gpu, t.buffer, [len], t.dtype, t.offset + start * 4, false, `${t.label}[${start}]`);
+  }
+
+  private growHistory(): void {
+    const bigger = this.gpu.zeros([this.history.size * 2], 'f32', 'loss_history');
+    this.gpu.copy(this.history, this.slice(bigger, 0, this.history.size));
+    this.history.release();
+    this.history = bigger;
+  }
+}
+
+/** Samples an index from logits with temperature and top-k (nanoGPT generate()). */
+export function pick(logits: Float32Array, temperature: number, topK: number, rng: Random): number {
+  const v = Array.from(logits, (x) => x / temperature);
+  if (topK > 0 && topK < v.length) {
+    const kth = [...v].sort((a, b) => b - a)[topK - 1];
+    for (let i = 0; i < v.length; i++) if (v[i] < kth) v[i] = -Infinity;
+  }
+  const m = Math.max(...v);
+  const p = v.map((x) => Math.exp(x - m));
+  const s = p.reduce((a, b) => a + b, 0);
+  let r = rng.uniform() * s;
+  for (let i = 0; i < p.length; i++) {
+    r -= p[i];
+    if (r <= 0) return i;
+  }
+  return p.length - 1;
+}

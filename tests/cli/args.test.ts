@@ -1,0 +1,34 @@
+import { deepStrictEqual, equal, throws } from 'node:assert/strict';
+import { parseTrainArgs } from '../../src/cli/args.ts';
+import { parseConfig, PRESETS } from '../../src/train/config.ts';
+
+Deno.test('train flags map to config keys', () => {
+  const a = parseTrainArgs(['--n-layer', '3', '--lr=0.002', '--no-bias', '--preset', 'nanogpt-cpu', '--gpu=dawn', '--out', 'runs/x', '--resume']);
+  deepStrictEqual(a.overrides, { nLayer: 3, lr: 0.002, bias: false });
+  equal(a.preset, 'nanogpt-cpu');
+  equal(a.gpu, 'dawn');
+  equal(a.out, 'runs/x');
+  equal(a.resume, true);
+});
+
+Deno.test('bad flags are one-line errors naming the problem', () => {
+  throws(() => parseTrainArgs(['--bogus']), /Unknown option '--bogus'/);
+  throws(() => parseTrainArgs(['--steps', 'many']), /--steps expects a number, got 'many'/);
+  throws(() => parseTrainArgs(['--preset', 'huge']), /Unknown preset 'huge'; allowed: tiny, nanogpt-cpu/);
+});
+
+Deno.test('impossible configs are rejected with the violated rule', () => {
+  throws(() => parseConfig({ nEmbd: 100, nHead: 3 }), /nEmbd \(100\) must be divisible by nHead \(3\)/);
+  throws(() => parseConfig({ nLayer: 0 }), /nLayer: Too small/);
+  throws(() => parseConfig({ lr: -1 }), /lr:/);
+  throws(() => parseConfig({ colour: 'blue' }), /Unrecognized key/);
+  throws(() => parseConfig({ lr: 1e-4, minLr: 1e-3 }), /minLr .* must not exceed lr/);
+});
+
+Deno.test('nanogpt-cpu preset is nanoGPT\'s CPU Shakespeare config', () => {
+  const c = parseConfig(PRESETS['nanogpt-cpu']);
+  deepStrictEqual(
+    [c.nLayer, c.nHead, c.nEmbd, c.blockSize, c.batchSize, c.lr, c.steps, c.warmup, c.minLr, c.weightDecay, c.beta2],
+    [4, 4, 128, 64, 12, 1e-3, 2000, 100, 1e-4, 0.1, 0.99],
+  );
+});

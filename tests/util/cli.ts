@@ -1,0 +1,42 @@
+/** Runs the CLI in a subprocess, as a user would. */
+const root = new URL('../../', import.meta.url).pathname;
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** `deno run -A src/cli/<script> ...args` from the project root. */
+export async function runCli(script: string, args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ['run', '-A', `src/cli/${script}`, ...args],
+    cwd: root,
+    env: { XDG_RUNTIME_DIR: '/tmp', ...env },
+    stdout: 'piped',
+    stderr: 'piped',
+  }).output();
+  return { code: out.code, stdout: new TextDecoder().decode(out.stdout), stderr: new TextDecoder().decode(out.stderr) };
+}
+
+/** Starts the CLI without waiting (for kill tests). */
+export function spawnCli(script: string, args: string[]): Deno.ChildProcess {
+  return new Deno.Command(Deno.execPath(), {
+    args: ['run', '-A', `src/cli/${script}`, ...args],
+    cwd: root,
+    env: { XDG_RUNTIME_DIR: '/tmp' },
+    stdout: 'null',
+    stderr: 'null',
+  }).spawn();
+}
+
+/** The `loss` of every step line of a metrics.jsonl, indexed by step. */
+export async function readLosses(path: string): Promise<Map<number, number>> {
+  const m = new Map<number, number>();
+  for (const line of (await Deno.readTextFile(path)).split('\n')) {
+    if (!line.trim()) continue;
+    const o = JSON.parse(line);
+    if (typeof o.loss === 'number') m.set(o.step, o.loss);
+  }
+  return m;
+}

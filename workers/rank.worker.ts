@@ -1,0 +1,276 @@
+/**
+ * One rank = one Worker = one GPUDevice (DESIGN.md §2). Today the world size is 1: the rank
+ * trains the whole model. The control plane is comlink: the page (or a Deno host) wraps this
+ * worker and calls {@link RankApi}; progress comes back through a `Comlink.proxy` callback.
+ *
+ * Runtime-neutral on purpose: no Deno APIs and no Vite-only syntax (`import.meta.env`, `?raw`),
+ * so the same file runs bundled by Vite in a browser and as a Deno module worker. The host
+ * passes the corpus location (`dataUrl`) or the text itself.
+ */
+import * as Comlink from 'comlink';
+import { Gpu } from '../src/gpu/context.ts';
+import type { Backend } from '../src/gpu/device.ts';
+import { CharTokenizer } from '../src/data/tokenizer.ts';
+import { TextDataset } from '../src/data/dataset.ts';
+import { GPT } from '../src/models/gpt.ts';
+import { Trainer } from '../src/train/trainer.ts';
+import { parseConfig, type TrainConfig } from '../src/train/config.ts';
+import { mixSeed, Random } from '../src/util/random.ts';
+
+/** What {@link RankApi.init} needs. */
+export interface RankInitOptions {
+  /** Absolute URL of the UTF-8 training text (the page passes `${BASE_URL}data/tinyshakespeare.txt`). */
+  dataUrl?: string;
+  /** The training text itself, instead of `dataUrl`. */
+  text?: string;
+  /** WebGPU implementation; `browser` (navigator.gpu) unless a Deno host asks for another. */
+  backend?: Backend;
+}
+
+/** What {@link RankApi.init} reports. */
+export interface RankInfo {
+  /** Adapter description (e.g. "SwiftShader Device (Subzero)"), or vendor when empty. */
+  adapter: string;
+  backend: string;
+  features: string[];
+  /** The one-line device summary `Gpu.create` logs (limits and features). */
+  gpuLine: string;
+  /** Characters in the corpus and distinct characters (the char vocabulary). */
+  corpusChars: number;
+  vocabSize: number;
+}
+
+/** Progress records sent to the host's callback, in order. */
+export type ProgressRecord =
+  | {
+    kind: 'train';
+    /** 0-based step of the last record in this log interval. */
+    step: number;
+    loss: number;
+    gradNorm: number;
+    lr: number;
+    /** Wall-clock ms per step over the interval (evaluation excluded). */
+    ms: number;
+    tokensPerSec: number;
+    /** Every step of the interval as [step, loss], for charts. */
+    points: [number, number][];
+  }
+  | { kind: 'eval'; step: number; valLoss: number }
+  | { kind: 'status'; text: string };
+
+/** What {@link RankApi.train} resolves to. */
+export interface TrainSummary {
+  /** Optimizer steps completed. */
+  steps: number;
+  /** True when {@link RankApi.stop} ended the run early. */
+  stopped: boolean;
+  firstLoss: number | null;
+  finalLoss: number | null;
+  valLoss: number | null;
+  /** Generated text after training (empty when stopped or sampleTokens is 0). */
+  sample: string;
+  params: number;
+  /** Total wall-clock ms of the run, setup and sampling included. */
+  ms: number;
+}
+
+export interface RankApi {
+  /** Opens the GPU device and loads the corpus. @throws Error naming what is missing (WebGPU, adapter, data). */
+  init(opts: RankInitOptions): Promise<RankInfo>;
+  /**
+   * Trains a GPT on the corpus with `cfg` (validated by `parseConfig`; `cfg.data` is ignored:
+   * the corpus is the one given to init). Resolves when the run ends or is stopped.
+   * @throws Error for an invalid config, a non-finite loss, or a WebGPU error.
+   */
+  train(cfg: Partial<TrainConfig>, onProgress?: (rec: ProgressRecord) => void): Promise<TrainSummary>;
+  /** Pauses after the current log interval; {@link resume} continues. */
+  pause(): void;
+  resume(): void;
+  /** Ends the current run after the current log interval (no final sample). */
+  stop(): void;
+  /** `n` tokens from the last trained model, prompted with a newline. */
+  sample(n: number): Promise<string>;
+}
+
+interface Run {
+  cfg: TrainConfig;
+  trainer: Trainer;
+  rng: Random;
+}
+
+let gpu: Gpu | null = null;
+let gpuUsed = false;
+let backend: Backend = 'browser';
+let gpuLine = '';
+let text = '';
+let tokenizer: CharTokenizer | null = null;
+let tokens: Int32Array | null = null;
+let run: Run | null = null;
+let training = false;
+let stopRequested = false;
+let paused: { promise: Promise<void>; resolve: () => void } | null = null;
+
+async function openGpu(): Promise<Gpu> {
+  return await Gpu.create({ backend, log: (line) => (gpuLine = line) });
+}
+
+/** A fresh device per run: destroying the last one frees every buffer the last model held. */
+async function freshGpu(): Promise<Gpu> {
+  if (gpu && !gpuUsed) return gpu;
+  run = null;
+  gpu?.destroy();
+  gpu = null;
+  gpu = await openGpu();
+  gpuUsed = false;
+  return gpu;
+}
+
+function requireInit(): { gpu: Gpu; tokenizer: CharTokenizer; tokens: Int32Array } {
+  if (!gpu || !tokenizer || !tokens) throw new Error('rank: call init() first');
+  return { gpu, tokenizer, tokens };
+}
+
+/** A readable adapter name: the description, else vendor and architecture (SwiftShader leaves the description empty). */
+function adapterName(g: Gpu): string {
+  if (g.adapterDescription) return g.adapterDescription;
+  const info = (g.device as GPUDevice & { adapterInfo?: GPUAdapterInfo }).adapterInfo;
+  const parts = info ? [info.vendor, info.architecture, info.device].filter((x) => x) : [];
+  return parts.length ? parts.join(' ') : 'unknown adapter';
+}
+
+async function fetchText(url: string): Promise<string> {
+  let res: Response;
+  try {
+    res = await fetch(url);
+  } catch (e) {
+    throw new Error(`Cannot fetch training data ${url}: ${(e as Error).message}`);
+  }
+  if (!res.ok) throw new Error(`Cannot fetch training data ${url}: HTTP ${res.status}`);
+  return await res.text();
+}
+
+async function generate(r: Run, n: number): Promise<string> {
+  const tok = requireInit().tokenizer;
+  if (n <= 0) return '';
+  const prompt = text.includes('\n') ? tok.encode('\n') : new Int32Array([0]);
+  return tok.decode(await r.trainer.sample(prompt, n, r.rng));
+}
+
+const api: RankApi = {
+  async init(opts) {
+    backend = opts.backend ?? 'browser';
+    const [g, t] = await Promise.all([
+      gpu ? Promise.resolve(gpu) : openGpu(),
+      opts.text !== undefined ? Promise.resolve(opts.text) : opts.dataUrl ? fetchText(opts.dataUrl) : Promise.reject(new Error('rank.init: pass dataUrl or text')),
+    ]);
+    gpu = g;
+    if (!t.length) throw new Error('Training data is empty');
+    text = t;
+    tokenizer = CharTokenizer.fromText(text);
+    tokens = tokenizer.encode(text);
+    return {
+      adapter: adapterName(g),
+      backend: g.backend,
+      features: [...g.features],
+      gpuLine,
+      corpusChars: tokens.length,
+      vocabSize: tokenizer.vocabSize,
+    };
+  },
+
+  async train(input, onProgress) {
+    if (training) throw new Error('rank: a run is already in progress');
+    training = true;
+    stopRequested = false;
+    const t0 = performance.now();
+    const emit = (rec: ProgressRecord) => {
+      // Fire and forget: comlink keeps the order; a host that went away must not end the run.
+      Promise.resolve(onProgress?.(rec)).catch(() => {});
+    };
+    try {
+      const { tokenizer: tok, tokens: ids } = requireInit();
+      const cfg = parseConfig({ ...input });
+      emit({ kind: 'status', text: 'opening device' });
+      const g = await freshGpu();
+      gpuUsed = true;
+      const data = new TextDataset(ids, cfg.blockSize, cfg.valFraction, 'training data');
+      const model = new GPT(g, { vocabSize: tok.vocabSize, blockSize: cfg.blockSize, nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, bias: cfg.bias }, cfg.seed);
+      const trainer = new Trainer(g, model, data, cfg);
+      run = { cfg, trainer, rng: new Random(mixSeed(cfg.seed, 0x5a3d1e)) };
+      emit({ kind: 'status', text: `model: ${cfg.nLayer} layers · ${cfg.nHead} heads · width ${cfg.nEmbd} · block ${cfg.blockSize} · ${(model.numParams() / 1e6).toFixed(3)}M params · vocab ${tok.vocabSize}` });
+
+      const tokensPerStep = cfg.batchSize * cfg.blockSize * cfg.gradAccum;
+      let firstLoss: number | null = null;
+      let finalLoss: number | null = null;
+      let valLoss: number | null = null;
+      let done = 0;
+      let tLast = performance.now();
+      for (let s = 0; s < cfg.steps; s++) {
+        trainer.step(s);
+        done = s + 1;
+        const last = done === cfg.steps;
+        const evalNow = done % cfg.evalInterval === 0 || last;
+        if (done % cfg.logInterval === 0 || evalNow) {
+          const recs = await trainer.drain();
+          const now = performance.now();
+          const ms = (now - tLast) / recs.length;
+          for (const r of recs) {
+            if (!Number.isFinite(r.loss)) throw new Error(`loss became ${r.loss} at step ${r.step}; lower the learning rate`);
+          }
+          const r = recs[recs.length - 1];
+          firstLoss ??= recs[0].loss;
+          finalLoss = r.loss;
+          emit({ kind: 'train', step: r.step, loss: r.loss, gradNorm: r.gradNorm, lr: r.lr, ms, tokensPerSec: (tokensPerStep * 1000) / ms, points: recs.map((x) => [x.step, x.loss]) });
+          if (evalNow && !stopRequested) {
+            valLoss = await trainer.evaluate('val');
+            emit({ kind: 'eval', step: r.step, valLoss });
+          }
+          if (paused) {
+            emit({ kind: 'status', text: `paused after step ${r.step}` });
+            await paused.promise;
+          }
+          if (stopRequested) break;
+          tLast = performance.now(); // evaluation and pauses are not training time
+        }
+      }
+      const stopped = stopRequested && done < cfg.steps;
+      let sample = '';
+      if (!stopped && cfg.sampleTokens > 0) {
+        emit({ kind: 'status', text: `sampling ${cfg.sampleTokens} tokens` });
+        sample = await generate(run, cfg.sampleTokens);
+      }
+      return { steps: done, stopped, firstLoss, finalLoss, valLoss, sample, params: model.numParams(), ms: performance.now() - t0 };
+    } finally {
+      training = false;
+      paused = null;
+      const release = (onProgress as unknown as Record<symbol, unknown> | undefined)?.[Comlink.releaseProxy];
+      if (typeof release === 'function') release.call(onProgress);
+    }
+  },
+
+  pause() {
+    if (!paused) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      paused = { promise, resolve };
+    }
+  },
+
+  resume() {
+    paused?.resolve();
+    paused = null;
+  },
+
+  stop() {
+    stopRequested = true;
+    api.resume();
+  },
+
+  async sample(n) {
+    if (!run) throw new Error('rank: nothing trained yet');
+    if (training) throw new Error('rank: wait for the run to end before sampling');
+    return await generate(run, n);
+  },
+};
+
+Comlink.expose(api);
