@@ -27,6 +27,8 @@ export class Gpu {
   readonly backend: OpenedDevice['backend'];
   readonly adapterDescription: string;
   readonly features: ReadonlySet<string>;
+  /** Software adapter (see OpenedDevice.isCpu); kernels pick CPU-friendly variants. */
+  readonly isCpu: boolean;
   private pipelines = new Map<string, GPUComputePipeline>();
   private uniforms = new Map<string, GPUBuffer>();
   private bindGroups = new Map<string, GPUBindGroup>();
@@ -43,6 +45,7 @@ export class Gpu {
     this.backend = opened.backend;
     this.adapterDescription = opened.adapterInfo.description;
     this.features = new Set(opened.features);
+    this.isCpu = opened.isCpu;
     this.pool = new BufferPool(this.device);
     this.device.addEventListener('uncapturederror', (ev) => {
       const msg = (ev as GPUUncapturedErrorEvent).error.message;

@@ -18,6 +18,11 @@ export interface OpenedDevice {
   backend: Exclude<Backend, 'auto'>;
   /** Features enabled on the device (subset of what the adapter offers). */
   features: string[];
+  /**
+   * A software adapter (lavapipe, SwiftShader, WARP): kernels prefer one invocation per row
+   * there, because workgroup barriers cost more than the arithmetic they synchronise.
+   */
+  isCpu: boolean;
   /** Closes the device; on Dawn this also lets the process exit. */
   close(): void;
 }
@@ -158,10 +163,13 @@ export async function openDevice(opts: OpenOptions = {}): Promise<OpenedDevice> 
         (features.length ? ` · ${features.join(', ')}` : ''),
     );
   }
+  const fallback = (info as { isFallbackAdapter?: boolean }).isFallbackAdapter === true;
+  const isCpu = fallback || /llvmpipe|lavapipe|swiftshader|softpipe|basic render|warp/i.test(adapterInfo.description);
   return {
     device,
     adapterInfo,
     backend,
+    isCpu,
     features: features as string[],
     close: () => device.destroy(),
   };

@@ -15,7 +15,7 @@ import { grid1d } from './grid.ts';
 /** Invocations per workgroup; must match WG in shaders/adamw.wgsl. */
 const WG = 256;
 /** Most workgroups of the norm's first pass; each invocation writes one partial sum. */
-const MAX_PARTIAL_GROUPS = 64;
+const MAX_PARTIAL_GROUPS = 256;
 /** Elements each invocation of the first pass should at least see, so small arrays use few groups. */
 const MIN_PER_THREAD = 16;
 
@@ -68,7 +68,7 @@ function checkF32(what: string, name: string, t: Tensor, min = 0): void {
  *
  * @param grads the flat gradient buffer as one tensor (any shape; up to tens of millions of f32).
  * @param norm (2) out: [‖g‖₂, min(1, maxNorm / (‖g‖₂ + 1e-6))]; maxNorm ≤ 0 means no clipping (scale 1).
- * Two dispatches: per-invocation partial sums of squares (at most 64·256, into pooled scratch
+ * Two dispatches: per-invocation partial sums of squares (at most 256·256, into pooled scratch
  * released after encoding), then a one-workgroup reduce. Sums are f32.
  * @throws Error when a tensor is not f32, norm has fewer than 2 elements, or both share a buffer.
  */
@@ -110,8 +110,10 @@ export function gradNorm(gpu: Gpu, grads: Tensor, norm: Tensor, maxNorm: number)
  *   p −= lr·( (m / (1−β1^t)) / (sqrt(v / (1−β2^t)) + eps) + weightDecay·p )
  * (decoupled weight decay from the old p, as torch.optim.AdamW).
  *
- * @param param, m, v read_write; slices of three different flat buffers.
- * @param grad read-only slice of the flat gradient buffer.
+ * @param param parameter slice (read_write).
+ * @param grad its gradient, a read-only slice of the flat gradient buffer.
+ * @param m first-moment slice (read_write); param, m and v lie in three different buffers.
+ * @param v second-moment slice (read_write).
  * @param hyper (8) from {@link packAdamHyper}, written once per step.
  * @param norm (2) from {@link gradNorm}.
  * @param weightDecay per parameter group (0 for biases and norms in nanoGPT).

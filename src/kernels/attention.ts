@@ -45,43 +45,53 @@ interface Operand {
   sc: number;
 }
 
+/** Which blocks of one product a causal mask lets `mm` skip (see the CAUSAL_* modes in the shader). */
+type Skip = 'upper' | 'k<=i' | 'k>=i';
+const SKIP_MODE: Record<Skip, number> = {
+  'upper': CAUSAL_BLOCKS,
+  'k<=i': CAUSAL_K_LE_I,
+  'k>=i': CAUSAL_K_GE_I,
+};
+
+/** One batched product O = alpha·A·B (+ O when accumulate); A m×k, B k×n, per (b, h). */
+interface Product {
+  a: Operand;
+  b: Operand;
+  o: Operand;
+  m: number;
+  n: number;
+  k: number;
+  alpha: number;
+  accumulate: boolean;
+  /** Work a causal mask makes skippable; ignored when not causal. */
+  skip: Skip;
+}
+
 /**
- * O(b, h) = alpha · A(b, h)·B(b, h) (+ O when `accumulate`), A m×k, B k×n, batched over
- * (b, h) on grid z. The workgroup is dx×dy invocations of 8×8 blocks; dx shrinks for narrow
- * outputs (T×hs with small heads) so SIMD lanes on CPU drivers are not spent past column n.
+ * Encodes one product, batched over (b, h) on grid z. The workgroup is dx×dy invocations of
+ * 8×8 blocks; dx shrinks for narrow outputs (T×hs with small heads) so SIMD lanes on CPU
+ * drivers are not spent past column n.
  */
-function gemm(
-  gpu: Gpu,
-  a: Operand,
-  b: Operand,
-  o: Operand,
-  m: number,
-  n: number,
-  k: number,
-  nb: number,
-  nh: number,
-  alpha: number,
-  accumulate: boolean,
-  causal: number,
-): void {
-  const blocksX = Math.ceil(n / BLOCK);
+function gemm(gpu: Gpu, d: AttentionDims, causal: boolean, g: Product): void {
+  const { a, b, o } = g;
+  const blocksX = Math.ceil(g.n / BLOCK);
   const dx = blocksX >= 8 ? 8 : blocksX >= 4 ? 4 : blocksX >= 2 ? 2 : 1;
   const dy = WG / dx;
   const code = specialise(gpu.shaders.attention, { DX: `${dx}u`, DY: `${dy}u` });
   // deno-fmt-ignore
   const params = new Uint32Array([
-    m, n, k, nh,
+    g.m, g.n, g.k, d.nh,
     a.off, a.sb, a.sh, a.sr,
     a.sc, b.off, b.sb, b.sh,
     b.sr, b.sc, o.off, o.sb,
-    o.sh, o.sr, o.sc, f32bits(alpha),
-    accumulate ? 1 : 0, causal, 0, 0,
+    o.sh, o.sr, o.sc, f32bits(g.alpha),
+    g.accumulate ? 1 : 0, causal ? SKIP_MODE[g.skip] : CAUSAL_NONE, 0, 0,
   ]);
   gpu.dispatch(
     { key: `attention.mm.dx${dx}`, code, entryPoint: 'mm' },
     [a.t, b.t, o.t],
     params,
-    [Math.ceil(n / (BLOCK * dx)), Math.ceil(m / (BLOCK * dy)), nb * nh],
+    [Math.ceil(g.n / (BLOCK * dx)), Math.ceil(g.m / (BLOCK * dy)), d.b * d.nh],
   );
 }
 
@@ -213,35 +223,16 @@ export function attentionForward(
   checkDistinct(what, [['y', y], ['att', att]], [['qkv', qkv]]);
   const scale = 1 / Math.sqrt(hs);
 
-  gemm(
-    gpu,
-    qkvOperand(qkv, 0, dims, hs, false),
-    qkvOperand(qkv, 1, dims, hs, true),
-    attOperand(att, dims, false),
-    t,
-    t,
-    hs,
-    b,
-    nh,
-    scale,
-    false,
-    causal ? CAUSAL_BLOCKS : CAUSAL_NONE,
-  );
-  softmax(gpu, 'softmax_fwd', undefined, att, b * nh * t, t, causal);
-  gemm(
-    gpu,
-    attOperand(att, dims, false),
-    qkvOperand(qkv, 2, dims, hs, false),
-    btcOperand(y, dims, hs),
-    t,
-    hs,
-    t,
-    b,
-    nh,
-    1,
-    false,
-    causal ? CAUSAL_K_LE_I : CAUSAL_NONE,
-  );
+  const q = qkvOperand(qkv, 0, dims, hs, false);
+  const kT = qkvOperand(qkv, 1, dims, hs, true);
+  const v = qkvOperand(qkv, 2, dims, hs, false);
+  const p = attOperand(att, dims, false);
+  // deno-fmt-ignore
+  {
+    gemm(gpu, dims, causal, { a: q, b: kT, o: p, m: t, n: t, k: hs, alpha: scale, accumulate: false, skip: 'upper' });
+    softmax(gpu, 'softmax_fwd', undefined, att, b * nh * t, t, causal);
+    gemm(gpu, dims, causal, { a: p, b: v, o: btcOperand(y, dims, hs), m: t, n: hs, k: t, alpha: 1, accumulate: false, skip: 'k<=i' });
+  }
 }
 
 /**
@@ -273,63 +264,22 @@ export function attentionBackward(
 
   const ds = gpu.empty([b, nh, t, t], 'f32', 'attention.dS');
   try {
-    gemm(
-      gpu,
-      btcOperand(dy, dims, hs),
-      qkvOperand(qkv, 2, dims, hs, true),
-      attOperand(ds, dims, false),
-      t,
-      t,
-      hs,
-      b,
-      nh,
-      1,
-      false,
-      causal ? CAUSAL_BLOCKS : CAUSAL_NONE,
-    );
-    softmax(gpu, 'softmax_bwd', att, ds, b * nh * t, t, causal);
-    gemm(
-      gpu,
-      attOperand(ds, dims, false),
-      qkvOperand(qkv, 1, dims, hs, false),
-      qkvOperand(dqkv, 0, dims, hs, false),
-      t,
-      hs,
-      t,
-      b,
-      nh,
-      scale,
-      true,
-      causal ? CAUSAL_K_LE_I : CAUSAL_NONE,
-    );
-    gemm(
-      gpu,
-      attOperand(ds, dims, true),
-      qkvOperand(qkv, 0, dims, hs, false),
-      qkvOperand(dqkv, 1, dims, hs, false),
-      t,
-      hs,
-      t,
-      b,
-      nh,
-      scale,
-      true,
-      causal ? CAUSAL_K_GE_I : CAUSAL_NONE,
-    );
-    gemm(
-      gpu,
-      attOperand(att, dims, true),
-      btcOperand(dy, dims, hs),
-      qkvOperand(dqkv, 2, dims, hs, false),
-      t,
-      hs,
-      t,
-      b,
-      nh,
-      1,
-      true,
-      causal ? CAUSAL_K_GE_I : CAUSAL_NONE,
-    );
+    const q = qkvOperand(qkv, 0, dims, hs, false);
+    const k = qkvOperand(qkv, 1, dims, hs, false);
+    const vT = qkvOperand(qkv, 2, dims, hs, true);
+    const dyOp = btcOperand(dy, dims, hs);
+    const dsOp = attOperand(ds, dims, false);
+    const dsT = attOperand(ds, dims, true);
+    const pT = attOperand(att, dims, true);
+    const [dq, dk, dv] = ([0, 1, 2] as const).map((i) => qkvOperand(dqkv, i, dims, hs, false));
+    // deno-fmt-ignore
+    {
+      gemm(gpu, dims, causal, { a: dyOp, b: vT, o: dsOp, m: t, n: t, k: hs, alpha: 1, accumulate: false, skip: 'upper' });
+      softmax(gpu, 'softmax_bwd', att, ds, b * nh * t, t, causal);
+      gemm(gpu, dims, causal, { a: dsOp, b: k, o: dq, m: t, n: hs, k: t, alpha: scale, accumulate: true, skip: 'k<=i' });
+      gemm(gpu, dims, causal, { a: dsT, b: q, o: dk, m: t, n: hs, k: t, alpha: scale, accumulate: true, skip: 'k>=i' });
+      gemm(gpu, dims, causal, { a: pT, b: dyOp, o: dv, m: t, n: hs, k: t, alpha: 1, accumulate: true, skip: 'k>=i' });
+    }
   } finally {
     ds.release();
   }

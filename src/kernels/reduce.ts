@@ -42,15 +42,13 @@ export const rowTuning: { lanes: number | null } = { lanes: null };
 export const LAVAPIPE_LOOP_CAP = 65535;
 const CPU_ROW_LIMIT = 4096;
 
-const CPU_ADAPTER = /llvmpipe|lavapipe|swiftshader|softpipe|basic render/i;
-
 /**
  * Whether the adapter is a CPU rasteriser. There one invocation per row wins: workgroup
  * barriers cost lavapipe about as much as the row's arithmetic and SwiftShader 5–30× more
  * (measured, layernorm forward at N = 4096, C = 64…384).
  */
 export function isCpuAdapter(gpu: Gpu): boolean {
-  return CPU_ADAPTER.test(gpu.adapterDescription);
+  return gpu.isCpu;
 }
 
 /**

@@ -35,8 +35,8 @@ for (const causal of [true, false]) {
 }
 
 // [B, T, nh, hs, causal]: every T of {1, 7, 17, 63, 65}, hs of {8, 16, 32, 64}, nh of {1, 2, 3},
-// B of {1, 2}, both maskings; T = 130 spans several 64-row tiles so causal tile skipping and the
-// k ≥ i start of dK/dV are exercised away from the first tile.
+// B of {1, 2}, both maskings; T = 130 spans several workgroups (64×64 outputs each) in both
+// directions, so causal block skipping and the k ≥ i start of dK/dV run away from the origin.
 const CASES: [number, number, number, number, boolean, number?][] = [
   [1, 1, 1, 8, true],
   [1, 1, 2, 16, false],
@@ -50,7 +50,7 @@ const CASES: [number, number, number, number, boolean, number?][] = [
   [2, 65, 3, 16, true],
   [1, 130, 2, 32, true],
   [1, 130, 1, 64, false],
-  // A head size that is no multiple of 4 or of any tile: ragged inner and column edges.
+  // A head size that is no multiple of 4 or 8: ragged inner and column edges of every block.
   [2, 17, 3, 6, true],
   // Scores up to ~±100: exp overflows f32 unless the row maximum is subtracted first.
   [1, 33, 2, 32, true, 8],
