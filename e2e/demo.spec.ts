@@ -68,7 +68,7 @@ test('loads without console errors and shows the adapter', async ({ page }) => {
 });
 
 test('trains a tiny model: the loss falls and a sample appears', async ({ page }) => {
-  // ~45 s on 2 cores with SwiftShader, most of it compiling the matmul pipelines in the first steps.
+  // 20–90 s on 2 cores with SwiftShader, most of it compiling the matmul pipelines in the first steps.
   test.setTimeout(180_000);
   await ready(page);
   await fill(page, TINY_RUN);

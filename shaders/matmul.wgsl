@@ -6,11 +6,15 @@
 //
 // Each invocation owns a TM×TN = 64×16 block of C in registers (register blocking as in
 // Volkov & Demmel 2008 and CUTLASS's thread tile, here with no shared-memory stage). Per step
-// of 4 along K it loads 16 vec4 of op(A) and 16 vec4 of op(B) and does 64·16·4 FMAs.
-// Why no workgroup memory: on CPU WebGPU (Mesa lavapipe) every load, from storage or from
-// workgroup memory alike, runs as a per-lane scalar loop, so staging tiles through shared
-// memory only adds loads and barriers. What pays is the FMA-per-load ratio of a big register
-// tile, and lanes of one workgroup sharing their rows (WG_Y = 1) so A's loads hit one address.
+// of 4 along K it loads 64 vec4 of op(A) (the same ones in every lane of a workgroup when
+// wg_x = 8) and 16 vec4 of op(B), and does 64·16·4 FMAs.
+// Why this shape: on CPU WebGPU (Mesa lavapipe, the target of this sandbox) every load, from
+// storage or from workgroup memory alike, runs as a per-lane scalar loop, so staging tiles
+// through shared memory only adds loads and barriers; what pays is the FMA-per-load ratio of
+// a big register tile and lanes that read the same rows of A. Measured on lavapipe: 64×16
+// beat 16×16…32×32 tiles and shared-memory variants, and 128×16 lost to spills; the cost is
+// LLVM time, ~3 s per pipeline. On a discrete GPU this tile is correct but far from tuned
+// (1024 accumulators per invocation spill there too).
 //
 // The 4×4×4 micro-step is a mat4x4 product: a block's column t holds C[row t, 4 columns];
 // with aq's column t = op(A)[row t, k..k+3] and bq's column kk = op(B)[k+kk, 4 columns],
@@ -24,12 +28,11 @@
 // `pad_cols`. (Lavapipe compiles shift-and-merge unaligned loads extremely slowly, and a pad
 // pass costs O(size), nothing next to the matmul.)
 //
-// Output: `main` stores vec4 rows with row stride ldc. When N % 4 == 0, beta == 0 and K is not
-// split, that is C itself (scaled by alpha). Otherwise it stores raw sums to partials: rows
-// padded to ldc = N rounded up to 4, split z (grid z covers K range [z·k_split,
-// (z+1)·k_split)) at element z·mn_pad; `reduce_splits` then writes C = alpha·Σ + beta·C.
-// That is split-K without float atomics, and keeps loads of C out of the big kernel (loads
-// under a branch there multiply lavapipe's compile time).
+// Output: `main` stores vec4 rows with row stride ldc. When N % 4 == 0 and K is not split,
+// that is C itself: alpha·AB + beta·C. Otherwise it stores raw sums to partials: rows padded
+// to ldc = N rounded up to 4, split z (grid z covers K range [z·k_split, (z+1)·k_split)) at
+// element z·mn_pad; `reduce_splits` then writes C = alpha·Σ + beta·C. That is split-K
+// without float atomics.
 //
 // Bindings: 0 a (read), 1 b (read), 2 c (read_write), 3 params.
 
@@ -45,7 +48,7 @@ struct Params {
   mn_pad: u32,   // element stride between partials: M · ldc
   lda: u32,      // A's stored row length (K, or M when TRANS_A), a multiple of 4
   ldb: u32,      // B's stored row length (N, or K when TRANS_B), a multiple of 4
-  _pad: u32,
+  wg_x: u32,     // main: lanes of a workgroup along N (1, 2, 4 or 8); the rest go along M
 }
 
 @group(0) @binding(0) var<storage, read> a: array<vec4<f32>>;
@@ -55,8 +58,10 @@ struct Params {
 
 const TRANS_A: bool = false;
 const TRANS_B: bool = false;
-const WG_X: u32 = 8u;  // invocations along N
-const WG_Y: u32 = 1u;  // invocations along M
+// Invocations per workgroup. Lavapipe runs a workgroup on one CPU thread as SIMD lanes of 8
+// (AVX2). How they split between N and M is a uniform (wg_x), not a constant, so all shapes
+// share one pipeline per layout: each costs seconds of LLVM time on lavapipe.
+const LANES: u32 = 8u;
 const WG_1D: u32 = 64u;  // reduce_splits and pad_cols
 
 // The tile is written out below (16 row quads × 4 column quads); these name it for readers.
@@ -172,10 +177,14 @@ fn k_step(acc: ptr<function, Acc>, r: u32, c: u32, k: u32, k_end: u32) {
   (*acc).g15 = quad_fma((*acc).g15, a_quad(r + 60u, k, k_end), b0, b1, b2, b3);
 }
 
-// Stores 4 columns of one row, alpha·v, as one vec4 (`col` and ldc are multiples of 4).
+// Stores 4 columns of one row, alpha·v + beta·C, as one vec4 (`col` and ldc are multiples
+// of 4). C's old value is dropped by a select when beta == 0, since a fresh pool buffer may
+// hold NaNs. (Loading it anyway costs nothing measurable, and saves a second pipeline per
+// layout: seconds of LLVM time each on lavapipe.)
 fn store_row(base: u32, row: u32, col: u32, v: vec4<f32>) {
   if (row < p.m && col < p.n) {
-    c[(base + row * p.ldc + col) >> 2u] = p.alpha * v;
+    let i = (base + row * p.ldc + col) >> 2u;
+    c[i] = p.alpha * v + select(vec4<f32>(0.0), p.beta * c[i], p.beta != 0.0);
   }
 }
 
@@ -193,14 +202,15 @@ fn store_quad(base: u32, r: u32, col: u32, q: Quad) {
   store_block(base, r, col + 12u, q.j3);
 }
 
-@compute @workgroup_size(WG_X, WG_Y)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-  let r = gid.y * TM;
-  let col = gid.x * TN;
+@compute @workgroup_size(LANES)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let wg_y = LANES / p.wg_x;
+  let r = (wid.y * wg_y + li / p.wg_x) * TM;
+  let col = (wid.x * p.wg_x + li % p.wg_x) * TN;
   if (r >= p.m || col >= p.n) {
     return;
   }
-  let k_begin = gid.z * p.k_split;
+  let k_begin = wid.z * p.k_split;
   let k_end = min(k_begin + p.k_split, p.k);
   var acc: Acc;
   for (var k = k_begin; k < k_end; k += 4u) {
@@ -208,8 +218,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   }
   // Stores run once per invocation, so they sit in a real loop (its bound is not a constant,
   // so it is not unrolled) over the row quads: 16 stores of code instead of 256. Unrolled,
-  // they made up three quarters of lavapipe's compile time.
-  let base = gid.z * p.mn_pad;
+  // they made up three quarters of lavapipe's compile time (ten times that with loads of C).
+  let base = wid.z * p.mn_pad;
   let quads = min(TM / 4u, (p.m - r + 3u) / 4u);
   for (var g = 0u; g < quads; g++) {
     var q: Quad;

@@ -66,7 +66,7 @@ export class Tape {
    */
   constructor(
     readonly gpu: Gpu,
-    private readonly paramGrads: ReadonlyMap<Tensor, Tensor> = new Map(),
+    paramGrads: ReadonlyMap<Tensor, Tensor> = new Map(),
     readonly recording = true,
   ) {
     for (const [p, g] of paramGrads) {

@@ -64,7 +64,7 @@ export async function main(argv: string[]): Promise<number | null> {
   const files = runFiles(outDir);
   const { cfg, ckpt } = await resolveConfig(args, outDir);
   const text = await readCorpus(cfg.data);
-  const tokenizer: Tokenizer = ckpt ? tokenizerFromJSON(ckpt.state.tokenizer) : makeTokenizer(cfg.tokenizer, text);
+  const tokenizer: Tokenizer = ckpt ? await tokenizerFromJSON(ckpt.state.tokenizer) : await makeTokenizer(cfg.tokenizer, text);
   const data = new TextDataset(tokenizer.encode(text), cfg.blockSize, cfg.valFraction, `data file '${cfg.data}'`);
 
   const gpu = await Gpu.create({ backend: args.gpu as Backend, log: console.log });

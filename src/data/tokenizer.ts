@@ -1,8 +1,7 @@
 /**
  * Tokenizers: character-level (nanoGPT's shakespeare_char) and GPT-2's byte-level BPE
- * (r50k_base) from the `gpt-tokenizer` package, for text beyond a fixed character set.
+ * (gpt2_bpe.ts, loaded only when asked for: its merge table is most of a bundle's size).
  */
-import { decode as bpeDecode, encode as bpeEncode } from 'gpt-tokenizer/encoding/r50k_base';
 
 export type TokenizerKind = 'char' | 'gpt2';
 
@@ -17,9 +16,6 @@ export interface Tokenizer {
   decode(ids: ArrayLike<number>): string;
   toJSON(): TokenizerJSON;
 }
-
-/** GPT-2's vocabulary size (50 000 merges + 256 bytes + <|endoftext|>). */
-export const GPT2_VOCAB = 50257;
 
 /** A character vocabulary: the sorted distinct code points of `chars`. */
 export class CharTokenizer implements Tokenizer {
@@ -63,29 +59,14 @@ export class CharTokenizer implements Tokenizer {
   }
 }
 
-/** GPT-2 BPE through gpt-tokenizer. */
-export class Gpt2Tokenizer implements Tokenizer {
-  readonly kind = 'gpt2';
-  readonly vocabSize = GPT2_VOCAB;
-  encode(text: string): Int32Array {
-    return Int32Array.from(bpeEncode(text));
-  }
-  decode(ids: ArrayLike<number>): string {
-    return bpeDecode(Array.from(ids));
-  }
-  toJSON(): TokenizerJSON {
-    return { kind: 'gpt2' };
-  }
-}
-
 /** Builds a tokenizer for a corpus (char) or by name (gpt2). */
-export function makeTokenizer(kind: TokenizerKind, corpus: string): Tokenizer {
-  return kind === 'gpt2' ? new Gpt2Tokenizer() : CharTokenizer.fromText(corpus);
+export async function makeTokenizer(kind: TokenizerKind, corpus: string): Promise<Tokenizer> {
+  return kind === 'gpt2' ? new (await import('./gpt2_bpe.ts')).Gpt2Tokenizer() : CharTokenizer.fromText(corpus);
 }
 
 /** Restores a tokenizer saved with `toJSON`. @throws Error for an unknown kind. */
-export function tokenizerFromJSON(j: TokenizerJSON): Tokenizer {
+export async function tokenizerFromJSON(j: TokenizerJSON): Promise<Tokenizer> {
   if (j.kind === 'char') return new CharTokenizer(j.chars);
-  if (j.kind === 'gpt2') return new Gpt2Tokenizer();
+  if (j.kind === 'gpt2') return new (await import('./gpt2_bpe.ts')).Gpt2Tokenizer();
   throw new Error(`Unknown tokenizer kind '${(j as { kind: string }).kind}'; allowed: char, gpt2`);
 }

@@ -2,10 +2,13 @@
  * Matmul: C (M,N) = alpha·op(A)·op(B) + beta·C with transpose flags, so backward passes need
  * no materialised transposes (dX = dY·Wᵀ, dW = Xᵀ·dY; DESIGN.md §5).
  *
- * The shipped kernel (shaders/matmul.wgsl) is register-blocked: every invocation keeps a
- * 64×16 block of C in registers and streams vec4 loads of op(A) and op(B) straight from
- * storage, with no workgroup-memory stage. Long inner dimensions on small outputs are split
- * over grid z into pool-allocated partials and summed by a reduce pass (no float atomics).
+ * The shipped kernel (shaders/matmul.wgsl `main`) is register-blocked: every invocation keeps
+ * a 64×16 block of C in registers and streams aligned vec4 loads of op(A) and op(B) straight
+ * from storage, with no workgroup-memory stage (the shader's header says why, with the
+ * measurements on lavapipe). Operands whose stored rows are not a multiple of 4 long are first
+ * zero-padded (`pad_cols`); long inner dimensions on small outputs are split over grid z into
+ * pool-allocated partials that `reduce_splits` sums into C (no float atomics), which also
+ * serves ragged N. One pipeline per layout (NN, NT, TN, TT) plus the two 1D passes.
  * `matmulPlain` is the textbook 16×16 shared-memory tile kernel, kept as the benchmark baseline.
  */
 import { cdiv, f32bits, type Gpu } from '../gpu/context.ts';
@@ -21,7 +24,7 @@ export interface MatmulOptions {
   transB?: boolean;
   /** Scale of op(A)·op(B) (default 1). */
   alpha?: number;
-  /** Scale of the previous C (default 0: C is not read, so it may hold garbage). */
+  /** Scale of the previous C (default 0: its old values are ignored, so it may hold garbage, NaNs included). */
   beta?: number;
 }
 
@@ -145,14 +148,14 @@ function alignedRows(gpu: Gpu, scratch: Scratch, t: Tensor, rows: number, cols: 
  * C (M,N) = alpha·op(A)·op(B) + beta·C; op(A) is (M,K): A stored (M,K), or (K,M) when transA;
  * op(B) is (K,N): B stored (K,N), or (N,K) when transB. All row-major f32; any tensor may be
  * a slice at a byte offset. With beta = 1 the product accumulates into C (gradient
- * accumulation: dW += Xᵀ·dY); with beta = 0 (default) C is write-only.
+ * accumulation: dW += Xᵀ·dY); with beta = 0 (default) C's old values are ignored.
  *
  * Every layout (NN, NT, TN, TT) and any M, N, K (ragged sizes included) are supported. The
- * fast path is N % 4 == 0, beta == 0 and the stored row lengths of A and B multiples of 4: one
- * dispatch. Otherwise operands are zero-padded to such rows (`pad_cols`) and/or the kernel
- * writes partial sums that a reduce pass folds into C with alpha and beta. When the grid would
- * be small and K long (e.g. dW of 128×128 over K = 8192), K is split over grid z into
- * partials (split-K), reduced the same way.
+ * fast path is N % 4 == 0 and the stored row lengths of A and B multiples of 4: one dispatch.
+ * Otherwise operands are zero-padded to such rows (`pad_cols`) and/or the kernel writes
+ * partial sums that a reduce pass folds into C with alpha and beta. When the grid would be
+ * small and K long (e.g. dW of 128×128 over K = 8192), K is split over grid z into partials
+ * (split-K), reduced the same way.
  *
  * @throws Error when a dimension is not a non-negative integer, a tensor's size does not
  *   match its stored shape, a tensor is not f32, or C overlaps A or B.
@@ -169,7 +172,10 @@ export function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, m: number, n: 
   checkTensor('matmul: B', b, bRows, bCols, transB ? '(N,K)' : '(K,N)');
   checkTensor('matmul: C', c, m, n, '(M,N)');
   if (m === 0 || n === 0) return;
-  if (k === 0 && beta === 0) return gpu.clear(c); // an empty sum
+  if (k === 0 && beta === 0) {
+    gpu.clear(c); // an empty sum
+    return;
+  }
   for (const [what, t] of [['A', a], ['B', b]] as const) {
     if (overlaps(exactRange(c), exactRange(t))) throw new Error(`matmul: C overlaps ${what} (in-place matmul is not supported)`);
   }
@@ -193,13 +199,17 @@ export function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, m: number, n: 
     splits = cdiv(k, kSplit);
   }
 
-  const key = `matmul.${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}.wg${wgX}x${wgY}`;
-  const code = shaderFor(gpu, key, { TRANS_A: String(transA), TRANS_B: String(transB), WG_X: `${wgX}u`, WG_Y: `${wgY}u` });
-  const shape = { m, n, k, kSplit, lda: A.ld, ldb: B.ld };
+  // One pipeline per layout: the lane split (wgX) is a uniform, since every pipeline costs
+  // seconds of LLVM time on lavapipe.
+  const direct = splits === 1 && n % 4 === 0;
+  const key = `matmul.${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}`;
+  const code = shaderFor(gpu, key, { TRANS_A: String(transA), TRANS_B: String(transB) });
+  const shape = { m, n, k, kSplit, lda: A.ld, ldb: B.ld, wgX };
 
-  if (splits === 1 && n % 4 === 0 && beta === 0) {
-    // The kernel stores alpha·AB as whole vec4 rows straight into C.
-    gpu.dispatch({ key, code }, [A.bind, B.bind, scratch.vecBinding(c)], params({ ...shape, alpha, ldc: n, mnPad: m * n }), grid);
+  if (direct) {
+    // The kernel stores alpha·AB (+ beta·C) as whole vec4 rows straight into C (its size is a
+    // multiple of 16 bytes since N % 4 == 0).
+    gpu.dispatch({ key, code }, [A.bind, B.bind, exactRange(c)], params({ ...shape, alpha, beta, ldc: n, mnPad: m * n }), grid);
   } else {
     // Partials: rows padded to ldc = N rounded up to 4, split z at element z·mnPad, raw sums.
     // Released right after encoding: the pool may hand the buffer out again at once, but GPU
@@ -242,13 +252,14 @@ interface ParamFields {
   mnPad?: number;
   lda?: number;
   ldb?: number;
+  wgX?: number;
 }
 
 /** The shader's Params struct (12 words, in declaration order). */
 function params(f: ParamFields): Uint32Array {
   return new Uint32Array([
     f.m, f.n, f.k ?? 0, f.kSplit ?? 0, f32bits(f.alpha ?? 1), f32bits(f.beta ?? 0),
-    f.splits ?? 1, f.ldc ?? 0, f.mnPad ?? 0, f.lda ?? 0, f.ldb ?? 0, 0,
+    f.splits ?? 1, f.ldc ?? 0, f.mnPad ?? 0, f.lda ?? 0, f.ldb ?? 0, f.wgX ?? 1,
   ]);
 }
 

@@ -1,21 +1,8 @@
 import { gpuTest } from '../util/gpu.ts';
-import { assertClose, assertRelRms, randn } from '../util/assert.ts';
+import { assertClose, assertRelRms, randn, assertThrows } from '../util/assert.ts';
 import { Tensor } from '../../src/gpu/tensor.ts';
 import { adamwUpdate, gradNorm, packAdamHyper } from '../../src/kernels/adamw.ts';
 import { adamwStepRef, gradNormRef } from '../../src/reference/adamw.ts';
-
-/** Asserts that fn throws an Error whose message contains `part`. */
-function assertThrows(fn: () => unknown, part: string): void {
-  try {
-    fn();
-  } catch (e) {
-    if (!(e as Error).message.includes(part)) {
-      throw new Error(`expected an error containing '${part}', got '${(e as Error).message}'`);
-    }
-    return;
-  }
-  throw new Error(`expected an error containing '${part}', nothing was thrown`);
-}
 
 for (const n of [1, 7, 65, 1_000_003]) {
   gpuTest(`gradNorm n=${n} vs f64 sum`, async (gpu) => {

@@ -1,21 +1,8 @@
 import { gpuTest } from '../util/gpu.ts';
 import { Tensor } from '../../src/gpu/tensor.ts';
-import { assertClose, assertFiniteDiff, assertRelRms, dot, randn } from '../util/assert.ts';
+import { assertClose, assertFiniteDiff, assertRelRms, dot, randn, assertThrows } from '../util/assert.ts';
 import { attentionBackward, attentionForward } from '../../src/kernels/attention.ts';
 import { attentionBackwardRef, attentionForwardRef } from '../../src/reference/attention.ts';
-
-/** Asserts that fn throws an Error whose message contains `part`. */
-function assertThrows(fn: () => unknown, part: string): void {
-  try {
-    fn();
-  } catch (e) {
-    if (!(e as Error).message.includes(part)) {
-      throw new Error(`expected an error containing '${part}', got '${(e as Error).message}'`);
-    }
-    return;
-  }
-  throw new Error(`expected an error containing '${part}', nothing was thrown`);
-}
 
 for (const causal of [true, false]) {
   Deno.test(`attention reference backward matches finite differences (causal=${causal})`, () => {

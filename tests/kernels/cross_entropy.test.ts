@@ -1,21 +1,9 @@
 import { gpuTest } from '../util/gpu.ts';
-import { assertClose, assertFiniteDiff, assertRelRms, randn, rng } from '../util/assert.ts';
+import { assertClose, assertFiniteDiff, assertRelRms, randn, rng, assertThrows } from '../util/assert.ts';
 import { crossEntropyBackward, crossEntropyForward } from '../../src/kernels/cross_entropy.ts';
 import { crossEntropyBackwardRef, crossEntropyRef } from '../../src/reference/cross_entropy.ts';
 import { rowTuning } from '../../src/kernels/reduce.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
-
-function assertThrows(fn: () => unknown, includes: string): void {
-  try {
-    fn();
-  } catch (e) {
-    if (!(e as Error).message.includes(includes)) {
-      throw new Error(`expected an error with '${includes}', got '${(e as Error).message}'`);
-    }
-    return;
-  }
-  throw new Error(`expected an error with '${includes}', nothing was thrown`);
-}
 
 /** Targets in [0, v), a fraction `ignored` of them replaced by -1 or -100 (both mean "ignore"). */
 function makeTargets(n: number, v: number, seed: number, ignored = 0.25): Int32Array {

@@ -1,5 +1,5 @@
 import { gpuTest } from '../util/gpu.ts';
-import { assertClose, assertFiniteDiff, assertRelRms, dot, randn, rng } from '../util/assert.ts';
+import { assertClose, assertFiniteDiff, assertRelRms, dot, randn, rng, assertThrows } from '../util/assert.ts';
 import {
   buildTokenIndex,
   embeddingBackward,
@@ -8,18 +8,6 @@ import {
 } from '../../src/kernels/embedding.ts';
 import { embeddingBackwardRef, embeddingRef } from '../../src/reference/embedding.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
-
-function assertThrows(fn: () => unknown, includes: string): void {
-  try {
-    fn();
-  } catch (e) {
-    if (!(e as Error).message.includes(includes)) {
-      throw new Error(`expected an error with '${includes}', got '${(e as Error).message}'`);
-    }
-    return;
-  }
-  throw new Error(`expected an error with '${includes}', nothing was thrown`);
-}
 
 /** Token ids in [0, v); a fraction `hot` of them is token `v − 1`, so ids repeat heavily. */
 function makeTokens(n: number, v: number, seed: number, hot = 0.3): Int32Array {

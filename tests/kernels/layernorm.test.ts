@@ -1,5 +1,5 @@
 import { gpuTest } from '../util/gpu.ts';
-import { assertClose, assertFiniteDiff, assertRelRms, dot, randn } from '../util/assert.ts';
+import { assertClose, assertFiniteDiff, assertRelRms, dot, randn, assertThrows } from '../util/assert.ts';
 import { layerNormBackward, layerNormForward } from '../../src/kernels/layernorm.ts';
 import { layerNormBackwardRef, layerNormRef } from '../../src/reference/layernorm.ts';
 import { Tensor } from '../../src/gpu/tensor.ts';
@@ -7,18 +7,6 @@ import { rowTuning } from '../../src/kernels/reduce.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 
 const f32 = (a: Float64Array) => Float32Array.from(a);
-
-function assertThrows(fn: () => unknown, includes: string): void {
-  try {
-    fn();
-  } catch (e) {
-    if (!(e as Error).message.includes(includes)) {
-      throw new Error(`expected an error with '${includes}', got '${(e as Error).message}'`);
-    }
-    return;
-  }
-  throw new Error(`expected an error with '${includes}', nothing was thrown`);
-}
 
 Deno.test('layernorm reference backward matches finite differences', () => {
   const n = 3, c = 5;

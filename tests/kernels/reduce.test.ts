@@ -1,19 +1,7 @@
 import { gpuTest } from '../util/gpu.ts';
-import { assertClose, assertRelRms, randn } from '../util/assert.ts';
+import { assertClose, assertRelRms, randn, assertThrows } from '../util/assert.ts';
 import { columnSum, rowLanes } from '../../src/kernels/reduce.ts';
 import { Tensor } from '../../src/gpu/tensor.ts';
-
-function assertThrows(fn: () => unknown, includes: string): void {
-  try {
-    fn();
-  } catch (e) {
-    if (!(e as Error).message.includes(includes)) {
-      throw new Error(`expected an error with '${includes}', got '${(e as Error).message}'`);
-    }
-    return;
-  }
-  throw new Error(`expected an error with '${includes}', nothing was thrown`);
-}
 
 function columnSumRef(dy: Float64Array, n: number, c: number): Float64Array {
   const out = new Float64Array(c);

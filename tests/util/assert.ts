@@ -97,3 +97,16 @@ export function dot(a: ArrayLike<number>, w: ArrayLike<number>): number {
 export function f64(a: ArrayLike<number>): Float64Array {
   return Float64Array.from(a);
 }
+
+/** Asserts that `fn` throws an Error whose message contains `part`. */
+export function assertThrows(fn: () => unknown, part: string): void {
+  try {
+    fn();
+  } catch (e) {
+    if (!(e as Error).message.includes(part)) {
+      throw new Error(`expected an error containing '${part}', got '${(e as Error).message}'`);
+    }
+    return;
+  }
+  throw new Error(`expected an error containing '${part}', nothing was thrown`);
+}

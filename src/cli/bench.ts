@@ -1,0 +1,175 @@
+/**
+ * `npm run bench -- [suite] [--gpu=auto|wgpu|dawn] [--json FILE] [--sizes 128,256]`:
+ * benchmarks on WebGPU (Deno's wgpu or Dawn). Prints a text table per suite, then all results
+ * as JSON on stdout (and to FILE with --json). Suites live in {@link SUITES}; `all` (the
+ * default) runs every one in order.
+ *
+ * Flags are parsed by node:util's parseArgs in strict mode (as `npm run train` does): an
+ * unknown flag is an error, not a silent no-op.
+ */
+import { parseArgs } from 'node:util';
+import { Gpu } from '../gpu/context.ts';
+import type { Backend } from '../gpu/device.ts';
+import { benchMatmul, benchMatmulShapes } from '../bench/matmul.ts';
+import { benchTrain } from '../bench/train.ts';
+
+/** What a suite gets: the device and the parsed common options. */
+export interface SuiteContext {
+  gpu: Gpu;
+  /** Square sizes for size-swept suites (--sizes). */
+  sizes?: number[];
+  log: (line: string) => void;
+}
+
+/** A named benchmark: prints its own table through `log`, returns its JSON-able results. */
+export interface Suite {
+  description: string;
+  run(ctx: SuiteContext): Promise<unknown>;
+}
+
+const DEFAULT_MATMUL_SIZES = [128, 256, 512, 1024];
+
+/** Every suite `npm run bench` knows, in the order `all` runs them. */
+export const SUITES: Record<string, Suite> = {
+  matmul: {
+    description: 'shipped matmul vs the plain 16×16 tile kernel at 128³…1024³, then training shapes',
+    async run({ gpu, sizes, log }) {
+      const rows = await benchMatmul(gpu, sizes ?? DEFAULT_MATMUL_SIZES);
+      log(table(
+        ['M×N×K', 'shipped ms', 'shipped GFLOP/s', 'plain ms', 'plain GFLOP/s', 'ratio'],
+        rows.filter((r) => r.kernel === 'shipped').map((s) => {
+          const p = rows.find((r) => r.kernel === 'plain' && r.m === s.m && r.n === s.n && r.k === s.k)!;
+          return [`${s.m}×${s.n}×${s.k}`, fmt(s.ms), fmt(s.gflops), fmt(p.ms), fmt(p.gflops), `${s.ratio.toFixed(1)}×`];
+        }),
+      ));
+      const shapes = await benchMatmulShapes(gpu);
+      log('');
+      log(table(
+        ['training shape', 'M×N×K', 'layout', 'ms', 'GFLOP/s'],
+        shapes.map((r) => [r.name, `${r.m}×${r.n}×${r.k}`, r.layout, fmt(r.ms), fmt(r.gflops)]),
+      ));
+      return { squares: rows, training: shapes };
+    },
+  },
+  train: {
+    description: 'ms/step and tokens/s of training steps of the tiny and nanogpt-cpu presets on Tiny Shakespeare',
+    async run({ gpu, log }) {
+      const text = await Deno.readTextFile(new URL('../../public/data/tinyshakespeare.txt', import.meta.url));
+      const rows = [await benchTrain(gpu, text, 'tiny', 20, 3), await benchTrain(gpu, text, 'nanogpt-cpu', 10, 3)];
+      log(table(
+        ['preset', 'params', 'tokens/step', 'ms/step', 'tokens/s', 'model GFLOP/s'],
+        rows.map((r) => [r.preset, String(r.params), String(r.tokensPerStep), fmt(r.msPerStep), fmt(r.tokensPerSec), fmt(r.gflops)]),
+      ));
+      return rows;
+    },
+  },
+};
+
+const HELP = `Usage: npm run bench -- [suite] [options]
+
+Suites: all (default), ${Object.entries(SUITES).map(([k, s]) => `${k} (${s.description})`).join(', ')}
+
+Options:
+  --gpu=auto|wgpu|dawn   WebGPU implementation (default auto)
+  --json FILE            also write the JSON results to FILE
+  --sizes LIST           comma-separated square sizes for size sweeps (matmul: ${DEFAULT_MATMUL_SIZES.join(',')})
+  -h, --help             this text`;
+
+function fmt(x: number): string {
+  return x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2);
+}
+
+/** A left-aligned first column and right-aligned numbers, padded to the widest cell. */
+function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
+}
+
+interface BenchArgs {
+  suites: string[];
+  backend: Backend;
+  json?: string;
+  sizes?: number[];
+  help: boolean;
+}
+
+/**
+ * Parses `argv`.
+ * @throws Error for an unknown flag or suite, a bad --gpu or --sizes value, naming what is allowed.
+ */
+export function parseBenchArgs(argv: string[]): BenchArgs {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      options: {
+        gpu: { type: 'string', default: 'auto' },
+        json: { type: 'string' },
+        sizes: { type: 'string' },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      allowPositionals: true,
+      strict: true,
+    });
+  } catch (e) {
+    throw new Error(`${(e as Error).message.split('\n')[0]} (see --help)`);
+  }
+  const { values, positionals } = parsed;
+  const backends = ['auto', 'wgpu', 'dawn'];
+  if (!backends.includes(values.gpu)) throw new Error(`--gpu must be one of ${backends.join(', ')}, got '${values.gpu}'`);
+  const names = positionals.length ? positionals : ['all'];
+  const suites: string[] = [];
+  for (const name of names) {
+    if (name === 'all') suites.push(...Object.keys(SUITES));
+    else if (name in SUITES) suites.push(name);
+    else throw new Error(`Unknown suite '${name}'; allowed: all, ${Object.keys(SUITES).join(', ')}`);
+  }
+  let sizes: number[] | undefined;
+  if (values.sizes !== undefined) {
+    sizes = values.sizes.split(',').map((s) => Number(s.trim()));
+    if (!sizes.length || sizes.some((s) => !Number.isInteger(s) || s < 1)) {
+      throw new Error(`--sizes expects comma-separated positive integers, got '${values.sizes}'`);
+    }
+  }
+  return { suites: [...new Set(suites)], backend: values.gpu as Backend, json: values.json, sizes, help: values.help };
+}
+
+async function main(argv: string[]): Promise<number> {
+  let args: BenchArgs;
+  try {
+    args = parseBenchArgs(argv);
+  } catch (e) {
+    console.error(`bench: ${(e as Error).message}`);
+    return 2;
+  }
+  if (args.help) {
+    console.log(HELP);
+    return 0;
+  }
+  const gpu = await Gpu.create({ backend: args.backend, log: console.log });
+  const results: Record<string, unknown> = {};
+  try {
+    for (const name of args.suites) {
+      console.log(`\n== ${name}: ${SUITES[name].description}`);
+      results[name] = await SUITES[name].run({ gpu, sizes: args.sizes, log: console.log });
+    }
+  } finally {
+    gpu.destroy();
+  }
+  const json = JSON.stringify({ backend: gpu.backend, adapter: gpu.adapterDescription, date: new Date().toISOString(), results }, null, 2);
+  if (args.json) await Deno.writeTextFile(args.json, json + '\n');
+  console.log('\n' + json);
+  return 0;
+}
+
+if (import.meta.main) {
+  // Exit explicitly: Dawn keeps the process alive otherwise (DESIGN.md §3).
+  main(Deno.args).then(
+    (code) => Deno.exit(code),
+    (e) => {
+      console.error(`bench: ${(e as Error).message}`);
+      Deno.exit(1);
+    },
+  );
+}
