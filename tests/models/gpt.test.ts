@@ -62,3 +62,29 @@ for (const [cfg, b, t] of [
     model.params.destroy();
   });
 }
+
+gpuTest('gradient accumulation: two micro-batches at gradScale ½ give the mean of their reference gradients', async (gpu) => {
+  const cfg: GPTConfig = { vocabSize: 65, blockSize: 8, nLayer: 1, nHead: 2, nEmbd: 16, bias: true };
+  const b = 2, t = 8;
+  const model = new GPT(gpu, cfg, 5);
+  const flat = await gpu.read(model.params.values);
+  const params = new Map(model.params.params.map((p) => [p.name, Float64Array.from(flat.subarray(p.offset, p.offset + p.size))]));
+  const batches = [batch(cfg, b, t, 21), batch(cfg, b, t, 22)];
+  const refs = batches.map((x) => gptLossAndGradsRef(cfg, params, x.tokens, x.targets, b, t));
+  model.params.zeroGrad();
+  for (const x of batches) {
+    const tTok = gpu.upload(x.tokens, [b, t], 'i32'), tTgt = gpu.upload(x.targets, [b, t], 'i32');
+    const tape = new Tape(gpu, model.params.gradMap());
+    model.forward(tape, tTok, x.tokens, tTgt, b, t, 0.5);
+    tape.backward(RULES);
+    tape.dispose();
+    tTok.release();
+    tTgt.release();
+  }
+  const g = await gpu.read(model.params.grads);
+  for (const p of model.params.params) {
+    const mean = refs[0].grads.get(p.name)!.map((v, i) => 0.5 * (v + refs[1].grads.get(p.name)![i]));
+    assertRelRms(g.subarray(p.offset, p.offset + p.size), mean, `accumulated grad ${p.name}`);
+  }
+  model.params.destroy();
+});
