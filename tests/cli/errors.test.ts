@@ -33,3 +33,8 @@ Deno.test({ name: 'train CLI: a corrupt checkpoint is refused and left untouched
   const entries = [...Deno.readDirSync(dir)].map((e) => e.name);
   ok(!entries.some((n) => n.endsWith('.tmp')), `no temp files left: ${entries}`);
 }});
+
+Deno.test({ name: 'train CLI: no adapter names the driver package to install', sanitizeResources: false, fn: async () => {
+  const r = await runCli('train.ts', ['--gpu=dawn', ...SMALL], { VK_ICD_FILENAMES: '/nonexistent/icd.json' });
+  oneLineError(r, /No WebGPU adapter on backend 'dawn'\. .*install Debian's 'chromium'/);
+}});
