@@ -15,6 +15,7 @@ import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
 import { GPT } from '../models/gpt.ts';
 import { mixSeed, Random } from '../util/random.ts';
+import { DeviceLimitError } from '../gpu/limits.ts';
 
 /** Config keys a resumed run may change: they do not alter the model or the data order. */
 const RESUMABLE = new Set(['steps', 'logInterval', 'evalInterval', 'ckptInterval', 'sampleTokens', 'temperature', 'topK', 'peakTflops']);
@@ -26,6 +27,7 @@ function stamp(): string {
 async function resolveConfig(args: ReturnType<typeof parseTrainArgs>, outDir: string): Promise<{ cfg: TrainConfig; ckpt: LoadedCheckpoint | null }> {
   const files = runFiles(outDir);
   if (args.resume) {
+    if (!args.out) throw new Error('--resume needs --out DIR: the run directory to continue');
     if (!(await exists(files.checkpoint))) throw new Error(`--resume: no checkpoint at ${files.checkpoint}`);
     const ckpt = await parseCheckpoint(await Deno.readFile(files.checkpoint), files.checkpoint);
     const bad = Object.keys(args.overrides).filter((k) => !RESUMABLE.has(k));
@@ -147,7 +149,8 @@ if (import.meta.main) {
     await main(Deno.args);
     Deno.exit(0);
   } catch (e) {
-    console.error(`error: ${(e as Error).message}`);
+    const hint = e instanceof DeviceLimitError ? ' (lower --batch-size or --block-size, or use a smaller model)' : '';
+    console.error(`error: ${(e as Error).message}${hint}`);
     if (Deno.env.get('DEBUG')) console.error((e as Error).stack);
     Deno.exit(1);
   }

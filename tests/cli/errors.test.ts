@@ -19,6 +19,7 @@ Deno.test({ name: 'train CLI: unknown flag, impossible config, missing and empty
   const short = await Deno.makeTempFile({ suffix: '.txt' });
   await Deno.writeTextFile(short, 'to be or not');
   oneLineError(await runCli('train.ts', ['--data', short]), /has 12 tokens: too short for block size 64/);
+  oneLineError(await runCli('train.ts', ['--resume']), /--resume needs --out DIR/);
 }});
 
 Deno.test({ name: 'train CLI: a corrupt checkpoint is refused and left untouched', sanitizeResources: false, fn: async () => {
