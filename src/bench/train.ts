@@ -5,7 +5,7 @@
 import type { Gpu } from '../gpu/context.ts';
 import { GPT } from '../models/gpt.ts';
 import { Trainer } from '../train/trainer.ts';
-import { parseConfig, PRESETS } from '../train/config.ts';
+import { gptConfigOf, parseConfig, PRESETS } from '../train/config.ts';
 import { CharTokenizer } from '../data/tokenizer.ts';
 import { TextDataset } from '../data/dataset.ts';
 
@@ -24,7 +24,7 @@ export async function benchTrain(gpu: Gpu, text: string, preset = 'tiny', steps 
   const cfg = parseConfig({ ...PRESETS[preset], logInterval: steps + warmup });
   const tok = CharTokenizer.fromText(text);
   const data = new TextDataset(tok.encode(text), cfg.blockSize);
-  const model = new GPT(gpu, { vocabSize: tok.vocabSize, blockSize: cfg.blockSize, nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, bias: cfg.bias }, cfg.seed);
+  const model = new GPT(gpu, gptConfigOf(cfg, tok.vocabSize), cfg.seed);
   const trainer = new Trainer(gpu, model, data, cfg);
   for (let s = 0; s < warmup; s++) trainer.step(s);
   await trainer.drain();

@@ -6,7 +6,7 @@
 import { parseTrainArgs, trainHelp } from './args.ts';
 import { exists, readCorpus, runFiles, truncateMetrics, writeAtomic } from './run_dir.ts';
 import { Progress } from './progress.ts';
-import { parseConfig, PRESETS, type TrainConfig } from '../train/config.ts';
+import { gptConfigOf, parseConfig, PRESETS, type TrainConfig } from '../train/config.ts';
 import { type LoadedCheckpoint, loadIntoStore, parseCheckpoint, saveCheckpoint } from '../train/checkpoint.ts';
 import { Trainer } from '../train/trainer.ts';
 import { makeTokenizer, type Tokenizer, tokenizerFromJSON } from '../data/tokenizer.ts';
@@ -71,7 +71,7 @@ export async function main(argv: string[]): Promise<number | null> {
 
   const gpu = await Gpu.create({ backend: args.gpu as Backend, log: console.log });
   try {
-    const model = new GPT(gpu, { vocabSize: tokenizer.vocabSize, blockSize: cfg.blockSize, nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, bias: cfg.bias }, cfg.seed);
+    const model = new GPT(gpu, gptConfigOf(cfg, tokenizer.vocabSize), cfg.seed);
     const trainer = new Trainer(gpu, model, data, cfg);
     let start = 0;
     let valLoss: number | null = null;

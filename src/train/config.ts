@@ -3,6 +3,7 @@
  * with zod so every bad value is reported with its name and the allowed range.
  */
 import { z } from 'zod';
+import type { GPTConfig } from '../models/gpt.ts';
 
 const int = (min: number) => z.number().int().min(min);
 const pos = z.number().positive();
@@ -85,4 +86,9 @@ export function parseConfig(input: Record<string, unknown>): TrainConfig {
   }
   if (cfg.minLr > cfg.lr) throw new Error(`Invalid config: minLr (${cfg.minLr}) must not exceed lr (${cfg.lr})`);
   return cfg;
+}
+
+/** The model shape a training config asks for, given the tokenizer's vocabulary size. */
+export function gptConfigOf(cfg: TrainConfig, vocabSize: number): GPTConfig {
+  return { vocabSize, blockSize: cfg.blockSize, nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, bias: cfg.bias };
 }
