@@ -9,6 +9,8 @@
  * zero-padded (`pad_cols`); long inner dimensions on small outputs are split over grid z into
  * pool-allocated partials that `reduce_splits` sums into C (no float atomics), which also
  * serves ragged N. One pipeline per layout (NN, NT, TN, TT) plus the two 1D passes.
+ * That kernel serves CPU adapters (`gpu.isCpu`); GPUs get shaders/matmul_tiled.wgsl, the
+ * classic shared-memory tiling with a 4×4 register block per invocation (see {@link matmulTuning}).
  * `matmulPlain` is the textbook 16×16 shared-memory tile kernel, kept as the benchmark baseline.
  */
 import { cdiv, f32bits, type Gpu } from '../gpu/context.ts';
@@ -44,6 +46,13 @@ const SPLIT_TARGET_WORKGROUPS = 16;
 const MIN_K_PER_SPLIT = 256;
 /** Workgroup size of the 1D passes (reduce_splits, pad_cols), WG_1D in the WGSL. */
 const WG_1D = 64;
+
+/**
+ * Which kernel serves {@link matmul}: the register-tiled one without workgroup memory on CPU
+ * adapters (`gpu.isCpu`), the shared-memory tiled one (shaders/matmul_tiled.wgsl) on GPUs.
+ * Tests set `forceTiled` to check the GPU path on a CPU adapter.
+ */
+export const matmulTuning = { forceTiled: false };
 
 const specialised = new Map<string, string>();
 
@@ -180,6 +189,11 @@ export function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, m: number, n: 
     if (overlaps(exactRange(c), exactRange(t))) throw new Error(`matmul: C overlaps ${what} (in-place matmul is not supported)`);
   }
 
+  if (!gpu.isCpu || matmulTuning.forceTiled) {
+    matmulTiled(gpu, a, b, c, m, n, k, transA, transB, alpha, beta, aCols, bCols);
+    return;
+  }
+
   const scratch = new Scratch(gpu);
   const A = alignedRows(gpu, scratch, a, aRows, aCols);
   const B = alignedRows(gpu, scratch, b, bRows, bCols);
@@ -237,6 +251,25 @@ export function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, m: number, n: 
     if (cBack) gpu.copy(cBack, c);
   }
   scratch.releaseAll();
+}
+
+/** The GPU path: shaders/matmul_tiled.wgsl, 64×64 blocks of C per 16×16 workgroup. */
+function matmulTiled(
+  gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, m: number, n: number, k: number,
+  transA: boolean, transB: boolean, alpha: number, beta: number, lda: number, ldb: number,
+): void {
+  const key = `matmul_tiled.${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}`;
+  let code = specialised.get(key);
+  if (code === undefined) {
+    code = specialise(gpu.shaders.matmul_tiled, { TRANS_A: String(transA), TRANS_B: String(transB) });
+    specialised.set(key, code);
+  }
+  gpu.dispatch(
+    { key, code },
+    [a, b, c],
+    new Uint32Array([m, n, k, lda, ldb, f32bits(alpha), f32bits(beta), 0]),
+    [cdiv(n, 64), cdiv(m, 64)],
+  );
 }
 
 /** Fields of the shader's Params struct; unset ones are 0 (alpha 1). */

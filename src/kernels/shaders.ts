@@ -7,12 +7,14 @@
 export const SHADER_NAMES = [
   'matmul',
   'matmul_plain',
+  'matmul_tiled',
   'reduce',
   'elementwise',
   'layernorm',
   'softmax_xent',
   'embedding',
   'attention',
+  'flash_attention',
   'adamw',
 ] as const;
 
