@@ -54,7 +54,8 @@ export interface GradContext {
 export type RuleTable = { [K in OpName]: (g: GradContext, r: OpRecords[K]) => void };
 
 export class Tape {
-  private nodes: Node[] = [];
+  private nodes: { node: Node; outputs: readonly Tensor[] }[] = [];
+  private readonly paramIds: Set<number>;
   private temps: Tensor[] = [];
   private grads = new Map<number, Tensor>();
   private needsGrad = new Set<number>();
@@ -69,6 +70,7 @@ export class Tape {
     paramGrads: ReadonlyMap<Tensor, Tensor> = new Map(),
     readonly recording = true,
   ) {
+    this.paramIds = new Set([...paramGrads.keys()].map((p) => p.id));
     for (const [p, g] of paramGrads) {
       this.needsGrad.add(p.id);
       this.grads.set(p.id, g);
@@ -97,7 +99,7 @@ export class Tape {
     if (!this.recording) return;
     if (!inputs.some((t) => t && this.needsGrad.has(t.id)) && node.op !== 'crossEntropy') return;
     for (const o of outputs) this.needsGrad.add(o.id);
-    this.nodes.push(node);
+    this.nodes.push({ node, outputs });
   }
 
   /**
@@ -123,9 +125,18 @@ export class Tape {
     const nodes = this.nodes;
     this.nodes = [];
     for (let i = nodes.length - 1; i >= 0; i--) {
-      const node = nodes[i];
+      const { node, outputs } = nodes[i];
       // Each op's VJP, dispatched by name; the cast is safe because `node.op` selects both.
       (rules[node.op] as (g: GradContext, r: Node) => void)(ctx, node);
+      // Every consumer of these outputs came later on the tape and has already added into
+      // their gradients; the producer's rule was the last reader, so the memory can go back.
+      for (const o of outputs) {
+        const g = this.grads.get(o.id);
+        if (g && !this.paramIds.has(o.id)) {
+          g.release();
+          this.grads.delete(o.id);
+        }
+      }
     }
   }
 
