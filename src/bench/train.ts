@@ -3,6 +3,7 @@
  * several steps after warm-up steps that compile pipelines and fill the buffer pool.
  */
 import type { Gpu } from '../gpu/context.ts';
+import type { KernelTime } from '../gpu/profiler.ts';
 import { GPT } from '../models/gpt.ts';
 import { Trainer } from '../train/trainer.ts';
 import { gptConfigOf, parseConfig, PRESETS } from '../train/config.ts';
@@ -17,6 +18,8 @@ export interface TrainBenchRow {
   tokensPerSec: number;
   /** Model FLOPs per second achieved (6N + 12LCT per token), GFLOP/s. */
   gflops: number;
+  /** GPU time per kernel of one profiled step (when the adapter has timestamp queries). */
+  kernels: KernelTime[];
 }
 
 /** Times `steps` optimizer steps of `preset` on `text` (char-level). */
@@ -32,6 +35,14 @@ export async function benchTrain(gpu: Gpu, text: string, preset = 'tiny', steps 
   for (let s = warmup; s < warmup + steps; s++) trainer.step(s);
   await trainer.drain();
   const ms = (performance.now() - t0) / steps;
+  // One more step, profiled separately so the timed steps above carry no query overhead.
+  let kernels: KernelTime[] = [];
+  if (gpu.features.has('timestamp-query')) {
+    gpu.startProfiling();
+    trainer.step(warmup + steps);
+    kernels = await gpu.stopProfiling();
+    await trainer.drain();
+  }
   const tokensPerStep = cfg.batchSize * cfg.blockSize * cfg.gradAccum;
   model.params.destroy();
   return {
@@ -41,5 +52,6 @@ export async function benchTrain(gpu: Gpu, text: string, preset = 'tiny', steps 
     msPerStep: ms,
     tokensPerSec: (tokensPerStep * 1000) / ms,
     gflops: (model.flopsPerToken(cfg.blockSize) * tokensPerStep) / (ms * 1e6),
+    kernels,
   };
 }

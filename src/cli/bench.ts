@@ -60,6 +60,14 @@ export const SUITES: Record<string, Suite> = {
         ['preset', 'params', 'tokens/step', 'ms/step', 'tokens/s', 'model GFLOP/s'],
         rows.map((r) => [r.preset, String(r.params), String(r.tokensPerStep), fmt(r.msPerStep), fmt(r.tokensPerSec), fmt(r.gflops)]),
       ));
+      for (const r of rows.filter((x) => x.kernels.length)) {
+        const total = r.kernels.reduce((a, k) => a + k.ms, 0);
+        log(`\nGPU time of one ${r.preset} step by kernel (timestamp queries; ${fmt(total)} ms in all):`);
+        log(table(
+          ['kernel', 'dispatches', 'ms', 'share'],
+          r.kernels.slice(0, 12).map((k) => [k.key, String(k.count), fmt(k.ms), `${((100 * k.ms) / total).toFixed(1)}%`]),
+        ));
+      }
       return rows;
     },
   },

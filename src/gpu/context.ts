@@ -8,6 +8,7 @@ import { BufferPool } from './pool.ts';
 import { type DType, type HostArray, Tensor } from './tensor.ts';
 import { checkBindingSize, checkWorkgroups } from './limits.ts';
 import { loadShaders, type ShaderName } from '../kernels/shaders.ts';
+import { type KernelTime, Profiler } from './profiler.ts';
 
 /** A compiled-on-demand kernel: `key` names the specialisation, `code` is its WGSL. */
 export interface KernelCode {
@@ -37,6 +38,7 @@ export class Gpu {
   private encoder: GPUCommandEncoder | null = null;
   private pass: GPUComputePassEncoder | null = null;
   private firstError: string | null = null;
+  private profiler: Profiler | null = null;
   /** Dispatches encoded since creation (for benchmarks and tests). */
   dispatchCount = 0;
 
@@ -195,11 +197,38 @@ export class Gpu {
       });
       this.bindGroups.set(key, bg);
     }
-    const pass = this.computePass();
+    let timed: GPUComputePassEncoder | null = null;
+    if (this.profiler) {
+      this.endPass();
+      timed = this.profiler.beginPass(this.enc(), k.key);
+    }
+    const pass = timed ?? this.computePass();
     pass.setPipeline(pipeline);
     pass.setBindGroup(0, bg);
     pass.dispatchWorkgroups(workgroups[0], workgroups[1] ?? 1, workgroups[2] ?? 1);
+    timed?.end();
     this.dispatchCount++;
+  }
+
+  /**
+   * Starts timing every dispatch by kernel key (timestamp queries).
+   * @throws Error when the adapter lacks 'timestamp-query'.
+   */
+  startProfiling(): void {
+    this.profiler ??= new Profiler(this.device);
+  }
+
+  /** Stops profiling and returns GPU time per kernel key since {@link startProfiling}, slowest first. */
+  async stopProfiling(): Promise<KernelTime[]> {
+    const prof = this.profiler;
+    if (!prof) return [];
+    this.endPass();
+    const r = prof.resolveInto(this.enc());
+    this.flush();
+    this.profiler = null;
+    const out = r ? await Profiler.totals(r) : [];
+    prof.destroy();
+    return out;
   }
 
   /** Submits everything encoded so far. */
