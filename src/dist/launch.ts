@@ -1,0 +1,185 @@
+/**
+ * Launching a world of ranks (DESIGN.md §2): N module workers, a full mesh of
+ * `MessageChannel`s between them (the data plane, see transport.ts) and comlink as the
+ * control plane (init / run / shutdown), as the browser demo drives workers/rank.worker.ts.
+ *
+ * Host side: {@link World.launch}. Worker side: a module that calls {@link serveRank} with its
+ * named tasks. A task that throws (or times out waiting for a peer) aborts the whole world:
+ * every worker is terminated and the caller's `run` rejects with "rank R: <message>" (no prefix
+ * when the message already starts with "rank R", as transport errors do) — never a hang. Runtime-neutral (Deno module workers and browsers).
+ */
+import * as Comlink from 'comlink';
+import { Transport } from './transport.ts';
+import { Communicator } from './communicator.ts';
+
+/** What a rank receives at init. `ports[j]` leads to rank j; `ports[rank]` is null. */
+export interface RankInit {
+  rank: number;
+  worldSize: number;
+  ports: (MessagePort | null)[];
+  /** Default receive timeout in ms. */
+  timeoutMs: number;
+}
+
+/** A named task: runs on every rank with the world communicator and per-rank args. */
+// deno-lint-ignore no-explicit-any
+export type RankTask = (world: Communicator, args: any) => unknown;
+
+/** The comlink control API each rank worker exposes. */
+export interface RankControl {
+  init(init: RankInit): void;
+  /** Runs task `name`; resolves to its (structured-cloneable) result. */
+  run(name: string, args?: unknown): Promise<unknown>;
+  shutdown(): void;
+}
+
+/** Worker side: exposes {@link RankControl} over comlink with the given tasks. */
+export function serveRank(tasks: Record<string, RankTask>): void {
+  let world: Communicator | undefined;
+  const api: RankControl = {
+    init(init) {
+      world = Communicator.world(new Transport(init.rank, init.ports, { timeoutMs: init.timeoutMs }));
+    },
+    async run(name, args) {
+      if (!world) throw new Error('rank: run before init');
+      const task = tasks[name];
+      if (!task) throw new Error(`rank ${world.transport.rank}: no task '${name}' (have ${Object.keys(tasks).join(', ')})`);
+      return await task(world, args);
+    },
+    shutdown() {
+      world?.transport.close();
+    },
+  };
+  Comlink.expose(api);
+}
+
+export interface LaunchOptions {
+  /** Number of ranks, 1–16. */
+  size: number;
+  /** Module URL of a worker that calls {@link serveRank}. */
+  url: URL | string;
+  /** Default per-receive timeout in ms (default 30 000). */
+  timeoutMs?: number;
+  /** Limit on one {@link World.run} in ms, guarding against tasks that never return (default 120 000). */
+  runTimeoutMs?: number;
+}
+
+/** Host side: a running world of rank workers. */
+export class World {
+  readonly size: number;
+  private readonly workers: Worker[];
+  private readonly ranks: Comlink.Remote<RankControl>[];
+  private readonly runTimeoutMs: number;
+  private failure: Error | undefined;
+  private terminated = false;
+  private failed!: Promise<never>;
+  private fail!: (e: Error) => void;
+
+  private constructor(workers: Worker[], runTimeoutMs: number) {
+    this.size = workers.length;
+    this.workers = workers;
+    this.runTimeoutMs = runTimeoutMs;
+    this.ranks = workers.map((w) => Comlink.wrap<RankControl>(w));
+    this.failed = new Promise<never>((_, reject) => {
+      this.fail = (e) => {
+        if (this.failure) return;
+        this.failure = e;
+        this.terminate();
+        reject(e);
+      };
+    });
+    this.failed.catch(() => {});
+    workers.forEach((w, r) =>
+      w.addEventListener('error', (ev) => {
+        ev.preventDefault();
+        this.fail(new Error(`rank ${r}: ${ev.message || 'worker failed'}`));
+      })
+    );
+  }
+
+  /**
+   * Starts `size` workers, builds the port mesh (one MessageChannel per pair) and initialises
+   * each rank with its ports (transferred). Throws for a size outside 1–16 or a worker that
+   * fails to start.
+   */
+  static async launch(opts: LaunchOptions): Promise<World> {
+    const n = opts.size;
+    if (!Number.isInteger(n) || n < 1 || n > 16) throw new Error(`launch: world size ${n} is outside 1–16`);
+    const workers = [...Array(n).keys()].map((r) => new Worker(opts.url, { type: 'module', name: `rank${r}` }));
+    const world = new World(workers, opts.runTimeoutMs ?? 120_000);
+    const ports: (MessagePort | null)[][] = [...Array(n)].map(() => new Array(n).fill(null));
+    for (let i = 0; i < n; i++) {
+      for (let j = i + 1; j < n; j++) {
+        const ch = new MessageChannel();
+        ports[i][j] = ch.port1;
+        ports[j][i] = ch.port2;
+      }
+    }
+    const timeoutMs = opts.timeoutMs ?? 30_000;
+    await world.guard('init', (r) => {
+      const init: RankInit = { rank: r, worldSize: n, ports: ports[r], timeoutMs };
+      return world.ranks[r].init(Comlink.transfer(init, ports[r].filter((p): p is MessagePort => p !== null)));
+    });
+    return world;
+  }
+
+  /**
+   * Runs task `name` on every rank (args: one value for all, or a function of the rank) and
+   * resolves to the results in rank order. The first rank to fail aborts the world (all
+   * workers terminated) and the call rejects with "rank R: <its message>".
+   */
+  run<R = unknown>(name: string, args?: unknown | ((rank: number) => unknown)): Promise<R[]> {
+    const argOf = (r: number) => (typeof args === 'function' ? (args as (r: number) => unknown)(r) : args);
+    return this.guard(name, (r) => this.ranks[r].run(name, argOf(r))) as Promise<R[]>;
+  }
+
+  /** Closes every rank's ports and terminates the workers. Safe to call twice or after a failure. */
+  async shutdown(): Promise<void> {
+    if (!this.failure) {
+      await Promise.race([
+        Promise.allSettled(this.ranks.map((r) => r.shutdown())),
+        new Promise((res) => setTimeout(res, 1000)),
+      ]);
+    }
+    this.failure ??= new Error('world: shut down');
+    this.terminate();
+  }
+
+  private terminate(): void {
+    if (this.terminated) return;
+    this.terminated = true;
+    for (const r of this.ranks) r[Comlink.releaseProxy]();
+    for (const w of this.workers) w.terminate();
+  }
+
+  private async guard<T>(what: string, call: (rank: number) => Promise<T>): Promise<T[]> {
+    if (this.failure) throw new Error(`world is down: ${this.failure.message}`);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const done = new Array<boolean>(this.size).fill(false);
+    const calls = [...Array(this.size).keys()].map((r) =>
+      call(r).then((v) => {
+        done[r] = true;
+        return v;
+      }, (e) => {
+        const msg = e instanceof Error ? e.message : String(e);
+        this.fail(new Error(msg.startsWith(`rank ${r}`) ? msg : `rank ${r}: ${msg}`, { cause: e }));
+        throw e;
+      })
+    );
+    calls.forEach((c) => c.catch(() => {}));
+    const limit = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const left = done.flatMap((d, r) => (d ? [] : [r]));
+        reject(new Error(`world: '${what}' ran past ${this.runTimeoutMs} ms on rank(s) ${left.join(', ')}`));
+      }, this.runTimeoutMs);
+    });
+    limit.catch((e) => this.fail(e));
+    try {
+      return await Promise.race([Promise.all(calls), this.failed, limit]);
+    } catch (e) {
+      throw this.failure ?? e;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}

@@ -1,0 +1,235 @@
+/**
+ * The data plane of one rank (DESIGN.md §2, §6): a full mesh of `MessagePort`s, one
+ * `MessageChannel` per pair of ranks, created by the launcher and transferred to each worker.
+ *
+ * Every message is an {@link Envelope}: a {@link Header} naming the call it belongs to plus a
+ * payload `ArrayBuffer` that is *transferred* (moved, never structured-cloned), so a send
+ * gives the buffer away and the receiver owns it. Receives match by (group, sequence number)
+ * and then check op, detail, dtype, count and tag, so a rank that calls a different collective
+ * than its peer fails at once with an error naming both calls. Every wait has a timeout that
+ * lists the ranks whose messages never arrived — a hang is a bug.
+ *
+ * Runtime-neutral: no Deno APIs; runs in browser and Deno module workers alike.
+ */
+
+/** Element types carried on the wire. */
+export type DType = 'f32' | 'i32';
+
+/** Describes one message: which call it belongs to and what it holds. */
+export interface Header {
+  /** Group id, e.g. `world` or `tp[0,1]`; point-to-point traffic uses `<group>:p2p`. */
+  group: string;
+  /** Per-group sequence number of the call (collectives: shared by all members of the group). */
+  seq: number;
+  /** Call name in NCCL / torch.distributed spelling: `allReduce`, `send`, ... */
+  op: string;
+  /** Call detail that must agree between peers, e.g. `sum/ring` or `root=0/binomial`. */
+  detail: string;
+  dtype: DType;
+  /** Element count of the whole call on the caller (not of this message's payload). */
+  count: number;
+  /** Global rank of the sender. */
+  src: number;
+  /** Collectives: index of this message among those sent from src to dst in the call. p2p: user tag. */
+  tag: number;
+}
+
+/** What a receiver expects; `src` is implied by the port. */
+export type Expect = Omit<Header, 'src'>;
+
+/** One message on the wire. */
+export interface Envelope {
+  header: Header;
+  payload: ArrayBuffer;
+}
+
+/** `allReduce(sum/ring, f32×1024)`: how headers appear in error messages. */
+export function describeCall(h: Pick<Header, 'op' | 'detail' | 'dtype' | 'count'>): string {
+  return `${h.op}(${h.detail ? h.detail + ', ' : ''}${h.dtype}×${h.count})`;
+}
+
+interface Waiter {
+  src: number;
+  expect: Expect;
+  resolve: (payload: ArrayBuffer) => void;
+  reject: (err: Error) => void;
+}
+
+/** Options for {@link Transport}. */
+export interface TransportOptions {
+  /** Default wait limit of every receive, in milliseconds (default 30 000). */
+  timeoutMs?: number;
+}
+
+/**
+ * One rank's end of the mesh. `ports[j]` is the port to global rank j (`null` at j = rank).
+ *
+ * Errors: constructor throws if the port list has the wrong length or a missing peer;
+ * {@link recvMany} rejects on a header mismatch (naming both calls) or on timeout (listing
+ * ranks that never arrived and, per rank, what did arrive instead); any call after
+ * {@link close} throws.
+ */
+export class Transport {
+  readonly rank: number;
+  readonly worldSize: number;
+  /** Default receive timeout in ms. */
+  timeoutMs: number;
+  private readonly ports: (MessagePort | null)[];
+  /** Arrived but not yet matched messages, per source rank, in arrival order. */
+  private readonly pending: Envelope[][];
+  private readonly waiters: Waiter[][];
+  private closed = false;
+
+  constructor(rank: number, ports: (MessagePort | null)[], options: TransportOptions = {}) {
+    this.rank = rank;
+    this.worldSize = ports.length;
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+    if (!Number.isInteger(rank) || rank < 0 || rank >= ports.length) {
+      throw new Error(`transport: rank ${rank} is outside a world of ${ports.length}`);
+    }
+    this.ports = ports;
+    this.pending = ports.map(() => []);
+    this.waiters = ports.map(() => []);
+    ports.forEach((port, j) => {
+      if (j === rank) return;
+      if (!port) throw new Error(`transport: rank ${rank} has no port to rank ${j}`);
+      port.onmessage = (ev: MessageEvent<Envelope>) => this.arrive(j, ev.data);
+    });
+  }
+
+  /**
+   * Sends `payload` to global rank `dst`, transferring the buffer (it is detached here
+   * afterwards). `header.src` is filled in. Throws for dst = self or out of range.
+   */
+  send(dst: number, header: Omit<Header, 'src'>, payload: ArrayBuffer): void {
+    this.checkOpen();
+    const port = this.ports[dst];
+    if (dst === this.rank || !port) {
+      throw new Error(`transport: rank ${this.rank} cannot send to rank ${dst} (world of ${this.worldSize})`);
+    }
+    const env: Envelope = { header: { ...header, src: this.rank }, payload };
+    port.postMessage(env, [payload]);
+  }
+
+  /** Receives one message from global rank `src` matching `expect`; see {@link recvMany}. */
+  async recv(src: number, expect: Expect, timeoutMs = this.timeoutMs): Promise<ArrayBuffer> {
+    return (await this.recvMany([src], expect, timeoutMs))[0];
+  }
+
+  /**
+   * Receives one message from each rank in `srcs` (all with the same expected header), under
+   * one deadline. Resolves to the payloads in `srcs` order. Rejects with
+   * "rank R called <call> in group G#S but rank Q sent <call>" on a mismatch, or with
+   * "rank R timed out after T ms in <call> (group G#S) waiting for rank(s) A, B" on timeout.
+   */
+  recvMany(srcs: number[], expect: Expect, timeoutMs = this.timeoutMs): Promise<ArrayBuffer[]> {
+    this.checkOpen();
+    const out: (ArrayBuffer | undefined)[] = new Array(srcs.length);
+    if (srcs.length === 0) return Promise.resolve([]);
+    return new Promise<ArrayBuffer[]>((resolve, reject) => {
+      let left = srcs.length;
+      let done = false;
+      const mine: Waiter[] = [];
+      const finish = (err?: Error) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        for (const w of mine) {
+          const list = this.waiters[w.src];
+          const i = list.indexOf(w);
+          if (i >= 0) list.splice(i, 1);
+        }
+        if (err) reject(err);
+        else resolve(out as ArrayBuffer[]);
+      };
+      const timer = setTimeout(() => {
+        const missing = srcs.filter((_, i) => out[i] === undefined);
+        const seen = missing.map((s) => {
+          const got = this.pending[s].map((e) =>
+            `${describeCall(e.header)} in group ${e.header.group}#${e.header.seq}`
+          );
+          return got.length ? `; from rank ${s} only ${got.join(', ')} arrived` : '';
+        }).join('');
+        finish(
+          new Error(
+            `rank ${this.rank} timed out after ${timeoutMs} ms in ${describeCall(expect)} ` +
+              `(group ${expect.group}#${expect.seq}) waiting for rank(s) ${missing.join(', ')}${seen}`,
+          ),
+        );
+      }, timeoutMs);
+      srcs.forEach((src, i) => {
+        if (src === this.rank || src < 0 || src >= this.worldSize) {
+          finish(new Error(`transport: rank ${this.rank} cannot receive from rank ${src}`));
+          return;
+        }
+        const w: Waiter = {
+          src,
+          expect,
+          resolve: (p) => {
+            out[i] = p;
+            if (--left === 0) finish();
+          },
+          reject: (e) => finish(e),
+        };
+        mine.push(w);
+        this.waiters[src].push(w);
+      });
+      for (const src of new Set(srcs)) if (!done) this.drain(src);
+    });
+  }
+
+  /** Closes every port; pending receives are rejected. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const list of this.waiters) {
+      for (const w of list.splice(0)) w.reject(new Error(`transport: rank ${this.rank} closed`));
+    }
+    for (const p of this.ports) p?.close();
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new Error(`transport: rank ${this.rank} is closed`);
+  }
+
+  private arrive(src: number, env: Envelope): void {
+    this.pending[src].push(env);
+    this.drain(src);
+  }
+
+  /** Matches waiters for `src` against arrived messages, oldest first. */
+  private drain(src: number): void {
+    const waiters = this.waiters[src];
+    const pend = this.pending[src];
+    for (let wi = 0; wi < waiters.length;) {
+      const w = waiters[wi];
+      const e = w.expect;
+      const same = pend.find((m) => m.header.group === e.group && m.header.seq === e.seq);
+      if (!same) {
+        wi++;
+        continue;
+      }
+      const h = same.header;
+      if (h.op !== e.op || h.detail !== e.detail || h.dtype !== e.dtype || h.count !== e.count) {
+        // Leave the message queued: the peer's call is still what it is.
+        waiters.splice(wi, 1);
+        w.reject(
+          new Error(
+            `rank ${this.rank} called ${describeCall(e.op === 'send' ? { ...e, op: 'recv' } : e)} in group ${e.group}#${e.seq} ` +
+              `but rank ${src} sent ${describeCall(h)}`,
+          ),
+        );
+        continue;
+      }
+      const mi = pend.findIndex((m) => m.header.group === e.group && m.header.seq === e.seq && m.header.tag === e.tag);
+      if (mi < 0) {
+        wi++;
+        continue;
+      }
+      const env = pend[mi];
+      waiters.splice(wi, 1);
+      pend.splice(mi, 1);
+      w.resolve(env.payload);
+    }
+  }
+}
