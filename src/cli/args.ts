@@ -4,6 +4,7 @@
  * strict mode: an unknown flag is an error, not a silent no-op.
  */
 import { parseArgs } from 'node:util';
+import { z } from 'zod';
 import { PRESETS, TrainConfigSchema } from '../train/config.ts';
 
 const DEFAULTS = TrainConfigSchema.parse({});
@@ -30,15 +31,18 @@ export interface ParsedTrainArgs {
   out?: string;
   resume: boolean;
   help: boolean;
+  /** Values of the caller's own extra flags (see `more`), by flag name. */
+  extra: Record<string, string | boolean | undefined>;
 }
 
 /**
- * Parses `argv`.
+ * Parses `argv`. `more` adds flags of another command (e.g. the schedule preview's --svg);
+ * their values come back in `extra`.
  * @throws Error for an unknown flag, a missing value, a number that does not parse or an
  *   unknown preset, naming the flag and what is allowed.
  */
-export function parseTrainArgs(argv: string[]): ParsedTrainArgs {
-  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = { ...EXTRA };
+export function parseTrainArgs(argv: string[], more: Record<string, { type: 'string' | 'boolean' }> = {}): ParsedTrainArgs {
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = { ...EXTRA, ...more };
   const byFlag = new Map<string, Key>();
   for (const key of Object.keys(DEFAULTS) as Key[]) {
     const flag = kebab(key);
@@ -56,7 +60,7 @@ export function parseTrainArgs(argv: string[]): ParsedTrainArgs {
   }
   const overrides: Record<string, unknown> = {};
   for (const [flag, v] of Object.entries(values)) {
-    if (v === undefined || flag in EXTRA) continue;
+    if (v === undefined || flag in EXTRA || flag in more) continue;
     const negated = flag.startsWith('no-') && byFlag.has(flag.slice(3));
     const key = byFlag.get(negated ? flag.slice(3) : flag);
     if (!key) continue;
@@ -78,10 +82,18 @@ export function parseTrainArgs(argv: string[]): ParsedTrainArgs {
     out: values.out as string | undefined,
     resume: values.resume === true,
     help: values.help === true,
+    extra: Object.fromEntries(Object.keys(more).map((k) => [k, values[k]])),
   };
 }
 
-/** The --help text: every flag with its default. */
+/** ` (one of a | b)` for an enum key, so --help shows e.g. every schedule; '' otherwise. */
+function choices(key: Key): string {
+  let t: unknown = TrainConfigSchema.shape[key];
+  if (t instanceof z.ZodDefault) t = t.unwrap();
+  return t instanceof z.ZodEnum ? `  (one of ${(t.options as string[]).join(' | ')})` : '';
+}
+
+/** The --help text: every flag with its default (and its choices, for enums). */
 export function trainHelp(): string {
   const lines = [
     'npm run train -- [flags]      train a model on WebGPU (Deno)',
@@ -94,7 +106,7 @@ export function trainHelp(): string {
     '',
   ];
   for (const key of Object.keys(DEFAULTS) as Key[]) {
-    lines.push(`  --${kebab(key).padEnd(19)} ${JSON.stringify(DEFAULTS[key])}`);
+    lines.push(`  --${kebab(key).padEnd(19)} ${JSON.stringify(DEFAULTS[key])}${choices(key)}`);
   }
   return lines.join('\n');
 }

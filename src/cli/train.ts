@@ -9,6 +9,7 @@ import { Progress } from './progress.ts';
 import { gptConfigOf, parseConfig, PRESETS, type TrainConfig } from '../train/config.ts';
 import { type LoadedCheckpoint, loadIntoStore, parseCheckpoint, saveCheckpoint } from '../train/checkpoint.ts';
 import { Trainer } from '../train/trainer.ts';
+import { lrAt, scheduleFromConfig } from '../train/schedules.ts';
 import { makeTokenizer, type Tokenizer, tokenizerFromJSON } from '../data/tokenizer.ts';
 import { TextDataset } from '../data/dataset.ts';
 import { Gpu } from '../gpu/context.ts';
@@ -17,14 +18,35 @@ import { GPT } from '../models/gpt.ts';
 import { mixSeed, Random } from '../util/random.ts';
 import { DeviceLimitError } from '../gpu/limits.ts';
 
-/** Config keys a resumed run may change: they do not alter the model or the data order. */
-const RESUMABLE = new Set(['steps', 'logInterval', 'evalInterval', 'ckptInterval', 'sampleTokens', 'temperature', 'topK', 'peakTflops']);
+/**
+ * Config keys a resumed run may change: they do not alter the model or the data order. The
+ * schedule keys are here so a finished run can be continued with a re-warm (continual
+ * pre-training: `--resume --steps N --schedule rewarm-cosine --lr X`).
+ */
+const RESUMABLE = new Set([
+  'steps', 'logInterval', 'evalInterval', 'ckptInterval', 'sampleTokens', 'temperature', 'topK', 'peakTflops',
+  'schedule', 'lr', 'minLr', 'warmup', 'decaySteps', 'cooldownFrac', 'cooldownShape', 'rewarmStart', 'rewarmFrom',
+]);
+
+/**
+ * Fills in a re-warm's −1 placeholders: it starts at the checkpoint's step, from the LR the
+ * checkpointed run's own schedule had there (0 on a fresh run). The resolved numbers are saved
+ * with the config, so resuming the re-warmed run later keeps the same schedule.
+ */
+export function resolveRewarm(cfg: TrainConfig, ckpt: LoadedCheckpoint | null): TrainConfig {
+  if (cfg.schedule !== 'rewarm-cosine') return cfg;
+  const start = cfg.rewarmStart >= 0 ? cfg.rewarmStart : ckpt?.state.step ?? 0;
+  let from = cfg.rewarmFrom;
+  if (from < 0) from = ckpt ? lrAt(scheduleFromConfig(parseConfig({ ...ckpt.state.config })), start) : 0;
+  return parseConfig({ ...cfg, rewarmStart: start, rewarmFrom: from });
+}
 
 function stamp(): string {
   return new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
 }
 
-async function resolveConfig(args: ReturnType<typeof parseTrainArgs>, outDir: string): Promise<{ cfg: TrainConfig; ckpt: LoadedCheckpoint | null }> {
+/** The run's config: preset + file + flags, or the checkpoint's config plus allowed flags on --resume. */
+export async function resolveConfig(args: ReturnType<typeof parseTrainArgs>, outDir: string): Promise<{ cfg: TrainConfig; ckpt: LoadedCheckpoint | null }> {
   const files = runFiles(outDir);
   if (args.resume) {
     if (!args.out) throw new Error('--resume needs --out DIR: the run directory to continue');
@@ -34,7 +56,7 @@ async function resolveConfig(args: ReturnType<typeof parseTrainArgs>, outDir: st
     if (bad.length || args.configFile) {
       throw new Error(`--resume continues the saved config; these flags would change it: ${bad.map((k) => `--${k}`).join(', ') || '--config'} (allowed: ${[...RESUMABLE].join(', ')})`);
     }
-    return { cfg: parseConfig({ ...ckpt.state.config, ...args.overrides }), ckpt };
+    return { cfg: resolveRewarm(parseConfig({ ...ckpt.state.config, ...args.overrides }), ckpt), ckpt };
   }
   if (await exists(files.checkpoint)) {
     throw new Error(`${outDir} already holds a checkpoint: pass --resume to continue it, or choose another --out`);
@@ -47,7 +69,7 @@ async function resolveConfig(args: ReturnType<typeof parseTrainArgs>, outDir: st
       throw new Error(`Cannot read config file '${args.configFile}': ${(e as Error).message}`);
     }
   }
-  return { cfg: parseConfig({ ...PRESETS[args.preset], ...fileCfg, ...args.overrides }), ckpt: null };
+  return { cfg: resolveRewarm(parseConfig({ ...PRESETS[args.preset], ...fileCfg, ...args.overrides }), null), ckpt: null };
 }
 
 function fmtLine(step: number, loss: number, lr: number, ms: number, tps: number, mfu: number | null): string {

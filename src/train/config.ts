@@ -3,6 +3,7 @@
  * with zod so every bad value is reported with its name and the allowed range.
  */
 import { z } from 'zod';
+import { scheduleFromConfig, SCHEDULE_KINDS, validateSchedule } from './schedules.ts';
 import type { GPTConfig } from '../models/gpt.ts';
 
 const int = (min: number) => z.number().int().min(min);
@@ -25,9 +26,18 @@ export const TrainConfigSchema = z.object({
   gradAccum: int(1).default(1), // micro-batches per optimizer step
   steps: int(1).default(600), // optimizer steps (max_iters)
   lr: pos.default(3e-3), // peak learning rate
-  minLr: z.number().min(0).default(3e-4), // floor of the cosine decay
-  warmup: int(0).default(50), // linear warmup steps
-  decaySteps: int(0).default(0), // cosine decay length; 0 = until `steps`
+  minLr: z.number().min(0).default(3e-4), // floor of the cosine decay / end of a cooldown
+  warmup: int(0).default(50), // linear warmup steps (re-warm length for rewarm-cosine)
+  decaySteps: int(0).default(0), // step where the cosine decay ends; 0 = at `steps`
+  schedule: z.enum(SCHEDULE_KINDS).default('cosine'), // LR schedule (src/train/schedules.ts); cosine = nanoGPT's
+  cooldownFrac: z.number().min(0).max(1).default(0.2), // wsd/constant: share of `steps` spent cooling down (Hägele et al. use 0.2)
+  cooldownShape: z.enum(['linear', 'sqrt']).default('linear'), // wsd/constant cooldown: linear or 1−sqrt
+  rewarmStart: int(-1).default(-1), // rewarm-cosine: step the re-warm starts; −1 = the checkpoint's step on --resume (0 fresh)
+  rewarmFrom: z.number().min(-1).default(-1), // rewarm-cosine: LR it starts from; −1 = the resumed run's LR at that step, 0 = from zero
+  // Goldfish loss (Hans et al. arXiv 2406.10209): drop 1/k of training targets, chosen by a hash
+  // of the h preceding tokens, so verbatim passages are never fully learned. 0 = off; k = 1 would drop all.
+  goldfishK: int(0).refine((k) => k !== 1, 'must be 0 (off) or at least 2').default(0),
+  goldfishH: int(1).default(13), // context tokens hashed per decision (the paper's h = 13)
   weightDecay: z.number().min(0).default(0.1), // AdamW decoupled decay (matrices only)
   beta1: z.number().min(0).lt(1).default(0.9),
   beta2: z.number().min(0).lt(1).default(0.99),
@@ -85,6 +95,7 @@ export function parseConfig(input: Record<string, unknown>): TrainConfig {
     throw new Error(`Invalid config: nEmbd (${cfg.nEmbd}) must be divisible by nHead (${cfg.nHead})`);
   }
   if (cfg.minLr > cfg.lr) throw new Error(`Invalid config: minLr (${cfg.minLr}) must not exceed lr (${cfg.lr})`);
+  validateSchedule(scheduleFromConfig(cfg), cfg.steps);
   return cfg;
 }
 

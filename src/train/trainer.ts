@@ -13,7 +13,8 @@ import type { GPT } from '../models/gpt.ts';
 import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from './config.ts';
 import { AdamW } from './optimizer.ts';
-import { cosineWithWarmup } from './schedules.ts';
+import { lrAt, type ScheduleSpec, scheduleFromConfig, validateSchedule } from './schedules.ts';
+import { goldfishMask } from './goldfish.ts';
 import { Random } from '../util/random.ts';
 
 /** Per-step values read back from the GPU. */
@@ -35,8 +36,13 @@ export class Trainer {
   private history: Tensor;
   private pending: { step: number; lr: number }[] = [];
   private readonly paramGrads: Map<Tensor, Tensor>;
+  /** The LR schedule, fixed at construction (a re-warm's start is resolved by then). */
+  readonly schedule: ScheduleSpec;
 
+  /** @throws Error when the config's schedule does not fit the run (see validateSchedule). */
   constructor(readonly gpu: Gpu, readonly model: GPT, readonly data: TextDataset, readonly cfg: TrainConfig) {
+    this.schedule = scheduleFromConfig(cfg);
+    validateSchedule(this.schedule, cfg.steps);
     const { batchSize: b, blockSize: t } = cfg;
     this.tokens = gpu.zeros([b, t], 'i32', 'tokens');
     this.targets = gpu.zeros([b, t], 'i32', 'targets');
@@ -48,8 +54,7 @@ export class Trainer {
 
   /** The learning rate at `step` (0-based). */
   lrAt(step: number): number {
-    const c = this.cfg;
-    return cosineWithWarmup(step, { lr: c.lr, minLr: c.minLr, warmup: c.warmup, decaySteps: c.decaySteps || c.steps });
+    return lrAt(this.schedule, step);
   }
 
   /**
@@ -64,7 +69,8 @@ export class Trainer {
     for (let micro = 0; micro < gradAccum; micro++) {
       const batch = this.data.batch('train', b, t, cfg.seed, step, micro);
       gpu.write(this.tokens, batch.x);
-      gpu.write(this.targets, batch.y);
+      // Goldfish masking touches training targets only; evaluate() always scores every token.
+      gpu.write(this.targets, goldfishMask(batch.y, batch.x, t, cfg.goldfishK, cfg.goldfishH));
       const tape = new Tape(gpu, this.paramGrads);
       const { loss } = model.forward(tape, this.tokens, batch.x, this.targets, b, t, 1 / gradAccum);
       axpy(gpu, 1 / gradAccum, loss!, this.lossAcc);
