@@ -93,7 +93,7 @@ function choices(key: Key): string {
   return t instanceof z.ZodEnum ? `  (one of ${(t.options as string[]).join(' | ')})` : '';
 }
 
-/** The --help text: every flag with its default (and its choices, for enums). */
+/** The --help text: every flag with its default (and its choices, for enums) and what it does. */
 export function trainHelp(): string {
   const lines = [
     'npm run train -- [flags]      train a model on WebGPU (Deno)',
@@ -106,7 +106,8 @@ export function trainHelp(): string {
     '',
   ];
   for (const key of Object.keys(DEFAULTS) as Key[]) {
-    lines.push(`  --${kebab(key).padEnd(19)} ${JSON.stringify(DEFAULTS[key])}${choices(key)}`);
+    const desc = TrainConfigSchema.shape[key].description ?? '';
+    lines.push(`  --${kebab(key).padEnd(19)} ${(JSON.stringify(DEFAULTS[key]) + choices(key)).padEnd(24)} ${desc}`);
   }
   return lines.join('\n');
 }

@@ -44,11 +44,20 @@ export async function truncateMetrics(path: string, before: number): Promise<voi
   await writeAtomic(path, new TextEncoder().encode(kept.map((l) => l + '\n').join('')));
 }
 
+/** The project root, for the shipped data when the CLI runs from another folder. */
+const PROJECT_ROOT = new URL('../../', import.meta.url);
+
 /**
- * Reads a UTF-8 text file for training.
+ * Reads a UTF-8 text file for training. A relative path that does not exist from the
+ * current folder is tried from the project root too, so the shipped data is found wherever
+ * the CLI is started.
  * @throws Error naming the file when it is missing, not UTF-8 or empty.
  */
 export async function readCorpus(path: string): Promise<string> {
+  if (!path.startsWith('/') && !(await exists(path))) {
+    const fromRoot = new URL(path, PROJECT_ROOT).pathname;
+    if (await exists(fromRoot)) path = fromRoot;
+  }
   let bytes: Uint8Array;
   try {
     bytes = await Deno.readFile(path);

@@ -11,48 +11,48 @@ const pos = z.number().positive();
 
 export const TrainConfigSchema = z.object({
   // ---- model -------------------------------------------------------------
-  arch: z.enum(['gpt']).default('gpt'), // model family (issue "sequence mixers" adds more)
-  nLayer: int(1).default(2), // transformer blocks
-  nHead: int(1).default(2), // attention heads; must divide nEmbd
-  nEmbd: int(1).default(64), // width C
-  blockSize: int(1).default(64), // context length T
-  bias: z.boolean().default(true), // biases in Linear layers
-  tokenizer: z.enum(['char', 'gpt2']).default('char'), // char-level or GPT-2 BPE
+  arch: z.enum(['gpt']).default('gpt').describe('model family (issue "sequence mixers" adds more)'),
+  nLayer: int(1).default(2).describe('transformer blocks'),
+  nHead: int(1).default(2).describe('attention heads; must divide nEmbd'),
+  nEmbd: int(1).default(64).describe('width C'),
+  blockSize: int(1).default(64).describe('context length T'),
+  bias: z.boolean().default(true).describe('biases in Linear layers'),
+  tokenizer: z.enum(['char', 'gpt2']).default('char').describe('char-level or GPT-2 BPE'),
   // ---- data --------------------------------------------------------------
-  data: z.string().min(1).default('public/data/tinyshakespeare.txt'), // UTF-8 text file
-  valFraction: z.number().gt(0).lt(1).default(0.1), // tail share held out for validation
+  data: z.string().min(1).default('public/data/tinyshakespeare.txt').describe('UTF-8 text file'),
+  valFraction: z.number().gt(0).lt(1).default(0.1).describe('tail share held out for validation'),
   // ---- optimisation ------------------------------------------------------
-  batchSize: int(1).default(16), // sequences per micro-batch B
-  gradAccum: int(1).default(1), // micro-batches per optimizer step
-  steps: int(1).default(600), // optimizer steps (max_iters)
-  lr: pos.default(3e-3), // peak learning rate
-  minLr: z.number().min(0).default(3e-4), // floor of the cosine decay / end of a cooldown
-  warmup: int(0).default(50), // linear warmup steps (re-warm length for rewarm-cosine)
-  decaySteps: int(0).default(0), // step where the cosine decay ends; 0 = at `steps`
-  schedule: z.enum(SCHEDULE_KINDS).default('cosine'), // LR schedule (src/train/schedules.ts); cosine = nanoGPT's
-  cooldownFrac: z.number().min(0).max(1).default(0.2), // wsd/constant: share of `steps` spent cooling down (Hägele et al. use 0.2)
-  cooldownShape: z.enum(['linear', 'sqrt']).default('linear'), // wsd/constant cooldown: linear or 1−sqrt
-  rewarmStart: int(-1).default(-1), // rewarm-cosine: step the re-warm starts; −1 = the checkpoint's step on --resume (0 fresh)
-  rewarmFrom: z.number().min(-1).default(-1), // rewarm-cosine: LR it starts from; −1 = the resumed run's LR at that step, 0 = from zero
+  batchSize: int(1).default(16).describe('sequences per micro-batch B'),
+  gradAccum: int(1).default(1).describe('micro-batches per optimizer step'),
+  steps: int(1).default(600).describe('optimizer steps (max_iters)'),
+  lr: pos.default(3e-3).describe('peak learning rate'),
+  minLr: z.number().min(0).default(3e-4).describe('floor of the cosine decay / end of a cooldown'),
+  warmup: int(0).default(50).describe('linear warmup steps (re-warm length for rewarm-cosine)'),
+  decaySteps: int(0).default(0).describe('step where the cosine decay ends; 0 = at `steps`'),
+  schedule: z.enum(SCHEDULE_KINDS).default('cosine').describe('LR schedule (src/train/schedules.ts); cosine = nanoGPT\'s'),
+  cooldownFrac: z.number().min(0).max(1).default(0.2).describe('wsd/constant: share of `steps` spent cooling down (Hägele et al. use 0.2)'),
+  cooldownShape: z.enum(['linear', 'sqrt']).default('linear').describe('wsd/constant cooldown: linear or 1−sqrt'),
+  rewarmStart: int(-1).default(-1).describe('rewarm-cosine: step the re-warm starts; −1 = the checkpoint\'s step on --resume (0 fresh)'),
+  rewarmFrom: z.number().min(-1).default(-1).describe('rewarm-cosine: LR it starts from; −1 = the resumed run\'s LR at that step, 0 = from zero'),
   // Goldfish loss (Hans et al. arXiv 2406.10209): drop 1/k of training targets, chosen by a hash
   // of the h preceding tokens, so verbatim passages are never fully learned. 0 = off; k = 1 would drop all.
-  goldfishK: int(0).refine((k) => k !== 1, 'must be 0 (off) or at least 2').default(0),
-  goldfishH: int(1).default(13), // context tokens hashed per decision (the paper's h = 13)
-  weightDecay: z.number().min(0).default(0.1), // AdamW decoupled decay (matrices only)
-  beta1: z.number().min(0).lt(1).default(0.9),
-  beta2: z.number().min(0).lt(1).default(0.99),
-  eps: pos.default(1e-8),
-  gradClip: z.number().min(0).default(1), // global-norm clip; 0 = off
+  goldfishK: int(0).refine((k) => k !== 1, 'must be 0 (off) or at least 2').default(0).describe('goldfish loss: drop 1/k of targets; 0 = off'),
+  goldfishH: int(1).default(13).describe('context tokens hashed per decision (the paper\'s h = 13)'),
+  weightDecay: z.number().min(0).default(0.1).describe('AdamW decoupled decay (matrices only)'),
+  beta1: z.number().min(0).lt(1).default(0.9).describe('AdamW β1'),
+  beta2: z.number().min(0).lt(1).default(0.99).describe('AdamW β2'),
+  eps: pos.default(1e-8).describe('AdamW ε'),
+  gradClip: z.number().min(0).default(1).describe('global-norm clip; 0 = off'),
   // ---- evaluation, logging, sampling ---------------------------------------
-  evalInterval: int(1).default(100), // steps between validation runs
-  evalBatches: int(1).default(10), // fixed validation batches averaged per evaluation
-  logInterval: int(1).default(10), // steps per log line (and per GPU readback)
-  ckptInterval: int(0).default(100), // steps between checkpoints; 0 = only at the end
-  sampleTokens: int(0).default(200), // tokens generated in the final sample
-  temperature: pos.default(0.8),
-  topK: int(0).default(40), // 0 = no top-k filter
-  seed: int(0).default(1337),
-  peakTflops: z.number().min(0).default(0), // device peak for MFU; 0 = unknown (not printed)
+  evalInterval: int(1).default(100).describe('steps between validation runs'),
+  evalBatches: int(1).default(10).describe('fixed validation batches averaged per evaluation'),
+  logInterval: int(1).default(10).describe('steps per log line (and per GPU readback)'),
+  ckptInterval: int(0).default(100).describe('steps between checkpoints; 0 = only at the end'),
+  sampleTokens: int(0).default(200).describe('tokens generated in the final sample'),
+  temperature: pos.default(0.8).describe('sampling temperature'),
+  topK: int(0).default(40).describe('0 = no top-k filter'),
+  seed: int(0).default(1337).describe('seeds weights, batches and sampling'),
+  peakTflops: z.number().min(0).default(0).describe('device peak for MFU; 0 = unknown (not printed)'),
 });
 
 export type TrainConfig = z.infer<typeof TrainConfigSchema>;
