@@ -7,6 +7,7 @@ import { matmul } from '../kernels/matmul.ts';
 import { add as addKernel, addBiasInPlace, geluForward } from '../kernels/elementwise.ts';
 import { layerNormForward } from '../kernels/layernorm.ts';
 import { attentionForward } from '../kernels/attention.ts';
+import { flashAttentionForward } from '../kernels/flash_attention.ts';
 import { buildTokenIndex, embeddingForward } from '../kernels/embedding.ts';
 import { crossEntropyForward } from '../kernels/cross_entropy.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -68,6 +69,21 @@ export function attention(tape: Tape, qkv: Tensor, dims: AttnDims, label = 'attn
   const att = tape.alloc([b, nh, t, t], `${label}.att`);
   attentionForward(tape.gpu, qkv, y, att, dims);
   tape.record({ op: 'attention', qkv, y, att, dims }, [qkv], [y]);
+  return y;
+}
+
+/**
+ * y (B, T, C) = multi-head self-attention of qkv (B, T, 3C) by FlashAttention-2 (Dao,
+ * arXiv 2307.08691): the same result as {@link attention} with O(T) saved state (the row
+ * log-sum-exp) instead of the T×T probabilities.
+ */
+export function flashAttention(tape: Tape, qkv: Tensor, dims: AttnDims, label = 'attn'): Tensor {
+  const { b, t, c, nh } = dims;
+  expect(qkv.size === b * t * 3 * c, () => `${label}: qkv [${qkv.shape}] is not (B=${b}, T=${t}, 3C=${3 * c})`);
+  const y = tape.alloc([b, t, c], label);
+  const lse = tape.alloc([b, nh, t], `${label}.lse`);
+  flashAttentionForward(tape.gpu, qkv, y, lse, dims);
+  tape.record({ op: 'flashAttention', qkv, y, lse, dims }, [qkv], [y]);
   return y;
 }
 

@@ -7,6 +7,7 @@ import { matmul } from '../kernels/matmul.ts';
 import { axpy, geluBackward } from '../kernels/elementwise.ts';
 import { layerNormBackward } from '../kernels/layernorm.ts';
 import { attentionBackward } from '../kernels/attention.ts';
+import { flashAttentionBackward } from '../kernels/flash_attention.ts';
 import { embeddingBackward } from '../kernels/embedding.ts';
 import { crossEntropyBackward } from '../kernels/cross_entropy.ts';
 import { columnSum } from '../kernels/reduce.ts';
@@ -47,6 +48,11 @@ export const RULES: RuleTable = {
     const dy = g.grad(y);
     const dqkv = g.acc(qkv);
     if (dy && dqkv) attentionBackward(g.gpu, qkv, att, dy, dqkv, dims);
+  },
+  flashAttention(g, { qkv, y, lse, dims }) {
+    const dy = g.grad(y);
+    const dqkv = g.acc(qkv);
+    if (dy && dqkv) flashAttentionBackward(g.gpu, qkv, y, lse, dy, dqkv, dims);
   },
   embedding(g, { index, wte, wpe, y, b, t }) {
     const dy = g.grad(y);

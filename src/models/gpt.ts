@@ -5,7 +5,7 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { add, attention, crossEntropy, embedding, gelu, layerNorm, linear } from '../autograd/ops.ts';
+import { add, attention, crossEntropy, embedding, flashAttention, gelu, layerNorm, linear } from '../autograd/ops.ts';
 import type { Tape } from '../autograd/tape.ts';
 import { type ParamSpec, ParamStore } from '../nn/params.ts';
 import { Random } from '../util/random.ts';
@@ -24,6 +24,8 @@ export interface GPTConfig {
   nEmbd: number;
   /** Biases in the Linear layers (LayerNorms always have one). */
   bias: boolean;
+  /** Attention kernel: FlashAttention-2 (default) or the materialised T×T version. */
+  attention?: 'flash' | 'naive';
 }
 
 /** What one forward pass returns; `loss` (2) = [mean loss, counted targets] when targets were given. */
@@ -106,7 +108,8 @@ export class GPT {
       const h = `transformer.h.${i}`;
       const a = layerNorm(tape, x, p(`${h}.ln_1.weight`), p(`${h}.ln_1.bias`), `${h}.ln_1`); // (B·T, C)
       const qkv = linear(tape, a, p(`${h}.attn.c_attn.weight`), pb(`${h}.attn.c_attn.bias`), `${h}.c_attn`); // (B·T, 3C)
-      const y = attention(tape, qkv, { b, t, c, nh }, `${h}.attn`); // (B, T, C)
+      const attn = this.cfg.attention === 'naive' ? attention : flashAttention;
+      const y = attn(tape, qkv, { b, t, c, nh }, `${h}.attn`); // (B, T, C)
       const proj = linear(tape, y, p(`${h}.attn.c_proj.weight`), pb(`${h}.attn.c_proj.bias`), `${h}.c_proj`); // (B·T, C)
       x = add(tape, x, proj, `${h}.res1`);
       const m = layerNorm(tape, x, p(`${h}.ln_2.weight`), p(`${h}.ln_2.bias`), `${h}.ln_2`);

@@ -17,6 +17,7 @@ export const TrainConfigSchema = z.object({
   nEmbd: int(1).default(64).describe('width C'),
   blockSize: int(1).default(64).describe('context length T'),
   bias: z.boolean().default(true).describe('biases in Linear layers'),
+  attention: z.enum(['flash', 'naive']).default('flash').describe('attention kernel: FlashAttention-2 or the materialised T×T one'),
   tokenizer: z.enum(['char', 'gpt2']).default('char').describe('char-level or GPT-2 BPE'),
   // ---- data --------------------------------------------------------------
   data: z.string().min(1).default('public/data/tinyshakespeare.txt').describe('UTF-8 text file'),
@@ -101,5 +102,5 @@ export function parseConfig(input: Record<string, unknown>): TrainConfig {
 
 /** The model shape a training config asks for, given the tokenizer's vocabulary size. */
 export function gptConfigOf(cfg: TrainConfig, vocabSize: number): GPTConfig {
-  return { vocabSize, blockSize: cfg.blockSize, nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, bias: cfg.bias };
+  return { vocabSize, blockSize: cfg.blockSize, nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, bias: cfg.bias, attention: cfg.attention };
 }

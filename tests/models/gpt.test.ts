@@ -35,8 +35,9 @@ Deno.test('GPT f64 reference: gradients of every parameter match finite differen
 for (const [cfg, b, t] of [
   [{ vocabSize: 65, blockSize: 9, nLayer: 2, nHead: 3, nEmbd: 24, bias: true }, 2, 7],
   [{ vocabSize: 13, blockSize: 17, nLayer: 1, nHead: 2, nEmbd: 32, bias: false }, 3, 17],
+  [{ vocabSize: 65, blockSize: 9, nLayer: 2, nHead: 3, nEmbd: 24, bias: true, attention: 'naive' }, 2, 7],
 ] as [GPTConfig, number, number][]) {
-  gpuTest(`GPT on the GPU matches the f64 reference: loss and every gradient (L=${cfg.nLayer}, C=${cfg.nEmbd}, T=${t}, bias=${cfg.bias})`, async (gpu) => {
+  gpuTest(`GPT on the GPU matches the f64 reference: loss and every gradient (L=${cfg.nLayer}, C=${cfg.nEmbd}, T=${t}, bias=${cfg.bias}, ${cfg.attention ?? 'flash'} attention)`, async (gpu) => {
     const model = new GPT(gpu, cfg, 11);
     const params = new Map<string, Float64Array>();
     const flat = await gpu.read(model.params.values);
