@@ -14,6 +14,7 @@ import { f32bits, type Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { specialise } from './shaders.ts';
 import { grid1d } from './grid.ts';
+import { checkDistinct, checkHeadDims, checkSize } from './attention_checks.ts';
 
 /** Shapes of one attention call: batch, sequence length, channels (= nh·hs), heads. */
 export interface AttentionDims {
@@ -116,47 +117,6 @@ function softmax(
   );
 }
 
-function checkDims(what: string, d: AttentionDims): number {
-  for (const k of ['b', 't', 'c', 'nh'] as const) {
-    if (!Number.isInteger(d[k]) || d[k] < 1) {
-      throw new Error(`${what}: dims.${k} must be a positive integer, got ${d[k]}`);
-    }
-  }
-  if (d.c % d.nh !== 0) {
-    throw new Error(`${what}: channels c=${d.c} not divisible by heads nh=${d.nh}`);
-  }
-  return d.c / d.nh;
-}
-
-function checkSize(what: string, name: string, t: Tensor, shape: number[]): void {
-  const n = shape.reduce((x, y) => x * y, 1);
-  if (t.size !== n) {
-    throw new Error(
-      `${what}: ${name} has shape [${t.shape}] (${t.size} elements), expected [${shape}]`,
-    );
-  }
-  if (t.dtype !== 'f32') throw new Error(`${what}: ${name} must be f32, got ${t.dtype}`);
-}
-
-function checkDistinct(
-  what: string,
-  writable: [string, Tensor][],
-  others: [string, Tensor][],
-): void {
-  const all = [...writable, ...others];
-  for (let i = 0; i < writable.length; i++) {
-    for (let j = 0; j < all.length; j++) {
-      const [wn, w] = writable[i];
-      const [on, o] = all[j];
-      if (i !== j && o.buffer === w.buffer) {
-        throw new Error(
-          `${what}: ${wn} and ${on} share one GPUBuffer; WebGPU cannot bind a writable buffer together with another binding of it`,
-        );
-      }
-    }
-  }
-}
-
 /** Q, K or V (which = 0, 1, 2) of qkv or dqkv: rows are time steps, columns head channels; transposed swaps them. */
 function qkvOperand(
   qkv: Tensor,
@@ -214,7 +174,7 @@ export function attentionForward(
   dims: AttentionDims,
 ): void {
   const what = 'attentionForward';
-  const hs = checkDims(what, dims);
+  const hs = checkHeadDims(what, dims);
   const { b, t, c, nh } = dims;
   const causal = dims.causal ?? true;
   checkSize(what, 'qkv', qkv, [b, t, 3 * c]);
@@ -252,7 +212,7 @@ export function attentionBackward(
   dims: AttentionDims,
 ): void {
   const what = 'attentionBackward';
-  const hs = checkDims(what, dims);
+  const hs = checkHeadDims(what, dims);
   const { b, t, c, nh } = dims;
   const causal = dims.causal ?? true;
   checkSize(what, 'qkv', qkv, [b, t, 3 * c]);

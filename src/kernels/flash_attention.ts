@@ -21,6 +21,7 @@ import { f32bits, type Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { specialise } from './shaders.ts';
 import { grid1d } from './grid.ts';
+import { checkDistinct, checkHeadDims, checkSize } from './attention_checks.ts';
 
 /** Shapes of one attention call: batch, sequence length, channels (= nh·hs), heads. */
 export interface FlashAttentionDims {
@@ -64,48 +65,11 @@ export function flashCpuChunk(hs: number): number {
 }
 
 function checkDims(what: string, d: FlashAttentionDims): number {
-  for (const k of ['b', 't', 'c', 'nh'] as const) {
-    if (!Number.isInteger(d[k]) || d[k] < 1) {
-      throw new Error(`${what}: dims.${k} must be a positive integer, got ${d[k]}`);
-    }
-  }
-  if (d.c % d.nh !== 0) {
-    throw new Error(`${what}: channels c=${d.c} not divisible by heads nh=${d.nh}`);
-  }
-  const hs = d.c / d.nh;
+  const hs = checkHeadDims(what, d);
   if (hs > FLASH_MAX_HEAD_SIZE) {
     throw new Error(`${what}: head size ${hs} is over the supported ${FLASH_MAX_HEAD_SIZE}`);
   }
   return hs;
-}
-
-function checkSize(what: string, name: string, t: Tensor, shape: number[]): void {
-  const n = shape.reduce((x, y) => x * y, 1);
-  if (t.size !== n) {
-    throw new Error(
-      `${what}: ${name} has shape [${t.shape}] (${t.size} elements), expected [${shape}]`,
-    );
-  }
-  if (t.dtype !== 'f32') throw new Error(`${what}: ${name} must be f32, got ${t.dtype}`);
-}
-
-function checkDistinct(
-  what: string,
-  writable: [string, Tensor][],
-  others: [string, Tensor][],
-): void {
-  const all = [...writable, ...others];
-  for (let i = 0; i < writable.length; i++) {
-    for (let j = 0; j < all.length; j++) {
-      const [wn, w] = writable[i];
-      const [on, o] = all[j];
-      if (i !== j && o.buffer === w.buffer) {
-        throw new Error(
-          `${what}: ${wn} and ${on} share one GPUBuffer; WebGPU cannot bind a writable buffer together with another binding of it`,
-        );
-      }
-    }
-  }
 }
 
 type Entry = 'fwd' | 'dsum' | 'dq' | 'dkv';
