@@ -99,7 +99,7 @@ function run(
     final: true,
   },
 ): void {
-  const code = specialise(gpu.shaders.flash_attention, { HS: `${hs}u` });
+  const code = specialise(entry === 'fwd' ? gpu.shaders.flash_attention : gpu.shaders.flash_attention_bwd, { HS: `${hs}u` });
   const rows = d.b * d.nh * d.t;
   // `fwd`, `dq` and `dkv` run four rows per invocation, `dsum` one.
   const items = entry === 'dsum' ? rows : d.b * d.nh * Math.ceil(d.t / 4);

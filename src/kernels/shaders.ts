@@ -15,12 +15,20 @@ export const SHADER_NAMES = [
   'embedding',
   'attention',
   'flash_attention',
+  'flash_attention_bwd',
+  'flash_attention_common',
   'adamw',
 ] as const;
 
 export type ShaderName = (typeof SHADER_NAMES)[number];
 
-/** Loads all shader sources. @throws Error naming the file that could not be read. */
+/** `//!include NAME` on a line of its own is replaced by shaders/NAME.wgsl (one level deep). */
+const INCLUDE = /^\/\/!include (\w+)\s*$/gm;
+
+/**
+ * Loads all shader sources and expands their includes.
+ * @throws Error naming the file that could not be read, or an include that does not exist.
+ */
 export async function loadShaders(): Promise<Record<ShaderName, string>> {
   const out = {} as Record<ShaderName, string>;
   await Promise.all(
@@ -36,6 +44,12 @@ export async function loadShaders(): Promise<Record<ShaderName, string>> {
       out[name] = await res.text();
     }),
   );
+  for (const name of SHADER_NAMES) {
+    out[name] = out[name].replace(INCLUDE, (_, inc: string) => {
+      if (!(inc in out)) throw new Error(`shaders/${name}.wgsl includes '${inc}', which is not in SHADER_NAMES`);
+      return out[inc as ShaderName];
+    });
+  }
   return out;
 }
 
