@@ -13,17 +13,21 @@ export interface AttentionRefDims {
   causal?: boolean;
 }
 
-/** Forward: returns y (B, T, C) and the probabilities att (B, nh, T, T), masked entries 0. */
+/**
+ * Forward: returns y (B, T, C), the probabilities att (B, nh, T, T) with masked entries 0, and
+ * lse (B, nh, T), the log-sum-exp of each scaled, masked score row (what FlashAttention saves).
+ */
 export function attentionForwardRef(
   qkv: Float64Array,
   d: AttentionRefDims,
-): { y: Float64Array; att: Float64Array } {
+): { y: Float64Array; att: Float64Array; lse: Float64Array } {
   const { b: B, t: T, c: C, nh: NH } = d;
   const causal = d.causal ?? true;
   const hs = C / NH;
   const scale = 1 / Math.sqrt(hs);
   const y = new Float64Array(B * T * C);
   const att = new Float64Array(B * NH * T * T);
+  const lse = new Float64Array(B * NH * T);
   const row = new Float64Array(T);
   for (let b = 0; b < B; b++) {
     for (let h = 0; h < NH; h++) {
@@ -40,6 +44,7 @@ export function attentionForwardRef(
         }
         let sum = 0;
         for (let s = 0; s < len; s++) sum += row[s] = Math.exp(row[s] - mx);
+        lse[(b * NH + h) * T + t] = mx + Math.log(sum);
         const a = ((b * NH + h) * T + t) * T;
         for (let s = 0; s < len; s++) att[a + s] = row[s] / sum;
         const o = (b * T + t) * C + h * hs;
@@ -50,7 +55,7 @@ export function attentionForwardRef(
       }
     }
   }
-  return { y, att };
+  return { y, att, lse };
 }
 
 /**
