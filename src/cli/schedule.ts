@@ -5,8 +5,8 @@
  * the resumed run would follow (a re-warm starts at the checkpoint's step and LR).
  */
 import { parseTrainArgs, trainHelp } from './args.ts';
-import { resolveConfig, resolveRewarm } from './train.ts';
-import { parseConfig, PRESETS, type TrainConfig } from '../train/config.ts';
+import { freshConfig, resolveConfig } from './train.ts';
+import type { TrainConfig } from '../train/config.ts';
 import { lrAt, phaseBoundaries, scheduleFromConfig, type ScheduleSpec, validateSchedule } from '../train/schedules.ts';
 
 const fmt = (x: number) => x.toExponential(3);
@@ -65,15 +65,7 @@ export function svgChart(spec: ScheduleSpec, steps: number, title: string): stri
 
 async function config(args: ReturnType<typeof parseTrainArgs>): Promise<TrainConfig> {
   if (args.resume) return (await resolveConfig(args, args.out ?? '')).cfg;
-  let fileCfg: Record<string, unknown> = {};
-  if (args.configFile) {
-    try {
-      fileCfg = JSON.parse(await Deno.readTextFile(args.configFile));
-    } catch (e) {
-      throw new Error(`Cannot read config file '${args.configFile}': ${(e as Error).message}`);
-    }
-  }
-  return resolveRewarm(parseConfig({ ...PRESETS[args.preset], ...fileCfg, ...args.overrides }), null);
+  return freshConfig(args);
 }
 
 /** Runs the CLI; returns the text it printed. */

@@ -61,6 +61,14 @@ export async function resolveConfig(args: ReturnType<typeof parseTrainArgs>, out
   if (await exists(files.checkpoint)) {
     throw new Error(`${outDir} already holds a checkpoint: pass --resume to continue it, or choose another --out`);
   }
+  return { cfg: await freshConfig(args), ckpt: null };
+}
+
+/**
+ * The config of a new run: the preset, then the --config file, then the flags.
+ * @throws Error when the config file cannot be read or the result is invalid.
+ */
+export async function freshConfig(args: ReturnType<typeof parseTrainArgs>): Promise<TrainConfig> {
   let fileCfg: Record<string, unknown> = {};
   if (args.configFile) {
     try {
@@ -69,7 +77,7 @@ export async function resolveConfig(args: ReturnType<typeof parseTrainArgs>, out
       throw new Error(`Cannot read config file '${args.configFile}': ${(e as Error).message}`);
     }
   }
-  return { cfg: resolveRewarm(parseConfig({ ...PRESETS[args.preset], ...fileCfg, ...args.overrides }), null), ckpt: null };
+  return resolveRewarm(parseConfig({ ...PRESETS[args.preset], ...fileCfg, ...args.overrides }), null);
 }
 
 function fmtLine(step: number, loss: number, lr: number, ms: number, tps: number, mfu: number | null): string {
