@@ -12,9 +12,9 @@ import { Gpu } from '../src/gpu/context.ts';
 import type { Backend } from '../src/gpu/device.ts';
 import { CharTokenizer } from '../src/data/tokenizer.ts';
 import { TextDataset } from '../src/data/dataset.ts';
-import { GPT } from '../src/models/gpt.ts';
+import { createModel } from '../src/models/registry.ts';
 import { Trainer } from '../src/train/trainer.ts';
-import { gptConfigOf, parseConfig, type TrainConfig } from '../src/train/config.ts';
+import { parseConfig, type TrainConfig } from '../src/train/config.ts';
 import { mixSeed, Random } from '../src/util/random.ts';
 
 /** What {@link RankApi.init} needs. */
@@ -194,10 +194,10 @@ const api: RankApi = {
       const g = await freshGpu();
       gpuUsed = true;
       const data = new TextDataset(ids, cfg.blockSize, cfg.valFraction, 'training data');
-      const model = new GPT(g, gptConfigOf(cfg, tok.vocabSize), cfg.seed);
+      const model = createModel(g, cfg, tok.vocabSize);
       const trainer = new Trainer(g, model, data, cfg);
       run = { cfg, trainer, rng: new Random(mixSeed(cfg.seed, 0x5a3d1e)) };
-      emit({ kind: 'status', text: `model: ${cfg.nLayer} layers · ${cfg.nHead} heads · width ${cfg.nEmbd} · block ${cfg.blockSize} · ${(model.numParams() / 1e6).toFixed(3)}M params · vocab ${tok.vocabSize}` });
+      emit({ kind: 'status', text: `model: ${model.describe()} · ${(model.numParams() / 1e6).toFixed(3)}M params · vocab ${tok.vocabSize}` });
 
       const tokensPerStep = cfg.batchSize * cfg.blockSize * cfg.gradAccum;
       let firstLoss: number | null = null;

@@ -4,9 +4,9 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { KernelTime } from '../gpu/profiler.ts';
-import { GPT } from '../models/gpt.ts';
+import { createModel } from '../models/registry.ts';
 import { Trainer } from '../train/trainer.ts';
-import { gptConfigOf, parseConfig, PRESETS } from '../train/config.ts';
+import { parseConfig, PRESETS } from '../train/config.ts';
 import { CharTokenizer } from '../data/tokenizer.ts';
 import { TextDataset } from '../data/dataset.ts';
 
@@ -27,7 +27,7 @@ export async function benchTrain(gpu: Gpu, text: string, preset = 'tiny', steps 
   const cfg = parseConfig({ ...PRESETS[preset], logInterval: steps + warmup });
   const tok = CharTokenizer.fromText(text);
   const data = new TextDataset(tok.encode(text), cfg.blockSize);
-  const model = new GPT(gpu, gptConfigOf(cfg, tok.vocabSize), cfg.seed);
+  const model = createModel(gpu, cfg, tok.vocabSize);
   const trainer = new Trainer(gpu, model, data, cfg);
   for (let s = 0; s < warmup; s++) trainer.step(s);
   await trainer.drain();

@@ -6,7 +6,7 @@
 import { parseTrainArgs, trainHelp } from './args.ts';
 import { exists, readCorpus, runFiles, truncateMetrics, writeAtomic } from './run_dir.ts';
 import { Progress } from './progress.ts';
-import { gptConfigOf, parseConfig, PRESETS, type TrainConfig } from '../train/config.ts';
+import { parseConfig, PRESETS, type TrainConfig } from '../train/config.ts';
 import { type LoadedCheckpoint, loadIntoStore, parseCheckpoint, saveCheckpoint } from '../train/checkpoint.ts';
 import { Trainer } from '../train/trainer.ts';
 import { lrAt, scheduleFromConfig } from '../train/schedules.ts';
@@ -14,7 +14,7 @@ import { makeTokenizer, type Tokenizer, tokenizerFromJSON } from '../data/tokeni
 import { TextDataset } from '../data/dataset.ts';
 import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
-import { GPT } from '../models/gpt.ts';
+import { createModel } from '../models/registry.ts';
 import { mixSeed, Random } from '../util/random.ts';
 import { DeviceLimitError } from '../gpu/limits.ts';
 
@@ -101,7 +101,7 @@ export async function main(argv: string[]): Promise<number | null> {
 
   const gpu = await Gpu.create({ backend: args.gpu as Backend, log: console.log });
   try {
-    const model = new GPT(gpu, gptConfigOf(cfg, tokenizer.vocabSize), cfg.seed);
+    const model = createModel(gpu, cfg, tokenizer.vocabSize);
     const trainer = new Trainer(gpu, model, data, cfg);
     let start = 0;
     let valLoss: number | null = null;
@@ -116,7 +116,7 @@ export async function main(argv: string[]): Promise<number | null> {
     await Deno.mkdir(outDir, { recursive: true });
     await writeAtomic(files.config, new TextEncoder().encode(JSON.stringify({ ...cfg, tokenizer: tokenizer.toJSON().kind, vocabSize: tokenizer.vocabSize }, null, 2) + '\n'));
     console.log(
-      `model: gpt · ${cfg.nLayer} layers · ${cfg.nHead} heads · width ${cfg.nEmbd} · block ${cfg.blockSize} · ${(model.numParams() / 1e6).toFixed(3)}M params · vocab ${tokenizer.vocabSize} (${tokenizer.kind})`,
+      `model: ${model.describe()} · ${(model.numParams() / 1e6).toFixed(3)}M params · vocab ${tokenizer.vocabSize} (${tokenizer.kind})`,
     );
     console.log(`data: ${cfg.data} · ${data.train.length} train / ${data.val.length} val tokens · run: ${outDir}${ckpt ? ` · resuming at step ${start}` : ''}`);
 

@@ -8,6 +8,7 @@ import type { Tensor } from '../gpu/tensor.ts';
 import { add, attention, crossEntropy, embedding, flashAttention, gelu, layerNorm, linear } from '../autograd/ops.ts';
 import type { Tape } from '../autograd/tape.ts';
 import { type ParamSpec, ParamStore } from '../nn/params.ts';
+import type { ForwardOptions, ForwardResult, LanguageModel } from './model.ts';
 import { Random } from '../util/random.ts';
 
 /** Model shape (nanoGPT's GPTConfig). */
@@ -26,12 +27,6 @@ export interface GPTConfig {
   bias: boolean;
   /** Attention kernel: FlashAttention-2 (default) or the materialised T×T version. */
   attention?: 'flash' | 'naive';
-}
-
-/** What one forward pass returns; `loss` (2) = [mean loss, counted targets] when targets were given. */
-export interface ForwardResult {
-  logits: Tensor; // (B·T, V)
-  loss: Tensor | null;
 }
 
 /**
@@ -82,7 +77,8 @@ export function validateGPTConfig(cfg: GPTConfig): GPTConfig {
   return cfg;
 }
 
-export class GPT {
+export class GPT implements LanguageModel {
+  readonly arch = 'gpt';
   readonly params: ParamStore;
   private readonly p: (name: string) => Tensor;
 
@@ -94,11 +90,8 @@ export class GPT {
     this.p = (name) => this.params.get(name).value;
   }
 
-  /**
-   * tokens (B, T) i32 on the GPU and the same ids on the host; targets (B, T) i32 or null.
-   * Returns logits (B·T, V) and, with targets, the loss (2) = [mean, count] on the GPU.
-   */
-  forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, gradScale = 1): ForwardResult {
+  /** See {@link LanguageModel.forward}. */
+  forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): ForwardResult {
     const { nLayer, nHead: nh, nEmbd: c, bias } = this.cfg;
     const p = this.p;
     const pb = (name: string) => (bias ? p(name) : null);
@@ -119,13 +112,18 @@ export class GPT {
     }
     const xf = layerNorm(tape, x, p('transformer.ln_f.weight'), p('transformer.ln_f.bias'), 'ln_f'); // (B·T, C)
     const logits = linear(tape, xf, wte, null, 'lm_head'); // (B·T, V), weight tied to wte
-    const loss = targets ? crossEntropy(tape, logits, targets, gradScale) : null;
+    const loss = targets ? crossEntropy(tape, logits, targets, opts.gradScale ?? 1) : null;
     return { logits, loss };
   }
 
   /** Parameter count without the positional table (nanoGPT's get_num_params convention). */
   numParams(): number {
     return this.params.count - this.cfg.blockSize * this.cfg.nEmbd;
+  }
+
+  describe(): string {
+    const { nLayer, nHead, nEmbd, blockSize } = this.cfg;
+    return `gpt · ${nLayer} layers · ${nHead} heads · width ${nEmbd} · block ${blockSize} · ${this.cfg.attention ?? 'flash'} attention`;
   }
 
   /** Training FLOPs per token (forward + backward): 6N + 12·L·C·T, as nanoGPT's estimate_mfu (PaLM, arXiv 2204.02311, appendix B). */

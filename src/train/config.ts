@@ -4,14 +4,14 @@
  */
 import { z } from 'zod';
 import { scheduleFromConfig, SCHEDULE_KINDS, validateSchedule } from './schedules.ts';
-import type { GPTConfig } from '../models/gpt.ts';
+import { ARCH_NAMES } from '../models/archs.ts';
 
 const int = (min: number) => z.number().int().min(min);
 const pos = z.number().positive();
 
 export const TrainConfigSchema = z.object({
   // ---- model -------------------------------------------------------------
-  arch: z.enum(['gpt']).default('gpt').describe('model family (issue "sequence mixers" adds more)'),
+  arch: z.enum(ARCH_NAMES).default('gpt').describe('model family (src/models/registry.ts)'),
   nLayer: int(1).default(2).describe('transformer blocks'),
   nHead: int(1).default(2).describe('attention heads; must divide nEmbd'),
   nEmbd: int(1).default(64).describe('width C'),
@@ -98,9 +98,4 @@ export function parseConfig(input: Record<string, unknown>): TrainConfig {
   if (cfg.minLr > cfg.lr) throw new Error(`Invalid config: minLr (${cfg.minLr}) must not exceed lr (${cfg.lr})`);
   validateSchedule(scheduleFromConfig(cfg), cfg.steps);
   return cfg;
-}
-
-/** The model shape a training config asks for, given the tokenizer's vocabulary size. */
-export function gptConfigOf(cfg: TrainConfig, vocabSize: number): GPTConfig {
-  return { vocabSize, blockSize: cfg.blockSize, nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, bias: cfg.bias, attention: cfg.attention };
 }

@@ -9,7 +9,7 @@ import { Tensor } from '../gpu/tensor.ts';
 import { Tape } from '../autograd/tape.ts';
 import { RULES } from '../autograd/rules.ts';
 import { axpy } from '../kernels/elementwise.ts';
-import type { GPT } from '../models/gpt.ts';
+import type { LanguageModel } from '../models/model.ts';
 import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from './config.ts';
 import { AdamW } from './optimizer.ts';
@@ -40,7 +40,7 @@ export class Trainer {
   readonly schedule: ScheduleSpec;
 
   /** @throws Error when the config's schedule does not fit the run (see validateSchedule). */
-  constructor(readonly gpu: Gpu, readonly model: GPT, readonly data: TextDataset, readonly cfg: TrainConfig) {
+  constructor(readonly gpu: Gpu, readonly model: LanguageModel, readonly data: TextDataset, readonly cfg: TrainConfig) {
     this.schedule = scheduleFromConfig(cfg);
     validateSchedule(this.schedule, cfg.steps);
     const { batchSize: b, blockSize: t } = cfg;
@@ -72,7 +72,7 @@ export class Trainer {
       // Goldfish masking touches training targets only; evaluate() always scores every token.
       gpu.write(this.targets, goldfishMask(batch.y, batch.x, t, cfg.goldfishK, cfg.goldfishH));
       const tape = new Tape(gpu, this.paramGrads);
-      const { loss } = model.forward(tape, this.tokens, batch.x, this.targets, b, t, 1 / gradAccum);
+      const { loss } = model.forward(tape, this.tokens, batch.x, this.targets, b, t, { gradScale: 1 / gradAccum });
       axpy(gpu, 1 / gradAccum, loss!, this.lossAcc);
       tape.backward(RULES);
       tape.dispose();

@@ -76,7 +76,7 @@ gpuTest('gradient accumulation: two micro-batches at gradScale ½ give the mean 
   for (const x of batches) {
     const tTok = gpu.upload(x.tokens, [b, t], 'i32'), tTgt = gpu.upload(x.targets, [b, t], 'i32');
     const tape = new Tape(gpu, model.params.gradMap());
-    model.forward(tape, tTok, x.tokens, tTgt, b, t, 0.5);
+    model.forward(tape, tTok, x.tokens, tTgt, b, t, { gradScale: 0.5 });
     tape.backward(RULES);
     tape.dispose();
     tTok.release();

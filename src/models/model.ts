@@ -1,0 +1,50 @@
+/**
+ * What every architecture exposes to the trainer, the CLI and the workers: its parameters,
+ * a forward pass on the autograd tape, and the counts that progress lines and MFU need.
+ */
+import type { Tensor } from '../gpu/tensor.ts';
+import type { Tape } from '../autograd/tape.ts';
+import type { ParamStore } from '../nn/params.ts';
+
+/** What one forward pass returns; `loss` (2) = [mean loss, counted targets] when targets were given. */
+export interface ForwardResult {
+  logits: Tensor; // (B·T, V)
+  loss: Tensor | null;
+}
+
+/** Per-call options of a forward pass; all default to off. */
+export interface ForwardOptions {
+  /** Multiplies the loss gradient (1/micro-batches under gradient accumulation). Default 1. */
+  gradScale?: number;
+  /**
+   * NEFTune (Jain et al., arXiv 2310.05914): uniform noise of scale α/√(T·C) added to the input
+   * embeddings; training forward passes only. `seed` makes the noise reproducible per micro-batch.
+   */
+  neftune?: { alpha: number; seed: number };
+}
+
+/** Vocabulary and context every model has, whatever its mixer. */
+export interface ModelShape {
+  vocabSize: number;
+  blockSize: number;
+}
+
+/** A trainable language model over token ids. */
+export interface LanguageModel {
+  readonly params: ParamStore;
+  readonly cfg: ModelShape;
+  /** Architecture name (`--arch`). */
+  readonly arch: string;
+  /**
+   * tokens (B, T) i32 on the GPU and the same ids on the host; targets (B, T) i32 or null.
+   * Returns logits (B·T, V) and, with targets, the loss (2) = [mean, count] on the GPU.
+   * @throws Error when T exceeds the block size.
+   */
+  forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts?: ForwardOptions): ForwardResult;
+  /** Parameter count without positional tables (nanoGPT's get_num_params convention). */
+  numParams(): number;
+  /** Training FLOPs per token (forward + backward) at sequence length t. */
+  flopsPerToken(t: number): number;
+  /** One line describing the shape, for progress output. */
+  describe(): string;
+}
