@@ -9,10 +9,16 @@
  * call takes the group's next sequence number, and a peer calling something else fails with an
  * error naming both calls (see transport.ts). Algorithms (MPICH, see algorithms.ts) are chosen
  * per call; all produce bit-identical results for integer-valued inputs.
+ *
+ * Every call is recorded as a `collective` span by the rank's Tracer (trace.ts; its messages as
+ * `send`/`recv` spans by the transport) and moves the rank's simulated clock (network.ts). GPU
+ * tensors go through `TensorComm` (tensor_comm.ts), which wraps a Communicator.
  */
-import { type DType, Transport } from './transport.ts';
+import type { Transport } from './transport.ts';
+import { alloc, callLink, dtypeOf, nextSeq, peekSeq } from './link.ts';
 import * as A from './algorithms.ts';
 import type { Link, NumArray, ReduceOp } from './algorithms.ts';
+import { algorithmOf, type Tracer, wallMs } from './trace.ts';
 
 export type { NumArray, ReduceOp } from './algorithms.ts';
 
@@ -46,27 +52,6 @@ export interface ReduceOptions<T extends NumArray> extends CallOptions {
 
 export interface GatherOptions<T extends NumArray> extends CallOptions {
   out?: T;
-}
-
-/** Sequence counters per transport and group id, shared by every communicator over that group. */
-const seqs = new WeakMap<Transport, Map<string, number>>();
-
-function nextSeq(t: Transport, key: string): number {
-  let m = seqs.get(t);
-  if (!m) seqs.set(t, (m = new Map()));
-  const s = m.get(key) ?? 0;
-  m.set(key, s + 1);
-  return s;
-}
-
-function dtypeOf(x: NumArray): DType {
-  if (x instanceof Float32Array) return 'f32';
-  if (x instanceof Int32Array) return 'i32';
-  throw new TypeError('collectives take Float32Array or Int32Array');
-}
-
-function alloc<T extends NumArray>(like: T, n: number): T {
-  return (like instanceof Float32Array ? new Float32Array(n) : new Int32Array(n)) as T;
 }
 
 export class Communicator {
@@ -142,8 +127,8 @@ export class Communicator {
     const work = opts.out ?? buf;
     if (opts.out) this.checkLen(opts.out, buf.length, 'broadcast out');
     if (this.rank === root && work !== buf) work.set(buf);
-    const l = this.link('broadcast', `root=${root}/${algo}`, buf, opts);
-    await (algo === 'direct' ? A.directBroadcast(l, work, root) : A.binomialBroadcast(l, work, root));
+    await this.call('broadcast', `root=${root}/${algo}`, buf, opts, (l) =>
+      algo === 'direct' ? A.directBroadcast(l, work, root) : A.binomialBroadcast(l, work, root));
     return work;
   }
 
@@ -156,8 +141,8 @@ export class Communicator {
     const { algo, op } = this.pickReduce('reduce', buf, opts);
     if (opts.out) this.checkLen(opts.out, buf.length, 'reduce out');
     const work = buf.slice() as T;
-    const l = this.link('reduce', `${op}/root=${root}/${algo}`, buf, opts);
-    await (algo === 'direct' ? A.directReduce(l, work, root, op) : A.binomialReduce(l, work, root, op));
+    await this.call('reduce', `${op}/root=${root}/${algo}`, buf, opts, (l) =>
+      algo === 'direct' ? A.directReduce(l, work, root, op) : A.binomialReduce(l, work, root, op));
     const res = opts.out ?? buf;
     if (this.rank === root) res.set(this.finish(work, op));
     return res;
@@ -169,17 +154,18 @@ export class Communicator {
     if (opts.out) this.checkLen(opts.out, buf.length, 'allReduce out');
     const work = opts.out ?? buf;
     if (work !== buf) work.set(buf);
-    const l = this.link('allReduce', `${op}/${algo}`, buf, opts);
     const offs = A.chunkOffsets(buf.length, this.size);
-    if (algo === 'ring') {
-      await A.ringReduceScatter(l, work, offs, op);
-      await A.ringAllGather(l, work, offs);
-    } else if (algo === 'recursive-doubling') await A.doublingAllReduce(l, work, op);
-    else if (algo === 'rabenseifner') await A.rabenseifnerAllReduce(l, work, op);
-    else if (algo === 'binomial') {
-      await A.binomialReduce(l, work, 0, op);
-      await A.binomialBroadcast(l, work, 0);
-    } else await A.directAllReduce(l, work, op);
+    await this.call('allReduce', `${op}/${algo}`, buf, opts, async (l) => {
+      if (algo === 'ring') {
+        await A.ringReduceScatter(l, work, offs, op);
+        await A.ringAllGather(l, work, offs);
+      } else if (algo === 'recursive-doubling') await A.doublingAllReduce(l, work, op);
+      else if (algo === 'rabenseifner') await A.rabenseifnerAllReduce(l, work, op);
+      else if (algo === 'binomial') {
+        await A.binomialReduce(l, work, 0, op);
+        await A.binomialBroadcast(l, work, 0);
+      } else await A.directAllReduce(l, work, op);
+    });
     this.finish(work, op);
     return work;
   }
@@ -196,10 +182,12 @@ export class Communicator {
     if (opts.out) this.checkLen(opts.out, c, 'reduceScatter out');
     const work = opts.out ? input.slice() as T : input;
     const offs = A.chunkOffsets(input.length, this.size);
-    const l = this.link('reduceScatter', `${op}/${algo}`, input, opts);
-    if (algo === 'ring') await A.ringReduceScatter(l, work, offs, op);
-    else if (algo === 'rabenseifner') await A.halvingReduceScatter(l, work, offs, op);
-    else await A.directReduceScatter(l, work, offs, op);
+    await this.call('reduceScatter', `${op}/${algo}`, input, opts, (l) =>
+      algo === 'ring'
+        ? A.ringReduceScatter(l, work, offs, op)
+        : algo === 'rabenseifner'
+        ? A.halvingReduceScatter(l, work, offs, op)
+        : A.directReduceScatter(l, work, offs, op));
     const mine = this.finish(work.subarray(offs[this.rank], offs[this.rank + 1]), op) as T;
     if (!opts.out) return mine;
     opts.out.set(mine);
@@ -217,10 +205,12 @@ export class Communicator {
     this.checkLen(work, c * this.size, 'allGather out');
     work.set(input, c * this.rank);
     const offs = A.chunkOffsets(work.length, this.size);
-    const l = this.link('allGather', algo, input, opts);
-    if (algo === 'ring') await A.ringAllGather(l, work, offs);
-    else if (algo === 'recursive-doubling') await A.doublingAllGather(l, work, offs);
-    else await A.directAllGather(l, work, offs);
+    await this.call('allGather', algo, input, opts, (l) =>
+      algo === 'ring'
+        ? A.ringAllGather(l, work, offs)
+        : algo === 'recursive-doubling'
+        ? A.doublingAllGather(l, work, offs)
+        : A.directAllGather(l, work, offs));
     return work;
   }
 
@@ -231,8 +221,7 @@ export class Communicator {
     if (opts.out) this.checkLen(opts.out, input.length, 'allToAll out');
     const src = opts.out && opts.out !== input ? input : input.slice() as T;
     const out = opts.out ?? input;
-    const l = this.link('allToAll', 'direct', input, opts);
-    await A.pairwiseAllToAll(l, src, out, A.chunkOffsets(input.length, this.size));
+    await this.call('allToAll', 'direct', input, opts, (l) => A.pairwiseAllToAll(l, src, out, A.chunkOffsets(input.length, this.size)));
     return out;
   }
 
@@ -240,8 +229,7 @@ export class Communicator {
   async barrier(opts: CallOptions = {}): Promise<void> {
     const algo = this.pick('barrier', opts);
     const token = new Int32Array(0);
-    const l = this.link('barrier', algo, token, opts);
-    await (algo === 'direct' ? A.directBarrier(l, token) : A.disseminationBarrier(l, token));
+    await this.call('barrier', algo, token, opts, (l) => algo === 'direct' ? A.directBarrier(l, token) : A.disseminationBarrier(l, token));
   }
 
   // ---- internals ----
@@ -283,31 +271,24 @@ export class Communicator {
     }
   }
 
-  /** One call's Link: takes the group's next sequence number; tags count messages per peer. */
+  /** This rank's span recorder (also the hook for tracing compute: `comm.tracer.span(name, fn)`). */
+  get tracer(): Tracer {
+    return this.transport.tracer;
+  }
+
+  /** Runs one collective call's `body` over its Link, recorded as a `collective` span. */
+  private async call(op: string, detail: string, x: NumArray, opts: CallOptions, body: (l: Link) => Promise<unknown>): Promise<void> {
+    const start = wallMs(), simStart = this.transport.clock.now;
+    const seq = peekSeq(this.transport, this.id);
+    await body(this.link(op, detail, x, opts));
+    this.tracer.record({
+      kind: 'collective', op, group: this.id, algorithm: algorithmOf(detail), bytes: x.byteLength, peer: -1,
+      start, end: wallMs(), simStart, simEnd: this.transport.clock.now, seq,
+    });
+  }
+
+  /** One call's Link (see link.ts): takes the group's next sequence number. */
   private link(op: string, detail: string, x: NumArray, opts: CallOptions): Link {
-    const t = this.transport, ranks = this.ranks, dtype = dtypeOf(x);
-    const base = { group: this.id, seq: nextSeq(t, this.id), op, detail, dtype, count: x.length };
-    const sent = new Map<number, number>(), got = new Map<number, number>();
-    const bump = (m: Map<number, number>, k: number) => {
-      const v = m.get(k) ?? 0;
-      m.set(k, v + 1);
-      return v;
-    };
-    const wrap = (b: ArrayBuffer): NumArray => dtype === 'f32' ? new Float32Array(b) : new Int32Array(b);
-    const link: Link = {
-      p: this.size,
-      r: this.rank,
-      send: (peer, data) => t.send(ranks[peer], { ...base, tag: bump(sent, peer) }, data.slice().buffer),
-      recv: async (peer) => wrap(await t.recv(ranks[peer], { ...base, tag: bump(got, peer) }, opts.timeoutMs)),
-      recvAll: async (peers) => {
-        // One tag per peer; group peers expecting the same tag into one deadline.
-        const tags = peers.map((q) => bump(got, q));
-        if (tags.every((tg) => tg === tags[0])) {
-          return (await t.recvMany(peers.map((q) => ranks[q]), { ...base, tag: tags[0] ?? 0 }, opts.timeoutMs)).map(wrap);
-        }
-        return Promise.all(peers.map((q, i) => t.recv(ranks[q], { ...base, tag: tags[i] }, opts.timeoutMs).then(wrap)));
-      },
-    };
-    return link;
+    return callLink(this.transport, this.ranks, this.rank, this.id, op, detail, x, opts.timeoutMs);
   }
 }

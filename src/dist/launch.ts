@@ -11,6 +11,8 @@
 import * as Comlink from 'comlink';
 import { Transport } from './transport.ts';
 import { Communicator } from './communicator.ts';
+import { NetworkModel, type NetworkSpec } from './network.ts';
+import { type Span, toChromeTrace, type ChromeTrace } from './trace.ts';
 
 /** What a rank receives at init. `ports[j]` leads to rank j; `ports[rank]` is null. */
 export interface RankInit {
@@ -19,6 +21,10 @@ export interface RankInit {
   ports: (MessagePort | null)[];
   /** Default receive timeout in ms. */
   timeoutMs: number;
+  /** Network model of the simulated clock (network.ts); null: messages cost no simulated time. */
+  net?: NetworkSpec | null;
+  /** Record spans (default true). */
+  trace?: boolean;
 }
 
 /** A named task: runs on every rank with the world communicator and per-rank args. */
@@ -27,18 +33,43 @@ export type RankTask = (world: Communicator, args: any) => unknown;
 
 /** The comlink control API each rank worker exposes. */
 export interface RankControl {
-  init(init: RankInit): void;
+  /** Joins the world: builds the transport over the ports and the world communicator. */
+  join(init: RankInit): void;
   /** Runs task `name`; resolves to its (structured-cloneable) result. */
   run(name: string, args?: unknown): Promise<unknown>;
+  /** The spans recorded so far (dropped from the rank when `clear`). */
+  trace(clear?: boolean): Span[];
+  /** Swaps the network model (null: none) and, when `resetClock`, restarts the simulated clock at 0. */
+  setNetwork(net: NetworkSpec | null, resetClock?: boolean): void;
   shutdown(): void;
 }
 
-/** Worker side: exposes {@link RankControl} over comlink with the given tasks. */
-export function serveRank(tasks: Record<string, RankTask>): void {
+/**
+ * The {@link RankControl} of one worker over `tasks`, for workers that expose more than it
+ * (workers/rank.worker.ts); `world()` is the world communicator once joined, else undefined.
+ */
+export function rankControl(tasks: Record<string, RankTask>): RankControl & { world(): Communicator | undefined } {
   let world: Communicator | undefined;
-  const api: RankControl = {
-    init(init) {
-      world = Communicator.world(new Transport(init.rank, init.ports, { timeoutMs: init.timeoutMs }));
+  const need = () => {
+    if (!world) throw new Error('rank: not joined to a world yet (call join first)');
+    return world;
+  };
+  return {
+    world: () => world,
+    join(init) {
+      const net = init.net ? new NetworkModel(init.net) : null;
+      world = Communicator.world(new Transport(init.rank, init.ports, { timeoutMs: init.timeoutMs, net, trace: init.trace }));
+    },
+    trace(clear = false) {
+      const t = need().tracer;
+      const out = [...t.spans];
+      if (clear) t.clear();
+      return out;
+    },
+    setNetwork(net, resetClock = false) {
+      const clock = need().transport.clock;
+      clock.net = net ? new NetworkModel(net) : null;
+      if (resetClock) clock.reset();
     },
     async run(name, args) {
       if (!world) throw new Error('rank: run before init');
@@ -50,14 +81,28 @@ export function serveRank(tasks: Record<string, RankTask>): void {
       world?.transport.close();
     },
   };
+}
+
+/** Worker side: exposes {@link RankControl} over comlink with the given tasks. */
+export function serveRank(tasks: Record<string, RankTask>): void {
+  const { world: _, ...api } = rankControl(tasks);
   Comlink.expose(api);
 }
 
 export interface LaunchOptions {
   /** Number of ranks, 1–16. */
   size: number;
-  /** Module URL of a worker that calls {@link serveRank}. */
-  url: URL | string;
+  /** Module URL of a worker that calls {@link serveRank} (or serves {@link rankControl}). */
+  url?: URL | string;
+  /**
+   * Starts rank r's worker instead of `url` — for Vite, which bundles a worker only when it sees
+   * `new Worker(new URL('…', import.meta.url), { type: 'module' })` literally in the source.
+   */
+  spawn?: (rank: number) => Worker;
+  /** Network model of the ranks' simulated clocks: a spec or text for parseNetwork (default none). */
+  net?: NetworkSpec | string | null;
+  /** Record spans on every rank (default true). */
+  trace?: boolean;
   /** Default per-receive timeout in ms (default 30 000). */
   timeoutMs?: number;
   /** Limit on one {@link World.run} in ms, guarding against tasks that never return (default 120 000). */
@@ -105,7 +150,10 @@ export class World {
   static async launch(opts: LaunchOptions): Promise<World> {
     const n = opts.size;
     if (!Number.isInteger(n) || n < 1 || n > 16) throw new Error(`launch: world size ${n} is outside 1–16`);
-    const workers = [...Array(n).keys()].map((r) => new Worker(opts.url, { type: 'module', name: `rank${r}` }));
+    const { url, spawn } = opts;
+    if (!url === !spawn) throw new Error('launch: give exactly one of url and spawn');
+    const net = typeof opts.net === 'string' ? NetworkModel.parse(opts.net).spec : opts.net ?? null;
+    const workers = [...Array(n).keys()].map((r) => spawn ? spawn(r) : new Worker(url!, { type: 'module', name: `rank${r}` }));
     const world = new World(workers, opts.runTimeoutMs ?? 120_000);
     const ports: (MessagePort | null)[][] = [...Array(n)].map(() => new Array(n).fill(null));
     for (let i = 0; i < n; i++) {
@@ -116,9 +164,9 @@ export class World {
       }
     }
     const timeoutMs = opts.timeoutMs ?? 30_000;
-    await world.guard('init', (r) => {
-      const init: RankInit = { rank: r, worldSize: n, ports: ports[r], timeoutMs };
-      return world.ranks[r].init(Comlink.transfer(init, ports[r].filter((p): p is MessagePort => p !== null)));
+    await world.guard('join', (r) => {
+      const init: RankInit = { rank: r, worldSize: n, ports: ports[r], timeoutMs, net, trace: opts.trace ?? true };
+      return world.ranks[r].join(Comlink.transfer(init, ports[r].filter((p): p is MessagePort => p !== null)));
     });
     return world;
   }
@@ -131,6 +179,22 @@ export class World {
   run<R = unknown>(name: string, args?: unknown | ((rank: number) => unknown)): Promise<R[]> {
     const argOf = (r: number) => (typeof args === 'function' ? (args as (r: number) => unknown)(r) : args);
     return this.guard(name, (r) => this.ranks[r].run(name, argOf(r))) as Promise<R[]>;
+  }
+
+  /** Every rank's spans merged in rank order (and dropped from the ranks when `clear`). */
+  async trace(clear = false): Promise<Span[]> {
+    return (await this.guard('trace', (r) => this.ranks[r].trace(clear))).flat();
+  }
+
+  /** {@link trace} as Chrome Trace Event JSON (trace.json; opens in Perfetto). */
+  async chromeTrace(meta: Record<string, unknown> = {}, clear = false): Promise<ChromeTrace> {
+    return toChromeTrace(await this.trace(clear), { worldSize: this.size, ...meta });
+  }
+
+  /** Sets every rank's network model (spec, text or null) and optionally restarts their simulated clocks at 0. */
+  async setNetwork(net: NetworkSpec | string | null, resetClock = false): Promise<void> {
+    const spec = typeof net === 'string' ? NetworkModel.parse(net).spec : net;
+    await this.guard('setNetwork', (r) => this.ranks[r].setNetwork(spec, resetClock));
   }
 
   /** Closes every rank's ports and terminates the workers. Safe to call twice or after a failure. */

@@ -9,8 +9,13 @@
  * than its peer fails at once with an error naming both calls. Every wait has a timeout that
  * lists the ranks whose messages never arrived — a hang is a bug.
  *
+ * Every send and receive is recorded as a span by the rank's {@link Tracer} and moves its
+ * {@link SimClock}: a send stamps the simulated arrival into the header, a receive waits for it.
+ *
  * Runtime-neutral: no Deno APIs; runs in browser and Deno module workers alike.
  */
+import { SimClock, type NetworkModel } from './network.ts';
+import { algorithmOf, Tracer, wallMs } from './trace.ts';
 
 /** Element types carried on the wire. */
 export type DType = 'f32' | 'i32';
@@ -32,10 +37,12 @@ export interface Header {
   src: number;
   /** Collectives: index of this message among those sent from src to dst in the call. p2p: user tag. */
   tag: number;
+  /** Simulated arrival time at the receiver, µs (network.ts); set by {@link Transport.send}. */
+  simArrival?: number;
 }
 
 /** What a receiver expects; `src` is implied by the port. */
-export type Expect = Omit<Header, 'src'>;
+export type Expect = Omit<Header, 'src' | 'simArrival'>;
 
 /** One message on the wire. */
 export interface Envelope {
@@ -51,7 +58,7 @@ export function describeCall(h: Pick<Header, 'op' | 'detail' | 'dtype' | 'count'
 interface Waiter {
   src: number;
   expect: Expect;
-  resolve: (payload: ArrayBuffer) => void;
+  resolve: (env: Envelope) => void;
   reject: (err: Error) => void;
 }
 
@@ -59,6 +66,10 @@ interface Waiter {
 export interface TransportOptions {
   /** Default wait limit of every receive, in milliseconds (default 30 000). */
   timeoutMs?: number;
+  /** Network model driving the simulated clock; absent: messages cost no simulated time. */
+  net?: NetworkModel | null;
+  /** Record spans (default true). */
+  trace?: boolean;
 }
 
 /**
@@ -79,11 +90,17 @@ export class Transport {
   private readonly pending: Envelope[][];
   private readonly waiters: Waiter[][];
   private closed = false;
+  /** This rank's simulated clock (its network model may be swapped at any time). */
+  readonly clock: SimClock;
+  /** This rank's span recorder. */
+  readonly tracer: Tracer;
 
   constructor(rank: number, ports: (MessagePort | null)[], options: TransportOptions = {}) {
     this.rank = rank;
     this.worldSize = ports.length;
     this.timeoutMs = options.timeoutMs ?? 30_000;
+    this.clock = new SimClock(rank, options.net ?? null);
+    this.tracer = new Tracer(rank, this.clock, options.trace ?? true);
     if (!Number.isInteger(rank) || rank < 0 || rank >= ports.length) {
       throw new Error(`transport: rank ${rank} is outside a world of ${ports.length}`);
     }
@@ -107,7 +124,13 @@ export class Transport {
     if (dst === this.rank || !port) {
       throw new Error(`transport: rank ${this.rank} cannot send to rank ${dst} (world of ${this.worldSize})`);
     }
-    const env: Envelope = { header: { ...header, src: this.rank }, payload };
+    const start = wallMs(), simStart = this.clock.now;
+    const simArrival = this.clock.send(dst, payload.byteLength);
+    const env: Envelope = { header: { ...header, src: this.rank, simArrival }, payload };
+    this.tracer.record({
+      kind: 'send', op: header.op, group: header.group, algorithm: algorithmOf(header.detail), bytes: payload.byteLength,
+      peer: dst, start, end: start, simStart, simEnd: simStart, simArrival, seq: header.seq,
+    });
     port.postMessage(env, [payload]);
   }
 
@@ -129,6 +152,7 @@ export class Transport {
     return new Promise<ArrayBuffer[]>((resolve, reject) => {
       let left = srcs.length;
       let done = false;
+      const start = wallMs(), simStart = this.clock.now;
       const mine: Waiter[] = [];
       const finish = (err?: Error) => {
         if (done) return;
@@ -165,8 +189,13 @@ export class Transport {
         const w: Waiter = {
           src,
           expect,
-          resolve: (p) => {
-            out[i] = p;
+          resolve: (env) => {
+            out[i] = env.payload;
+            this.clock.receive(env.header.simArrival ?? 0);
+            this.tracer.record({
+              kind: 'recv', op: expect.op, group: expect.group, algorithm: algorithmOf(expect.detail),
+              bytes: env.payload.byteLength, peer: src, start, end: wallMs(), simStart, simEnd: this.clock.now, seq: expect.seq,
+            });
             if (--left === 0) finish();
           },
           reject: (e) => finish(e),
@@ -229,7 +258,7 @@ export class Transport {
       const env = pend[mi];
       waiters.splice(wi, 1);
       pend.splice(mi, 1);
-      w.resolve(env.payload);
+      w.resolve(env);
     }
   }
 }

@@ -7,17 +7,26 @@
  * JS: nothing to check) — its types are still checked by `deno check tests`. If bundling fails
  * the TypeScript worker is used directly (correct, just slow).
  */
-import { World } from '../../src/dist/launch.ts';
+import { type LaunchOptions, World } from '../../src/dist/launch.ts';
 
-const SOURCE = new URL('./scenario.worker.ts', import.meta.url);
-let bundled: Promise<URL> | undefined;
+const bundled = new Map<string, Promise<URL>>();
 
-/** URL of the bundled scenario worker (built on first use, in a temp directory). */
-export function workerUrl(): Promise<URL> {
-  bundled ??= (async () => {
+/**
+ * URL of the bundled worker tests/dist/`name` (or `name` relative to tests/dist when it has a slash; built on first use, in a temp directory laid out
+ * like the repository — `<tmp>/a/b/<name>.js` beside `<tmp>/shaders` and `<tmp>/public` links —
+ * so the `new URL('../../shaders/…', import.meta.url)` that src/kernels/shaders.ts fetches, and
+ * the test texts under public/data, resolve).
+ */
+export function workerUrl(name = 'scenario.worker.ts'): Promise<URL> {
+  const SOURCE = new URL(name.includes('/') ? name : `./${name}`, import.meta.url);
+  if (!bundled.has(name)) bundled.set(name, (async () => {
     try {
       const dir = await Deno.makeTempDir({ prefix: 'dist-worker-' });
-      const out = `${dir}/scenario.worker.js`;
+      addEventListener('unload', () => Deno.removeSync(dir, { recursive: true }));
+      await Deno.mkdir(`${dir}/a/b`, { recursive: true });
+      // Workers read shaders/ and test fixtures under public/ relative to their own URL.
+      for (const d of ['shaders', 'public']) await Deno.symlink(new URL(`../../${d}`, import.meta.url).pathname, `${dir}/${d}`);
+      const out = `${dir}/a/b/${name.split('/').pop()!.replace(/\.ts$/, '.js')}`;
       const res = await new Deno.Command(Deno.execPath(), {
         args: ['bundle', '--quiet', SOURCE.pathname, '-o', out],
         stdout: 'null',
@@ -26,11 +35,11 @@ export function workerUrl(): Promise<URL> {
       if (!res.success) throw new Error(new TextDecoder().decode(res.stderr));
       return new URL(`file://${out}`);
     } catch (e) {
-      console.warn(`bundling the scenario worker failed, using the TS worker (slow): ${e}`);
+      console.warn(`bundling ${name} failed, using the TS worker (slow): ${e}`);
       return SOURCE;
     }
-  })();
-  return bundled;
+  })());
+  return bundled.get(name)!;
 }
 
 /** Launches a world of `size` scenario workers, runs `body`, always shuts the world down. */
@@ -39,8 +48,10 @@ export async function withWorld<T>(
   body: (w: World) => Promise<T>,
   timeoutMs = 10_000,
   runTimeoutMs = 60_000,
+  extra: Omit<LaunchOptions, 'size' | 'url' | 'spawn' | 'timeoutMs' | 'runTimeoutMs'> & { worker?: string } = {},
 ): Promise<T> {
-  const w = await World.launch({ size, url: await workerUrl(), timeoutMs, runTimeoutMs });
+  const { worker, ...rest } = extra;
+  const w = await World.launch({ size, url: await workerUrl(worker), timeoutMs, runTimeoutMs, ...rest });
   try {
     return await body(w);
   } finally {
@@ -52,3 +63,18 @@ export type Report = { cases: number; failures: string[] };
 
 /** Deno.test options for tests that start workers. */
 export const WORKER_TEST = { sanitizeResources: false, sanitizeOps: false };
+
+/**
+ * Launches `size` workers of tests/parallel/`worker` (each rank opens its own GPU device), runs
+ * `body`, has every rank close its device (task `close`) and always shuts the world down.
+ */
+export async function withRankWorld<T>(worker: string, size: number, body: (w: World) => Promise<T>): Promise<T> {
+  const w = await World.launch({ size, url: await workerUrl(`../parallel/${worker}`), timeoutMs: 60_000, runTimeoutMs: 240_000 });
+  try {
+    const out = await body(w);
+    await w.run('close');
+    return out;
+  } finally {
+    await w.shutdown();
+  }
+}
