@@ -11,9 +11,26 @@ import { flashAttentionBackward } from '../kernels/flash_attention.ts';
 import { embeddingBackward } from '../kernels/embedding.ts';
 import { crossEntropyBackward } from '../kernels/cross_entropy.ts';
 import { columnSum } from '../kernels/reduce.ts';
+import { rmsNormBackward } from '../kernels/rmsnorm.ts';
+import {
+  lerpBackward,
+  logSigmoidBackward,
+  mulBackward,
+  reluSquaredBackward,
+  scaleChannelsBackward,
+  sigmoidBackward,
+  siluBackward,
+  tokenShiftBackward,
+} from '../kernels/activations.ts';
 import type { RuleTable } from './tape.ts';
+import { MIXER_RULES } from './mixer_rules.ts';
+import { collectiveRule } from './collective.ts';
+import { MOE_RULES } from './moe_ops.ts';
 
 export const RULES: RuleTable = {
+  ...MIXER_RULES,
+  ...MOE_RULES,
+  collective: collectiveRule,
   linear(g, { x, w, b, y, n, cin, cout }) {
     const dy = g.grad(y);
     if (!dy) return;
@@ -56,12 +73,56 @@ export const RULES: RuleTable = {
   },
   embedding(g, { index, wte, wpe, y, b, t }) {
     const dy = g.grad(y);
-    const dwte = g.acc(wte), dwpe = g.acc(wpe);
-    if (!dy || !dwte || !dwpe) return;
+    const dwte = g.acc(wte);
+    if (!dy || !dwte) return;
+    // Recurrent models pass a frozen zero table for wpe; its gradient goes to a scratch buffer.
+    const dwpe = g.acc(wpe) ?? g.gpu.zeros(wpe.shape, 'f32', 'scratch.dwpe');
     embeddingBackward(g.gpu, index, dy, dwte, dwpe, b, t);
+    if (!g.acc(wpe)) dwpe.release();
   },
   crossEntropy(g, { logits, targets, lse, loss, gradScale }) {
     const dlogits = g.acc(logits);
     if (dlogits) crossEntropyBackward(g.gpu, logits, targets, lse, loss, dlogits, gradScale);
+  },
+  rmsNorm(g, { x, w, y, rstd }) {
+    const dy = g.grad(y);
+    if (!dy) return;
+    const dx = g.acc(x), dw = g.acc(w);
+    // x may arrive as (B, T, C); the kernel reads its last dimension against w.
+    const c = w.size;
+    const [x2, dx2] = [x.view([x.size / c, c]), dx && dx.view([x.size / c, c])];
+    if (dx2 || dw) rmsNormBackward(g.gpu, x2, w, rstd, dy, dx2, dw);
+  },
+  silu(g, { x, y }) {
+    const dy = g.grad(y), dx = g.acc(x);
+    if (dy && dx) siluBackward(g.gpu, x, dy, dx);
+  },
+  sigmoid(g, { x, y }) {
+    const dy = g.grad(y), dx = g.acc(x);
+    if (dy && dx) sigmoidBackward(g.gpu, x, dy, dx);
+  },
+  reluSquared(g, { x, y }) {
+    const dy = g.grad(y), dx = g.acc(x);
+    if (dy && dx) reluSquaredBackward(g.gpu, x, dy, dx);
+  },
+  logSigmoid(g, { x, y, scale }) {
+    const dy = g.grad(y), dx = g.acc(x);
+    if (dy && dx) logSigmoidBackward(g.gpu, x, dy, dx, scale);
+  },
+  mul(g, { a, b, y }) {
+    const dy = g.grad(y);
+    if (dy) mulBackward(g.gpu, a, b, dy, g.acc(a), g.acc(b));
+  },
+  tokenShift(g, { x, y, b, t }) {
+    const dy = g.grad(y), dx = g.acc(x);
+    if (dy && dx) tokenShiftBackward(g.gpu, dy, dx, b, t);
+  },
+  lerp(g, { a, b, mu, y }) {
+    const dy = g.grad(y);
+    if (dy) lerpBackward(g.gpu, a, b, mu, dy, g.acc(a), g.acc(b), g.acc(mu));
+  },
+  scaleChannels(g, { x, s, y }) {
+    const dy = g.grad(y);
+    if (dy) scaleChannelsBackward(g.gpu, x, s, dy, g.acc(x), g.acc(s));
   },
 };

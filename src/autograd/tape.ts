@@ -10,6 +10,8 @@
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { TokenIndex } from '../kernels/embedding.ts';
+import type { Conv1dDims, LinearAttentionDims, ScanDims } from './mixer_ops.ts';
+import type { MoERecords } from './moe_ops.ts';
 
 /** Attention geometry: batch, sequence, width, heads. */
 export interface AttnDims {
@@ -38,6 +40,45 @@ export interface OpRecords {
   embedding: { index: TokenIndex; wte: Tensor; wpe: Tensor; y: Tensor; b: number; t: number };
   /** loss (2) = [mean cross-entropy of logits (N, V) against targets (N), count]; terminal */
   crossEntropy: { logits: Tensor; targets: Tensor; lse: Tensor; loss: Tensor; gradScale: number };
+  /** y (N, C) = x · rstd · w (RMSNorm), rstd (N) saved */
+  rmsNorm: { x: Tensor; w: Tensor; y: Tensor; rstd: Tensor; eps: number };
+  /** y = x·σ(x) */
+  silu: { x: Tensor; y: Tensor };
+  /** y = σ(x) */
+  sigmoid: { x: Tensor; y: Tensor };
+  /** y = relu(x)² */
+  reluSquared: { x: Tensor; y: Tensor };
+  /** y = scale·logσ(x) */
+  logSigmoid: { x: Tensor; y: Tensor; scale: number };
+  /** y = a ∘ b */
+  mul: { a: Tensor; b: Tensor; y: Tensor };
+  /** y (B, T, C) = x shifted one step along T, zero at t = 0 */
+  tokenShift: { x: Tensor; y: Tensor; b: number; t: number };
+  /** y (N, C) = a + μ ∘ (b − a), μ (C) */
+  lerp: { a: Tensor; b: Tensor; mu: Tensor; y: Tensor };
+  /** y (N, C) = x ∘ s, s (C) */
+  scaleChannels: { x: Tensor; s: Tensor; y: Tensor };
+  /** o (B, T, H·V) = chunked scalar-decay linear attention; chunk-boundary states saved (mixer_ops.ts) */
+  linearAttention: { q: Tensor; k: Tensor; v: Tensor; g: Tensor; o: Tensor; states: Tensor; dims: LinearAttentionDims };
+  /** o (B, T, H·V) = per-channel-decay recurrence with bonus u (RWKV-6 / GLA) */
+  recurrentLinearAttention: { q: Tensor; k: Tensor; v: Tensor; w: Tensor; u: Tensor | null; o: Tensor; dims: LinearAttentionDims };
+  /** out (B, T, D) = Mamba selective scan, gated by silu(z); chunk-boundary states saved */
+  selectiveScan: { u: Tensor; delta: Tensor; A: Tensor; Bm: Tensor; Cm: Tensor; D: Tensor; bias: Tensor; z: Tensor | null; out: Tensor; states: Tensor; dims: ScanDims };
+  /** y (B, T, D) = causal depthwise conv1d of x with w (D, K) and bias (D) */
+  conv1d: { x: Tensor; w: Tensor; bias: Tensor; y: Tensor; dims: Conv1dDims };
+  /**
+   * y = a communication step between ranks (collective.ts): Megatron's f/g operators,
+   * sequence-parallel gathers, Ulysses and MoE all-to-alls. `backward` maps dy to dx on the
+   * host and runs the conjugate collective; it is asynchronous, so only backwardAsync runs it.
+   */
+  collective: { x: Tensor; y: Tensor; name: string; backward: (dy: Float32Array) => Promise<Float32Array> };
+  /** Mixture-of-experts ops (moe_ops.ts): router softmax and gates, dispatch / combine gathers, per-expert Linear, load-balancing loss */
+  moeSoftmax: MoERecords['moeSoftmax'];
+  moeGates: MoERecords['moeGates'];
+  moeDispatch: MoERecords['moeDispatch'];
+  moeCombine: MoERecords['moeCombine'];
+  moeExpertLinear: MoERecords['moeExpertLinear'];
+  moeAuxLoss: MoERecords['moeAuxLoss'];
 }
 
 export type OpName = keyof OpRecords;
@@ -52,8 +93,8 @@ export interface GradContext {
   acc(t: Tensor): Tensor | null;
 }
 
-/** One VJP per op; the mapped type makes the table exhaustive. */
-export type RuleTable = { [K in OpName]: (g: GradContext, r: OpRecords[K]) => void };
+/** One VJP per op; the mapped type makes the table exhaustive. Communication rules are asynchronous. */
+export type RuleTable = { [K in OpName]: (g: GradContext, r: OpRecords[K]) => void | Promise<void> };
 
 export class Tape {
   private nodes: { node: Node; outputs: readonly Tensor[] }[] = [];
@@ -96,6 +137,20 @@ export class Tape {
     return this.needsGrad.has(t.id);
   }
 
+  /**
+   * Makes `t` a leaf whose gradient is wanted although it is no parameter: a pipeline stage's
+   * received activation, whose gradient goes back to the previous stage. Read it with
+   * {@link gradOf} after backward; the tape allocates it and frees it on dispose.
+   */
+  requireGrad(t: Tensor): void {
+    this.needsGrad.add(t.id);
+  }
+
+  /** The accumulated gradient of a leaf or parameter after backward, or null when none flowed. */
+  gradOf(t: Tensor): Tensor | null {
+    return this.grads.get(t.id) ?? null;
+  }
+
   /** Records a node; its output needs a gradient when any of `inputs` does. */
   record(node: Node, inputs: readonly (Tensor | null)[], outputs: readonly Tensor[]): void {
     if (!this.recording) return;
@@ -106,9 +161,35 @@ export class Tape {
 
   /**
    * Applies every rule in reverse order. Call once, after the loss op.
-   * @throws Error when called on a non-recording tape or twice.
+   * @param onNodeDone called after each node's rule is encoded, in backward order; data parallel
+   *   uses it to start a gradient bucket's allReduce once no earlier node can add to it.
+   * @throws Error when called on a non-recording tape, or when a rule is asynchronous (a
+   *   collective on the tape needs {@link backwardAsync}).
    */
-  backward(rules: RuleTable): void {
+  backward(rules: RuleTable, onNodeDone?: (node: Node) => void): void {
+    // Refuse before any rule runs: a half-run backward would leave peers inside a collective.
+    const comm = this.nodes.find((n) => n.node.op === 'collective');
+    if (comm) throw new Error(`backward(): the tape holds a collective ('${(comm.node as { name: string }).name}'), whose rule is asynchronous; call backwardAsync()`);
+    for (const step of this.steps(rules, onNodeDone)) {
+      const pending = step.run();
+      if (pending) {
+        pending.catch(() => {}); // the error below replaces it
+        throw new Error(`backward(): '${step.op}' is a collective, whose rule is asynchronous; call backwardAsync()`);
+      }
+      step.done();
+    }
+  }
+
+  /** {@link backward} for tapes with collectives on them: awaits each communication rule in turn. */
+  async backwardAsync(rules: RuleTable, onNodeDone?: (node: Node) => void): Promise<void> {
+    for (const step of this.steps(rules, onNodeDone)) {
+      await step.run();
+      step.done();
+    }
+  }
+
+  /** The nodes in reverse order, each as its rule (`run`) and the release that follows it (`done`). */
+  private *steps(rules: RuleTable, onNodeDone?: (node: Node) => void): Generator<{ op: OpName; run(): void | Promise<void>; done(): void }> {
     if (!this.recording) throw new Error('backward() on a tape that was not recording (evaluation mode)');
     const ctx: GradContext = {
       gpu: this.gpu,
@@ -128,17 +209,23 @@ export class Tape {
     this.nodes = [];
     for (let i = nodes.length - 1; i >= 0; i--) {
       const { node, outputs } = nodes[i];
-      // Each op's VJP, dispatched by name; the cast is safe because `node.op` selects both.
-      (rules[node.op] as (g: GradContext, r: Node) => void)(ctx, node);
-      // Every consumer of these outputs came later on the tape and has already added into
-      // their gradients; the producer's rule was the last reader, so the memory can go back.
-      for (const o of outputs) {
-        const g = this.grads.get(o.id);
-        if (g && !this.paramIds.has(o.id)) {
-          g.release();
-          this.grads.delete(o.id);
-        }
-      }
+      yield {
+        op: node.op,
+        // Each op's VJP, dispatched by name; the cast is safe because `node.op` selects both.
+        run: () => (rules[node.op] as (g: GradContext, r: Node) => void | Promise<void>)(ctx, node),
+        done: () => {
+          // Every consumer of these outputs came later on the tape and has already added into
+          // their gradients; the producer's rule was the last reader, so the memory can go back.
+          for (const o of outputs) {
+            const g = this.grads.get(o.id);
+            if (g && !this.paramIds.has(o.id)) {
+              g.release();
+              this.grads.delete(o.id);
+            }
+          }
+          onNodeDone?.(node);
+        },
+      };
     }
   }
 

@@ -12,12 +12,17 @@ import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
 import { benchMatmul, benchMatmulShapes } from '../bench/matmul.ts';
 import { benchTrain } from '../bench/train.ts';
+import { commMain } from '../bench/comm.ts';
+import { attentionTable, benchAttention, parseAttentionFlag } from '../bench/attention.ts';
+import { benchScan } from '../bench/scan.ts';
 
 /** What a suite gets: the device and the parsed common options. */
 export interface SuiteContext {
   gpu: Gpu;
   /** Square sizes for size-swept suites (--sizes). */
   sizes?: number[];
+  /** The attention suite's shape (--attn b=1,nh=4,hs=64,causal=1,reps=3,tiled=0). */
+  attn?: string;
   log: (line: string) => void;
 }
 
@@ -71,16 +76,41 @@ export const SUITES: Record<string, Suite> = {
       return rows;
     },
   },
+  attention: {
+    description: 'forward+backward of naive vs flash attention, T = 128…2048 (…8192 on GPUs): median ms and peak pool bytes',
+    async run({ gpu, sizes, attn, log }) {
+      const opts = { sizes, ...parseAttentionFlag(attn ?? '') };
+      const rows = await benchAttention(gpu, opts);
+      const { header, cells, verdict } = attentionTable(rows);
+      log(`B=${opts.b ?? 1} nh=${opts.nh ?? 4} hs=${opts.hs ?? 64} causal=${opts.causal ?? true}`);
+      log(table(header, cells));
+      log(verdict);
+      return rows;
+    },
+  },
+  scan: {
+    description: 'forward+backward of chunked vs sequential linear attention and of the selective scan, T = 256…4096',
+    async run({ gpu, sizes, log }) {
+      const rows = await benchScan(gpu, sizes ?? [256, 512, 1024, 2048, 4096]);
+      log('linear attention: B=1, 4 heads of 64; selective scan: B=1, D=256, N=16');
+      log(table(
+        ['T', 'chunked ms', 'sequential ms', 'sequential/chunked', 'scan ms', 'scan tokens/s'],
+        rows.map((r) => [String(r.t), fmt(r.chunkedMs), fmt(r.sequentialMs), `${r.ratio.toFixed(2)}×`, fmt(r.scanMs), fmt(r.scanTokensPerSec)]),
+      ));
+      return rows;
+    },
+  },
 };
 
 const HELP = `Usage: npm run bench -- [suite] [options]
 
-Suites: all (default), ${Object.entries(SUITES).map(([k, s]) => `${k} (${s.description})`).join(', ')}
+Suites: comm (collective layer; see 'comm --help'), all (default), ${Object.entries(SUITES).map(([k, s]) => `${k} (${s.description})`).join(', ')}
 
 Options:
   --gpu=auto|wgpu|dawn   WebGPU implementation (default auto)
   --json FILE            also write the JSON results to FILE
   --sizes LIST           comma-separated square sizes for size sweeps (matmul: ${DEFAULT_MATMUL_SIZES.join(',')})
+  --attn SPEC            attention suite shape, e.g. b=1,nh=4,hs=64,causal=1,reps=3,tiled=0 (T from --sizes)
   -h, --help             this text`;
 
 function fmt(x: number): string {
@@ -99,6 +129,7 @@ interface BenchArgs {
   backend: Backend;
   json?: string;
   sizes?: number[];
+  attn?: string;
   help: boolean;
 }
 
@@ -115,6 +146,7 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
         gpu: { type: 'string', default: 'auto' },
         json: { type: 'string' },
         sizes: { type: 'string' },
+        attn: { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
       allowPositionals: true,
@@ -140,10 +172,11 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
       throw new Error(`--sizes expects comma-separated positive integers, got '${values.sizes}'`);
     }
   }
-  return { suites: [...new Set(suites)], backend: values.gpu as Backend, json: values.json, sizes, help: values.help };
+  return { suites: [...new Set(suites)], backend: values.gpu as Backend, json: values.json, sizes, attn: values.attn, help: values.help };
 }
 
 async function main(argv: string[]): Promise<number> {
+  if (argv[0] === 'comm') return await commMain(argv.slice(1)); // collectives on CPU workers: own flags, no GPU
   let args: BenchArgs;
   try {
     args = parseBenchArgs(argv);
@@ -160,7 +193,7 @@ async function main(argv: string[]): Promise<number> {
   try {
     for (const name of args.suites) {
       console.log(`\n== ${name}: ${SUITES[name].description}`);
-      results[name] = await SUITES[name].run({ gpu, sizes: args.sizes, log: console.log });
+      results[name] = await SUITES[name].run({ gpu, sizes: args.sizes, attn: args.attn, log: console.log });
     }
   } finally {
     gpu.destroy();

@@ -1,6 +1,8 @@
 /**
  * Argument checks shared by the attention kernels (naive and flash): they fail with the
- * tensor's name, its shape and what was expected, before anything reaches the GPU.
+ * tensor's name, its shape and what was expected, before anything reaches the GPU. Also the
+ * device-limit arithmetic of flash attention's tiled kernels ({@link flashTiles}), pure so it
+ * can be tested against any limits.
  */
 import type { Tensor } from '../gpu/tensor.ts';
 
@@ -60,4 +62,55 @@ export function checkDistinct(
       }
     }
   }
+}
+
+/**
+ * Workgroups the tiled kernels aim for: with fewer (small B·nh·T) a GPU idles most of its
+ * cores, so Br drops to 32, then 16, trading K/V reuse for parallelism (FlashAttention-2 §3.2
+ * parallelises over sequence blocks for the same reason).
+ */
+export const FLASH_MIN_WORKGROUPS = 256;
+
+/** Tile sizes of the tiled kernels: Br rows per workgroup (one invocation each), Bc rows per staged tile. */
+export interface FlashTiles {
+  br: number;
+  bc: number;
+  /** Workgroup storage the two staged tiles take (bytes). */
+  bytes: number;
+}
+
+/**
+ * Tile sizes for head size `hs` within a workgroup-storage budget: Br query (or key) rows per
+ * workgroup, each held in registers by its own invocation — 64, halved down to 16 while the
+ * B·nh·T `rows` would make fewer than {@link FLASH_MIN_WORKGROUPS} workgroups — and the largest
+ * power-of-two Bc ≤ 64 whose two staged tiles (K and V, or Q and dO: 2·Bc·⌈hs/4⌉ vec4s) fit
+ * `maxStorageBytes`: at hs = 64 and the default 16 KiB, Bc = 32 (DESIGN.md §5).
+ * @param maxInvocations the device's maxComputeInvocationsPerWorkgroup (Br never exceeds it).
+ * @throws Error naming maxComputeWorkgroupStorageSize when not even Bc = 1 fits, or when an
+ *   argument is not a positive integer.
+ */
+export function flashTiles(
+  hs: number,
+  maxStorageBytes: number,
+  maxInvocations = 256,
+  rows = Infinity,
+): FlashTiles {
+  const args = { hs, maxStorageBytes, maxInvocations, rows: rows === Infinity ? 1 : rows };
+  for (const [k, v] of Object.entries(args)) {
+    if (!Number.isInteger(v) || v < 1) {
+      throw new Error(`flashTiles: ${k} must be a positive integer, got ${v}`);
+    }
+  }
+  const row = 2 * Math.ceil(hs / 4) * 16;
+  let bc = 64;
+  while (bc > 1 && bc * row > maxStorageBytes) bc /= 2;
+  if (bc * row > maxStorageBytes) {
+    throw new Error(
+      `flashTiles: head size ${hs} needs ${row} B of workgroup storage per tile row, over the device's maxComputeWorkgroupStorageSize ${maxStorageBytes}`,
+    );
+  }
+  let br = 64;
+  while (br > 16 && (br > maxInvocations || rows / br < FLASH_MIN_WORKGROUPS)) br /= 2;
+  while (br > maxInvocations) br /= 2;
+  return { br, bc, bytes: bc * row };
 }

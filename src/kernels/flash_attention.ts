@@ -6,22 +6,35 @@
  * Same layouts as the naive kernels in attention.ts: qkv (B, T, 3C) (q, k, v of one token side
  * by side; head h at channels h·hs … (h+1)·hs of each), y and dy (B, T, C), lse (B, nh, T).
  *
- * This slice ships the barrier-free variant of shaders/flash_attention.wgsl on every adapter:
- * each invocation owns four query (or, for dK/dV, four key) rows in private arrays and streams
- * the other side's rows from storage, four at a time, with the online softmax. On CPU adapters
- * that is the fast choice (workgroup barriers cost lavapipe and SwiftShader more than the caches
- * they would replace); a shared-memory tiled path for real GPUs is future work.
+ * Two variants of the same equations:
+ * - GPUs (`!gpu.isCpu`, or `flashTuning.forceTiled`) get the shared-memory tiled kernels of
+ *   shaders/flash_attention_tiled*.wgsl: one workgroup per (b, h, block of Br query rows — key
+ *   rows for dK/dV), the other side staged in workgroup memory in tiles of Bc rows, with Bc
+ *   chosen from maxComputeWorkgroupStorageSize and the head size ({@link flashTiles}).
+ * - CPU adapters get the barrier-free shaders/flash_attention.wgsl: each invocation owns four
+ *   query (or key) rows in private arrays and streams the other side's rows from storage, four
+ *   at a time; workgroup barriers cost lavapipe and SwiftShader more than the caches they save.
  *
  * lavapipe silently stops an invocation after 65 535 loop iterations, so on CPU adapters each
- * kernel streams at most {@link flashCpuChunk} rows per dispatch and runs several dispatches
- * over the chunks: dQ and dK/dV simply accumulate, the forward carries its running O (in y),
- * max m (in lse) and sum ℓ (in a pooled (B, nh, T) scratch) from one chunk to the next.
+ * kernel streams at most {@link flashCpuChunk} rows per dispatch (the tiled kernels, when forced
+ * there, {@link flashTiledCpuChunk}) and runs several dispatches over the chunks: dQ and dK/dV
+ * simply accumulate, the forward carries its running O (in y), max m (in lse) and sum ℓ (in a
+ * pooled (B, nh, T) scratch) from one chunk to the next. GPUs run each kernel in one dispatch.
  */
 import { f32bits, type Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { specialise } from './shaders.ts';
 import { grid1d } from './grid.ts';
-import { checkDistinct, checkHeadDims, checkSize } from './attention_checks.ts';
+import {
+  checkDistinct,
+  checkHeadDims,
+  checkSize,
+  FLASH_MIN_WORKGROUPS,
+  type FlashTiles,
+  flashTiles,
+} from './attention_checks.ts';
+
+export { FLASH_MIN_WORKGROUPS, type FlashTiles, flashTiles };
 
 /** Shapes of one attention call: batch, sequence length, channels (= nh·hs), heads. */
 export interface FlashAttentionDims {
@@ -44,8 +57,53 @@ export const FLASH_MAX_HEAD_SIZE = 128;
  */
 export const CPU_LOOP_BUDGET = 34000;
 
-/** Test hook: when `chunk` is set (a positive multiple of 4), every adapter streams that many rows per dispatch. */
-export const flashTuning: { chunk: number | null } = { chunk: null };
+/**
+ * Test and benchmark hooks. `chunk` (a positive multiple of 4): every adapter streams that many
+ * rows per dispatch. `forceTiled`: the shared-memory tiled kernels on a CPU adapter too.
+ * `storageBytes`: pick tile sizes for this workgroup-storage budget instead of the device's.
+ * `br`: rows per workgroup of the tiled kernels (16, 32 or 64) instead of {@link flashTiles}'s.
+ */
+export const flashTuning: {
+  chunk: number | null;
+  forceTiled: boolean;
+  storageBytes: number | null;
+  br: number | null;
+} = { chunk: null, forceTiled: false, storageBytes: null, br: null };
+
+/**
+ * The tiles the kernels use on this adapter for `rows` = B·nh·T query rows, or null for the
+ * barrier-free kernels (CPU adapters unless `flashTuning.forceTiled`).
+ * @throws Error when `flashTuning.br` is set to other than 16, 32 or 64.
+ */
+export function flashTilesFor(gpu: Gpu, hs: number, rows = Infinity): FlashTiles | null {
+  if (gpu.isCpu && !flashTuning.forceTiled) return null;
+  const lim = gpu.device.limits;
+  const storage = flashTuning.storageBytes ?? lim.maxComputeWorkgroupStorageSize;
+  const tiles = flashTiles(hs, storage, lim.maxComputeInvocationsPerWorkgroup, rows);
+  const br = flashTuning.br;
+  if (br === null) return tiles;
+  if (![16, 32, 64].includes(br)) throw new Error(`flashTuning.br must be 16, 32 or 64, got ${br}`);
+  return { ...tiles, br };
+}
+
+/**
+ * Loop iterations of the busiest invocation of a tiled kernel streaming `n` rows in one
+ * dispatch: per tile the cooperative load, two Bc·⌈hs/4⌉ loops (scores, then P·V or the
+ * gradients) and the rescale; plus loading and storing its own row.
+ */
+export function flashTiledLoopTrips(n: number, hs: number, tiles: FlashTiles): number {
+  const hs4 = Math.ceil(hs / 4);
+  const { br, bc } = tiles;
+  const perTile = Math.ceil((bc * hs4) / br) + 2 * bc * (hs4 + 1) + hs4 + 1;
+  return Math.ceil(n / bc) * perTile + 2 * hs4 + 1;
+}
+
+/** Rows a tiled kernel streams per dispatch on a CPU adapter (a multiple of Bc within {@link CPU_LOOP_BUDGET}). */
+export function flashTiledCpuChunk(hs: number, tiles: FlashTiles): number {
+  const perTile = flashTiledLoopTrips(tiles.bc, hs, tiles) - flashTiledLoopTrips(0, hs, tiles);
+  return tiles.bc *
+    Math.max(1, Math.floor((CPU_LOOP_BUDGET - flashTiledLoopTrips(0, hs, tiles)) / perTile));
+}
 
 const WG = 64;
 
@@ -74,8 +132,8 @@ function checkDims(what: string, d: FlashAttentionDims): number {
 
 type Entry = 'fwd' | 'dsum' | 'dq' | 'dkv';
 
-/** Rows streamed per dispatch: all of T on GPUs, {@link flashCpuChunk} on CPU adapters. */
-function chunkOf(gpu: Gpu, t: number, hs: number): number {
+/** Rows streamed per dispatch: all of T on GPUs, {@link flashCpuChunk} (or the tiled one) on CPU adapters. */
+function chunkOf(gpu: Gpu, t: number, hs: number, tiles: FlashTiles | null): number {
   const forced = flashTuning.chunk;
   if (forced !== null) {
     if (!Number.isInteger(forced) || forced < 4 || forced % 4 !== 0) {
@@ -83,7 +141,8 @@ function chunkOf(gpu: Gpu, t: number, hs: number): number {
     }
     return forced;
   }
-  return gpu.isCpu ? flashCpuChunk(hs) : Math.ceil(t / 4) * 4;
+  if (!gpu.isCpu) return Math.ceil(t / 4) * 4;
+  return tiles ? flashTiledCpuChunk(hs, tiles) : flashCpuChunk(hs);
 }
 
 function run(
@@ -92,6 +151,7 @@ function run(
   hs: number,
   d: FlashAttentionDims,
   bindings: (Tensor | undefined)[],
+  tiles: FlashTiles | null,
   chunk: { lo: number; hi: number; first: boolean; final: boolean } = {
     lo: 0,
     hi: d.t,
@@ -99,10 +159,21 @@ function run(
     final: true,
   },
 ): void {
-  const code = specialise(entry === 'fwd' ? gpu.shaders.flash_attention : gpu.shaders.flash_attention_bwd, { HS: `${hs}u` });
+  // `dsum` (one row per invocation, no reuse to tile) always runs barrier-free.
+  const tiled = tiles !== null && entry !== 'dsum';
+  const sh = gpu.shaders;
+  const src = entry === 'fwd'
+    ? (tiled ? sh.flash_attention_tiled : sh.flash_attention)
+    : (tiled ? sh.flash_attention_tiled_bwd : sh.flash_attention_bwd);
+  const consts: Record<string, string> = { HS: `${hs}u` };
+  if (tiled) Object.assign(consts, { BR: `${tiles.br}u`, BC: `${tiles.bc}u` });
+  const code = specialise(src, consts);
   const rows = d.b * d.nh * d.t;
-  // `fwd`, `dq` and `dkv` run four rows per invocation, `dsum` one.
-  const items = entry === 'dsum' ? rows : d.b * d.nh * Math.ceil(d.t / 4);
+  // Barrier-free `fwd`, `dq` and `dkv` run four rows per invocation, `dsum` one; the tiled ones
+  // one workgroup per block of Br rows.
+  const grid = tiled
+    ? grid1d(d.b * d.nh * Math.ceil(d.t / tiles.br), 1)
+    : grid1d(entry === 'dsum' ? rows : d.b * d.nh * Math.ceil(d.t / 4), WG);
   // deno-fmt-ignore
   const params = new Uint32Array([
     d.b, d.t, d.c, d.nh,
@@ -112,10 +183,16 @@ function run(
   const slots: (Tensor | undefined)[] = new Array(8).fill(undefined);
   bindings.forEach((b, i) => (slots[i] = b));
   gpu.dispatch(
-    { key: `flash_attention.${entry}.hs${hs}`, code, entryPoint: entry },
+    tiled
+      ? {
+        key: `flash_attention.${entry}_tiled.hs${hs}.br${tiles.br}.bc${tiles.bc}`,
+        code,
+        entryPoint: `${entry}_tiled`,
+      }
+      : { key: `flash_attention.${entry}.hs${hs}`, code, entryPoint: entry },
     slots,
     params,
-    grid1d(items, WG),
+    grid,
   );
 }
 
@@ -126,21 +203,24 @@ function runChunked(
   hs: number,
   d: FlashAttentionDims,
   bindings: (Tensor | undefined)[],
+  tiles: FlashTiles | null,
 ): void {
-  const step = chunkOf(gpu, d.t, hs);
+  const step = chunkOf(gpu, d.t, hs, tiles);
   for (let lo = 0; lo < d.t; lo += step) {
     const hi = Math.min(d.t, lo + step);
-    run(gpu, entry, hs, d, bindings, { lo, hi, first: lo === 0, final: hi >= d.t });
+    run(gpu, entry, hs, d, bindings, tiles, { lo, hi, first: lo === 0, final: hi >= d.t });
   }
 }
 
 /**
  * FlashAttention-2 forward: y (B, T, C) and lse (B, nh, T) from qkv (B, T, 3C) (q, k, v
  * interleaved per token as in attention.ts; head h = channels h·hs … of each). Scale is
- * 1/sqrt(hs). One dispatch (one per chunk of keys on CPU adapters, see {@link flashCpuChunk})
- * and a pooled (B, nh, T) scratch for ℓ; no T×T buffer. Every element of y and lse is written.
- * @throws Error when a shape does not match `dims`, the head size is over 128, or an output
- *   shares a GPUBuffer with another operand.
+ * 1/sqrt(hs). One dispatch (one per chunk of keys on CPU adapters, see {@link flashCpuChunk}),
+ * tiled over Br query rows per workgroup on GPUs ({@link flashTilesFor}), and a pooled
+ * (B, nh, T) scratch for ℓ; no T×T buffer. Every element of y and lse is written.
+ * @throws Error when a shape does not match `dims`, the head size is over 128, an output
+ *   shares a GPUBuffer with another operand, or (tiled) the head size does not fit the
+ *   device's maxComputeWorkgroupStorageSize.
  */
 export function flashAttentionForward(
   gpu: Gpu,
@@ -159,16 +239,8 @@ export function flashAttentionForward(
   // The running sum ℓ between chunks; a single chunk never reads it.
   const lsum = gpu.empty([b, nh, t], 'f32', 'flash_attention.l');
   try {
-    runChunked(gpu, 'fwd', hs, dims, [
-      qkv,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      y,
-      lse,
-      lsum,
-    ]);
+    const io = [qkv, undefined, undefined, undefined, undefined, y, lse, lsum];
+    runChunked(gpu, 'fwd', hs, dims, io, flashTilesFor(gpu, hs, b * nh * t));
   } finally {
     lsum.release();
   }
@@ -178,10 +250,11 @@ export function flashAttentionForward(
  * FlashAttention-2 backward: dqkv (B, T, 3C) += ∂L/∂qkv, given dy = ∂L/∂y (B, T, C) and the
  * y and lse that {@link flashAttentionForward} produced with the same dims. Three dispatches
  * (dQ and dK/dV one per chunk on CPU adapters): D = rowsum(dO ∘ O) into a pooled (B, nh, T)
- * scratch (released once encoded); dQ over blocks of four query rows; dK/dV over blocks of
- * four key rows, each recomputing P = exp(scale·QKᵀ − L). Nothing of size O(T²) is allocated.
- * @throws Error when a shape does not match `dims` (see {@link flashAttentionForward}) or
- *   dqkv shares a GPUBuffer with an input.
+ * scratch (released once encoded); dQ over blocks of query rows (four per invocation, or Br
+ * per workgroup with K/V tiles in workgroup memory on GPUs); dK/dV likewise over key rows with
+ * Q/dO tiles; each recomputes P = exp(scale·QKᵀ − L). Nothing of size O(T²) is allocated.
+ * @throws Error when a shape does not match `dims` (see {@link flashAttentionForward}),
+ *   dqkv shares a GPUBuffer with an input, or (tiled) the tiles do not fit the device.
  */
 export function flashAttentionBackward(
   gpu: Gpu,
@@ -204,9 +277,10 @@ export function flashAttentionBackward(
 
   const dsum = gpu.empty([b, nh, t], 'f32', 'flash_attention.D');
   try {
-    run(gpu, 'dsum', hs, dims, [undefined, dy, y, undefined, undefined, dsum]);
-    runChunked(gpu, 'dq', hs, dims, [qkv, dy, undefined, lse, dsum, dqkv]);
-    runChunked(gpu, 'dkv', hs, dims, [qkv, dy, undefined, lse, dsum, dqkv]);
+    const tiles = flashTilesFor(gpu, hs, b * nh * t);
+    run(gpu, 'dsum', hs, dims, [undefined, dy, y, undefined, undefined, dsum], null);
+    runChunked(gpu, 'dq', hs, dims, [qkv, dy, undefined, lse, dsum, dqkv], tiles);
+    runChunked(gpu, 'dkv', hs, dims, [qkv, dy, undefined, lse, dsum, dqkv], tiles);
   } finally {
     dsum.release();
   }

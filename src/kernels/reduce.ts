@@ -57,7 +57,7 @@ export function isCpuAdapter(gpu: Gpu): boolean {
  */
 export function rowKernel(
   gpu: Gpu,
-  name: 'layernorm' | 'softmax_xent',
+  name: 'layernorm' | 'softmax_xent' | 'rmsnorm',
   entry: string,
   rowLength: number,
   perLane: number,

@@ -17,7 +17,25 @@ export const SHADER_NAMES = [
   'flash_attention',
   'flash_attention_bwd',
   'flash_attention_common',
+  'flash_attention_tiled',
+  'flash_attention_tiled_bwd',
+  'flash_attention_block',
   'adamw',
+  // linear attention (kernels/linear_attention.ts)
+  'linear_attention',
+  'linear_attention_bwd',
+  'linear_attention_recurrent',
+  // selective scan and the Mamba block's conv1d (kernels/selective_scan.ts, kernels/conv1d.ts)
+  'selective_scan',
+  'selective_scan_bwd',
+  'conv1d',
+  // model primitives (kernels/rmsnorm.ts, kernels/activations.ts)
+  'rmsnorm',
+  'activations',
+  // NEFTune embedding noise (kernels/noise.ts)
+  'noise',
+  // mixture-of-experts routing, dispatch and combine (kernels/moe.ts)
+  'moe',
 ] as const;
 
 export type ShaderName = (typeof SHADER_NAMES)[number];

@@ -10,6 +10,7 @@ import type { Tape } from '../autograd/tape.ts';
 import { type ParamSpec, ParamStore } from '../nn/params.ts';
 import type { ForwardOptions, ForwardResult, LanguageModel } from './model.ts';
 import { Random } from '../util/random.ts';
+import { applyNeftune } from '../kernels/noise.ts';
 
 /** Model shape (nanoGPT's GPTConfig). */
 export interface GPTConfig {
@@ -97,6 +98,7 @@ export class GPT implements LanguageModel {
     const pb = (name: string) => (bias ? p(name) : null);
     const wte = p('transformer.wte.weight');
     let x = embedding(tape, tokens, hostTokens, wte, p('transformer.wpe.weight'), b, t); // (B, T, C)
+    applyNeftune(this.gpu, x, b, t, c, opts.neftune); // in place: the embedding backward does not read x
     for (let i = 0; i < nLayer; i++) {
       const h = `transformer.h.${i}`;
       const a = layerNorm(tape, x, p(`${h}.ln_1.weight`), p(`${h}.ln_1.bias`), `${h}.ln_1`); // (B·T, C)

@@ -5,6 +5,10 @@
 import type { Gpu } from '../gpu/context.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { GPT } from './gpt.ts';
+import { LinearLM } from './linear.ts';
+import { Mamba } from './mamba.ts';
+import { Hybrid } from './hybrid.ts';
+import { GPTMoE } from './moe.ts';
 import type { LanguageModel } from './model.ts';
 import { ARCH_NAMES, type ArchName } from './archs.ts';
 
@@ -15,17 +19,28 @@ export type ModelFactory = (gpu: Gpu, cfg: TrainConfig, vocabSize: number, seed:
 
 /** Architectures by `--arch` name; the Record type makes a missing one a compile error. */
 export const ARCHS: Record<ArchName, ModelFactory> = {
-  gpt: (gpu, cfg, vocabSize, seed) =>
-    new GPT(gpu, {
-      vocabSize,
-      blockSize: cfg.blockSize,
-      nLayer: cfg.nLayer,
-      nHead: cfg.nHead,
-      nEmbd: cfg.nEmbd,
-      bias: cfg.bias,
-      attention: cfg.attention,
+  gpt: (gpu, cfg, vocabSize, seed) => new GPT(gpu, gptShape(cfg, vocabSize), seed),
+  linear: (gpu, cfg, vocabSize, seed) =>
+    new LinearLM(gpu, { vocabSize, blockSize: cfg.blockSize, nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, decay: cfg.linearDecay }, seed),
+  mamba: (gpu, cfg, vocabSize, seed) => new Mamba(gpu, mambaShape(cfg, vocabSize), seed),
+  hybrid: (gpu, cfg, vocabSize, seed) => new Hybrid(gpu, { ...mambaShape(cfg, vocabSize), nHead: cfg.nHead, attnEvery: cfg.attnEvery }, seed),
+  'gpt-moe': (gpu, cfg, vocabSize, seed) =>
+    new GPTMoE(gpu, gptShape(cfg, vocabSize), {
+      nExpert: cfg.nExpert,
+      topK: cfg.moeTopK,
+      capacityFactor: cfg.capacityFactor,
+      auxLossWeight: cfg.auxLossWeight,
+      moeEvery: cfg.moeEvery,
     }, seed),
 };
+
+function gptShape(cfg: TrainConfig, vocabSize: number) {
+  return { vocabSize, blockSize: cfg.blockSize, nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, bias: cfg.bias, attention: cfg.attention };
+}
+
+function mambaShape(cfg: TrainConfig, vocabSize: number) {
+  return { vocabSize, blockSize: cfg.blockSize, nLayer: cfg.nLayer, nEmbd: cfg.nEmbd, dState: cfg.dState, expand: cfg.expand, dConv: cfg.dConv };
+}
 
 /**
  * Builds the model `cfg.arch` names with weights drawn from `seed`.

@@ -9,7 +9,11 @@ import { STORAGE_USAGE } from '../gpu/pool.ts';
 import { checkBindingSize, checkBufferSize } from '../gpu/limits.ts';
 
 /** How a parameter is initialised (GPT-2 / nanoGPT `_init_weights`). */
-export type Init = { kind: 'normal'; std: number } | { kind: 'const'; value: number };
+export type Init =
+  | { kind: 'normal'; std: number }
+  | { kind: 'const'; value: number }
+  /** Deterministic per-element values (Mamba's A and dt initialisations); draws no random numbers. */
+  | { kind: 'values'; at: (index: number) => number };
 
 /** One parameter's declaration. `decay` selects AdamW weight decay (nanoGPT: matrices only). */
 export interface ParamSpec {
@@ -75,7 +79,10 @@ export class ParamStore {
       const size = s.shape.reduce((a, b) => a * b, 1);
       const off = offsets[i];
       const slice = (t: Tensor, kind: string) => new Tensor(gpu, t.buffer, s.shape, 'f32', off * 4, false, `${kind}${s.name}`);
-      for (let j = 0; j < size; j++) host[off + j] = s.init.kind === 'normal' ? random() * s.init.std : s.init.value;
+      const init = s.init;
+      for (let j = 0; j < size; j++) {
+        host[off + j] = init.kind === 'normal' ? random() * init.std : init.kind === 'const' ? init.value : init.at(j);
+      }
       this.params.push({ ...s, value: slice(this.values, ''), grad: slice(this.grads, 'grad.'), m: slice(this.m, 'm.'), v: slice(this.v, 'v.'), offset: off, size });
       count += size;
     });

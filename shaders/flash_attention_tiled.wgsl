@@ -1,0 +1,124 @@
+// FlashAttention-2 forward, shared-memory tiled variant for GPUs (Dao 2023, arXiv 2307.08691,
+// Algorithm 1): one workgroup per (b, h, block of BR query rows), one invocation per query row
+// with its q row and output accumulator in private arrays; the workgroup stages K and V tiles of
+// BC rows in workgroup memory, so every key/value load from storage feeds BR rows. The TS side
+// picks BC from maxComputeWorkgroupStorageSize (2·BC·HS4 vec4s) and specialises BR, BC, HS.
+// The backward is in flash_attention_tiled_bwd.wgsl; layouts, bindings (same as the
+// barrier-free `fwd`) and helpers in flash_attention_common.wgsl.
+//
+// Causal: a block never loads the key tiles past its last query row (the blocks above the
+// diagonal are skipped); inside the diagonal tile each row masks keys s > t with NEG.
+// Streamed keys lo … hi−1 per dispatch (CPU adapters split T into several dispatches to stay
+// under lavapipe's 65 535 loop iterations per invocation); the running O, m and ℓ carry over in
+// y, lse and lsum exactly as in the barrier-free `fwd`.
+//
+// Every loop bound and every barrier depends only on the workgroup id and the uniform, so
+// control flow around the barriers is workgroup-uniform; rows past T compute on a clamped copy
+// of row T−1 and are not stored.
+//!include flash_attention_common
+
+const BR: u32 = 64u;
+const BC: u32 = 32u;
+
+var<workgroup> ktile: array<vec4<f32>, BC * HS4>;
+var<workgroup> vtile: array<vec4<f32>, BC * HS4>;
+
+// Workgroup index in a grid1d(·, 1) grid.
+fn group_index(wid: vec3<u32>, groups: vec3<u32>) -> u32 {
+  return wid.x + wid.y * groups.x;
+}
+
+@compute @workgroup_size(BR)
+fn fwd_tiled(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) groups: vec3<u32>,
+  @builtin(local_invocation_index) lid: u32,
+) {
+  let blocks = (p.t + BR - 1u) / BR;
+  let g = group_index(wid, groups);
+  // Whole workgroups past the end return together, so the barriers below stay uniform.
+  if (g >= p.b * p.nh * blocks) { return; }
+  let bh = g / blocks;
+  let first_row = (g % blocks) * BR;
+  let h = bh % p.nh;
+  let tok0 = (bh / p.nh) * p.t;
+  let c3 = 3u * p.c;
+  let t = first_row + lid;
+  let tc = min(t, p.t - 1u);
+  let qb = tok0 * c3 + h * HS;
+  let kb = qb + p.c;
+  let vb = kb + p.c;
+  let yb = tok0 * p.c + h * HS;
+  let lrow = bh * p.t + tc;
+  let resume = p.first == 0u;
+
+  var q: array<vec4<f32>, HS4>;
+  var o: array<vec4<f32>, HS4>;
+  for (var j = 0u; j < p.hs4; j++) {
+    q[j] = ld_qkv(qb + tc * c3, j) * p.scale;
+    o[j] = select(vec4<f32>(0.0), ld_out(yb + tc * p.c, j), resume);
+  }
+  var m = NEG;
+  var l = 0.0;
+  if (resume) {
+    m = lseo[lrow];
+    l = lsum[lrow];
+  }
+  // Keys this row sees: s < lim; keys the block needs: s < end (uniform).
+  var lim = min(p.t, p.hi);
+  var end = lim;
+  if (p.causal != 0u) {
+    lim = min(lim, tc + 1u);
+    end = min(end, min(p.t, first_row + BR));
+  }
+  var sc: array<f32, BC>;
+  // The first tile of the first chunk holds key 0, which every row sees: m is finite after it.
+  for (var s0 = p.lo; s0 < end; s0 += BC) {
+    let nk = min(BC, end - s0);
+    for (var i = lid; i < nk * p.hs4; i += BR) {
+      let r = (s0 + i / p.hs4) * c3;
+      let j = i % p.hs4;
+      ktile[i] = ld_qkv(kb + r, j);
+      vtile[i] = ld_qkv(vb + r, j);
+    }
+    workgroupBarrier();
+    var mx = NEG;
+    for (var k = 0u; k < nk; k++) {
+      var acc = vec4<f32>(0.0);
+      for (var j = 0u; j < p.hs4; j++) {
+        acc = fma(q[j], ktile[k * p.hs4 + j], acc);
+      }
+      let s = select(NEG, (acc.x + acc.y) + (acc.z + acc.w), s0 + k < lim);
+      sc[k] = s;
+      mx = max(mx, s);
+    }
+    let mn = max(m, mx);
+    let alpha = exp(m - mn);
+    l *= alpha;
+    for (var j = 0u; j < p.hs4; j++) {
+      o[j] *= alpha;
+    }
+    for (var k = 0u; k < nk; k++) {
+      let pk = exp(sc[k] - mn);
+      l += pk;
+      for (var j = 0u; j < p.hs4; j++) {
+        o[j] = fma(vec4<f32>(pk), vtile[k * p.hs4 + j], o[j]);
+      }
+    }
+    m = mn;
+    // The next tile overwrites ktile/vtile only after every row is done with this one.
+    workgroupBarrier();
+  }
+  if (t >= p.t) { return; }
+  var inv = 1.0 / l;
+  var lv = m + log(l);
+  if (p.final_ == 0u) {
+    inv = 1.0;
+    lv = m;
+    lsum[lrow] = l;
+  }
+  for (var j = 0u; j < p.hs4; j++) {
+    st_out(yb + t * p.c, j, o[j] * inv, false);
+  }
+  lseo[lrow] = lv;
+}

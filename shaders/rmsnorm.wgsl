@@ -1,0 +1,148 @@
+// RMSNorm over the last dimension (Zhang & Sennrich, arXiv 1910.07467; the norm of Mamba's
+// blocks, state-spaces/mamba `mamba_ssm/ops/triton/layer_norm.py` rms_norm_ref):
+//   rstd = 1/sqrt(Σx²/C + eps),  xhat = x·rstd,  y = xhat·w
+//   dx += rstd·(w·dy − xhat·mean_c(w·dy·xhat)),  dw += Σ_rows dy·xhat
+// No mean is subtracted, so unlike LayerNorm the gradient has no mean_c(w·dy) term.
+//
+// Same layout as layernorm.wgsl: row kernels (forward, bwd_dx) share a row between LANES
+// invocations that reduce through workgroup memory (LANES = 1 on CPU adapters: no barriers);
+// dw is a sum over all rows, so with no float atomics it is partial sums over chunks of rows
+// (bwd_partial) and a pass that owns each column (bwd_finish, adds into dw).
+//
+// Bindings (holes per entry point are left by the TS side):
+//   0 x (N,C)   1 w (C)   2 y (N,C) out   3 rstd (N) out   4 dy (N,C)   5 dx (N,C) +=
+//   6 part (chunks, C)   7 dw (C) +=   8 params
+
+struct Params {
+  n: u32,       // rows
+  c: u32,       // columns
+  eps: f32,
+  chunk: u32,   // rows per partial-sum chunk (bwd_partial); number of chunks (bwd_finish)
+}
+
+const LANES: u32 = 32u;  // invocations per row: a power of two dividing WG
+const WG: u32 = 256u;
+const ROWS: u32 = WG / LANES;
+
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> w: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<storage, read_write> rstd: array<f32>;
+@group(0) @binding(4) var<storage, read> dy: array<f32>;
+@group(0) @binding(5) var<storage, read_write> dx: array<f32>;
+@group(0) @binding(6) var<storage, read_write> part: array<f32>;
+@group(0) @binding(7) var<storage, read_write> dw: array<f32>;
+@group(0) @binding(8) var<uniform> p: Params;
+
+var<workgroup> red: array<f32, WG>;
+
+// Sum of v over the LANES invocations of one row, returned to all of them. Must be called
+// in uniform control flow (it has barriers), so rows past the end take part with zeros.
+fn row_sum(lid: u32, v: f32) -> f32 {
+  if (LANES == 1u) {
+    return v;
+  }
+  red[lid] = v;
+  workgroupBarrier();
+  let lane = lid % LANES;
+  for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
+    if (lane < s) {
+      red[lid] = red[lid] + red[lid + s];
+    }
+    workgroupBarrier();
+  }
+  let total = red[lid - lane];
+  // The next call overwrites red: every lane must have read its total first.
+  workgroupBarrier();
+  return total;
+}
+
+@compute @workgroup_size(WG)
+fn forward(
+  @builtin(local_invocation_index) lid: u32,
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) groups: vec3<u32>,
+) {
+  let row = (wid.x + wid.y * groups.x) * ROWS + lid / LANES;
+  let lane = lid % LANES;
+  let live = row < p.n;
+  let c = p.c;
+  let base = row * c;
+  // Σx² has no cancellation (all terms ≥ 0), so one pass needs no shift as LayerNorm does.
+  var acc = 0.0;
+  if (live) {
+    for (var i = lane; i < c; i += LANES) {
+      let v = x[base + i];
+      acc += v * v;
+    }
+  }
+  let r = inverseSqrt(row_sum(lid, acc) / f32(c) + p.eps);
+  if (live) {
+    for (var i = lane; i < c; i += LANES) {
+      y[base + i] = x[base + i] * r * w[i];
+    }
+    if (lane == 0u) {
+      rstd[row] = r;
+    }
+  }
+}
+
+@compute @workgroup_size(WG)
+fn bwd_dx(
+  @builtin(local_invocation_index) lid: u32,
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) groups: vec3<u32>,
+) {
+  let row = (wid.x + wid.y * groups.x) * ROWS + lid / LANES;
+  let lane = lid % LANES;
+  let live = row < p.n;
+  let c = p.c;
+  let base = row * c;
+  var r = 0.0;
+  var acc = 0.0;
+  if (live) {
+    r = rstd[row];
+    for (var i = lane; i < c; i += LANES) {
+      acc += w[i] * dy[base + i] * x[base + i] * r;
+    }
+  }
+  let m = row_sum(lid, acc) / f32(c);
+  if (live) {
+    for (var i = lane; i < c; i += LANES) {
+      let xhat = x[base + i] * r;
+      dx[base + i] += (w[i] * dy[base + i] - xhat * m) * r;
+    }
+  }
+}
+
+// part[k][col] = Σ_{rows of chunk k} dy·xhat. One invocation per (chunk, column), column
+// fastest so neighbours read neighbouring floats.
+@compute @workgroup_size(256)
+fn bwd_partial(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let i = gid.x + gid.y * groups.x * 256u;
+  let c = p.c;
+  let chunks = (p.n + p.chunk - 1u) / p.chunk;
+  if (i >= chunks * c) { return; }
+  let k = i / c;
+  let col = i % c;
+  let r0 = k * p.chunk;
+  let r1 = min(p.n, r0 + p.chunk);
+  var s = 0.0;
+  for (var r = r0; r < r1; r++) {
+    s += dy[r * c + col] * x[r * c + col] * rstd[r];
+  }
+  part[i] = s;
+}
+
+// dw[col] += Σ_k part[k][col]; p.chunk holds the chunk count.
+@compute @workgroup_size(256)
+fn bwd_finish(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let col = gid.x + gid.y * groups.x * 256u;
+  let c = p.c;
+  if (col >= c) { return; }
+  var s = 0.0;
+  for (var k = 0u; k < p.chunk; k++) {
+    s += part[k * c + col];
+  }
+  dw[col] += s;
+}

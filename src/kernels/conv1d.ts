@@ -1,0 +1,131 @@
+/**
+ * Causal depthwise conv1d of the Mamba block (Gu & Dao 2023, arXiv 2312.00752; state-spaces/mamba
+ * `mamba_simple.py`, Dao-AILab/causal-conv1d): x (B, T, D), weight (D, K), bias (D),
+ * y_t[d] = bias[d] + Σ_{j<K} w[d, j] · x_{t−K+1+j}[d], with x = 0 before t = 0 (no padding
+ * buffer: taps that reach before the sequence start are skipped).
+ *
+ * The backward sums dw and dbias over B·T without float atomics: one pass writes a partial per
+ * (block of rows, channel) into a pooled scratch, a second sums the blocks (DESIGN.md §4).
+ */
+import type { Gpu } from '../gpu/context.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { checkDistinct, checkSize } from './attention_checks.ts';
+import { specialise } from './shaders.ts';
+import { grid1d } from './grid.ts';
+
+/** Shapes of one conv1d call: batch, sequence length, channels, kernel width. */
+export interface Conv1dDims {
+  b: number;
+  t: number;
+  d: number;
+  k: number;
+}
+
+/** Widest kernel: `bwd_part` keeps K partial sums per invocation in a private array. */
+export const CONV1D_MAX_K = 64;
+
+/**
+ * Loop iterations one invocation may run per dispatch on CPU adapters: lavapipe silently stops
+ * an invocation after 65 535 (see flash_attention.ts's CPU_LOOP_BUDGET).
+ */
+const CPU_LOOP_BUDGET = 34000;
+
+/** Most row blocks `bwd_reduce` sums per invocation. */
+const MAX_BLOCKS = 8192;
+
+const WG = 64;
+
+function checkDims(what: string, c: Conv1dDims): void {
+  for (const key of ['b', 't', 'd', 'k'] as const) {
+    if (!Number.isInteger(c[key]) || c[key] < 1) {
+      throw new Error(`${what}: dims.${key} must be a positive integer, got ${c[key]}`);
+    }
+  }
+  if (c.k > CONV1D_MAX_K) throw new Error(`${what}: kernel width k=${c.k} is over the supported ${CONV1D_MAX_K}`);
+}
+
+type Entry = 'fwd' | 'bwd_dx' | 'bwd_part' | 'bwd_reduce';
+
+function run(
+  gpu: Gpu,
+  entry: Entry,
+  c: Conv1dDims,
+  slots: (Tensor | undefined)[],
+  items: number,
+  blocks = { rpb: 1, nblk: 1 },
+): void {
+  const code = specialise(gpu.shaders.conv1d, { K: `${c.k}u` });
+  const rows = c.b * c.t;
+  const bindings: (Tensor | undefined)[] = new Array(8).fill(undefined);
+  slots.forEach((t, i) => (bindings[i] = t));
+  gpu.dispatch(
+    { key: `conv1d.${entry}.k${c.k}`, code, entryPoint: entry },
+    bindings,
+    new Uint32Array([c.b, c.t, c.d, rows, blocks.rpb, blocks.nblk, 0, 0]),
+    grid1d(items, WG),
+  );
+}
+
+/**
+ * y (B, T, D) = causal depthwise conv of x (B, T, D) with w (D, K), plus bias (D). Every element
+ * of y is written; one dispatch.
+ * @throws Error when a dimension is not a positive integer, k is over {@link CONV1D_MAX_K}, a
+ *   tensor's size or dtype does not match `c`, or y shares a GPUBuffer with an input.
+ */
+export function conv1dForward(gpu: Gpu, x: Tensor, w: Tensor, bias: Tensor, y: Tensor, c: Conv1dDims): void {
+  const what = 'conv1dForward';
+  checkDims(what, c);
+  checkSize(what, 'x', x, [c.b, c.t, c.d]);
+  checkSize(what, 'w', w, [c.d, c.k]);
+  checkSize(what, 'bias', bias, [c.d]);
+  checkSize(what, 'y', y, [c.b, c.t, c.d]);
+  checkDistinct(what, [['y', y]], [['x', x], ['w', w], ['bias', bias]]);
+  run(gpu, 'fwd', c, [x, w, bias, undefined, y], c.b * c.t * c.d);
+}
+
+/**
+ * Accumulates the conv1d gradients given dy (B, T, D): dx (B, T, D) += ∂L/∂x, dw (D, K) +=
+ * Σ_{b,t} dy_t · x_{t−K+1+j}, dbias (D) += Σ_{b,t} dy_t. Three dispatches and a pooled
+ * (blocks, D, K + 1) scratch, released once encoded.
+ * @throws Error as {@link conv1dForward}, when an output shares a GPUBuffer with another
+ *   operand, or (CPU adapters) when B·T is too long for the per-invocation loop budget.
+ */
+export function conv1dBackward(
+  gpu: Gpu,
+  x: Tensor,
+  w: Tensor,
+  dy: Tensor,
+  dx: Tensor,
+  dw: Tensor,
+  dbias: Tensor,
+  c: Conv1dDims,
+): void {
+  const what = 'conv1dBackward';
+  checkDims(what, c);
+  checkSize(what, 'x', x, [c.b, c.t, c.d]);
+  checkSize(what, 'w', w, [c.d, c.k]);
+  checkSize(what, 'dy', dy, [c.b, c.t, c.d]);
+  checkSize(what, 'dx', dx, [c.b, c.t, c.d]);
+  checkSize(what, 'dw', dw, [c.d, c.k]);
+  checkSize(what, 'dbias', dbias, [c.d]);
+  checkDistinct(what, [['dx', dx], ['dw', dw], ['dbias', dbias]], [['x', x], ['w', w], ['dy', dy]]);
+
+  const rows = c.b * c.t;
+  // Blocks of at least 128 rows, and few enough blocks for one reduce invocation to sum.
+  const rpb = Math.max(128, Math.ceil(rows / MAX_BLOCKS));
+  if (gpu.isCpu && rpb * (c.k + 2) > CPU_LOOP_BUDGET) {
+    throw new Error(`${what}: B·T = ${rows} rows at k=${c.k} is over what one CPU-adapter dispatch can loop over`);
+  }
+  const nblk = Math.ceil(rows / rpb);
+  run(gpu, 'bwd_dx', c, [undefined, w, undefined, dy, dx], rows * c.d);
+  const part = gpu.empty([nblk, c.d, c.k + 1], 'f32', 'conv1d.part');
+  try {
+    run(gpu, 'bwd_part', c, [x, undefined, undefined, dy, undefined, part], nblk * c.d, { rpb, nblk });
+    run(gpu, 'bwd_reduce', c, [undefined, undefined, undefined, undefined, undefined, part, dw, dbias], c.d * (c.k + 1), {
+      rpb,
+      nblk,
+    });
+  } finally {
+    part.release();
+  }
+}

@@ -1,0 +1,138 @@
+/**
+ * An RWKV-style language model (Peng et al., RWKV-6 "Finch", arXiv 2404.05892; BlinkDL/RWKV-LM
+ * `RWKV-v6/src/model.py`): every block is a time-mixing layer — token shift, linear attention
+ * with a data-dependent decay, an output gate — followed by a channel-mixing layer (token shift,
+ * relu² MLP, sigmoid receptance gate). No positional table: the decays carry position.
+ *
+ * The decay comes in two granularities (`decay`):
+ * - `head`: one scalar per head and step (GLA's "simple" form; Yang et al. arXiv 2312.06635),
+ *   trained with the chunked kernel — the fast path;
+ * - `channel`: one per key channel and step plus RWKV's bonus u for the current token,
+ *   trained with the one-workgroup-per-head recurrent kernel (RWKV-6's wkv6).
+ * Decays are logσ(·)/16 as in GLA, so a fresh model forgets over tens of tokens, not one.
+ * Simplifications against RWKV-6: RMSNorm for LayerNorm/GroupNorm, static token-shift mixes
+ * (no LoRA on μ), a full-rank decay projection.
+ */
+import type { Gpu } from '../gpu/context.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { add, linear, logSigmoid, lerp, mul, reluSquared, rmsNorm, sigmoid, silu, tokenShift } from '../autograd/ops.ts';
+import { linearAttention, recurrentLinearAttention } from '../autograd/mixer_ops.ts';
+import type { Tape } from '../autograd/tape.ts';
+import { ParamStore } from '../nn/params.ts';
+import { Random } from '../util/random.ts';
+import { checkPositive, embedTokens, lmHead, SpecList, zeroPositions } from './common.ts';
+import type { ForwardOptions, ForwardResult, LanguageModel } from './model.ts';
+
+/** Shape of the RWKV-style model. */
+export interface LinearConfig {
+  vocabSize: number;
+  /** Longest sequence trained or sampled. */
+  blockSize: number;
+  nLayer: number;
+  /** Heads; head size nEmbd / nHead is both key and value width. */
+  nHead: number;
+  nEmbd: number;
+  /** Decay per head (chunked kernel) or per channel with bonus u (recurrent kernel). */
+  decay: 'head' | 'channel';
+}
+
+/** GLA's normaliser: g = logσ(x)/16 (fla `GatedLinearAttention`, gate_logit_normalizer). */
+const GATE_NORM = 16;
+
+/** Parameters in RWKV-LM's names, nanoGPT-style init (N(0, 0.02), scaled output projections). */
+export function linearParamSpecs(cfg: LinearConfig): SpecList {
+  const { vocabSize: V, nLayer: L, nEmbd: C, nHead: H } = cfg;
+  const s = new SpecList();
+  const std = 0.02;
+  const projStd = 0.02 / Math.sqrt(2 * L);
+  s.matrix('emb.weight', [V, C], std);
+  const nd = cfg.decay === 'head' ? H : C;
+  for (let i = 0; i < L; i++) {
+    const p = `blocks.${i}`;
+    s.constant(`${p}.ln1.weight`, [C], 1);
+    for (const m of ['r', 'k', 'v', 'w', 'g']) s.constant(`${p}.att.time_maa_${m}`, [C], 0.5);
+    for (const m of ['receptance', 'key', 'value', 'gate']) s.matrix(`${p}.att.${m}.weight`, [C, C], std);
+    s.matrix(`${p}.att.time_decay.weight`, [nd, C], std);
+    // Spread the initial decays from short (logσ(−2)/16 ≈ −0.13 per step) to long (≈ −0.001).
+    s.values(`${p}.att.time_decay.bias`, [nd], (j) => -2 + (6 * j) / Math.max(1, nd - 1));
+    if (cfg.decay === 'channel') s.constant(`${p}.att.time_faaaa`, [C], 1);
+    s.constant(`${p}.att.ln_x.weight`, [C], 1);
+    s.matrix(`${p}.att.output.weight`, [C, C], projStd);
+    s.constant(`${p}.ln2.weight`, [C], 1);
+    for (const m of ['k', 'r']) s.constant(`${p}.ffn.time_maa_${m}`, [C], 0.5);
+    s.matrix(`${p}.ffn.key.weight`, [4 * C, C], std);
+    s.matrix(`${p}.ffn.value.weight`, [C, 4 * C], projStd);
+    s.matrix(`${p}.ffn.receptance.weight`, [C, C], std);
+  }
+  s.constant('ln_out.weight', [C], 1);
+  return s;
+}
+
+export class LinearLM implements LanguageModel {
+  readonly arch = 'linear';
+  readonly params: ParamStore;
+  private readonly noPositions: Tensor;
+  private readonly p: (name: string) => Tensor;
+
+  /** @throws Error when a size is not a positive integer or heads do not divide the width. */
+  constructor(readonly gpu: Gpu, readonly cfg: LinearConfig, seed: number) {
+    checkPositive('linear model', cfg, ['vocabSize', 'blockSize', 'nLayer', 'nHead', 'nEmbd']);
+    if (cfg.nEmbd % cfg.nHead !== 0) throw new Error(`linear model: nEmbd (${cfg.nEmbd}) must be divisible by nHead (${cfg.nHead})`);
+    const rng = new Random(seed);
+    this.params = new ParamStore(gpu, linearParamSpecs(cfg).specs, () => rng.normal());
+    this.p = (name) => this.params.get(name).value;
+    this.noPositions = zeroPositions(gpu, cfg.blockSize, cfg.nEmbd);
+  }
+
+  /** See {@link LanguageModel.forward}. */
+  forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): ForwardResult {
+    const { nLayer, nHead: h, nEmbd: c, decay } = this.cfg;
+    const p = this.p;
+    const hs = c / h;
+    const dims = { b, t, h, dk: hs, dv: hs, scale: 1 / Math.sqrt(hs) };
+    let x = embedTokens(tape, tokens, hostTokens, p('emb.weight'), this.noPositions, b, t, opts); // (B, T, C)
+    for (let i = 0; i < nLayer; i++) {
+      const n = `blocks.${i}`;
+      // ---- time mixing
+      const a = rmsNorm(tape, x, p(`${n}.ln1.weight`), `${n}.ln1`); // (B·T, C)
+      const sa = tokenShift(tape, a, b, t, `${n}.att.shift`); // (B·T, C): token t−1
+      const mix = (m: string) => lerp(tape, a, sa, p(`${n}.att.time_maa_${m}`), `${n}.att.maa_${m}`);
+      const proj = (x: Tensor, m: string) => linear(tape, x, p(`${n}.att.${m}.weight`), null, `${n}.att.${m}`);
+      const r = proj(mix('r'), 'receptance'); // (B, T, H·hs)
+      const k = proj(mix('k'), 'key'); // (B, T, H·hs)
+      const v = proj(mix('v'), 'value'); // (B, T, H·hs)
+      const dlogit = linear(tape, mix('w'), p(`${n}.att.time_decay.weight`), p(`${n}.att.time_decay.bias`), `${n}.att.decay`);
+      const logDecay = logSigmoid(tape, dlogit, 1 / GATE_NORM, `${n}.att.logdecay`); // (B, T, H) or (B, T, C), ≤ 0
+      const o = decay === 'head'
+        ? linearAttention(tape, r, k, v, logDecay, dims, `${n}.att.la`) // (B, T, C)
+        : recurrentLinearAttention(tape, r, k, v, logDecay, p(`${n}.att.time_faaaa`), dims, `${n}.att.wkv`);
+      const on = rmsNorm(tape, o, p(`${n}.att.ln_x.weight`), `${n}.att.ln_x`); // (B·T, C)
+      const gate = silu(tape, proj(mix('g'), 'gate'), `${n}.att.gate_act`); // (B·T, C)
+      x = add(tape, x, proj(mul(tape, on, gate, `${n}.att.gated`), 'output'), `${n}.res1`);
+      // ---- channel mixing
+      const m = rmsNorm(tape, x, p(`${n}.ln2.weight`), `${n}.ln2`); // (B·T, C)
+      const sm = tokenShift(tape, m, b, t, `${n}.ffn.shift`);
+      const fmix = (q: string) => lerp(tape, m, sm, p(`${n}.ffn.time_maa_${q}`), `${n}.ffn.maa_${q}`);
+      const kk = reluSquared(tape, linear(tape, fmix('k'), p(`${n}.ffn.key.weight`), null, `${n}.ffn.key`), `${n}.ffn.relu2`); // (B·T, 4C)
+      const vv = linear(tape, kk, p(`${n}.ffn.value.weight`), null, `${n}.ffn.value`); // (B·T, C)
+      const rr = sigmoid(tape, linear(tape, fmix('r'), p(`${n}.ffn.receptance.weight`), null, `${n}.ffn.receptance`), `${n}.ffn.sigmoid`);
+      x = add(tape, x, mul(tape, rr, vv, `${n}.ffn.gated`), `${n}.res2`);
+    }
+    return lmHead(tape, x, p('ln_out.weight'), p('emb.weight'), targets, opts);
+  }
+
+  numParams(): number {
+    return this.params.count;
+  }
+
+  /** 6N plus the mixer: per layer and token, state update and readout are 2·C·hs MACs each (×3 for fwd+bwd). */
+  flopsPerToken(_t: number): number {
+    const { nLayer: L, nEmbd: C, nHead: H } = this.cfg;
+    return 6 * this.numParams() + 12 * L * C * (C / H);
+  }
+
+  describe(): string {
+    const { nLayer, nHead, nEmbd, blockSize, decay } = this.cfg;
+    return `linear (RWKV-style, ${decay} decay) · ${nLayer} layers · ${nHead} heads · width ${nEmbd} · block ${blockSize}`;
+  }
+}

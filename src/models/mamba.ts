@@ -1,0 +1,148 @@
+/**
+ * A Mamba language model (Gu & Dao, arXiv 2312.00752; state-spaces/mamba
+ * `mamba_ssm/modules/mamba_simple.py`, `models/mixer_seq_simple.py`): pre-RMSNorm residual
+ * blocks of in-projection, causal depthwise conv1d, SiLU, selective scan gated by silu(z), and
+ * out-projection; final RMSNorm and an LM head tied to the embedding.
+ *
+ * Differences from the reference, each for a reason:
+ * - in_proj and x_proj are split into one Linear per output (x / z; dt / B / C): the kernels take
+ *   contiguous (B, T, ·) tensors, and separate matmuls cost the same FLOPs as one wide one.
+ * - A is −softplus(−A_raw) (= logσ(A_raw)) instead of −exp(A_log): also always negative, with
+ *   gradient ≤ 1, and it reuses the logσ kernel. A_raw starts where A = −(n+1), Mamba's S4D-real init.
+ * - dt's initial values are spread deterministically over [1e-3, 1e-1] (log-uniform in
+ *   Mamba, drawn at random) so the init draws no random numbers beyond the matrices'.
+ */
+import type { Gpu } from '../gpu/context.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { add, linear, logSigmoid, rmsNorm, silu } from '../autograd/ops.ts';
+import { conv1d, selectiveScan } from '../autograd/mixer_ops.ts';
+import type { Tape } from '../autograd/tape.ts';
+import { ParamStore } from '../nn/params.ts';
+import { Random } from '../util/random.ts';
+import { checkPositive, embedTokens, lmHead, SpecList, zeroPositions } from './common.ts';
+import type { ForwardOptions, ForwardResult, LanguageModel } from './model.ts';
+
+/** Shape of a Mamba model (mamba_ssm MambaConfig). */
+export interface MambaConfig {
+  vocabSize: number;
+  blockSize: number;
+  nLayer: number;
+  /** Width C (d_model). */
+  nEmbd: number;
+  /** SSM state size N per channel (d_state, 16). */
+  dState: number;
+  /** Inner width D = expand·C (2). */
+  expand: number;
+  /** Causal conv kernel K (d_conv, 4). */
+  dConv: number;
+}
+
+/** dt_rank = ⌈C/16⌉ as mamba_simple.py's "auto". */
+export function dtRank(c: number): number {
+  return Math.ceil(c / 16);
+}
+
+const softplusInverse = (y: number) => y + Math.log(-Math.expm1(-y));
+
+/** The parameters of Mamba block `p` (mamba_ssm names, in/x projections split). */
+export function mambaBlockSpecs(s: SpecList, p: string, cfg: MambaConfig, projStd: number): void {
+  const { nEmbd: C, dState: N, dConv: K } = cfg;
+  const D = cfg.expand * C;
+  const R = dtRank(C);
+  const std = 0.02;
+  s.constant(`${p}.norm.weight`, [C], 1);
+  s.matrix(`${p}.mixer.in_proj_x.weight`, [D, C], std);
+  s.matrix(`${p}.mixer.in_proj_z.weight`, [D, C], std);
+  // PyTorch's Conv1d default: U(±1/√K), whose standard deviation is 1/√(3K).
+  s.matrix(`${p}.mixer.conv1d.weight`, [D, K], 1 / Math.sqrt(3 * K));
+  s.constant(`${p}.mixer.conv1d.bias`, [D], 0);
+  s.matrix(`${p}.mixer.x_proj_dt.weight`, [R, D], std);
+  s.matrix(`${p}.mixer.x_proj_B.weight`, [N, D], std);
+  s.matrix(`${p}.mixer.x_proj_C.weight`, [N, D], std);
+  s.matrix(`${p}.mixer.dt_proj.weight`, [D, R], 1 / Math.sqrt(3 * R)); // dt_init "random": U(±R^-½)
+  const dtMin = 1e-3, dtMax = 1e-1;
+  s.values(`${p}.mixer.dt_proj.bias`, [D], (d) => softplusInverse(dtMin * Math.pow(dtMax / dtMin, D > 1 ? d / (D - 1) : 0.5)));
+  s.values(`${p}.mixer.A_raw`, [D, N], (i) => -softplusInverse(1 + (i % N))); // logσ(A_raw) = −(n+1)
+  s.constant(`${p}.mixer.D`, [D], 1);
+  s.matrix(`${p}.mixer.out_proj.weight`, [C, D], projStd);
+}
+
+/**
+ * One pre-norm Mamba block: x + out_proj(scan(silu(conv(in_x(RMSNorm x))), …) · silu(z)).
+ * @param x (B·T, C) residual stream. @returns the new residual stream (B·T, C).
+ */
+export function mambaBlock(tape: Tape, x: Tensor, p: (name: string) => Tensor, n: string, cfg: MambaConfig, b: number, t: number): Tensor {
+  const { nEmbd: C, dState: N, dConv: K } = cfg;
+  const D = cfg.expand * C;
+  const m = `${n}.mixer`;
+  const lin = (x: Tensor, name: string) => linear(tape, x, p(`${m}.${name}.weight`), null, `${m}.${name}`);
+  const a = rmsNorm(tape, x, p(`${n}.norm.weight`), `${n}.norm`); // (B·T, C)
+  const xi = lin(a, 'in_proj_x'); // (B·T, D)
+  const z = lin(a, 'in_proj_z'); // (B·T, D)
+  const conv = conv1d(tape, xi, p(`${m}.conv1d.weight`), p(`${m}.conv1d.bias`), { b, t, d: D, k: K }, `${m}.conv1d`); // (B, T, D)
+  const u = silu(tape, conv, `${m}.conv_act`); // (B, T, D)
+  const delta = lin(lin(u, 'x_proj_dt'), 'dt_proj'); // (B·T, R) → (B·T, D); its bias is added inside the scan
+  const Bm = lin(u, 'x_proj_B'); // (B·T, N)
+  const Cm = lin(u, 'x_proj_C'); // (B·T, N)
+  const A = logSigmoid(tape, p(`${m}.A_raw`), 1, `${m}.A`); // (D, N), < 0
+  const y = selectiveScan(tape, u, delta, A, Bm, Cm, p(`${m}.D`), p(`${m}.dt_proj.bias`), z, { b, t, d: D, n: N }, `${m}.scan`); // (B, T, D)
+  return add(tape, x, lin(y, 'out_proj'), `${n}.res`);
+}
+
+/** Checks a Mamba config. @throws Error naming the field that is not a positive integer. */
+export function validateMambaConfig(cfg: MambaConfig): MambaConfig {
+  checkPositive('mamba model', cfg, ['vocabSize', 'blockSize', 'nLayer', 'nEmbd', 'dState', 'expand', 'dConv']);
+  return cfg;
+}
+
+export class Mamba implements LanguageModel {
+  readonly arch: string = 'mamba';
+  readonly params: ParamStore;
+  protected readonly noPositions: Tensor;
+  protected readonly p: (name: string) => Tensor;
+
+  constructor(readonly gpu: Gpu, readonly cfg: MambaConfig, seed: number, extraSpecs?: (s: SpecList) => void) {
+    validateMambaConfig(cfg);
+    const s = new SpecList();
+    const L = cfg.nLayer;
+    s.matrix('backbone.embedding.weight', [cfg.vocabSize, cfg.nEmbd], 0.02);
+    for (let i = 0; i < L; i++) mambaBlockSpecs(s, `backbone.layers.${i}`, cfg, 0.02 / Math.sqrt(2 * L));
+    s.constant('backbone.norm_f.weight', [cfg.nEmbd], 1);
+    extraSpecs?.(s);
+    const rng = new Random(seed);
+    this.params = new ParamStore(gpu, s.specs, () => rng.normal());
+    this.p = (name) => this.params.get(name).value;
+    this.noPositions = zeroPositions(gpu, cfg.blockSize, cfg.nEmbd);
+  }
+
+  /** See {@link LanguageModel.forward}. */
+  forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): ForwardResult {
+    const wte = this.p('backbone.embedding.weight');
+    let x = embedTokens(tape, tokens, hostTokens, wte, this.noPositions, b, t, opts); // (B, T, C)
+    for (let i = 0; i < this.cfg.nLayer; i++) {
+      x = mambaBlock(tape, x, this.p, `backbone.layers.${i}`, this.cfg, b, t);
+      x = this.afterLayer(tape, x, i, b, t);
+    }
+    return lmHead(tape, x, this.p('backbone.norm_f.weight'), wte, targets, opts);
+  }
+
+  /** Hook for hybrids: runs after Mamba layer `i`. */
+  protected afterLayer(_tape: Tape, x: Tensor, _i: number, _b: number, _t: number): Tensor {
+    return x;
+  }
+
+  numParams(): number {
+    return this.params.count;
+  }
+
+  /** 6N plus the scan: about 9·D·N FLOPs per token and layer forward (Mamba §3.3), ×3 with backward. */
+  flopsPerToken(_t: number): number {
+    const { nLayer: L, nEmbd: C, dState: N, expand } = this.cfg;
+    return 6 * this.numParams() + 27 * L * expand * C * N;
+  }
+
+  describe(): string {
+    const { nLayer, nEmbd, dState, expand, dConv, blockSize } = this.cfg;
+    return `mamba · ${nLayer} layers · width ${nEmbd} (inner ${expand * nEmbd}) · state ${dState} · conv ${dConv} · block ${blockSize}`;
+  }
+}
