@@ -4,6 +4,7 @@
  * exactly the same configs. Errors appear next to their field; Start stays disabled until the
  * config is valid.
  */
+import { z } from 'zod';
 import { parseConfig, PRESETS, TrainConfigSchema, type TrainConfig } from '../train/config.ts';
 
 type Key = keyof TrainConfig;
@@ -11,10 +12,25 @@ type Key = keyof TrainConfig;
 interface Field {
   key: Key;
   label: string;
-  /** `int` fields accept whole numbers only; `float` accepts e.g. 3e-3. */
-  kind: 'int' | 'float';
+  /** `int` fields accept whole numbers only; `float` accepts e.g. 3e-3; `choice` is a select. */
+  kind: 'int' | 'float' | 'choice';
   hint?: string;
 }
+
+/**
+ * The allowed values of an enum config key, read from the zod schema so the select offers
+ * exactly what parseConfig accepts (a new schedule appears without touching the form).
+ * @throws Error when `key` is not an enum in the schema.
+ */
+export function choicesOf(key: Key): string[] {
+  let t: unknown = TrainConfigSchema.shape[key];
+  if (t instanceof z.ZodDefault) t = t.unwrap();
+  if (!(t instanceof z.ZodEnum)) throw new Error(`config key '${key}' is not an enum; allowed choice fields: schedule, cooldownShape, …`);
+  return t.options as string[];
+}
+
+/** The schema's description of a key, shown as the field's hint. */
+const describe = (key: Key) => TrainConfigSchema.shape[key].description;
 
 /** Field groups as they appear on the page. */
 export const FIELD_GROUPS: { legend: string; fields: Field[] }[] = [
@@ -34,6 +50,18 @@ export const FIELD_GROUPS: { legend: string; fields: Field[] }[] = [
       { key: 'batchSize', label: 'Batch', kind: 'int' },
       { key: 'lr', label: 'Learning rate', kind: 'float' },
       { key: 'warmup', label: 'Warmup steps', kind: 'int' },
+    ],
+  },
+  {
+    legend: 'Schedule and recipes',
+    fields: [
+      { key: 'schedule', label: 'LR schedule', kind: 'choice', hint: describe('schedule') },
+      { key: 'minLr', label: 'Minimum LR', kind: 'float' },
+      { key: 'cooldownFrac', label: 'Cooldown share', kind: 'float', hint: describe('cooldownFrac') },
+      { key: 'cooldownShape', label: 'Cooldown shape', kind: 'choice' },
+      { key: 'goldfishK', label: 'Goldfish k', kind: 'int', hint: describe('goldfishK') },
+      { key: 'goldfishH', label: 'Goldfish h', kind: 'int', hint: describe('goldfishH') },
+      { key: 'neftuneAlpha', label: 'NEFTune α', kind: 'float', hint: describe('neftuneAlpha') },
     ],
   },
   {
@@ -84,7 +112,7 @@ export function fieldErrorsOf(message: string): Map<Key, string[]> {
 }
 
 export class SetupForm {
-  private readonly inputs = new Map<Key, HTMLInputElement>();
+  private readonly inputs = new Map<Key, HTMLInputElement | HTMLSelectElement>();
   private readonly errors = new Map<Key, HTMLElement>();
   private readonly preset: HTMLSelectElement;
   private readonly summary: HTMLElement;
@@ -115,6 +143,10 @@ export class SetupForm {
     root.addEventListener('input', (ev) => {
       if (ev.target !== this.preset) this.validate();
     });
+    // Selects fire 'change' (not always 'input') in some browsers.
+    root.addEventListener('change', (ev) => {
+      if (ev.target !== this.preset && ev.target instanceof HTMLSelectElement) this.validate();
+    });
     this.applyPreset(this.preset.value || 'tiny');
   }
 
@@ -125,13 +157,23 @@ export class SetupForm {
     const label = document.createElement('label');
     label.htmlFor = id;
     label.textContent = f.label;
-    const input = document.createElement('input');
+    let input: HTMLInputElement | HTMLSelectElement;
+    if (f.kind === 'choice') {
+      input = document.createElement('select');
+      for (const c of choicesOf(f.key)) {
+        const o = document.createElement('option');
+        o.value = o.textContent = c;
+        input.append(o);
+      }
+    } else {
+      input = document.createElement('input');
+      input.type = 'text';
+      input.inputMode = f.kind === 'int' ? 'numeric' : 'decimal';
+      input.autocomplete = 'off';
+      input.spellcheck = false;
+    }
     input.id = id;
     input.name = f.key;
-    input.type = 'text';
-    input.inputMode = f.kind === 'int' ? 'numeric' : 'decimal';
-    input.autocomplete = 'off';
-    input.spellcheck = false;
     input.dataset.testid = `field-${f.key}`;
     const err = document.createElement('div');
     err.className = 'field-error';
@@ -174,7 +216,10 @@ export class SetupForm {
   /** Disables or enables every control (while a run is in progress). */
   setDisabled(disabled: boolean): void {
     this.preset.disabled = disabled;
-    for (const i of this.inputs.values()) i.readOnly = disabled;
+    for (const i of this.inputs.values()) {
+      if (i instanceof HTMLSelectElement) i.disabled = disabled;
+      else i.readOnly = disabled;
+    }
   }
 
   get result(): FormResult {
@@ -187,6 +232,10 @@ export class SetupForm {
     const local = new Map<Key, string[]>();
     for (const f of FIELDS) {
       const raw = this.inputs.get(f.key)!.value.trim();
+      if (f.kind === 'choice') {
+        input[f.key] = raw;
+        continue;
+      }
       const n = raw === '' ? NaN : Number(raw);
       if (raw === '') local.set(f.key, ['required']);
       else if (!Number.isFinite(n)) local.set(f.key, [`'${raw}' is not a number`]);

@@ -19,6 +19,10 @@ const EXTRA = {
   gpu: { type: 'string' },
   out: { type: 'string' },
   resume: { type: 'boolean' },
+  'resume-step': { type: 'string' },
+  // The issue's short spellings of two recipes: --neftune α, --goldfish k,h.
+  neftune: { type: 'string' },
+  goldfish: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -30,6 +34,8 @@ export interface ParsedTrainArgs {
   gpu: string;
   out?: string;
   resume: boolean;
+  /** With --resume: continue from the kept checkpoint ckpt-<step> instead of the latest one. */
+  resumeStep?: number;
   help: boolean;
   /** Values of the caller's own extra flags (see `more`), by flag name. */
   extra: Record<string, string | boolean | undefined>;
@@ -72,7 +78,22 @@ export function parseTrainArgs(argv: string[], more: Record<string, { type: 'str
     } else if (typeof def === 'boolean') overrides[key] = !negated;
     else overrides[key] = v;
   }
+  if (values.neftune !== undefined) {
+    const a = Number(values.neftune);
+    if (values.neftune === '' || !Number.isFinite(a)) throw new Error(`--neftune expects the noise α (a number ≥ 0, e.g. 5), got '${values.neftune}'`);
+    overrides.neftuneAlpha = a;
+  }
+  if (values.goldfish !== undefined) {
+    const m = /^(\d+)(?:,(\d+))?$/.exec(String(values.goldfish).trim());
+    if (!m) throw new Error(`--goldfish expects k or k,h (whole numbers, e.g. 4,13), got '${values.goldfish}'`);
+    overrides.goldfishK = Number(m[1]);
+    if (m[2] !== undefined) overrides.goldfishH = Number(m[2]);
+  }
   const preset = (values.preset as string | undefined) ?? 'tiny';
+  const rs = values['resume-step'] as string | undefined;
+  if (rs !== undefined && (!/^\d+$/.test(rs) || !values.resume)) {
+    throw new Error(`--resume-step expects a step number of a kept checkpoint (ckpt-<step>.safetensors) and needs --resume, got '${rs}'`);
+  }
   if (!(preset in PRESETS)) throw new Error(`Unknown preset '${preset}'; allowed: ${Object.keys(PRESETS).join(', ')}`);
   return {
     overrides,
@@ -81,6 +102,7 @@ export function parseTrainArgs(argv: string[], more: Record<string, { type: 'str
     gpu: (values.gpu as string | undefined) ?? 'auto',
     out: values.out as string | undefined,
     resume: values.resume === true,
+    resumeStep: rs === undefined ? undefined : Number(rs),
     help: values.help === true,
     extra: Object.fromEntries(Object.keys(more).map((k) => [k, values[k]])),
   };
@@ -103,6 +125,9 @@ export function trainHelp(): string {
     '  --gpu B              auto | wgpu | dawn (default auto)',
     '  --out DIR            run directory (default runs/<preset>-<time>)',
     '  --resume             continue the run in --out from its checkpoint',
+    '  --resume-step N      with --resume: start from the kept ckpt-N.safetensors (--ckpt-schedule pythia)',
+    '  --neftune A          short for --neftune-alpha A',
+    '  --goldfish K,H       short for --goldfish-k K --goldfish-h H',
     '',
   ];
   for (const key of Object.keys(DEFAULTS) as Key[]) {

@@ -1,4 +1,7 @@
 /** A run directory on disk (DESIGN.md §8): metrics.jsonl, config.json, ckpt.safetensors. */
+import type { TrainConfig } from '../train/config.ts';
+import { makeTokenizer, type Tokenizer, type TokenizerJSON, tokenizerFromJSON } from '../data/tokenizer.ts';
+import { MixtureDataset, parseDataSpec } from '../data/mixture.ts';
 
 /** Writes bytes atomically: a temp file in the same folder, synced, then renamed over the target. */
 export async function writeAtomic(path: string, bytes: Uint8Array): Promise<void> {
@@ -32,6 +35,9 @@ export function runFiles(dir: string) {
     metrics: `${dir}/metrics.jsonl`,
     config: `${dir}/config.json`,
     sample: `${dir}/sample.txt`,
+    data: `${dir}/data.json`,
+    /** A Pythia-schedule checkpoint kept beside the latest one. */
+    checkpointAt: (step: number) => `${dir}/ckpt-${step}.safetensors`,
   };
 }
 
@@ -74,4 +80,28 @@ export async function readCorpus(path: string): Promise<string> {
   if (text.startsWith('\uFEFF')) text = text.slice(1);
   if (!text.length) throw new Error(`Data file '${path}' is empty`);
   return text;
+}
+
+/**
+ * Reads the corpora of a data spec (`a.txt` or `a.txt:0.95,b.txt:0.05`) and tokenises them.
+ * A new char tokenizer's vocabulary is the union of the characters of every file, so any mix
+ * (and a later re-weighting of the same files) encodes with it; a resumed run passes its
+ * checkpoint's tokenizer instead.
+ * @throws Error naming a file that is missing, empty, not UTF-8, too short, or holds a
+ *   character outside the given tokenizer; or a malformed spec (see parseDataSpec).
+ */
+export async function loadTrainingData(cfg: Pick<TrainConfig, 'data' | 'tokenizer' | 'blockSize' | 'valFraction'>, saved: TokenizerJSON | null = null): Promise<{ tokenizer: Tokenizer; data: MixtureDataset; texts: string[] }> {
+  const sources = parseDataSpec(cfg.data);
+  const texts = await Promise.all(sources.map((s) => readCorpus(s.path)));
+  const tokenizer = saved ? await tokenizerFromJSON(saved) : await makeTokenizer(cfg.tokenizer, texts.join(''));
+  const corpora = sources.map((s, i) => {
+    let tokens: Int32Array;
+    try {
+      tokens = tokenizer.encode(texts[i]);
+    } catch (e) {
+      throw new Error(`data file '${s.path}': ${(e as Error).message} (the run's tokenizer was built from other data)`);
+    }
+    return { name: sources.length === 1 ? `data file '${s.path}'` : s.path, tokens, weight: s.weight };
+  });
+  return { tokenizer, data: MixtureDataset.fromTokens(corpora, cfg.blockSize, cfg.valFraction), texts };
 }

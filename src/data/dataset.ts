@@ -14,7 +14,8 @@ export interface Batch {
   y: Int32Array;
 }
 
-const SPLIT_ID: Record<Split, number> = { train: 1, val: 2 };
+/** Stream id of each split in the batch seed (exported for the mixture sampler). */
+export const SPLIT_ID: Record<Split, number> = { train: 1, val: 2 };
 
 export class TextDataset {
   readonly train: Int32Array;
@@ -44,16 +45,22 @@ export class TextDataset {
    * from a generator seeded by those four numbers.
    */
   batch(split: Split, b: number, t: number, seed: number, step: number, micro = 0): Batch {
-    const data = split === 'train' ? this.train : this.val;
     const rng = new Random(mixSeed(seed, SPLIT_ID[split], step, micro));
     const x = new Int32Array(b * t);
     const y = new Int32Array(b * t);
-    const span = data.length - t - 1;
-    for (let i = 0; i < b; i++) {
-      const off = rng.int(span + 1);
-      x.set(data.subarray(off, off + t), i * t);
-      y.set(data.subarray(off + 1, off + t + 1), i * t);
-    }
+    for (let i = 0; i < b; i++) this.window(split, rng, t, x, y, i);
     return { x, y };
+  }
+
+  /**
+   * Copies one window of T + 1 tokens of `split`, at an offset drawn from `rng`, into row `row`
+   * of x and y (both (B, T)). Shared with the mixture sampler so a one-file mixture draws
+   * exactly this class's batches.
+   */
+  window(split: Split, rng: Random, t: number, x: Int32Array, y: Int32Array, row: number): void {
+    const data = split === 'train' ? this.train : this.val;
+    const off = rng.int(data.length - t);
+    x.set(data.subarray(off, off + t), row * t);
+    y.set(data.subarray(off + 1, off + t + 1), row * t);
   }
 }

@@ -95,3 +95,35 @@ export function loadIntoStore(store: ParamStore, ckpt: LoadedCheckpoint, what: s
   store.gpu.write(store.m, flat['optim.m.']);
   store.gpu.write(store.v, flat['optim.v.']);
 }
+
+/** Pythia's log-spaced early checkpoints: steps 1, 2, 4, …, 512 (Biderman et al. arXiv 2304.11158 §2). */
+export const PYTHIA_EARLY = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512] as const;
+
+/**
+ * Whether a checkpoint is written after `done` optimizer steps of a run of `steps`:
+ * every `interval` steps (0 = none) and at the end; with the `pythia` schedule also at the
+ * log-spaced early steps. Those are kept as separate `ckpt-<done>` files (see
+ * {@link keepsCheckpointFile}).
+ */
+export function isCheckpointStep(done: number, steps: number, interval: number, schedule: 'interval' | 'pythia'): boolean {
+  if (done === steps) return true;
+  if (interval > 0 && done % interval === 0) return true;
+  return schedule === 'pythia' && (PYTHIA_EARLY as readonly number[]).includes(done);
+}
+
+/** Whether the checkpoint after `done` steps is also kept as its own `ckpt-<done>` file. */
+export function keepsCheckpointFile(done: number, steps: number, interval: number, schedule: 'interval' | 'pythia'): boolean {
+  return schedule === 'pythia' && isCheckpointStep(done, steps, interval, schedule);
+}
+
+/**
+ * Every step a run of `steps` checkpoints at (ascending), for previews and tests.
+ * @throws Error when steps is not a positive integer or interval is negative.
+ */
+export function checkpointSteps(steps: number, interval: number, schedule: 'interval' | 'pythia'): number[] {
+  if (!Number.isInteger(steps) || steps < 1) throw new Error(`checkpointSteps: steps must be a positive integer, got ${steps}`);
+  if (!Number.isInteger(interval) || interval < 0) throw new Error(`checkpointSteps: interval must be an integer ≥ 0, got ${interval}`);
+  const out: number[] = [];
+  for (let d = 1; d <= steps; d++) if (isCheckpointStep(d, steps, interval, schedule)) out.push(d);
+  return out;
+}

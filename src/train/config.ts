@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { scheduleFromConfig, SCHEDULE_KINDS, validateSchedule } from './schedules.ts';
 import { ARCH_NAMES } from '../models/archs.ts';
+import { parseDataSpec } from '../data/mixture.ts';
 
 const int = (min: number) => z.number().int().min(min);
 const pos = z.number().positive();
@@ -18,9 +19,19 @@ export const TrainConfigSchema = z.object({
   blockSize: int(1).default(64).describe('context length T'),
   bias: z.boolean().default(true).describe('biases in Linear layers'),
   attention: z.enum(['flash', 'naive']).default('flash').describe('attention kernel: FlashAttention-2 or the materialised T×T one'),
+  linearDecay: z.enum(['head', 'channel']).default('head').describe('linear: decay per head (chunked kernel) or per channel with bonus u (recurrent, RWKV-6)'),
+  dState: int(1).default(16).describe('mamba/hybrid: SSM state size N per channel'),
+  expand: int(1).default(2).describe('mamba/hybrid: inner width = expand · nEmbd'),
+  dConv: int(1).default(4).describe('mamba/hybrid: causal conv1d kernel size'),
+  nExpert: int(1).default(4).describe('gpt-moe: experts per MoE layer'),
+  moeTopK: z.union([z.literal(1), z.literal(2)]).default(1).describe('gpt-moe: experts per token (1 = Switch, 2 = GShard/Mixtral)'),
+  capacityFactor: pos.default(1.25).describe('gpt-moe: expert capacity = ⌈factor · k · tokens / experts⌉; overflow tokens are dropped'),
+  auxLossWeight: z.number().min(0).default(0.01).describe('gpt-moe: weight α of the load-balancing loss α·E·Σ f_e·P_e'),
+  moeEvery: int(1).default(1).describe('gpt-moe: every moeEvery-th block has an MoE MLP'),
+  attnEvery: int(1).default(2).describe('hybrid: the shared attention block runs after every attnEvery-th Mamba layer'),
   tokenizer: z.enum(['char', 'gpt2']).default('char').describe('char-level or GPT-2 BPE'),
   // ---- data --------------------------------------------------------------
-  data: z.string().min(1).default('public/data/tinyshakespeare.txt').describe('UTF-8 text file'),
+  data: z.string().min(1).default('public/data/tinyshakespeare.txt').describe('UTF-8 text file, or a weighted mixture a.txt:0.95,b.txt:0.05 (char vocabulary over all files)'),
   valFraction: z.number().gt(0).lt(1).default(0.1).describe('tail share held out for validation'),
   // ---- optimisation ------------------------------------------------------
   batchSize: int(1).default(16).describe('sequences per micro-batch B'),
@@ -39,6 +50,8 @@ export const TrainConfigSchema = z.object({
   // of the h preceding tokens, so verbatim passages are never fully learned. 0 = off; k = 1 would drop all.
   goldfishK: int(0).refine((k) => k !== 1, 'must be 0 (off) or at least 2').default(0).describe('goldfish loss: drop 1/k of targets; 0 = off'),
   goldfishH: int(1).default(13).describe('context tokens hashed per decision (the paper\'s h = 13)'),
+  // NEFTune (Jain et al. arXiv 2310.05914): U(−1, 1)·α/√(T·C) noise on the input embeddings, training passes only.
+  neftuneAlpha: z.number().min(0).default(0).describe('NEFTune noise α (the paper uses 5–15); 0 = off'),
   weightDecay: z.number().min(0).default(0.1).describe('AdamW decoupled decay (matrices only)'),
   beta1: z.number().min(0).lt(1).default(0.9).describe('AdamW β1'),
   beta2: z.number().min(0).lt(1).default(0.99).describe('AdamW β2'),
@@ -49,6 +62,7 @@ export const TrainConfigSchema = z.object({
   evalBatches: int(1).default(10).describe('fixed validation batches averaged per evaluation'),
   logInterval: int(1).default(10).describe('steps per log line (and per GPU readback)'),
   ckptInterval: int(0).default(100).describe('steps between checkpoints; 0 = only at the end'),
+  ckptSchedule: z.enum(['interval', 'pythia']).default('interval').describe('pythia: also keep ckpt-<step> files at steps 1, 2, 4 … 512 and every ckptInterval'),
   sampleTokens: int(0).default(200).describe('tokens generated in the final sample'),
   temperature: pos.default(0.8).describe('sampling temperature'),
   topK: int(0).default(40).describe('0 = no top-k filter'),
@@ -97,5 +111,10 @@ export function parseConfig(input: Record<string, unknown>): TrainConfig {
   }
   if (cfg.minLr > cfg.lr) throw new Error(`Invalid config: minLr (${cfg.minLr}) must not exceed lr (${cfg.lr})`);
   validateSchedule(scheduleFromConfig(cfg), cfg.steps);
+  try {
+    parseDataSpec(cfg.data);
+  } catch (e) {
+    throw new Error(`Invalid config: data: ${(e as Error).message}`);
+  }
   return cfg;
 }

@@ -24,7 +24,7 @@ export type CooldownShape = 'linear' | 'sqrt';
 export type ScheduleSpec =
   | { kind: 'cosine'; lr: number; minLr: number; warmup: number; decaySteps: number }
   | { kind: 'wsd'; lr: number; minLr: number; warmup: number; steps: number; cooldown: number; shape: CooldownShape }
-  | { kind: 'constant'; lr: number; minLr: number; steps: number; cooldown: number; shape: CooldownShape }
+  | { kind: 'constant'; lr: number; minLr: number; warmup: number; steps: number; cooldown: number; shape: CooldownShape }
   | { kind: 'inverse-sqrt'; lr: number; warmup: number }
   | { kind: 'rewarm-cosine'; start: number; startLr: number; lr: number; minLr: number; warmup: number; decay: number };
 
@@ -55,12 +55,13 @@ export function warmupStableDecay(step: number, o: { lr: number; minLr: number; 
 }
 
 /**
- * Constant LR from step 0 (no warmup) with an optional cooldown over the last `cooldown`
- * steps — the "constant + cooldown" alternative to cosine of Hägele et al. arXiv 2405.18392
- * (Zhai et al. arXiv 2106.04560 used it for ViT scaling). `cooldown = 0` keeps it flat.
+ * Constant LR after nanoGPT's linear warmup (`warmup` = 0: constant from step 0), with an
+ * optional cooldown over the last `cooldown` steps — the "constant + cooldown" alternative to
+ * cosine of Hägele et al. arXiv 2405.18392 (Zhai et al. arXiv 2106.04560 used it for ViT
+ * scaling). `cooldown = 0` keeps it flat; with both set it is the same curve as WSD.
  */
-export function constantCooldown(step: number, o: { lr: number; minLr: number; steps: number; cooldown: number; shape: CooldownShape }): number {
-  return warmupStableDecay(step, { ...o, warmup: 0 });
+export function constantCooldown(step: number, o: { lr: number; minLr: number; warmup: number; steps: number; cooldown: number; shape: CooldownShape }): number {
+  return warmupStableDecay(step, o);
 }
 
 /**
@@ -123,7 +124,9 @@ export function validateSchedule(spec: ScheduleSpec, steps: number): void {
       }
       break;
     case 'constant':
-      if (spec.cooldown > spec.steps) bad(`cooldown (${spec.cooldown}) is longer than the run (${spec.steps} steps)`);
+      if (spec.warmup + spec.cooldown > spec.steps) {
+        bad(`warmup (${spec.warmup}) plus cooldown (${spec.cooldown}) is longer than the run (${spec.steps} steps); lower --warmup or --cooldown-frac, or raise --steps`);
+      }
       break;
     case 'rewarm-cosine':
       if (spec.start > steps) bad(`rewarmStart (${spec.start}) is after the end of the run (${steps} steps); raise --steps`);
@@ -150,7 +153,7 @@ export function scheduleFromConfig(c: ScheduleConfig): ScheduleSpec {
     case 'wsd':
       return { kind: 'wsd', lr: c.lr, minLr: c.minLr, warmup: c.warmup, steps: c.steps, cooldown, shape: c.cooldownShape };
     case 'constant':
-      return { kind: 'constant', lr: c.lr, minLr: c.minLr, steps: c.steps, cooldown, shape: c.cooldownShape };
+      return { kind: 'constant', lr: c.lr, minLr: c.minLr, warmup: c.warmup, steps: c.steps, cooldown, shape: c.cooldownShape };
     case 'inverse-sqrt':
       return { kind: 'inverse-sqrt', lr: c.lr, warmup: c.warmup };
     case 'rewarm-cosine': {
@@ -169,7 +172,7 @@ export function phaseBoundaries(spec: ScheduleSpec): number[] {
     case 'wsd':
       return [spec.warmup, spec.steps - spec.cooldown, spec.steps];
     case 'constant':
-      return [spec.steps - spec.cooldown, spec.steps];
+      return [spec.warmup, spec.steps - spec.cooldown, spec.steps];
     case 'inverse-sqrt':
       return [spec.warmup];
     case 'rewarm-cosine':

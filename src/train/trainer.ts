@@ -10,12 +10,13 @@ import { Tape } from '../autograd/tape.ts';
 import { RULES } from '../autograd/rules.ts';
 import { axpy } from '../kernels/elementwise.ts';
 import type { LanguageModel } from '../models/model.ts';
-import type { TextDataset } from '../data/dataset.ts';
+import type { Batch, TextDataset } from '../data/dataset.ts';
+import { MixtureDataset } from '../data/mixture.ts';
 import type { TrainConfig } from './config.ts';
 import { AdamW } from './optimizer.ts';
 import { lrAt, type ScheduleSpec, scheduleFromConfig, validateSchedule } from './schedules.ts';
 import { goldfishMask } from './goldfish.ts';
-import { Random } from '../util/random.ts';
+import { mixSeed, Random } from '../util/random.ts';
 
 /** Per-step values read back from the GPU. */
 export interface StepRecord {
@@ -27,11 +28,22 @@ export interface StepRecord {
 
 /** Seed offset that keeps validation batches fixed across evaluations and runs. */
 const EVAL_STEP = 0x7fff_0000;
+/** Salt of the NEFTune noise seeds, so they are unrelated to the batch sampler's. */
+const NEFTUNE_SALT = 0x4e_45_46_54;
+
+/** A single corpus or a weighted mixture (both draw batches as pure functions of the step). */
+export type TrainData = TextDataset | MixtureDataset;
 
 export class Trainer {
   readonly opt: AdamW;
-  private readonly tokens: Tensor;
+  /** (B, T) i32: the inputs of the micro-batch last encoded (tests read it back to check replay). */
+  readonly tokens: Tensor;
   private readonly targets: Tensor;
+  /**
+   * Called with every training micro-batch as it is written to the GPU (host copies), so a
+   * caller can record the exact data order; the batch must not be modified.
+   */
+  onBatch: ((step: number, micro: number, batch: Batch) => void) | null = null;
   private readonly lossAcc: Tensor;
   private history: Tensor;
   private pending: { step: number; lr: number }[] = [];
@@ -40,7 +52,7 @@ export class Trainer {
   readonly schedule: ScheduleSpec;
 
   /** @throws Error when the config's schedule does not fit the run (see validateSchedule). */
-  constructor(readonly gpu: Gpu, readonly model: LanguageModel, readonly data: TextDataset, readonly cfg: TrainConfig) {
+  constructor(readonly gpu: Gpu, readonly model: LanguageModel, readonly data: TrainData, readonly cfg: TrainConfig) {
     this.schedule = scheduleFromConfig(cfg);
     validateSchedule(this.schedule, cfg.steps);
     const { batchSize: b, blockSize: t } = cfg;
@@ -68,11 +80,14 @@ export class Trainer {
     gpu.clear(this.lossAcc);
     for (let micro = 0; micro < gradAccum; micro++) {
       const batch = this.data.batch('train', b, t, cfg.seed, step, micro);
+      this.onBatch?.(step, micro, batch);
       gpu.write(this.tokens, batch.x);
       // Goldfish masking touches training targets only; evaluate() always scores every token.
       gpu.write(this.targets, goldfishMask(batch.y, batch.x, t, cfg.goldfishK, cfg.goldfishH));
       const tape = new Tape(gpu, this.paramGrads);
-      const { loss } = model.forward(tape, this.tokens, batch.x, this.targets, b, t, { gradScale: 1 / gradAccum });
+      // NEFTune noise only in training passes, seeded per (seed, step, micro) so resumes replay it.
+      const neftune = cfg.neftuneAlpha > 0 ? { alpha: cfg.neftuneAlpha, seed: mixSeed(cfg.seed, NEFTUNE_SALT, step, micro) } : undefined;
+      const { loss } = model.forward(tape, this.tokens, batch.x, this.targets, b, t, { gradScale: 1 / gradAccum, neftune });
       axpy(gpu, 1 / gradAccum, loss!, this.lossAcc);
       tape.backward(RULES);
       tape.dispose();
@@ -95,13 +110,24 @@ export class Trainer {
     return out;
   }
 
-  /** Mean loss over `cfg.evalBatches` fixed batches of `split` (the same batches every call). */
-  async evaluate(split: 'train' | 'val' = 'val'): Promise<number> {
+  /** Names of the corpora `evaluate(split, source)` can score (one for a single file). */
+  get sourceNames(): string[] {
+    return this.data instanceof MixtureDataset ? this.data.names : [this.cfg.data];
+  }
+
+  /**
+   * Mean loss over `cfg.evalBatches` fixed batches of `split` (the same batches every call):
+   * of the whole mixture, or with `source` of that corpus alone (per-corpus validation, e.g.
+   * forgetting of the old corpus in continual pre-training).
+   * @throws Error when `source` is not an index of {@link sourceNames}.
+   */
+  async evaluate(split: 'train' | 'val' = 'val', source?: number): Promise<number> {
     const { gpu, model, cfg } = this;
     const { batchSize: b, blockSize: t } = cfg;
+    const data = source === undefined ? this.data : this.sourceData(source);
     const acc = gpu.zeros([2], 'f32', 'eval_acc');
     for (let i = 0; i < cfg.evalBatches; i++) {
-      const batch = this.data.batch(split, b, t, cfg.seed, EVAL_STEP, i);
+      const batch = data.batch(split, b, t, cfg.seed, EVAL_STEP, i);
       gpu.write(this.tokens, batch.x);
       gpu.write(this.targets, batch.y);
       const tape = new Tape(gpu, new Map(), false);
@@ -141,6 +167,19 @@ export class Trainer {
     }
     ctx.release();
     return Int32Array.from(out);
+  }
+
+  /** Loss of `split` on every corpus, in {@link sourceNames} order. */
+  async evaluateSources(split: 'train' | 'val' = 'val'): Promise<number[]> {
+    const out: number[] = [];
+    for (let k = 0; k < this.sourceNames.length; k++) out.push(await this.evaluate(split, k));
+    return out;
+  }
+
+  private sourceData(k: number): TextDataset {
+    const n = this.sourceNames.length;
+    if (!Number.isInteger(k) || k < 0 || k >= n) throw new Error(`evaluate: source ${k} does not exist; allowed 0 … ${n - 1} (${this.sourceNames.join(', ')})`);
+    return this.data instanceof MixtureDataset ? this.data.sources[k] : this.data;
   }
 
   private slice(t: Tensor, start: number, len: number): Tensor {

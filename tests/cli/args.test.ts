@@ -32,3 +32,14 @@ Deno.test('nanogpt-cpu preset is nanoGPT\'s CPU Shakespeare config', () => {
     [4, 4, 128, 64, 12, 1e-3, 2000, 100, 1e-4, 0.1, 0.99],
   );
 });
+
+Deno.test('recipe short flags: --neftune α and --goldfish k,h; bad values and --resume-step misuse are errors', () => {
+  deepStrictEqual(parseTrainArgs(['--neftune', '5', '--goldfish', '4,13']).overrides, { neftuneAlpha: 5, goldfishK: 4, goldfishH: 13 });
+  deepStrictEqual(parseTrainArgs(['--goldfish=3']).overrides, { goldfishK: 3 });
+  throws(() => parseTrainArgs(['--goldfish', '4;13']), /--goldfish expects k or k,h/);
+  throws(() => parseTrainArgs(['--neftune', 'lots']), /--neftune expects the noise α/);
+  throws(() => parseConfig(parseTrainArgs(['--goldfish', '1']).overrides), /goldfishK: must be 0 \(off\) or at least 2/);
+  throws(() => parseConfig(parseTrainArgs(['--neftune=-1']).overrides), /neftuneAlpha/);
+  throws(() => parseTrainArgs(['--resume-step', '4']), /--resume-step .* needs --resume/);
+  equal(parseTrainArgs(['--resume', '--out', 'x', '--resume-step', '8']).resumeStep, 8);
+});

@@ -46,13 +46,22 @@ Deno.test('WSD: warmup end, stable plateau, cooldown ends at minLr (linear and 1
   for (let s = 801; s <= 1000; s++) ok(lrAt(sq, s) <= lrAt(sq, s - 1), `monotone cooldown at ${s}`);
 });
 
-Deno.test('constant + cooldown: flat from step 0, optional cooldown', () => {
-  const c = cfgSpec({ schedule: 'constant', lr: 2e-3, minLr: 2e-4, steps: 100, cooldownFrac: 0.1 });
+Deno.test('constant + cooldown: flat from step 0 without warmup, optional cooldown', () => {
+  const c = cfgSpec({ schedule: 'constant', lr: 2e-3, minLr: 2e-4, warmup: 0, steps: 100, cooldownFrac: 0.1 });
   ok(near(lrAt(c, 0), 2e-3) && near(lrAt(c, 90), 2e-3));
   ok(near(lrAt(c, 100), 2e-4));
   for (const j of jumps(c)) ok(j < 2e-4, `jump ${j}`);
-  const flat = cfgSpec({ schedule: 'constant', lr: 2e-3, steps: 100, cooldownFrac: 0 });
+  const flat = cfgSpec({ schedule: 'constant', lr: 2e-3, warmup: 0, steps: 100, cooldownFrac: 0 });
   for (const s of [0, 50, 99, 100, 200]) ok(near(lrAt(flat, s), 2e-3));
+});
+
+Deno.test('constant honours --warmup: nanoGPT ramp, then flat', () => {
+  const c = cfgSpec({ schedule: 'constant', lr: 2e-3, warmup: 20, steps: 100, cooldownFrac: 0 });
+  ok(near(lrAt(c, 0), 2e-3 / 21), `first step ${lrAt(c, 0)}`);
+  ok(near(lrAt(c, 19), 2e-3 * 20 / 21));
+  for (const s of [20, 50, 99]) ok(near(lrAt(c, s), 2e-3));
+  for (const j of jumps(c)) ok(j <= 2e-3 / 21 + 1e-15, `jump ${j}`);
+  throws(() => validateSchedule(cfgSpec({ schedule: 'constant', lr: 1, minLr: 0, warmup: 90, steps: 100, cooldownFrac: 0.2 }), 100), /warmup \(90\) plus cooldown \(20\)/);
 });
 
 Deno.test('inverse sqrt: warmup to lr, then lr·√(warmup/step)', () => {
@@ -90,6 +99,6 @@ Deno.test('impossible schedules are rejected naming the keys', () => {
   throws(() => parseConfig({ schedule: 'rewarm-cosine', steps: 100, rewarmStart: 90, warmup: 20 }), /re-warm .* ends after the decay end \(step 100\)/);
   throws(() => parseConfig({ schedule: 'rewarm-cosine', steps: 100, rewarmStart: 200, warmup: 0 }), /rewarmStart \(200\) is after the end of the run/);
   throws(() => parseConfig({ schedule: 'rewarm-cosine', steps: 100, lr: 1e-3, rewarmFrom: 2e-3, warmup: 0 }), /rewarmFrom \(0.002\) must not exceed lr/);
-  throws(() => validateSchedule({ kind: 'constant', lr: 1, minLr: 0, steps: 10, cooldown: 11, shape: 'linear' }, 10), /cooldown \(11\) is longer than the run/);
+  throws(() => validateSchedule({ kind: 'constant', lr: 1, minLr: 0, warmup: 0, steps: 10, cooldown: 11, shape: 'linear' }, 10), /plus cooldown \(11\) is longer than the run/);
   throws(() => parseConfig({ goldfishK: 1 }), /goldfishK: must be 0 \(off\) or at least 2/);
 });
