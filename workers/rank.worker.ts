@@ -1,7 +1,15 @@
 /**
- * One rank = one Worker = one GPUDevice (DESIGN.md §2). Today the world size is 1: the rank
- * trains the whole model. The control plane is comlink: the page (or a Deno host) wraps this
- * worker and calls {@link RankApi}; progress comes back through a `Comlink.proxy` callback.
+ * One rank = one Worker = one GPUDevice (DESIGN.md §2). The control plane is comlink: the page
+ * (or a Deno host) wraps this worker and calls {@link RankWorkerApi}; progress comes back
+ * through a `Comlink.proxy` callback. Two ways in:
+ *
+ * - alone (world size 1, the browser demo): {@link RankApi} — init, train, pause/resume/stop, sample;
+ * - as one rank of a world (`World.launch` in src/dist/launch.ts, `spawn`ing this file): the
+ *   {@link RankControl} half — `join` takes the rank's MessagePort mesh and builds its
+ *   Communicator, `run` executes the named tasks of src/dist/scenarios.ts (the collective test
+ *   matrix), src/dist/timing.ts (single collectives, benchmark loops) and src/parallel/run.ts
+ *   (parallel training: `trainRank`, or `trainStart` / `trainSteps` / `trainEnd` to stream
+ *   progress), `trace` returns its spans.
  *
  * Runtime-neutral on purpose: no Deno APIs and no Vite-only syntax (`import.meta.env`, `?raw`),
  * so the same file runs bundled by Vite in a browser and as a Deno module worker. The host
@@ -16,6 +24,10 @@ import { createModel } from '../src/models/registry.ts';
 import { Trainer } from '../src/train/trainer.ts';
 import { parseConfig, type TrainConfig } from '../src/train/config.ts';
 import { mixSeed, Random } from '../src/util/random.ts';
+import { rankControl, type RankControl } from '../src/dist/launch.ts';
+import { SCENARIO_TASKS } from '../src/dist/scenarios.ts';
+import { TIMING_TASKS } from '../src/dist/timing.ts';
+import { PARALLEL_TASKS } from '../src/parallel/run.ts';
 
 /** What {@link RankApi.init} needs. */
 export interface RankInitOptions {
@@ -273,4 +285,9 @@ const api: RankApi = {
   },
 };
 
-Comlink.expose(api);
+/** Everything this worker answers: the single-rank training API and the world-rank control API. */
+export type RankWorkerApi = RankApi & RankControl;
+
+const { world: _world, ...control } = rankControl({ ...SCENARIO_TASKS, ...TIMING_TASKS, ...PARALLEL_TASKS });
+const exposed: RankWorkerApi = { ...api, ...control };
+Comlink.expose(exposed);

@@ -1,6 +1,7 @@
 /**
- * The page's handle on rank 0: a module worker (workers/rank.worker.ts, bundled by Vite)
- * wrapped with comlink. More ranks come with the parallelism work; each will be one of these.
+ * The page's handles on rank workers (workers/rank.worker.ts, bundled by Vite): rank 0 of the
+ * training demo wrapped with comlink ({@link startRank}), and {@link spawnRankWorker} for
+ * `World.launch({ spawn })` (src/dist/launch.ts), which starts a world of them.
  */
 import * as Comlink from 'comlink';
 import type { RankApi } from '../../workers/rank.worker.ts';
@@ -14,9 +15,17 @@ export interface RankHandle {
   terminate(): void;
 }
 
+/**
+ * A new rank worker named `rank<r>`. The `new Worker(new URL(…), { type: 'module' })` must stay
+ * literal: it is what makes Vite bundle the worker.
+ */
+export function spawnRankWorker(r: number): Worker {
+  return new Worker(new URL('../../workers/rank.worker.ts', import.meta.url), { type: 'module', name: `rank${r}` });
+}
+
 /** Starts one rank worker. Errors thrown while loading the worker reach `onError`. */
 export function startRank(onError: (message: string) => void): RankHandle {
-  const worker = new Worker(new URL('../../workers/rank.worker.ts', import.meta.url), { type: 'module', name: 'rank0' });
+  const worker = spawnRankWorker(0);
   worker.addEventListener('error', (ev) => onError(ev.message || 'the rank worker failed to load'));
   const api = Comlink.wrap<RankApi>(worker);
   return {

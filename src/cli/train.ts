@@ -4,14 +4,12 @@
  * config.json, ckpt.safetensors written atomically) and ends with val loss and a sample.
  */
 import { parseTrainArgs, trainHelp } from './args.ts';
-import { exists, readCorpus, runFiles, truncateMetrics, writeAtomic } from './run_dir.ts';
+import { exists, loadTrainingData, runFiles, truncateMetrics, writeAtomic } from './run_dir.ts';
 import { Progress } from './progress.ts';
 import { parseConfig, PRESETS, type TrainConfig } from '../train/config.ts';
-import { type LoadedCheckpoint, loadIntoStore, parseCheckpoint, saveCheckpoint } from '../train/checkpoint.ts';
+import { isCheckpointStep, keepsCheckpointFile, type LoadedCheckpoint, loadIntoStore, parseCheckpoint, saveCheckpoint } from '../train/checkpoint.ts';
 import { Trainer } from '../train/trainer.ts';
 import { lrAt, scheduleFromConfig } from '../train/schedules.ts';
-import { makeTokenizer, type Tokenizer, tokenizerFromJSON } from '../data/tokenizer.ts';
-import { TextDataset } from '../data/dataset.ts';
 import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
 import { createModel } from '../models/registry.ts';
@@ -26,6 +24,9 @@ import { DeviceLimitError } from '../gpu/limits.ts';
 const RESUMABLE = new Set([
   'steps', 'logInterval', 'evalInterval', 'ckptInterval', 'sampleTokens', 'temperature', 'topK', 'peakTflops',
   'schedule', 'lr', 'minLr', 'warmup', 'decaySteps', 'cooldownFrac', 'cooldownShape', 'rewarmStart', 'rewarmFrom',
+  // Continual pre-training changes the data (a new corpus, or a replay mixture); the tokenizer
+  // stays the checkpoint's, and the batch order stays a function of (seed, step, data).
+  'data', 'ckptSchedule',
 ]);
 
 /**
@@ -50,8 +51,9 @@ export async function resolveConfig(args: ReturnType<typeof parseTrainArgs>, out
   const files = runFiles(outDir);
   if (args.resume) {
     if (!args.out) throw new Error('--resume needs --out DIR: the run directory to continue');
-    if (!(await exists(files.checkpoint))) throw new Error(`--resume: no checkpoint at ${files.checkpoint}`);
-    const ckpt = await parseCheckpoint(await Deno.readFile(files.checkpoint), files.checkpoint);
+    const path = args.resumeStep === undefined ? files.checkpoint : files.checkpointAt(args.resumeStep);
+    if (!(await exists(path))) throw new Error(`--resume: no checkpoint at ${path}`);
+    const ckpt = await parseCheckpoint(await Deno.readFile(path), path);
     const bad = Object.keys(args.overrides).filter((k) => !RESUMABLE.has(k));
     if (bad.length || args.configFile) {
       throw new Error(`--resume continues the saved config; these flags would change it: ${bad.map((k) => `--${k}`).join(', ') || '--config'} (allowed: ${[...RESUMABLE].join(', ')})`);
@@ -87,6 +89,9 @@ function fmtLine(step: number, loss: number, lr: number, ms: number, tps: number
 
 /** Runs the CLI; returns the final validation loss. */
 export async function main(argv: string[]): Promise<number | null> {
+  // Parallel flags (--dp, --tp, --pp, --cp, --ep, --zero, --sp, --net, …) run a world of rank workers: train_parallel.ts.
+  const parallel = await import('./train_parallel.ts');
+  if (parallel.isParallelArgv(argv)) return await parallel.main(argv);
   const args = parseTrainArgs(argv);
   if (args.help) {
     console.log(trainHelp());
@@ -95,9 +100,7 @@ export async function main(argv: string[]): Promise<number | null> {
   const outDir = args.out ?? `runs/${args.preset}-${stamp()}`;
   const files = runFiles(outDir);
   const { cfg, ckpt } = await resolveConfig(args, outDir);
-  const text = await readCorpus(cfg.data);
-  const tokenizer: Tokenizer = ckpt ? await tokenizerFromJSON(ckpt.state.tokenizer) : await makeTokenizer(cfg.tokenizer, text);
-  const data = new TextDataset(tokenizer.encode(text), cfg.blockSize, cfg.valFraction, `data file '${cfg.data}'`);
+  const { tokenizer, data, texts } = await loadTrainingData(cfg, ckpt?.state.tokenizer ?? null);
 
   const gpu = await Gpu.create({ backend: args.gpu as Backend, log: console.log });
   try {
@@ -107,7 +110,7 @@ export async function main(argv: string[]): Promise<number | null> {
     let valLoss: number | null = null;
     const sampleRng = new Random(mixSeed(cfg.seed, 0x5a3d1e));
     if (ckpt) {
-      loadIntoStore(model.params, ckpt, files.checkpoint);
+      loadIntoStore(model.params, ckpt, args.resumeStep === undefined ? files.checkpoint : files.checkpointAt(args.resumeStep));
       start = ckpt.state.step;
       valLoss = ckpt.state.valLoss;
       sampleRng.state = ckpt.state.rngState;
@@ -118,7 +121,8 @@ export async function main(argv: string[]): Promise<number | null> {
     console.log(
       `model: ${model.describe()} · ${(model.numParams() / 1e6).toFixed(3)}M params · vocab ${tokenizer.vocabSize} (${tokenizer.kind})`,
     );
-    console.log(`data: ${cfg.data} · ${data.train.length} train / ${data.val.length} val tokens · run: ${outDir}${ckpt ? ` · resuming at step ${start}` : ''}`);
+    await writeAtomic(files.data, new TextEncoder().encode(JSON.stringify({ spec: cfg.data, seed: cfg.seed, sources: data.describe() }, null, 2) + '\n'));
+    console.log(`data: ${cfg.data} · ${data.trainTokens} train / ${data.valTokens} val tokens · run: ${outDir}${ckpt ? ` · resuming at step ${start}` : ''}`);
 
     const tokensPerStep = cfg.batchSize * cfg.blockSize * cfg.gradAccum;
     const flopsPerStep = model.flopsPerToken(cfg.blockSize) * tokensPerStep;
@@ -128,6 +132,7 @@ export async function main(argv: string[]): Promise<number | null> {
     const checkpoint = async (step: number) => {
       const bytes = await saveCheckpoint(model.params, { config: cfg, tokenizer: tokenizer.toJSON(), step, dataPosition: { seed: cfg.seed, step }, rngState: sampleRng.state, valLoss });
       await writeAtomic(files.checkpoint, bytes);
+      if (keepsCheckpointFile(step, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule)) await writeAtomic(files.checkpointAt(step), bytes);
     };
 
     let tLast = performance.now();
@@ -136,7 +141,7 @@ export async function main(argv: string[]): Promise<number | null> {
       const done = s + 1;
       const last = done === cfg.steps;
       const evalNow = done % cfg.evalInterval === 0 || last;
-      const ckptNow = (cfg.ckptInterval > 0 && done % cfg.ckptInterval === 0) || last;
+      const ckptNow = isCheckpointStep(done, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule);
       if (done % cfg.logInterval === 0 || evalNow || ckptNow) {
         const recs = await trainer.drain();
         const now = performance.now();
@@ -153,8 +158,12 @@ export async function main(argv: string[]): Promise<number | null> {
         console.log(fmtLine(r.step, r.loss, r.lr, ms, tps, mfu));
         if (evalNow) {
           valLoss = await trainer.evaluate('val');
-          writeMetric({ step: r.step, val_loss: valLoss });
-          console.log(`step ${String(r.step).padStart(5)} | val loss ${valLoss.toFixed(4)}`);
+          // A mixture also reports each corpus (forgetting vs adaptation in continual pre-training).
+          const bySource = trainer.sourceNames.length > 1 ? await trainer.evaluateSources('val') : null;
+          const perSource = bySource ? Object.fromEntries(trainer.sourceNames.map((n, i) => [n, bySource[i]])) : undefined;
+          writeMetric({ step: r.step, val_loss: valLoss, ...(perSource ? { val_loss_by_source: perSource } : {}) });
+          const extra = perSource ? ` (${Object.entries(perSource).map(([n, v]) => `${n} ${v.toFixed(4)}`).join(' · ')})` : '';
+          console.log(`step ${String(r.step).padStart(5)} | val loss ${valLoss.toFixed(4)}${extra}`);
         }
         if (ckptNow) await checkpoint(done);
         tLast = performance.now(); // evaluation and checkpoints are not training time
@@ -163,7 +172,7 @@ export async function main(argv: string[]): Promise<number | null> {
     }
     progress.clear();
     metrics.close();
-    const prompt = text.includes('\n') ? tokenizer.encode('\n') : data.val.subarray(0, 1);
+    const prompt = texts[0].includes('\n') ? tokenizer.encode('\n') : data.sources[0].val.subarray(0, 1);
     const sample = tokenizer.decode(await trainer.sample(prompt, cfg.sampleTokens, sampleRng));
     await writeAtomic(files.sample, new TextEncoder().encode(sample + '\n'));
     console.log(`\n---- sample (${cfg.sampleTokens} tokens, temperature ${cfg.temperature}, top-k ${cfg.topK}) ----\n${sample}\n----`);

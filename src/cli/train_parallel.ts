@@ -1,0 +1,285 @@
+/**
+ * `npm run train -- --dp 2 …` (issue 5 items 7–8): a parallel training run from the CLI. The
+ * plan is validated before anything starts (one `error:` line naming every broken rule); then
+ * world-size Deno module workers (workers/rank.worker.ts, one WebGPU device each) train under
+ * src/parallel/run.ts, rank 0's progress is printed nanoGPT-style, and the run directory gets
+ * metrics.jsonl (one line per step with the elements sent per collective), trace.json
+ * (`World.chromeTrace()`: wall and simulated clocks, the latter priced by --net), config.json
+ * (with the plan), and the accounting — plan.txt (per rank bytes of params / grads / optimizer
+ * / peak pool, elements per collective and dimension measured beside cost.ts's prediction)
+ * and accounting.json (the same as data). Parallel runs write no checkpoints yet, and say so.
+ *
+ * Batch: the global batch is batchSize × gradAccum sequences (as `npm run plan`), split into
+ * --micro-batches M (default gradAccum) micro-batches over dp (src/parallel/run.ts).
+ *
+ * trace.json: every rank's sends, receives and collectives plus one `step N` span per step on
+ * the wall clock; the simulated clock prices only the messages (α-β on --net, free without
+ * it) — a step span includes its waits for peers, so it is not charged to the simulated clock.
+ * Spans are kept in memory until the end (at most 500 000 per rank, tracer's cap).
+ */
+import { parseTrainArgs, trainHelp } from './args.ts';
+import { loadTrainingData, runFiles, writeAtomic } from './run_dir.ts';
+import { parseConfig, PRESETS, type TrainConfig } from '../train/config.ts';
+import type { Backend } from '../gpu/device.ts';
+import { World } from '../dist/launch.ts';
+import { NET_PRESETS, NetworkModel } from '../dist/network.ts';
+import { type CpKind, CP_KINDS, describePlan, makePlan, type ParallelPlan, type PlanModel, planWorldSize, rankCoords, rankParams, validatePlan } from '../parallel/plan.ts';
+import { SCHEDULE_KINDS, type ScheduleKind } from '../parallel/pipeline_schedule.ts';
+import { zeroMemoryFp32 } from '../parallel/cost.ts';
+import { planModelOf, RankRun, type RankSummary, runParallel, type StepReport, strategyOf, trainerConfig } from '../parallel/run.ts';
+import { closeLocalWorld, localWorld, onEveryRank } from '../dist/local.ts';
+import { checkMeshPlan } from '../parallel/mesh_trainer.ts';
+
+/** Flags of a parallel run, beside the training config's. */
+export const PARALLEL_FLAGS = {
+  dp: { type: 'string' }, tp: { type: 'string' }, pp: { type: 'string' }, cp: { type: 'string' }, ep: { type: 'string' },
+  zero: { type: 'string' }, sp: { type: 'boolean' }, 'micro-batches': { type: 'string' }, 'pp-schedule': { type: 'string' },
+  'virtual-stages': { type: 'string' }, 'cp-kind': { type: 'string' }, net: { type: 'string' },
+} as const;
+
+/** True when `argv` names any parallel flag, i.e. the run belongs to {@link main} rather than the single-rank trainer. */
+export function isParallelArgv(argv: string[]): boolean {
+  return argv.some((a) => Object.keys(PARALLEL_FLAGS).some((f) => a === `--${f}` || a.startsWith(`--${f}=`)));
+}
+
+const HELP = `parallel flags (any of them makes a parallel run of dp·pp·cp·tp ranks, one Deno worker + WebGPU device each):
+  --dp --tp --pp --cp --ep N   degrees (default 1); dp × pp × tp (+sp) combine (mesh trainer); cp, ep (= dp, --arch gpt-moe) and zero run alone
+  --zero 1|2|3                 ZeRO stage over dp      --sp   Megatron sequence parallelism with tp
+  --micro-batches M            split of the global batch batchSize × gradAccum (default gradAccum)
+  --pp-schedule ${SCHEDULE_KINDS.join('|')}   (default 1f1b)   --virtual-stages V (interleaved)
+  --cp-kind ${CP_KINDS.join('|')}        (default ring)
+  --net SPEC                   ${Object.keys(NET_PRESETS).join(' | ')} or 'intra=…GB/s,…us;inter=…;node=N': prices the simulated clock in trace.json
+outputs: metrics.jsonl, trace.json, config.json, plan.txt, accounting.json (no checkpoints yet)
+`;
+
+function int(v: unknown, flag: string, def: number, min = 1): number {
+  if (v === undefined) return def;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min) throw new Error(`--${flag} expects an integer ≥ ${min}, got '${v}'`);
+  return n;
+}
+
+function oneOf<T extends string>(v: unknown, allowed: readonly T[], def: T, flag: string): T {
+  if (v === undefined) return def;
+  if (!allowed.includes(v as T)) throw new Error(`--${flag} must be one of ${allowed.join(', ')}, got '${v}'`);
+  return v as T;
+}
+
+/**
+ * The run's config: preset, then the --config file, then the flags (train.ts's order; not
+ * imported from there, whose top-level await would deadlock on the cycle). A re-warm schedule
+ * starts fresh: its −1 placeholders become step 0 and LR 0, as train.ts resolves them without a checkpoint.
+ * @throws Error when the config file cannot be read or the result is invalid.
+ */
+export async function parallelConfig(args: ReturnType<typeof parseTrainArgs>): Promise<TrainConfig> {
+  let file: Record<string, unknown> = {};
+  if (args.configFile) {
+    try {
+      file = JSON.parse(await Deno.readTextFile(args.configFile));
+    } catch (e) {
+      throw new Error(`Cannot read config file '${args.configFile}': ${(e as Error).message}`);
+    }
+  }
+  const cfg = parseConfig({ ...PRESETS[args.preset], ...file, ...args.overrides });
+  return cfg.schedule === 'rewarm-cosine' ? parseConfig({ ...cfg, rewarmStart: Math.max(cfg.rewarmStart, 0), rewarmFrom: Math.max(cfg.rewarmFrom, 0) }) : cfg;
+}
+
+/** The plan the flags describe (unvalidated). @throws Error naming a malformed flag. */
+export function planFromFlags(f: Record<string, unknown>, cfg: TrainConfig): ParallelPlan {
+  return makePlan({
+    dp: int(f.dp, 'dp', 1), tp: int(f.tp, 'tp', 1), pp: int(f.pp, 'pp', 1), cp: int(f.cp, 'cp', 1), ep: int(f.ep, 'ep', 1),
+    zero: int(f.zero, 'zero', 0, 0) as ParallelPlan['zero'], sp: f.sp === true, microBatches: int(f['micro-batches'], 'micro-batches', cfg.gradAccum),
+    schedule: oneOf<ScheduleKind>(f['pp-schedule'], SCHEDULE_KINDS, '1f1b', 'pp-schedule'), virtualStages: int(f['virtual-stages'], 'virtual-stages', 1),
+    cpKind: oneOf<CpKind>(f['cp-kind'], CP_KINDS, 'ring', 'cp-kind'),
+  });
+}
+
+/**
+ * URL of workers/rank.worker.ts bundled to plain JS (`deno bundle`, ≈2 s) in a temp folder laid
+ * out like the repository (`<tmp>/a/b/rank.worker.js` beside a `<tmp>/shaders` link, so the
+ * shader URLs resolve): Deno type-checks a TypeScript module worker per worker, which would
+ * cost seconds per rank. Falls back to the TypeScript source when bundling fails.
+ */
+export async function rankWorkerUrl(): Promise<URL> {
+  const source = new URL('../../workers/rank.worker.ts', import.meta.url);
+  try {
+    const dir = await Deno.makeTempDir({ prefix: 'rank-worker-' });
+    addEventListener('unload', () => Deno.removeSync(dir, { recursive: true }));
+    await Deno.mkdir(`${dir}/a/b`, { recursive: true });
+    await Deno.symlink(new URL('../../shaders', import.meta.url).pathname, `${dir}/shaders`);
+    const out = `${dir}/a/b/rank.worker.js`;
+    const res = await new Deno.Command(Deno.execPath(), { args: ['bundle', '--quiet', source.pathname, '-o', out], stdout: 'null', stderr: 'piped' }).output();
+    if (!res.success) throw new Error(new TextDecoder().decode(res.stderr));
+    return new URL(`file://${out}`);
+  } catch (e) {
+    console.warn(`bundling the rank worker failed, using the TypeScript worker (slower start): ${(e as Error).message.split('\n')[0]}`);
+    return source;
+  }
+}
+
+const fmtInt = (n: number) => Math.round(n).toLocaleString('en-US');
+const fmtBytes = (b: number) => (b >= 2 ** 20 ? `${(b / 2 ** 20).toFixed(2)} MiB` : b >= 1024 ? `${(b / 1024).toFixed(1)} KiB` : `${b} B`);
+const table = (head: string[], rows: (string | number)[][]) => {
+  const cells = [head, ...rows.map((r) => r.map(String))], w = head.map((_, i) => Math.max(...cells.map((r) => r[i].length)));
+  return cells.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(w[i]) : c.padStart(w[i]))).join('  ')).join('\n');
+};
+
+/** Per rank and `dim/collective`: predicted (cost.ts + trainer extras), measured (last step), exact, and whether every step sent the same. */
+export function accounting(plan: ParallelPlan, model: PlanModel, cfg: TrainConfig, steps: StepReport[], ranks: RankSummary[]) {
+  const d = plan.dp * plan.cp, last = steps[steps.length - 1];
+  return ranks.map((s) => {
+    const p = rankParams(plan, model, s.rank, cfg.bias), dense = zeroMemoryFp32(p.dense, d, plan.zero), ex = zeroMemoryFp32(p.expert, d / plan.ep, plan.zero);
+    const pred = new Map<string, { n: number; exact: boolean }>();
+    for (const r of s.predicted) {
+      const k = `${r.dim}/${r.collective}`, o = pred.get(k) ?? { n: 0, exact: true };
+      pred.set(k, { n: o.n + r.elements, exact: o.exact && r.exact });
+    }
+    const measured = last?.byDim[s.rank] ?? {};
+    const keys = [...new Set([...pred.keys(), ...Object.keys(measured)])].sort();
+    return {
+      rank: s.rank, coords: rankCoords(plan, s.rank), kind: s.kind,
+      memory: { measured: s.memory, predicted: { params: dense.params + ex.params, grads: dense.grads + ex.grads, optimizer: dense.optimizer + ex.optimizer, paramElements: p.dense + p.expert } },
+      traffic: keys.map((key) => ({ key, predicted: pred.get(key)?.n ?? 0, measured: measured[key] ?? 0, exact: pred.get(key)?.exact ?? true, steady: steps.every((st) => (st.byDim[s.rank][key] ?? 0) === (measured[key] ?? 0)) })),
+    };
+  });
+}
+
+/** plan.txt: the accounting as text tables. */
+function accountingText(plan: ParallelPlan, cfg: TrainConfig, net: string, acc: ReturnType<typeof accounting>): string {
+  const out = [`plan     ${describePlan(plan)}`, `trainer  ${acc[0]?.kind} · ${cfg.arch} · ${cfg.nLayer} layers · width ${cfg.nEmbd} · context ${cfg.blockSize} · global batch ${cfg.batchSize * cfg.gradAccum}`, `network  ${net}`, ''];
+  out.push('memory per rank (fp32): measured = this rank\'s ParamStore flat buffers (alignment padding included) or its ZeRO shard, peak pool = activations and temporaries; predicted = cost.ts zeroMemoryFp32(rankParams)');
+  out.push(table(['rank', 'dp', 'pp', 'cp', 'tp', 'param elements', 'predicted', 'params', 'predicted', 'grads', 'predicted', 'optimizer', 'predicted', 'peak pool'], acc.map((a) => {
+    const m = a.memory.measured, p = a.memory.predicted;
+    return [a.rank, a.coords.dp, a.coords.pp, a.coords.cp, a.coords.tp, fmtInt(m.paramElements), fmtInt(p.paramElements), fmtBytes(m.params), fmtBytes(p.params), fmtBytes(m.grads), fmtBytes(p.grads), fmtBytes(m.optimizer), fmtBytes(p.optimizer), fmtBytes(m.peakPool)];
+  })), '');
+  const dims = ['dp', 'tp', 'pp', 'cp', 'ep'];
+  out.push('elements sent per step by parallel dimension, measured (last step) / predicted');
+  out.push(table(['rank', ...dims], acc.map((a) => [a.rank, ...dims.map((dim) => {
+    const sum = (f: (t: (typeof a.traffic)[number]) => number) => a.traffic.filter((t) => t.key.startsWith(`${dim}/`)).reduce((x, t) => x + f(t), 0);
+    return `${fmtInt(sum((t) => t.measured))} / ${fmtInt(sum((t) => t.predicted))}`;
+  })])), '');
+  for (const a of acc) {
+    const bad = a.traffic.filter((t) => t.exact && t.measured !== t.predicted), approx = a.traffic.filter((t) => !t.exact).map((t) => t.key);
+    out.push(`rank ${a.rank}: elements per step by dim/collective — ${bad.length ? `MISMATCH on ${bad.map((t) => t.key).join(', ')}` : 'measured = predicted on every exact row'}` +
+      `${approx.length ? ` (≈ approximate in cost.ts: ${approx.join(', ')})` : ''}${a.traffic.every((t) => t.steady) ? '' : ' (varies between steps)'}`);
+    out.push(table(['dim/collective', 'predicted elements', 'measured elements', 'difference', 'exact'], a.traffic.map((t) =>
+      [t.key, fmtInt(t.predicted), fmtInt(t.measured), fmtInt(t.measured - t.predicted), t.exact ? 'yes' : '≈'])), '');
+  }
+  return out.join('\n');
+}
+
+/**
+ * Checks `plan` for `cfg` before anything starts: validatePlan's rules, the trainer dispatch and,
+ * for a mesh, the mesh trainer's own checks. Returns the model and the strategy.
+ * @throws Error naming every broken rule ("invalid parallel plan: …") or "not supported yet: …".
+ */
+export function checkRun(plan: ParallelPlan, cfg: TrainConfig, vocabSize: number) {
+  const model = planModelOf(plan, cfg, vocabSize);
+  validatePlan(plan, model);
+  const kind = strategyOf(plan, cfg.arch);
+  if (kind === 'mesh') checkMeshPlan(plan, trainerConfig(plan, cfg), vocabSize, planWorldSize(plan));
+  return { model, kind };
+}
+
+/**
+ * `npm run plan -- … --measure`: one real optimizer step of `plan` in a world of in-process ranks
+ * (src/dist/local.ts, each rank its own WebGPU device), returning the accounting text — memory
+ * and elements per collective, measured beside predicted. plan.ts parses the flags and calls it.
+ * @throws Error for a plan that cannot run (see {@link checkRun}) or a rank's failure.
+ */
+export async function measure(plan: ParallelPlan, cfg: TrainConfig, backend: Backend = 'wgpu'): Promise<string> {
+  const { tokenizer, texts } = await loadTrainingData(cfg);
+  if (texts.length !== 1) throw new Error(`--measure trains on one data file; got a mixture of ${texts.length} (${cfg.data})`);
+  const { model } = checkRun(plan, cfg, tokenizer.vocabSize);
+  const world = localWorld(planWorldSize(plan), { timeoutMs: 120_000 });
+  let ranks: RankSummary[];
+  try {
+    ranks = await onEveryRank(world, async (c) => {
+      const run = await RankRun.open(c, { plan, cfg, data: { tokens: tokenizer.encode(texts[0]), vocabSize: tokenizer.vocabSize }, backend });
+      try {
+        const rec = await run.step();
+        return run.summary([rec]);
+      } finally {
+        await run.close();
+      }
+    });
+  } finally {
+    closeLocalWorld(world);
+  }
+  const r0 = ranks[0].records[0];
+  const step: StepReport = { ...r0, ms: Math.max(...ranks.map((s) => s.records[0].ms)), sent: ranks.map((s) => s.records[0].sent), byDim: ranks.map((s) => s.records[0].byDim) };
+  return `measured: one real step on ${ranks.length} in-process ranks (loss ${r0.loss.toFixed(4)})\n` +
+    accountingText(plan, cfg, 'not modelled in a measurement (elements are network-independent)', accounting(plan, model, cfg, [step], ranks));
+}
+
+/** Runs a parallel training run; returns the last validation loss (null when no rank could evaluate). */
+export async function main(argv: string[]): Promise<number | null> {
+  argv = argv.map((a, i) => (a === '--schedule' && SCHEDULE_KINDS.includes(argv[i + 1] as ScheduleKind) ? '--pp-schedule' : a));
+  const args = parseTrainArgs(argv, PARALLEL_FLAGS);
+  if (args.help) {
+    console.log(`${trainHelp()}\n\n${HELP}`);
+    return null;
+  }
+  if (args.resume) throw new Error('parallel runs do not write checkpoints yet, so --resume is not available with parallel flags');
+  const cfg = await parallelConfig(args);
+  const plan = planFromFlags(args.extra, cfg);
+  const netText = args.extra.net as string | undefined;
+  const net = netText ? NetworkModel.parse(netText) : null;
+  const { tokenizer, data, texts } = await loadTrainingData(cfg);
+  if (texts.length !== 1) throw new Error(`parallel runs train on one data file for now; got a mixture of ${texts.length} (${cfg.data})`);
+  const { model, kind } = checkRun(plan, cfg, tokenizer.vocabSize);
+  const tokens = tokenizer.encode(texts[0]), size = planWorldSize(plan);
+  const outDir = args.out ?? `runs/parallel-${new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15)}`;
+  const files = runFiles(outDir), enc = new TextEncoder();
+  await Deno.mkdir(outDir, { recursive: true });
+  await writeAtomic(files.config, enc.encode(JSON.stringify({ ...cfg, plan, worldSize: size, net: net?.toString() ?? null, tokenizer: tokenizer.kind, vocabSize: tokenizer.vocabSize }, null, 2) + '\n'));
+  console.log(`plan: ${describePlan(plan)} · ${kind} trainer · ${cfg.arch} · vocab ${tokenizer.vocabSize} (${tokenizer.kind})`);
+  console.log(`data: ${cfg.data} · ${data.trainTokens} train / ${data.valTokens} val tokens · run: ${outDir}`);
+  console.log('note: parallel runs do not write checkpoints yet (no ckpt.safetensors, no --resume)');
+
+  const world = await World.launch({ size, url: await rankWorkerUrl(), net: net?.spec ?? null, trace: true, timeoutMs: 120_000, runTimeoutMs: 600_000 });
+  let valLoss: number | null = null;
+  try {
+    const metrics = await Deno.open(files.metrics, { write: true, create: true, truncate: true });
+    const write = (o: Record<string, unknown>) => metrics.writeSync(enc.encode(JSON.stringify(o) + '\n'));
+    const { steps, ranks } = await runParallel(world, plan, cfg, { tokens, vocabSize: tokenizer.vocabSize }, (r) => {
+      if (!Number.isFinite(r.loss)) throw new Error(`loss became ${r.loss} at step ${r.step}; lower --lr or check the data`);
+      const byKind: Record<string, number> = {};
+      for (const m of r.byDim) for (const [k, n] of Object.entries(m)) byKind[k] = (byKind[k] ?? 0) + n;
+      const bytes = Object.values(byKind).reduce((a, n) => a + 4 * n, 0);
+      write({ step: r.step, loss: r.loss, lr: r.lr, grad_norm: r.gradNorm, ms_per_step: r.ms, tokens_per_s: r.tokensPerSec, elements_by_collective: byKind, bytes_by_collective: Object.fromEntries(Object.entries(byKind).map(([k, n]) => [k, 4 * n])), sent_by_rank: r.sent });
+      if ((r.step + 1) % cfg.logInterval === 0 || r.step + 1 === cfg.steps || r.valLoss !== undefined) {
+        console.log(`step ${String(r.step).padStart(5)} | loss ${r.loss.toFixed(4)} | lr ${r.lr.toExponential(2)} | ${r.ms.toFixed(1)} ms/step | ${Math.round(r.tokensPerSec)} tokens/s | ${fmtBytes(bytes / size)} sent/rank`);
+      }
+      if (r.valLoss !== undefined) {
+        valLoss = r.valLoss;
+        write({ step: r.step, val_loss: r.valLoss });
+        console.log(`step ${String(r.step).padStart(5)} | val loss ${r.valLoss.toFixed(4)}`);
+      }
+    }, { backend: args.gpu as Backend });
+    metrics.close();
+    await writeAtomic(`${outDir}/trace.json`, enc.encode(JSON.stringify(await world.chromeTrace({ plan, net: net?.toString() ?? null, kind }))));
+    const acc = accounting(plan, model, cfg, steps, ranks);
+    await writeAtomic(`${outDir}/accounting.json`, enc.encode(JSON.stringify({ plan, ranks: acc }, null, 2) + '\n'));
+    const text = accountingText(plan, cfg, net?.toString() ?? 'none (messages cost no simulated time; --net prices them)', acc);
+    await writeAtomic(`${outDir}/plan.txt`, enc.encode(text + '\n'));
+    const bad = acc.flatMap((a) => a.traffic.filter((t) => t.exact && t.measured !== t.predicted).map((t) => `rank ${a.rank} ${t.key}`));
+    console.log(`accounting: ${bad.length ? `measured ≠ predicted on ${bad.join(', ')}` : 'measured elements per collective = predicted on every exact row'} (see plan.txt)`);
+    if (valLoss === null) console.log(`(${kind} ranks hold shards only: training loss reported, no validation loss)`);
+    console.log(`done: ${cfg.steps} steps on ${size} ranks · outputs in ${outDir}/ (metrics.jsonl, trace.json, config.json, plan.txt, accounting.json; parallel runs do not write checkpoints yet)`);
+  } finally {
+    await world.shutdown();
+  }
+  return valLoss;
+}
+
+if (import.meta.main) {
+  try {
+    await main(Deno.args);
+    Deno.exit(0);
+  } catch (e) {
+    console.error(`error: ${(e as Error).message.split('\n').join(' ')}`);
+    if (Deno.env.get('DEBUG')) console.error((e as Error).stack);
+    Deno.exit(1);
+  }
+}

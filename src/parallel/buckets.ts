@@ -1,0 +1,166 @@
+/**
+ * Gradient buckets and their overlap with backward, as PyTorch DDP's Reducer (Li et al.,
+ * "PyTorch Distributed", arXiv 2006.15704 §3.2) and picotron's data_parallel.py bucket manager:
+ * a bucket is a contiguous run of the ParamStore's flat gradient buffer (whole parameters,
+ * alignment padding included), and its collective starts as soon as no remaining backward
+ * node can add to any of its parameters.
+ *
+ * What overlaps in this runtime. Encoding backward is synchronous and GPU readback is async, so
+ * "launched during backward" means: when the tape has encoded the last node that touches a
+ * bucket, the bucket's readback is encoded and submitted at once (`gpu.read` flushes), and the
+ * rest of backward is encoded behind it. The GPU then runs the remaining backward kernels while
+ * the host receives the finished buckets and runs their collectives (message passing between
+ * workers) one after another in launch order — the same single-stream ordering NCCL gives DDP.
+ * Collectives never start before backward's encoding returns (JavaScript runs one task at a
+ * time), so the host's encoding work itself is not overlapped.
+ */
+import type { Gpu } from '../gpu/context.ts';
+import { Tensor } from '../gpu/tensor.ts';
+import { type Node, Tape } from '../autograd/tape.ts';
+import type { RuleTable } from '../autograd/tape.ts';
+import type { Param, ParamStore } from '../nn/params.ts';
+
+/** One bucket: flat-buffer elements [start, end) holding `params` whole. */
+export interface Bucket {
+  index: number;
+  start: number;
+  end: number;
+  params: Param[];
+}
+
+/**
+ * Splits the flat buffer into buckets of whole parameters, in declaration order.
+ *
+ * @param by a size in bytes: parameters are grouped from the end of the buffer (backward makes
+ *   the last declared parameters final first, as DDP's reverse-order buckets) until a bucket
+ *   reaches at least that many bytes; or `'layer'`: one bucket per layer (parameters named
+ *   `….h.<i>.…` share a bucket; any other parameter groups with neighbours of the same name
+ *   without its last component, e.g. `transformer.ln_f.weight` and `.bias`) — ZeRO-3's units.
+ * @throws Error when `by` is neither a positive number nor 'layer'.
+ */
+export function planBuckets(store: ParamStore, by: number | 'layer'): Bucket[] {
+  const ps = store.params;
+  const groups: Param[][] = [];
+  if (by === 'layer') {
+    const key = (n: string) => n.match(/^(.*\.h\.\d+)\./)?.[1] ?? n.slice(0, n.lastIndexOf('.'));
+    for (const p of ps) {
+      const last = groups.at(-1);
+      if (last && key(last[0].name) === key(p.name)) last.push(p);
+      else groups.push([p]);
+    }
+  } else {
+    if (!(typeof by === 'number' && by > 0)) throw new Error(`planBuckets: bucket size must be a positive number of bytes or 'layer', got ${by}`);
+    let cur: Param[] = [];
+    let bytes = 0;
+    for (let i = ps.length - 1; i >= 0; i--) {
+      cur.unshift(ps[i]);
+      bytes += paddedSize(store, i) * 4;
+      if (bytes >= by) {
+        groups.unshift(cur);
+        cur = [];
+        bytes = 0;
+      }
+    }
+    if (cur.length) groups.unshift(cur);
+  }
+  return groups.map((params, index) => {
+    const lastIdx = ps.indexOf(params[params.length - 1]);
+    return { index, start: params[0].offset, end: ps[lastIdx].offset + paddedSize(store, lastIdx), params };
+  });
+}
+
+/** Elements parameter i occupies in the flat buffer, alignment padding included. */
+function paddedSize(store: ParamStore, i: number): number {
+  const ps = store.params;
+  return (i + 1 < ps.length ? ps[i + 1].offset : store.grads.size) - ps[i].offset;
+}
+
+/** A view of flat buffer `flat` over elements [start, end) (start must be 256-byte aligned to be bound). */
+export function sliceOf(flat: Tensor, start: number, end: number, label = ''): Tensor {
+  return new Tensor(flat.gpu, flat.buffer, [end - start], 'f32', flat.offset + start * 4, false, label || `${flat.label}[${start}:${end}]`);
+}
+
+/** A tape that also keeps every node offered to it, so the last use of each parameter is known before backward. */
+export class LoggingTape extends Tape {
+  /** Every node offered to {@link record}, in forward order (also those the tape skips). */
+  readonly log: Node[] = [];
+  /** Logs the node, then records it as {@link Tape.record} does. */
+  override record(node: Node, inputs: readonly (Tensor | null)[], outputs: readonly Tensor[]): void {
+    this.log.push(node);
+    super.record(node, inputs, outputs);
+  }
+}
+
+/** Ids of the parameter value tensors a node's record mentions (those its rule accumulates into). */
+function paramRefs(node: Node, isParam: Set<number>): Set<number> {
+  const ids = new Set<number>();
+  for (const v of Object.values(node)) {
+    if (v instanceof Tensor && isParam.has(v.id)) ids.add(v.id);
+  }
+  return ids;
+}
+
+/** What one bucketed backward did, for tests and reports. */
+export interface OverlapStats {
+  /** Buckets whose readback was submitted before backward's encoding finished. */
+  launchedDuringBackward: number;
+  /** Bucket indices in launch order (the order of their collectives). */
+  order: number[];
+}
+
+/**
+ * Runs `tape.backward(rules)` and, for each bucket once its gradients are final, reads the
+ * bucket (elements [start, end) of `store.grads`) back and calls `collective(bucket, host)`;
+ * the calls run one at a time in launch order, which is the same on every rank because every
+ * rank encodes the same graph. Resolves when every bucket's collective has finished.
+ * A bucket whose parameters some logged node mentions but the tape skipped (no input needed a
+ * gradient) never becomes final during backward; such buckets launch after it, last first.
+ * @throws (rejects with) the first collective's error.
+ */
+export async function backwardWithBuckets(
+  gpu: Gpu,
+  store: ParamStore,
+  buckets: readonly Bucket[],
+  tape: LoggingTape,
+  rules: RuleTable,
+  collective: (b: Bucket, host: Float32Array) => Promise<void>,
+): Promise<OverlapStats> {
+  const owner = new Map<number, number>();
+  buckets.forEach((b) => b.params.forEach((p) => owner.set(p.value.id, b.index)));
+  const isParam = new Set(owner.keys());
+  const uses = new Map<number, number>();
+  const refs = new Map<Node, Set<number>>();
+  for (const node of tape.log) {
+    const r = paramRefs(node, isParam);
+    refs.set(node, r);
+    for (const id of r) uses.set(id, (uses.get(id) ?? 0) + 1);
+  }
+  const open = buckets.map((b) => new Set(b.params.map((p) => p.value.id).filter((id) => uses.has(id))));
+  const launched = new Set<number>();
+  const stats: OverlapStats = { launchedDuringBackward: 0, order: [] };
+  let chain: Promise<void> = Promise.resolve();
+  const launch = (k: number) => {
+    launched.add(k);
+    stats.order.push(k);
+    const b = buckets[k];
+    const read = gpu.read(sliceOf(store.grads, b.start, b.end)) as Promise<Float32Array>;
+    read.catch(() => {});
+    chain = chain.then(async () => collective(b, await read));
+  };
+  tape.backward(rules, (node) => {
+    for (const id of refs.get(node) ?? []) {
+      const left = uses.get(id)! - 1;
+      uses.set(id, left);
+      if (left > 0) continue;
+      const k = owner.get(id)!;
+      open[k].delete(id);
+      if (open[k].size === 0 && !launched.has(k)) {
+        launch(k);
+        stats.launchedDuringBackward++;
+      }
+    }
+  });
+  for (let k = buckets.length - 1; k >= 0; k--) if (!launched.has(k)) launch(k);
+  await chain;
+  return stats;
+}

@@ -1,0 +1,336 @@
+/**
+ * Analytical costs of a parallel plan (DESIGN.md §6–§7, issue 5 item 8): exact elements each
+ * rank sends in every collective algorithm of src/dist/algorithms.ts, α-β time predictions,
+ * per-rank memory under each ZeRO stage, the pipeline bubble, and the per-step traffic of a
+ * whole plan by parallel dimension ({@link stepTraffic}, DESIGN.md §7's table made exact).
+ *
+ * Units: elements (one f32 = 4 bytes), bytes, µs. `n` is the element count of the buffer a
+ * call is made with: the vector for allReduce / broadcast / reduce, the full input (p·c) for
+ * reduceScatter and allToAll, the full output (p·c) for allGather — the `count` the trace's
+ * message headers carry.
+ */
+import { chunkOffsets, fold } from '../dist/algorithms.ts';
+import type { Algorithm } from '../dist/communicator.ts';
+import type { LinkSpec } from '../dist/network.ts';
+import type { MeshCoords } from '../dist/mesh.ts';
+import { microBatchSize, type ParallelPlan, planGroup, planMesh, type PlanModel, rankParams } from './plan.ts';
+
+export type Collective = 'allReduce' | 'reduceScatter' | 'allGather' | 'broadcast' | 'reduce' | 'allToAll';
+
+/** What one rank puts on the wire in one call. */
+export interface Traffic {
+  elements: number;
+  messages: number;
+}
+
+const ZERO: Traffic = { elements: 0, messages: 0 };
+const add = (a: Traffic, b: Traffic): Traffic => ({ elements: a.elements + b.elements, messages: a.messages + b.messages });
+const one = (elements: number): Traffic => ({ elements, messages: 1 });
+
+/** Elements recursive halving sends from new rank nr over super-chunk offsets `so` (algorithms.ts `halving`). */
+function halvingSent(nr: number, pof2: number, so: number[]): Traffic {
+  let t = ZERO, lo = 0, hi = pof2;
+  for (let mask = pof2 >> 1; mask >= 1; mask >>= 1) {
+    const mid = lo + mask;
+    const [keepLo, keepHi, sendLo, sendHi] = nr & mask ? [mid, hi, lo, mid] : [lo, mid, mid, hi];
+    t = add(t, one(so[sendHi] - so[sendLo]));
+    [lo, hi] = [keepLo, keepHi];
+  }
+  return t;
+}
+
+/** Elements recursive doubling sends from new rank nr (algorithms.ts `doubling`). */
+function doublingSent(nr: number, pof2: number, so: number[]): Traffic {
+  let t = ZERO, lo = nr;
+  for (let mask = 1; mask < pof2; mask <<= 1) {
+    t = add(t, one(so[lo + mask] - so[lo]));
+    lo = Math.min(lo, lo ^ mask);
+  }
+  return t;
+}
+
+/** Binomial tree from `root`: what rank r sends in a broadcast (algorithms.ts `binomialBroadcast`). */
+function binomialBcastSent(n: number, p: number, r: number, root: number): Traffic {
+  const rr = (((r - root) % p) + p) % p;
+  let mask = 1, t = ZERO;
+  while (mask < p && !(rr & mask)) mask <<= 1;
+  for (mask >>= 1; mask > 0; mask >>= 1) if (rr + mask < p) t = add(t, one(n));
+  return t;
+}
+
+/**
+ * Exact elements and messages group rank `r` of `p` sends in one call of `coll` with
+ * `algorithm` on a buffer of `n` elements (see the module doc), mirroring
+ * src/dist/algorithms.ts step by step (chunks from `chunkOffsets`, MPICH's non-power-of-two
+ * fold). Ring allReduce on rank r sends 2n − chunk(r) − chunk(r+1).
+ * @throws Error for an algorithm the collective does not accept or bad sizes.
+ */
+export function collectiveTraffic(coll: Collective, algorithm: Algorithm, n: number, p: number, r: number, root = 0): Traffic {
+  if (!Number.isInteger(n) || n < 0 || !Number.isInteger(p) || p < 1 || !Number.isInteger(r) || r < 0 || r >= p) {
+    throw new Error(`collectiveTraffic: need integers n ≥ 0, p ≥ 1, 0 ≤ r < p; got n ${n}, p ${p}, r ${r}`);
+  }
+  if (p === 1) return ZERO;
+  const offs = chunkOffsets(n, p), size = (c: number) => offs[(c % p) + 1] - offs[c % p];
+  const f = fold(p, r), folded = r < 2 * f.rem;
+  const superOffs = () => [...Array(f.pof2).keys()].map((nr) => offs[f.chunks(nr)[0]]).concat(offs[p]);
+  const bad = () => new Error(`collectiveTraffic: ${coll} has no algorithm '${algorithm}'`);
+  switch (coll) {
+    case 'allReduce':
+      if (algorithm === 'ring') return { elements: 2 * n - size(r) - size(r + 1), messages: 2 * (p - 1) };
+      if (algorithm === 'direct') return { elements: (p - 1) * n, messages: p - 1 };
+      if (algorithm === 'binomial') return add(r === root ? ZERO : one(n), binomialBcastSent(n, p, r, root));
+      if (algorithm === 'recursive-doubling' || algorithm === 'rabenseifner') {
+        if (folded && f.newRank < 0) return one(n); // hands its vector to r+1 and waits
+        const so = chunkOffsets(n, f.pof2);
+        const core = algorithm === 'rabenseifner'
+          ? add(halvingSent(f.newRank, f.pof2, so), doublingSent(f.newRank, f.pof2, so))
+          : { elements: Math.log2(f.pof2) * n, messages: Math.log2(f.pof2) };
+        return folded ? add(core, one(n)) : core;
+      }
+      throw bad();
+    case 'reduceScatter':
+      if (algorithm === 'ring' || algorithm === 'direct') return { elements: n - size(r), messages: p - 1 };
+      if (algorithm === 'rabenseifner') {
+        if (folded && f.newRank < 0) return one(n);
+        const core = halvingSent(f.newRank, f.pof2, superOffs());
+        return folded ? add(core, one(size(r - 1))) : core;
+      }
+      throw bad();
+    case 'allGather':
+      if (algorithm === 'ring') return { elements: n - size(r + 1), messages: p - 1 };
+      if (algorithm === 'direct') return { elements: (p - 1) * size(r), messages: p - 1 };
+      if (algorithm === 'recursive-doubling') {
+        if (folded && f.newRank < 0) return one(size(r));
+        const core = doublingSent(f.newRank, f.pof2, superOffs());
+        return folded ? add(core, one(n)) : core;
+      }
+      throw bad();
+    case 'broadcast':
+      if (algorithm === 'binomial') return binomialBcastSent(n, p, r, root);
+      if (algorithm === 'direct') return r === root ? { elements: (p - 1) * n, messages: p - 1 } : ZERO;
+      throw bad();
+    case 'reduce':
+      if (algorithm === 'binomial' || algorithm === 'direct') return r === root ? ZERO : one(n);
+      throw bad();
+    case 'allToAll':
+      if (algorithm === 'direct') return { elements: n - size(r), messages: p - 1 };
+      throw bad();
+  }
+  throw new Error(`collectiveTraffic: unknown collective '${coll}'`);
+}
+
+/**
+ * α-β(-γ) time of one call in µs (DESIGN.md §6 table, MPICH's cost model): n bytes, p ranks,
+ * α = link latency, β = 1/bandwidth, γ = reduction time per byte (default 0), lg = ⌈log2 p⌉.
+ * ring allReduce 2(p−1)α + 2(p−1)/p·nβ + (p−1)/p·nγ; recursive doubling lg p·(α + nβ + nγ);
+ * Rabenseifner 2 lg p·α + 2(p−1)/p·nβ + (p−1)/p·nγ; ring allGather / reduceScatter and
+ * pairwise allToAll (p−1)α + (p−1)/p·nβ (+ (p−1)/p·nγ to reduce); binomial broadcast / reduce
+ * lg p·(α + nβ) (+ lg p·nγ); direct: (p−1)α + (p−1)·nβ for the busiest rank.
+ */
+export function collectiveTimeUs(coll: Collective, algorithm: Algorithm, bytes: number, p: number, link: LinkSpec, gammaUsPerByte = 0): number {
+  if (p <= 1 || bytes === 0) return 0;
+  const a = link.alphaUs, b = 1 / (link.betaGBps * 1e3), g = gammaUsPerByte, n = bytes, lg = Math.ceil(Math.log2(p)), f = (p - 1) / p;
+  const reduces = coll === 'allReduce' || coll === 'reduceScatter' || coll === 'reduce';
+  if (algorithm === 'direct') return (p - 1) * a + (coll === 'allToAll' || coll === 'allGather' || coll === 'reduceScatter' ? f : p - 1) * n * b;
+  if (coll === 'allReduce') {
+    if (algorithm === 'ring') return 2 * (p - 1) * a + 2 * f * n * b + f * n * g;
+    if (algorithm === 'recursive-doubling') return lg * (a + n * b + n * g);
+    if (algorithm === 'rabenseifner') return 2 * lg * a + 2 * f * n * b + f * n * g;
+    if (algorithm === 'binomial') return 2 * lg * (a + n * b) + lg * n * g;
+  }
+  if (coll === 'reduceScatter' || coll === 'allGather' || coll === 'allToAll') {
+    const steps = algorithm === 'ring' || coll === 'allToAll' ? p - 1 : lg;
+    return steps * a + f * n * b + (reduces ? f * n * g : 0);
+  }
+  if (coll === 'broadcast' || coll === 'reduce') return lg * (a + n * b) + (reduces ? lg * n * g : 0);
+  throw new Error(`collectiveTimeUs: ${coll} has no algorithm '${algorithm}'`);
+}
+
+/** One point-to-point message of `bytes` in µs: α + bytes/β. */
+export const p2pTimeUs = (bytes: number, link: LinkSpec) => (bytes === 0 ? 0 : link.alphaUs + bytes / (link.betaGBps * 1e3));
+
+/** Bytes per rank of parameters, gradients and optimizer state. */
+export interface MemoryBytes {
+  params: number;
+  grads: number;
+  optimizer: number;
+  total: number;
+}
+
+const mem = (params: number, grads: number, optimizer: number): MemoryBytes => ({ params, grads, optimizer, total: params + grads + optimizer });
+
+function checkZero(psi: number, d: number, zero: number, what: string): void {
+  if (!Number.isInteger(psi) || psi < 0 || !Number.isInteger(d) || d < 1 || ![0, 1, 2, 3].includes(zero)) {
+    throw new Error(`${what}: need Ψ ≥ 0 and d ≥ 1 integers and zero in 0…3; got Ψ ${psi}, d ${d}, zero ${zero}`);
+  }
+}
+
+/**
+ * Memory per rank in this sandbox's pure-fp32 training (ZeRO, Rajbhandari et al., arXiv
+ * 1910.02054, with fp32 everywhere): 4 bytes of parameter, 4 of gradient and 8 of AdamW
+ * state (m, v) per parameter. Stage 1 shards the optimizer state, stage 2 also the
+ * gradients, stage 3 also the parameters, over d ranks; a shard is ⌈Ψ/d⌉ elements (the flat
+ * buffer padded to a multiple of d so reduce-scatter splits it evenly).
+ * @throws Error on a negative Ψ, d < 1 or a stage outside 0…3.
+ */
+export function zeroMemoryFp32(psi: number, d: number, zero: 0 | 1 | 2 | 3): MemoryBytes {
+  checkZero(psi, d, zero, 'zeroMemoryFp32');
+  const shard = Math.ceil(psi / d);
+  return mem(4 * (zero >= 3 ? shard : psi), 4 * (zero >= 2 ? shard : psi), 8 * (zero >= 1 ? shard : psi));
+}
+
+/**
+ * DESIGN.md §7's mixed-precision formulas (ZeRO paper §5): fp16 parameters 2Ψ, fp16
+ * gradients 2Ψ, k bytes of fp32 optimizer state per parameter (k = 12: master weights, m, v):
+ * no ZeRO 16Ψ; ZeRO-1 4Ψ + kΨ/d; ZeRO-2 2Ψ + (2+k)Ψ/d; ZeRO-3 (4+k)Ψ/d (unrounded).
+ * @throws Error on a negative Ψ, d < 1 or a stage outside 0…3.
+ */
+export function zeroMemoryMixed(psi: number, d: number, zero: 0 | 1 | 2 | 3, k = 12): MemoryBytes {
+  checkZero(psi, d, zero, 'zeroMemoryMixed');
+  return mem(2 * psi / (zero >= 3 ? d : 1), 2 * psi / (zero >= 2 ? d : 1), k * psi / (zero >= 1 ? d : 1));
+}
+
+/**
+ * Share of a step the pipeline idles: (p−1)/(v·m + p−1) for p stages, m micro-batches and
+ * v model chunks per rank (v = 1: GPipe and 1F1B, Huang et al. / Narayanan et al.; v > 1:
+ * interleaved 1F1B shrinks the bubble v-fold). @throws Error on non-positive inputs.
+ */
+export function bubbleFraction(p: number, m: number, v = 1): number {
+  if (![p, m, v].every((x) => Number.isInteger(x) && x >= 1)) throw new Error(`bubbleFraction: p ${p}, m ${m}, v ${v} must be positive integers`);
+  return (p - 1) / (v * m + p - 1);
+}
+
+export type PlanDim = 'dp' | 'tp' | 'pp' | 'cp' | 'ep';
+
+/** One kind of traffic of one rank in one optimizer step. */
+export interface CommRow {
+  dim: PlanDim;
+  what: string;
+  collective: Collective | 'send';
+  algorithm: Algorithm | 'p2p';
+  /** World ranks of the group (sender first for `send`). */
+  group: number[];
+  calls: number;
+  /** Elements of one call's buffer (see the module doc); for `send` the message size. */
+  n: number;
+  /** Elements this rank sends over the step (4 bytes each). */
+  elements: number;
+  messages: number;
+  /** False where the count depends on choices the formula cannot see (ZeRO-3 per-layer padding, ring-attention backward). */
+  exact: boolean;
+}
+
+/** Knobs of {@link stepTraffic}: collective algorithm (default ring), MoE routing, Linear biases. */
+export interface TrafficOptions {
+  algorithm?: 'ring' | 'recursive-doubling' | 'rabenseifner' | 'direct';
+  topK?: number;
+  capacityFactor?: number;
+  bias?: boolean;
+  /**
+   * Dense gradient buckets as the trainer calls them (elements of each call's buffer: the
+   * allReduce vector, or the padded d·c_k of a ZeRO reduce-scatter / all-gather); absent: one
+   * flat buffer of Ψ (padded to a multiple of the group for ZeRO).
+   */
+  buckets?: number[];
+}
+
+/**
+ * Every message `rank` sends in one optimizer step of `plan` (DESIGN.md §7), one row per kind:
+ * - dp: gradients synchronised over the dp·cp ranks that share parameters (Megatron's
+ *   data-parallel group with context parallelism), per bucket: one allReduce (zero 0); a
+ *   reduce-scatter (per micro-batch for zero 2) + one all-gather of the updated parameters
+ *   (zero 1/2); all-gathers in forward and backward plus a reduce-scatter per micro-batch
+ *   (zero 3) — as src/parallel/data_parallel.ts and zero.ts; plus the 1-element loss average
+ *   (and ZeRO's 1-element gradient-norm sum);
+ *   expert parameters over the dp·cp/ep ranks holding the same experts; with pp > 1 the tied
+ *   embedding's gradient is summed between the first and last stage.
+ * - tp: per layer and micro-batch 4 allReduces of b·s·C (2 forward at the row-parallel
+ *   outputs, 2 backward at the column-parallel inputs); with sp 4 all-gathers + 4
+ *   reduce-scatters instead, plus one allReduce of the LayerNorm/bias gradients per step; the
+ *   vocab-parallel embedding (1 forward), head input (1 backward) and cross-entropy (max,
+ *   target logit, sum of exponentials: 3 allReduces of b·s) as in Megatron's tensor_parallel.
+ * - pp: b·s·C (/tp under sp) per stage boundary per micro-batch, forward and backward.
+ * - cp ring: K and V (2·b·s·C/tp) passed cp−1 times per layer per micro-batch; backward ≈ 2×.
+ * - cp Ulysses: 8 allToAlls of b·s·C/tp per layer per micro-batch (q, k, v, out; both passes).
+ * - ep: dispatch + combine allToAlls of nExpert·capacity·C per MoE layer, forward and backward,
+ *   capacity = ⌈capacityFactor·tokens·topK/nExpert⌉ (GShard / Switch Transformer buffers).
+ * b = batchSize/(dp·microBatches), s = blockSize/cp. The plan must be valid (validatePlan).
+ */
+export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, o: TrafficOptions = {}): CommRow[] {
+  const algo = o.algorithm ?? 'ring', mesh = planMesh(plan), me = mesh.coords(rank), rows: CommRow[] = [];
+  const { dp, pp: P, cp, tp: t, ep, zero, sp, microBatches: m, virtualStages: v } = plan;
+  const C = model.nEmbd, b = microBatchSize(plan, model), s = model.blockSize / cp, L = model.nLayer / P;
+  const par = rankParams(plan, model, rank, o.bias ?? true);
+  const at = (c: Partial<MeshCoords>) => mesh.rankOf({ ...me, ...c });
+  const push = (dim: PlanDim, what: string, coll: Collective, group: number[], n: number, calls: number, exact = true) => {
+    if (group.length < 2 || calls === 0 || n === 0) return;
+    const a: Algorithm = coll === 'allToAll' || (coll === 'reduceScatter' && algo === 'recursive-doubling') ? 'direct' : coll === 'allGather' && algo === 'rabenseifner' ? 'recursive-doubling' : algo;
+    const tr = collectiveTraffic(coll, a, n, group.length, group.indexOf(rank));
+    rows.push({ dim, what, collective: coll, algorithm: a, group, calls, n, elements: tr.elements * calls, messages: tr.messages * calls, exact });
+  };
+  const sends = (dim: PlanDim, what: string, group: number[], n: number, count: number, exact = true) => {
+    if (count > 0 && n > 0) rows.push({ dim, what, collective: 'send', algorithm: 'p2p', group, calls: count, n, elements: n * count, messages: count, exact });
+  };
+  // dp: gradient synchronisation (and ZeRO's parameter gathers).
+  const dpcp = (keep: (d: number) => boolean) => [...Array(dp).keys()].filter(keep).flatMap((d) => [...Array(cp).keys()].map((c) => at({ dp: d, cp: c })));
+  const sync = (what: string, group: number[], psi: number, buckets?: number[]) => {
+    const d = group.length, calls = (buckets ?? [psi]).map((n) => ({ n, padded: buckets ? n : Math.ceil(n / d) * d }));
+    for (const { n, padded } of calls) {
+      if (zero === 0) push('dp', `${what} gradients`, 'allReduce', group, n, 1);
+      else if (zero < 3) {
+        push('dp', `${what} gradients (ZeRO-${zero})`, 'reduceScatter', group, padded, zero === 2 ? m : 1);
+        push('dp', `${what} parameters (ZeRO-${zero})`, 'allGather', group, padded, 1);
+      } else {
+        push('dp', `${what} parameters, forward + backward (ZeRO-3)`, 'allGather', group, padded, 2 * m, !!buckets);
+        push('dp', `${what} gradients (ZeRO-3)`, 'reduceScatter', group, padded, m, !!buckets);
+      }
+    }
+  };
+  const dpGroup = dpcp(() => true);
+  push('dp', 'loss average', 'allReduce', dpGroup, 1, 1);
+  if (zero > 0) push('dp', 'gradient norm (ZeRO)', 'allReduce', dpGroup, 1, 1);
+  sync('dense', dpGroup, par.dense, o.buckets);
+  sync('expert', dpcp((d) => d % ep === me.dp % ep), par.expert);
+  if (P > 1 && (me.pp === 0 || me.pp === P - 1)) push('pp', 'tied embedding gradients', 'allReduce', [at({ pp: 0 }), at({ pp: P - 1 })], par.embedding, 1);
+  // tp: Megatron's f/g operators, or sequence parallelism's all-gather / reduce-scatter.
+  const tpGroup = mesh.group('tp', rank), bsh = b * s * C, first = me.pp === 0, last = me.pp === P - 1;
+  if (!sp) {
+    push('tp', 'layer outputs fwd + inputs bwd', 'allReduce', tpGroup, bsh, 4 * L * m);
+    if (first) push('tp', 'vocab-parallel embedding (fwd)', 'allReduce', tpGroup, bsh, m);
+    if (last) push('tp', 'LM head input (bwd)', 'allReduce', tpGroup, bsh, m);
+  } else {
+    push('tp', 'sequence-parallel gathers (2 fwd, 2 bwd per layer)', 'allGather', tpGroup, bsh, 4 * L * m);
+    push('tp', 'sequence-parallel scatters (2 fwd, 2 bwd per layer)', 'reduceScatter', tpGroup, bsh, 4 * L * m);
+    if (first) push('tp', 'embedding scatter (fwd)', 'reduceScatter', tpGroup, bsh, m);
+    if (first) push('tp', 'embedding gather (bwd)', 'allGather', tpGroup, bsh, m);
+    if (last) push('tp', 'LM head gather (fwd)', 'allGather', tpGroup, bsh, m);
+    if (last) push('tp', 'LM head scatter (bwd)', 'reduceScatter', tpGroup, bsh, m);
+    push('tp', 'LayerNorm and row-parallel bias gradients', 'allReduce', tpGroup, par.spReplicated, 1);
+  }
+  if (last) push('tp', 'vocab-parallel cross-entropy (max, target, sum-exp)', 'allReduce', tpGroup, b * s, 3 * m);
+  // pp: activations forward, their gradients backward, for every local stage with a neighbour.
+  const S = P * v, stages = [...Array(v).keys()].map((c) => c * P + me.pp), act = sp ? bsh / t : bsh;
+  const ppGroup = mesh.group('pp', rank);
+  sends('pp', 'activations (fwd)', ppGroup, act, m * stages.filter((st) => st < S - 1).length);
+  sends('pp', 'activation gradients (bwd)', ppGroup, act, m * stages.filter((st) => st > 0).length);
+  // cp: ring attention or Ulysses.
+  const cpGroup = mesh.group('cp', rank), kv = 2 * b * s * (C / t);
+  if (cp > 1 && plan.cpKind === 'ring') {
+    sends('cp', 'ring attention K,V blocks (fwd)', cpGroup, kv, (cp - 1) * L * m);
+    sends('cp', 'ring attention K,V + dK,dV blocks (bwd, ≈ 2× fwd)', cpGroup, 2 * kv, (cp - 1) * L * m, false);
+  } else if (cp > 1) push('cp', 'Ulysses q, k, v, out (fwd + bwd)', 'allToAll', cpGroup, b * s * (C / t), 8 * L * m);
+  // ep: MoE dispatch and combine.
+  if (model.nExpert && ep > 1) {
+    const E = model.nExpert, tokens = sp ? (b * s) / t : b * s;
+    const cap = Math.ceil(((o.capacityFactor ?? 1.25) * tokens * (o.topK ?? 1)) / E);
+    push('ep', `MoE dispatch + combine (capacity ${cap})`, 'allToAll', planGroup(plan, 'ep', rank), E * cap * C, 4 * L * m);
+  }
+  return rows;
+}
+
+/** Elements per parallel dimension and collective, summed over rows: `dp/allReduce` → elements. */
+export function trafficByKind(rows: CommRow[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const r of rows) out.set(`${r.dim}/${r.collective}`, (out.get(`${r.dim}/${r.collective}`) ?? 0) + r.elements);
+  return out;
+}

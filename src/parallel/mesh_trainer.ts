@@ -1,0 +1,311 @@
+/**
+ * One trainer over the whole [dp, pp, cp, tp] DeviceMesh (issue 5 item 7; DESIGN.md §6–§7),
+ * composing the strategies that work alone elsewhere in src/parallel the way Megatron-LM and
+ * picotron compose them (Narayanan et al., arXiv 2104.04473, "PTD-P"):
+ *
+ * STABLE API (the CLI and workers code against this; added fields may appear, none go away):
+ *
+ *   const t = new MeshTrainer(gpu, cfg: TrainConfig, plan: ParallelPlan, world: Communicator,
+ *                             data: TextDataset, vocabSize: number);
+ *   const rec: MeshStepRecord = await t.step(step);   // every rank, same steps, in order
+ *     rec.loss, rec.gradNorm, rec.lr, rec.step        // global values, equal on every rank
+ *     rec.sent     // elements this rank sent, keyed `group/op` (traffic.ts)
+ *     rec.timeline // this rank's compute / comm / idle spans, ms from rec.origin (epoch ms)
+ *   await t.gradients() / await t.parameters()      // Map<name, Float32Array> of this rank's shards
+ *                                                    // (not collective; see gradients() for ZeRO-1)
+ *   t.coords, t.groups, t.positions                  // mesh coordinates, world ranks of each group, cp tokens
+ *   t.describe()                                     // one line: the plan and this rank's place
+ *   t.destroy();
+ *
+ *   `checkMeshPlan(plan, cfg, vocabSize, worldSize)` throws the same up-front errors the
+ *   constructor throws (invalid plan, unsupported combination) without touching a device.
+ *   cfg.batchSize is the GLOBAL batch of one step (plan.ts convention); cfg.gradAccum must be 1
+ *   (micro-batching is plan.microBatches); arch gpt; goldfish / NEFTune off. Weights start from
+ *   cfg.seed exactly as the single-rank GPT's (no GPU needed to draw them).
+ *   `sent` keys: `tp[..]/act|ce|sp-grads/<op>`, `pp[..]:p2p/send`, `cp[..]/attn:p2p/send` (ring)
+ *   or `cp[..]/attn/allToAll` (Ulysses), `dp[..]` (`dpcp[..]` with cp) `/grads/allReduce` or, with
+ *   ZeRO-1, `/grads/reduceScatter` + `/params/allGather`, `embedding[first,last]/allReduce`,
+ *   `world/scalars/allReduce`; per-rank formulas in tests/parallel/mesh_harness.ts.
+ *
+ * Composition per rank (world rank → mesh coordinates by plan.ts `planMesh`, every group from
+ * `planGroup`; no rank arithmetic here):
+ * - pp: the pipeline executor of pipeline.ts (GPipe / 1F1B / interleaved programs from
+ *   pipeline_schedule.ts, p2p send/recv on the pp group) runs this rank's stages;
+ * - tp (+ sp): each stage's blocks, embedding and head are TensorParallelGPT's pieces
+ *   (tensor_parallel.ts) over the rank's tp group; mesh_stage.ts adapts them to a pipeline stage;
+ * - cp: this rank holds the T/cp tokens of every row at context_parallel.ts `cpPositions`
+ *   (zig-zag for ring, contiguous for Ulysses); attention inside each block is ring attention or
+ *   Ulysses over the cp group (tensor_parallel.ts's `context` option);
+ * - dp: this rank takes rows [dp_i·B/dp, (dp_i+1)·B/dp) of the global batch (split into m
+ *   micro-batches); after the schedule, one allReduce (avg) of the whole gradient, packed
+ *   (Ψ_r = plan.ts rankParams().dense elements), over the dp·cp ranks of its (pp, tp) coordinate;
+ * - the tied embedding: wte's gradient summed between the first and the last stage of the same
+ *   (dp, tp) coordinate (Megatron's embedding group), sp: the LayerNorm/bias/wpe partials over tp;
+ * - the global grad norm: one world allReduce of [Σ squares counted once, loss share] — each
+ *   parameter counted on dp and cp index 0 only, replicated (tp) ones on tp index 0 only, the head's
+ *   wte copy never — then torch's clip scale and AdamW on the rank's own shard.
+ * - zero 1: instead of the allReduce, mesh_zero.ts's reduce-scatter / piece update / all-gather
+ *   over the same dp·cp group.
+ * Not composed (thrown up front, naming the combination): ep > 1, zero 2 and 3.
+ */
+import type { Gpu } from '../gpu/context.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { adamwUpdate, packAdamHyper } from '../kernels/adamw.ts';
+import type { Communicator } from '../dist/communicator.ts';
+import type { MeshCoords, MeshDim } from '../dist/mesh.ts';
+import { wallMs } from '../dist/trace.ts';
+import type { TextDataset } from '../data/dataset.ts';
+import type { TrainConfig } from '../train/config.ts';
+import { lrAt, type ScheduleSpec, scheduleFromConfig, validateSchedule } from '../train/schedules.ts';
+import type { StepRecord } from '../train/trainer.ts';
+import { checkPipeline, PipelineExecutor, type SpanFn } from './pipeline.ts';
+import type { PipelineSchedule, Span } from './pipeline_schedule.ts';
+import { gptInitialWeights, WTE } from './pipeline_stage.ts';
+import { describePlan, type ParallelPlan, planGroup, planMesh, validatePlan } from './plan.ts';
+import { gptConfigOf, shardKind } from './tensor_parallel.ts';
+import { allReduceSequenceParallelGrads } from './sequence_parallel.ts';
+import { subGroup } from './data_parallel.ts';
+import { type Sent, TrafficMeter } from './traffic.ts';
+import { TensorParallelStages } from './mesh_stage.ts';
+import { cpPositions, takePositions } from './context_parallel.ts';
+import { MeshZero1 } from './mesh_zero.ts';
+
+/** One optimizer step as a mesh rank saw it; `loss`, `gradNorm` and `lr` are global. */
+export interface MeshStepRecord extends StepRecord {
+  /** Elements this rank sent during the step, keyed `group/op` (traffic.ts), e.g. `tp[0,1]/act/allReduce`. */
+  sent: Sent;
+  /** This rank's compute / comm / idle spans, ms from `origin`, in time order. */
+  timeline: Span[];
+  /** Wall clock (epoch ms, src/dist/trace.ts wallMs) of the step's start, to line ranks' timelines up. */
+  origin: number;
+}
+
+/**
+ * Checks, before any device or message, that `plan` can train `cfg` on `worldSize` ranks with
+ * this trainer, and returns the pipeline program every pp rank runs.
+ * @throws Error naming an unsupported combination ("mesh trainer: context parallelism (cp 2) is
+ *   not composed yet …"), then validatePlan's list of broken rules, then checkPipeline's
+ *   (arch gpt, gradAccum 1, no goldfish / NEFTune, a valid schedule).
+ */
+export function checkMeshPlan(plan: ParallelPlan, cfg: TrainConfig, vocabSize: number, worldSize: number): PipelineSchedule {
+  const unsupported: string[] = [];
+  if (plan.ep > 1) unsupported.push(`expert parallelism (ep ${plan.ep}) with ${describeOthers(plan, 'ep')}`);
+  if (plan.zero > 1) unsupported.push(`ZeRO-${plan.zero} with ${describeOthers(plan, 'zero')} (stage 1 only)`);
+  if (unsupported.length) {
+    throw new Error(`mesh trainer: ${unsupported.join('; ')} is not supported (it composes dp × pp × cp × tp (+ sp) only; ` +
+      `use the ZeRO or expert-parallel trainers alone)`);
+  }
+  const { nLayer, nHead, nEmbd, blockSize, batchSize } = cfg;
+  validatePlan(plan, { nLayer, nHead, nEmbd, blockSize, batchSize, vocabSize }, worldSize);
+  return checkPipeline({ ...cfg, batchSize: batchSize / plan.dp }, plan.pp, {
+    schedule: plan.schedule, microBatches: plan.microBatches, virtualStages: plan.schedule === 'interleaved' ? plan.virtualStages : undefined,
+  });
+}
+
+/** "pp 2 · tp 2" — the plan's other non-trivial degrees, for error messages. */
+function describeOthers(plan: ParallelPlan, skip: string): string {
+  const parts = (['dp', 'pp', 'cp', 'tp'] as const).filter((d) => d !== skip && plan[d] > 1).map((d) => `${d} ${plan[d]}`);
+  return parts.length ? parts.join(' · ') : 'this trainer';
+}
+
+/** The per-rank trainer of a dp × pp × tp (+ sp) plan (see the module doc). */
+export class MeshTrainer {
+  readonly schedule: ScheduleSpec;
+  readonly program: PipelineSchedule;
+  readonly stages: TensorParallelStages;
+  /** This rank's mesh coordinates. */
+  readonly coords: MeshCoords;
+  /**
+   * World ranks of this rank's group along each mesh dimension, its gradient-sync group
+   * `dpcp` (the dp·cp ranks holding the same shard, dp-major) and its embedding group ([] when none).
+   */
+  readonly groups: Record<MeshDim | 'dpcp' | 'embedding', number[]>;
+  /** Global positions of this rank's T/cp tokens of every sequence (0…T−1 without cp). */
+  readonly positions: Int32Array;
+  /** Rows per micro-batch, b = B / (dp·m). */
+  readonly rows: number;
+  private readonly exec: PipelineExecutor;
+  private readonly dpGrads: Communicator;
+  /** ZeRO-1 over the dp·cp group (plan.zero 1), else null. */
+  readonly zero: MeshZero1 | null;
+  private readonly spGrads: Communicator | null;
+  private readonly embGroup: Communicator | null;
+  private readonly scalars: Communicator;
+  private readonly meter: TrafficMeter;
+  private readonly lossAcc: Tensor;
+  private readonly norm: Tensor;
+  private readonly hyper: Tensor;
+
+  /**
+   * @param world the world communicator (size dp·pp·cp·tp); every rank constructs the trainer
+   *   with the same config, plan and data and calls {@link step} with the same steps.
+   * @throws Error from {@link checkMeshPlan} or the LR schedule check.
+   */
+  constructor(readonly gpu: Gpu, readonly cfg: TrainConfig, readonly plan: ParallelPlan, world: Communicator, readonly data: TextDataset, vocabSize: number) {
+    this.program = checkMeshPlan(plan, cfg, vocabSize, world.size);
+    this.schedule = scheduleFromConfig(cfg);
+    validateSchedule(this.schedule, cfg.steps);
+    const mesh = planMesh(plan, world.rank), rank = world.rank;
+    this.coords = mesh.coords();
+    const group = (dim: MeshDim) => planGroup(plan, dim, rank);
+    const pp = group('pp'), ends = [...new Set([pp[0], pp[pp.length - 1]])];
+    // Megatron's data-parallel group with context parallelism: every cp rank of every dp replica.
+    const dpcp = group('dp').flatMap((r) => planGroup(plan, 'cp', r));
+    this.groups = { dp: group('dp'), pp, cp: group('cp'), tp: group('tp'), dpcp, embedding: ends.length > 1 && ends.includes(rank) ? ends : [] };
+    const comm = (dim: MeshDim) => world.newGroup(this.groups[dim], `${dim}[${this.groups[dim].join(',')}]`);
+    const tp = comm('tp'), T = cfg.blockSize;
+    this.positions = plan.cp > 1 ? cpPositions(plan.cpKind, this.coords.cp, plan.cp, T) : Int32Array.from({ length: T }, (_, i) => i);
+    const context = plan.cp > 1 ? { group: subGroup(comm('cp'), 'attn'), kind: plan.cpKind, positions: this.positions } : undefined;
+    const gcfg = gptConfigOf(cfg, vocabSize);
+    this.stages = new TensorParallelStages(gpu, gcfg, gptInitialWeights(gcfg, cfg.seed), {
+      tp, sequenceParallel: plan.sp, context, ppRank: this.coords.pp, pp: plan.pp, v: this.program.v,
+    });
+    this.rows = cfg.batchSize / (plan.dp * plan.microBatches);
+    this.exec = new PipelineExecutor(gpu, this.stages, comm('pp'), this.program, this.rows, T / plan.cp);
+    const sync = world.newGroup(dpcp, `${plan.cp > 1 ? 'dpcp' : 'dp'}[${dpcp.join(',')}]`);
+    this.dpGrads = subGroup(sync, 'grads');
+    this.zero = plan.zero === 1 ? new MeshZero1(gpu, this.stages.params, sync) : null;
+    this.spGrads = plan.sp ? subGroup(tp, 'sp-grads') : null;
+    const emb = this.groups.embedding;
+    this.embGroup = emb.length ? world.newGroup(emb, `embedding[${emb.join(',')}]`) : null;
+    this.scalars = subGroup(world, 'scalars');
+    this.meter = TrafficMeter.of(world);
+    this.lossAcc = gpu.zeros([2], 'f32', 'mesh.loss');
+    this.norm = gpu.zeros([2], 'f32', 'mesh.grad_norm');
+    this.hyper = gpu.zeros([8], 'f32', 'mesh.adam_hyper');
+  }
+
+  /**
+   * Runs optimizer step `step` (0-based): the schedule over this dp rank's rows, the gradient
+   * synchronisation (sp partials over tp, wte over the embedding group, everything averaged
+   * over dp), the global clip and AdamW. Resolves to global loss / norm and this rank's traffic.
+   * @throws (rejects with) a peer's failure or timeout, or a schedule action out of order.
+   */
+  async step(step: number): Promise<MeshStepRecord> {
+    const { gpu, cfg, plan, stages } = this;
+    this.meter.take();
+    const t0 = wallMs(), timeline: Span[] = [];
+    const span: SpanFn = (kind, start, label, action) => timeline.push({ kind, start: start - t0, end: wallMs() - t0, label, action });
+    stages.params.zeroGrad();
+    gpu.clear(this.lossAcc);
+    const batch = this.data.batch('train', cfg.batchSize, cfg.blockSize, cfg.seed, step, 0);
+    // This dp replica's rows, then this cp rank's tokens of each of them.
+    const b = cfg.batchSize / plan.dp, T = cfg.blockSize, from = this.coords.dp * b * T;
+    const mine = (a: Int32Array) => takePositions(a.slice(from, from + b * T), b, T, this.positions);
+    await this.exec.run(mine(batch.x), mine(batch.y), this.lossAcc, span);
+
+    let start = wallMs();
+    if (this.spGrads) await allReduceSequenceParallelGrads(gpu, stages.params, this.spGrads);
+    const flat = (await gpu.read(stages.params.grads) as Float32Array).slice();
+    if (this.embGroup) {
+      // The tied embedding's two copies get the sum of the embedding's and the head's gradients.
+      const w = stages.params.get(WTE), g = flat.slice(w.offset, w.offset + w.size);
+      await this.embGroup.allReduce(g, { op: 'sum' });
+      flat.set(g, w.offset);
+    }
+    // dp·cp average: every rank's loss is the mean over equal token counts.
+    let squares: number;
+    if (this.zero) squares = this.zero.squaredNorm(await this.zero.reduceScatter(flat), (n) => this.counts(n));
+    else {
+      // Packed without the store's alignment gaps, so the allReduce moves exactly Ψ_r = rankParams().dense elements.
+      const grads = this.pack(flat);
+      await this.dpGrads.allReduce(grads, { op: 'avg' });
+      gpu.write(stages.params.grads, this.unpack(grads, flat));
+      // dp / cp replicas hold equal averaged gradients: index 0 counts them.
+      squares = this.coords.dp === 0 && this.coords.cp === 0 ? this.squaredNorm(flat) : 0;
+    }
+    span('comm', start, 'gradient sync');
+
+    start = wallMs();
+    const sums = await this.scalars.allReduce(new Float32Array([squares, await this.lossShare()]), { op: 'sum' });
+    const norm = Math.sqrt(sums[0]);
+    const scale = cfg.gradClip > 0 ? Math.min(1, Math.fround(cfg.gradClip / Math.fround(norm + 1e-6))) : 1;
+    span('comm', start, 'norm + loss allReduce');
+    start = wallMs();
+    const lr = lrAt(this.schedule, step);
+    gpu.write(this.norm, new Float32Array([norm, scale]));
+    gpu.write(this.hyper, packAdamHyper({ lr, beta1: cfg.beta1, beta2: cfg.beta2, eps: cfg.eps, step: step + 1 }));
+    if (this.zero) this.zero.update(this.hyper, this.norm, cfg.weightDecay);
+    else for (const p of stages.params.params) adamwUpdate(gpu, p.value, p.grad, p.m, p.v, this.hyper, this.norm, p.decay ? cfg.weightDecay : 0);
+    await gpu.sync();
+    span('compute', start, 'AdamW');
+    if (this.zero) {
+      start = wallMs();
+      await this.zero.allGather();
+      span('comm', start, 'ZeRO-1 parameter all-gather');
+    }
+    return { step, lr, loss: sums[1], gradNorm: norm, sent: this.meter.take(), timeline, origin: t0 };
+  }
+
+  /**
+   * Whether parameter `name` counts towards this rank's ‖g‖² so that the world sum counts every
+   * parameter once: replicated tp parameters on tp index 0 only, never the head's wte copy
+   * (stage 0 counts wte; Megatron skips shared copies too).
+   */
+  private counts(name: string): boolean {
+    if (this.stages.headCopy && name === WTE) return false;
+    return this.coords.tp === 0 || shardKind(name) !== 'replicated';
+  }
+
+  /** Σ g² over the parameters {@link counts} selects, from the store's flat gradient. */
+  private squaredNorm(flat: Float32Array): number {
+    let s = 0;
+    for (const p of this.stages.params.params) {
+      if (!this.counts(p.name)) continue;
+      for (let i = p.offset; i < p.offset + p.size; i++) s += flat[i] * flat[i];
+    }
+    return s;
+  }
+
+  /** The store's flat buffer (with alignment gaps) → the parameters back to back. */
+  private pack(flat: Float32Array): Float32Array {
+    const out = new Float32Array(this.stages.params.count);
+    let off = 0;
+    for (const p of this.stages.params.params) out.set(flat.subarray(p.offset, p.offset + p.size), (off += p.size) - p.size);
+    return out;
+  }
+
+  /** Inverse of {@link pack}, into `flat` (gaps untouched). */
+  private unpack(packed: Float32Array, flat: Float32Array): Float32Array {
+    let off = 0;
+    for (const p of this.stages.params.params) flat.set(packed.subarray(off, (off += p.size)), p.offset);
+    return flat;
+  }
+
+  /** loss/(dp·cp) on tp index 0 of the last stage (its lossAcc holds the mean over this rank's tokens), else 0. */
+  private async lossShare(): Promise<number> {
+    if (!this.stages.holds(this.stages.S - 1) || this.coords.tp !== 0) return 0;
+    return (await this.gpu.read(this.lossAcc))[0] / (this.plan.dp * this.plan.cp);
+  }
+
+  /**
+   * This rank's shard of every gradient it holds (the last step's, synchronised, before
+   * clipping), by name. Under ZeRO-1 only the rank's piece [zero.lo, zero.hi) of the flat buffer
+   * is the reduced gradient; the rest is the rank's local, unreduced gradient.
+   */
+  gradients(): Promise<Map<string, Float32Array>> {
+    return this.byName(this.stages.params.grads);
+  }
+
+  /** This rank's shard of every parameter it holds, by name. */
+  parameters(): Promise<Map<string, Float32Array>> {
+    return this.byName(this.stages.params.values);
+  }
+
+  /** One line describing the plan and this rank's place in it. */
+  describe(): string {
+    const c = this.coords;
+    return `${describePlan(this.plan)}; this rank at dp ${c.dp} · pp ${c.pp} · cp ${c.cp} · tp ${c.tp}`;
+  }
+
+  private async byName(flat: Tensor): Promise<Map<string, Float32Array>> {
+    const all = await this.gpu.read(flat) as Float32Array;
+    return new Map(this.stages.params.params.map((p) => [p.name, all.slice(p.offset, p.offset + p.size)]));
+  }
+
+  /** Frees the parameters and step buffers. */
+  destroy(): void {
+    this.stages.params.destroy();
+    for (const t of [this.lossAcc, this.norm, this.hyper]) t.release();
+  }
+}

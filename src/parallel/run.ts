@@ -1,0 +1,417 @@
+/**
+ * Parallel training runs (issue 5 items 7–8): what every rank of a world does to train one
+ * model under a {@link ParallelPlan}, and the host side that drives a launched `World`. Runtime-
+ * neutral (browser and Deno module workers): no Deno APIs; the data arrives as text or tokens.
+ *
+ * - Dispatch ({@link strategyOf}): dp → DataParallelTrainer, dp + zero → ZeroTrainer, tp (+sp)
+ *   → TensorParallelTrainer, pp → PipelineTrainer, cp → ContextParallelTrainer, ep = dp on a
+ *   gpt-moe → ExpertParallelTrainer; two or more of dp, pp, tp (+sp) → MeshTrainer
+ *   (mesh_trainer.ts). Combinations with cp, ep or ZeRO are refused: "not supported yet: …".
+ * - Batch convention (as `npm run plan`): the global batch of one optimizer step is
+ *   G = cfg.batchSize × cfg.gradAccum sequences, split into plan.microBatches micro-batches of
+ *   G/m (each split over dp). Trainers other than the pipeline and the mesh see batchSize G/m
+ *   with gradAccum m; those two see batchSize G, gradAccum 1 and their own m ({@link trainerConfig}).
+ * - Validation loss: world rank 0 evaluates it where it holds the whole model (dp, ZeRO-1/2,
+ *   cp), at every evalInterval and the last step, on the fixed batches of Trainer.evaluate.
+ *   Sharded models (tp, pp, ep, mesh, ZeRO-3) report the training loss only.
+ * - Accounting: every step record carries the elements the rank sent by `group/op` (traffic.ts)
+ *   and by `dim/collective`; the summary carries the analytical prediction of cost.ts
+ *   `stepTraffic` (with the trainer's real bucket sizes) plus {@link extraRows}, the small
+ *   collectives a trainer adds that cost.ts does not model, and the bytes of parameters,
+ *   gradients, optimizer state and the peak of the GPU buffer pool.
+ */
+import type { Communicator } from '../dist/communicator.ts';
+import type { RankTask, World } from '../dist/launch.ts';
+import { Gpu } from '../gpu/context.ts';
+import type { Backend } from '../gpu/device.ts';
+import { Tape } from '../autograd/tape.ts';
+import { axpy } from '../kernels/elementwise.ts';
+import { CharTokenizer } from '../data/tokenizer.ts';
+import { TextDataset } from '../data/dataset.ts';
+import { parseConfig, type TrainConfig } from '../train/config.ts';
+import { createModel } from '../models/registry.ts';
+import type { LanguageModel } from '../models/model.ts';
+import { expertOf, GPTMoE } from '../models/moe.ts';
+import type { ParamStore } from '../nn/params.ts';
+import { DataParallelTrainer } from './data_parallel.ts';
+import { type ZeroStage, ZeroTrainer } from './zero.ts';
+import { fullWeights, gptConfigOf, TensorParallelGPT, TensorParallelTrainer } from './tensor_parallel.ts';
+import { PipelineTrainer } from './pipeline.ts';
+import { ContextParallelTrainer } from './context_parallel.ts';
+import { expertParallelGroup, ExpertParallelTrainer, expertShard } from './expert_parallel.ts';
+import { MeshTrainer } from './mesh_trainer.ts';
+import { type ParallelPlan, planGroup, type PlanModel, planWorldSize, rankCoords, validatePlan } from './plan.ts';
+import type { Algorithm } from '../dist/communicator.ts';
+import { collectiveTraffic, type CommRow, type PlanDim, stepTraffic } from './cost.ts';
+import type { Sent } from './traffic.ts';
+
+export type StrategyKind = 'dp' | 'zero' | 'tp' | 'pp' | 'cp' | 'ep' | 'mesh';
+/** The corpus: text (char tokenizer built from it) or tokens already encoded on the host. */
+export type RunData = { text: string } | { tokens: Int32Array; vocabSize: number };
+
+/** What every rank receives to start (structured-cloneable). */
+export interface TrainRankArgs {
+  plan: ParallelPlan;
+  /** The run's config (global batch = batchSize × gradAccum, see the module doc). */
+  cfg: Partial<TrainConfig>;
+  data: RunData;
+  /** WebGPU implementation of the rank's own device (default 'auto': wgpu in Deno, navigator.gpu in a page). */
+  backend?: Backend;
+  /** DP / ZeRO gradient bucket size (see DataParallelOptions). */
+  bucketBytes?: number | 'layer';
+}
+
+/** One optimizer step as one rank saw it. */
+export interface RankStepRecord {
+  step: number;
+  /** Global mean training loss (equal on every rank). */
+  loss: number;
+  lr: number;
+  /** Global gradient norm before clipping. */
+  gradNorm: number;
+  /** Wall-clock ms of the step on this rank. */
+  ms: number;
+  tokensPerSec: number;
+  /** Elements sent, keyed `group/op` (traffic.ts). */
+  sent: Sent;
+  /** The same, keyed `dim/collective` as cost.ts `trafficByKind`. */
+  byDim: Record<string, number>;
+  /** Validation loss (world rank 0 of a replicated model, at eval steps only). */
+  valLoss?: number;
+}
+
+/** Bytes one rank keeps (fp32): ParamStore buffers (ZeRO: what its stage must keep) and the pool's peak. */
+export interface RankMemory {
+  params: number;
+  grads: number;
+  optimizer: number;
+  /** Peak bytes of the GPU buffer pool (activations, temporaries) over the run. */
+  peakPool: number;
+  /** Parameter elements this rank holds (without alignment padding). */
+  paramElements: number;
+}
+
+/** What a rank reports at the end of a run. */
+export interface RankSummary {
+  rank: number;
+  kind: StrategyKind;
+  memory: RankMemory;
+  /** Predicted traffic of one step: cost.ts `stepTraffic` plus {@link extraRows}. */
+  predicted: CommRow[];
+  /** Steps run by {@link trainRank} (empty from the streaming tasks, whose steps went out earlier). */
+  records: RankStepRecord[];
+}
+
+/**
+ * The trainer for `plan`: one per single dimension, the mesh trainer for dp × pp × tp (+sp).
+ * @throws Error "not supported yet: …" for a combination with cp, ep or ZeRO or an EP group
+ *   smaller than dp, or naming the architecture a strategy needs.
+ */
+export function strategyOf(plan: ParallelPlan, arch: string): StrategyKind {
+  const gptOnly = (k: StrategyKind) => {
+    if (arch !== 'gpt') throw new Error(`${k} runs split the GPT of src/models/gpt.ts; got --arch ${arch}`);
+    return k;
+  };
+  const on = (['dp', 'pp', 'cp', 'tp'] as const).filter((k) => plan[k] > 1);
+  if (on.length > 1) {
+    const other = [plan.cp > 1 && `cp ${plan.cp}`, plan.ep > 1 && `ep ${plan.ep}`, plan.zero > 0 && `zero ${plan.zero}`].filter(Boolean);
+    if (other.length) throw new Error(`not supported yet: ${other.join(', ')} combined with ${on.filter((k) => k !== 'cp').map((k) => `${k} ${plan[k]}`).join(' × ')} (the mesh trainer composes dp × pp × tp (+sp) only)`);
+    return gptOnly('mesh');
+  }
+  if (plan.ep > 1) {
+    if (plan.ep !== plan.dp || plan.zero) throw new Error(`not supported yet: ep ${plan.ep} with dp ${plan.dp}, zero ${plan.zero} (expert parallelism runs with ep = dp and zero 0)`);
+    if (arch !== 'gpt-moe') throw new Error(`ep ${plan.ep} needs --arch gpt-moe, got ${arch}`);
+    return 'ep';
+  }
+  if (plan.zero > 0) return 'zero';
+  if (plan.tp > 1) return gptOnly('tp');
+  if (plan.pp > 1) return gptOnly('pp');
+  if (plan.cp > 1) return gptOnly('cp');
+  return 'dp';
+}
+
+/** The config a rank's trainer runs with (see the module doc's batch convention). */
+export function trainerConfig(plan: ParallelPlan, cfg: TrainConfig): TrainConfig {
+  const g = cfg.batchSize * cfg.gradAccum, m = plan.microBatches;
+  const whole = plan.pp > 1 || [plan.dp, plan.pp, plan.tp].filter((x) => x > 1).length > 1; // pipeline or mesh
+  return parseConfig(whole ? { ...cfg, batchSize: g, gradAccum: 1 } : { ...cfg, batchSize: g / m, gradAccum: m });
+}
+
+/** What validatePlan / stepTraffic need from a run config; nExpert only for an EP run of gpt-moe. */
+export function planModelOf(plan: ParallelPlan, cfg: TrainConfig, vocabSize: number): PlanModel {
+  const { nLayer, nHead, nEmbd, blockSize } = cfg;
+  const moe = plan.ep > 1 && cfg.arch === 'gpt-moe';
+  return { nLayer, nHead, nEmbd, blockSize, batchSize: cfg.batchSize * cfg.gradAccum, vocabSize, ...(moe ? { nExpert: cfg.nExpert } : {}) };
+}
+
+/** The parallel dimension of a measured `group/op` key for a trainer of `kind` (mesh groups name their dimension). */
+export function dimOfKey(kind: StrategyKind, key: string): PlanDim {
+  if (kind === 'ep') return key.includes('/moe') ? 'ep' : 'dp'; // its one group `ep[…]` also carries the dp-style sync
+  const m = /^(dp|pp|cp|tp|ep)\[/.exec(key);
+  if (m) return m[1] as PlanDim;
+  if (key.startsWith('embedding[')) return 'pp'; // the mesh's tied-embedding group (cost.ts counts it under pp)
+  if (kind === 'cp') return key.includes('/attn') ? 'cp' : 'dp'; // gradients and loss sync over dp·cp
+  return kind === 'zero' || kind === 'mesh' ? 'dp' : kind;
+}
+
+/**
+ * Collectives a trainer issues that cost.ts `stepTraffic` does not model (exact ring counts):
+ * tp's 1-element gradient-norm sum, the pipeline's 2-element [norm, loss] sum over the pp
+ * group, ep's 1-element expert-norm sum, the mesh's 2-element [norm, loss] sum over the world
+ * (which replaces cost.ts's 1-element loss average over dp: see {@link predictedTraffic}).
+ */
+export function extraRows(kind: StrategyKind, plan: ParallelPlan, rank: number): CommRow[] {
+  const spec = kind === 'tp' ? ['tp', 'tp', 1, 'gradient-norm partial sum'] as const
+    : kind === 'pp' ? ['pp', 'pp', 2, 'gradient norm + loss'] as const
+    : kind === 'ep' ? ['dp', 'ep', 1, 'expert gradient norm'] as const
+    : kind === 'mesh' ? ['dp', 'world', 2, 'gradient norm + loss over the world'] as const : null;
+  if (!spec) return [];
+  const [dim, groupDim, n, what] = spec;
+  const group = groupDim === 'world' ? [...Array(planWorldSize(plan)).keys()] : planGroup(plan, groupDim, rank);
+  if (group.length < 2) return [];
+  const t = collectiveTraffic('allReduce', 'ring', n, group.length, group.indexOf(rank));
+  return [{ dim, what: `${what} (trainer detail, not in cost.ts)`, collective: 'allReduce', algorithm: 'ring', group, calls: 1, n, elements: t.elements, messages: t.messages, exact: true }];
+}
+
+/** One step's predicted traffic of `rank`: cost.ts stepTraffic with the trainer's buckets, plus {@link extraRows}. */
+export function predictedTraffic(kind: StrategyKind, plan: ParallelPlan, model: PlanModel, cfg: TrainConfig, rank: number, buckets?: number[]): CommRow[] {
+  const rows = stepTraffic(plan, model, rank, { buckets, bias: cfg.bias, topK: cfg.moeTopK, capacityFactor: cfg.capacityFactor });
+  // sequence_parallel.ts also sums wpe's (T, C) gradient on the first stage (positions are added after the scatter); cost.ts's SP row leaves it out.
+  const wpe = (r: CommRow): CommRow => {
+    if (!(plan.sp && r.what.startsWith('LayerNorm and row-parallel bias') && rankCoords(plan, rank).pp === 0)) return r;
+    const n = r.n + model.blockSize * model.nEmbd, t = collectiveTraffic('allReduce', r.algorithm as Algorithm, n, r.group.length, r.group.indexOf(rank));
+    return { ...r, what: `${r.what} + wpe (T·C, missing in cost.ts)`, n, elements: t.elements * r.calls, messages: t.messages * r.calls };
+  };
+  return [...rows.filter((r) => !(kind === 'mesh' && r.what === 'loss average')).map(wpe), ...extraRows(kind, plan, rank)];
+}
+
+interface Built {
+  step(s: number): Promise<{ loss: number; lr: number; gradNorm: number; sent: Sent }>;
+  params: ParamStore;
+  /** Memory override (ZeRO: what the stage keeps). */
+  memory?: { params: number; grads: number; optimizer: number };
+  /** The whole model, when this rank holds all of it (for validation). */
+  evalModel?: LanguageModel;
+  /** Buffer sizes of the dense gradient sync calls, for stepTraffic. */
+  buckets?: number[];
+  dispose(): void;
+}
+
+async function build(gpu: Gpu, world: Communicator, plan: ParallelPlan, kind: StrategyKind, cfg: TrainConfig, data: TextDataset, v: number, bucketBytes?: number | 'layer'): Promise<Built> {
+  const replica = () => createModel(gpu, cfg, v);
+  const own = (t: Built['step'], params: ParamStore, extra: Partial<Built> = {}, dispose = () => params.destroy()): Built => ({ step: t, params, dispose, ...extra });
+  switch (kind) {
+    case 'dp': {
+      const model = replica(), t = new DataParallelTrainer(gpu, model, data, cfg, world, { bucketBytes });
+      return own((s) => t.step(s), model.params, { evalModel: model, buckets: t.buckets.map((b) => b.end - b.start) });
+    }
+    case 'zero': {
+      const model = replica(), t = new ZeroTrainer(gpu, model, data, cfg, world, { bucketBytes, stage: plan.zero as ZeroStage });
+      return own((s) => t.step(s), model.params, { memory: t.memory(), evalModel: plan.zero < 3 ? model : undefined, buckets: t.pieces.map((p) => p.c * world.size) });
+    }
+    case 'tp': {
+      const full = await fullWeights(gpu, () => replica());
+      const model = new TensorParallelGPT(gpu, gptConfigOf(cfg, v), full, world, { sequenceParallel: plan.sp });
+      const t = new TensorParallelTrainer(gpu, model, data, cfg);
+      return own((s) => t.step(s), model.params, {}, () => (t.dispose(), model.params.destroy()));
+    }
+    case 'pp': {
+      const t = new PipelineTrainer(gpu, data, cfg, v, world, { schedule: plan.schedule, microBatches: plan.microBatches, virtualStages: plan.schedule === 'interleaved' ? plan.virtualStages : undefined });
+      return own((s) => t.step(s), t.model.params, {}, () => t.destroy());
+    }
+    case 'cp': {
+      const model = replica(), t = new ContextParallelTrainer(gpu, model, data, cfg, world, plan.cpKind);
+      return own((s) => t.step(s), model.params, { evalModel: model, buckets: [model.params.grads.size] });
+    }
+    case 'ep': {
+      const group = expertParallelGroup(world, plan);
+      const moe = { nExpert: cfg.nExpert, topK: cfg.moeTopK, capacityFactor: cfg.capacityFactor, auxLossWeight: cfg.auxLossWeight, moeEvery: cfg.moeEvery };
+      const model = new GPTMoE(gpu, gptConfigOf(cfg, v), moe, cfg.seed, expertShard(cfg.nExpert, group.size, group.rank));
+      const t = new ExpertParallelTrainer(gpu, model, data, cfg, group);
+      const dense = model.params.params.filter((p) => !expertOf(p.name)).reduce((a, p) => a + p.size, 0);
+      return own((s) => t.step(s), model.params, { buckets: [dense] });
+    }
+    case 'mesh': {
+      const t = new MeshTrainer(gpu, cfg, plan, world, data, v);
+      return own((s) => t.step(s), t.stages.params, {}, () => t.destroy());
+    }
+  }
+}
+
+/** Fixed validation batches of Trainer.evaluate (same step index, so the numbers compare). */
+const EVAL_STEP = 0x7fff_0000;
+
+async function evaluate(gpu: Gpu, model: LanguageModel, data: TextDataset, cfg: TrainConfig): Promise<number> {
+  const { batchSize: b, blockSize: t } = cfg;
+  const acc = gpu.zeros([2], 'f32', 'eval_acc'), tokens = gpu.zeros([b, t], 'i32', 'eval.tokens'), targets = gpu.zeros([b, t], 'i32', 'eval.targets');
+  for (let i = 0; i < cfg.evalBatches; i++) {
+    const batch = data.batch('val', b, t, cfg.seed, EVAL_STEP, i);
+    gpu.write(tokens, batch.x);
+    gpu.write(targets, batch.y);
+    const tape = new Tape(gpu, new Map(), false);
+    axpy(gpu, 1 / cfg.evalBatches, model.forward(tape, tokens, batch.x, targets, b, t).loss!, acc);
+    tape.dispose();
+  }
+  const v = (await gpu.read(acc))[0];
+  for (const x of [acc, tokens, targets]) x.release();
+  return v;
+}
+
+/** Token ids and vocabulary of the run's data (a char tokenizer over the text when given text). */
+function encoded(d: RunData): { tokens: Int32Array; vocabSize: number } {
+  if (!('text' in d)) return d;
+  const tok = CharTokenizer.fromText(d.text);
+  return { tokens: tok.encode(d.text), vocabSize: tok.vocabSize };
+}
+
+/** One rank's run: its device, trainer and accounting, stepped by {@link RankRun.step}. */
+export class RankRun {
+  next = 0;
+  private constructor(readonly world: Communicator, readonly gpu: Gpu, readonly kind: StrategyKind, readonly plan: ParallelPlan, readonly cfg: TrainConfig, readonly data: TextDataset, readonly built: Built, readonly predicted: CommRow[]) {}
+
+  /**
+   * Validates the plan against the model, opens this rank's device and builds its shard and trainer.
+   * @throws Error for an invalid plan or config, a world of the wrong size, or an unsupported plan.
+   */
+  static async open(world: Communicator, args: TrainRankArgs): Promise<RankRun> {
+    const runCfg = parseConfig(args.cfg);
+    const { tokens, vocabSize } = encoded(args.data);
+    const model = planModelOf(args.plan, runCfg, vocabSize);
+    validatePlan(args.plan, model, world.size);
+    const kind = strategyOf(args.plan, runCfg.arch), cfg = trainerConfig(args.plan, runCfg);
+    const data = new TextDataset(tokens, cfg.blockSize, cfg.valFraction, 'training data');
+    const gpu = await Gpu.create({ backend: args.backend ?? 'auto' });
+    try {
+      const built = await build(gpu, world, args.plan, kind, cfg, data, vocabSize, args.bucketBytes);
+      const rank = world.transport.rank;
+      const predicted = predictedTraffic(kind, args.plan, model, cfg, rank, built.buckets);
+      gpu.pool.resetPeak();
+      return new RankRun(world, gpu, kind, args.plan, cfg, data, built, predicted);
+    } catch (e) {
+      gpu.destroy();
+      throw e;
+    }
+  }
+
+  /** Runs the next optimizer step (and rank 0's validation when due). */
+  async step(): Promise<RankStepRecord> {
+    const s = this.next++, t0 = performance.now();
+    const r = await this.world.tracer.span(`step ${s}`, () => this.built.step(s), { sim: false });
+    const ms = performance.now() - t0;
+    const byDim: Record<string, number> = {};
+    for (const [k, n] of Object.entries(r.sent)) {
+      const key = `${dimOfKey(this.kind, k)}/${k.split('/').pop()}`;
+      byDim[key] = (byDim[key] ?? 0) + n;
+    }
+    const tokens = this.cfg.batchSize * this.cfg.gradAccum * this.cfg.blockSize;
+    const rec: RankStepRecord = { step: s, loss: r.loss, lr: r.lr, gradNorm: r.gradNorm, ms, tokensPerSec: (tokens * 1000) / ms, sent: r.sent, byDim };
+    const due = (s + 1) % this.cfg.evalInterval === 0 || s + 1 === this.cfg.steps;
+    if (due && this.built.evalModel && this.world.transport.rank === 0) rec.valLoss = await evaluate(this.gpu, this.built.evalModel, this.data, this.cfg);
+    return rec;
+  }
+
+  summary(records: RankStepRecord[] = []): RankSummary {
+    const p = this.built.params, flat = p.values.size * 4;
+    const own = this.built.memory ?? { params: flat, grads: flat, optimizer: 2 * flat };
+    return { rank: this.world.transport.rank, kind: this.kind, memory: { ...own, peakPool: this.gpu.pool.stats.peakBytes, paramElements: p.count }, predicted: this.predicted, records };
+  }
+
+  /** Frees the model and the device, after the queued work (the last update) has finished: wgpu panics on destroyed buffers in flight. */
+  async close(): Promise<void> {
+    await this.gpu.sync();
+    this.built.dispose();
+    this.gpu.destroy();
+  }
+}
+
+/**
+ * The per-rank task: builds the shard and trainer for `args.plan`, runs `cfg.steps` steps
+ * (each handed to `onRecord` as it completes) and returns the records and the accounting.
+ * @throws (rejects with) the errors of {@link RankRun.open} or a collective's (a peer failed).
+ */
+export async function trainRank(args: TrainRankArgs, world: Communicator, onRecord?: (r: RankStepRecord) => void): Promise<RankSummary> {
+  const run = await RankRun.open(world, args);
+  try {
+    const records: RankStepRecord[] = [];
+    while (run.next < run.cfg.steps) {
+      records.push(await run.step());
+      onRecord?.(records[records.length - 1]);
+    }
+    return run.summary(records);
+  } finally {
+    await run.close();
+  }
+}
+
+const runs = new WeakMap<Communicator, RankRun>();
+const running = (world: Communicator) => {
+  const r = runs.get(world);
+  if (!r) throw new Error(`rank ${world.transport.rank}: no parallel run started (call trainStart first)`);
+  return r;
+};
+
+/**
+ * World tasks for workers/rank.worker.ts: `trainRank` (one call, all records at the end) and the
+ * streaming trio `trainStart` → `trainSteps {to}` (records of the steps up to `to`) → `trainEnd`
+ * (summary, device freed) that {@link runParallel} uses to report progress between calls.
+ */
+export const PARALLEL_TASKS: Record<string, RankTask> = {
+  trainRank: (world, args: TrainRankArgs) => trainRank(args, world),
+  async trainStart(world, args: TrainRankArgs) {
+    if (runs.has(world)) throw new Error(`rank ${world.transport.rank}: a parallel run is already in progress`);
+    runs.set(world, await RankRun.open(world, args));
+    return null;
+  },
+  async trainSteps(world, { to }: { to: number }) {
+    const run = running(world), out: RankStepRecord[] = [];
+    try {
+      while (run.next < Math.min(to, run.cfg.steps)) out.push(await run.step());
+    } catch (e) {
+      runs.delete(world);
+      await run.close().catch(() => {});
+      throw e;
+    }
+    return out;
+  },
+  async trainEnd(world) {
+    const run = running(world);
+    runs.delete(world);
+    const s = run.summary();
+    await run.close();
+    return s;
+  },
+};
+
+/** One step of the whole world, as the host reports it. */
+export interface StepReport extends Omit<RankStepRecord, 'sent' | 'byDim' | 'ms'> {
+  /** Slowest rank's wall ms. */
+  ms: number;
+  /** Per world rank: elements sent by `group/op` and by `dim/collective`. */
+  sent: Sent[];
+  byDim: Record<string, number>[];
+}
+
+/**
+ * Host side: trains `cfg` under `plan` on a launched `world` (whose workers serve
+ * {@link PARALLEL_TASKS}), calling `onStep` after every step (in batches of logInterval steps,
+ * one round trip each). Returns every step and every rank's summary.
+ * @throws Error when the world's size is not the plan's, or a rank's error ("rank R: …").
+ */
+export async function runParallel(world: World, plan: ParallelPlan, cfg: TrainConfig, data: RunData, onStep?: (r: StepReport) => void | Promise<void>, opts: { backend?: Backend; bucketBytes?: number | 'layer' } = {}): Promise<{ steps: StepReport[]; ranks: RankSummary[] }> {
+  if (world.size !== planWorldSize(plan)) throw new Error(`runParallel: the world has ${world.size} ranks, the plan needs ${planWorldSize(plan)}`);
+  await world.run('trainStart', { plan, cfg, data, backend: opts.backend, bucketBytes: opts.bucketBytes } satisfies TrainRankArgs);
+  const steps: StepReport[] = [];
+  for (let from = 0; from < cfg.steps;) {
+    const to = Math.min(cfg.steps, from + cfg.logInterval);
+    const recs = await world.run<RankStepRecord[]>('trainSteps', { to });
+    for (let i = 0; i < to - from; i++) {
+      const r0 = recs[0][i];
+      const rep: StepReport = { ...r0, ms: Math.max(...recs.map((r) => r[i].ms)), sent: recs.map((r) => r[i].sent), byDim: recs.map((r) => r[i].byDim) };
+      rep.tokensPerSec = (cfg.batchSize * cfg.gradAccum * cfg.blockSize * 1000) / rep.ms;
+      steps.push(rep);
+      await onStep?.(rep);
+    }
+    from = to;
+  }
+  return { steps, ranks: await world.run<RankSummary>('trainEnd') };
+}

@@ -1,0 +1,71 @@
+/**
+ * Megatron sequence parallelism (Korthikanti et al., "Reducing Activation Recomputation in
+ * Large Transformer Models", arXiv 2205.05198, §4.2.2) on top of tensor parallelism: the
+ * regions tensor parallelism leaves replicated — LayerNorms, residual adds, bias adds after
+ * row-parallel layers (and dropout, which this GPT does not have) — work on this rank's N/p
+ * rows of the (N, C) activations instead, N = B·T. Each f / g pair of tp_comm.ts becomes
+ * g / ḡ: all-gather before the column-parallel layers, reduce-scatter after the row-parallel
+ * ones, the same elements on the wire as the allReduce they replace (an allReduce is a
+ * reduce-scatter plus an all-gather) with 1/p of the activation memory in between.
+ *
+ * Parameters used only on those rows see 1/p of the tokens, so their gradients are partial
+ * sums that one allReduce over the tensor-parallel group completes once per step
+ * ({@link allReduceSequenceParallelGrads}, Megatron's `_allreduce_layernorm_grads`): the
+ * LayerNorm weights and biases, the row-parallel biases, and — because this sandbox adds the
+ * learned positions after the embedding's reduce-scatter, on the local rows — the positional
+ * table wpe (T × C). The forward itself is TensorParallelGPT's with `sequenceParallel: true`
+ * (tensor_parallel.ts), so both variants share one readable model.
+ */
+import type { Gpu } from '../gpu/context.ts';
+import type { Communicator } from '../dist/communicator.ts';
+import type { Param, ParamStore } from '../nn/params.ts';
+
+/**
+ * Whether parameter `name` (src/models/gpt.ts naming) is applied to sequence-parallel rows
+ * only and so needs its gradient summed over the tensor-parallel group: LayerNorms
+ * (ln_1, ln_2, ln_f), the row-parallel biases (attn.c_proj.bias, mlp.c_proj.bias) and wpe.
+ */
+export function isSequenceParallelPartial(name: string): boolean {
+  return /\.ln_(1|2|f)\.(weight|bias)$/.test(name) || /\.c_proj\.bias$/.test(name) || name === 'transformer.wpe.weight';
+}
+
+/** The parameters of `store` that {@link isSequenceParallelPartial} selects, in declaration order. */
+export function sequenceParallelPartials(store: ParamStore): Param[] {
+  return store.params.filter((p) => isSequenceParallelPartial(p.name));
+}
+
+/**
+ * Elements of the step's gradient allReduce under sequence parallelism for the GPT of
+ * gpt.ts: L·(4C + 2C·bias) + 2C + T·C (LayerNorms, row-parallel biases, ln_f, wpe).
+ * plan.ts `rankParams(...).spReplicated` counts the same minus wpe's T·C, because cost.ts
+ * assumes positions added before the split; see the module doc.
+ */
+export function sequenceParallelGradElements(nLayer: number, nEmbd: number, blockSize: number, bias = true): number {
+  return nLayer * (4 * nEmbd + (bias ? 2 * nEmbd : 0)) + 2 * nEmbd + blockSize * nEmbd;
+}
+
+/**
+ * Sums the partial gradients of the sequence-parallel parameters over `group` in one
+ * allReduce (one flat host buffer, declaration order) and writes them back, so every rank
+ * ends the step with identical replicated gradients. Call after the step's last backward.
+ * @returns the number of elements reduced.
+ * @throws (rejects with) the collective's error, e.g. a peer that timed out.
+ */
+export async function allReduceSequenceParallelGrads(gpu: Gpu, store: ParamStore, group: Communicator): Promise<number> {
+  const params = sequenceParallelPartials(store);
+  const total = params.reduce((a, p) => a + p.size, 0);
+  const flat = new Float32Array(total);
+  const all = await gpu.read(store.grads) as Float32Array; // one read-back instead of one per parameter
+  let off = 0;
+  for (const p of params) {
+    flat.set(all.subarray(p.offset, p.offset + p.size), off);
+    off += p.size;
+  }
+  await group.allReduce(flat);
+  off = 0;
+  for (const p of params) {
+    gpu.write(p.grad, flat.subarray(off, off + p.size));
+    off += p.size;
+  }
+  return total;
+}

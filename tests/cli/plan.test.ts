@@ -1,0 +1,79 @@
+/** `npm run plan` in a subprocess: the tables it prints agree with cost.ts; bad plans are one `error:` line naming the rule. */
+import { equal, match, ok } from 'node:assert/strict';
+import { runCli } from '../util/cli.ts';
+import { stepTraffic } from '../../src/parallel/cost.ts';
+import { makePlan } from '../../src/parallel/plan.ts';
+
+function oneLineError(r: { code: number; stderr: string }, pattern: RegExp): void {
+  ok(r.code !== 0, `non-zero exit (stderr: ${r.stderr})`);
+  const lines = r.stderr.trim().split('\n').filter((l) => l.startsWith('error:'));
+  equal(lines.length, 1, `one error line, got: ${r.stderr}`);
+  match(lines[0], pattern);
+}
+
+const num = (s: string) => Number(s.replace(/,/g, ''));
+
+Deno.test({ name: 'plan CLI: dp2×tp2×pp2 prints plan, memory, traffic per dimension, bubble and timeline', sanitizeResources: false, fn: async () => {
+  const r = await runCli('plan.ts', ['--dp', '2', '--tp', '2', '--pp', '2', '--micro-batches', '4', '--preset', 'tiny', '--vocab-size', '65', '--net', 'pcie-eth']);
+  equal(r.code, 0, r.stderr);
+  match(r.stdout, /^plan {5}dp 2 · pp 2 · cp 1 · tp 2 · ep 1 · zero 0 · sp off · 1f1b × 4 micro-batches \(8 ranks\)$/m);
+  match(r.stdout, /vocab 65 \(padded to 66\)/);
+  match(r.stdout, /network {2}intra=16GB\/s,5us;inter=1.25GB\/s,50us;node=4/);
+  const rows = (head: RegExp) => {
+    const lines = r.stdout.split('\n'), i = lines.findIndex((l) => head.test(l));
+    ok(i >= 0, `table ${head}`);
+    const out: string[][] = [];
+    for (let j = i + 1; j < lines.length && /^\d+\s/.test(lines[j]); j++) out.push(lines[j].trim().split(/\s{2,}/));
+    return out;
+  };
+  const mem = rows(/^rank\s+dp\s+pp\s+cp\s+tp\s+elements\s+params/);
+  equal(mem.length, 8);
+  const traffic = rows(/^rank\s+dp\s+tp\s+pp\s+cp\s+ep\s+total/);
+  equal(traffic.length, 8);
+  const model = { nLayer: 2, nHead: 2, nEmbd: 64, blockSize: 64, batchSize: 16, vocabSize: 65 };
+  const plan = makePlan({ dp: 2, tp: 2, pp: 2, microBatches: 4 });
+  for (let rank = 0; rank < 8; rank++) {
+    const t = stepTraffic(plan, model, rank), sum = (d: string) => t.filter((x) => x.dim === d).reduce((a, x) => a + x.elements, 0);
+    equal(num(traffic[rank][1]), sum('dp'), `rank ${rank} dp`);
+    equal(num(traffic[rank][2]), sum('tp'), `rank ${rank} tp`);
+    equal(num(traffic[rank][3]), sum('pp'), `rank ${rank} pp`);
+  }
+  match(r.stdout, /pipeline 1f1b: p 2, m 4 · bubble formula \(p−1\)\/\(v·m\+p−1\) = 20\.0% · dry run 2\d\.\d% idle/);
+  match(r.stdout, /peak in-flight activations per pipeline rank: 2, 1 \(micro-batches\)/);
+  const chart = r.stdout.split('\n').filter((l) => /^ {2}stage rank \d/.test(l));
+  equal(chart.length, 2);
+  for (const c of chart) match(c, /\|[a-dA-D.~]{64}\|$/);
+  ok(!/measured/i.test(r.stdout), 'no measured numbers are printed');
+}});
+
+Deno.test({ name: 'plan CLI: --schedule gpipe is the pipeline schedule; ZeRO-3 shards memory', sanitizeResources: false, fn: async () => {
+  const r = await runCli('plan.ts', ['--pp', '2', '--schedule=gpipe', '--micro-batches', '2', '--dp', '2', '--zero', '3', '--vocab-size', '65', '--width', '40']);
+  equal(r.code, 0, r.stderr);
+  match(r.stdout, /pipeline gpipe: p 2, m 2 · bubble formula .* = 33\.3%/);
+  match(r.stdout, /peak in-flight activations per pipeline rank: 2, 2/);
+  match(r.stdout, /ZeRO-3 over dp·cp = 2/);
+  match(r.stdout, /allGather .*≈/);
+  for (const c of r.stdout.split('\n').filter((l) => /^ {2}stage rank/.test(l))) match(c, /\|.{40}\|$/);
+}});
+
+Deno.test({ name: 'plan CLI: invalid plans and flags are one error line naming the rule', sanitizeResources: false, fn: async () => {
+  oneLineError(await runCli('plan.ts', ['--tp', '3', '--vocab-size', '65']), /^error: invalid parallel plan: nEmbd 64 is not divisible by tp 3; heads 2 not divisible by tp 3$/);
+  oneLineError(await runCli('plan.ts', ['--dp', '2', '--micro-batches', '3', '--vocab-size', '65']), /batch 16 not divisible by micro-batches × dp \(3 × 2\)/);
+  oneLineError(await runCli('plan.ts', ['--sp', '--cp', '3', '--vocab-size', '65']), /sequence parallel \(sp\) requires tp > 1; sequence 64 not divisible by cp·2 = 6 for zig-zag ring attention/);
+  oneLineError(await runCli('plan.ts', ['--pp-schedule', 'zigzag']), /--pp-schedule must be one of gpipe, 1f1b, interleaved, got 'zigzag'/);
+  oneLineError(await runCli('plan.ts', ['--dp', 'two']), /--dp expects an integer ≥ 1, got 'two'/);
+}});
+
+Deno.test('measuredComparison puts measured counts beside the prediction, keyed dim/collective', async () => {
+  const { measuredComparison } = await import('../../src/cli/plan.ts');
+  const model = { nLayer: 2, nHead: 2, nEmbd: 64, blockSize: 64, batchSize: 16, vocabSize: 65 };
+  const rows = stepTraffic(makePlan({ dp: 2 }), model, 0);
+  const predicted = rows.filter((x) => x.collective === 'allReduce').reduce((a, x) => a + x.elements, 0);
+  const text = measuredComparison(rows, { 'dp/allReduce': predicted + 3 });
+  const line = text.split('\n').find((l) => l.startsWith('dp/allReduce'))!;
+  deepEqualCells(line, ['dp/allReduce', predicted.toLocaleString('en-US'), (predicted + 3).toLocaleString('en-US'), '3']);
+});
+
+function deepEqualCells(line: string, want: string[]): void {
+  equal(line.trim().split(/\s{2,}/).join('|'), want.join('|'));
+}

@@ -1,0 +1,189 @@
+/** cost.ts: exact per-rank traffic against src/dist/algorithms.ts run in-process, α-β times, ZeRO memory, bubble, per-plan traffic. */
+import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
+import * as A from '../../src/dist/algorithms.ts';
+import type { Algorithm } from '../../src/dist/communicator.ts';
+import {
+  bubbleFraction, type Collective, collectiveTimeUs, collectiveTraffic, stepTraffic, trafficByKind, zeroMemoryFp32, zeroMemoryMixed,
+} from '../../src/parallel/cost.ts';
+import { makePlan, rankParams } from '../../src/parallel/plan.ts';
+import { gptParamSpecs } from '../../src/models/gpt.ts';
+
+/** Runs one collective of algorithms.ts on p in-process ranks; returns elements and messages each rank sent. */
+async function measure(coll: Collective, algo: Algorithm, n: number, p: number, root = 0) {
+  const queues = new Map<string, { data: A.NumArray[]; wait: ((x: A.NumArray) => void)[] }>();
+  const q = (a: number, b: number) => {
+    const k = `${a}>${b}`;
+    if (!queues.has(k)) queues.set(k, { data: [], wait: [] });
+    return queues.get(k)!;
+  };
+  const sent = Array.from({ length: p }, () => ({ elements: 0, messages: 0 }));
+  const link = (r: number): A.Link => ({
+    p, r,
+    send(peer, data) {
+      sent[r].elements += data.length;
+      sent[r].messages++;
+      const qq = q(r, peer), w = qq.wait.shift();
+      if (w) w(data.slice());
+      else qq.data.push(data.slice());
+    },
+    recv(peer) {
+      const qq = q(peer, r);
+      return qq.data.length ? Promise.resolve(qq.data.shift()!) : new Promise((res) => qq.wait.push(res));
+    },
+    recvAll(peers) {
+      return Promise.all(peers.map((x) => this.recv(x)));
+    },
+  });
+  await Promise.all([...Array(p).keys()].map(async (r) => {
+    const l = link(r), offs = A.chunkOffsets(n, p), work = new Float32Array(n).fill(r + 1);
+    if (coll === 'allReduce') {
+      if (algo === 'ring') {
+        await A.ringReduceScatter(l, work, offs, 'sum');
+        await A.ringAllGather(l, work, offs);
+      } else if (algo === 'recursive-doubling') await A.doublingAllReduce(l, work, 'sum');
+      else if (algo === 'rabenseifner') await A.rabenseifnerAllReduce(l, work, 'sum');
+      else if (algo === 'binomial') {
+        await A.binomialReduce(l, work, 0, 'sum');
+        await A.binomialBroadcast(l, work, 0);
+      } else await A.directAllReduce(l, work, 'sum');
+    } else if (coll === 'reduceScatter') {
+      await (algo === 'ring' ? A.ringReduceScatter : algo === 'rabenseifner' ? A.halvingReduceScatter : A.directReduceScatter)(l, work, offs, 'sum');
+    } else if (coll === 'allGather') {
+      await (algo === 'ring' ? A.ringAllGather : algo === 'recursive-doubling' ? A.doublingAllGather : A.directAllGather)(l, work, offs);
+    } else if (coll === 'broadcast') await (algo === 'binomial' ? A.binomialBroadcast : A.directBroadcast)(l, work, root);
+    else if (coll === 'reduce') await (algo === 'binomial' ? A.binomialReduce : A.directReduce)(l, work, root, 'sum');
+    else await A.pairwiseAllToAll(l, work.slice(), work, offs);
+  }));
+  return sent;
+}
+
+const CASES: [Collective, Algorithm[]][] = [
+  ['allReduce', ['ring', 'recursive-doubling', 'rabenseifner', 'binomial', 'direct']],
+  ['reduceScatter', ['ring', 'rabenseifner', 'direct']],
+  ['allGather', ['ring', 'recursive-doubling', 'direct']],
+  ['broadcast', ['binomial', 'direct']],
+  ['reduce', ['binomial', 'direct']],
+  ['allToAll', ['direct']],
+];
+
+Deno.test('collectiveTraffic equals what algorithms.ts sends, per rank, for ragged n and any p', async () => {
+  let checked = 0;
+  for (const [coll, algos] of CASES) {
+    for (const algo of algos) {
+      for (const p of [1, 2, 3, 4, 5, 6, 7, 8]) {
+        for (const n of [0, 1, 7, 13, 64, 65, 127]) {
+          if (coll === 'allToAll' && n % p) continue; // the Communicator refuses ragged allToAll
+          const root = coll === 'broadcast' || coll === 'reduce' ? p - 1 : 0;
+          const got = await measure(coll, algo, n, p, root);
+          for (let r = 0; r < p; r++) {
+            deepStrictEqual(collectiveTraffic(coll, algo, n, p, r, root), got[r], `${coll}/${algo} n=${n} p=${p} rank ${r}`);
+            checked++;
+          }
+        }
+      }
+    }
+  }
+  ok(checked > 2000);
+});
+
+Deno.test('ring formulas: 2(p−1)/p·n allReduce and (p−1)/p·n gathers when p divides n; ragged n matches chunkOffsets', () => {
+  for (const p of [2, 3, 4, 8]) {
+    const n = 24 * p;
+    for (let r = 0; r < p; r++) {
+      equal(collectiveTraffic('allReduce', 'ring', n, p, r).elements, (2 * (p - 1) / p) * n);
+      equal(collectiveTraffic('reduceScatter', 'ring', n, p, r).elements, ((p - 1) / p) * n);
+      equal(collectiveTraffic('allGather', 'ring', n, p, r).elements, ((p - 1) / p) * n);
+    }
+  }
+  // n = 10 over 4 ranks: chunks 3,3,2,2; rank 1 sends 2·10 − 3 − 2.
+  equal(collectiveTraffic('allReduce', 'ring', 10, 4, 1).elements, 15);
+  equal(collectiveTraffic('allReduce', 'ring', 10, 4, 3).elements, 15);
+  equal(collectiveTraffic('allReduce', 'ring', 10, 4, 0).elements, 14);
+  throws(() => collectiveTraffic('allToAll', 'ring', 8, 2, 0), /allToAll has no algorithm 'ring'/);
+  throws(() => collectiveTraffic('allReduce', 'ring', 8, 2, 2), /0 ≤ r < p/);
+});
+
+Deno.test('α-β times follow the DESIGN.md §6 table', () => {
+  const link = { alphaUs: 5, betaGBps: 2 }, n = 4e6, beta = 1 / 2e3; // µs per byte
+  for (const p of [2, 4, 8]) {
+    const lg = Math.log2(p), f = (p - 1) / p;
+    ok(Math.abs(collectiveTimeUs('allReduce', 'ring', n, p, link, 1e-4) - (2 * (p - 1) * 5 + 2 * f * n * beta + f * n * 1e-4)) < 1e-6);
+    ok(Math.abs(collectiveTimeUs('allReduce', 'recursive-doubling', n, p, link) - lg * (5 + n * beta)) < 1e-6);
+    ok(Math.abs(collectiveTimeUs('allReduce', 'rabenseifner', n, p, link) - (2 * lg * 5 + 2 * f * n * beta)) < 1e-6);
+    ok(Math.abs(collectiveTimeUs('allGather', 'ring', n, p, link) - ((p - 1) * 5 + f * n * beta)) < 1e-6);
+    ok(Math.abs(collectiveTimeUs('broadcast', 'binomial', n, p, link) - lg * (5 + n * beta)) < 1e-6);
+  }
+  equal(collectiveTimeUs('allReduce', 'ring', n, 1, link), 0);
+});
+
+Deno.test('ZeRO memory per rank: fp32 (4+4+8 bytes) and the mixed-precision formulas of DESIGN.md §7', () => {
+  const psi = 1000, d = 4;
+  deepStrictEqual(zeroMemoryFp32(psi, d, 0), { params: 4000, grads: 4000, optimizer: 8000, total: 16000 });
+  deepStrictEqual(zeroMemoryFp32(psi, d, 1), { params: 4000, grads: 4000, optimizer: 2000, total: 10000 });
+  deepStrictEqual(zeroMemoryFp32(psi, d, 2), { params: 4000, grads: 1000, optimizer: 2000, total: 7000 });
+  deepStrictEqual(zeroMemoryFp32(psi, d, 3), { params: 1000, grads: 1000, optimizer: 2000, total: 4000 });
+  equal(zeroMemoryFp32(10, 3, 3).params, 16, 'a shard is ⌈Ψ/d⌉ elements');
+  for (const k of [8, 12]) {
+    equal(zeroMemoryMixed(psi, d, 0, k).total, (4 + k) * psi);
+    equal(zeroMemoryMixed(psi, d, 1, k).total, 4 * psi + (k * psi) / d);
+    equal(zeroMemoryMixed(psi, d, 2, k).total, 2 * psi + ((2 + k) * psi) / d);
+    equal(zeroMemoryMixed(psi, d, 3, k).total, ((4 + k) * psi) / d);
+  }
+  equal(zeroMemoryMixed(psi, 1, 0).total, 16 * psi);
+  throws(() => zeroMemoryFp32(psi, 0, 1), /d ≥ 1/);
+});
+
+Deno.test('bubble fraction (p−1)/(v·m+p−1)', () => {
+  equal(bubbleFraction(4, 8), 3 / 11);
+  equal(bubbleFraction(4, 8, 2), 3 / 19);
+  equal(bubbleFraction(1, 5), 0);
+  throws(() => bubbleFraction(0, 1), /positive integers/);
+});
+
+const TINY = { nLayer: 2, nHead: 2, nEmbd: 64, blockSize: 64, batchSize: 16, vocabSize: 65 };
+
+Deno.test('rankParams: single rank equals gptParamSpecs; TP and PP shards add up', () => {
+  const all = gptParamSpecs({ vocabSize: 65, blockSize: 64, nLayer: 2, nHead: 2, nEmbd: 64, bias: true })
+    .reduce((a, s) => a + s.shape.reduce((x, y) => x * y, 1), 0);
+  equal(rankParams(makePlan(), TINY, 0).dense, all);
+  // tp 2 splits every matrix and column-parallel bias; LayerNorms, wpe and row-parallel biases are copies.
+  const tp = makePlan({ tp: 2 }), C = 64;
+  const replicated = 64 * C + 2 * (4 * C + 2 * C) + 2 * C; // wpe, per-layer LN + row-parallel biases, ln_f
+  const padded = all - 65 * C + 66 * C; // vocab padded to 66
+  equal(rankParams(tp, TINY, 0).dense + rankParams(tp, TINY, 1).dense, padded + replicated);
+  // pp 2: the last stage keeps its own copy of the tied embedding.
+  const pp = makePlan({ pp: 2 });
+  equal(rankParams(pp, TINY, 0).dense + rankParams(pp, TINY, 1).dense, all + 65 * C);
+});
+
+Deno.test('stepTraffic: DP allReduce, TP 4 allReduces per layer per micro-batch, PP boundaries, Ulysses, EP', () => {
+  const dp = stepTraffic(makePlan({ dp: 2 }), TINY, 1);
+  const psi = rankParams(makePlan({ dp: 2 }), TINY, 1).dense;
+  equal(trafficByKind(dp).get('dp/allReduce'), psi + 1, 'Ψ grads (2(d−1)/d·Ψ with d 2) + a 1-element loss average on rank 1');
+  const b = 8, s = 64, C = 64;
+  const tp = stepTraffic(makePlan({ tp: 2, microBatches: 2 }), TINY, 0);
+  const layer = tp.find((r) => r.what.startsWith('layer outputs'))!;
+  equal(layer.calls, 4 * 2 * 2);
+  equal(layer.elements, layer.calls * b * s * C, 'ring allReduce over 2 ranks sends n per call');
+  const pp = stepTraffic(makePlan({ pp: 2, microBatches: 4 }), TINY, 0);
+  equal(pp.find((r) => r.what === 'activations (fwd)')!.elements, 4 * 4 * s * C);
+  equal(pp.find((r) => r.what === 'activation gradients (bwd)'), undefined, 'stage 0 sends no gradient back');
+  const last = stepTraffic(makePlan({ pp: 2, microBatches: 4 }), TINY, 1);
+  equal(last.find((r) => r.what === 'activation gradients (bwd)')!.elements, 4 * 4 * s * C);
+  const tied = (r: number) => stepTraffic(makePlan({ pp: 2, tp: 2 }), TINY, r).find((x) => x.what === 'tied embedding gradients')!;
+  deepStrictEqual([tied(0).n, tied(0).group], [33 * C, [0, 2]], 'the first and last stage sum their (66/2)×C embedding slices');
+  equal(tied(2).elements + tied(0).elements, 33 * C * 2 * (2 - 1), 'ring allReduce over 2 ranks: each sends n/2 twice');
+  const uly = stepTraffic(makePlan({ cp: 2, cpKind: 'ulysses' }), TINY, 0).find((r) => r.dim === 'cp')!;
+  equal(uly.elements, 8 * 2 * (16 * 32 * C) / 2, '8 allToAlls per layer, each (p−1)/p of b·(s/cp)·h');
+  const ep = stepTraffic(makePlan({ dp: 2, ep: 2 }), { ...TINY, nExpert: 4 }, 0, { topK: 2, capacityFactor: 1 });
+  const moe = ep.find((r) => r.dim === 'ep')!;
+  equal(moe.n, 4 * Math.ceil((8 * 64 * 2) / 4) * C);
+  equal(moe.elements, 4 * 2 * moe.n / 2);
+  equal(ep.find((r) => r.what === 'expert gradients'), undefined, 'experts are not replicated across an EP group of dp');
+  const z3 = stepTraffic(makePlan({ dp: 2, zero: 3, microBatches: 2 }), TINY, 0);
+  const padded = Math.ceil(psi / 2) * 2;
+  equal(trafficByKind(z3).get('dp/allGather'), 4 * padded / 2, 'ZeRO-3 gathers in forward and backward of each micro-batch');
+  equal(trafficByKind(z3).get('dp/reduceScatter'), 2 * padded / 2);
+  const sp = stepTraffic(makePlan({ tp: 2, sp: true }), TINY, 0);
+  equal(trafficByKind(sp).get('tp/allGather'), trafficByKind(sp).get('tp/reduceScatter'), 'SP: as many gathers as scatters');
+});

@@ -1,0 +1,83 @@
+/**
+ * Test-only rank worker for context parallelism: `attn` runs one ring / Ulysses attention call
+ * (forward, then backward of a given dy) on the rank's rows of a seeded random qkv; `train`
+ * runs the context-parallel GPT for cfg.steps steps.
+ */
+import { serveRank } from '../../src/dist/launch.ts';
+import { Gpu } from '../../src/gpu/context.ts';
+import { Tape } from '../../src/autograd/tape.ts';
+import { RULES } from '../../src/autograd/rules.ts';
+import { collectiveOp } from '../../src/autograd/collective.ts';
+import { parseConfig } from '../../src/train/config.ts';
+import { createModel } from '../../src/models/registry.ts';
+import { CharTokenizer } from '../../src/data/tokenizer.ts';
+import { TextDataset } from '../../src/data/dataset.ts';
+import { ContextParallelTrainer, cpPositions } from '../../src/parallel/context_parallel.ts';
+import { ringAttention } from '../../src/parallel/ring_attention.ts';
+import { ulyssesAttention } from '../../src/parallel/ulysses.ts';
+import { subGroup } from '../../src/parallel/data_parallel.ts';
+import { TrafficMeter } from '../../src/parallel/traffic.ts';
+import { randn } from '../util/assert.ts';
+import type { AttnArgs, AttnResult, CpRunArgs, CpRunResult } from './cp_harness.ts';
+
+let gpu: Promise<Gpu> | undefined;
+
+/** Rows `pos` of every sequence of a (B, T, w) array. */
+function rows(a: ArrayLike<number>, b: number, t: number, w: number, pos: Int32Array): Float32Array {
+  const out = new Float32Array(b * pos.length * w);
+  for (let i = 0; i < b; i++) for (const [j, p] of pos.entries()) for (let x = 0; x < w; x++) out[(i * pos.length + j) * w + x] = a[(i * t + p) * w + x];
+  return out;
+}
+
+serveRank({
+  async attn(world, a: AttnArgs): Promise<AttnResult> {
+    gpu ??= Gpu.create({ backend: 'wgpu' });
+    const g = await gpu;
+    const cp = world.size, pos = cpPositions(a.kind, world.rank, cp, a.t), tl = pos.length;
+    const qkv = g.upload(rows(randn(a.b * a.t * 3 * a.c, a.seed), a.b, a.t, 3 * a.c, pos), [a.b, tl, 3 * a.c]);
+    const dy = rows(randn(a.b * a.t * a.c, a.seed + 1), a.b, a.t, a.c, pos);
+    const group = subGroup(world, 'attn'), meter = TrafficMeter.of(world);
+    meter.take();
+    const tape = new Tape(g);
+    tape.requireGrad(qkv);
+    const dims = { b: a.b, t: tl, c: a.c, nh: a.nh, causal: a.causal };
+    const y = a.kind === 'ring' ? await ringAttention(tape, qkv, dims, group) : await ulyssesAttention(tape, qkv, dims, group);
+    const sentForward = meter.take();
+    const yHost = (await g.read(y)) as Float32Array;
+    // A local identity whose backward hands the given dy to y.
+    await collectiveOp(tape, y, y.shape, 'seed_dy', (x) => Promise.resolve(x), () => Promise.resolve(dy));
+    await tape.backwardAsync(RULES);
+    const dqkv = (await g.read(tape.gradOf(qkv)!)) as Float32Array;
+    const sentBackward = meter.take();
+    tape.dispose();
+    qkv.release();
+    return { pos: [...pos], y: yHost, dqkv, sentForward, sentBackward };
+  },
+
+  async train(world, args: CpRunArgs): Promise<CpRunResult> {
+    gpu ??= Gpu.create({ backend: 'wgpu' });
+    const g = await gpu;
+    const cfg = parseConfig(args.cfg);
+    const tok = CharTokenizer.fromText(args.text);
+    const data = new TextDataset(tok.encode(args.text), cfg.blockSize);
+    const model = createModel(g, cfg, tok.vocabSize);
+    const t = new ContextParallelTrainer(g, model, data, cfg, world, args.kind);
+    const res: CpRunResult = { losses: [], gradNorms: [], sent: [], grads0: new Float32Array(), params: new Float32Array(), flat: model.params.grads.size };
+    for (let s = 0; s < cfg.steps; s++) {
+      const rec = await t.step(s);
+      res.losses.push(rec.loss);
+      res.gradNorms.push(rec.gradNorm);
+      res.sent.push(rec.sent);
+      if (s === 0) res.grads0 = await t.gradients();
+    }
+    res.params = await t.parameters();
+    model.params.destroy();
+    return res;
+  },
+
+  /** Destroys this rank's device before the world terminates the worker. */
+  async close() {
+    if (gpu) (await gpu).destroy();
+    gpu = undefined;
+  },
+});

@@ -1,0 +1,88 @@
+/**
+ * Shared by the data-parallel and ZeRO tests: the tiny run both sides train, the single-rank
+ * reference (the unchanged Trainer in the test process), and worlds of tests/parallel/dp.worker.ts.
+ */
+import type { World } from '../../src/dist/launch.ts';
+import { chunkOffsets } from '../../src/dist/algorithms.ts';
+import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
+import { createModel } from '../../src/models/registry.ts';
+import { Trainer } from '../../src/train/trainer.ts';
+import { CharTokenizer } from '../../src/data/tokenizer.ts';
+import { TextDataset } from '../../src/data/dataset.ts';
+import type { Gpu } from '../../src/gpu/context.ts';
+import type { Sent } from '../../src/parallel/traffic.ts';
+import type { ZeroMemory } from '../../src/parallel/zero.ts';
+import { withRankWorld } from '../dist/world.ts';
+
+/** The first 4 KB of Tiny Shakespeare: enough for 16-token windows, small enough to ship to workers. */
+export const TEXT = (await Deno.readTextFile(new URL('../../public/data/tinyshakespeare.txt', import.meta.url))).slice(0, 4096);
+
+/** Tiny GPT, 10 steps; clip 0.5 so clipping is active on early steps (the tests check it is). */
+export function tinyConfig(over: Partial<TrainConfig> = {}): Partial<TrainConfig> {
+  return { nLayer: 2, nHead: 2, nEmbd: 32, blockSize: 16, batchSize: 4, steps: 10, warmup: 2, lr: 1e-2, minLr: 1e-3, gradClip: 0.5, logInterval: 10, ...over };
+}
+
+export interface RunArgs {
+  cfg: Partial<TrainConfig>;
+  text: string;
+  /** ZeRO stage; absent = plain data parallelism. */
+  stage?: number;
+  bucketBytes?: number | 'layer';
+  backend?: string;
+}
+
+export interface RunResult {
+  losses: number[];
+  gradNorms: number[];
+  /** Per step: elements this rank sent, by `group/op`. */
+  sent: Sent[];
+  /** Per step: buckets launched from inside backward. */
+  launched: number[];
+  order: number[][];
+  /** Bucket lengths n_k in elements. */
+  buckets: number[];
+  /** Averaged flat gradient of step 0 (rank 0; gathered under ZeRO). */
+  grads0?: Float32Array;
+  /** Final flat parameters (rank 0). */
+  params: Float32Array | null;
+  /** Flat buffer length Ψ_flat. */
+  flat: number;
+  shard: number;
+  memory?: ZeroMemory;
+}
+
+/** The single-rank run: the unchanged Trainer on the whole global batch. */
+export async function reference(gpu: Gpu, over: Partial<TrainConfig>): Promise<{ losses: number[]; gradNorms: number[]; params: Float32Array; grads0: Float32Array }> {
+  const cfg: TrainConfig = parseConfig(over);
+  const tok = CharTokenizer.fromText(TEXT);
+  const data = new TextDataset(tok.encode(TEXT), cfg.blockSize);
+  const model = createModel(gpu, cfg, tok.vocabSize);
+  const trainer = new Trainer(gpu, model, data, cfg);
+  trainer.step(0);
+  // The gradients stay in the flat buffer until the next step zeroes them.
+  const grads0 = (await gpu.read(model.params.grads) as Float32Array).slice();
+  for (let s = 1; s < cfg.steps; s++) trainer.step(s);
+  const recs = await trainer.drain();
+  const params = await gpu.read(model.params.values) as Float32Array;
+  model.params.destroy();
+  return { losses: recs.map((r) => r.loss), gradNorms: recs.map((r) => r.gradNorm), params, grads0 };
+}
+
+
+/** Launches `size` dp workers (see {@link withRankWorld}). */
+export const withDpWorld = <T>(size: number, body: (w: World) => Promise<T>): Promise<T> => withRankWorld('dp.worker.ts', size, body);
+
+/** Elements rank r sends in a ring allReduce of n elements over p ranks (algorithms.ts: every chunk but r in reduce-scatter, every chunk but r+1 in all-gather). */
+export function ringAllReduceSent(n: number, p: number, r: number): number {
+  const o = chunkOffsets(n, p);
+  const len = (i: number) => o[(i % p) + 1] - o[i % p];
+  return p === 1 ? 0 : 2 * n - len(r) - len(r + 1);
+}
+
+/** Deno.test options for tests that start workers. */
+export const WORKER_TEST = { sanitizeResources: false, sanitizeOps: false };
+
+/** max |a−b| / max(|b|, tiny), for reports. */
+export function maxRel(a: number[], b: number[]): number {
+  return Math.max(...a.map((x, i) => Math.abs(x - b[i]) / Math.max(Math.abs(b[i]), 1e-30)));
+}

@@ -1,0 +1,49 @@
+/**
+ * One mesh-trainer rank of a test run (src/parallel/mesh_trainer.ts), shared by the in-process
+ * runs (mesh_harness.ts) and the module workers (mesh_worker.ts). Imports nothing from the
+ * other test harnesses, whose top-level reads of the data file do not survive worker bundling.
+ */
+import type { Communicator } from '../../src/dist/communicator.ts';
+import type { Gpu } from '../../src/gpu/context.ts';
+import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
+import { CharTokenizer } from '../../src/data/tokenizer.ts';
+import { TextDataset } from '../../src/data/dataset.ts';
+import { MeshTrainer } from '../../src/parallel/mesh_trainer.ts';
+import type { ParallelPlan } from '../../src/parallel/plan.ts';
+import type { Sent } from '../../src/parallel/traffic.ts';
+
+export type Named = Record<string, Float32Array>;
+
+export interface MeshRunResult {
+  losses: number[];
+  gradNorms: number[];
+  sent: Sent[];
+  grads0: Named;
+  params: Named;
+  /** Parameter elements this rank holds. */
+  count: number;
+  /** Length of the store's flat (aligned) buffer, for ZeRO-1's pieces. */
+  flat: number;
+}
+
+/** Trains `over` for cfg.steps steps on this rank of `plan` (every rank calls it with the same arguments). */
+export async function trainMeshRank(gpu: Gpu, comm: Communicator, plan: ParallelPlan, over: Partial<TrainConfig>, text: string): Promise<MeshRunResult> {
+  const cfg = parseConfig(over);
+  const tok = CharTokenizer.fromText(text);
+  const data = new TextDataset(tok.encode(text), cfg.blockSize);
+  const t = new MeshTrainer(gpu, cfg, plan, comm, data, tok.vocabSize);
+  const res: MeshRunResult = { losses: [], gradNorms: [], sent: [], grads0: {}, params: {}, count: t.stages.params.count, flat: t.stages.params.grads.size };
+  try {
+    for (let s = 0; s < cfg.steps; s++) {
+      const rec = await t.step(s);
+      res.losses.push(rec.loss);
+      res.gradNorms.push(rec.gradNorm);
+      res.sent.push(rec.sent);
+      if (s === 0) res.grads0 = Object.fromEntries(await t.gradients());
+    }
+    res.params = Object.fromEntries(await t.parameters());
+  } finally {
+    t.destroy();
+  }
+  return res;
+}

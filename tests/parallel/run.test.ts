@@ -1,0 +1,80 @@
+/**
+ * src/parallel/run.ts in one thread (localWorld: every rank's Communicator and its own GPU
+ * device in this process): the dispatch, the batch convention, and that every rank's measured
+ * elements per `dim/collective` equal the prediction (cost.ts stepTraffic + the trainer's
+ * extra rows) wherever the prediction is exact.
+ */
+import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
+import { closeLocalWorld, localWorld, onEveryRank } from '../../src/dist/local.ts';
+import { parseConfig } from '../../src/train/config.ts';
+import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
+import { type RankSummary, strategyOf, trainerConfig, trainRank } from '../../src/parallel/run.ts';
+import { TEXT, tinyConfig } from './harness.ts';
+
+const TEST = { sanitizeResources: false, sanitizeOps: false };
+
+async function run(plan: ParallelPlan, over = {}): Promise<RankSummary[]> {
+  const world = localWorld(plan.dp * plan.pp * plan.cp * plan.tp, { timeoutMs: 60_000 });
+  try {
+    return await onEveryRank(world, (c) => trainRank({ plan, cfg: tinyConfig({ steps: 2, evalInterval: 2, evalBatches: 1, ...over }), data: { text: TEXT } }, c));
+  } finally {
+    closeLocalWorld(world);
+  }
+}
+
+/** Measured minus predicted per `dim/collective`, over the keys whose predicted rows are all exact. */
+function exactMismatches(s: RankSummary): string[] {
+  const pred = new Map<string, { n: number; exact: boolean }>();
+  for (const r of s.predicted) {
+    const k = `${r.dim}/${r.collective}`, p = pred.get(k) ?? { n: 0, exact: true };
+    pred.set(k, { n: p.n + r.elements, exact: p.exact && r.exact });
+  }
+  const out: string[] = [];
+  for (const rec of s.records) {
+    for (const k of new Set([...pred.keys(), ...Object.keys(rec.byDim)])) {
+      const p = pred.get(k);
+      if (p && !p.exact) continue;
+      if ((p?.n ?? 0) !== (rec.byDim[k] ?? 0)) out.push(`rank ${s.rank} step ${rec.step} ${k}: predicted ${p?.n ?? 0}, measured ${rec.byDim[k] ?? 0}`);
+    }
+  }
+  return out;
+}
+
+Deno.test('strategyOf picks one trainer per dimension, the mesh for dp × pp × tp, and refuses other combinations', () => {
+  equal(strategyOf(makePlan({ dp: 2 }), 'gpt'), 'dp');
+  equal(strategyOf(makePlan({ dp: 2, zero: 2 }), 'gpt'), 'zero');
+  equal(strategyOf(makePlan({ tp: 2, sp: true }), 'gpt'), 'tp');
+  equal(strategyOf(makePlan({ pp: 2 }), 'gpt'), 'pp');
+  equal(strategyOf(makePlan({ cp: 2 }), 'gpt'), 'cp');
+  equal(strategyOf(makePlan({ dp: 2, ep: 2 }), 'gpt-moe'), 'ep');
+  equal(strategyOf(makePlan({ dp: 2, pp: 2, tp: 2 }), 'gpt'), 'mesh');
+  throws(() => strategyOf(makePlan({ dp: 2, cp: 2 }), 'gpt'), /not supported yet: cp 2 combined with dp 2/);
+  throws(() => strategyOf(makePlan({ dp: 2, tp: 2, zero: 1 }), 'gpt'), /not supported yet: zero 1 combined with dp 2 × tp 2/);
+  throws(() => strategyOf(makePlan({ tp: 2 }), 'mamba'), /--arch mamba/);
+  throws(() => strategyOf(makePlan({ dp: 2, ep: 2 }), 'gpt'), /gpt-moe/);
+});
+
+Deno.test('trainerConfig keeps the global batch: G/m per micro-batch, or G with the pipeline', () => {
+  const cfg = parseConfig({ batchSize: 4, gradAccum: 2 });
+  const dp = trainerConfig(makePlan({ dp: 2, microBatches: 4 }), cfg);
+  deepStrictEqual([dp.batchSize, dp.gradAccum], [2, 4]);
+  const pp = trainerConfig(makePlan({ pp: 2, microBatches: 4 }), cfg);
+  deepStrictEqual([pp.batchSize, pp.gradAccum], [8, 1]);
+});
+
+Deno.test({
+  name: 'dp 2 and pp 2 in one thread: measured traffic equals the prediction, losses finite, val loss on rank 0 of dp',
+  ...TEST,
+  fn: async () => {
+    const dp = await run(makePlan({ dp: 2, microBatches: 2 }), { batchSize: 2, gradAccum: 2 });
+    deepStrictEqual(dp.flatMap(exactMismatches), []);
+    ok(dp[0].records.every((r) => Number.isFinite(r.loss) && r.byDim['dp/allReduce'] > 0));
+    ok(Number.isFinite(dp[0].records[1].valLoss) && dp[1].records[1].valLoss === undefined);
+    equal(dp[0].records[0].loss, dp[1].records[0].loss);
+    ok(dp[0].memory.optimizer === 2 * dp[0].memory.params && dp[0].memory.peakPool > 0);
+    const pp = await run(makePlan({ pp: 2, microBatches: 2 }));
+    deepStrictEqual(pp.flatMap(exactMismatches), []);
+    ok(pp[0].records[0].byDim['pp/send'] > 0 && pp[1].records[0].byDim['pp/send'] > 0);
+    ok(pp.every((s) => s.predicted.some((r) => r.what.includes('not in cost.ts'))));
+  },
+});
