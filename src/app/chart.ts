@@ -1,5 +1,6 @@
 /**
- * The loss chart: train loss per step and validation loss at evaluations, drawn with uPlot
+ * The charts of the Training panel: train loss per step and validation loss at evaluations
+ * ({@link LossChart}) and one-series charts such as tokens/s ({@link SeriesChart}), drawn with uPlot
  * (a small canvas chart library). The log table beside it carries the same numbers as text.
  */
 import uPlot from 'uplot';
@@ -87,5 +88,57 @@ export class LossChart {
   private redraw(): void {
     if (this.placeholder) this.placeholder.hidden = this.steps.length > 0;
     this.plot.setData([this.steps, this.train, this.val] as uPlot.AlignedData);
+  }
+}
+
+/**
+ * A one-series line chart by step (tokens per second, ms per step), drawn with uPlot like
+ * {@link LossChart}. Points arrive in step order; `reset` clears them.
+ */
+export class SeriesChart {
+  private readonly plot: uPlot;
+  private x: number[] = [];
+  private y: number[] = [];
+  private pending = false;
+
+  /** `label` names the series and its axis; `colour` is a CSS colour. */
+  constructor(host: HTMLElement, label: string, colour = '#16a34a') {
+    const css = getComputedStyle(document.documentElement);
+    const axisColor = css.getPropertyValue('--muted').trim() || '#555';
+    const axis: uPlot.Axis = { stroke: axisColor, grid: { stroke: 'rgba(127,127,127,0.18)' }, ticks: { stroke: 'rgba(127,127,127,0.3)' } };
+    const size = () => ({ width: Math.max(160, host.clientWidth), height: Math.max(90, host.clientHeight - 30) });
+    this.plot = new uPlot(
+      {
+        ...size(),
+        scales: { x: { time: false } },
+        series: [{ label: 'step' }, { label, stroke: colour, width: 1.5, points: { show: false } }],
+        axes: [{ ...axis, label: 'step', incrs: STEP_TICKS }, { ...axis, label, size: 60 }],
+        legend: { live: false },
+        cursor: { drag: { x: false, y: false } },
+      },
+      [[], []],
+      host,
+    );
+    new ResizeObserver(() => this.plot.setSize(size())).observe(host);
+  }
+
+  reset(): void {
+    this.x = [];
+    this.y = [];
+    this.plot.setData([[], []]);
+  }
+
+  /** Appends (step, value) points. */
+  add(points: [number, number][]): void {
+    for (const [s, v] of points) {
+      this.x.push(s);
+      this.y.push(v);
+    }
+    if (this.pending) return;
+    this.pending = true;
+    requestAnimationFrame(() => {
+      this.pending = false;
+      this.plot.setData([this.x, this.y]);
+    });
   }
 }

@@ -1,168 +1,249 @@
 /**
- * The browser demo: a Setup form validated by the trainer's own parseConfig, one rank worker
- * that owns the GPUDevice and trains, a live log and loss chart, and the final sample.
+ * The browser demo: a Setup form validated by the trainer's own parseConfig and planProblems;
+ * world size 1 trains in one rank worker (with text samples), larger worlds launch that many
+ * workers and run the parallel plan (src/parallel/run.ts). Live loss / tokens-per-second
+ * charts, and the trace feeds the Timeline, Communication, Memory and Mesh views; Learn runs
+ * small real collectives and schedules step by step; Open run replays a headless run's files.
  * Without WebGPU the page explains why instead of staying blank.
  */
 import './style.css';
 import { SetupForm, type FormResult } from './form.ts';
-import { LossChart } from './chart.ts';
 import { checkWebGpuApi, classifyInitError, renderUnsupported, type Unsupported } from './support.ts';
-import { progressProxy, type ProgressRecord, type RankHandle, type RankInfo, startRank, type TrainSummary } from './rank.ts';
+import { progressProxy, type ProgressRecord, type RankHandle, type RankInfo, spawnRankWorker, startRank } from './rank.ts';
 import type { TrainConfig } from '../train/config.ts';
+import type { ParallelPlan, PlanModel } from '../parallel/plan.ts';
+import { World } from '../dist/launch.ts';
+import { ParallelSetup, type ParallelResult } from './panels/parallel_setup.ts';
+import type { ParallelSession } from './panels/parallel_run.ts';
+import { Tabs } from './panels/tabs.ts';
+import { Views } from './panels/views.ts';
+import { RingLesson } from './panels/learn_ring.ts';
+import { PipelineLesson } from './panels/learn_pipeline.ts';
+import { TpLesson } from './panels/learn_tp.ts';
+import { type LoadedRun, OpenRunPanel } from './panels/open_run.ts';
+import { fmt, TrainingView } from './panels/training_view.ts';
+import { DatasetPicker } from './panels/dataset.ts';
 
 type State = 'loading' | 'ready' | 'running' | 'done' | 'stopped' | 'error' | 'unsupported';
-
 const $ = <T extends HTMLElement = HTMLElement>(sel: string) => document.querySelector<T>(sel)!;
-
 const el = {
-  app: $('#app'),
-  adapter: $('#adapter'),
-  unsupported: $('#unsupported'),
-  form: $<HTMLFormElement>('#setup-form'),
-  start: $<HTMLButtonElement>('#start'),
-  pause: $<HTMLButtonElement>('#pause'),
-  stop: $<HTMLButtonElement>('#stop'),
-  status: $('#status'),
-  log: $('#log'),
-  sample: $('#sample'),
-  sampleAgain: $<HTMLButtonElement>('#sample-again'),
-  step: $('#m-step'),
-  loss: $('#m-loss'),
-  val: $('#m-val'),
-  ms: $('#m-ms'),
-  tps: $('#m-tps'),
-  retry: $<HTMLButtonElement>('#retry'),
+  app: $('#app'), adapter: $('#adapter'), unsupported: $('#unsupported'), form: $<HTMLFormElement>('#setup-form'),
+  start: $<HTMLButtonElement>('#start'), pause: $<HTMLButtonElement>('#pause'), step: $<HTMLButtonElement>('#step'), stop: $<HTMLButtonElement>('#stop'),
+  status: $('#status'), sampleAgain: $<HTMLButtonElement>('#sample-again'), retry: $<HTMLButtonElement>('#retry'),
 };
 
 let state: State = 'loading';
 let rank: RankHandle | null = null;
 let info: RankInfo | null = null;
+let session: ParallelSession | null = null;
 let paused = false;
-let formValid = false;
+let formResult: FormResult | null = null;
+let planResult: ParallelResult = { ok: false, problems: [] };
 let lastCfg: TrainConfig | null = null;
-const MAX_LOG_LINES = 1000;
+const canStart = () => !!formResult?.ok && planResult.ok && !!info;
 
 function setState(s: State): void {
   state = s;
   document.body.dataset.state = s;
   const running = s === 'running';
-  el.start.disabled = running || !formValid || !info;
-  el.pause.disabled = !running;
-  el.stop.disabled = !running;
-  el.sampleAgain.disabled = !(s === 'done' || s === 'stopped');
+  el.start.disabled = running || !canStart();
+  el.pause.disabled = el.stop.disabled = el.step.disabled = !running;
+  el.sampleAgain.disabled = !((s === 'done' || s === 'stopped') && !session && lastCfg);
   form.setDisabled(running);
+  parallel.setDisabled(running);
+  dataset.setDisabled(running || s === 'loading');
   if (!running) {
     paused = false;
     el.pause.textContent = 'Pause';
   }
 }
 
-function setStatus(text: string): void {
-  el.status.textContent = text;
-}
+const setStatus = (text: string) => void (el.status.textContent = text);
 
-function logLine(text: string, cls = '', data: Record<string, string> = {}): void {
-  const row = document.createElement('div');
-  row.className = `line ${cls}`.trim();
-  row.textContent = text;
-  Object.assign(row.dataset, data);
-  const stick = el.log.scrollTop + el.log.clientHeight >= el.log.scrollHeight - 4;
-  el.log.append(row);
-  while (el.log.childElementCount > MAX_LOG_LINES) el.log.firstElementChild!.remove();
-  if (stick) el.log.scrollTop = el.log.scrollHeight;
-}
+const logLine = (text: string, cls = '') => tv.line(text, cls);
 
 function showUnsupported(why: Unsupported): void {
   el.app.hidden = true;
   el.adapter.textContent = 'No WebGPU';
-  const help = el.unsupported.querySelector<HTMLElement>('[data-slot="webgpu-help"]')!;
-  help.hidden = why.reason === 'error';
+  el.unsupported.querySelector<HTMLElement>('[data-slot="webgpu-help"]')!.hidden = why.reason === 'error';
   renderUnsupported(el.unsupported, why);
   setState('unsupported');
 }
 
-const fmt = {
-  loss: (x: number) => x.toFixed(4),
-  lr: (x: number) => x.toExponential(2),
-  ms: (x: number) => (x >= 100 ? x.toFixed(0) : x.toFixed(1)),
-  tps: (x: number) => String(Math.round(x)),
-  step: (s: number) => String(s).padStart(5),
-};
-
 function onProgress(rec: ProgressRecord): void {
   if (rec.kind === 'train') {
-    chart.addTrain(rec.points);
-    el.step.textContent = `${rec.step + 1}${lastCfg ? ` / ${lastCfg.steps}` : ''}`;
-    el.loss.textContent = fmt.loss(rec.loss);
-    el.ms.textContent = fmt.ms(rec.ms);
-    el.tps.textContent = fmt.tps(rec.tokensPerSec);
-    logLine(`step ${fmt.step(rec.step)} | loss ${fmt.loss(rec.loss)} | lr ${fmt.lr(rec.lr)} | ${fmt.ms(rec.ms)} ms/step | ${fmt.tps(rec.tokensPerSec)} tokens/s`, 'train', {
-      step: String(rec.step),
-      loss: String(rec.loss),
-    });
+    tv.loss.addTrain(rec.points);
+    tv.step(rec, lastCfg?.steps);
     if (!paused) setStatus(`Training… step ${rec.step + 1}${lastCfg ? ` of ${lastCfg.steps}` : ''}`);
-  } else if (rec.kind === 'eval') {
-    chart.addVal(rec.step, rec.valLoss);
-    el.val.textContent = fmt.loss(rec.valLoss);
-    logLine(`step ${fmt.step(rec.step)} | val loss ${fmt.loss(rec.valLoss)}`, 'eval', { step: String(rec.step), valLoss: String(rec.valLoss) });
-  } else {
+  } else if (rec.kind === 'eval') tv.val(rec.step, rec.valLoss);
+  else {
     logLine(rec.text, 'note');
-    if (rec.text.startsWith('paused')) setStatus(`Paused after step ${rec.text.replace(/\D+/g, '')}: press Resume to continue.`);
+    if (rec.text.startsWith('paused')) setStatus(`Paused after step ${rec.text.replace(/\D+/g, '')}: press Resume or Step to continue.`);
     else if (!paused) setStatus(rec.text.startsWith('model:') ? 'Compiling kernels and training…' : `${rec.text[0].toUpperCase()}${rec.text.slice(1)}…`);
   }
 }
 
+function finish(line: string, s: State): void {
+  logLine(line, s === 'error' ? 'error' : 'note');
+  el.status.setAttribute('role', s === 'error' ? 'alert' : 'status');
+  setStatus(line);
+  setState(s);
+}
+
 async function startTraining(): Promise<void> {
-  const r = form.validate();
-  if (!r.ok || !rank || !info || state === 'running') return;
+  const r = form.validate(), pr = parallel.validate();
+  if (!r.ok || !pr.ok || !rank || !info || state === 'running') return;
   lastCfg = r.cfg;
-  chart.reset();
-  el.log.replaceChildren();
-  el.sample.textContent = '';
-  for (const m of [el.step, el.loss, el.val, el.ms, el.tps]) m.textContent = '–';
+  tv.clear();
+  views.reset({ run: 'browser demo', plan: pr.choice.plan, net: pr.choice.net });
   setState('running');
   setStatus('Starting…');
-  logLine(`run: ${r.cfg.steps} steps · batch ${r.cfg.batchSize} · lr ${fmt.lr(r.cfg.lr)} · warmup ${r.cfg.warmup}`, 'note');
-  let summary: TrainSummary;
+  logLine(`run: ${r.cfg.steps} steps · batch ${r.cfg.batchSize} · lr ${fmt.lr(r.cfg.lr)} · ${pr.choice.worldSize} rank(s) · ${pr.choice.net}`, 'note');
+  const t0 = performance.now();
   try {
-    summary = await rank.api.train(r.cfg, progressProxy(onProgress));
+    if (pr.choice.worldSize === 1) {
+      const summary = await rank.api.train(r.cfg, progressProxy(onProgress));
+      tv.sample.textContent = summary.sample;
+      const loss = summary.finalLoss !== null ? `loss ${fmt.loss(summary.firstLoss!)} → ${fmt.loss(summary.finalLoss)}` : 'no steps';
+      const val = summary.valLoss !== null ? ` · val loss ${fmt.loss(summary.valLoss)}` : '';
+      finish(`${summary.stopped ? 'Stopped' : 'Done'}: ${summary.steps} steps in ${(summary.ms / 1000).toFixed(1)} s · ${loss}${val}`, summary.stopped ? 'stopped' : 'done');
+      return;
+    }
+    const corpus = await dataset.current();
+    tv.sample.textContent = 'Samples come from single-rank runs (world size 1); a parallel run reports losses, traffic and memory.';
+    let done = 0;
+    // Loaded on first use: the host side of run.ts pulls in the trainers' module graph.
+    const { ParallelSession } = await import('./panels/parallel_run.ts');
+    session = new ParallelSession(pr.choice, r.cfg, corpus.text, {
+      onStep: (rep) => {
+        done = rep.step + 1;
+        tv.loss.addTrain([[rep.step, rep.loss]]);
+        tv.step(rep, r.cfg.steps);
+        if (rep.valLoss !== undefined) tv.val(rep.step, rep.valLoss);
+        if (!paused) setStatus(`Training on ${pr.choice.worldSize} ranks… step ${rep.step + 1} of ${r.cfg.steps}`);
+      },
+      onSpans: (spans) => views.addSpans(spans, done),
+      onStatus: (text) => setStatus(`${text[0].toUpperCase()}${text.slice(1)}`),
+    });
+    if (paused) session.pause(); // Pause pressed while the page was still preparing the run
+    const res = await session.run();
+    views.setMeasured(res.ranks.map((x) => ({ rank: x.rank, params: x.memory.params, grads: x.memory.grads, optimizer: x.memory.optimizer, activations: x.memory.peakPool })));
+    const first = res.steps[0]?.loss, last = res.steps[res.steps.length - 1]?.loss;
+    const loss = first !== undefined ? `loss ${fmt.loss(first)} → ${fmt.loss(last!)}` : 'no steps';
+    finish(`${res.stopped ? 'Stopped' : 'Done'}: ${res.steps.length} steps on ${pr.choice.worldSize} ranks in ${((performance.now() - t0) / 1000).toFixed(1)} s · ${loss} · ${views.allSpans.length} trace spans`, res.stopped ? 'stopped' : 'done');
   } catch (e) {
     const msg = (e as Error).message ?? String(e);
-    logLine(`error: ${msg}`, 'error');
-    setStatus(`Error: ${msg}`);
-    el.status.setAttribute('role', 'alert');
-    setState('error');
-    return;
+    finish(`Error: ${msg}`, 'error');
+  } finally {
+    session = null;
+    el.sampleAgain.disabled = !(state === 'done' || state === 'stopped') || pr.choice.worldSize !== 1;
   }
-  el.sample.textContent = summary.sample;
-  const secs = (summary.ms / 1000).toFixed(1);
-  const loss = summary.finalLoss !== null ? `loss ${fmt.loss(summary.firstLoss!)} → ${fmt.loss(summary.finalLoss)}` : 'no steps';
-  const val = summary.valLoss !== null ? ` · val loss ${fmt.loss(summary.valLoss)}` : '';
-  const line = `${summary.stopped ? 'Stopped' : 'Done'}: ${summary.steps} steps in ${secs} s · ${loss}${val}`;
-  logLine(line, 'note');
-  el.status.setAttribute('role', 'status');
-  setStatus(line);
-  setState(summary.stopped ? 'stopped' : 'done');
+}
+
+/** The model the parallel plan must fit, from a config (the form's, or an opened run's). */
+function planModel(cfg: TrainConfig, vocabSize = info?.vocabSize ?? 65): PlanModel {
+  const { nLayer, nHead, nEmbd, blockSize } = cfg;
+  const moe = cfg.arch === 'gpt-moe' ? { nExpert: cfg.nExpert } : {};
+  return { nLayer, nHead, nEmbd, blockSize, batchSize: cfg.batchSize * (cfg.gradAccum ?? 1), vocabSize, ...moe };
+}
+
+function refreshStart(): void {
+  if (state !== 'running') el.start.disabled = !canStart();
 }
 
 function onFormChange(r: FormResult): void {
-  formValid = r.ok;
-  if (state !== 'running') el.start.disabled = !formValid || !info;
+  formResult = r;
+  if (r.ok) parallel?.setModel(planModel(r.cfg));
+  refreshStart();
+}
+
+function onPlanChange(r: ParallelResult): void {
+  const wasOk = planResult.ok;
+  planResult = r;
+  if (state === 'ready' && !r.ok) setStatus(`Cannot start: invalid parallel plan: ${r.problems.join('; ')}`);
+  else if (state === 'ready' && r.ok && !wasOk) setStatus('Ready. Choose a setup and press Start training.');
+  if (r.ok && formResult?.ok) views?.setPlan(r.choice.plan, planModel(formResult.cfg));
+  refreshStart();
+}
+
+function onOpen(run: LoadedRun): void {
+  if (state === 'running') return;
+  if (run.metrics) {
+    tv.clear();
+    tv.loss.addTrain(run.metrics.train.map((r) => [r.step, r.loss]));
+    for (const r of run.metrics.train) tv.step(r);
+    for (const v of run.metrics.val) tv.val(v.step, v.valLoss);
+    tv.sample.textContent = 'An opened run brings no sample: the run directory keeps it in sample.txt.';
+    setStatus(`Showing ${run.name}`);
+  }
+  // config.json (or the trace's otherData) carries the plan of a `npm run train -- --dp …` run.
+  const cfg = run.config, p = (cfg?.plan ?? run.meta?.plan) as ParallelPlan | undefined;
+  const n = run.spans ? Math.max(...run.spans.map((s) => s.rank)) + 1 : p ? p.dp * p.pp * p.cp * p.tp : 1;
+  const plan = p && p.dp * p.pp * p.cp * p.tp === n ? p : null;
+  if (plan && cfg) views.setPlan(plan, planModel({ ...(cfg as unknown as TrainConfig) }, Number(cfg.vocabSize) || undefined));
+  if (run.spans) {
+    views.reset(run.meta ?? {});
+    views.mesh.setShape(plan ? [plan.dp, plan.pp, plan.cp, plan.tp] : [n, 1, 1, 1]);
+    views.addSpans(run.spans, cfg && run.metrics ? run.metrics.train.length : 0);
+  }
+}
+
+/** Loads the chosen corpus into the rank worker (its tokenizer and vocabulary) and revalidates the plan. */
+async function loadCorpus(): Promise<void> {
+  if (!rank) return;
+  const c = await dataset.current();
+  info = await rank.api.init({ text: c.text });
+  dataset.describe(info.corpusChars, info.vocabSize);
+  logLine(`data: ${c.name} · ${info.corpusChars.toLocaleString('en')} characters · vocab ${info.vocabSize}`, 'note');
+  if (formResult?.ok) parallel.setModel(planModel(formResult.cfg));
+}
+
+async function onDatasetChange(): Promise<void> {
+  if (state === 'running' || state === 'loading' || !rank) return;
+  setState('loading');
+  setStatus('Loading the training text…');
+  try {
+    await loadCorpus();
+    setStatus('Ready. Choose a setup and press Start training.');
+  } catch (e) {
+    setStatus(`Error: ${(e as Error).message}`);
+  }
+  setState('ready');
 }
 
 // ---- boot ------------------------------------------------------------------------------
 
-const chart = new LossChart($('#chart'), $('#chart-empty'));
+const tv = new TrainingView();
+const tp = new TpLesson($('#learn-tp'));
+const views = new Views({ timeline: $('#timeline'), comm: $('#comm'), memory: $('#memory'), mesh: $('#mesh') }, tp);
+const dataset = new DatasetPicker($('#dataset-fields'), import.meta.env.BASE_URL, () => void onDatasetChange());
+const parallel = new ParallelSetup($('#parallel-fields'), onPlanChange);
 const form = new SetupForm(el.form, onFormChange);
+new RingLesson($('#learn-ring'), async (p) => {
+  const w = await World.launch({ size: p, spawn: spawnRankWorker, net: planResult.ok ? planResult.choice.net : 'nvlink-ib', timeoutMs: 20_000, runTimeoutMs: 60_000 });
+  try {
+    await w.run('one', { coll: 'allReduce', algorithm: 'ring', bytes: 4 * 4 * p });
+    return await w.trace();
+  } finally {
+    await w.shutdown();
+  }
+});
+new PipelineLesson($('#learn-pipe'));
+new OpenRunPanel($('#open'), onOpen, new URL(`${import.meta.env.BASE_URL}example-run/`, location.href).href);
+new Tabs($('#learn-tabs'));
+new Tabs($('#views-tabs'), (id) => {
+  if (id === 'mesh') void views.mesh.show();
+});
 
-// Fields can be preset from the URL (?preset=tiny&nLayer=1&steps=50), for sharing a setup.
+// Fields can be preset from the URL (?preset=tiny&nLayer=1&dp=2&world=2), for sharing a setup.
 {
   const q = new URLSearchParams(location.search);
   const preset = q.get('preset');
   if (preset) form.applyPreset(preset);
-  const values: Record<string, string> = {};
-  for (const [k, v] of q) if (k !== 'preset') values[k] = v;
+  const values: Record<string, string> = {}, par: Record<string, string> = {};
+  for (const [k, v] of q) if (k !== 'preset') (parallel.has(k) ? par : values)[k] = v;
   if (Object.keys(values).length) form.set(values as never);
+  if (Object.keys(par).length) parallel.set(par);
 }
 
 el.form.addEventListener('submit', (ev) => {
@@ -170,20 +251,25 @@ el.form.addEventListener('submit', (ev) => {
   void startTraining();
 });
 el.pause.addEventListener('click', () => {
-  if (!rank || state !== 'running') return;
+  if (state !== 'running') return;
   paused = !paused;
-  if (paused) {
-    void rank.api.pause();
-    setStatus('Pausing after the current log interval…');
-  } else {
-    void rank.api.resume();
-    setStatus('Training…');
-  }
+  if (session) paused ? session.pause() : session.resume();
+  else if (rank) void (paused ? rank.api.pause() : rank.api.resume());
+  setStatus(paused ? 'Pausing after the current log interval…' : 'Training…');
   el.pause.textContent = paused ? 'Resume' : 'Pause';
 });
+el.step.addEventListener('click', () => {
+  if (state !== 'running') return;
+  paused = true;
+  el.pause.textContent = 'Resume';
+  if (session) session.stepOnce();
+  else if (rank) void rank.api.resume().then(() => rank?.api.pause());
+  setStatus('Running one more logged step…');
+});
 el.stop.addEventListener('click', () => {
-  if (!rank || state !== 'running') return;
-  void rank.api.stop();
+  if (state !== 'running') return;
+  if (session) session.stop();
+  else void rank?.api.stop();
   setStatus('Stopping after the current log interval…');
 });
 el.sampleAgain.addEventListener('click', async () => {
@@ -191,7 +277,7 @@ el.sampleAgain.addEventListener('click', async () => {
   el.sampleAgain.disabled = true;
   setStatus('Sampling…');
   try {
-    el.sample.textContent = await rank.api.sample(Math.max(1, lastCfg.sampleTokens || 200));
+    tv.sample.textContent = await rank.api.sample(Math.max(1, lastCfg.sampleTokens || 200));
     setStatus('New sample ready.');
   } catch (e) {
     setStatus(`Error: ${(e as Error).message}`);
@@ -204,26 +290,20 @@ el.retry.addEventListener('click', () => location.reload());
 async function boot(): Promise<void> {
   setState('loading');
   const missing = checkWebGpuApi();
-  if (missing) {
-    showUnsupported(missing);
-    return;
-  }
+  if (missing) return showUnsupported(missing);
   rank = startRank((msg) => {
     if (state === 'loading') showUnsupported({ reason: 'error', detail: `The rank worker failed to load: ${msg}` });
   });
   try {
-    const dataUrl = new URL(`${import.meta.env.BASE_URL}data/tinyshakespeare.txt`, location.href).href;
-    info = await rank.api.init({ dataUrl });
+    await loadCorpus();
   } catch (e) {
     rank.terminate();
     rank = null;
-    showUnsupported(classifyInitError((e as Error).message ?? String(e)));
-    return;
+    return showUnsupported(classifyInitError((e as Error).message ?? String(e)));
   }
-  el.adapter.textContent = `GPU: ${info.adapter} · ${info.backend}`;
-  el.adapter.title = info.gpuLine;
-  logLine(info.gpuLine, 'note');
-  logLine(`data: Tiny Shakespeare · ${info.corpusChars.toLocaleString('en')} characters · vocab ${info.vocabSize}`, 'note');
+  el.adapter.textContent = `GPU: ${info!.adapter} · ${info!.backend}`;
+  el.adapter.title = info!.gpuLine;
+  logLine(info!.gpuLine, 'note');
   setStatus('Ready. Choose a setup and press Start training.');
   setState('ready');
 }

@@ -1,0 +1,116 @@
+/**
+ * The Communication panel: a rank×rank heatmap of the bytes each rank sent to each other rank
+ * (rows: sender, columns: receiver; from the trace's send spans via `traceTotals`), and the
+ * bytes per collective measured beside the analytical prediction of `stepTraffic`
+ * (src/parallel/cost.ts) summed over every rank and the traced steps.
+ */
+import { type Span, traceTotals } from '../../dist/trace.ts';
+import { type ParallelPlan, type PlanModel, planWorldSize } from '../../parallel/plan.ts';
+import { stepTraffic } from '../../parallel/cost.ts';
+import { fmtBytes } from './trace_io.ts';
+
+/** What the prediction needs: the plan, the model and how many optimizer steps the trace covers. */
+export interface Prediction {
+  plan: ParallelPlan;
+  model: PlanModel;
+  steps: number;
+}
+
+/**
+ * Predicted bytes per call op (`allReduce`, `send`, …) for `steps` optimizer steps of the
+ * plan, summed over every rank: Σ_rank Σ_rows 4·elements (f32).
+ * @throws Error from stepTraffic when the plan is invalid for the model.
+ */
+export function predictedBytesByOp(p: Prediction): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (let r = 0; r < planWorldSize(p.plan); r++) {
+    for (const row of stepTraffic(p.plan, p.model, r)) out[row.collective] = (out[row.collective] ?? 0) + 4 * row.elements * p.steps;
+  }
+  return out;
+}
+
+/** The Communication view: heatmap and per-collective table, rebuilt by {@link CommPanel.update}. */
+export class CommPanel {
+  private readonly heat: HTMLElement;
+  private readonly table: HTMLElement;
+  private readonly note: HTMLElement;
+  private readonly summary: HTMLElement;
+
+  constructor(host: HTMLElement) {
+    host.innerHTML = `
+      <p class="summary" data-testid="comm-summary">No traffic yet: start a run with more than one rank, or open a run.</p>
+      <div class="comm-grid">
+        <figure><figcaption>Bytes sent, rank → rank (row sends to column)</figcaption><div data-testid="comm-heatmap"></div></figure>
+        <figure><figcaption>Per collective: measured (trace) vs predicted (stepTraffic)</figcaption><div data-testid="comm-totals"></div>
+        <p class="hint" data-slot="note"></p></figure>
+      </div>`;
+    this.heat = host.querySelector('[data-testid="comm-heatmap"]')!;
+    this.table = host.querySelector('[data-testid="comm-totals"]')!;
+    this.note = host.querySelector('[data-slot="note"]')!;
+    this.summary = host.querySelector('[data-testid="comm-summary"]')!;
+  }
+
+  /** Shows the traffic of `spans`; with `prediction`, the analytical bytes beside it. */
+  update(spans: readonly Span[], prediction?: Prediction): void {
+    const t = traceTotals(spans);
+    const ranks = [...new Set(spans.map((s) => s.rank))].sort((a, b) => a - b);
+    const n = ranks.length ? Math.max(...ranks) + 1 : 0;
+    this.summary.textContent = n ? `${fmtBytes(t.totalBytes)} sent by ${n} ranks in ${Object.values(t.messagesByOp).reduce((a, b) => a + b, 0)} messages` : 'No traffic yet.';
+    this.heat.replaceChildren(this.heatmap(t.bytesByPair, n));
+    let predicted: Record<string, number> = {};
+    this.note.textContent = '';
+    if (prediction) {
+      try {
+        predicted = predictedBytesByOp(prediction);
+        this.note.textContent = `Prediction: ${prediction.steps} step(s) of the plan, every rank, f32 (4 bytes per element). ` +
+          'Traffic outside the training steps (evaluation, parameter broadcast) is measured but not predicted.';
+      } catch (e) {
+        this.note.textContent = `No prediction: ${(e as Error).message}`;
+      }
+    }
+    this.table.replaceChildren(this.totals(t.bytesByOp, t.messagesByOp, predicted));
+  }
+
+  private heatmap(pairs: Record<string, number>, n: number): HTMLElement {
+    const tbl = document.createElement('table');
+    tbl.className = 'heatmap';
+    const max = Math.max(1, ...Object.values(pairs));
+    const head = tbl.createTHead().insertRow();
+    head.insertCell().textContent = 'from \\ to';
+    for (let j = 0; j < n; j++) head.insertCell().textContent = String(j);
+    const body = tbl.createTBody();
+    for (let i = 0; i < n; i++) {
+      const row = body.insertRow();
+      const th = document.createElement('th');
+      th.textContent = String(i);
+      row.append(th);
+      for (let j = 0; j < n; j++) {
+        const b = pairs[`${i}>${j}`] ?? 0, cell = row.insertCell();
+        const f = b / max;
+        cell.textContent = b ? fmtBytes(b) : i === j ? '—' : '0';
+        cell.dataset.bytes = String(b);
+        cell.style.background = b ? `rgba(245, 158, 11, ${0.12 + 0.78 * f})` : '';
+        cell.style.color = f > 0.6 ? '#111' : '';
+        cell.title = `rank ${i} → rank ${j}: ${b} bytes`;
+      }
+    }
+    return tbl;
+  }
+
+  private totals(bytes: Record<string, number>, msgs: Record<string, number>, predicted: Record<string, number>): HTMLElement {
+    const tbl = document.createElement('table');
+    tbl.className = 'totals';
+    const head = tbl.createTHead().insertRow();
+    for (const h of ['collective', 'messages', 'measured', 'predicted', 'measured / predicted']) head.insertCell().textContent = h;
+    const body = tbl.createTBody();
+    for (const op of [...new Set([...Object.keys(bytes), ...Object.keys(predicted)])].sort()) {
+      const row = body.insertRow();
+      row.dataset.op = op;
+      const m = bytes[op] ?? 0, p = predicted[op];
+      for (const v of [op, String(msgs[op] ?? 0), fmtBytes(m), p === undefined ? '—' : fmtBytes(p), p ? (m / p).toFixed(3) : '—']) {
+        row.insertCell().textContent = v;
+      }
+    }
+    return tbl;
+  }
+}

@@ -1,0 +1,81 @@
+/**
+ * The analysis views of one run — Timeline, Communication, Memory, Mesh and the TP lesson —
+ * fed from the same data whether it comes from a live run or from opened files: the trace
+ * spans, the plan and model (for predictions) and the per-rank memory a run reports.
+ */
+import type { Span } from '../../dist/trace.ts';
+import type { ParallelPlan, PlanModel } from '../../parallel/plan.ts';
+import { CommPanel } from './comm_panel.ts';
+import { MemoryPanel, type RankMemory } from './memory_panel.ts';
+import { MeshPanel } from './mesh_panel.ts';
+import { TimelinePanel } from './timeline.ts';
+import type { TpLesson } from './learn_tp.ts';
+
+/** Holds one run's spans, plan and memory and keeps the analysis views in step with them. */
+export class Views {
+  readonly timeline: TimelinePanel;
+  readonly comm: CommPanel;
+  readonly memory: MemoryPanel;
+  readonly mesh: MeshPanel;
+  private spans: Span[] = [];
+  private plan: ParallelPlan | null = null;
+  private model: PlanModel | null = null;
+  private measured: RankMemory[] = [];
+  /** Optimizer steps the spans cover (for the traffic prediction); 0 = unknown. */
+  private steps = 0;
+  private meta: Record<string, unknown> = {};
+
+  constructor(hosts: { timeline: HTMLElement; comm: HTMLElement; memory: HTMLElement; mesh: HTMLElement }, private readonly tp: TpLesson) {
+    this.timeline = new TimelinePanel(hosts.timeline);
+    this.comm = new CommPanel(hosts.comm);
+    this.memory = new MemoryPanel(hosts.memory);
+    this.mesh = new MeshPanel(hosts.mesh);
+  }
+
+  /** A new plan chosen in Setup (no run yet): predictions and the mesh follow it. */
+  setPlan(plan: ParallelPlan, model: PlanModel): void {
+    this.plan = plan;
+    this.model = model;
+    this.mesh.setShape([plan.dp, plan.pp, plan.cp, plan.tp]);
+    this.memory.update(plan, model, this.measured);
+    if (!this.spans.length) this.tp.setData(model);
+  }
+
+  /** Clears the previous run's data (a new run starts). */
+  reset(meta: Record<string, unknown> = {}): void {
+    this.spans = [];
+    this.measured = [];
+    this.steps = 0;
+    this.meta = meta;
+    this.refresh();
+  }
+
+  /** Adds spans of the running (or opened) run; `steps`: steps covered so far. */
+  addSpans(spans: readonly Span[], steps: number): void {
+    this.spans.push(...spans);
+    this.steps = steps;
+    this.refresh();
+    // Live runs: light the links that carried this batch's messages.
+    const pairs = new Set(spans.filter((s) => s.kind === 'send').map((s) => `${Math.min(s.rank, s.peer)}-${Math.max(s.rank, s.peer)}`));
+    for (const p of pairs) this.mesh.pulse(...(p.split('-').map(Number) as [number, number]));
+  }
+
+  /** Per-rank memory as the run reported it. */
+  setMeasured(mem: RankMemory[]): void {
+    this.measured = mem;
+    if (this.plan && this.model) this.memory.update(this.plan, this.model, mem);
+  }
+
+  /** Every span collected so far. */
+  get allSpans(): readonly Span[] {
+    return this.spans;
+  }
+
+  private refresh(): void {
+    this.timeline.setSpans(this.spans, this.meta);
+    this.mesh.setSpans(this.spans);
+    const pred = this.plan && this.model && this.steps > 0 ? { plan: this.plan, model: this.model, steps: this.steps } : undefined;
+    this.comm.update(this.spans, pred);
+    if (this.model) this.tp.setData(this.model, this.spans, this.steps || 1);
+  }
+}
