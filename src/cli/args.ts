@@ -128,6 +128,8 @@ export function trainHelp(): string {
     '  --resume-step N      with --resume: start from the kept ckpt-N.safetensors (--ckpt-schedule pythia)',
     '  --neftune A          short for --neftune-alpha A',
     '  --goldfish K,H       short for --goldfish-k K --goldfish-h H',
+    '  --dp --tp --pp --cp --ep --zero --sp --micro-batches --pp-schedule --net',
+    '                       a parallel run on simulated ranks; `npm run train -- --dp 2 --help` lists them',
     '',
   ];
   for (const key of Object.keys(DEFAULTS) as Key[]) {

@@ -11,6 +11,7 @@ import { goldfish } from '../experiments/goldfish.ts';
 import { neftune } from '../experiments/neftune.ts';
 import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
+import { runCli } from './main.ts';
 
 /** Every experiment by name. */
 export const EXPERIMENTS: Record<string, Experiment> = { continual, goldfish, neftune };
@@ -66,13 +67,4 @@ export async function main(argv: string[]): Promise<string | null> {
   }
 }
 
-if (import.meta.main) {
-  try {
-    await main(Deno.args);
-    Deno.exit(0);
-  } catch (e) {
-    console.error(`error: ${(e as Error).message}`);
-    if (Deno.env.get('DEBUG')) console.error((e as Error).stack);
-    Deno.exit(1);
-  }
-}
+if (import.meta.main) await runCli(main);

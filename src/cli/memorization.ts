@@ -11,6 +11,7 @@ import { measureMemorization, type MemorizationScore } from '../train/memorizati
 import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
 import { createModel } from '../models/registry.ts';
+import { runCli } from './main.ts';
 
 const HELP = `npm run memorization -- --checkpoint FILE [flags]
   --checkpoint FILE    a training checkpoint (ckpt.safetensors or ckpt-<step>.safetensors)
@@ -86,12 +87,4 @@ export async function main(argv: string[]): Promise<Record<string, MemorizationS
   }
 }
 
-if (import.meta.main) {
-  try {
-    await main(Deno.args);
-    Deno.exit(0);
-  } catch (e) {
-    console.error(`error: ${(e as Error).message}`);
-    Deno.exit(1);
-  }
-}
+if (import.meta.main) await runCli(main);

@@ -19,6 +19,7 @@ import { NET_PRESETS, NetworkModel } from '../dist/network.ts';
 import { type CpKind, describePlan, makePlan, paddedVocab, type ParallelPlan, planGroup, type PlanModel, planWorldSize, rankCoords, rankParams, validatePlan } from '../parallel/plan.ts';
 import { bubbleFraction, collectiveTimeUs, type CommRow, p2pTimeUs, type PlanDim, stepTraffic, type TrafficOptions, zeroMemoryFp32 } from '../parallel/cost.ts';
 import { dryRun, type DryRun, makeSchedule, peakInFlight, SCHEDULE_KINDS, type ScheduleKind } from '../parallel/pipeline_schedule.ts';
+import { runCli } from './main.ts';
 
 const FLAGS = {
   dp: { type: 'string' }, tp: { type: 'string' }, pp: { type: 'string' }, cp: { type: 'string' }, ep: { type: 'string' },
@@ -212,12 +213,4 @@ export async function main(argv: string[]): Promise<string> {
   return `${text}\n\n${measured}`;
 }
 
-if (import.meta.main) {
-  try {
-    await main(Deno.args);
-    Deno.exit(0);
-  } catch (e) {
-    console.error(`error: ${(e as Error).message.split('\n').join(' ')}`);
-    Deno.exit(1);
-  }
-}
+if (import.meta.main) await runCli(main);

@@ -8,6 +8,7 @@ import { parseTrainArgs, trainHelp } from './args.ts';
 import { freshConfig, resolveConfig } from './train.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { lrAt, phaseBoundaries, scheduleFromConfig, type ScheduleSpec, validateSchedule } from '../train/schedules.ts';
+import { runCli } from './main.ts';
 
 const fmt = (x: number) => x.toExponential(3);
 
@@ -95,12 +96,4 @@ export async function main(argv: string[]): Promise<string> {
   return text;
 }
 
-if (import.meta.main) {
-  try {
-    await main(Deno.args);
-    Deno.exit(0);
-  } catch (e) {
-    console.error(`error: ${(e as Error).message}`);
-    Deno.exit(1);
-  }
-}
+if (import.meta.main) await runCli(main);

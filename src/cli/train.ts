@@ -14,7 +14,7 @@ import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
 import { createModel } from '../models/registry.ts';
 import { mixSeed, Random } from '../util/random.ts';
-import { DeviceLimitError } from '../gpu/limits.ts';
+import { runCli } from './main.ts';
 
 /**
  * Config keys a resumed run may change: they do not alter the model or the data order. The
@@ -183,14 +183,4 @@ export async function main(argv: string[]): Promise<number | null> {
   }
 }
 
-if (import.meta.main) {
-  try {
-    await main(Deno.args);
-    Deno.exit(0);
-  } catch (e) {
-    const hint = e instanceof DeviceLimitError ? ' (lower --batch-size or --block-size, or use a smaller model)' : '';
-    console.error(`error: ${(e as Error).message}${hint}`);
-    if (Deno.env.get('DEBUG')) console.error((e as Error).stack);
-    Deno.exit(1);
-  }
-}
+if (import.meta.main) await runCli(main);

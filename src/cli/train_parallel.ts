@@ -29,6 +29,7 @@ import { zeroMemoryFp32 } from '../parallel/cost.ts';
 import { planModelOf, RankRun, type RankSummary, runParallel, type StepReport, strategyOf, trainerConfig } from '../parallel/run.ts';
 import { closeLocalWorld, localWorld, onEveryRank } from '../dist/local.ts';
 import { checkMeshPlan } from '../parallel/mesh_trainer.ts';
+import { runCli } from './main.ts';
 
 /** Flags of a parallel run, beside the training config's. */
 export const PARALLEL_FLAGS = {
@@ -273,13 +274,4 @@ export async function main(argv: string[]): Promise<number | null> {
   return valLoss;
 }
 
-if (import.meta.main) {
-  try {
-    await main(Deno.args);
-    Deno.exit(0);
-  } catch (e) {
-    console.error(`error: ${(e as Error).message.split('\n').join(' ')}`);
-    if (Deno.env.get('DEBUG')) console.error((e as Error).stack);
-    Deno.exit(1);
-  }
-}
+if (import.meta.main) await runCli(main);

@@ -43,6 +43,7 @@ import { type ExpertShard, expertOf, GPTMoE, type MoECall } from '../models/moe.
 import { checkDataParallel, type ParallelStepRecord, subGroup } from './data_parallel.ts';
 import { TrafficMeter } from './traffic.ts';
 import { type ParallelPlan, planGroup } from './plan.ts';
+import { clipScale } from '../train/optimizer.ts';
 
 /**
  * The experts rank `index` of an EP group of `ep` holds: [index·E/ep, (index+1)·E/ep).
@@ -242,7 +243,7 @@ export class ExpertParallelTrainer {
     }
     const total = denseSq + (await this.groups.scalars.allReduce(new Float32Array([expertSq]), { op: 'sum' }))[0];
     const norm = Math.sqrt(total);
-    const scale = cfg.gradClip > 0 ? Math.min(1, cfg.gradClip / (norm + 1e-6)) : 1;
+    const scale = clipScale(norm, cfg.gradClip);
     gpu.write(model.params.grads, grads);
     gpu.write(this.norm, new Float32Array([norm, scale]));
     gpu.write(this.hyper, packAdamHyper({ lr, beta1: cfg.beta1, beta2: cfg.beta2, eps: cfg.eps, step: t }));

@@ -69,6 +69,7 @@ import { type Sent, TrafficMeter } from './traffic.ts';
 import { TensorParallelStages } from './mesh_stage.ts';
 import { cpPositions, takePositions } from './context_parallel.ts';
 import { MeshZero1 } from './mesh_zero.ts';
+import { clipScale } from '../train/optimizer.ts';
 
 /** One optimizer step as a mesh rank saw it; `loss`, `gradNorm` and `lr` are global. */
 export interface MeshStepRecord extends StepRecord {
@@ -219,7 +220,7 @@ export class MeshTrainer {
     start = wallMs();
     const sums = await this.scalars.allReduce(new Float32Array([squares, await this.lossShare()]), { op: 'sum' });
     const norm = Math.sqrt(sums[0]);
-    const scale = cfg.gradClip > 0 ? Math.min(1, Math.fround(cfg.gradClip / Math.fround(norm + 1e-6))) : 1;
+    const scale = clipScale(norm, cfg.gradClip);
     span('comm', start, 'norm + loss allReduce');
     start = wallMs();
     const lr = lrAt(this.schedule, step);

@@ -51,6 +51,7 @@ import { checkSchedule, makeSchedule, type PipeAction, type PipelineSchedule, ty
 import { checkPipelineSplit, GPTPipelineStages, type PipelineStageModel, sendForward, WTE } from './pipeline_stage.ts';
 import { subGroup } from './data_parallel.ts';
 import { type Sent, TrafficMeter } from './traffic.ts';
+import { clipScale } from '../train/optimizer.ts';
 
 export interface PipelineOptions {
   schedule: 'gpipe' | '1f1b' | 'interleaved';
@@ -286,7 +287,7 @@ export class PipelineTrainer {
     const loss = model.holds(model.S - 1) ? (await gpu.read(this.lossAcc))[0] : 0;
     const sums = await this.scalars.allReduce(new Float32Array([own * own, loss]), { op: 'sum' });
     const norm = Math.sqrt(sums[0]);
-    const scale = cfg.gradClip > 0 ? Math.min(1, Math.fround(cfg.gradClip / Math.fround(norm + 1e-6))) : 1;
+    const scale = clipScale(norm, cfg.gradClip);
     span('comm', start, 'norm + loss allReduce');
     start = wallMs();
     const lr = lrAt(this.schedule, step);

@@ -40,6 +40,7 @@ import { allReduceSequenceParallelGrads } from './sequence_parallel.ts';
 import type { CpKind } from './plan.ts';
 import { ringAttention } from './ring_attention.ts';
 import { ulyssesAttention } from './ulysses.ts';
+import { clipScale } from '../train/optimizer.ts';
 
 /** How a parameter is split: not at all, by vocabulary rows, by head rows of q/k/v, by rows, by columns. */
 export type ShardKind = 'replicated' | 'vocab' | 'qkv' | 'rows' | 'cols';
@@ -362,7 +363,7 @@ export class TensorParallelTrainer {
     }
     if (model.sequenceParallel) await allReduceSequenceParallelGrads(gpu, model.params, this.spGroup);
     const gradNorm = await this.globalNorm();
-    const scale = cfg.gradClip > 0 ? Math.min(1, cfg.gradClip / (gradNorm + 1e-6)) : 1; // kernels/adamw.ts gradNorm's rule
+    const scale = clipScale(gradNorm, cfg.gradClip);
     const lr = lrAt(this.schedule, step);
     gpu.write(this.norm, new Float32Array([gradNorm, scale]));
     gpu.write(this.hyper, packAdamHyper({ lr, beta1: cfg.beta1, beta2: cfg.beta2, eps: cfg.eps, step: step + 1 }));

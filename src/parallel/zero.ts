@@ -47,6 +47,7 @@ import { lrAt, type ScheduleSpec, scheduleFromConfig, validateSchedule } from '.
 import { backwardWithBuckets, type Bucket, LoggingTape, type OverlapStats, planBuckets, sliceOf } from './buckets.ts';
 import { type DataParallelOptions, LocalBatches, type ParallelStepRecord, subGroup } from './data_parallel.ts';
 import { TrafficMeter } from './traffic.ts';
+import { clipScale } from '../train/optimizer.ts';
 
 export type ZeroStage = 1 | 2 | 3;
 
@@ -185,7 +186,7 @@ export class ZeroTrainer {
     for (const x of this.gHost) sq += x * x;
     const total = (await this.groups.scalars.allReduce(new Float32Array([sq]), { op: 'sum' }))[0];
     const norm = Math.sqrt(total);
-    const scale = cfg.gradClip > 0 ? Math.min(1, cfg.gradClip / (norm + 1e-6)) : 1;
+    const scale = clipScale(norm, cfg.gradClip);
     gpu.write(this.norm, new Float32Array([norm, scale]));
     gpu.write(this.hyper, packAdamHyper({ lr, beta1: cfg.beta1, beta2: cfg.beta2, eps: cfg.eps, step: t }));
     if (this.shard) gpu.write(this.g, this.gHost);

@@ -17,6 +17,15 @@ export interface AdamWOptions {
   gradClip: number;
 }
 
+/**
+ * The clip scale min(1, clip / (‖g‖ + 1e-6)) in f32 arithmetic, as kernels/adamw.ts `gradNorm`
+ * computes it on the GPU (torch.nn.utils.clip_grad_norm_), for trainers that reduce the global
+ * norm across ranks on the host. `clip` 0 disables clipping (scale 1).
+ */
+export function clipScale(norm: number, clip: number): number {
+  return clip > 0 ? Math.min(1, Math.fround(clip / Math.fround(norm + 1e-6))) : 1;
+}
+
 export class AdamW {
   /** [‖g‖₂, clip scale] of the last step, on the GPU. */
   readonly norm: Tensor;

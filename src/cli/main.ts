@@ -1,0 +1,21 @@
+/**
+ * The one way every `npm run <cli>` entry point ends: exit 0 when `main` resolves; otherwise one
+ * `error: …` line on stderr (newlines folded, so a multi-rule message stays one line; the stack
+ * too with DEBUG=1) and exit 1. Exiting explicitly also ends processes that Dawn would keep
+ * alive (DESIGN.md §3).
+ */
+import { DeviceLimitError } from '../gpu/limits.ts';
+
+/** Runs `main(Deno.args)` and exits the process with its outcome. */
+export async function runCli(main: (argv: string[]) => Promise<unknown>): Promise<never> {
+  try {
+    await main(Deno.args);
+    Deno.exit(0);
+  } catch (e) {
+    const err = e as Error;
+    const hint = e instanceof DeviceLimitError ? ' (lower --batch-size or --block-size, or use a smaller model)' : '';
+    console.error(`error: ${String(err.message).split('\n').join(' ')}${hint}`);
+    if (Deno.env.get('DEBUG')) console.error(err.stack);
+    Deno.exit(1);
+  }
+}
