@@ -130,3 +130,23 @@ test('without WebGPU the page explains what is missing', async ({ page }) => {
   await expect(page.locator('body')).toHaveAttribute('data-state', 'unsupported');
   expectNoErrors(page);
 });
+
+test('the recurrent architectures train in the browser too: linear, mamba, hybrid', async ({ page }) => {
+  test.setTimeout(240_000);
+  await ready(page);
+  const run = { ...TINY_RUN, steps: 8, logInterval: 2, evalInterval: 8, evalBatches: 1, sampleTokens: 0 };
+  for (const arch of ['linear', 'mamba', 'hybrid']) {
+    await page.getByTestId('field-arch').selectOption(arch);
+    await fill(page, run);
+    await expect(page.getByTestId('config-errors')).toBeHidden();
+    await page.getByTestId('start').click();
+    await expect(page.locator('body')).toHaveAttribute('data-state', 'done', { timeout: 70_000 });
+    await expect(page.getByTestId('log')).toContainText(`model: ${arch}`);
+    const losses = await page.locator('#log .line.train').evaluateAll((rows) => rows.map((r) => Number((r as HTMLElement).dataset.loss)));
+    const last = losses.slice(-run.steps / run.logInterval);
+    expect(last.every(Number.isFinite), `${arch}: finite losses ${last}`).toBe(true);
+    expect(last[0], `${arch} starts near ln(65)`).toBeGreaterThan(3.5);
+    expect(last[last.length - 1], `${arch}: the loss falls (${last})`).toBeLessThan(last[0] - 0.1);
+  }
+  expectNoErrors(page);
+});
