@@ -68,7 +68,7 @@ export async function trainWithEvals(
 
 /** Parameters and AdamW moments of a model, encoded as a checkpoint (restorable any number of times). */
 export async function snapshot(model: LanguageModel, cfg: TrainConfig, tokenizer: TokenizerJSON, step: number): Promise<Uint8Array> {
-  return saveCheckpoint(model.params, { config: cfg, tokenizer, step, dataPosition: { seed: cfg.seed, step }, rngState: 0, valLoss: null });
+  return await saveCheckpoint(model.params, { config: cfg, tokenizer, step, dataPosition: { seed: cfg.seed, step }, rngState: 0, valLoss: null });
 }
 
 /** Writes a snapshot back into the model. @throws CorruptCheckpointError when it does not fit. */

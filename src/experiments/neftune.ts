@@ -37,7 +37,7 @@ async function run(ctx: ExperimentContext): Promise<string> {
   let snap: Uint8Array | null = null;
   if (pre > 0) {
     const preCfg = parseConfig({ ...base, steps: pre });
-    await trainWithEvals(new Trainer(ctx.gpu, model, shData, preCfg), 0, pre, pre, async () => ({}), ctx.log, 'pretrain');
+    await trainWithEvals(new Trainer(ctx.gpu, model, shData, preCfg), 0, pre, pre, () => Promise.resolve({}), ctx.log, 'pretrain');
     snap = await snapshot(model, preCfg, tok.toJSON(), pre);
   } else {
     snap = await snapshot(model, parseConfig({ ...base, steps }), tok.toJSON(), 0);

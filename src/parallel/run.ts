@@ -24,11 +24,10 @@ import type { Communicator } from '../dist/communicator.ts';
 import type { RankTask, World } from '../dist/launch.ts';
 import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
-import { Tape } from '../autograd/tape.ts';
-import { axpy } from '../kernels/elementwise.ts';
 import { CharTokenizer } from '../data/tokenizer.ts';
 import { TextDataset } from '../data/dataset.ts';
 import { parseConfig, type TrainConfig } from '../train/config.ts';
+import { meanLoss } from '../train/evaluate.ts';
 import { createModel } from '../models/registry.ts';
 import type { LanguageModel } from '../models/model.ts';
 import { expertOf, GPTMoE } from '../models/moe.ts';
@@ -238,25 +237,6 @@ async function build(gpu: Gpu, world: Communicator, plan: ParallelPlan, kind: St
   }
 }
 
-/** Fixed validation batches of Trainer.evaluate (same step index, so the numbers compare). */
-const EVAL_STEP = 0x7fff_0000;
-
-async function evaluate(gpu: Gpu, model: LanguageModel, data: TextDataset, cfg: TrainConfig): Promise<number> {
-  const { batchSize: b, blockSize: t } = cfg;
-  const acc = gpu.zeros([2], 'f32', 'eval_acc'), tokens = gpu.zeros([b, t], 'i32', 'eval.tokens'), targets = gpu.zeros([b, t], 'i32', 'eval.targets');
-  for (let i = 0; i < cfg.evalBatches; i++) {
-    const batch = data.batch('val', b, t, cfg.seed, EVAL_STEP, i);
-    gpu.write(tokens, batch.x);
-    gpu.write(targets, batch.y);
-    const tape = new Tape(gpu, new Map(), false);
-    axpy(gpu, 1 / cfg.evalBatches, model.forward(tape, tokens, batch.x, targets, b, t).loss!, acc);
-    tape.dispose();
-  }
-  const v = (await gpu.read(acc))[0];
-  for (const x of [acc, tokens, targets]) x.release();
-  return v;
-}
-
 /** Token ids and vocabulary of the run's data (a char tokenizer over the text when given text). */
 function encoded(d: RunData): { tokens: Int32Array; vocabSize: number } {
   if (!('text' in d)) return d;
@@ -306,7 +286,7 @@ export class RankRun {
     const tokens = this.cfg.batchSize * this.cfg.gradAccum * this.cfg.blockSize;
     const rec: RankStepRecord = { step: s, loss: r.loss, lr: r.lr, gradNorm: r.gradNorm, ms, tokensPerSec: (tokens * 1000) / ms, sent: r.sent, byDim };
     const due = (s + 1) % this.cfg.evalInterval === 0 || s + 1 === this.cfg.steps;
-    if (due && this.built.evalModel && this.world.transport.rank === 0) rec.valLoss = await evaluate(this.gpu, this.built.evalModel, this.data, this.cfg);
+    if (due && this.built.evalModel && this.world.transport.rank === 0) rec.valLoss = await meanLoss(this.gpu, this.built.evalModel, this.data, this.cfg);
     return rec;
   }
 

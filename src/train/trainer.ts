@@ -17,6 +17,7 @@ import { AdamW } from './optimizer.ts';
 import { lrAt, type ScheduleSpec, scheduleFromConfig, validateSchedule } from './schedules.ts';
 import { goldfishMask } from './goldfish.ts';
 import { mixSeed, Random } from '../util/random.ts';
+import { meanLoss } from './evaluate.ts';
 
 /** Per-step values read back from the GPU. */
 export interface StepRecord {
@@ -26,8 +27,6 @@ export interface StepRecord {
   lr: number;
 }
 
-/** Seed offset that keeps validation batches fixed across evaluations and runs. */
-const EVAL_STEP = 0x7fff_0000;
 /** Salt of the NEFTune noise seeds, so they are unrelated to the batch sampler's. */
 const NEFTUNE_SALT = 0x4e_45_46_54;
 
@@ -122,22 +121,8 @@ export class Trainer {
    * @throws Error when `source` is not an index of {@link sourceNames}.
    */
   async evaluate(split: 'train' | 'val' = 'val', source?: number): Promise<number> {
-    const { gpu, model, cfg } = this;
-    const { batchSize: b, blockSize: t } = cfg;
     const data = source === undefined ? this.data : this.sourceData(source);
-    const acc = gpu.zeros([2], 'f32', 'eval_acc');
-    for (let i = 0; i < cfg.evalBatches; i++) {
-      const batch = data.batch(split, b, t, cfg.seed, EVAL_STEP, i);
-      gpu.write(this.tokens, batch.x);
-      gpu.write(this.targets, batch.y);
-      const tape = new Tape(gpu, new Map(), false);
-      const { loss } = model.forward(tape, this.tokens, batch.x, this.targets, b, t);
-      axpy(gpu, 1 / cfg.evalBatches, loss!, acc);
-      tape.dispose();
-    }
-    const v = (await gpu.read(acc))[0];
-    acc.release();
-    return v;
+    return await meanLoss(this.gpu, this.model, data, this.cfg, split, { tokens: this.tokens, targets: this.targets });
   }
 
   /**

@@ -19,12 +19,12 @@ gpuTest('collective op: forward on the host, dx += backward(dy) through backward
   const tape = new Tape(gpu, new Map([[w, dw]]));
   const h = linear(tape, x, w, null); // (2, 3)
   // "Collective": y = 2h forward, dx = 2dy backward (the conjugate of a scaling is itself).
-  const y = await collectiveOp(tape, h, [2, 3], 'double', async (v) => {
+  const y = await collectiveOp(tape, h, [2, 3], 'double', (v) => {
     calls.push('fwd');
-    return v.map((a) => 2 * a);
-  }, async (dy) => {
+    return Promise.resolve(v.map((a) => 2 * a));
+  }, (dy) => {
     calls.push('bwd');
-    return dy.map((a) => 2 * a);
+    return Promise.resolve(dy.map((a) => 2 * a));
   });
   deepStrictEqual(Array.from(await gpu.read(y)), Array.from(await gpu.read(h)).map((a) => 2 * a));
   crossEntropy(tape, y, targets);
@@ -34,7 +34,7 @@ gpuTest('collective op: forward on the host, dx += backward(dy) through backward
   // The same graph again, run with backwardAsync; compare with the chain rule done by hand.
   const tape2 = new Tape(gpu, new Map([[w, dw]]));
   const h2 = linear(tape2, x, w, null);
-  const y2 = await collectiveOp(tape2, h2, [2, 3], 'double', async (v) => v.map((a) => 2 * a), async (dy) => dy.map((a) => 2 * a));
+  const y2 = await collectiveOp(tape2, h2, [2, 3], 'double', (v) => Promise.resolve(v.map((a) => 2 * a)), (dy) => Promise.resolve(dy.map((a) => 2 * a)));
   crossEntropy(tape2, y2, targets);
   await tape2.backwardAsync(RULES);
   const logits = Array.from(await gpu.read(y2));
@@ -65,9 +65,9 @@ gpuTest('collective op: the conjugate runs with zeros when no gradient reached y
   const tape = new Tape(gpu, new Map([[w, dw]]));
   const h = linear(tape, x, w, null);
   let seen: number[] | null = null;
-  await collectiveOp(tape, h, [1], 'unused', async (v) => v, async (dy) => {
+  await collectiveOp(tape, h, [1], 'unused', (v) => Promise.resolve(v), (dy) => {
     seen = Array.from(dy);
-    return dy;
+    return Promise.resolve(dy);
   });
   await tape.backwardAsync(RULES); // nothing consumed y: its gradient is zero, yet peers still need the call
   deepStrictEqual(seen, [0]);
@@ -75,6 +75,6 @@ gpuTest('collective op: the conjugate runs with zeros when no gradient reached y
   tape.dispose();
   const t2 = new Tape(gpu, new Map([[w, dw]]));
   const h2 = linear(t2, x, w, null);
-  await rejects(collectiveOp(t2, h2, [3], 'bad', async (v) => v, async (d) => d), /bad: forward produced 1 elements for shape \[3\]/);
+  await rejects(collectiveOp(t2, h2, [3], 'bad', (v) => Promise.resolve(v), (d) => Promise.resolve(d)), /bad: forward produced 1 elements for shape \[3\]/);
   t2.dispose();
 });
