@@ -16,7 +16,7 @@
 import { parseTrainArgs, trainHelp } from './args.ts';
 import { parseConfig, PRESETS, type TrainConfig } from '../train/config.ts';
 import { NET_PRESETS, NetworkModel } from '../dist/network.ts';
-import { type CpKind, describePlan, makePlan, paddedVocab, type ParallelPlan, planGroup, type PlanModel, planWorldSize, rankCoords, rankParams, validatePlan } from '../parallel/plan.ts';
+import { type CpKind, describePlan, makePlan, paddedVocab, type ParallelPlan, planGroup, type PlanModel, planWorldSize, rankCoords, rankParams, strategyOf, type StrategyKind, validatePlan } from '../parallel/plan.ts';
 import { bubbleFraction, collectiveTimeUs, type CommRow, p2pTimeUs, type PlanDim, stepTraffic, type TrafficOptions, zeroMemoryFp32 } from '../parallel/cost.ts';
 import { dryRun, type DryRun, makeSchedule, peakInFlight, SCHEDULE_KINDS, type ScheduleKind } from '../parallel/pipeline_schedule.ts';
 import { runCli } from './main.ts';
@@ -150,6 +150,15 @@ export async function planFromArgs(argv: string[]): Promise<{ plan: ParallelPlan
   return { plan, model, cfg, flags: f, help: false };
 }
 
+/** The trainer `npm run train:parallel` would run (its scalar collectives join the rows), or none for a plan it refuses. */
+function trainerOrNone(plan: ParallelPlan, arch: string): StrategyKind | undefined {
+  try {
+    return strategyOf(plan, arch);
+  } catch {
+    return undefined;
+  }
+}
+
 /** Runs the CLI; returns the text it printed. */
 export async function main(argv: string[]): Promise<string> {
   // --measure: also one real step in a local world, measured beside predicted (train_parallel.ts).
@@ -163,6 +172,7 @@ export async function main(argv: string[]): Promise<string> {
   const opts: TrafficOptions = {
     algorithm: oneOf(f.algorithm, ['ring', 'recursive-doubling', 'rabenseifner', 'direct'] as const, 'ring', 'algorithm'),
     topK: int(f, 'moe-top-k', 1), capacityFactor: num(f, 'capacity-factor', 1.25), bias: cfg.bias,
+    trainer: trainerOrNone(plan, cfg.arch),
   };
   const world = planWorldSize(plan), me = int(f, 'rank', 0, 0);
   if (me >= world) throw new Error(`--rank ${me} is outside the plan's ${world} ranks`);

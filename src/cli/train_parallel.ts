@@ -125,7 +125,7 @@ const table = (head: string[], rows: (string | number)[][]) => {
   return cells.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(w[i]) : c.padStart(w[i]))).join('  ')).join('\n');
 };
 
-/** Per rank and `dim/collective`: predicted (cost.ts + trainer extras), measured (last step), exact, and whether every step sent the same. */
+/** Per rank and `dim/collective`: predicted (cost.ts stepTraffic for the trainer that ran), measured (last step), exact, and whether every step sent the same. */
 export function accounting(plan: ParallelPlan, model: PlanModel, cfg: TrainConfig, steps: StepReport[], ranks: RankSummary[]) {
   const d = plan.dp * plan.cp, last = steps[steps.length - 1];
   return ranks.map((s) => {

@@ -13,7 +13,7 @@ import { chunkOffsets, fold } from '../dist/algorithms.ts';
 import type { Algorithm } from '../dist/communicator.ts';
 import type { LinkSpec } from '../dist/network.ts';
 import type { MeshCoords } from '../dist/mesh.ts';
-import { microBatchSize, type ParallelPlan, planGroup, planMesh, type PlanModel, rankParams } from './plan.ts';
+import { microBatchSize, type ParallelPlan, planGroup, planMesh, type PlanModel, planWorldSize, rankParams, type StrategyKind } from './plan.ts';
 
 export type Collective = 'allReduce' | 'reduceScatter' | 'allGather' | 'broadcast' | 'reduce' | 'allToAll';
 
@@ -216,7 +216,7 @@ export interface CommRow {
   /** Elements this rank sends over the step (4 bytes each). */
   elements: number;
   messages: number;
-  /** False where the count depends on choices the formula cannot see (ZeRO-3 per-layer padding, ring-attention backward). */
+  /** False where the count depends on choices the formula cannot see (ZeRO-3 per-layer padding without the trainer's buckets). */
   exact: boolean;
 }
 
@@ -232,6 +232,13 @@ export interface TrafficOptions {
    * flat buffer of Ψ (padded to a multiple of the group for ZeRO).
    */
   buckets?: number[];
+  /**
+   * The trainer that will run the plan (run.ts `strategyOf`): its small scalar allReduces follow
+   * it (tp: 1-element norm over tp; pp: 2-element [norm, loss] over pp; ep: 1-element expert
+   * norm over the EP group; mesh: 2-element [norm, loss] over the world instead of the dp loss
+   * average and ZeRO's norm). Absent: only the dp loss average and ZeRO's norm.
+   */
+  trainer?: StrategyKind;
 }
 
 /**
@@ -241,17 +248,21 @@ export interface TrafficOptions {
  *   reduce-scatter (per micro-batch for zero 2) + one all-gather of the updated parameters
  *   (zero 1/2); all-gathers in forward and backward plus a reduce-scatter per micro-batch
  *   (zero 3) — as src/parallel/data_parallel.ts and zero.ts; plus the 1-element loss average
- *   (and ZeRO's 1-element gradient-norm sum);
+ *   (and ZeRO's 1-element gradient-norm sum), or the scalars of `o.trainer` (see TrafficOptions);
  *   expert parameters over the dp·cp/ep ranks holding the same experts; with pp > 1 the tied
  *   embedding's gradient is summed between the first and last stage.
  * - tp: per layer and micro-batch 4 allReduces of b·s·C (2 forward at the row-parallel
  *   outputs, 2 backward at the column-parallel inputs); with sp 4 all-gathers + 4
- *   reduce-scatters instead, plus one allReduce of the LayerNorm/bias gradients per step; the
+ *   reduce-scatters instead, plus one allReduce per step of the LayerNorm/bias gradients (and
+ *   wpe's T·C on the first stage: rankParams `spReplicated`); the
  *   vocab-parallel embedding (1 forward), head input (1 backward) and cross-entropy (max,
  *   target logit, sum of exponentials: 3 allReduces of b·s) as in Megatron's tensor_parallel.
  * - pp: b·s·C (/tp under sp) per stage boundary per micro-batch, forward and backward.
- * - cp ring: K and V (2·b·s·C/tp) passed cp−1 times per layer per micro-batch; backward ≈ 2×.
- * - cp Ulysses: 8 allToAlls of b·s·C/tp per layer per micro-batch (q, k, v, out; both passes).
+ * - cp ring (ring_attention.ts), kv = 2·b·s·C/tp per layer per micro-batch: K,V sent cp−1
+ *   times forward and again backward, plus the dK,dV accumulator cp times backward (the last
+ *   hop returns it to its owner).
+ * - cp Ulysses (ulysses.ts): per layer per micro-batch, forward and backward, one allToAll of
+ *   the packed q,k,v (3·b·s·C/tp) and one of the attention output (b·s·C/tp).
  * - ep: dispatch + combine allToAlls of nExpert·capacity·C per MoE layer, forward and backward,
  *   capacity = ⌈capacityFactor·tokens·topK/nExpert⌉ (GShard / Switch Transformer buffers).
  * b = batchSize/(dp·microBatches), s = blockSize/cp. The plan must be valid (validatePlan).
@@ -286,9 +297,16 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
       }
     }
   };
-  const dpGroup = dpcp(() => true);
-  push('dp', 'loss average', 'allReduce', dpGroup, 1, 1);
-  if (zero > 0) push('dp', 'gradient norm (ZeRO)', 'allReduce', dpGroup, 1, 1);
+  const dpGroup = dpcp(() => true), trainer = o.trainer;
+  // Scalar allReduces: each trainer sums its loss and gradient-norm shares its own way.
+  if (trainer === 'mesh') push('dp', 'gradient norm + loss over the world', 'allReduce', [...Array(planWorldSize(plan)).keys()], 2, 1);
+  else {
+    push('dp', 'loss average', 'allReduce', dpGroup, 1, 1);
+    if (zero > 0) push('dp', 'gradient norm (ZeRO)', 'allReduce', dpGroup, 1, 1);
+  }
+  if (trainer === 'tp') push('tp', 'gradient-norm partial sum', 'allReduce', mesh.group('tp', rank), 1, 1);
+  if (trainer === 'pp') push('pp', 'gradient norm + loss', 'allReduce', mesh.group('pp', rank), 2, 1);
+  if (trainer === 'ep') push('dp', 'expert gradient norm', 'allReduce', planGroup(plan, 'ep', rank), 1, 1);
   sync('dense', dpGroup, par.dense, o.buckets);
   sync('expert', dpcp((d) => d % ep === me.dp % ep), par.expert);
   if (P > 1 && (me.pp === 0 || me.pp === P - 1)) push('pp', 'tied embedding gradients', 'allReduce', [at({ pp: 0 }), at({ pp: P - 1 })], par.embedding, 1);
@@ -317,8 +335,12 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   const cpGroup = mesh.group('cp', rank), kv = 2 * b * s * (C / t);
   if (cp > 1 && plan.cpKind === 'ring') {
     sends('cp', 'ring attention K,V blocks (fwd)', cpGroup, kv, (cp - 1) * L * m);
-    sends('cp', 'ring attention K,V + dK,dV blocks (bwd, ≈ 2× fwd)', cpGroup, 2 * kv, (cp - 1) * L * m, false);
-  } else if (cp > 1) push('cp', 'Ulysses q, k, v, out (fwd + bwd)', 'allToAll', cpGroup, b * s * (C / t), 8 * L * m);
+    sends('cp', 'ring attention K,V blocks (bwd)', cpGroup, kv, (cp - 1) * L * m);
+    sends('cp', 'ring attention dK,dV accumulators (bwd, last hop returns them)', cpGroup, kv, cp * L * m);
+  } else if (cp > 1) {
+    push('cp', 'Ulysses packed q, k, v (fwd + bwd)', 'allToAll', cpGroup, 3 * b * s * (C / t), 2 * L * m);
+    push('cp', 'Ulysses attention output (fwd + bwd)', 'allToAll', cpGroup, b * s * (C / t), 2 * L * m);
+  }
   // ep: MoE dispatch and combine.
   if (model.nExpert && ep > 1) {
     const E = model.nExpert, tokens = sp ? (b * s) / t : b * s;

@@ -17,6 +17,8 @@ import { DeviceMesh, type MeshCoords, type MeshDim } from '../dist/mesh.ts';
 import { SCHEDULE_KINDS, type ScheduleKind } from './pipeline_schedule.ts';
 
 export type CpKind = 'ring' | 'ulysses';
+/** The trainer that runs a plan (src/parallel/run.ts `strategyOf`): one per dimension, or the dp × pp × tp (+sp) mesh. */
+export type StrategyKind = 'dp' | 'zero' | 'tp' | 'pp' | 'cp' | 'ep' | 'mesh';
 export const CP_KINDS: readonly CpKind[] = ['ring', 'ulysses'];
 
 export interface ParallelPlan {
@@ -158,7 +160,11 @@ export function describePlan(p: ParallelPlan): string {
 export interface RankParams {
   dense: number;
   expert: number;
-  /** Of `dense`: LayerNorm weights/biases and row-parallel biases, whose gradients SP sums over tp. */
+  /**
+   * Of `dense`: LayerNorm weights/biases, row-parallel biases and, on the first stage, the
+   * positional table wpe (T, C), whose gradients SP sums over tp (each rank's gradient covers
+   * only its own rows of the sequence; sequence_parallel.ts adds positions after the scatter).
+   */
   spReplicated: number;
   /** Of `dense`: the tied word-embedding slice ((V padded)/tp × C) on the first and last stage. */
   embedding: number;
@@ -185,7 +191,35 @@ export function rankParams(plan: ParallelPlan, model: PlanModel, rank: number, b
   return {
     dense: layers * perLayer + embedding + (first ? model.blockSize * C : 0) + (last ? 2 * C : 0),
     expert: model.nExpert ? layers * (model.nExpert / plan.ep) * mlp : 0,
-    spReplicated: layers * spPerLayer + (last ? 2 * C : 0),
+    spReplicated: layers * spPerLayer + (last ? 2 * C : 0) + (first ? model.blockSize * C : 0),
     embedding,
   };
+}
+
+/**
+ * The trainer for `plan`: one per single dimension, the mesh trainer for dp × pp × tp (+sp).
+ * @throws Error "not supported yet: …" for a combination with cp, ep or ZeRO or an EP group
+ *   smaller than dp, or naming the architecture a strategy needs.
+ */
+export function strategyOf(plan: ParallelPlan, arch: string): StrategyKind {
+  const gptOnly = (k: StrategyKind) => {
+    if (arch !== 'gpt') throw new Error(`${k} runs split the GPT of src/models/gpt.ts; got --arch ${arch}`);
+    return k;
+  };
+  const on = (['dp', 'pp', 'cp', 'tp'] as const).filter((k) => plan[k] > 1);
+  if (on.length > 1) {
+    const other = [plan.cp > 1 && `cp ${plan.cp}`, plan.ep > 1 && `ep ${plan.ep}`, plan.zero > 0 && `zero ${plan.zero}`].filter(Boolean);
+    if (other.length) throw new Error(`not supported yet: ${other.join(', ')} combined with ${on.filter((k) => k !== 'cp').map((k) => `${k} ${plan[k]}`).join(' × ')} (the mesh trainer composes dp × pp × tp (+sp) only)`);
+    return gptOnly('mesh');
+  }
+  if (plan.ep > 1) {
+    if (plan.ep !== plan.dp || plan.zero) throw new Error(`not supported yet: ep ${plan.ep} with dp ${plan.dp}, zero ${plan.zero} (expert parallelism runs with ep = dp and zero 0)`);
+    if (arch !== 'gpt-moe') throw new Error(`ep ${plan.ep} needs --arch gpt-moe, got ${arch}`);
+    return 'ep';
+  }
+  if (plan.zero > 0) return 'zero';
+  if (plan.tp > 1) return gptOnly('tp');
+  if (plan.pp > 1) return gptOnly('pp');
+  if (plan.cp > 1) return gptOnly('cp');
+  return 'dp';
 }

@@ -16,8 +16,8 @@
  *   Sharded models (tp, pp, ep, mesh, ZeRO-3) report the training loss only.
  * - Accounting: every step record carries the elements the rank sent by `group/op` (traffic.ts)
  *   and by `dim/collective`; the summary carries the analytical prediction of cost.ts
- *   `stepTraffic` (with the trainer's real bucket sizes) plus {@link extraRows}, the small
- *   collectives a trainer adds that cost.ts does not model, and the bytes of parameters,
+ *   `stepTraffic` (with the trainer's real bucket sizes and `trainer: kind`, so its scalar
+ *   collectives are included), and the bytes of parameters,
  *   gradients, optimizer state and the peak of the GPU buffer pool.
  */
 import type { Communicator } from '../dist/communicator.ts';
@@ -39,12 +39,11 @@ import { PipelineTrainer } from './pipeline.ts';
 import { ContextParallelTrainer } from './context_parallel.ts';
 import { expertParallelGroup, ExpertParallelTrainer, expertShard } from './expert_parallel.ts';
 import { MeshTrainer } from './mesh_trainer.ts';
-import { type ParallelPlan, planGroup, type PlanModel, planWorldSize, rankCoords, validatePlan } from './plan.ts';
-import type { Algorithm } from '../dist/communicator.ts';
-import { collectiveTraffic, type CommRow, type PlanDim, stepTraffic } from './cost.ts';
+import { type ParallelPlan, type PlanModel, planWorldSize, strategyOf, type StrategyKind, validatePlan } from './plan.ts';
+import { type CommRow, type PlanDim, stepTraffic } from './cost.ts';
 import type { Sent } from './traffic.ts';
 
-export type StrategyKind = 'dp' | 'zero' | 'tp' | 'pp' | 'cp' | 'ep' | 'mesh';
+export { strategyOf, type StrategyKind } from './plan.ts';
 /** The corpus: text (char tokenizer built from it) or tokens already encoded on the host. */
 export type RunData = { text: string } | { tokens: Int32Array; vocabSize: number };
 
@@ -95,38 +94,10 @@ export interface RankSummary {
   rank: number;
   kind: StrategyKind;
   memory: RankMemory;
-  /** Predicted traffic of one step: cost.ts `stepTraffic` plus {@link extraRows}. */
+  /** Predicted traffic of one step: cost.ts `stepTraffic` for this trainer ({@link predictedTraffic}). */
   predicted: CommRow[];
   /** Steps run by {@link trainRank} (empty from the streaming tasks, whose steps went out earlier). */
   records: RankStepRecord[];
-}
-
-/**
- * The trainer for `plan`: one per single dimension, the mesh trainer for dp × pp × tp (+sp).
- * @throws Error "not supported yet: …" for a combination with cp, ep or ZeRO or an EP group
- *   smaller than dp, or naming the architecture a strategy needs.
- */
-export function strategyOf(plan: ParallelPlan, arch: string): StrategyKind {
-  const gptOnly = (k: StrategyKind) => {
-    if (arch !== 'gpt') throw new Error(`${k} runs split the GPT of src/models/gpt.ts; got --arch ${arch}`);
-    return k;
-  };
-  const on = (['dp', 'pp', 'cp', 'tp'] as const).filter((k) => plan[k] > 1);
-  if (on.length > 1) {
-    const other = [plan.cp > 1 && `cp ${plan.cp}`, plan.ep > 1 && `ep ${plan.ep}`, plan.zero > 0 && `zero ${plan.zero}`].filter(Boolean);
-    if (other.length) throw new Error(`not supported yet: ${other.join(', ')} combined with ${on.filter((k) => k !== 'cp').map((k) => `${k} ${plan[k]}`).join(' × ')} (the mesh trainer composes dp × pp × tp (+sp) only)`);
-    return gptOnly('mesh');
-  }
-  if (plan.ep > 1) {
-    if (plan.ep !== plan.dp || plan.zero) throw new Error(`not supported yet: ep ${plan.ep} with dp ${plan.dp}, zero ${plan.zero} (expert parallelism runs with ep = dp and zero 0)`);
-    if (arch !== 'gpt-moe') throw new Error(`ep ${plan.ep} needs --arch gpt-moe, got ${arch}`);
-    return 'ep';
-  }
-  if (plan.zero > 0) return 'zero';
-  if (plan.tp > 1) return gptOnly('tp');
-  if (plan.pp > 1) return gptOnly('pp');
-  if (plan.cp > 1) return gptOnly('cp');
-  return 'dp';
 }
 
 /** The config a rank's trainer runs with (see the module doc's batch convention). */
@@ -153,35 +124,9 @@ export function dimOfKey(kind: StrategyKind, key: string): PlanDim {
   return kind === 'zero' || kind === 'mesh' ? 'dp' : kind;
 }
 
-/**
- * Collectives a trainer issues that cost.ts `stepTraffic` does not model (exact ring counts):
- * tp's 1-element gradient-norm sum, the pipeline's 2-element [norm, loss] sum over the pp
- * group, ep's 1-element expert-norm sum, the mesh's 2-element [norm, loss] sum over the world
- * (which replaces cost.ts's 1-element loss average over dp: see {@link predictedTraffic}).
- */
-export function extraRows(kind: StrategyKind, plan: ParallelPlan, rank: number): CommRow[] {
-  const spec = kind === 'tp' ? ['tp', 'tp', 1, 'gradient-norm partial sum'] as const
-    : kind === 'pp' ? ['pp', 'pp', 2, 'gradient norm + loss'] as const
-    : kind === 'ep' ? ['dp', 'ep', 1, 'expert gradient norm'] as const
-    : kind === 'mesh' ? ['dp', 'world', 2, 'gradient norm + loss over the world'] as const : null;
-  if (!spec) return [];
-  const [dim, groupDim, n, what] = spec;
-  const group = groupDim === 'world' ? [...Array(planWorldSize(plan)).keys()] : planGroup(plan, groupDim, rank);
-  if (group.length < 2) return [];
-  const t = collectiveTraffic('allReduce', 'ring', n, group.length, group.indexOf(rank));
-  return [{ dim, what: `${what} (trainer detail, not in cost.ts)`, collective: 'allReduce', algorithm: 'ring', group, calls: 1, n, elements: t.elements, messages: t.messages, exact: true }];
-}
-
-/** One step's predicted traffic of `rank`: cost.ts stepTraffic with the trainer's buckets, plus {@link extraRows}. */
+/** One step's predicted traffic of `rank`: cost.ts stepTraffic with the trainer's buckets and scalar collectives. */
 export function predictedTraffic(kind: StrategyKind, plan: ParallelPlan, model: PlanModel, cfg: TrainConfig, rank: number, buckets?: number[]): CommRow[] {
-  const rows = stepTraffic(plan, model, rank, { buckets, bias: cfg.bias, topK: cfg.moeTopK, capacityFactor: cfg.capacityFactor });
-  // sequence_parallel.ts also sums wpe's (T, C) gradient on the first stage (positions are added after the scatter); cost.ts's SP row leaves it out.
-  const wpe = (r: CommRow): CommRow => {
-    if (!(plan.sp && r.what.startsWith('LayerNorm and row-parallel bias') && rankCoords(plan, rank).pp === 0)) return r;
-    const n = r.n + model.blockSize * model.nEmbd, t = collectiveTraffic('allReduce', r.algorithm as Algorithm, n, r.group.length, r.group.indexOf(rank));
-    return { ...r, what: `${r.what} + wpe (T·C, missing in cost.ts)`, n, elements: t.elements * r.calls, messages: t.messages * r.calls };
-  };
-  return [...rows.filter((r) => !(kind === 'mesh' && r.what === 'loss average')).map(wpe), ...extraRows(kind, plan, rank)];
+  return stepTraffic(plan, model, rank, { buckets, bias: cfg.bias, topK: cfg.moeTopK, capacityFactor: cfg.capacityFactor, trainer: kind });
 }
 
 interface Built {

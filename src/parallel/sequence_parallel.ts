@@ -36,9 +36,8 @@ export function sequenceParallelPartials(store: ParamStore): Param[] {
 
 /**
  * Elements of the step's gradient allReduce under sequence parallelism for the GPT of
- * gpt.ts: L·(4C + 2C·bias) + 2C + T·C (LayerNorms, row-parallel biases, ln_f, wpe).
- * plan.ts `rankParams(...).spReplicated` counts the same minus wpe's T·C, because cost.ts
- * assumes positions added before the split; see the module doc.
+ * gpt.ts: L·(4C + 2C·bias) + 2C + T·C (LayerNorms, row-parallel biases, ln_f, wpe) — the
+ * same count as plan.ts `rankParams(...).spReplicated` on the first pipeline stage.
  */
 export function sequenceParallelGradElements(nLayer: number, nEmbd: number, blockSize: number, bias = true): number {
   return nLayer * (4 * nEmbd + (bias ? 2 * nEmbd : 0)) + 2 * nEmbd + blockSize * nEmbd;

@@ -37,6 +37,7 @@ async function trainRun(script: string, flags: string[]): Promise<{ stdout: stri
   const acc = JSON.parse(await Deno.readTextFile(`${dir}/accounting.json`)) as Accounting;
   equal(acc.ranks.length, 2);
   for (const rank of acc.ranks) {
+    deepStrictEqual(rank.traffic.filter((t) => !t.exact).map((t) => t.key), [], `rank ${rank.rank}: every predicted row is exact`);
     const exact = rank.traffic.filter((t) => t.exact);
     ok(exact.some((t) => t.measured > 0), `rank ${rank.rank} sent something on an exact row`);
     deepStrictEqual(exact.filter((t) => t.measured !== t.predicted), [], `rank ${rank.rank}: measured = predicted`);
@@ -65,7 +66,7 @@ Deno.test({
 });
 
 Deno.test({
-  name: 'train --pp 2 --micro-batches 2: send/recv spans on both stages, pp traffic = prediction (+ the 2-element norm/loss sum)',
+  name: 'train --pp 2 --micro-batches 2: send/recv spans on both stages, pp traffic (the 2-element norm/loss sum included) = prediction',
   ...TEST,
   fn: async () => {
     const { trace, acc, dir } = await trainRun('train.ts', ['--pp', '2', '--micro-batches', '2']); // through train.ts's dispatch, as `npm run train` does

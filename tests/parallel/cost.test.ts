@@ -5,7 +5,7 @@ import type { Algorithm } from '../../src/dist/communicator.ts';
 import {
   bubbleFraction, type Collective, collectiveTimeUs, collectiveTraffic, stepTraffic, trafficByKind, zeroMemoryFp32, zeroMemoryMixed,
 } from '../../src/parallel/cost.ts';
-import { makePlan, rankParams } from '../../src/parallel/plan.ts';
+import { makePlan, type ParallelPlan, rankParams, type StrategyKind } from '../../src/parallel/plan.ts';
 import { gptParamSpecs } from '../../src/models/gpt.ts';
 
 /** Runs one collective of algorithms.ts on p in-process ranks; returns elements and messages each rank sent. */
@@ -173,8 +173,9 @@ Deno.test('stepTraffic: DP allReduce, TP 4 allReduces per layer per micro-batch,
   const tied = (r: number) => stepTraffic(makePlan({ pp: 2, tp: 2 }), TINY, r).find((x) => x.what === 'tied embedding gradients')!;
   deepStrictEqual([tied(0).n, tied(0).group], [33 * C, [0, 2]], 'the first and last stage sum their (66/2)×C embedding slices');
   equal(tied(2).elements + tied(0).elements, 33 * C * 2 * (2 - 1), 'ring allReduce over 2 ranks: each sends n/2 twice');
-  const uly = stepTraffic(makePlan({ cp: 2, cpKind: 'ulysses' }), TINY, 0).find((r) => r.dim === 'cp')!;
-  equal(uly.elements, 8 * 2 * (16 * 32 * C) / 2, '8 allToAlls per layer, each (p−1)/p of b·(s/cp)·h');
+  const n = 16 * 32 * C, uly = stepTraffic(makePlan({ cp: 2, cpKind: 'ulysses' }), TINY, 0).filter((r) => r.dim === 'cp');
+  deepStrictEqual(uly.map((r) => [r.n, r.calls, r.exact]), [[3 * n, 4, true], [n, 4, true]], 'packed q,k,v and the output, forward + backward, per layer');
+  equal(uly.reduce((a, r) => a + r.elements, 0), 2 * 2 * (3 * n + n) / 2, 'each allToAll sends (p−1)/p of its buffer');
   const ep = stepTraffic(makePlan({ dp: 2, ep: 2 }), { ...TINY, nExpert: 4 }, 0, { topK: 2, capacityFactor: 1 });
   const moe = ep.find((r) => r.dim === 'ep')!;
   equal(moe.n, 4 * Math.ceil((8 * 64 * 2) / 4) * C);
@@ -186,4 +187,30 @@ Deno.test('stepTraffic: DP allReduce, TP 4 allReduces per layer per micro-batch,
   equal(trafficByKind(z3).get('dp/reduceScatter'), 2 * padded / 2);
   const sp = stepTraffic(makePlan({ tp: 2, sp: true }), TINY, 0);
   equal(trafficByKind(sp).get('tp/allGather'), trafficByKind(sp).get('tp/reduceScatter'), 'SP: as many gathers as scatters');
+
+});
+
+Deno.test('stepTraffic: SP sums wpe with the LayerNorm gradients, ring attention backward returns dK,dV, every row exact', () => {
+  const C = 64, T = 64, sp = (r: number) => stepTraffic(makePlan({ tp: 2, pp: 2, sp: true }), TINY, r).find((x) => x.what.startsWith('LayerNorm'))!;
+  equal(sp(0).n, (4 * C + 2 * C) + T * C, 'stage 0: its layer\'s LayerNorms + row-parallel biases and wpe (T, C)');
+  equal(sp(2).n, (4 * C + 2 * C) + 2 * C, 'last stage (rank 2 of tp 2 × pp 2): its layer and ln_f, no wpe');
+  // b = 16/2 sequences per micro-batch, s = T/cp = 32, 2 layers, 2 micro-batches.
+  const kv = 2 * 8 * 32 * C, ring = stepTraffic(makePlan({ cp: 2, cpKind: 'ring', microBatches: 2 }), TINY, 1).filter((r) => r.dim === 'cp');
+  deepStrictEqual(ring.map((r) => [r.n, r.calls, r.elements]), [[kv, 4, 4 * kv], [kv, 4, 4 * kv], [kv, 8, 8 * kv]], 'K,V cp−1 hops in each pass, dK,dV cp hops, per layer and micro-batch');
+  for (const plan of [makePlan({ tp: 2, sp: true }), makePlan({ cp: 2 }), makePlan({ dp: 2, zero: 2 }), makePlan({ pp: 2, tp: 2 })]) {
+    for (const r of [0, 1]) deepStrictEqual(stepTraffic(plan, TINY, r).filter((x) => !x.exact), [], 'no approximate rows');
+  }
+});
+
+Deno.test('stepTraffic: the trainer option adds the scalar allReduces each trainer issues', () => {
+  const scalar = (plan: ParallelPlan, trainer: StrategyKind, r: number) =>
+    stepTraffic(plan, TINY, r, { trainer }).filter((x) => x.n <= 2).map((x) => [x.dim, x.what, x.group, x.n, x.elements]);
+  const ring = (n: number, p: number, r: number) => collectiveTraffic('allReduce', 'ring', n, p, r).elements;
+  deepStrictEqual(scalar(makePlan({ dp: 2 }), 'dp', 1), [['dp', 'loss average', [0, 1], 1, ring(1, 2, 1)]]);
+  deepStrictEqual(scalar(makePlan({ tp: 2 }), 'tp', 0), [['tp', 'gradient-norm partial sum', [0, 1], 1, ring(1, 2, 0)]]);
+  deepStrictEqual(scalar(makePlan({ pp: 2 }), 'pp', 1), [['pp', 'gradient norm + loss', [0, 1], 2, ring(2, 2, 1)]]);
+  deepStrictEqual(scalar(makePlan({ dp: 2, zero: 1 }), 'zero', 0).map((x) => x[1]), ['loss average', 'gradient norm (ZeRO)']);
+  deepStrictEqual(scalar(makePlan({ dp: 4, ep: 2 }), 'ep', 3).map((x) => x.slice(1, 3)), [['loss average', [0, 1, 2, 3]], ['expert gradient norm', [2, 3]]]);
+  deepStrictEqual(scalar(makePlan({ dp: 2, pp: 2, tp: 2 }), 'mesh', 5), [['dp', 'gradient norm + loss over the world', [0, 1, 2, 3, 4, 5, 6, 7], 2, ring(2, 8, 5)]]);
+  deepStrictEqual(scalar(makePlan({ pp: 2 }), 'pp', 0).length, stepTraffic(makePlan({ pp: 2 }), TINY, 0).filter((x) => x.n <= 2).length + 1);
 });

@@ -6,7 +6,7 @@
  * within 1e-4 relative and the norms within 1e-3; step-0 gradients gathered from every shard
  * within RMS 5e-3 (not under ZeRO-1, where no rank holds them all); parameters after 10 steps
  * within 1e-4 + 1e-3·|ref|; dp/cp replicas and the tied wte copies identical; the elements each rank sends per step equal the formula of
- * mesh_harness.ts `expectedMeshSent` exactly, compared with cost.ts `stepTraffic` row by row.
+ * mesh_harness.ts `expectedMeshSent` exactly, and to cost.ts `stepTraffic` for the mesh trainer.
  * Ranks are in-process communicators sharing the test's GPU (src/dist/local.ts); one run
  * repeats tp2×pp2 on module workers (mesh_worker.ts) with a device each, as a real world runs.
  */
@@ -18,7 +18,8 @@ import { flat, oddVocabText, tpReference } from './tp_harness.ts';
 import { expectedMeshSent, gatherMesh, localMeshRun, type MeshRunResult, workerMeshRun, zeroPadded } from './mesh_harness.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { makePlan, type ParallelPlan, planMesh, rankParams } from '../../src/parallel/plan.ts';
-import { stepTraffic } from '../../src/parallel/cost.ts';
+import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
+import { dimOfKey } from '../../src/parallel/run.ts';
 import { checkMeshPlan } from '../../src/parallel/mesh_trainer.ts';
 import { WTE } from '../../src/parallel/pipeline_stage.ts';
 
@@ -26,42 +27,25 @@ const TEXT_ODD = oddVocabText(TEXT);
 type Ref = Awaited<ReturnType<typeof tpReference>>;
 
 /**
- * cost.ts's rows for this rank next to the measured traffic. They agree on tp (without sp),
- * pp p2p, the tied-embedding allReduce and the dp gradient allReduce. Known differences, asserted
- * so a change on either side shows: cost.ts's sp LayerNorm row leaves out wpe's T·C (this GPT adds
- * positions on the local rows); its dp 'loss average' is 1 element
- * over dp, where this trainer sends 2 elements [norm², loss] over the world.
+ * cost.ts `stepTraffic` for the mesh trainer equals the measured traffic exactly, by
+ * `dim/collective` (groups mapped to dimensions as run.ts `dimOfKey` does for the mesh): tp
+ * (with sp: the partial gradients including wpe's T·C on the first stage), pp p2p and the tied
+ * embedding, cp (ring: dK,dV's return hop included; Ulysses: packed q,k,v), the dp·cp sync and
+ * the 2-element [norm², loss] sum over the world.
  */
 function compareWithCost(what: string, plan: ParallelPlan, over: Partial<TrainConfig>, V: number, r: number, sent: Record<string, number>, flatLen: number): void {
-  const cfg = parseConfig(over), c = planMesh(plan).coords(r);
+  const cfg = parseConfig(over);
   const model = { nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, blockSize: cfg.blockSize, batchSize: cfg.batchSize, vocabSize: V };
   // ZeRO-1 pads the aligned flat buffer (mesh_zero.ts), not Ψ_r: passed as the one bucket's call size.
   const dpcp = plan.dp * plan.cp, buckets = plan.zero ? [zeroPadded(flatLen, dpcp)] : undefined;
-  const rows = stepTraffic(plan, model, r, { buckets });
-  const sum = (f: (x: (typeof rows)[number]) => boolean) => rows.filter(f).reduce((a, x) => a + x.elements, 0);
-  const got = (f: (k: string) => boolean) => Object.entries(sent).filter(([k]) => f(k)).reduce((a, [, n]) => a + n, 0);
-  equal(sum((x) => x.dim === 'pp'), got((k) => k.startsWith('pp[') || k.startsWith('embedding[')), `${what} rank ${r}: cost.ts pp rows`);
-  equal(sum((x) => x.dim === 'dp' && x.what.startsWith('dense')), got((k) => /^dp(cp)?\[/.test(k)), `${what} rank ${r}: cost.ts dp gradient rows`);
-  if (plan.cp > 1) {
-    const mine = got((k) => k.startsWith('cp[')), theirs = sum((x) => x.dim === 'cp');
-    // Ring backward: cost.ts's "≈ 2× forward" row (marked inexact) is 2kv(cp−1) per layer and
-    // micro-batch; ring_attention.ts sends kv(cp−1) K,V blocks + kv·cp dK,dV accumulators, kv more.
-    const kv = 2 * (cfg.batchSize / (plan.dp * plan.microBatches)) * (cfg.blockSize / plan.cp) * (cfg.nEmbd / plan.tp);
-    const extra = plan.cpKind === 'ring' ? plan.microBatches * (cfg.nLayer / plan.pp) * kv : 0;
-    equal(mine - theirs, extra, `${what} rank ${r}: cp traffic = cost.ts rows + ${extra}`);
+  const rows = stepTraffic(plan, model, r, { buckets, trainer: 'mesh' });
+  deepStrictEqual(rows.filter((x) => !x.exact).map((x) => x.what), [], `${what} rank ${r}: every stepTraffic row exact`);
+  const measured: Record<string, number> = {};
+  for (const [k, n] of Object.entries(sent)) {
+    const key = `${dimOfKey('mesh', k)}/${k.split('/').pop()}`;
+    measured[key] = (measured[key] ?? 0) + n;
   }
-  if (!plan.sp) equal(sum((x) => x.dim === 'tp'), got((k) => k.startsWith('tp[')), `${what} rank ${r}: cost.ts tp rows`);
-  else {
-    for (const op of ['allGather', 'reduceScatter'] as const) {
-      equal(sum((x) => x.dim === 'tp' && x.collective === op), got((k) => k.startsWith('tp[') && k.endsWith(`/act/${op}`)), `${what} rank ${r}: cost.ts tp ${op}`);
-    }
-    const ce = got((k) => k.startsWith('tp[') && k.endsWith('/ce/allReduce'));
-    equal(sum((x) => x.dim === 'tp' && x.what.startsWith('vocab-parallel cross')), ce, `${what} rank ${r}: cost.ts cross-entropy row`);
-    const ln = sum((x) => x.dim === 'tp' && x.what.startsWith('LayerNorm'));
-    const mine = got((k) => k.endsWith('/sp-grads/allReduce'));
-    // Ring allReduce over 2 ranks sends n elements: the difference is elements, not a ratio.
-    equal(mine - ln, c.pp === 0 ? cfg.blockSize * cfg.nEmbd : 0, `${what} rank ${r}: sp grads = cost.ts row + wpe (T·C) on the first stage`);
-  }
+  deepStrictEqual(Object.fromEntries(trafficByKind(rows)), measured, `${what} rank ${r}: stepTraffic = measured, by dim/collective`);
 }
 
 function checkRun(what: string, plan: ParallelPlan, over: Partial<TrainConfig>, res: MeshRunResult[], ref: Ref): void {

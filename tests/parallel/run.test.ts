@@ -1,8 +1,8 @@
 /**
  * src/parallel/run.ts in one thread (localWorld: every rank's Communicator and its own GPU
  * device in this process): the dispatch, the batch convention, and that every rank's measured
- * elements per `dim/collective` equal the prediction (cost.ts stepTraffic + the trainer's
- * extra rows) wherever the prediction is exact.
+ * elements per `dim/collective` equal the prediction (cost.ts stepTraffic for the trainer,
+ * scalar collectives included), every predicted row being exact.
  */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
 import { closeLocalWorld, localWorld, onEveryRank } from '../../src/dist/local.ts';
@@ -68,6 +68,7 @@ Deno.test({
   fn: async () => {
     const dp = await run(makePlan({ dp: 2, microBatches: 2 }), { batchSize: 2, gradAccum: 2 });
     deepStrictEqual(dp.flatMap(exactMismatches), []);
+    deepStrictEqual(dp.flatMap((s) => s.predicted.filter((r) => !r.exact)), [], 'every dp row is exact');
     ok(dp[0].records.every((r) => Number.isFinite(r.loss) && r.byDim['dp/allReduce'] > 0));
     ok(Number.isFinite(dp[0].records[1].valLoss) && dp[1].records[1].valLoss === undefined);
     equal(dp[0].records[0].loss, dp[1].records[0].loss);
@@ -75,6 +76,7 @@ Deno.test({
     const pp = await run(makePlan({ pp: 2, microBatches: 2 }));
     deepStrictEqual(pp.flatMap(exactMismatches), []);
     ok(pp[0].records[0].byDim['pp/send'] > 0 && pp[1].records[0].byDim['pp/send'] > 0);
-    ok(pp.every((s) => s.predicted.some((r) => r.what.includes('not in cost.ts'))));
+    deepStrictEqual(pp.flatMap((s) => s.predicted.filter((r) => !r.exact)), [], 'every pp row is exact');
+    ok(pp.every((s) => s.predicted.some((r) => r.what === 'gradient norm + loss' && r.n === 2)), 'the pipeline\'s [norm, loss] sum is predicted by stepTraffic');
   },
 });
