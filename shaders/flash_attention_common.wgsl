@@ -128,3 +128,8 @@ fn st_out(base: u32, j: u32, v: vec4<f32>, add: bool) {
 fn mask4(s: vec4<f32>, first: u32, n: u32) -> vec4<f32> {
   return select(s, vec4<f32>(NEG), vec4<u32>(first) + vec4<u32>(0u, 1u, 2u, 3u) >= vec4<u32>(n));
 }
+
+// Workgroup index in a grid1d(·, 1) grid (the tiled kernels run one workgroup per row block).
+fn group_index(wid: vec3<u32>, groups: vec3<u32>) -> u32 {
+  return wid.x + wid.y * groups.x;
+}

@@ -23,11 +23,6 @@ const BC: u32 = 32u;
 var<workgroup> ktile: array<vec4<f32>, BC * HS4>;
 var<workgroup> vtile: array<vec4<f32>, BC * HS4>;
 
-// Workgroup index in a grid1d(·, 1) grid.
-fn group_index(wid: vec3<u32>, groups: vec3<u32>) -> u32 {
-  return wid.x + wid.y * groups.x;
-}
-
 @compute @workgroup_size(BR)
 fn fwd_tiled(
   @builtin(workgroup_id) wid: vec3<u32>,

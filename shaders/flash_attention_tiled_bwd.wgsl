@@ -23,10 +23,6 @@ const BC: u32 = 32u;
 var<workgroup> atile: array<vec4<f32>, BC * HS4>;
 var<workgroup> btile: array<vec4<f32>, BC * HS4>;
 
-fn group_index(wid: vec3<u32>, groups: vec3<u32>) -> u32 {
-  return wid.x + wid.y * groups.x;
-}
-
 @compute @workgroup_size(BR)
 fn dq_tiled(
   @builtin(workgroup_id) wid: vec3<u32>,

@@ -1,4 +1,5 @@
 import { gpuTest } from '../util/gpu.ts';
+import { checkNoQuadraticAllocation } from './flash_pool.ts';
 import { Tensor } from '../../src/gpu/tensor.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import { assertClose, assertRelRms, assertThrows, randn } from '../util/assert.ts';
@@ -292,35 +293,7 @@ gpuTest('flash attention on tensors at byte offsets inside larger buffers', asyn
   for (const x of [inBuf, outBuf, gradBuf, lseGot]) x.release();
 });
 
-gpuTest('flash attention allocates nothing of size T×T (T=257, pool accounting)', async (gpu) => {
-  const [b, t, nh, hs] = [1, 257, 2, 64];
-  const c = nh * hs;
-  const d = { b, t, c, nh, causal: true };
-  const tqkv = gpu.upload(Float32Array.from(randn(b * t * 3 * c, 3, -2, 2)), [b, t, 3 * c]);
-  const tdy = gpu.upload(Float32Array.from(randn(b * t * c, 4)), [b, t, c]);
-  const ty = gpu.empty([b, t, c]);
-  const tlse = gpu.empty([b, nh, t]);
-  const tdqkv = gpu.zeros([b, t, 3 * c]);
-  await gpu.sync();
-  gpu.pool.resetPeak();
-  const live = gpu.pool.stats.liveBytes;
-  flashAttentionForward(gpu, tqkv, ty, tlse, d);
-  flashAttentionBackward(gpu, tqkv, ty, tlse, tdy, tdqkv, d);
-  await gpu.sync();
-  const { largestBytes, peakBytes } = gpu.pool.stats;
-  // The only scratch is D (B, nh, T), rounded up to the pool's 256-byte granule.
-  const rowBytes = Math.ceil((b * nh * t * 4) / 256) * 256;
-  if (largestBytes > rowBytes) {
-    throw new Error(`largest request ${largestBytes} B > D's ${rowBytes} B`);
-  }
-  if (peakBytes - live > rowBytes) {
-    throw new Error(`peak grew by ${peakBytes - live} B > ${rowBytes} B`);
-  }
-  if (gpu.pool.stats.liveBytes !== live) throw new Error('scratch not released');
-  // For scale: the naive kernels need a (B, nh, T, T) buffer for P and another for dS.
-  if (!(largestBytes < b * nh * t * t * 4 / 100)) throw new Error('unexpectedly large');
-  for (const x of [tqkv, tdy, ty, tlse, tdqkv]) x.release();
-});
+gpuTest('flash attention allocates nothing of size T×T (T=257, pool accounting)', checkNoQuadraticAllocation);
 
 gpuTest(
   'flash attention validates shapes, head size, aliasing and the chunk override',

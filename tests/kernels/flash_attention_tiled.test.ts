@@ -1,6 +1,7 @@
 // The shared-memory tiled FlashAttention-2 kernels (what GPUs run), forced on the CPU adapter
 // with flashTuning.forceTiled and checked against the f64 references.
 import { gpuTest } from '../util/gpu.ts';
+import { checkNoQuadraticAllocation } from './flash_pool.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import { assertClose, assertRelRms, assertThrows, randn } from '../util/assert.ts';
 import {
@@ -156,33 +157,7 @@ gpuTest(
 gpuTest(
   'tiled flash attention allocates nothing of size T×T (T=257, pool accounting)',
   (gpu) =>
-    tiled(gpu, { storageBytes: null, chunk: null, br: null }, async () => {
-      const [b, t, nh, hs] = [1, 257, 2, 64];
-      const c = nh * hs;
-      const d = { b, t, c, nh, causal: true };
-      const tqkv = gpu.upload(Float32Array.from(randn(b * t * 3 * c, 3, -2, 2)), [b, t, 3 * c]);
-      const tdy = gpu.upload(Float32Array.from(randn(b * t * c, 4)), [b, t, c]);
-      const ty = gpu.empty([b, t, c]);
-      const tlse = gpu.empty([b, nh, t]);
-      const tdqkv = gpu.zeros([b, t, 3 * c]);
-      await gpu.sync();
-      gpu.pool.resetPeak();
-      const live = gpu.pool.stats.liveBytes;
-      flashAttentionForward(gpu, tqkv, ty, tlse, d);
-      flashAttentionBackward(gpu, tqkv, ty, tlse, tdy, tdqkv, d);
-      await gpu.sync();
-      const { largestBytes, peakBytes } = gpu.pool.stats;
-      // The only scratch is ℓ or D (B, nh, T), one at a time, rounded up to the 256-byte granule.
-      const rowBytes = Math.ceil((b * nh * t * 4) / 256) * 256;
-      if (largestBytes > rowBytes) {
-        throw new Error(`largest request ${largestBytes} B > ${rowBytes} B`);
-      }
-      if (peakBytes - live > rowBytes) {
-        throw new Error(`peak grew by ${peakBytes - live} B > ${rowBytes} B`);
-      }
-      if (gpu.pool.stats.liveBytes !== live) throw new Error('scratch not released');
-      for (const x of [tqkv, tdy, ty, tlse, tdqkv]) x.release();
-    }),
+    tiled(gpu, { storageBytes: null, chunk: null, br: null }, () => checkNoQuadraticAllocation(gpu)),
 );
 
 Deno.test('flashTiles: tiles fit the workgroup-storage budget and are the largest that do', () => {
