@@ -37,7 +37,7 @@ export const FIELD_GROUPS: { legend: string; fields: Field[] }[] = [
   {
     legend: 'Model',
     fields: [
-      { key: 'arch', label: 'Architecture', kind: 'choice', hint: 'gpt · linear (RWKV-style) · mamba · hybrid (Zamba-style) · gpt-moe' },
+      { key: 'arch', label: 'Architecture', kind: 'choice', hint: 'gpt · linear (RWKV-style) · mamba · hybrid (Zamba-style) · gpt-moe · mamba-moe (MoE-Mamba)' },
       { key: 'nLayer', label: 'Layers', kind: 'int' },
       { key: 'nHead', label: 'Heads', kind: 'int', hint: 'must divide the width' },
       { key: 'nEmbd', label: 'Width', kind: 'int' },

@@ -6,6 +6,7 @@
  * small real collectives and schedules step by step; Open run replays a headless run's files.
  * Without WebGPU the page explains why instead of staying blank.
  */
+import { MOE_ARCHS } from '../models/archs.ts';
 import './style.css';
 import { SetupForm, type FormResult } from './form.ts';
 import { checkWebGpuApi, classifyInitError, renderUnsupported, type Unsupported } from './support.ts';
@@ -143,7 +144,7 @@ async function startTraining(): Promise<void> {
 /** The model the parallel plan must fit, from a config (the form's, or an opened run's). */
 function planModel(cfg: TrainConfig, vocabSize = info?.vocabSize ?? 65): PlanModel {
   const { nLayer, nHead, nEmbd, blockSize } = cfg;
-  const moe = cfg.arch === 'gpt-moe' ? { nExpert: cfg.nExpert } : {};
+  const moe = (MOE_ARCHS as readonly string[]).includes(cfg.arch) ? { nExpert: cfg.nExpert, moeEvery: cfg.moeEvery } : {};
   return { nLayer, nHead, nEmbd, blockSize, batchSize: cfg.batchSize * (cfg.gradAccum ?? 1), vocabSize, ...moe };
 }
 
@@ -162,7 +163,7 @@ function onPlanChange(r: ParallelResult): void {
   planResult = r;
   if (state === 'ready' && !r.ok) setStatus(`Cannot start: invalid parallel plan: ${r.problems.join('; ')}`);
   else if (state === 'ready' && r.ok && !wasOk) setStatus('Ready. Choose a setup and press Start training.');
-  if (r.ok && formResult?.ok) views?.setPlan(r.choice.plan, planModel(formResult.cfg));
+  if (r.ok && formResult?.ok) views?.setPlan(r.choice.plan, planModel(formResult.cfg), formResult.cfg.arch);
   refreshStart();
 }
 
@@ -180,7 +181,7 @@ function onOpen(run: LoadedRun): void {
   const cfg = run.config, p = (cfg?.plan ?? run.meta?.plan) as ParallelPlan | undefined;
   const n = run.spans ? Math.max(...run.spans.map((s) => s.rank)) + 1 : p ? p.dp * p.pp * p.cp * p.tp : 1;
   const plan = p && p.dp * p.pp * p.cp * p.tp === n ? p : null;
-  if (plan && cfg) views.setPlan(plan, planModel({ ...(cfg as unknown as TrainConfig) }, Number(cfg.vocabSize) || undefined));
+  if (plan && cfg) views.setPlan(plan, planModel({ ...(cfg as unknown as TrainConfig) }, Number(cfg.vocabSize) || undefined), String(cfg.arch ?? 'gpt'));
   if (run.spans) {
     views.reset(run.meta ?? {});
     views.mesh.setShape(plan ? [plan.dp, plan.pp, plan.cp, plan.tp] : [n, 1, 1, 1]);

@@ -180,16 +180,20 @@ export class Tape {
     }
   }
 
-  /** {@link backward} for tapes with collectives on them: awaits each communication rule in turn. */
-  async backwardAsync(rules: RuleTable, onNodeDone?: (node: Node) => void): Promise<void> {
+  /**
+   * {@link backward} for tapes with collectives on them: awaits each communication rule in turn.
+   * @param beforeNode awaited before each node's rule: ZeRO-3 gathers the layer whose weights the rule reads.
+   */
+  async backwardAsync(rules: RuleTable, onNodeDone?: (node: Node) => void, beforeNode?: (node: Node) => Promise<void>): Promise<void> {
     for (const step of this.steps(rules, onNodeDone)) {
+      await beforeNode?.(step.node);
       await step.run();
       step.done();
     }
   }
 
   /** The nodes in reverse order, each as its rule (`run`) and the release that follows it (`done`). */
-  private *steps(rules: RuleTable, onNodeDone?: (node: Node) => void): Generator<{ op: OpName; run(): void | Promise<void>; done(): void }> {
+  private *steps(rules: RuleTable, onNodeDone?: (node: Node) => void): Generator<{ op: OpName; node: Node; run(): void | Promise<void>; done(): void }> {
     if (!this.recording) throw new Error('backward() on a tape that was not recording (evaluation mode)');
     const ctx: GradContext = {
       gpu: this.gpu,
@@ -211,6 +215,7 @@ export class Tape {
       const { node, outputs } = nodes[i];
       yield {
         op: node.op,
+        node,
         // Each op's VJP, dispatched by name; the cast is safe because `node.op` selects both.
         run: () => (rules[node.op] as (g: GradContext, r: Node) => void | Promise<void>)(ctx, node),
         done: () => {

@@ -10,15 +10,20 @@
  * batch the plan splits over dp × micro-batches. The pipeline schedule is `--pp-schedule`;
  * `--schedule gpipe|1f1b|interleaved` is accepted as an alias because the training config's
  * `--schedule` already names the learning-rate schedule (whose values never overlap).
- * Measured counts from a real step are compared by {@link measuredComparison}; this command
- * prints predictions only.
+ * Memory per rank also shows the analytical peak activation bytes of the tapes
+ * (src/parallel/activation_memory.ts, GPT only); with `--measure` they are printed beside the
+ * measured pool peak, which also holds activation gradients and kernel workspaces, so both
+ * figures and their ratio are shown rather than a pretended equality.
+ * Measured counts from a real step are compared by {@link measuredComparison}; without
+ * `--measure` this command prints predictions only.
  */
 import { parseTrainArgs, trainHelp } from './args.ts';
 import { parseConfig, PRESETS, type TrainConfig } from '../train/config.ts';
 import { NET_PRESETS, NetworkModel } from '../dist/network.ts';
-import { type CpKind, describePlan, makePlan, paddedVocab, type ParallelPlan, planGroup, type PlanModel, planWorldSize, rankCoords, rankParams, strategyOf, type StrategyKind, validatePlan } from '../parallel/plan.ts';
+import { type CpKind, describePlan, makePlan, paddedVocab, type ParallelPlan, planGroup, type PlanModel, planWorldSize, rankCoords, rankParams, strategyOf, type StrategyKind, validatePlan, zeroWorkingElements } from '../parallel/plan.ts';
 import { bubbleFraction, collectiveTimeUs, type CommRow, p2pTimeUs, type PlanDim, stepTraffic, type TrafficOptions, zeroMemoryFp32 } from '../parallel/cost.ts';
 import { dryRun, type DryRun, makeSchedule, peakInFlight, SCHEDULE_KINDS, type ScheduleKind } from '../parallel/pipeline_schedule.ts';
+import { type ActivationMemory, activationMemory, korthikantiLayerBytes } from '../parallel/activation_memory.ts';
 import { runCli } from './main.ts';
 
 const FLAGS = {
@@ -184,15 +189,19 @@ export async function main(argv: string[]): Promise<string> {
       ` · global batch ${model.batchSize} = dp ${plan.dp} × ${plan.microBatches} micro-batches × ${b} sequences`,
     `network  ${net}`,
     '',
-    `memory per rank: fp32 AdamW (4 B parameter + 4 B gradient + 8 B optimizer state per element), ZeRO-${plan.zero} over dp·cp = ${d}`,
+    `memory per rank: fp32 AdamW (4 B parameter + 4 B gradient + 8 B optimizer state per element), ZeRO-${plan.zero} over dp·cp = ${d}` +
+    (plan.zero >= 2 ? `; working buffers of ${fmtInt(zeroWorkingElements(model, cfg.bias))} elements (embeddings, ln_f and one layer) for gathered ${plan.zero === 3 ? 'values and ' : ''}gradients` : ''),
   ];
   const ranks = [...Array(world).keys()];
+  const acts = activations(plan, model, cfg, opts.trainer);
   const memRows = ranks.map((r) => {
-    const c = rankCoords(plan, r), p = rankParams(plan, model, r, cfg.bias);
-    const dense = zeroMemoryFp32(p.dense, d, plan.zero), ex = zeroMemoryFp32(p.expert, d / plan.ep, plan.zero);
-    return [r, c.dp, c.pp, c.cp, c.tp, fmtInt(p.dense + p.expert), fmtBytes(dense.params + ex.params), fmtBytes(dense.grads + ex.grads), fmtBytes(dense.optimizer + ex.optimizer), fmtBytes(dense.total + ex.total)];
+    const c = rankCoords(plan, r), p = rankParams(plan, model, r, cfg.bias), a = acts.ranks?.[r];
+    const dense = zeroMemoryFp32(p.dense, d, plan.zero, plan.zero >= 2 ? zeroWorkingElements(model, cfg.bias) : 0), ex = zeroMemoryFp32(p.expert, d / plan.ep, plan.zero);
+    return [r, c.dp, c.pp, c.cp, c.tp, fmtInt(p.dense + p.expert), fmtBytes(dense.params + ex.params), fmtBytes(dense.grads + ex.grads), fmtBytes(dense.optimizer + ex.optimizer), fmtBytes(dense.total + ex.total),
+      a ? fmtBytes(a.bytes) : '–', a ? a.inFlight : '–', a ? fmtBytes(dense.total + ex.total + a.bytes) : '–'];
   });
-  out.push(table(['rank', 'dp', 'pp', 'cp', 'tp', 'elements', 'params', 'grads', 'optimizer', 'total'], memRows), '');
+  out.push(table(['rank', 'dp', 'pp', 'cp', 'tp', 'elements', 'params', 'grads', 'optimizer', 'total', 'activations', 'in flight', 'total + act.'], memRows));
+  out.push(activationNote(acts, plan, model, me), '');
   const dims: PlanDim[] = ['dp', 'tp', 'pp', 'cp', 'ep'];
   const traffic = ranks.map((r) => stepTraffic(plan, model, r, opts));
   out.push('communication per optimizer step: elements each rank sends, by parallel dimension (4 B each)');
@@ -219,8 +228,42 @@ export async function main(argv: string[]): Promise<string> {
   console.log(text);
   if (!measure) return text;
   const measured = await (await import('./train_parallel.ts')).measure(plan, cfg, 'auto');
-  console.log(`\n${measured}`);
-  return `${text}\n\n${measured}`;
+  const peaks = new Map(measured.ranks.map((r) => [r.rank, r.memory.peakPool]));
+  const both = `${measured.text}\n\n${activationComparison(acts, peaks)}`;
+  console.log(`\n${both}`);
+  return `${text}\n\n${both}`;
+}
+
+/** Every rank's analytical activation memory, or why there is none (a non-GPT architecture). */
+function activations(plan: ParallelPlan, model: PlanModel, cfg: TrainConfig, trainer?: StrategyKind): { ranks?: ActivationMemory[]; why?: string } {
+  try {
+    const o = { arch: cfg.arch, bias: cfg.bias, attention: cfg.attention, trainer };
+    return { ranks: [...Array(planWorldSize(plan)).keys()].map((r) => activationMemory(plan, model, r, o)) };
+  } catch (e) {
+    return { why: (e as Error).message };
+  }
+}
+
+/** How the activation column was computed, with rank `me`'s layer beside Korthikanti et al.'s fp16 count. */
+function activationNote(acts: ReturnType<typeof activations>, plan: ParallelPlan, model: PlanModel, me: number): string {
+  if (!acts.ranks) return `  activations: not predicted — ${acts.why}`;
+  const a = acts.ranks[me], b = model.batchSize / (plan.dp * plan.microBatches), s = model.blockSize / plan.cp;
+  const k = korthikantiLayerBytes(s, b, model.nEmbd, model.nHead, plan.tp, plan.sp);
+  return `  activations: analytical peak of the tensors the autograd tapes keep (fp32; GPT; src/parallel/activation_memory.ts): the peak over the schedule, ≈ one micro-batch × the most in flight;\n` +
+    `  rank ${me} (${a.kind} trainer): ${fmtBytes(a.perMicroBatch)} per micro-batch, ${fmtBytes(a.perLayer)} per layer — ` +
+    `Korthikanti et al. (arXiv 2205.05198) fp16 ${plan.tp > 1 ? (plan.sp ? 'sbh/t·(34 + 5as/h)' : 'sbh(10 + 24/t + 5as/(ht))') : 'sbh(34 + 5as/h)'} = ${fmtBytes(k)} per layer`;
+}
+
+/** Predicted activations beside the measured pool peak per rank, with their ratio. */
+export function activationComparison(acts: { ranks?: ActivationMemory[]; why?: string }, peak: Map<number, number>): string {
+  if (!acts.ranks) return `activations: not predicted (${acts.why}); measured pool peaks: ${[...peak.values()].map(fmtBytes).join(', ') || '–'}`;
+  return 'activations: predicted peak of the tapes beside the measured buffer-pool peak of the step. The pool also holds the backward\'s\n' +
+    'activation gradients, kernel workspaces (matmul partials, LayerNorm partials) and per-step token buffers, so measured ≥\n' +
+    'predicted and their ratio is the overhead beyond the activations themselves.\n' +
+    table(['rank', 'predicted activations', 'pool-rounded', 'measured pool peak', 'measured / predicted'], acts.ranks.map((a, r) => {
+      const m = peak.get(r);
+      return [r, fmtBytes(a.bytes), fmtBytes(a.pooledBytes), m === undefined ? '–' : fmtBytes(m), m === undefined ? '–' : `${(m / a.bytes).toFixed(2)}×`];
+    }));
 }
 
 if (import.meta.main) await runCli(main);

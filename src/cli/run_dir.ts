@@ -3,6 +3,30 @@ import type { TrainConfig } from '../train/config.ts';
 import { makeTokenizer, type Tokenizer, type TokenizerJSON, tokenizerFromJSON } from '../data/tokenizer.ts';
 import { MixtureDataset, parseDataSpec } from '../data/mixture.ts';
 
+/**
+ * Config keys a resumed run may change: they do not alter the model or the data order. The
+ * schedule keys are here so a finished run can be continued with a re-warm (continual
+ * pre-training: `--resume --steps N --schedule rewarm-cosine --lr X`).
+ */
+export const RESUMABLE_KEYS: ReadonlySet<string> = new Set([
+  'steps', 'logInterval', 'evalInterval', 'ckptInterval', 'sampleTokens', 'temperature', 'topK', 'peakTflops',
+  'schedule', 'lr', 'minLr', 'warmup', 'decaySteps', 'cooldownFrac', 'cooldownShape', 'rewarmStart', 'rewarmFrom',
+  // Continual pre-training changes the data (a new corpus, or a replay mixture); the tokenizer
+  // stays the checkpoint's, and the batch order stays a function of (seed, step, data).
+  'data', 'ckptSchedule',
+]);
+
+/**
+ * Checks that a resumed run's flags only change what {@link RESUMABLE_KEYS} allows.
+ * @throws Error naming the flags that would change the saved config, and the allowed ones.
+ */
+export function checkResumeOverrides(args: { overrides: Record<string, unknown>; configFile?: string }): void {
+  const bad = Object.keys(args.overrides).filter((k) => !RESUMABLE_KEYS.has(k));
+  if (bad.length || args.configFile) {
+    throw new Error(`--resume continues the saved config; these flags would change it: ${bad.map((k) => `--${k}`).join(', ') || '--config'} (allowed: ${[...RESUMABLE_KEYS].join(', ')})`);
+  }
+}
+
 /** Writes bytes atomically: a temp file in the same folder, synced, then renamed over the target. */
 export async function writeAtomic(path: string, bytes: Uint8Array): Promise<void> {
   const tmp = `${path}.${crypto.randomUUID().slice(0, 8)}.tmp`;

@@ -4,43 +4,18 @@
  * config.json, ckpt.safetensors written atomically) and ends with val loss and a sample.
  */
 import { parseTrainArgs, trainHelp } from './args.ts';
-import { exists, loadTrainingData, runFiles, truncateMetrics, writeAtomic } from './run_dir.ts';
+import { checkResumeOverrides, exists, loadTrainingData, runFiles, truncateMetrics, writeAtomic } from './run_dir.ts';
 import { Progress } from './progress.ts';
 import { parseConfig, PRESETS, type TrainConfig } from '../train/config.ts';
 import { isCheckpointStep, keepsCheckpointFile, type LoadedCheckpoint, loadIntoStore, parseCheckpoint, saveCheckpoint } from '../train/checkpoint.ts';
 import { Trainer } from '../train/trainer.ts';
-import { lrAt, scheduleFromConfig } from '../train/schedules.ts';
+import { resolveRewarm } from '../train/rewarm.ts';
 import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
 import { createModel } from '../models/registry.ts';
 import { mixSeed, Random } from '../util/random.ts';
 import { runCli } from './main.ts';
 
-/**
- * Config keys a resumed run may change: they do not alter the model or the data order. The
- * schedule keys are here so a finished run can be continued with a re-warm (continual
- * pre-training: `--resume --steps N --schedule rewarm-cosine --lr X`).
- */
-const RESUMABLE = new Set([
-  'steps', 'logInterval', 'evalInterval', 'ckptInterval', 'sampleTokens', 'temperature', 'topK', 'peakTflops',
-  'schedule', 'lr', 'minLr', 'warmup', 'decaySteps', 'cooldownFrac', 'cooldownShape', 'rewarmStart', 'rewarmFrom',
-  // Continual pre-training changes the data (a new corpus, or a replay mixture); the tokenizer
-  // stays the checkpoint's, and the batch order stays a function of (seed, step, data).
-  'data', 'ckptSchedule',
-]);
-
-/**
- * Fills in a re-warm's −1 placeholders: it starts at the checkpoint's step, from the LR the
- * checkpointed run's own schedule had there (0 on a fresh run). The resolved numbers are saved
- * with the config, so resuming the re-warmed run later keeps the same schedule.
- */
-export function resolveRewarm(cfg: TrainConfig, ckpt: LoadedCheckpoint | null): TrainConfig {
-  if (cfg.schedule !== 'rewarm-cosine') return cfg;
-  const start = cfg.rewarmStart >= 0 ? cfg.rewarmStart : ckpt?.state.step ?? 0;
-  let from = cfg.rewarmFrom;
-  if (from < 0) from = ckpt ? lrAt(scheduleFromConfig(parseConfig({ ...ckpt.state.config })), start) : 0;
-  return parseConfig({ ...cfg, rewarmStart: start, rewarmFrom: from });
-}
 
 function stamp(): string {
   return new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
@@ -54,11 +29,8 @@ export async function resolveConfig(args: ReturnType<typeof parseTrainArgs>, out
     const path = args.resumeStep === undefined ? files.checkpoint : files.checkpointAt(args.resumeStep);
     if (!(await exists(path))) throw new Error(`--resume: no checkpoint at ${path}`);
     const ckpt = await parseCheckpoint(await Deno.readFile(path), path);
-    const bad = Object.keys(args.overrides).filter((k) => !RESUMABLE.has(k));
-    if (bad.length || args.configFile) {
-      throw new Error(`--resume continues the saved config; these flags would change it: ${bad.map((k) => `--${k}`).join(', ') || '--config'} (allowed: ${[...RESUMABLE].join(', ')})`);
-    }
-    return { cfg: resolveRewarm(parseConfig({ ...ckpt.state.config, ...args.overrides }), ckpt), ckpt };
+    checkResumeOverrides(args);
+    return { cfg: resolveRewarm(parseConfig({ ...ckpt.state.config, ...args.overrides }), { step: ckpt.state.step, config: ckpt.state.config }), ckpt };
   }
   if (await exists(files.checkpoint)) {
     throw new Error(`${outDir} already holds a checkpoint: pass --resume to continue it, or choose another --out`);

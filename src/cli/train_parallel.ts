@@ -7,7 +7,9 @@
  * (`World.chromeTrace()`: wall and simulated clocks, the latter priced by --net), config.json
  * (with the plan), and the accounting — plan.txt (per rank bytes of params / grads / optimizer
  * / peak pool, elements per collective and dimension measured beside cost.ts's prediction)
- * and accounting.json (the same as data). Parallel runs write no checkpoints yet, and say so.
+ * and accounting.json (the same as data), and checkpoints: every rank's state at each checkpoint
+ * step (ckptInterval, the end, the Pythia schedule) as one set named by ckpt-parallel.json
+ * (parallel_checkpoint.ts); `--resume --out DIR` with the same parallel flags continues it.
  *
  * Batch: the global batch is batchSize × gradAccum sequences (as `npm run plan`), split into
  * --micro-batches M (default gradAccum) micro-batches over dp (src/parallel/run.ts).
@@ -18,12 +20,15 @@
  * Spans are kept in memory until the end (at most 500 000 per rank, tracer's cap).
  */
 import { parseTrainArgs, trainHelp } from './args.ts';
-import { loadTrainingData, runFiles, writeAtomic } from './run_dir.ts';
+import { checkResumeOverrides, exists, loadTrainingData, runFiles, truncateMetrics, writeAtomic } from './run_dir.ts';
+import { loadCheckpointSet, parallelCheckpointFiles, saveCheckpointSet } from './parallel_checkpoint.ts';
+import { isCheckpointStep, keepsCheckpointFile } from '../train/checkpoint.ts';
+import { resolveRewarm } from '../train/rewarm.ts';
 import { parseConfig, PRESETS, type TrainConfig } from '../train/config.ts';
 import type { Backend } from '../gpu/device.ts';
 import { World } from '../dist/launch.ts';
 import { NET_PRESETS, NetworkModel } from '../dist/network.ts';
-import { type CpKind, CP_KINDS, describePlan, makePlan, type ParallelPlan, type PlanModel, planWorldSize, rankCoords, rankParams, validatePlan } from '../parallel/plan.ts';
+import { type CpKind, CP_KINDS, describePlan, makePlan, type ParallelPlan, type PlanModel, planWorldSize, rankCoords, rankParams, validatePlan, zeroWorkingElements } from '../parallel/plan.ts';
 import { SCHEDULE_KINDS, type ScheduleKind } from '../parallel/pipeline_schedule.ts';
 import { zeroMemoryFp32 } from '../parallel/cost.ts';
 import { planModelOf, RankRun, type RankSummary, runParallel, type StepReport, strategyOf, trainerConfig } from '../parallel/run.ts';
@@ -44,13 +49,14 @@ export function isParallelArgv(argv: string[]): boolean {
 }
 
 const HELP = `parallel flags (any of them makes a parallel run of dp·pp·cp·tp ranks, one Deno worker + WebGPU device each):
-  --dp --tp --pp --cp --ep N   degrees (default 1); dp × pp × tp (+sp) combine (mesh trainer); cp, ep (= dp, --arch gpt-moe) and zero run alone
+  --dp --tp --pp --cp --ep N   degrees (default 1); dp × pp × tp (+sp) combine (mesh trainer); cp, ep (dividing dp, --arch gpt-moe|mamba-moe) and zero run alone
   --zero 1|2|3                 ZeRO stage over dp      --sp   Megatron sequence parallelism with tp
   --micro-batches M            split of the global batch batchSize × gradAccum (default gradAccum)
   --pp-schedule ${SCHEDULE_KINDS.join('|')}   (default 1f1b)   --virtual-stages V (interleaved)
   --cp-kind ${CP_KINDS.join('|')}        (default ring)
   --net SPEC                   ${Object.keys(NET_PRESETS).join(' | ')} or 'intra=…GB/s,…us;inter=…;node=N': prices the simulated clock in trace.json
-outputs: metrics.jsonl, trace.json, config.json, plan.txt, accounting.json (no checkpoints yet)
+outputs: metrics.jsonl, trace.json, config.json, plan.txt, accounting.json, ckpt-parallel.json + ckpt-parallel-<step>/rank-<r>.safetensors
+  --resume --out DIR           continues DIR's latest checkpoint; the parallel flags must be the checkpoint's plan
 `;
 
 function int(v: unknown, flag: string, def: number, min = 1): number {
@@ -83,6 +89,22 @@ export async function parallelConfig(args: ReturnType<typeof parseTrainArgs>): P
   }
   const cfg = parseConfig({ ...PRESETS[args.preset], ...file, ...args.overrides });
   return cfg.schedule === 'rewarm-cosine' ? parseConfig({ ...cfg, rewarmStart: Math.max(cfg.rewarmStart, 0), rewarmFrom: Math.max(cfg.rewarmFrom, 0) }) : cfg;
+}
+
+/**
+ * A fresh run's config ({@link parallelConfig}), or on --resume the saved config.json of --out
+ * with the flags {@link RESUMABLE_KEYS} allows, and the latest checkpoint set.
+ * @throws Error for --resume without --out or a checkpoint, flags that would change the saved
+ *   config, and CorruptCheckpointError for an unreadable manifest or a missing rank file.
+ */
+async function resumeOrFresh(args: ReturnType<typeof parseTrainArgs>): Promise<{ cfg: TrainConfig; resume: Awaited<ReturnType<typeof loadCheckpointSet>> | null }> {
+  if (!args.resume) return { cfg: await parallelConfig(args), resume: null };
+  if (!args.out) throw new Error('--resume needs --out DIR: the run directory to continue');
+  if (args.resumeStep !== undefined) throw new Error('--resume-step: parallel runs continue their latest checkpoint only');
+  const resume = await loadCheckpointSet(args.out);
+  checkResumeOverrides(args);
+  const { plan: _p, worldSize: _w, net: _n, tokenizer: _t, vocabSize: _v, ...saved } = JSON.parse(await Deno.readTextFile(runFiles(args.out).config));
+  return { cfg: resolveRewarm(parseConfig({ ...saved, ...args.overrides }), { step: resume.manifest.step, config: parseConfig(saved) }), resume };
 }
 
 /** The plan the flags describe (unvalidated). @throws Error naming a malformed flag. */
@@ -129,7 +151,7 @@ const table = (head: string[], rows: (string | number)[][]) => {
 export function accounting(plan: ParallelPlan, model: PlanModel, cfg: TrainConfig, steps: StepReport[], ranks: RankSummary[]) {
   const d = plan.dp * plan.cp, last = steps[steps.length - 1];
   return ranks.map((s) => {
-    const p = rankParams(plan, model, s.rank, cfg.bias), dense = zeroMemoryFp32(p.dense, d, plan.zero), ex = zeroMemoryFp32(p.expert, d / plan.ep, plan.zero);
+    const p = rankParams(plan, model, s.rank, cfg.bias), dense = zeroMemoryFp32(p.dense, d, plan.zero, plan.zero >= 2 ? zeroWorkingElements(model, cfg.bias) : 0), ex = zeroMemoryFp32(p.expert, d / plan.ep, plan.zero);
     const pred = new Map<string, { n: number; exact: boolean }>();
     for (const r of s.predicted) {
       const k = `${r.dim}/${r.collective}`, o = pred.get(k) ?? { n: 0, exact: true };
@@ -148,7 +170,7 @@ export function accounting(plan: ParallelPlan, model: PlanModel, cfg: TrainConfi
 /** plan.txt: the accounting as text tables. */
 function accountingText(plan: ParallelPlan, cfg: TrainConfig, net: string, acc: ReturnType<typeof accounting>): string {
   const out = [`plan     ${describePlan(plan)}`, `trainer  ${acc[0]?.kind} · ${cfg.arch} · ${cfg.nLayer} layers · width ${cfg.nEmbd} · context ${cfg.blockSize} · global batch ${cfg.batchSize * cfg.gradAccum}`, `network  ${net}`, ''];
-  out.push('memory per rank (fp32): measured = this rank\'s ParamStore flat buffers (alignment padding included) or its ZeRO shard, peak pool = activations and temporaries; predicted = cost.ts zeroMemoryFp32(rankParams)');
+  out.push('memory per rank (fp32): measured = this rank\'s ParamStore flat buffers (alignment padding included) or its ZeRO shards and working buffers (resident units + one layer), peak pool = activations and temporaries; predicted = cost.ts zeroMemoryFp32(rankParams)');
   out.push(table(['rank', 'dp', 'pp', 'cp', 'tp', 'param elements', 'predicted', 'params', 'predicted', 'grads', 'predicted', 'optimizer', 'predicted', 'peak pool'], acc.map((a) => {
     const m = a.memory.measured, p = a.memory.predicted;
     return [a.rank, a.coords.dp, a.coords.pp, a.coords.cp, a.coords.tp, fmtInt(m.paramElements), fmtInt(p.paramElements), fmtBytes(m.params), fmtBytes(p.params), fmtBytes(m.grads), fmtBytes(p.grads), fmtBytes(m.optimizer), fmtBytes(p.optimizer), fmtBytes(m.peakPool)];
@@ -185,10 +207,11 @@ export function checkRun(plan: ParallelPlan, cfg: TrainConfig, vocabSize: number
 /**
  * `npm run plan -- … --measure`: one real optimizer step of `plan` in a world of in-process ranks
  * (src/dist/local.ts, each rank its own WebGPU device), returning the accounting text — memory
- * and elements per collective, measured beside predicted. plan.ts parses the flags and calls it.
+ * and elements per collective, measured beside predicted — and every rank's summary (its
+ * memory.peakPool is the measured pool peak). plan.ts parses the flags and calls it.
  * @throws Error for a plan that cannot run (see {@link checkRun}) or a rank's failure.
  */
-export async function measure(plan: ParallelPlan, cfg: TrainConfig, backend: Backend = 'wgpu'): Promise<string> {
+export async function measure(plan: ParallelPlan, cfg: TrainConfig, backend: Backend = 'wgpu'): Promise<{ text: string; ranks: RankSummary[] }> {
   const { tokenizer, texts } = await loadTrainingData(cfg);
   if (texts.length !== 1) throw new Error(`--measure trains on one data file; got a mixture of ${texts.length} (${cfg.data})`);
   const { model } = checkRun(plan, cfg, tokenizer.vocabSize);
@@ -209,8 +232,9 @@ export async function measure(plan: ParallelPlan, cfg: TrainConfig, backend: Bac
   }
   const r0 = ranks[0].records[0];
   const step: StepReport = { ...r0, ms: Math.max(...ranks.map((s) => s.records[0].ms)), sent: ranks.map((s) => s.records[0].sent), byDim: ranks.map((s) => s.records[0].byDim) };
-  return `measured: one real step on ${ranks.length} in-process ranks (loss ${r0.loss.toFixed(4)})\n` +
+  const text = `measured: one real step on ${ranks.length} in-process ranks (loss ${r0.loss.toFixed(4)})\n` +
     accountingText(plan, cfg, 'not modelled in a measurement (elements are network-independent)', accounting(plan, model, cfg, [step], ranks));
+  return { text, ranks };
 }
 
 /** Runs a parallel training run; returns the last validation loss (null when no rank could evaluate). */
@@ -221,9 +245,11 @@ export async function main(argv: string[]): Promise<number | null> {
     console.log(`${trainHelp()}\n\n${HELP}`);
     return null;
   }
-  if (args.resume) throw new Error('parallel runs do not write checkpoints yet, so --resume is not available with parallel flags');
-  const cfg = await parallelConfig(args);
+  const { cfg, resume } = await resumeOrFresh(args);
   const plan = planFromFlags(args.extra, cfg);
+  if (resume && JSON.stringify(resume.manifest.plan) !== JSON.stringify(plan)) {
+    throw new Error(`--resume: the checkpoint was written by '${describePlan(resume.manifest.plan)}', the flags ask for '${describePlan(plan)}'; pass the checkpoint's parallel flags (rank files are not resharded)`);
+  }
   const netText = args.extra.net as string | undefined;
   const net = netText ? NetworkModel.parse(netText) : null;
   const { tokenizer, data, texts } = await loadTrainingData(cfg);
@@ -232,16 +258,17 @@ export async function main(argv: string[]): Promise<number | null> {
   const tokens = tokenizer.encode(texts[0]), size = planWorldSize(plan);
   const outDir = args.out ?? `runs/parallel-${new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15)}`;
   const files = runFiles(outDir), enc = new TextEncoder();
+  if (!resume && await exists(parallelCheckpointFiles(outDir).manifest)) throw new Error(`${outDir} already holds a parallel checkpoint: pass --resume to continue it, or choose another --out`);
   await Deno.mkdir(outDir, { recursive: true });
   await writeAtomic(files.config, enc.encode(JSON.stringify({ ...cfg, plan, worldSize: size, net: net?.toString() ?? null, tokenizer: tokenizer.kind, vocabSize: tokenizer.vocabSize }, null, 2) + '\n'));
   console.log(`plan: ${describePlan(plan)} · ${kind} trainer · ${cfg.arch} · vocab ${tokenizer.vocabSize} (${tokenizer.kind})`);
-  console.log(`data: ${cfg.data} · ${data.trainTokens} train / ${data.valTokens} val tokens · run: ${outDir}`);
-  console.log('note: parallel runs do not write checkpoints yet (no ckpt.safetensors, no --resume)');
+  console.log(`data: ${cfg.data} · ${data.trainTokens} train / ${data.valTokens} val tokens · run: ${outDir}${resume ? ` · resuming at step ${resume.manifest.step}` : ''}`);
 
   const world = await World.launch({ size, url: await rankWorkerUrl(), net: net?.spec ?? null, trace: true, timeoutMs: 120_000, runTimeoutMs: 600_000 });
   let valLoss: number | null = null;
   try {
-    const metrics = await Deno.open(files.metrics, { write: true, create: true, truncate: true });
+    if (resume) await truncateMetrics(files.metrics, resume.manifest.step);
+    const metrics = await Deno.open(files.metrics, resume ? { append: true, create: true } : { write: true, create: true, truncate: true });
     const write = (o: Record<string, unknown>) => metrics.writeSync(enc.encode(JSON.stringify(o) + '\n'));
     const { steps, ranks } = await runParallel(world, plan, cfg, { tokens, vocabSize: tokenizer.vocabSize }, (r) => {
       if (!Number.isFinite(r.loss)) throw new Error(`loss became ${r.loss} at step ${r.step}; lower --lr or check the data`);
@@ -257,7 +284,17 @@ export async function main(argv: string[]): Promise<number | null> {
         write({ step: r.step, val_loss: r.valLoss });
         console.log(`step ${String(r.step).padStart(5)} | val loss ${r.valLoss.toFixed(4)}`);
       }
-    }, { backend: args.gpu as Backend });
+    }, {
+      backend: args.gpu as Backend,
+      resume: resume ? { step: resume.manifest.step, shards: resume.shards } : undefined,
+      checkpoint: {
+        at: (done) => isCheckpointStep(done, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule),
+        save: async (done, shards) => {
+          await saveCheckpointSet(outDir, done, shards, plan, keepsCheckpointFile(done, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule));
+          console.log(`step ${String(done - 1).padStart(5)} | checkpoint: ${shards.length} rank files in ${outDir}/${parallelCheckpointFiles(outDir).dirAt(done)}/`);
+        },
+      },
+    });
     metrics.close();
     await writeAtomic(`${outDir}/trace.json`, enc.encode(JSON.stringify(await world.chromeTrace({ plan, net: net?.toString() ?? null, kind }))));
     const acc = accounting(plan, model, cfg, steps, ranks);
@@ -267,7 +304,7 @@ export async function main(argv: string[]): Promise<number | null> {
     const bad = acc.flatMap((a) => a.traffic.filter((t) => t.exact && t.measured !== t.predicted).map((t) => `rank ${a.rank} ${t.key}`));
     console.log(`accounting: ${bad.length ? `measured ≠ predicted on ${bad.join(', ')}` : 'measured elements per collective = predicted on every exact row'} (see plan.txt)`);
     if (valLoss === null) console.log(`(${kind} ranks hold shards only: training loss reported, no validation loss)`);
-    console.log(`done: ${cfg.steps} steps on ${size} ranks · outputs in ${outDir}/ (metrics.jsonl, trace.json, config.json, plan.txt, accounting.json; parallel runs do not write checkpoints yet)`);
+    console.log(`done: ${cfg.steps} steps on ${size} ranks · outputs in ${outDir}/ (metrics.jsonl, trace.json, config.json, plan.txt, accounting.json, ckpt-parallel.json)`);
   } finally {
     await world.shutdown();
   }

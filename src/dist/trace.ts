@@ -36,6 +36,20 @@ export interface Span {
   simArrival?: number;
   /** Per-group sequence number of the call (messages and collectives). */
   seq?: number;
+  /**
+   * Optimizer step the span belongs to: the step of the innermost open step span on this rank
+   * (see {@link Tracer.span}); absent outside any step (set-up, evaluation between runs).
+   */
+  step?: number;
+}
+
+/** Bytes of one element on the wire: every dtype the transport carries (f32, i32) has 4. */
+export const BYTES_PER_ELEMENT = 4;
+
+/** The step a compute span named `step N` stands for (the name src/parallel/run.ts gives each step); else undefined. */
+export function stepOfSpanName(name: string): number | undefined {
+  const m = /^step (\d+)$/.exec(name);
+  return m ? Number(m[1]) : undefined;
 }
 
 /** Wall clock in epoch ms; performance.now() alone differs per worker (own time origin). */
@@ -52,7 +66,9 @@ export function algorithmOf(detail: string): string {
 /**
  * Per-rank span recorder over the rank's {@link SimClock}. Disabled: records nothing. Keeps at
  * most `maxSpans` spans (a long run must not grow without bound); later ones are counted in
- * `dropped`.
+ * `dropped`. While a step span is open (see {@link span}) every span recorded is stamped with
+ * its step, so a trace attributes each message to the optimizer step that sent it
+ * (trace_bytes.ts reads that back).
  */
 export class Tracer {
   readonly spans: Span[] = [];
@@ -60,13 +76,24 @@ export class Tracer {
   dropped = 0;
   maxSpans = 500_000;
 
+  /** Steps of the open step spans, innermost last (a stack: one rank runs its steps one at a time). */
+  private readonly openSteps: number[] = [];
+
   constructor(readonly rank: number, readonly clock: SimClock, public enabled = true) {}
 
-  /** Appends a span (stamped with this rank) when enabled. */
+  /** The step of the innermost open step span, or undefined outside every step. */
+  get step(): number | undefined {
+    return this.openSteps[this.openSteps.length - 1];
+  }
+
+  /** Appends a span (stamped with this rank, and with the open step unless `s.step` is given) when enabled. */
   record(s: Omit<Span, 'rank'>): void {
     if (!this.enabled) return;
     if (this.spans.length >= this.maxSpans) this.dropped++;
-    else this.spans.push({ rank: this.rank, ...s });
+    else {
+      const step = s.step ?? this.step;
+      this.spans.push(step === undefined ? { rank: this.rank, ...s } : { rank: this.rank, ...s, step });
+    }
   }
 
   /**
@@ -76,22 +103,31 @@ export class Tracer {
    * set. `opts.sim: false` leaves the simulated clock alone (for work that only exists because
    * ranks are simulated, such as GPU read-back before an exchange). Returns what `fn` returns;
    * a throw still records the span.
+   *
+   * A step span — `opts.step` given, or a name `step N` ({@link stepOfSpanName}, what
+   * src/parallel/run.ts uses) — stamps its step on every span recorded until it ends, itself
+   * included. Only one step per rank may be open at a time besides nesting; concurrent
+   * unrelated spans of one rank would otherwise be attributed to it.
    */
-  async span<T>(name: string, fn: () => T | Promise<T>, opts: { flops?: number; bytes?: number; sim?: boolean } = {}): Promise<T> {
+  async span<T>(name: string, fn: () => T | Promise<T>, opts: { flops?: number; bytes?: number; sim?: boolean; step?: number } = {}): Promise<T> {
     const start = wallMs(), simStart = this.clock.now;
+    const step = opts.step ?? stepOfSpanName(name);
+    if (step !== undefined) this.openSteps.push(step);
     try {
       return await fn();
     } finally {
       const end = wallMs();
       if (opts.sim !== false) this.clock.compute((end - start) * 1e3, opts.flops);
-      this.record({
+      const span: Omit<Span, 'rank'> = {
         kind: 'compute', op: name, group: '', algorithm: '', bytes: opts.bytes ?? 0, peer: -1,
         start, end, simStart, simEnd: this.clock.now,
-      });
+      };
+      this.record(step === undefined ? span : { ...span, step });
+      if (step !== undefined) this.openSteps.splice(this.openSteps.lastIndexOf(step), 1);
     }
   }
 
-  /** Drops recorded spans (the clock is left alone). */
+  /** Drops recorded spans (open steps and the clock are left alone: spans in flight still end). */
   clear(): void {
     this.spans.length = 0;
     this.dropped = 0;
@@ -158,8 +194,9 @@ function eventName(s: Span): string {
  * Chrome Trace Event JSON of the merged spans of a run (any ranks, any order): process
  * {@link WALL_PID} holds the wall-clock timeline (µs since the earliest span), process
  * {@link SIM_PID} the simulated one; thread id = world rank; every span an "X" event whose args
- * carry op, group, algorithm, bytes, peer and the other timeline's times. `otherData` receives
- * `meta` and the {@link traceTotals}.
+ * carry op, group, algorithm, bytes, peer and the other timeline's times, messages also their
+ * `elements` (bytes / {@link BYTES_PER_ELEMENT}), and `seq` and `step` where the span has them.
+ * `otherData` receives `meta` and the {@link traceTotals}.
  */
 export function toChromeTrace(spans: readonly Span[], meta: Record<string, unknown> = {}): ChromeTrace {
   const sorted = [...spans].sort((a, b) => a.rank - b.rank || a.start - b.start || b.end - a.end);
@@ -174,7 +211,9 @@ export function toChromeTrace(spans: readonly Span[], meta: Record<string, unkno
   }
   for (const s of sorted) {
     const args: Record<string, unknown> = { op: s.op, group: s.group, algorithm: s.algorithm, bytes: s.bytes, peer: s.peer };
+    if (s.kind === 'send' || s.kind === 'recv') args.elements = s.bytes / BYTES_PER_ELEMENT;
     if (s.seq !== undefined) args.seq = s.seq;
+    if (s.step !== undefined) args.step = s.step;
     if (s.simArrival !== undefined) args.simArrivalUs = s.simArrival;
     const name = eventName(s);
     ev.push({

@@ -1,103 +1,52 @@
 /**
  * GPT with mixture-of-experts MLPs: nanoGPT's GPT (gpt.ts) whose MLP in every `moeEvery`-th
- * block is a Switch Transformer layer (Fedus et al., arXiv 2101.03961) for top-1 or a GShard
- * layer (Lepikhin et al., arXiv 2006.16668) for top-2:
- *
- * - router: logits = x·W_rᵀ (W_r (E, C), no bias), p = softmax over the E experts;
- * - routing: each token's top-k experts; first choices take slots before second choices, in
- *   token order, up to capacity ⌈capacityFactor·k·tokens/E⌉ per expert and token group; a
- *   choice over capacity is dropped (its MLP output is 0, the residual carries the token);
- * - combine weights: p of the chosen experts, for k = 2 renormalised over the two (Mixtral,
- *   GShard's g₁/(g₁+g₂)); k = 1 keeps the raw probability as Switch does, so the router learns
- *   from the task loss;
- * - experts: GELU MLPs C → 4C → C, parameters `transformer.h.{i}.mlp.experts.{e}.c_fc/c_proj`;
- * - load-balancing loss α·E·Σ_e f_e·P_e (Switch eq. 4; f_e = fraction of first choices sent
- *   to e, P_e = mean router probability), averaged over groups and summed over MoE layers,
- *   added to the training loss (recording tapes only; evaluation reports the plain
- *   cross-entropy) with its gradient through P_e.
- *
- * Routing is computed on the GPU (kernels/moe.ts), so `forward` stays synchronous and the
- * unchanged Trainer trains this model. Tokens may be routed in `groups` independent groups
- * (GShard's local groups): an expert-parallel run routes each rank's tokens as one group, and
- * a single-rank run with groups = ep reproduces it exactly (src/parallel/expert_parallel.ts).
+ * block is the shared MoE sub-layer of moe_layer.ts (Switch Transformer top-1 / GShard top-2
+ * routing with capacity, load-balancing loss), parameters `transformer.h.{i}.mlp.router/experts`.
+ * The load-balancing term is added to the training loss on recording tapes only; evaluation
+ * reports the plain cross-entropy. The unchanged Trainer trains it; expert parallelism
+ * (src/parallel/expert_parallel.ts) drives {@link GPTMoE.steps} across ranks.
  */
 import type { Gpu } from '../gpu/context.ts';
-import { Tensor } from '../gpu/tensor.ts';
+import type { Tensor } from '../gpu/tensor.ts';
 import { add, attention, crossEntropy, embedding, flashAttention, gelu, layerNorm, linear } from '../autograd/ops.ts';
-import { auxLoss, combineRows, dispatchRows, expertLinear, routerGatesOp, routerSoftmax } from '../autograd/moe_ops.ts';
 import type { Tape } from '../autograd/tape.ts';
-import { assignSlots, type SlotPlan, slotPlan, topKExperts } from '../kernels/moe.ts';
 import { applyNeftune } from '../kernels/noise.ts';
 import { type ParamSpec, ParamStore } from '../nn/params.ts';
-import { Random } from '../util/random.ts';
 import { type GPTConfig, gptParamSpecs, validateGPTConfig } from './gpt.ts';
-import type { ForwardOptions, ForwardResult, LanguageModel } from './model.ts';
+import type { ForwardOptions, ForwardResult } from './model.ts';
+import {
+  type ExpertShard,
+  forwardLocal,
+  inactiveExpertParams,
+  isMoELayer,
+  type MoECall,
+  type MoEConfig,
+  MoELayers,
+  type MoELanguageModel,
+  moeLayerSpecs,
+  type Routing,
+  shardedSpecs,
+  validateMoEConfig,
+  withAuxLoss,
+} from './moe_layer.ts';
 
-/** The MoE knobs (config keys nExpert, topK, capacityFactor, auxLossWeight, moeEvery). */
-export interface MoEConfig {
-  /** Experts E per MoE layer. */
-  nExpert: number;
-  /** Experts per token: 1 (Switch) or 2 (GShard). */
-  topK: number;
-  /** Slots per expert = ⌈capacityFactor·topK·tokens/E⌉ per group. */
-  capacityFactor: number;
-  /** α of the load-balancing loss (Switch uses 0.01); 0 turns it off. */
-  auxLossWeight: number;
-  /** Every moeEvery-th block (the last of each run of moeEvery) has a MoE MLP; 1 = all. */
-  moeEvery: number;
-  /** Token groups routed independently (default 1); must divide the tokens B·T of a forward pass. */
-  groups?: number;
-}
-
-/** Switch Transformer's defaults: top-1, capacity factor 1.25, α = 0.01, every block. */
-export const DEFAULT_MOE: Readonly<MoEConfig> = { nExpert: 4, topK: 1, capacityFactor: 1.25, auxLossWeight: 0.01, moeEvery: 1 };
-
-/**
- * Checks a MoE config and returns it.
- * @throws Error naming the violated rule (allowed: nExpert ≥ 1, topK 1 or 2 ≤ nExpert,
- *   capacityFactor > 0, auxLossWeight ≥ 0, moeEvery ≥ 1, groups ≥ 1).
- */
-export function validateMoEConfig(moe: MoEConfig): MoEConfig {
-  const int = (k: keyof MoEConfig, v: number | undefined) => {
-    if (v !== undefined && (!Number.isInteger(v) || v < 1)) throw new Error(`moe: ${k} must be a positive integer, got ${v}`);
-  };
-  int('nExpert', moe.nExpert);
-  int('moeEvery', moe.moeEvery);
-  int('groups', moe.groups);
-  if (moe.topK !== 1 && moe.topK !== 2) throw new Error(`moe: topK must be 1 or 2, got ${moe.topK}`);
-  if (moe.topK > moe.nExpert) throw new Error(`moe: topK ${moe.topK} exceeds nExpert ${moe.nExpert}`);
-  if (!(moe.capacityFactor > 0)) throw new Error(`moe: capacityFactor must be > 0, got ${moe.capacityFactor}`);
-  if (!(moe.auxLossWeight >= 0)) throw new Error(`moe: auxLossWeight must be ≥ 0, got ${moe.auxLossWeight}`);
-  return moe;
-}
-
-/** Whether block i has a MoE MLP. */
-export const isMoELayer = (moe: MoEConfig, i: number) => i % moe.moeEvery === moe.moeEvery - 1;
-
-/** The experts [first, first + count) one expert-parallel rank holds. */
-export interface ExpertShard {
-  first: number;
-  count: number;
-}
-
-/**
- * One MoE MLP's parameters under `prefix` (e.g. `transformer.h.3.mlp`): `router.weight` (E, C)
- * ~ N(0, 0.02), then per expert e `experts.{e}.c_fc` (4C, C) ~ N(0, 0.02) and
- * `experts.{e}.c_proj` (C, 4C) ~ N(0, projStd), biases (zeros) when `bias` — the dense MLP's
- * shapes and init (GPT-2), so a Mamba or hybrid block can declare the same layer.
- */
-export function moeLayerSpecs(prefix: string, c: number, nExpert: number, bias: boolean, projStd: number): ParamSpec[] {
-  const out: ParamSpec[] = [{ name: `${prefix}.router.weight`, shape: [nExpert, c], init: { kind: 'normal', std: 0.02 }, decay: true }];
-  const lin = (n: string, shape: number[], std: number) => {
-    out.push({ name: `${n}.weight`, shape, init: { kind: 'normal', std }, decay: true });
-    if (bias) out.push({ name: `${n}.bias`, shape: [shape[0]], init: { kind: 'const', value: 0 }, decay: false });
-  };
-  for (let e = 0; e < nExpert; e++) {
-    lin(`${prefix}.experts.${e}.c_fc`, [4 * c, c], 0.02);
-    lin(`${prefix}.experts.${e}.c_proj`, [c, 4 * c], projStd);
-  }
-  return out;
-}
+export {
+  DEFAULT_MOE,
+  type ExpertShard,
+  expertOf,
+  isMoELayer,
+  type MoECall,
+  moeCombine,
+  type MoEConfig,
+  moeExperts,
+  moeLayerSpecs,
+  moeMlp,
+  moeRoute,
+  type MoEWeights,
+  type Routing,
+  validateMoEConfig,
+  withAuxLoss,
+} from './moe_layer.ts';
 
 /** nanoGPT's parameters with each MoE block's `mlp.c_fc` / `mlp.c_proj` replaced, in place, by {@link moeLayerSpecs}. */
 export function moeParamSpecs(cfg: GPTConfig, moe: MoEConfig): ParamSpec[] {
@@ -112,112 +61,11 @@ export function moeParamSpecs(cfg: GPTConfig, moe: MoEConfig): ParamSpec[] {
   return out;
 }
 
-/**
- * An expert parameter's expert index (any name with `.experts.{e}.`, as {@link moeLayerSpecs}
- * declares) and its block (`.h.{i}.` or `.layers.{i}.`, −1 when absent), or null for dense parameters.
- */
-export function expertOf(name: string): { layer: number; expert: number } | null {
-  const m = /\.experts\.(\d+)\./.exec(name);
-  if (!m) return null;
-  const l = /(?:^|\.)(?:h|layers)\.(\d+)\./.exec(name);
-  return { layer: l ? Number(l[1]) : -1, expert: Number(m[1]) };
-}
-
-/** One MoE layer's routing, saved on the model after each forward (tensors owned by the tape). */
-export interface Routing {
-  plan: SlotPlan;
-  /** (N, E) router probabilities. */
-  probs: Tensor;
-  /** (N, k) i32 chosen experts. */
-  top: Tensor;
-  /** (N, k) combine weights. */
-  gates: Tensor;
-  /** (N, k) i32 slot of each choice, −1 when dropped. */
-  slot: Tensor;
-  /** (E·rows) i32 n·k + j in each slot, −1 when empty. */
-  slotSrc: Tensor;
-  /** (2·G·E) i32 [fill, first-choice load] per (group, expert). */
-  counts: Tensor;
-}
-
-/** What the block loop asks the MoE layer to compute: y (N, C) = MoE(x (N, C)) of block `layer`. */
-export interface MoECall {
-  layer: number;
-  x: Tensor;
-}
-
-/** One MoE MLP's weights: the router (E, C) and the experts held on this device, in expert order. */
-export interface MoEWeights {
-  router: Tensor;
-  fc: Tensor[];
-  fcBias: (Tensor | null)[];
-  proj: Tensor[];
-  projBias: (Tensor | null)[];
-}
-
-/**
- * Routes x (N, C) over `groups` token groups and gathers it into expert slots: returns the
- * routing and xe (E·rows, C), expert e's block at rows [e·rows, (e+1)·rows).
- * @throws Error when groups does not divide N (kernels/moe.ts slotPlan).
- */
-export function moeRoute(tape: Tape, x: Tensor, router: Tensor, moe: MoEConfig, groups: number, label = 'moe'): { routing: Routing; xe: Tensor } {
-  const gpu = tape.gpu;
-  const { nExpert: e, topK: k, capacityFactor } = moe;
-  const c = router.shape[1], n = x.size / c;
-  const align = Math.max(64, gpu.device.limits.minStorageBufferOffsetAlignment / 4);
-  const plan = slotPlan(n, e, k, groups, capacityFactor, c, align);
-  // The tape allocates f32 only; integer routing tensors are freed with it.
-  const int = (shape: number[], name: string) => {
-    const t = gpu.empty(shape, 'i32', `${label}.${name}`);
-    tape.onDispose(() => t.release());
-    return t;
-  };
-  const logits = linear(tape, x, router, null, `${label}.router`); // (N, E)
-  const probs = routerSoftmax(tape, logits, n, e, `${label}.probs`);
-  const top = int([n, k], 'top');
-  topKExperts(gpu, probs, top, n, e, k);
-  const gates = routerGatesOp(tape, probs, top, n, e, k, k > 1, `${label}.gates`);
-  const slot = int([n, k], 'slot'), slotSrc = int([e * plan.rows], 'slotSrc'), counts = int([2 * groups * e], 'counts');
-  assignSlots(gpu, top, slot, slotSrc, counts, plan);
-  const routing: Routing = { plan, probs, top, gates, slot, slotSrc, counts };
-  return { routing, xe: dispatchRows(tape, x, slot, slotSrc, n, k, c, `${label}.dispatch`) };
-}
-
-/** ye (count·rows, C) = the experts of `w` applied to their blocks of xe (count·rows, C): GELU MLPs C → 4C → C. */
-export function moeExperts(tape: Tape, xe: Tensor, w: MoEWeights, rows: number, label = 'moe.experts'): Tensor {
-  const up = expertLinear(tape, xe, w.fc, w.fcBias, rows, `${label}.c_fc`);
-  return expertLinear(tape, gelu(tape, up, `${label}.gelu`), w.proj, w.projBias, rows, `${label}.c_proj`);
-}
-
-/** y (N, C) = Σ_j gate · expert output over each token's kept choices (0 for a token whose choices were all dropped). */
-export function moeCombine(tape: Tape, ye: Tensor, r: Routing, c: number, label = 'moe.combine'): Tensor {
-  return combineRows(tape, ye, r.gates, r.slot, r.slotSrc, r.plan.n, r.plan.k, c, label);
-}
-
-/** A whole MoE MLP on one device (w holds every expert): y (N, C) and its routing. */
-export function moeMlp(tape: Tape, x: Tensor, w: MoEWeights, moe: MoEConfig, label = 'moe'): { y: Tensor; routing: Routing } {
-  const { routing, xe } = moeRoute(tape, x, w.router, moe, moe.groups ?? 1, label);
-  const c = w.router.shape[1];
-  return { y: moeCombine(tape, moeExperts(tape, xe, w, routing.plan.rows, `${label}.experts`), routing, c, `${label}.combine`), routing };
-}
-
-/**
- * The training loss with every MoE layer's load-balancing term added (recording tapes with
- * α > 0 only): (2) [CE + Σ aux, count]; the aux sum stays readable at index 2 of the buffer.
- */
-export function withAuxLoss(tape: Tape, loss: Tensor, routings: Routing[], moe: MoEConfig, gradScale: number): Tensor {
-  if (!tape.recording || moe.auxLossWeight === 0 || routings.length === 0) return loss;
-  let out = loss;
-  for (const r of routings) out = auxLoss(tape, r.probs, r.counts, out, r.plan, moe.auxLossWeight, gradScale);
-  return new Tensor(tape.gpu, out.buffer, [2], 'f32', out.offset, false, 'loss');
-}
-
-export class GPTMoE implements LanguageModel {
+export class GPTMoE implements MoELanguageModel {
   readonly arch = 'gpt-moe';
   readonly params: ParamStore;
   readonly shard: ExpertShard;
-  /** The routing of every MoE layer in the last forward pass (valid until that tape is disposed). */
-  lastRouting: Routing[] = [];
+  readonly moeLayers: MoELayers;
   private readonly p: (name: string) => Tensor;
 
   /**
@@ -229,42 +77,27 @@ export class GPTMoE implements LanguageModel {
     validateGPTConfig(cfg);
     validateMoEConfig(moe);
     this.shard = shard ?? { first: 0, count: moe.nExpert };
-    const { first, count } = this.shard;
-    if (!Number.isInteger(first) || !Number.isInteger(count) || first < 0 || count < 1 || first + count > moe.nExpert) {
-      throw new Error(`GPTMoE: expert shard [${first}, ${first + count}) is not inside 0 … ${moe.nExpert}`);
-    }
-    const rng = new Random(seed);
-    const specs = moeParamSpecs(cfg, moe).map((s) => {
-      if (s.init.kind !== 'normal') return s;
-      const std = s.init.std, size = s.shape.reduce((a, b) => a * b, 1);
-      const v = Float32Array.from({ length: size }, () => rng.normal() * std);
-      return { ...s, init: { kind: 'values' as const, at: (j: number) => v[j] } };
-    }).filter((s) => {
-      const x = expertOf(s.name);
-      return !x || (x.expert >= first && x.expert < first + count);
-    });
-    this.params = new ParamStore(gpu, specs, () => 0);
+    this.params = new ParamStore(gpu, shardedSpecs(moeParamSpecs(cfg, moe), seed, moe.nExpert, this.shard, 'GPTMoE'), () => 0);
     this.p = (name) => this.params.get(name).value;
+    this.moeLayers = new MoELayers(moe, this.shard, cfg.nEmbd, cfg.bias, this.p, (i) => `transformer.h.${i}.mlp`);
+  }
+
+  /** The routing of every MoE layer in the last forward pass (valid until that tape is disposed). */
+  get lastRouting(): Routing[] {
+    return this.moeLayers.lastRouting;
   }
 
   /** See {@link LanguageModel.forward}. @throws Error on a sharded model (use the expert-parallel forward). */
   forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): ForwardResult {
-    if (this.shard.count !== this.moe.nExpert) throw new Error('GPTMoE.forward: this model holds a shard of the experts; run it with forwardExpertParallel (src/parallel/expert_parallel.ts)');
-    const run = this.steps(tape, tokens, hostTokens, targets, b, t, opts);
-    let r = run.next();
-    while (!r.done) r = run.next(this.moeLocal(tape, r.value));
-    return r.value;
+    return forwardLocal(this, tape, tokens, hostTokens, targets, b, t, opts);
   }
 
-  /**
-   * The forward pass as a generator that yields at each MoE MLP and resumes with its output,
-   * so a synchronous driver (forward) and an asynchronous one (expert parallel) share it.
-   */
+  /** See {@link MoELanguageModel.steps}. */
   *steps(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): Generator<MoECall, ForwardResult, Tensor> {
     const { nLayer, nHead: nh, nEmbd: c, bias } = this.cfg;
     const p = this.p;
     const pb = (name: string) => (bias ? p(name) : null);
-    this.lastRouting = [];
+    this.moeLayers.lastRouting = [];
     const wte = p('transformer.wte.weight');
     let x = embedding(tape, tokens, hostTokens, wte, p('transformer.wpe.weight'), b, t); // (B, T, C)
     applyNeftune(this.gpu, x, b, t, c, opts.neftune);
@@ -287,39 +120,12 @@ export class GPTMoE implements LanguageModel {
     const xf = layerNorm(tape, x, p('transformer.ln_f.weight'), p('transformer.ln_f.bias'), 'ln_f');
     const logits = linear(tape, xf, wte, null, 'lm_head');
     const loss = targets ? crossEntropy(tape, logits, targets, opts.gradScale ?? 1) : null;
-    return { logits, loss: loss && withAuxLoss(tape, loss, this.lastRouting, this.moe, opts.gradScale ?? 1) };
+    return { logits, loss: loss && withAuxLoss(tape, loss, this.moeLayers.lastRouting, this.moe, opts.gradScale ?? 1) };
   }
 
-  /** Block `layer`'s MoE weights (this shard's experts). */
-  weights(layer: number): MoEWeights {
-    const h = `transformer.h.${layer}.mlp`;
-    const ids = [...Array(this.shard.count).keys()].map((i) => i + this.shard.first);
-    const get = (n: string) => ids.map((e) => this.p(`${h}.experts.${e}.${n}`));
-    const bias = (n: string) => (this.cfg.bias ? get(`${n}.bias`) : ids.map(() => null));
-    return { router: this.p(`${h}.router.weight`), fc: get('c_fc.weight'), fcBias: bias('c_fc'), proj: get('c_proj.weight'), projBias: bias('c_proj') };
-  }
-
-  /** {@link moeRoute} for block `layer`, recorded in {@link lastRouting}. */
-  route(tape: Tape, x: Tensor, layer: number, groups = this.moe.groups ?? 1): { routing: Routing; xe: Tensor } {
-    const out = moeRoute(tape, x, this.p(`transformer.h.${layer}.mlp.router.weight`), this.moe, groups, `transformer.h.${layer}.mlp`);
-    this.lastRouting.push(out.routing);
-    return out;
-  }
-
-  /** {@link moeExperts} with this shard's experts of block `layer`. */
-  experts(tape: Tape, xe: Tensor, layer: number, rows: number): Tensor {
-    return moeExperts(tape, xe, this.weights(layer), rows, `transformer.h.${layer}.mlp.experts`);
-  }
-
-  /** {@link moeCombine} for block `layer`. */
-  combine(tape: Tape, ye: Tensor, r: Routing, layer: number): Tensor {
-    return moeCombine(tape, ye, r, this.cfg.nEmbd, `transformer.h.${layer}.mlp.combine`);
-  }
-
-  /** The MoE MLP of block `call.layer` with every expert on this device. */
+  /** The MoE MLP of block `call.layer` with every expert on this device (moe_layer.ts {@link MoELayers.local}). */
   moeLocal(tape: Tape, call: MoECall): Tensor {
-    const { routing, xe } = this.route(tape, call.x, call.layer);
-    return this.combine(tape, this.experts(tape, xe, call.layer, routing.plan.rows), routing, call.layer);
+    return this.moeLayers.local(tape, call);
   }
 
   /** Parameters held here without the positional table (nanoGPT's get_num_params convention). */
@@ -336,10 +142,7 @@ export class GPTMoE implements LanguageModel {
   /** Training FLOPs per token: 6·(active parameters: dense + router + topK experts per MoE layer) + 12·L·C·T. */
   flopsPerToken(t: number): number {
     const { nLayer: L, nEmbd: C, bias } = this.cfg;
-    const { nExpert: E, topK } = this.moe;
-    const expert = 8 * C * C + (bias ? 5 * C : 0);
-    const moeLayers = [...Array(L).keys()].filter((i) => isMoELayer(this.moe, i)).length;
     const full = moeParamSpecs(this.cfg, this.moe).reduce((a, s) => a + s.shape.reduce((x, y) => x * y, 1), 0) - this.cfg.blockSize * C;
-    return 6 * (full - moeLayers * (E - topK) * expert) + 12 * L * C * t;
+    return 6 * (full - inactiveExpertParams(this.moe, L, C, bias)) + 12 * L * C * t;
   }
 }

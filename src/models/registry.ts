@@ -9,10 +9,12 @@ import { LinearLM } from './linear.ts';
 import { Mamba } from './mamba.ts';
 import { Hybrid } from './hybrid.ts';
 import { GPTMoE } from './moe.ts';
+import { MambaMoE } from './mamba_moe.ts';
+import type { ExpertShard, MoEConfig, MoELanguageModel } from './moe_layer.ts';
 import type { LanguageModel } from './model.ts';
-import { ARCH_NAMES, type ArchName } from './archs.ts';
+import { ARCH_NAMES, type ArchName, MOE_ARCHS } from './archs.ts';
 
-export { ARCH_NAMES, type ArchName };
+export { ARCH_NAMES, type ArchName, MOE_ARCHS };
 
 /** Builds one architecture from a validated training config and the tokenizer's vocabulary size. */
 export type ModelFactory = (gpu: Gpu, cfg: TrainConfig, vocabSize: number, seed: number) => LanguageModel;
@@ -24,14 +26,8 @@ export const ARCHS: Record<ArchName, ModelFactory> = {
     new LinearLM(gpu, { vocabSize, blockSize: cfg.blockSize, nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, decay: cfg.linearDecay }, seed),
   mamba: (gpu, cfg, vocabSize, seed) => new Mamba(gpu, mambaShape(cfg, vocabSize), seed),
   hybrid: (gpu, cfg, vocabSize, seed) => new Hybrid(gpu, { ...mambaShape(cfg, vocabSize), nHead: cfg.nHead, attnEvery: cfg.attnEvery }, seed),
-  'gpt-moe': (gpu, cfg, vocabSize, seed) =>
-    new GPTMoE(gpu, gptShape(cfg, vocabSize), {
-      nExpert: cfg.nExpert,
-      topK: cfg.moeTopK,
-      capacityFactor: cfg.capacityFactor,
-      auxLossWeight: cfg.auxLossWeight,
-      moeEvery: cfg.moeEvery,
-    }, seed),
+  'gpt-moe': (gpu, cfg, vocabSize, seed) => createMoEModel(gpu, cfg, vocabSize, { seed }),
+  'mamba-moe': (gpu, cfg, vocabSize, seed) => createMoEModel(gpu, cfg, vocabSize, { seed }),
 };
 
 function gptShape(cfg: TrainConfig, vocabSize: number) {
@@ -50,4 +46,22 @@ export function createModel(gpu: Gpu, cfg: TrainConfig, vocabSize: number, seed 
   const make = (ARCHS as Record<string, ModelFactory | undefined>)[cfg.arch];
   if (!make) throw new Error(`unknown arch '${cfg.arch}'; allowed: ${ARCH_NAMES.join(', ')}`);
   return make(gpu, cfg, vocabSize, seed);
+}
+
+/** The MoE knobs of a training config (nExpert, moeTopK, capacityFactor, auxLossWeight, moeEvery). */
+export function moeConfigOf(cfg: TrainConfig): MoEConfig {
+  return { nExpert: cfg.nExpert, topK: cfg.moeTopK, capacityFactor: cfg.capacityFactor, auxLossWeight: cfg.auxLossWeight, moeEvery: cfg.moeEvery };
+}
+
+/**
+ * Builds the MoE model `cfg.arch` names (gpt-moe or mamba-moe), optionally holding only the
+ * experts of `shard` (expert parallelism) or routing in `groups` token groups (the single-rank
+ * twin of an expert-parallel run). Weights come from `seed` (default cfg.seed).
+ * @throws Error naming the MoE architectures for any other arch, or the model's own config error.
+ */
+export function createMoEModel(gpu: Gpu, cfg: TrainConfig, vocabSize: number, o: { shard?: ExpertShard; groups?: number; seed?: number } = {}): MoELanguageModel {
+  const moe = { ...moeConfigOf(cfg), ...(o.groups !== undefined ? { groups: o.groups } : {}) }, seed = o.seed ?? cfg.seed;
+  if (cfg.arch === 'gpt-moe') return new GPTMoE(gpu, gptShape(cfg, vocabSize), moe, seed, o.shard);
+  if (cfg.arch === 'mamba-moe') return new MambaMoE(gpu, { ...mambaShape(cfg, vocabSize), bias: cfg.bias }, moe, seed, o.shard);
+  throw new Error(`arch '${cfg.arch}' has no mixture-of-experts layers; allowed: ${MOE_ARCHS.join(', ')}`);
 }

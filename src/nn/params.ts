@@ -34,17 +34,39 @@ export interface Param extends ParamSpec {
   size: number;
 }
 
+/**
+ * A zero-filled f32 buffer of `elements` outside the pool, owned by whoever made it (the flat
+ * parameter buffers, ZeRO's shards and working slots).
+ * @throws DeviceLimitError when it exceeds maxBufferSize / maxStorageBufferBindingSize.
+ */
+export function storageTensor(gpu: Gpu, elements: number, label: string): Tensor {
+  const bytes = Math.max(elements, 1) * 4;
+  checkBufferSize(gpu.device, bytes, label);
+  checkBindingSize(gpu.device, bytes, label);
+  const buf = gpu.device.createBuffer({ size: bytes, usage: STORAGE_USAGE, label });
+  return new Tensor(gpu, buf, [elements], 'f32', 0, false, label);
+}
+
 const ALIGN_ELEMS = 64; // 256 bytes: minStorageBufferOffsetAlignment's usual value
+
+/** The per-parameter buffers a store holds flat: values, gradients and the two AdamW moments. */
+export type ParamField = 'value' | 'grad' | 'm' | 'v';
+const FIELDS: readonly ParamField[] = ['value', 'grad', 'm', 'v'];
 
 export class ParamStore {
   readonly params: Param[] = [];
-  /** The flat buffers as tensors (elements = padded total). */
-  readonly values: Tensor;
-  readonly grads: Tensor;
-  readonly m: Tensor;
-  readonly v: Tensor;
   /** Sum of parameter sizes (without alignment padding). */
   readonly count: number;
+  /** Elements of each flat buffer (parameters plus alignment padding): offsets index into this range. */
+  readonly flatSize: number;
+  /**
+   * Called by {@link get} with the parameter a model asks for, just before it is used. ZeRO-3
+   * uses it as FSDP's pre-forward hook: it writes a gathered layer into its working buffer
+   * when the model first reaches for one of the layer's weights.
+   */
+  onAccess: ((p: Param) => void) | null = null;
+  private readonly flat: Record<ParamField, Tensor | null>;
+  private readonly moved: Partial<Record<ParamField, { why: string; owned: readonly Tensor[] }>> = {};
 
   /**
    * Allocates the flat buffers for `specs` and initialises values from `random`
@@ -62,17 +84,9 @@ export class ParamStore {
       offsets.push(total);
       total += Math.ceil(s.shape.reduce((a, b) => a * b, 1) / align) * align;
     }
-    const bytes = Math.max(total, 1) * 4;
-    checkBufferSize(gpu.device, bytes, 'flat parameter buffer');
-    checkBindingSize(gpu.device, bytes, 'flat parameter buffer');
-    const make = (label: string) => {
-      const buf = gpu.device.createBuffer({ size: bytes, usage: STORAGE_USAGE, label });
-      return new Tensor(gpu, buf, [total], 'f32', 0, false, label);
-    };
-    this.values = make('params');
-    this.grads = make('grads');
-    this.m = make('adam.m');
-    this.v = make('adam.v');
+    const make = (label: string) => storageTensor(gpu, total, `flat parameter buffer '${label}'`);
+    this.flatSize = total;
+    this.flat = { value: make('params'), grad: make('grads'), m: make('adam.m'), v: make('adam.v') };
     const host = new Float32Array(total);
     let count = 0;
     specs.forEach((s, i) => {
@@ -93,10 +107,76 @@ export class ParamStore {
     gpu.clear(this.v);
   }
 
+  /** The flat buffers as tensors (elements = {@link flatSize}). @throws Error once the buffer was moved by {@link rehome}. */
+  get values(): Tensor {
+    return this.flatOf('value');
+  }
+  get grads(): Tensor {
+    return this.flatOf('grad');
+  }
+  get m(): Tensor {
+    return this.flatOf('m');
+  }
+  get v(): Tensor {
+    return this.flatOf('v');
+  }
+
+  private flatOf(f: ParamField): Tensor {
+    const t = this.flat[f];
+    if (!t) throw new Error(`ParamStore: the flat ${f} buffer is gone: ${this.moved[f]!.why}`);
+    return t;
+  }
+
+  /**
+   * Frees the flat buffer of `field` and gives every parameter's `field` a new home: the view
+   * `place(p)` returns (inside one of `owned`, which the store destroys with itself), or none
+   * (`place` null: reading `p[field]` then throws with `why`). ZeRO uses it to drop what a
+   * stage shards away: the AdamW moments (every stage), the gradients (stage 2, kept per
+   * layer) and the values (stage 3).
+   * @throws Error when `field` was already moved or a view's shape differs from the parameter's.
+   */
+  rehome(field: ParamField, place: ((p: Param) => Tensor) | null, owned: readonly Tensor[], why: string): void {
+    const flat = this.flatOf(field);
+    for (const p of this.params) {
+      if (!place) {
+        Object.defineProperty(p, field, { get: () => { throw new Error(`ParamStore: ${p.name}.${field} is gone: ${why}`); }, configurable: true });
+        continue;
+      }
+      const t = place(p);
+      if (t.size !== p.size) throw new Error(`ParamStore.rehome: ${p.name}'s new ${field} has ${t.size} elements, the parameter ${p.size}`);
+      p[field] = t;
+    }
+    this.gpu.flush(); // commands already encoded against the flat buffer (its initial clear) must be submitted before it goes
+    flat.buffer.destroy();
+    this.flat[field] = null;
+    this.moved[field] = { why, owned };
+  }
+
+  /**
+   * The flat buffers a training run must keep across steps (values and AdamW moments; gradients
+   * are zeroed every step), named for a checkpoint: those {@link rehome} has not moved away.
+   */
+  trainingState(): Record<string, Tensor> {
+    const out: Record<string, Tensor> = {};
+    for (const [f, name] of [['value', 'params'], ['m', 'adam.m'], ['v', 'adam.v']] as const) {
+      const t = this.flat[f];
+      if (t) out[name] = t;
+    }
+    return out;
+  }
+
+  /** Bytes of GPU memory each field holds now: the flat buffer, or what {@link rehome} gave it. */
+  allocatedBytes(): Record<ParamField, number> {
+    const out = {} as Record<ParamField, number>;
+    for (const f of FIELDS) out[f] = this.flat[f]?.buffer.size ?? (this.moved[f]?.owned ?? []).reduce((a, t) => a + t.bytes, 0);
+    return out;
+  }
+
   /** Parameter by name. @throws Error listing the known names when absent. */
   get(name: string): Param {
     const p = this.params.find((q) => q.name === name);
     if (!p) throw new Error(`No parameter '${name}'`);
+    this.onAccess?.(p);
     return p;
   }
 
@@ -107,10 +187,13 @@ export class ParamStore {
 
   /** Encodes zeroing of all gradients. */
   zeroGrad(): void {
-    this.gpu.clear(this.grads);
+    for (const t of this.flat.grad ? [this.flat.grad] : this.moved.grad!.owned) this.gpu.clear(t);
   }
 
   destroy(): void {
-    for (const t of [this.values, this.grads, this.m, this.v]) t.buffer.destroy();
+    for (const f of FIELDS) {
+      this.flat[f]?.buffer.destroy();
+      for (const t of this.moved[f]?.owned ?? []) t.buffer.destroy();
+    }
   }
 }

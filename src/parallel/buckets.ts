@@ -33,8 +33,8 @@ export interface Bucket {
  *
  * @param by a size in bytes: parameters are grouped from the end of the buffer (backward makes
  *   the last declared parameters final first, as DDP's reverse-order buckets) until a bucket
- *   reaches at least that many bytes; or `'layer'`: one bucket per layer (parameters named
- *   `….h.<i>.…` share a bucket; any other parameter groups with neighbours of the same name
+ *   reaches at least that many bytes; or `'layer'`: one bucket per layer (the parameters of
+ *   one {@link layerOf} block share a bucket; any other parameter groups with neighbours of the same name
  *   without its last component, e.g. `transformer.ln_f.weight` and `.bias`) — ZeRO-3's units.
  * @throws Error when `by` is neither a positive number nor 'layer'.
  */
@@ -42,7 +42,7 @@ export function planBuckets(store: ParamStore, by: number | 'layer'): Bucket[] {
   const ps = store.params;
   const groups: Param[][] = [];
   if (by === 'layer') {
-    const key = (n: string) => n.match(/^(.*\.h\.\d+)\./)?.[1] ?? n.slice(0, n.lastIndexOf('.'));
+    const key = (n: string) => layerOf(n) ?? n.slice(0, n.lastIndexOf('.'));
     for (const p of ps) {
       const last = groups.at(-1);
       if (last && key(last[0].name) === key(p.name)) last.push(p);
@@ -69,10 +69,19 @@ export function planBuckets(store: ParamStore, by: number | 'layer'): Bucket[] {
   });
 }
 
+/**
+ * The repeated block a parameter belongs to, as its name prefix (`transformer.h.3`, `blocks.0`,
+ * `backbone.layers.2`), or null for one outside the stack (embeddings, final norm, a block
+ * shared by several layers): the units ZeRO-3 gathers one at a time.
+ */
+export function layerOf(name: string): string | null {
+  return name.match(/^((?:.*\.)?(?:h|blocks|layers)\.\d+)\./)?.[1] ?? null;
+}
+
 /** Elements parameter i occupies in the flat buffer, alignment padding included. */
 function paddedSize(store: ParamStore, i: number): number {
   const ps = store.params;
-  return (i + 1 < ps.length ? ps[i + 1].offset : store.grads.size) - ps[i].offset;
+  return (i + 1 < ps.length ? ps[i + 1].offset : store.flatSize) - ps[i].offset;
 }
 
 /** A view of flat buffer `flat` over elements [start, end) (start must be 256-byte aligned to be bound). */
@@ -100,6 +109,48 @@ function paramRefs(node: Node, isParam: Set<number>): Set<number> {
   return ids;
 }
 
+/**
+ * Which buckets each node of a logged tape touches and when each becomes final during backward
+ * (no remaining node can add to it): DDP's "ready" bookkeeping, shared by data parallelism and
+ * ZeRO. Built from the forward log before backward starts.
+ */
+export class BucketFinality {
+  private readonly owner = new Map<number, number>();
+  private readonly uses = new Map<number, number>();
+  private readonly refs = new Map<Node, Set<number>>();
+  private readonly open: Set<number>[];
+
+  constructor(buckets: readonly Bucket[], log: readonly Node[]) {
+    buckets.forEach((b) => b.params.forEach((p) => this.owner.set(p.value.id, b.index)));
+    const isParam = new Set(this.owner.keys());
+    for (const node of log) {
+      const r = paramRefs(node, isParam);
+      this.refs.set(node, r);
+      for (const id of r) this.uses.set(id, (this.uses.get(id) ?? 0) + 1);
+    }
+    this.open = buckets.map((b) => new Set(b.params.map((p) => p.value.id).filter((id) => this.uses.has(id))));
+  }
+
+  /** Buckets whose parameters `node` mentions (its rule may read their values and add to their gradients). */
+  bucketsOf(node: Node): number[] {
+    return [...new Set([...this.refs.get(node) ?? []].map((id) => this.owner.get(id)!))];
+  }
+
+  /** Marks `node`'s rule as done; returns the buckets it made final, in the order they became so. */
+  done(node: Node): number[] {
+    const final: number[] = [];
+    for (const id of this.refs.get(node) ?? []) {
+      const left = this.uses.get(id)! - 1;
+      this.uses.set(id, left);
+      if (left > 0) continue;
+      const k = this.owner.get(id)!;
+      this.open[k].delete(id);
+      if (this.open[k].size === 0) final.push(k);
+    }
+    return final;
+  }
+}
+
 /** What one bucketed backward did, for tests and reports. */
 export interface OverlapStats {
   /** Buckets whose readback was submitted before backward's encoding finished. */
@@ -108,11 +159,21 @@ export interface OverlapStats {
   order: number[];
 }
 
+/** Hooks that let ZeRO-2/3 keep gradients (and values) per layer instead of in the flat buffers. */
+export interface BucketHooks {
+  /** The tensor holding bucket b's gradients (default: elements [start, end) of `store.grads`). */
+  gradsOf?(b: Bucket): Tensor;
+  /** Awaited before each node's rule with the buckets it touches (ZeRO-3 gathers a layer here); makes backward asynchronous. */
+  beforeNode?(node: Node, buckets: number[]): Promise<void>;
+  /** Awaited before a bucket that backward never touched is read after backward (its gradient is zero). */
+  beforeLateLaunch?(k: number): Promise<void>;
+}
+
 /**
- * Runs `tape.backward(rules)` and, for each bucket once its gradients are final, reads the
- * bucket (elements [start, end) of `store.grads`) back and calls `collective(bucket, host)`;
- * the calls run one at a time in launch order, which is the same on every rank because every
- * rank encodes the same graph. Resolves when every bucket's collective has finished.
+ * Runs the tape's backward and, for each bucket once its gradients are final, reads the
+ * bucket back and calls `collective(bucket, host)`; the calls run one at a time in launch
+ * order, which is the same on every rank because every rank encodes the same graph. Resolves
+ * when every bucket's collective has finished.
  * A bucket whose parameters some logged node mentions but the tape skipped (no input needed a
  * gradient) never becomes final during backward; such buckets launch after it, last first.
  * @throws (rejects with) the first collective's error.
@@ -124,18 +185,10 @@ export async function backwardWithBuckets(
   tape: LoggingTape,
   rules: RuleTable,
   collective: (b: Bucket, host: Float32Array) => Promise<void>,
+  hooks: BucketHooks = {},
 ): Promise<OverlapStats> {
-  const owner = new Map<number, number>();
-  buckets.forEach((b) => b.params.forEach((p) => owner.set(p.value.id, b.index)));
-  const isParam = new Set(owner.keys());
-  const uses = new Map<number, number>();
-  const refs = new Map<Node, Set<number>>();
-  for (const node of tape.log) {
-    const r = paramRefs(node, isParam);
-    refs.set(node, r);
-    for (const id of r) uses.set(id, (uses.get(id) ?? 0) + 1);
-  }
-  const open = buckets.map((b) => new Set(b.params.map((p) => p.value.id).filter((id) => uses.has(id))));
+  const finality = new BucketFinality(buckets, tape.log);
+  const gradsOf = hooks.gradsOf ?? ((b: Bucket) => sliceOf(store.grads, b.start, b.end));
   const launched = new Set<number>();
   const stats: OverlapStats = { launchedDuringBackward: 0, order: [] };
   let chain: Promise<void> = Promise.resolve();
@@ -143,24 +196,25 @@ export async function backwardWithBuckets(
     launched.add(k);
     stats.order.push(k);
     const b = buckets[k];
-    const read = gpu.read(sliceOf(store.grads, b.start, b.end)) as Promise<Float32Array>;
+    const read = gpu.read(gradsOf(b)) as Promise<Float32Array>;
     read.catch(() => {});
     chain = chain.then(async () => collective(b, await read));
   };
-  tape.backward(rules, (node) => {
-    for (const id of refs.get(node) ?? []) {
-      const left = uses.get(id)! - 1;
-      uses.set(id, left);
-      if (left > 0) continue;
-      const k = owner.get(id)!;
-      open[k].delete(id);
-      if (open[k].size === 0 && !launched.has(k)) {
-        launch(k);
-        stats.launchedDuringBackward++;
-      }
+  const onNodeDone = (node: Node) => {
+    for (const k of finality.done(node)) {
+      if (launched.has(k)) continue;
+      launch(k);
+      stats.launchedDuringBackward++;
     }
-  });
-  for (let k = buckets.length - 1; k >= 0; k--) if (!launched.has(k)) launch(k);
+  };
+  const before = hooks.beforeNode;
+  if (before) await tape.backwardAsync(rules, onNodeDone, (node) => before(node, finality.bucketsOf(node)));
+  else tape.backward(rules, onNodeDone);
+  for (let k = buckets.length - 1; k >= 0; k--) {
+    if (launched.has(k)) continue;
+    await hooks.beforeLateLaunch?.(k);
+    launch(k);
+  }
   await chain;
   return stats;
 }

@@ -170,13 +170,15 @@ function checkZero(psi: number, d: number, zero: number, what: string): void {
  * 1910.02054, with fp32 everywhere): 4 bytes of parameter, 4 of gradient and 8 of AdamW
  * state (m, v) per parameter. Stage 1 shards the optimizer state, stage 2 also the
  * gradients, stage 3 also the parameters, over d ranks; a shard is ⌈Ψ/d⌉ elements (the flat
- * buffer padded to a multiple of d so reduce-scatter splits it evenly).
+ * buffer padded to a multiple of d so reduce-scatter splits it evenly). Stages 2–3 add the
+ * working buffers that hold `working` elements (plan.ts zeroWorkingElements: the resident
+ * units plus one layer) of gathered gradients, and at stage 3 of gathered values (zero_units.ts).
  * @throws Error on a negative Ψ, d < 1 or a stage outside 0…3.
  */
-export function zeroMemoryFp32(psi: number, d: number, zero: 0 | 1 | 2 | 3): MemoryBytes {
+export function zeroMemoryFp32(psi: number, d: number, zero: 0 | 1 | 2 | 3, working = 0): MemoryBytes {
   checkZero(psi, d, zero, 'zeroMemoryFp32');
   const shard = Math.ceil(psi / d);
-  return mem(4 * (zero >= 3 ? shard : psi), 4 * (zero >= 2 ? shard : psi), 8 * (zero >= 1 ? shard : psi));
+  return mem(4 * (zero >= 3 ? shard + working : psi), 4 * (zero >= 2 ? shard + working : psi), 8 * (zero >= 1 ? shard : psi));
 }
 
 /**
@@ -216,7 +218,7 @@ export interface CommRow {
   /** Elements this rank sends over the step (4 bytes each). */
   elements: number;
   messages: number;
-  /** False where the count depends on choices the formula cannot see (ZeRO-3 per-layer padding without the trainer's buckets). */
+  /** False where the count depends on choices the formula cannot see (ZeRO-2/3 per-layer padding without the trainer's buckets). */
   exact: boolean;
 }
 
@@ -226,6 +228,11 @@ export interface TrafficOptions {
   topK?: number;
   capacityFactor?: number;
   bias?: boolean;
+  /**
+   * MoE layers are the blocks i with i % moeEvery = moeEvery − 1 (models/moe_layer.ts
+   * isMoELayer; default 1: every block): they set the expert parameters and the all-to-alls.
+   */
+  moeEvery?: number;
   /**
    * Dense gradient buckets as the trainer calls them (elements of each call's buffer: the
    * allReduce vector, or the padded d·c_k of a ZeRO reduce-scatter / all-gather); absent: one
@@ -264,7 +271,10 @@ export interface TrafficOptions {
  * - cp Ulysses (ulysses.ts): per layer per micro-batch, forward and backward, one allToAll of
  *   the packed q,k,v (3·b·s·C/tp) and one of the attention output (b·s·C/tp).
  * - ep: dispatch + combine allToAlls of nExpert·capacity·C per MoE layer, forward and backward,
- *   capacity = ⌈capacityFactor·tokens·topK/nExpert⌉ (GShard / Switch Transformer buffers).
+ *   capacity = ⌈capacityFactor·tokens·topK/nExpert⌉ (GShard / Switch Transformer buffers), over
+ *   the EP group; the expert gradients (this rank's nExpert/ep experts of every MoE layer) are
+ *   synchronised over the dp·cp/ep ranks holding the same experts (DeepSpeed-MoE's
+ *   expert-data-parallel group; none when ep = dp).
  * b = batchSize/(dp·microBatches), s = blockSize/cp. The plan must be valid (validatePlan).
  */
 export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, o: TrafficOptions = {}): CommRow[] {
@@ -272,6 +282,9 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   const { dp, pp: P, cp, tp: t, ep, zero, sp, microBatches: m, virtualStages: v } = plan;
   const C = model.nEmbd, b = microBatchSize(plan, model), s = model.blockSize / cp, L = model.nLayer / P;
   const par = rankParams(plan, model, rank, o.bias ?? true);
+  // rankParams counts experts in every block; only this stage's MoE blocks (o.moeEvery) have them.
+  const every = o.moeEvery ?? 1, moeLayers = [...Array(L).keys()].filter((i) => (me.pp * L + i) % every === every - 1).length;
+  const expertParams = (par.expert / L) * moeLayers;
   const at = (c: Partial<MeshCoords>) => mesh.rankOf({ ...me, ...c });
   const push = (dim: PlanDim, what: string, coll: Collective, group: number[], n: number, calls: number, exact = true) => {
     if (group.length < 2 || calls === 0 || n === 0) return;
@@ -289,8 +302,9 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
     for (const { n, padded } of calls) {
       if (zero === 0) push('dp', `${what} gradients`, 'allReduce', group, n, 1);
       else if (zero < 3) {
-        push('dp', `${what} gradients (ZeRO-${zero})`, 'reduceScatter', group, padded, zero === 2 ? m : 1);
-        push('dp', `${what} parameters (ZeRO-${zero})`, 'allGather', group, padded, 1);
+        // ZeRO-2 reduces per 'layer' unit, whose 256-byte padding the formula cannot see without the buckets.
+        push('dp', `${what} gradients (ZeRO-${zero})`, 'reduceScatter', group, padded, zero === 2 ? m : 1, zero === 1 || !!buckets);
+        push('dp', `${what} parameters (ZeRO-${zero})`, 'allGather', group, padded, 1, zero === 1 || !!buckets);
       } else {
         push('dp', `${what} parameters, forward + backward (ZeRO-3)`, 'allGather', group, padded, 2 * m, !!buckets);
         push('dp', `${what} gradients (ZeRO-3)`, 'reduceScatter', group, padded, m, !!buckets);
@@ -308,7 +322,7 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   if (trainer === 'pp') push('pp', 'gradient norm + loss', 'allReduce', mesh.group('pp', rank), 2, 1);
   if (trainer === 'ep') push('dp', 'expert gradient norm', 'allReduce', planGroup(plan, 'ep', rank), 1, 1);
   sync('dense', dpGroup, par.dense, o.buckets);
-  sync('expert', dpcp((d) => d % ep === me.dp % ep), par.expert);
+  sync('expert', dpcp((d) => d % ep === me.dp % ep), expertParams);
   if (P > 1 && (me.pp === 0 || me.pp === P - 1)) push('pp', 'tied embedding gradients', 'allReduce', [at({ pp: 0 }), at({ pp: P - 1 })], par.embedding, 1);
   // tp: Megatron's f/g operators, or sequence parallelism's all-gather / reduce-scatter.
   const tpGroup = mesh.group('tp', rank), bsh = b * s * C, first = me.pp === 0, last = me.pp === P - 1;
@@ -345,7 +359,7 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   if (model.nExpert && ep > 1) {
     const E = model.nExpert, tokens = sp ? (b * s) / t : b * s;
     const cap = Math.ceil(((o.capacityFactor ?? 1.25) * tokens * (o.topK ?? 1)) / E);
-    push('ep', `MoE dispatch + combine (capacity ${cap})`, 'allToAll', planGroup(plan, 'ep', rank), E * cap * C, 4 * L * m);
+    push('ep', `MoE dispatch + combine (capacity ${cap})`, 'allToAll', planGroup(plan, 'ep', rank), E * cap * C, 4 * moeLayers * m);
   }
   return rows;
 }

@@ -1,31 +1,36 @@
 /**
  * Expert parallelism (GShard, Lepikhin et al. arXiv 2006.16668; Switch Transformer arXiv
- * 2101.03961; Megatron-LM `core/transformer/moe/token_dispatcher.py` MoEAlltoAllTokenDispatcher):
- * the E experts of every MoE layer are spread over the ep ranks of an EP group, E/ep each,
- * while everything else is replicated as in data parallelism (here ep = dp, the plan's EP group
- * `planGroup(plan, 'ep', rank)`), each rank training on its rows of the global batch.
+ * 2101.03961; Megatron-LM `core/transformer/moe/token_dispatcher.py` MoEAlltoAllTokenDispatcher;
+ * DeepSpeed-MoE's expert / expert-data-parallel groups, Rajbhandari et al. arXiv 2201.05596):
+ * a world of dp data-parallel ranks, each training on its rows of the global batch, split into
+ * dp/ep EP groups of ep consecutive ranks (plan.ts `planGroup(plan, 'ep', rank)`). Inside an EP
+ * group the E experts of every MoE layer are spread E/ep per rank; the EP groups are replicas
+ * of each other. Everything else is replicated as in data parallelism. Works for every
+ * MoELanguageModel (gpt-moe, mamba-moe).
  *
  * One MoE layer on rank r:
  * 1. route its own N = b·T tokens as one group (kernels/moe.ts) and gather them into
  *    capacity-padded slots (E, cap, C) — GShard's fixed-size dispatch buffer, so every
  *    all-to-all chunk has the same size and no counts are exchanged first;
- * 2. allToAll: the chunk of experts [d·E/ep, (d+1)·E/ep) goes to rank d, which receives
- *    (E/ep, ep·cap, C): for each local expert, cap rows from every source rank in rank order;
+ * 2. allToAll over the EP group: the chunk of experts [d·E/ep, (d+1)·E/ep) goes to EP index d,
+ *    which receives (E/ep, ep·cap, C): for each local expert, cap rows from every source in order;
  * 3. apply the local experts;
  * 4. the inverse allToAll brings every slot's output home, where it is combined with the gates.
  * Backward runs the same two allToAlls on the gradients in reverse (collectiveOp pairs).
  *
- * Routing each rank's tokens as one group equals the single-rank model with `groups = ep`
- * (models/moe.ts): same capacities, drops and load-balancing loss, so the losses match.
+ * Routing each rank's tokens as one group equals the single-rank model with `groups = dp`
+ * (moe_layer.ts): same capacities, drops and load-balancing loss, so the losses match.
  *
- * Gradients: dense parameters (router included) are averaged over the group as in DP. An
- * expert's gradient already sums every rank's tokens (the backward all-to-all brought them), so
- * it is divided by ep to match the mean loss of the global batch. The clip norm adds the
- * ranks' expert sums of squares (one allReduce of 1 element).
+ * Gradients (matched to the single-rank mean loss over the global batch): dense parameters
+ * (router included) are averaged over all dp ranks. An expert's gradient already sums the
+ * tokens of its EP group (the backward all-to-all brought them); it is summed over the
+ * expert-data-parallel group (the dp/ep ranks holding the same experts, `edp[…]`, skipped when
+ * ep = dp) and divided by dp. The clip norm adds the EP group's expert sums of squares (one
+ * allReduce of 1 element).
  *
- * Elements rank r sends per step: ring allReduce of the Ψ_dense dense gradients
- * (2(p−1)/p·Ψ_dense when p divides it), 1-element allReduces of the loss and the expert norm,
- * and 4·L_moe·gradAccum allToAlls of E·cap·C elements, each sending (ep−1)/ep of them.
+ * Elements rank r sends per step (ring allReduces): Ψ_dense over dp, Ψ_expert (this rank's
+ * experts) over dp/ep, 1 (loss) over dp, 1 (expert norm) over ep, and 4·L_moe·gradAccum
+ * allToAlls of E·cap·C elements over ep, each sending (ep−1)/ep of them.
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -39,7 +44,7 @@ import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { lrAt, type ScheduleSpec, scheduleFromConfig, validateSchedule } from '../train/schedules.ts';
 import type { ForwardOptions, ForwardResult } from '../models/model.ts';
-import { type ExpertShard, expertOf, GPTMoE, type MoECall } from '../models/moe.ts';
+import { type ExpertShard, expertOf, type MoECall, type MoELanguageModel } from '../models/moe_layer.ts';
 import { checkDataParallel, type ParallelStepRecord, subGroup } from './data_parallel.ts';
 import { TrafficMeter } from './traffic.ts';
 import { type ParallelPlan, planGroup } from './plan.ts';
@@ -55,18 +60,29 @@ export function expertShard(nExpert: number, ep: number, index: number): ExpertS
   return { first: (index * nExpert) / ep, count: nExpert / ep };
 }
 
+/** The three groups of an expert-parallel rank (ids name their world ranks). */
+export interface ExpertParallelGroups {
+  /** Every data-parallel rank, `dp[…]`: dense gradients and the loss. */
+  dp: Communicator;
+  /** ep consecutive dp ranks, `ep[…]`: the all-to-alls and the expert norm. */
+  ep: Communicator;
+  /** The dp/ep ranks holding the same experts (same index in their EP groups), `edp[…]`: expert gradients. */
+  edp: Communicator;
+}
+
 /**
- * The EP group of `world.rank` under `plan` (plan.ts `planGroup(plan, 'ep', rank)`), with id
- * `ep[r0,r1,…]`. This trainer runs expert parallelism across the whole DP dimension.
- * @throws Error unless ep = dp, pp = cp = tp = 1, zero = 0 and the world has dp ranks.
+ * The groups of `world.rank` under `plan` (plan.ts planGroup; DeepSpeed-MoE's layout).
+ * @throws Error unless ep divides dp, pp = cp = tp = 1, zero = 0 and the world has dp ranks.
  */
-export function expertParallelGroup(world: Communicator, plan: ParallelPlan): Communicator {
+export function expertParallelGroups(world: Communicator, plan: ParallelPlan): ExpertParallelGroups {
   const { dp, ep, pp, cp, tp, zero } = plan;
-  if (ep !== dp || pp !== 1 || cp !== 1 || tp !== 1 || zero !== 0 || world.size !== dp) {
-    throw new Error(`expert parallel: supported plans are ep = dp on a world of dp ranks with pp = cp = tp = 1 and zero 0; got dp ${dp}, ep ${ep}, pp ${pp}, cp ${cp}, tp ${tp}, zero ${zero} on ${world.size} ranks`);
+  if (!(ep >= 1 && dp % ep === 0) || pp !== 1 || cp !== 1 || tp !== 1 || zero !== 0 || world.size !== dp) {
+    throw new Error(`expert parallel: supported plans are ep dividing dp on a world of dp ranks with pp = cp = tp = 1 and zero 0; got dp ${dp}, ep ${ep}, pp ${pp}, cp ${cp}, tp ${tp}, zero ${zero} on ${world.size} ranks`);
   }
-  const ranks = planGroup(plan, 'ep', world.rank);
-  return world.newGroup(ranks, `ep[${ranks.join(',')}]`);
+  const named = (kind: string, ranks: number[]) => world.newGroup(ranks, `${kind}[${ranks.join(',')}]`);
+  const all = planGroup(plan, 'dp', world.rank), epRanks = planGroup(plan, 'ep', world.rank);
+  const at = epRanks.indexOf(world.rank);
+  return { dp: named('dp', all), ep: named('ep', epRanks), edp: named('edp', all.filter((_, d) => d % ep === at)) };
 }
 
 /** Layout of one exchange: E experts, ep ranks, cap slots per expert and rank, width C; rows of the local (R1) and expert-side (Rep) blocks. */
@@ -119,24 +135,25 @@ export function combineFromExperts(tape: Tape, ye: Tensor, comm: Communicator, g
 }
 
 /** One MoE MLP across the EP group `comm` (model holds this rank's shard of the experts). */
-export async function moeExpertParallel(tape: Tape, model: GPTMoE, call: MoECall, comm: Communicator): Promise<Tensor> {
-  const { routing, xe } = model.route(tape, call.x, call.layer, 1);
-  const ep = comm.size, { e, capacity: cap, rows: localRows } = routing.plan, c = model.cfg.nEmbd;
+export async function moeExpertParallel(tape: Tape, model: MoELanguageModel, call: MoECall, comm: Communicator): Promise<Tensor> {
+  const layers = model.moeLayers;
+  const { routing, xe } = layers.route(tape, call.x, call.layer, 1);
+  const ep = comm.size, { e, capacity: cap, rows: localRows } = routing.plan, c = layers.c;
   const align = Math.max(64, model.gpu.device.limits.minStorageBufferOffsetAlignment / 4);
   let expertRows = ep * cap;
   while ((expertRows * c) % align) expertRows++;
   const g: ExchangeGeometry = { e, ep, cap, c, localRows, expertRows };
   const xr = await dispatchToExperts(tape, xe, comm, g);
-  const yr = model.experts(tape, xr, call.layer, expertRows);
+  const yr = layers.experts(tape, xr, call.layer, expertRows);
   const ye = await combineFromExperts(tape, yr, comm, g);
-  return model.combine(tape, ye, routing, call.layer);
+  return layers.combine(tape, ye, routing, call.layer);
 }
 
 /**
- * The model's forward with every MoE MLP run across the EP group (see {@link GPTMoE.steps}).
+ * The model's forward with every MoE MLP run across the EP group `comm` (see {@link MoELanguageModel.steps}).
  * @throws Error when the group size differs from the model's shard (E / count).
  */
-export async function forwardExpertParallel(model: GPTMoE, tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, comm: Communicator, opts: ForwardOptions = {}): Promise<ForwardResult> {
+export async function forwardExpertParallel(model: MoELanguageModel, tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, comm: Communicator, opts: ForwardOptions = {}): Promise<ForwardResult> {
   if (model.shard.count * comm.size !== model.moe.nExpert) {
     throw new Error(`expert parallel: a group of ${comm.size} ranks needs ${model.moe.nExpert / comm.size} experts per rank, the model holds ${model.shard.count}`);
   }
@@ -147,10 +164,10 @@ export async function forwardExpertParallel(model: GPTMoE, tape: Tape, tokens: T
 }
 
 /**
- * One EP rank: its shard of the MoE GPT, its rows of every global batch, the two all-to-alls
- * per MoE layer and pass, the dense-gradient allReduce and AdamW with the global clip norm.
- * Every rank of `comm` (the EP group, {@link expertParallelGroup}) constructs it with the same
- * config and calls `step` in turn.
+ * One expert-parallel rank: its shard of the MoE model, its rows of every global batch, the two
+ * all-to-alls per MoE layer and pass, the dense and expert gradient allReduces and AdamW with
+ * the global clip norm. Every rank of the world constructs it with the same config and its
+ * {@link expertParallelGroups}, and calls `step` in turn.
  */
 export class ExpertParallelTrainer {
   readonly schedule: ScheduleSpec;
@@ -160,29 +177,29 @@ export class ExpertParallelTrainer {
   private readonly lossAcc: Tensor;
   private readonly norm: Tensor;
   private readonly hyper: Tensor;
-  private readonly groups: { moe: Communicator; grads: Communicator; scalars: Communicator };
+  private readonly groups: { moe: Communicator; grads: Communicator; experts: Communicator; loss: Communicator; norm: Communicator };
   private readonly meter: TrafficMeter;
 
   /**
-   * @param model built with `expertShard(E, comm.size, comm.rank)` (every expert param present).
-   * @throws Error when the batch does not split over the group, goldfish masking is on, or the shard does not match the rank.
+   * @param model built with `expertShard(E, g.ep.size, g.ep.rank)` (every expert param present).
+   * @throws Error when the batch does not split over the dp ranks, goldfish masking is on, or the shard does not match the rank.
    */
-  constructor(readonly gpu: Gpu, readonly model: GPTMoE, readonly data: TextDataset, readonly cfg: TrainConfig, readonly comm: Communicator) {
-    checkDataParallel(cfg, comm.size);
-    const want = expertShard(model.moe.nExpert, comm.size, comm.rank);
+  constructor(readonly gpu: Gpu, readonly model: MoELanguageModel, readonly data: TextDataset, readonly cfg: TrainConfig, readonly g: ExpertParallelGroups) {
+    checkDataParallel(cfg, g.dp.size);
+    const want = expertShard(model.moe.nExpert, g.ep.size, g.ep.rank);
     if (model.shard.first !== want.first || model.shard.count !== want.count) {
-      throw new Error(`expert parallel: rank ${comm.rank} of ${comm.size} must hold experts [${want.first}, ${want.first + want.count}), the model holds [${model.shard.first}, ${model.shard.first + model.shard.count})`);
+      throw new Error(`expert parallel: EP rank ${g.ep.rank} of ${g.ep.size} must hold experts [${want.first}, ${want.first + want.count}), the model holds [${model.shard.first}, ${model.shard.first + model.shard.count})`);
     }
     this.schedule = scheduleFromConfig(cfg);
     validateSchedule(this.schedule, cfg.steps);
-    this.rows = cfg.batchSize / comm.size;
+    this.rows = cfg.batchSize / g.dp.size;
     this.tokens = gpu.zeros([this.rows, cfg.blockSize], 'i32', 'ep.tokens');
     this.targets = gpu.zeros([this.rows, cfg.blockSize], 'i32', 'ep.targets');
     this.lossAcc = gpu.zeros([2], 'f32', 'ep.loss');
     this.norm = gpu.zeros([2], 'f32', 'ep.norm');
     this.hyper = gpu.zeros([8], 'f32', 'ep.hyper');
-    this.groups = { moe: subGroup(comm, 'moe'), grads: subGroup(comm, 'grads'), scalars: subGroup(comm, 'scalars') };
-    this.meter = TrafficMeter.of(comm);
+    this.groups = { moe: subGroup(g.ep, 'moe'), grads: subGroup(g.dp, 'grads'), experts: subGroup(g.edp, 'experts'), loss: subGroup(g.dp, 'scalars'), norm: subGroup(g.ep, 'norm') };
+    this.meter = TrafficMeter.of(g.dp);
   }
 
   /**
@@ -192,16 +209,16 @@ export class ExpertParallelTrainer {
    * @throws (rejects with) a collective's error, e.g. a peer that timed out.
    */
   async step(step: number): Promise<ParallelStepRecord> {
-    const { gpu, model, cfg, comm } = this;
-    const t = cfg.blockSize, b = this.rows;
+    const { gpu, model, cfg } = this;
+    const t = cfg.blockSize, b = this.rows, at = this.g.dp.rank * b * t;
     this.meter.take();
     model.params.zeroGrad();
     gpu.clear(this.lossAcc);
     for (let micro = 0; micro < cfg.gradAccum; micro++) {
       const batch = this.data.batch('train', cfg.batchSize, t, cfg.seed, step, micro);
-      const x = batch.x.slice(comm.rank * b * t, (comm.rank + 1) * b * t);
+      const x = batch.x.slice(at, at + b * t);
       gpu.write(this.tokens, x);
-      gpu.write(this.targets, batch.y.slice(comm.rank * b * t, (comm.rank + 1) * b * t));
+      gpu.write(this.targets, batch.y.slice(at, at + b * t));
       const tape = new Tape(gpu, model.params.gradMap());
       const { loss } = await forwardExpertParallel(model, tape, this.tokens, x, this.targets, b, t, this.groups.moe, { gradScale: 1 / cfg.gradAccum });
       axpy(gpu, 1 / cfg.gradAccum, loss!, this.lossAcc);
@@ -210,38 +227,44 @@ export class ExpertParallelTrainer {
     }
     const gradNorm = await this.syncAndUpdate(lrAt(this.schedule, step), step + 1);
     const local = (await gpu.read(this.lossAcc)).slice(0, 1) as Float32Array;
-    const loss = (await this.groups.scalars.allReduce(local, { op: 'avg' }))[0];
+    const loss = (await this.groups.loss.allReduce(local, { op: 'avg' }))[0];
     return { step, lr: lrAt(this.schedule, step), loss, gradNorm, sent: this.meter.take(), overlap: { launchedDuringBackward: 0, order: [] } };
   }
 
-  /** Averages dense gradients, rescales expert ones, clips by the global norm and runs AdamW. Returns ‖g‖₂. */
+  /** Averages dense gradients over dp, sums expert ones over the edp group and divides them by dp, clips by the global norm and runs AdamW. Returns ‖g‖₂. */
   private async syncAndUpdate(lr: number, t: number): Promise<number> {
-    const { gpu, model, cfg, comm } = this;
+    const { gpu, model, cfg } = this;
     const grads = Float32Array.from(await gpu.read(model.params.grads));
-    const dense = model.params.params.filter((p) => !expertOf(p.name));
-    const packed = new Float32Array(dense.reduce((a, p) => a + p.size, 0));
-    // One allReduce over the dense parameters packed without padding: Ψ_dense elements exactly.
-    let at = 0;
-    for (const p of dense) {
-      packed.set(grads.subarray(p.offset, p.offset + p.size), at);
-      at += p.size;
-    }
-    await this.groups.grads.allReduce(packed, { op: 'avg' });
-    at = 0;
-    for (const p of dense) {
-      grads.set(packed.subarray(at, at + p.size), p.offset);
-      at += p.size;
-    }
+    // One allReduce per kind over its parameters packed without padding: Ψ_dense and Ψ_expert elements exactly.
+    const allReduce = async (keep: (expert: boolean) => boolean, comm: Communicator, op: 'avg' | 'sum') => {
+      const ps = model.params.params.filter((p) => keep(!!expertOf(p.name)));
+      const packed = new Float32Array(ps.reduce((a, p) => a + p.size, 0));
+      let at = 0;
+      for (const p of ps) {
+        packed.set(grads.subarray(p.offset, p.offset + p.size), at);
+        at += p.size;
+      }
+      const out = comm.size > 1 ? await comm.allReduce(packed, { op }) : packed;
+      at = 0;
+      for (const p of ps) {
+        grads.set(out.subarray(at, at + p.size), p.offset);
+        at += p.size;
+      }
+      return out;
+    };
+    const dense = await allReduce((e) => !e, this.groups.grads, 'avg');
+    await allReduce((e) => e, this.groups.experts, 'sum');
     let denseSq = 0, expertSq = 0;
-    for (const v of packed) denseSq += v * v;
+    for (const v of dense) denseSq += v * v;
+    const dp = this.g.dp.size;
     for (const p of model.params.params) {
       if (!expertOf(p.name)) continue;
       for (let i = p.offset; i < p.offset + p.size; i++) {
-        grads[i] /= comm.size;
+        grads[i] /= dp;
         expertSq += grads[i] * grads[i];
       }
     }
-    const total = denseSq + (await this.groups.scalars.allReduce(new Float32Array([expertSq]), { op: 'sum' }))[0];
+    const total = denseSq + (await this.groups.norm.allReduce(new Float32Array([expertSq]), { op: 'sum' }))[0];
     const norm = Math.sqrt(total);
     const scale = clipScale(norm, cfg.gradClip);
     gpu.write(model.params.grads, grads);

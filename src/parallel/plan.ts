@@ -49,6 +49,8 @@ export interface PlanModel {
   batchSize: number;
   vocabSize: number;
   nExpert?: number;
+  /** With nExpert: every moeEvery-th block (1-based, as models/moe_layer.ts isMoELayer) has the experts; the others a dense MLP. Default 1. */
+  moeEvery?: number;
 }
 
 /** Single rank, no sharding, 1F1B with one micro-batch, ring attention when cp > 1. */
@@ -176,30 +178,45 @@ export interface RankParams {
  * MLP-down row-parallel (weights / tp, bias replicated), LayerNorms and the positional table
  * replicated, the token embedding vocab-parallel over the padded vocabulary. Stage 0 holds
  * wte and wpe, the last stage ln_f and (when pp > 1) its own copy of wte for the tied head,
- * each rank nLayer/pp blocks. With nExpert, each MLP becomes nExpert experts (nExpert/ep per
- * rank) plus a C×nExpert router (replicated). `bias` defaults to true (the config default).
+ * each rank nLayer/pp blocks. With nExpert, the MLP of every moeEvery-th block becomes nExpert
+ * experts (nExpert/ep per rank) plus a C×nExpert router (replicated). `bias` defaults to true
+ * (the config default). GPT layout only: a mamba-moe's blocks are counted as GPT blocks.
  */
 export function rankParams(plan: ParallelPlan, model: PlanModel, rank: number, bias = true): RankParams {
   const { pp } = planMesh(plan).coords(rank), P = plan.pp, t = plan.tp, C = model.nEmbd, B = bias ? 1 : 0;
   const layers = model.nLayer / P;
   const wte = (paddedVocab(model.vocabSize, t) / t) * C;
   const mlp = (8 * C * C) / t + B * ((4 * C) / t + C);
-  const perLayer = 4 * C + (4 * C * C) / t + B * ((3 * C) / t + C) + (model.nExpert ? C * model.nExpert : mlp);
+  const attnLayer = 4 * C + (4 * C * C) / t + B * ((3 * C) / t + C);
+  // Blocks of this stage with experts: global block i (0-based) has them when (i + 1) % moeEvery = 0.
+  const every = model.moeEvery ?? 1, firstBlock = pp * layers;
+  const moeLayers = model.nExpert ? [...Array(layers).keys()].filter((i) => (firstBlock + i + 1) % every === 0).length : 0;
   const spPerLayer = 4 * C + B * 2 * C;
   const first = pp === 0, last = pp === P - 1;
   const embedding = (first ? wte : 0) + (last && P > 1 ? wte : 0);
   return {
-    dense: layers * perLayer + embedding + (first ? model.blockSize * C : 0) + (last ? 2 * C : 0),
-    expert: model.nExpert ? layers * (model.nExpert / plan.ep) * mlp : 0,
+    dense: layers * attnLayer + moeLayers * C * (model.nExpert ?? 0) + (layers - moeLayers) * mlp + embedding + (first ? model.blockSize * C : 0) + (last ? 2 * C : 0),
+    expert: model.nExpert ? moeLayers * (model.nExpert / plan.ep) * mlp : 0,
     spReplicated: layers * spPerLayer + (last ? 2 * C : 0) + (first ? model.blockSize * C : 0),
     embedding,
   };
 }
 
 /**
+ * Elements of ZeRO-2/3's working buffers on a rank of a pure data-parallel GPT (zero_units.ts):
+ * the units kept for the whole micro-batch (wte (V, C), wpe (T, C), ln_f) plus one block,
+ * the only layer resident at a time. Alignment padding is not counted.
+ */
+export function zeroWorkingElements(model: PlanModel, bias = true): number {
+  const single = rankParams({ ...DEFAULT_PLAN, pp: 1, tp: 1, ep: 1 }, model, 0, bias);
+  const resident = model.vocabSize * model.nEmbd + model.blockSize * model.nEmbd + 2 * model.nEmbd;
+  return resident + (single.dense + single.expert - resident) / model.nLayer;
+}
+
+/**
  * The trainer for `plan`: one per single dimension, the mesh trainer for dp × pp × tp (+sp).
- * @throws Error "not supported yet: …" for a combination with cp, ep or ZeRO or an EP group
- *   smaller than dp, or naming the architecture a strategy needs.
+ * @throws Error "not supported yet: …" for a combination with cp, ep or ZeRO (ep < dp, inside
+ *   the DP dimension, is supported), or naming the architecture a strategy needs.
  */
 export function strategyOf(plan: ParallelPlan, arch: string): StrategyKind {
   const gptOnly = (k: StrategyKind) => {
@@ -213,8 +230,9 @@ export function strategyOf(plan: ParallelPlan, arch: string): StrategyKind {
     return gptOnly('mesh');
   }
   if (plan.ep > 1) {
-    if (plan.ep !== plan.dp || plan.zero) throw new Error(`not supported yet: ep ${plan.ep} with dp ${plan.dp}, zero ${plan.zero} (expert parallelism runs with ep = dp and zero 0)`);
-    if (arch !== 'gpt-moe') throw new Error(`ep ${plan.ep} needs --arch gpt-moe, got ${arch}`);
+    // ep < dp is DeepSpeed-MoE's layout (experts replicated over dp/ep groups); ZeRO over it is not built.
+    if (plan.zero) throw new Error(`not supported yet: zero ${plan.zero} combined with ep ${plan.ep} (expert parallelism runs with zero 0)`);
+    if (arch !== 'gpt-moe' && arch !== 'mamba-moe') throw new Error(`ep ${plan.ep} needs --arch gpt-moe or mamba-moe, got ${arch}`);
     return 'ep';
   }
   if (plan.zero > 0) return 'zero';

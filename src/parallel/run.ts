@@ -4,9 +4,9 @@
  * neutral (browser and Deno module workers): no Deno APIs; the data arrives as text or tokens.
  *
  * - Dispatch ({@link strategyOf}): dp → DataParallelTrainer, dp + zero → ZeroTrainer, tp (+sp)
- *   → TensorParallelTrainer, pp → PipelineTrainer, cp → ContextParallelTrainer, ep = dp on a
- *   gpt-moe → ExpertParallelTrainer; two or more of dp, pp, tp (+sp) → MeshTrainer
- *   (mesh_trainer.ts). Combinations with cp, ep or ZeRO are refused: "not supported yet: …".
+ *   → TensorParallelTrainer, pp → PipelineTrainer, cp → ContextParallelTrainer, ep (dividing dp)
+ *   on a gpt-moe or mamba-moe → ExpertParallelTrainer; two or more of dp, pp, tp (+sp) →
+ *   MeshTrainer (mesh_trainer.ts). Combinations with cp, ep or ZeRO are refused: "not supported yet: …".
  * - Batch convention (as `npm run plan`): the global batch of one optimizer step is
  *   G = cfg.batchSize × cfg.gradAccum sequences, split into plan.microBatches micro-batches of
  *   G/m (each split over dp). Trainers other than the pipeline and the mesh see batchSize G/m
@@ -28,20 +28,23 @@ import { CharTokenizer } from '../data/tokenizer.ts';
 import { TextDataset } from '../data/dataset.ts';
 import { parseConfig, type TrainConfig } from '../train/config.ts';
 import { meanLoss } from '../train/evaluate.ts';
-import { createModel } from '../models/registry.ts';
+import { createModel, createMoEModel } from '../models/registry.ts';
+import { MOE_ARCHS } from '../models/archs.ts';
 import type { LanguageModel } from '../models/model.ts';
-import { expertOf, GPTMoE } from '../models/moe.ts';
+import { expertOf } from '../models/moe.ts';
 import type { ParamStore } from '../nn/params.ts';
 import { DataParallelTrainer } from './data_parallel.ts';
 import { type ZeroStage, ZeroTrainer } from './zero.ts';
 import { fullWeights, gptConfigOf, TensorParallelGPT, TensorParallelTrainer } from './tensor_parallel.ts';
 import { PipelineTrainer } from './pipeline.ts';
 import { ContextParallelTrainer } from './context_parallel.ts';
-import { expertParallelGroup, ExpertParallelTrainer, expertShard } from './expert_parallel.ts';
+import { ExpertParallelTrainer, expertParallelGroups, expertShard } from './expert_parallel.ts';
 import { MeshTrainer } from './mesh_trainer.ts';
 import { type ParallelPlan, type PlanModel, planWorldSize, strategyOf, type StrategyKind, validatePlan } from './plan.ts';
 import { type CommRow, type PlanDim, stepTraffic } from './cost.ts';
 import type { Sent } from './traffic.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { decodeRankState, encodeRankState, restoreRankState } from './rank_checkpoint.ts';
 
 export { strategyOf, type StrategyKind } from './plan.ts';
 /** The corpus: text (char tokenizer built from it) or tokens already encoded on the host. */
@@ -57,6 +60,8 @@ export interface TrainRankArgs {
   backend?: Backend;
   /** DP / ZeRO gradient bucket size (see DataParallelOptions). */
   bucketBytes?: number | 'layer';
+  /** This rank's checkpoint file (rank_checkpoint.ts) to continue from. */
+  resume?: Uint8Array;
 }
 
 /** One optimizer step as one rank saw it. */
@@ -107,11 +112,11 @@ export function trainerConfig(plan: ParallelPlan, cfg: TrainConfig): TrainConfig
   return parseConfig(whole ? { ...cfg, batchSize: g, gradAccum: 1 } : { ...cfg, batchSize: g / m, gradAccum: m });
 }
 
-/** What validatePlan / stepTraffic need from a run config; nExpert only for an EP run of gpt-moe. */
+/** What validatePlan / stepTraffic need from a run config; nExpert and moeEvery only for an EP run of a MoE architecture. */
 export function planModelOf(plan: ParallelPlan, cfg: TrainConfig, vocabSize: number): PlanModel {
   const { nLayer, nHead, nEmbd, blockSize } = cfg;
-  const moe = plan.ep > 1 && cfg.arch === 'gpt-moe';
-  return { nLayer, nHead, nEmbd, blockSize, batchSize: cfg.batchSize * cfg.gradAccum, vocabSize, ...(moe ? { nExpert: cfg.nExpert } : {}) };
+  const moe = plan.ep > 1 && (MOE_ARCHS as readonly string[]).includes(cfg.arch);
+  return { nLayer, nHead, nEmbd, blockSize, batchSize: cfg.batchSize * cfg.gradAccum, vocabSize, ...(moe ? { nExpert: cfg.nExpert, moeEvery: cfg.moeEvery } : {}) };
 }
 
 /** The parallel dimension of a measured `group/op` key for a trainer of `kind` (mesh groups name their dimension). */
@@ -126,7 +131,7 @@ export function dimOfKey(kind: StrategyKind, key: string): PlanDim {
 
 /** One step's predicted traffic of `rank`: cost.ts stepTraffic with the trainer's buckets and scalar collectives. */
 export function predictedTraffic(kind: StrategyKind, plan: ParallelPlan, model: PlanModel, cfg: TrainConfig, rank: number, buckets?: number[]): CommRow[] {
-  return stepTraffic(plan, model, rank, { buckets, bias: cfg.bias, topK: cfg.moeTopK, capacityFactor: cfg.capacityFactor, trainer: kind });
+  return stepTraffic(plan, model, rank, { buckets, bias: cfg.bias, topK: cfg.moeTopK, capacityFactor: cfg.capacityFactor, moeEvery: cfg.moeEvery, trainer: kind });
 }
 
 interface Built {
@@ -138,6 +143,8 @@ interface Built {
   evalModel?: LanguageModel;
   /** Buffer sizes of the dense gradient sync calls, for stepTraffic. */
   buckets?: number[];
+  /** What a checkpoint holds (default: the ParamStore's values and AdamW moments). */
+  state?: () => Record<string, Tensor>;
   dispose(): void;
 }
 
@@ -150,8 +157,8 @@ async function build(gpu: Gpu, world: Communicator, plan: ParallelPlan, kind: St
       return own((s) => t.step(s), model.params, { evalModel: model, buckets: t.buckets.map((b) => b.end - b.start) });
     }
     case 'zero': {
-      const model = replica(), t = new ZeroTrainer(gpu, model, data, cfg, world, { bucketBytes, stage: plan.zero as ZeroStage });
-      return own((s) => t.step(s), model.params, { memory: t.memory(), evalModel: plan.zero < 3 ? model : undefined, buckets: t.pieces.map((p) => p.c * world.size) });
+      const model = replica(), t = await ZeroTrainer.create(gpu, model, data, cfg, world, { bucketBytes, stage: plan.zero as ZeroStage });
+      return own((s) => t.step(s), model.params, { memory: t.memory(), evalModel: plan.zero < 3 ? model : undefined, buckets: t.pieces.map((p) => p.c * world.size), state: () => t.trainingState() }, () => t.destroy());
     }
     case 'tp': {
       const full = await fullWeights(gpu, () => replica());
@@ -168,10 +175,10 @@ async function build(gpu: Gpu, world: Communicator, plan: ParallelPlan, kind: St
       return own((s) => t.step(s), model.params, { evalModel: model, buckets: [model.params.grads.size] });
     }
     case 'ep': {
-      const group = expertParallelGroup(world, plan);
-      const moe = { nExpert: cfg.nExpert, topK: cfg.moeTopK, capacityFactor: cfg.capacityFactor, auxLossWeight: cfg.auxLossWeight, moeEvery: cfg.moeEvery };
-      const model = new GPTMoE(gpu, gptConfigOf(cfg, v), moe, cfg.seed, expertShard(cfg.nExpert, group.size, group.rank));
-      const t = new ExpertParallelTrainer(gpu, model, data, cfg, group);
+      // gpt-moe or mamba-moe; experts sharded over each EP group, replicated across the dp/ep groups.
+      const groups = expertParallelGroups(world, plan);
+      const model = createMoEModel(gpu, cfg, v, { shard: expertShard(cfg.nExpert, groups.ep.size, groups.ep.rank) });
+      const t = new ExpertParallelTrainer(gpu, model, data, cfg, groups);
       const dense = model.params.params.filter((p) => !expertOf(p.name)).reduce((a, p) => a + p.size, 0);
       return own((s) => t.step(s), model.params, { buckets: [dense] });
     }
@@ -210,18 +217,35 @@ export class RankRun {
       const built = await build(gpu, world, args.plan, kind, cfg, data, vocabSize, args.bucketBytes);
       const rank = world.transport.rank;
       const predicted = predictedTraffic(kind, args.plan, model, cfg, rank, built.buckets);
+      const run = new RankRun(world, gpu, kind, args.plan, cfg, data, built, predicted);
+      if (args.resume) {
+        const what = `rank ${rank}'s checkpoint`;
+        run.next = restoreRankState(gpu, run.state(), await decodeRankState(args.resume, what), { plan: args.plan, rank, worldSize: world.size, kind }, what);
+        if (run.next > cfg.steps) throw new Error(`${what} is at step ${run.next}, past this run's ${cfg.steps} steps; pass a larger --steps`);
+      }
       gpu.pool.resetPeak();
-      return new RankRun(world, gpu, kind, args.plan, cfg, data, built, predicted);
+      return run;
     } catch (e) {
       gpu.destroy();
       throw e;
     }
   }
 
+  /** The tensors a checkpoint of this rank holds. */
+  state(): Record<string, Tensor> {
+    return this.built.state?.() ?? this.built.params.trainingState();
+  }
+
+  /** This rank's checkpoint file after {@link next} steps (rank_checkpoint.ts). */
+  async checkpoint(): Promise<Uint8Array> {
+    const rank = this.world.transport.rank;
+    return await encodeRankState(this.gpu, this.state(), { plan: this.plan, config: { ...this.cfg }, rank, worldSize: this.world.size, step: this.next, kind: this.kind });
+  }
+
   /** Runs the next optimizer step (and rank 0's validation when due). */
   async step(): Promise<RankStepRecord> {
     const s = this.next++, t0 = performance.now();
-    const r = await this.world.tracer.span(`step ${s}`, () => this.built.step(s), { sim: false });
+    const r = await this.world.tracer.span(`step ${s}`, () => this.built.step(s), { sim: false, step: s });
     const ms = performance.now() - t0;
     const byDim: Record<string, number> = {};
     for (const [k, n] of Object.entries(r.sent)) {
@@ -236,7 +260,7 @@ export class RankRun {
   }
 
   summary(records: RankStepRecord[] = []): RankSummary {
-    const p = this.built.params, flat = p.values.size * 4;
+    const p = this.built.params, flat = p.flatSize * 4;
     const own = this.built.memory ?? { params: flat, grads: flat, optimizer: 2 * flat };
     return { rank: this.world.transport.rank, kind: this.kind, memory: { ...own, peakPool: this.gpu.pool.stats.peakBytes, paramElements: p.count }, predicted: this.predicted, records };
   }
@@ -298,6 +322,8 @@ export const PARALLEL_TASKS: Record<string, RankTask> = {
     }
     return out;
   },
+  /** This rank's checkpoint file (bytes) after the steps run so far. */
+  trainCheckpoint: (world) => running(world).checkpoint(),
   async trainEnd(world) {
     const run = running(world);
     runs.delete(world);
@@ -316,18 +342,39 @@ export interface StepReport extends Omit<RankStepRecord, 'sent' | 'byDim' | 'ms'
   byDim: Record<string, number>[];
 }
 
+/** Where a parallel run checkpoints, and how the host stores a complete set of rank files. */
+export interface ParallelCheckpointing {
+  /** Whether to checkpoint after `done` steps. */
+  at(done: number): boolean;
+  /** Stores the world's files (index = rank) taken after `done` steps. */
+  save(done: number, shards: Uint8Array[]): Promise<void>;
+}
+
 /**
  * Host side: trains `cfg` under `plan` on a launched `world` (whose workers serve
  * {@link PARALLEL_TASKS}), calling `onStep` after every step (in batches of logInterval steps,
- * one round trip each). Returns every step and every rank's summary.
- * @throws Error when the world's size is not the plan's, or a rank's error ("rank R: …").
+ * one round trip each). With `resume` (every rank's file of one checkpoint) the ranks restore
+ * their state and the run continues at its step; with `checkpoint` the ranks' files are
+ * collected after every step it selects. Returns every step run and every rank's summary.
+ * @throws Error when the world's size is not the plan's, `resume` holds another number of
+ *   files, or a rank's error ("rank R: …", e.g. a checkpoint of another plan).
  */
-export async function runParallel(world: World, plan: ParallelPlan, cfg: TrainConfig, data: RunData, onStep?: (r: StepReport) => void | Promise<void>, opts: { backend?: Backend; bucketBytes?: number | 'layer' } = {}): Promise<{ steps: StepReport[]; ranks: RankSummary[] }> {
+export async function runParallel(
+  world: World,
+  plan: ParallelPlan,
+  cfg: TrainConfig,
+  data: RunData,
+  onStep?: (r: StepReport) => void | Promise<void>,
+  opts: { backend?: Backend; bucketBytes?: number | 'layer'; resume?: { step: number; shards: Uint8Array[] }; checkpoint?: ParallelCheckpointing } = {},
+): Promise<{ steps: StepReport[]; ranks: RankSummary[] }> {
   if (world.size !== planWorldSize(plan)) throw new Error(`runParallel: the world has ${world.size} ranks, the plan needs ${planWorldSize(plan)}`);
-  await world.run('trainStart', { plan, cfg, data, backend: opts.backend, bucketBytes: opts.bucketBytes } satisfies TrainRankArgs);
+  if (opts.resume && opts.resume.shards.length !== world.size) throw new Error(`runParallel: the checkpoint has ${opts.resume.shards.length} rank files, the world ${world.size} ranks`);
+  const base = { plan, cfg, data, backend: opts.backend, bucketBytes: opts.bucketBytes };
+  await world.run('trainStart', (r: number) => ({ ...base, resume: opts.resume?.shards[r] }) satisfies TrainRankArgs);
   const steps: StepReport[] = [];
-  for (let from = 0; from < cfg.steps;) {
-    const to = Math.min(cfg.steps, from + cfg.logInterval);
+  for (let from = opts.resume?.step ?? 0; from < cfg.steps;) {
+    let to = Math.min(cfg.steps, from + cfg.logInterval);
+    if (opts.checkpoint) for (let d = from + 1; d < to; d++) if (opts.checkpoint.at(d)) to = d;
     const recs = await world.run<RankStepRecord[]>('trainSteps', { to });
     for (let i = 0; i < to - from; i++) {
       const r0 = recs[0][i];
@@ -336,6 +383,7 @@ export async function runParallel(world: World, plan: ParallelPlan, cfg: TrainCo
       steps.push(rep);
       await onStep?.(rep);
     }
+    if (opts.checkpoint?.at(to)) await opts.checkpoint.save(to, await world.run<Uint8Array>('trainCheckpoint'));
     from = to;
   }
   return { steps, ranks: await world.run<RankSummary>('trainEnd') };

@@ -10,19 +10,22 @@
  * in shard buffers of Σ_k c_k elements; AdamW runs once per (piece ∩ parameter) so each
  * parameter keeps its own weight decay (matrices only, as the single-rank run).
  *
- * - Stage 1 (P_os): local gradients accumulate over micro-batches; the last backward
- *   reduce-scatters (avg) each bucket as soon as it is final; each rank updates its pieces and
+ * - Stage 1 (P_os): local gradients accumulate over micro-batches in the full gradient buffer;
+ *   the last backward reduce-scatters (avg) each bucket as soon as it is final, the rank's
+ *   reduced piece lands back in its own range of that buffer, the rank updates its pieces and
  *   an all-gather per bucket returns the updated parameters to everyone.
- * - Stage 2 (P_os+g): as 1, but every micro-batch's backward reduce-scatters and the rank keeps
- *   only its pieces (accumulated on the host); the full local gradient is scratch, zeroed per
- *   micro-batch.
- * - Stage 3 (P_os+g+p): parameters outside a rank's pieces are zero between uses. Before each
- *   micro-batch's forward every bucket is all-gathered (one call per bucket; with bucketBytes
- *   'layer' one per layer) into the value buffer and cleared again after the forward's kernels;
- *   the same gathers run again before backward and the values are cleared after it. No
- *   all-gather after the update. Simplification: the model's forward is encoded in one
- *   synchronous call, so all of a pass's gathers complete before it is encoded instead of layer
- *   i+1's gather overlapping layer i's compute.
+ * - Stage 2 (P_os+g): every micro-batch's backward reduce-scatters and the rank keeps only its
+ *   pieces (accumulated on the host, then in the shard buffer). There is no full gradient
+ *   buffer: gradients live per layer in zero_units.ts's working slot, reused layer after layer
+ *   once a bucket's readback is encoded.
+ * - Stage 3 (P_os+g+p): the values live as this rank's pieces only (a shard buffer of C
+ *   elements, which AdamW updates in place) plus zero_units.ts's working buffers. Before each
+ *   micro-batch's forward every bucket is all-gathered (one call per layer), and each layer is
+ *   written into the working slot when the model first reads one of its weights, so the slot
+ *   holds one layer at a time; backward gathers each layer again just before the first rule
+ *   that reads it (Tape.backwardAsync's beforeNode) and zeroes its gradient region. No
+ *   all-gather after the update. The forward is encoded in one synchronous call, so its gathers
+ *   all complete (on the host) before it starts; backward's are truly per layer.
  * - Clipping: each rank sums the squares of its reduced pieces, an allReduce (sum) of that one
  *   number gives ‖g‖², and the clip scale min(1, clip/(‖g‖+1e-6)) is that of the single-rank run.
  *
@@ -31,8 +34,10 @@
  * stage 2 = (A+1)(d−1)·C, stage 3 = 3A(d−1)·C for A micro-batches, plus 1 element for the
  * loss and 1 for the norm to each ring neighbour step — ≈ 2(d−1)/d·Ψ and 3(d−1)/d·Ψ (DESIGN.md §7).
  *
- * Memory. The ParamStore still allocates full value, gradient and moment buffers on every
- * rank (it has no sharded mode); {@link ZeroTrainer.memory} reports what each stage must keep.
+ * Memory (fp32, Ψ = flat elements, C = shard, W = resident + largest layer): the ParamStore's
+ * flat AdamW moments are freed at every stage (m, v live in shard buffers, 8C bytes); stage 1
+ * keeps 4Ψ of values and 4Ψ of gradients, stage 2 4Ψ of values and 4(C + W) of gradients,
+ * stage 3 4(C + W) of each. {@link ZeroTrainer.memory} sums the buffers actually allocated.
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -44,7 +49,9 @@ import type { LanguageModel } from '../models/model.ts';
 import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { lrAt, type ScheduleSpec, scheduleFromConfig, validateSchedule } from '../train/schedules.ts';
-import { backwardWithBuckets, type Bucket, LoggingTape, type OverlapStats, planBuckets, sliceOf } from './buckets.ts';
+import { backwardWithBuckets, type Bucket, type BucketHooks, LoggingTape, type OverlapStats, planBuckets, sliceOf } from './buckets.ts';
+import { LayerUnits } from './zero_units.ts';
+import { storageTensor } from '../nn/params.ts';
 import { type DataParallelOptions, LocalBatches, type ParallelStepRecord, subGroup } from './data_parallel.ts';
 import { TrafficMeter } from './traffic.ts';
 import { clipScale } from '../train/optimizer.ts';
@@ -64,11 +71,16 @@ export interface Piece {
   hi: number;
 }
 
-/** Model-state bytes per rank (fp32: 4 per value, 4 per gradient, 8 of AdamW state), as ZeRO §3 counts them. */
+/** Bytes of GPU memory one rank holds for model state (fp32), measured from its buffers. */
 export interface ZeroMemory {
+  /** Values: the flat buffer (stages 1–2) or the shard plus the working buffers (stage 3). */
   params: number;
+  /** Gradients: the flat buffer (stage 1) or the reduced shard plus the working buffers. */
   grads: number;
+  /** AdamW m and v of this rank's pieces. */
   optimizer: number;
+  /** Of params and grads, the bytes of zero_units.ts's working buffers (resident units + one layer). */
+  working: number;
 }
 
 export class ZeroTrainer {
@@ -78,8 +90,12 @@ export class ZeroTrainer {
   readonly stage: ZeroStage;
   /** Shard length Σ c_k. */
   readonly shard: number;
+  /** Stages 2–3: the per-layer working buffers. */
+  readonly units: LayerUnits | null;
   private readonly batches: LocalBatches;
-  private readonly g: Tensor;
+  /** Stages 2–3: the reduced gradient pieces; stage 3 also the value pieces. */
+  private readonly g: Tensor | null;
+  private readonly values: Tensor | null;
   private readonly m: Tensor;
   private readonly v: Tensor;
   private readonly hyper: Tensor;
@@ -91,17 +107,16 @@ export class ZeroTrainer {
   private readonly paramGrads: Map<Tensor, Tensor>;
 
   /**
-   * Every rank of `comm` builds the same model (same seed) first; stage 3 then drops (zeroes)
-   * the values outside this rank's pieces.
-   * @throws Error for a stage other than 1, 2, 3, and the errors of DataParallelTrainer's constructor.
+   * Every rank of `comm` builds the same model (same seed) first; {@link ZeroTrainer.create}
+   * then frees what the stage shards away.
    */
-  constructor(readonly gpu: Gpu, readonly model: LanguageModel, data: TextDataset, readonly cfg: TrainConfig, readonly comm: Communicator, opts: ZeroOptions) {
-    if (![1, 2, 3].includes(opts.stage)) throw new Error(`ZeRO: stage must be 1, 2 or 3, got ${opts.stage}`);
+  private constructor(readonly gpu: Gpu, readonly model: LanguageModel, data: TextDataset, readonly cfg: TrainConfig, readonly comm: Communicator, opts: ZeroOptions, initial: Float32Array) {
     this.stage = opts.stage;
     this.schedule = scheduleFromConfig(cfg);
     validateSchedule(this.schedule, cfg.steps);
     this.batches = new LocalBatches(gpu, model, data, cfg, comm.rank, comm.size);
-    this.buckets = planBuckets(model.params, opts.bucketBytes ?? (opts.stage === 3 ? 'layer' : 1 << 20));
+    const store = model.params;
+    this.buckets = planBuckets(store, opts.bucketBytes ?? (opts.stage === 1 ? 1 << 20 : 'layer'));
     const d = comm.size, r = comm.rank;
     let at = 0;
     this.pieces = this.buckets.map((b) => {
@@ -111,9 +126,11 @@ export class ZeroTrainer {
       return p;
     });
     this.shard = at;
-    this.g = gpu.zeros([Math.max(at, 1)], 'f32', 'zero.grad');
-    this.m = gpu.zeros([Math.max(at, 1)], 'f32', 'zero.m');
-    this.v = gpu.zeros([Math.max(at, 1)], 'f32', 'zero.v');
+    const sharded = (what: string) => storageTensor(gpu, at, `zero.${what}`);
+    this.m = sharded('m');
+    this.v = sharded('v');
+    this.g = this.stage > 1 ? sharded('grad') : null;
+    this.values = this.stage === 3 ? sharded('values') : null;
     this.hyper = gpu.zeros([8], 'f32', 'zero.hyper');
     this.norm = gpu.zeros([2], 'f32', 'zero.norm');
     this.gHost = new Float32Array(at);
@@ -121,15 +138,40 @@ export class ZeroTrainer {
       for (const p of pc.bucket.params) {
         const lo = Math.max(p.offset, pc.lo), hi = Math.min(p.offset + p.size, pc.hi);
         if (hi <= lo) continue;
-        const s = pc.at + lo - pc.lo;
-        const values = model.params.values;
-        this.updates.push({ value: sliceOf(values, lo, hi, p.name), grad: sliceOf(this.g, s, s + hi - lo), m: sliceOf(this.m, s, s + hi - lo), v: sliceOf(this.v, s, s + hi - lo), decay: p.decay });
+        const s = pc.at + lo - pc.lo, mine = (t: Tensor) => sliceOf(t, s, s + hi - lo, p.name);
+        this.updates.push({
+          value: this.values ? mine(this.values) : sliceOf(store.values, lo, hi, p.name),
+          grad: this.g ? mine(this.g) : sliceOf(store.grads, lo, hi),
+          m: mine(this.m),
+          v: mine(this.v),
+          decay: p.decay,
+        });
       }
     }
+    if (this.values) gpu.write(this.values, this.ownPieces(initial).reduce((all, x, k) => (all.set(x, this.pieces[k].at), all), new Float32Array(at)));
+    const why = `ZeRO-${this.stage} keeps AdamW's moments sharded (zero.ts)`;
+    store.rehome('m', null, [], why);
+    store.rehome('v', null, [], why);
+    this.units = this.stage > 1 ? new LayerUnits(gpu, store, this.buckets, this.stage === 3) : null;
     this.groups = { grads: subGroup(comm, 'grads'), params: subGroup(comm, 'params'), scalars: subGroup(comm, 'scalars') };
     this.meter = TrafficMeter.of(comm);
-    this.paramGrads = model.params.gradMap();
-    if (this.stage === 3) this.release();
+    this.paramGrads = store.gradMap();
+  }
+
+  /**
+   * Builds the trainer over `model` (built from the same seed on every rank of `comm`) and frees
+   * what its stage shards: the flat AdamW moments always, the flat gradients from stage 2 and
+   * the flat values at stage 3.
+   * @throws Error for a stage other than 1, 2, 3, stage 2–3 with byte-sized buckets (they need
+   *   'layer' units), and the errors of LocalBatches (batch not divisible by the ranks, goldfish).
+   */
+  static async create(gpu: Gpu, model: LanguageModel, data: TextDataset, cfg: TrainConfig, comm: Communicator, opts: ZeroOptions): Promise<ZeroTrainer> {
+    if (![1, 2, 3].includes(opts.stage)) throw new Error(`ZeRO: stage must be 1, 2 or 3, got ${opts.stage}`);
+    if (opts.stage > 1 && opts.bucketBytes !== undefined && opts.bucketBytes !== 'layer') {
+      throw new Error(`ZeRO-${opts.stage}: buckets must be 'layer' (got ${opts.bucketBytes} bytes); gradients and values are kept one layer at a time`);
+    }
+    const initial = opts.stage === 3 ? (await gpu.read(model.params.values) as Float32Array) : new Float32Array(0);
+    return new ZeroTrainer(gpu, model, data, cfg, comm, opts, initial);
   }
 
   /**
@@ -138,7 +180,7 @@ export class ZeroTrainer {
    * @throws (rejects with) a collective's error.
    */
   async step(step: number): Promise<ParallelStepRecord> {
-    const { gpu, model, cfg, stage } = this;
+    const { gpu, model, cfg, stage, units } = this;
     this.meter.take();
     this.batches.startStep();
     model.params.zeroGrad();
@@ -147,18 +189,21 @@ export class ZeroTrainer {
     for (let micro = 0; micro < cfg.gradAccum; micro++) {
       const last = micro === cfg.gradAccum - 1;
       const reduce = stage > 1 || last;
-      if (stage > 1 && micro > 0) model.params.zeroGrad();
-      if (own) await this.gather(own);
       const tape = reduce ? new LoggingTape(gpu, this.paramGrads) : new Tape(gpu, this.paramGrads);
-      this.batches.forward(tape, step, micro);
-      if (own) {
-        // Queue order makes this safe: the forward's kernels read the gathered values before the
-        // clear runs, and the re-gather's writes land after it, ready for backward. The re-gather's
-        // messages overlap the GPU running the forward.
-        this.release();
-        await this.gather(own);
-      }
+      if (own && units) units.forward(await this.gatherAll(own), () => this.batches.forward(tape, step, micro));
+      else this.batches.forward(tape, step, micro);
       if (reduce) {
+        units?.startBackward();
+        if (own) for (const [k, x] of (await this.gatherAll(own, units!.resident)).entries()) if (x) gpu.write(units!.regionOf(k, 'value'), x);
+        const hooks: BucketHooks = units
+          ? {
+            gradsOf: (b) => units.gradsOf(b),
+            beforeNode: async (_node, ks) => {
+              for (const k of ks) if (units.needsOpen(k)) units.open(k, own ? await this.gather(own, k) : null);
+            },
+            beforeLateLaunch: async (k) => units.needsOpen(k) ? units.open(k, own ? await this.gather(own, k) : null) : undefined,
+          }
+          : {};
         overlap = await backwardWithBuckets(gpu, model.params, this.buckets, tape as LoggingTape, RULES, async (b, host) => {
           const pc = this.pieces[b.index];
           const padded = new Float32Array(pc.c * this.comm.size);
@@ -167,10 +212,9 @@ export class ZeroTrainer {
           const mine = await this.groups.grads.reduceScatter(padded, { op: 'avg' });
           if (micro === 0 || stage === 1) this.gHost.set(mine, pc.at);
           else for (let i = 0; i < pc.c; i++) this.gHost[pc.at + i] += mine[i];
-        });
+        }, hooks);
       } else tape.backward(RULES);
       tape.dispose();
-      if (own) this.release();
     }
     const lr = lrAt(this.schedule, step);
     const gradNorm = await this.update(lr, step + 1);
@@ -189,55 +233,57 @@ export class ZeroTrainer {
     const scale = clipScale(norm, cfg.gradClip);
     gpu.write(this.norm, new Float32Array([norm, scale]));
     gpu.write(this.hyper, packAdamHyper({ lr, beta1: cfg.beta1, beta2: cfg.beta2, eps: cfg.eps, step: t }));
-    if (this.shard) gpu.write(this.g, this.gHost);
+    if (this.g) {
+      if (this.shard) gpu.write(this.g, this.gHost);
+    } else {
+      // Stage 1: the reduced pieces go back into the rank's own ranges of the full gradient buffer.
+      for (const pc of this.pieces) if (pc.hi > pc.lo) gpu.write(sliceOf(this.model.params.grads, pc.lo, pc.hi), this.gHost.subarray(pc.at, pc.at + pc.hi - pc.lo));
+    }
     for (const u of this.updates) adamwUpdate(gpu, u.value, u.grad, u.m, u.v, this.hyper, this.norm, u.decay ? cfg.weightDecay : 0);
     return norm;
   }
 
-  /** Host copies of this rank's pieces of the values, each padded to c_k. */
-  private async readOwn(): Promise<Float32Array[]> {
-    const all = await this.gpu.read(this.model.params.values) as Float32Array;
+  /** This rank's pieces of `flat` (the whole flat layout), each padded to c_k. */
+  private ownPieces(flat: Float32Array): Float32Array[] {
     return this.pieces.map((pc) => {
       const out = new Float32Array(pc.c);
-      out.set(all.subarray(pc.lo, pc.hi));
+      out.set(flat.subarray(pc.lo, pc.hi));
       return out;
     });
   }
 
-  /** All-gathers every bucket (one call each) from the pieces `own` and writes them into the values. */
-  private async gather(own: Float32Array[]): Promise<void> {
-    for (const pc of this.pieces) {
-      const b = pc.bucket;
-      const full = await this.groups.params.allGather(own[pc.bucket.index]);
-      this.gpu.write(sliceOf(this.model.params.values, b.start, b.end), full.subarray(0, b.end - b.start));
-    }
+  /** Host copies of this rank's value pieces, each padded to c_k (from the shard at stage 3). */
+  private async readOwn(): Promise<Float32Array[]> {
+    if (!this.values) return this.ownPieces(await this.gpu.read(this.model.params.values) as Float32Array);
+    const shard = await this.gpu.read(this.values) as Float32Array;
+    return this.pieces.map((pc) => shard.slice(pc.at, pc.at + pc.c));
+  }
+
+  /** Bucket k gathered from every rank's piece: its n_k values. */
+  private async gather(own: Float32Array[], k: number): Promise<Float32Array> {
+    const full = await this.groups.params.allGather(own[k]);
+    return full.subarray(0, this.buckets[k].end - this.buckets[k].start);
+  }
+
+  /** Every bucket gathered (one all-gather each, in order), or only those `which` selects (null elsewhere). */
+  private async gatherAll(own: Float32Array[], which?: readonly boolean[]): Promise<Float32Array[]> {
+    const out: Float32Array[] = [];
+    for (let k = 0; k < this.buckets.length; k++) out.push(!which || which[k] ? await this.gather(own, k) : null!);
+    return out;
   }
 
   /** Stages 1–2: every rank's updated pieces to everyone. */
   private async allGatherUpdated(): Promise<void> {
-    await this.gather(await this.readOwn());
-  }
-
-  /** Stage 3: encodes zeroing of the values outside this rank's pieces (freed after use). */
-  private release(): void {
-    const values = this.model.params.values;
-    for (const pc of this.pieces) {
-      const b = pc.bucket;
-      const [lo, hi] = pc.hi > pc.lo ? [pc.lo, pc.hi] : [b.end, b.end];
-      if (lo > b.start) this.gpu.clear(sliceOf(values, b.start, lo));
-      if (b.end > hi) this.gpu.clear(sliceOf(values, hi, b.end));
-    }
+    const own = await this.readOwn();
+    for (const b of this.buckets) this.gpu.write(sliceOf(this.model.params.values, b.start, b.end), await this.gather(own, b.index));
   }
 
   /** The full flat parameter buffer, gathered from every rank's pieces (all ranks must call it). */
   async parameters(): Promise<Float32Array> {
     if (this.stage < 3) return await this.gpu.read(this.model.params.values) as Float32Array;
     const own = await this.readOwn();
-    const out = new Float32Array(this.model.params.values.size);
-    for (const pc of this.pieces) {
-      const full = await this.groups.params.allGather(own[pc.bucket.index]);
-      out.set(full.subarray(0, pc.bucket.end - pc.bucket.start), pc.bucket.start);
-    }
+    const out = new Float32Array(this.model.params.flatSize);
+    for (const b of this.buckets) out.set(await this.gather(own, b.index), b.start);
     return out;
   }
 
@@ -246,7 +292,7 @@ export class ZeroTrainer {
    * every rank's reduced pieces; all ranks must call it (one all-gather per bucket).
    */
   async gradients(): Promise<Float32Array> {
-    const out = new Float32Array(this.model.params.grads.size);
+    const out = new Float32Array(this.model.params.flatSize);
     for (const pc of this.pieces) {
       const full = await this.groups.params.allGather(this.gHost.subarray(pc.at, pc.at + pc.c));
       out.set(full.subarray(0, pc.bucket.end - pc.bucket.start), pc.bucket.start);
@@ -254,9 +300,26 @@ export class ZeroTrainer {
     return out;
   }
 
-  /** Model-state bytes per rank under this stage, the ZeRO paper's accounting (Ψ = flat elements, C = shard elements), Ψ = flat elements, C = shard elements. */
+  /** Model-state bytes this rank holds now, summed from the buffers (see the module doc for the formulas). */
   memory(): ZeroMemory {
-    const psi = this.model.params.values.size * 4, c = this.shard * 4;
-    return { params: this.stage === 3 ? c : psi, grads: this.stage >= 2 ? c : psi, optimizer: 2 * c };
+    const held = this.model.params.allocatedBytes(), working = this.units?.workingBytes() ?? { params: 0, grads: 0 };
+    return {
+      params: held.value + (this.values?.bytes ?? 0),
+      grads: held.grad + (this.g?.bytes ?? 0),
+      optimizer: held.m + held.v + this.m.bytes + this.v.bytes,
+      working: working.params + working.grads,
+    };
+  }
+
+  /** What a checkpoint of this rank holds: the store's remaining flat buffers and this rank's pieces. */
+  trainingState(): Record<string, Tensor> {
+    const out = { ...this.model.params.trainingState(), 'zero.m': this.m, 'zero.v': this.v };
+    return this.values ? { ...out, 'zero.values': this.values } : out;
+  }
+
+  /** Frees the model's buffers and this trainer's shards. */
+  destroy(): void {
+    this.model.params.destroy();
+    for (const t of [this.m, this.v, this.g, this.values]) t?.buffer.destroy();
   }
 }

@@ -3,6 +3,7 @@ import { equal, match, ok } from 'node:assert/strict';
 import { runCli } from '../util/cli.ts';
 import { stepTraffic } from '../../src/parallel/cost.ts';
 import { makePlan } from '../../src/parallel/plan.ts';
+import { activationMemory } from '../../src/parallel/activation_memory.ts';
 
 function oneLineError(r: { code: number; stderr: string }, pattern: RegExp): void {
   ok(r.code !== 0, `non-zero exit (stderr: ${r.stderr})`);
@@ -12,6 +13,12 @@ function oneLineError(r: { code: number; stderr: string }, pattern: RegExp): voi
 }
 
 const num = (s: string) => Number(s.replace(/,/g, ''));
+/** Bytes of a `12.3 KiB` / `1.20 MiB` cell. */
+const bytes = (s: string) => {
+  const m = /^([\d.]+) (B|KiB|MiB|GiB)$/.exec(s);
+  ok(m, `a byte count, got '${s}'`);
+  return Number(m[1]) * { B: 1, KiB: 1024, MiB: 2 ** 20, GiB: 2 ** 30 }[m[2] as 'B'];
+};
 
 Deno.test({ name: 'plan CLI: dp2×tp2×pp2 prints plan, memory, traffic per dimension, bubble and timeline', sanitizeResources: false, fn: async () => {
   const r = await runCli('plan.ts', ['--dp', '2', '--tp', '2', '--pp', '2', '--micro-batches', '4', '--preset', 'tiny', '--vocab-size', '65', '--net', 'pcie-eth']);
@@ -28,6 +35,8 @@ Deno.test({ name: 'plan CLI: dp2×tp2×pp2 prints plan, memory, traffic per dime
   };
   const mem = rows(/^rank\s+dp\s+pp\s+cp\s+tp\s+elements\s+params/);
   equal(mem.length, 8);
+  match(r.stdout, /^rank\s+dp\s+pp\s+cp\s+tp\s+elements\s+params\s+grads\s+optimizer\s+total\s+activations\s+in flight\s+total \+ act\.$/m);
+  match(r.stdout, /^ {2}rank 0 \(mesh trainer\): [\d.]+ KiB per micro-batch, [\d.]+ KiB per layer — Korthikanti et al\. \(arXiv 2205\.05198\) fp16 sbh\(10 \+ 24\/t \+ 5as\/\(ht\)\)/m);
   const traffic = rows(/^rank\s+dp\s+tp\s+pp\s+cp\s+ep\s+total/);
   equal(traffic.length, 8);
   const model = { nLayer: 2, nHead: 2, nEmbd: 64, blockSize: 64, batchSize: 16, vocabSize: 65 };
@@ -38,6 +47,13 @@ Deno.test({ name: 'plan CLI: dp2×tp2×pp2 prints plan, memory, traffic per dime
     equal(num(traffic[rank][1]), sum('dp'), `rank ${rank} dp`);
     equal(num(traffic[rank][2]), sum('tp'), `rank ${rank} tp`);
     equal(num(traffic[rank][3]), sum('pp'), `rank ${rank} pp`);
+  }
+  for (let rank = 0; rank < 8; rank++) {
+    // The activation column is activation_memory.ts's peak (1F1B: 2 micro-batches on the first stage, 1 on the last).
+    const a = activationMemory(makePlan({ dp: 2, tp: 2, pp: 2, microBatches: 4 }), { ...model }, rank, { trainer: 'mesh' });
+    equal(mem[rank][11], String(a.inFlight), `rank ${rank} in flight`);
+    equal(a.inFlight, rank % 4 < 2 ? 2 : 1);
+    ok(Math.abs(bytes(mem[rank][10]) - a.bytes) <= 0.005 * 2 ** 20, `rank ${rank} activations ${mem[rank][10]} vs ${a.bytes}`);
   }
   match(r.stdout, /pipeline 1f1b: p 2, m 4 · bubble formula \(p−1\)\/\(v·m\+p−1\) = 20\.0% · dry run 2\d\.\d% idle/);
   match(r.stdout, /peak in-flight activations per pipeline rank: 2, 1 \(micro-batches\)/);
@@ -78,3 +94,23 @@ Deno.test('measuredComparison puts measured counts beside the prediction, keyed 
 function deepEqualCells(line: string, want: string[]): void {
   equal(line.trim().split(/\s{2,}/).join('|'), want.join('|'));
 }
+
+Deno.test({ name: 'plan CLI: a non-GPT architecture says the activation figure is GPT-only', sanitizeResources: false, fn: async () => {
+  const r = await runCli('plan.ts', ['--arch', 'mamba', '--vocab-size', '65']);
+  equal(r.code, 0, r.stderr);
+  match(r.stdout, /^ {2}activations: not predicted — .*covers the GPT of src\/models\/gpt\.ts only, got --arch mamba$/m);
+  match(r.stdout, /^0 .* – +– +–$/m);
+}});
+
+Deno.test({ name: 'plan CLI --measure: predicted activations beside the measured pool peak, which holds more (ratio ≥ 1)', sanitizeResources: false, sanitizeOps: false, fn: async () => {
+  const r = await runCli('plan.ts', ['--n-layer', '2', '--n-head', '2', '--n-embd', '32', '--block-size', '16', '--batch-size', '4', '--measure']);
+  equal(r.code, 0, r.stderr);
+  const row = r.stdout.split('\n').find((l) => /^0 +[\d.]+ \w+ +[\d.]+ \w+ +[\d.]+ \w+ +[\d.]+×$/.test(l));
+  ok(row, `a comparison row for rank 0 in:\n${r.stdout}`);
+  const [, predicted, , measured, ratio] = row.trim().split(/\s{2,}/);
+  const model = { nLayer: 2, nHead: 2, nEmbd: 32, blockSize: 16, batchSize: 4, vocabSize: 65 };
+  ok(Math.abs(bytes(predicted) - activationMemory(makePlan(), model, 0).bytes) <= 0.05 * 1024, `${predicted}`);
+  ok(bytes(measured) >= bytes(predicted), `measured ${measured} ≥ predicted ${predicted}`);
+  ok(Math.abs(Number(ratio.slice(0, -1)) - bytes(measured) / bytes(predicted)) < 0.01, ratio);
+}});
+

@@ -4,7 +4,8 @@
  * strategy's ops), config.json with the plan, and the accounting whose measured elements per
  * collective equal the analytical prediction on every exact row; a bad plan is one `error:`
  * line naming every broken rule, before any worker starts; `npm run plan -- --measure` prints
- * one measured step beside the prediction.
+ * one measured step beside the prediction; a run checkpoints every rank and `--resume`
+ * continues it exactly, refusing other parallel flags or a damaged file without touching it.
  */
 import { deepStrictEqual, equal, match, ok } from 'node:assert/strict';
 import { runCli } from '../util/cli.ts';
@@ -23,7 +24,10 @@ async function trainRun(script: string, flags: string[]): Promise<{ stdout: stri
   const dir = await Deno.makeTempDir({ prefix: 'train-parallel-' });
   const r = await runCli(script, [...flags, ...TINY, '--out', dir]);
   equal(r.code, 0, `exit 0\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);
-  match(r.stdout, /parallel runs do not write checkpoints yet/);
+  match(r.stdout, /checkpoint: 2 rank files in .*ckpt-parallel-3\//);
+  const manifest = JSON.parse(await Deno.readTextFile(`${dir}/ckpt-parallel.json`));
+  equal(manifest.step, 3);
+  deepStrictEqual(manifest.files, ['rank-0.safetensors', 'rank-1.safetensors']);
   const lines = (await Deno.readTextFile(`${dir}/metrics.jsonl`)).trim().split('\n').map((l) => JSON.parse(l));
   const steps = lines.filter((l) => typeof l.loss === 'number');
   deepStrictEqual(steps.map((l) => l.step), [0, 1, 2]);
@@ -105,5 +109,47 @@ Deno.test({
     match(r.stdout, /^measured: one real step on 2 in-process ranks/m);
     for (const rank of [0, 1]) match(r.stdout, new RegExp(`^rank ${rank}: elements per step by dim/collective — measured = predicted on every exact row`, 'm'));
     match(r.stdout, /^dp\/allReduce +[\d,]+ +[\d,]+ +0 +yes$/m);
+  },
+});
+
+Deno.test({
+  name: 'train --dp 2 --resume: continues the latest checkpoint set exactly; other flags and a damaged rank file are refused, the set kept',
+  ...TEST,
+  fn: async () => {
+    const flags = (steps: number) => ['--dp', '2', ...TINY.filter((_, i, a) => a[i] !== '--steps' && a[i - 1] !== '--steps'), '--steps', String(steps), '--ckpt-interval', '2', '--decay-steps', '4'];
+    // decay-steps fixes the LR schedule, so the 2-step run's first steps are the 4-step run's.
+    const losses = async (dir: string) => (await Deno.readTextFile(`${dir}/metrics.jsonl`)).trim().split('\n').map((l) => JSON.parse(l)).filter((l) => typeof l.loss === 'number');
+    const whole = await Deno.makeTempDir({ prefix: 'train-parallel-whole-' }), part = await Deno.makeTempDir({ prefix: 'train-parallel-part-' });
+    let r = await runCli('train_parallel.ts', [...flags(4), '--out', whole]);
+    equal(r.code, 0, r.stderr);
+    r = await runCli('train_parallel.ts', [...flags(2), '--out', part]);
+    equal(r.code, 0, r.stderr);
+    equal(JSON.parse(await Deno.readTextFile(`${part}/ckpt-parallel.json`)).step, 2);
+
+    // Refusals leave the checkpoint as it was.
+    const again = await runCli('train_parallel.ts', [...flags(4), '--out', part]);
+    equal(again.code, 1);
+    match(again.stderr, /already holds a parallel checkpoint: pass --resume/);
+    const other = await runCli('train_parallel.ts', ['--resume', '--out', part, '--dp', '2', '--zero', '1', '--steps', '4']);
+    equal(other.code, 1);
+    match(other.stderr, /--resume: the checkpoint was written by 'dp 2 .*zero 0.*', the flags ask for '.*zero 1.*'; pass the checkpoint's parallel flags/);
+    const file = `${part}/ckpt-parallel-2/rank-1.safetensors`, good = await Deno.readFile(file), bad = good.slice();
+    bad[bad.length - 1] ^= 0xff;
+    await Deno.writeFile(file, bad);
+    const damaged = await runCli('train_parallel.ts', ['--resume', '--out', part, '--dp', '2', '--steps', '4']);
+    equal(damaged.code, 1);
+    match(damaged.stderr, /rank 1: Corrupt checkpoint rank 1's checkpoint: tensor data does not match its SHA-256/);
+    deepStrictEqual(await Deno.readFile(file), bad, 'a refused file is left as it was');
+    await Deno.writeFile(file, good);
+
+    r = await runCli('train_parallel.ts', ['--resume', '--out', part, '--dp', '2', '--steps', '4']);
+    equal(r.code, 0, r.stderr);
+    match(r.stdout, /resuming at step 2/);
+    const [a, b] = [await losses(whole), await losses(part)];
+    deepStrictEqual(b.map((l) => l.step), [0, 1, 2, 3], 'metrics.jsonl continues where the checkpoint was');
+    for (const s of [2, 3]) ok(Math.abs(a[s].loss - b[s].loss) <= 1e-6 * a[s].loss, `step ${s}: ${b[s].loss} resumed vs ${a[s].loss} uninterrupted`);
+    equal(JSON.parse(await Deno.readTextFile(`${part}/ckpt-parallel.json`)).step, 4);
+    ok(!(await Deno.stat(`${part}/ckpt-parallel-2`).then(() => true, () => false)), 'the replaced set is removed');
+    for (const d of [whole, part]) await Deno.remove(d, { recursive: true });
   },
 });

@@ -197,8 +197,13 @@ Deno.test('stepTraffic: SP sums wpe with the LayerNorm gradients, ring attention
   // b = 16/2 sequences per micro-batch, s = T/cp = 32, 2 layers, 2 micro-batches.
   const kv = 2 * 8 * 32 * C, ring = stepTraffic(makePlan({ cp: 2, cpKind: 'ring', microBatches: 2 }), TINY, 1).filter((r) => r.dim === 'cp');
   deepStrictEqual(ring.map((r) => [r.n, r.calls, r.elements]), [[kv, 4, 4 * kv], [kv, 4, 4 * kv], [kv, 8, 8 * kv]], 'K,V cp−1 hops in each pass, dK,dV cp hops, per layer and micro-batch');
-  for (const plan of [makePlan({ tp: 2, sp: true }), makePlan({ cp: 2 }), makePlan({ dp: 2, zero: 2 }), makePlan({ pp: 2, tp: 2 })]) {
+  for (const plan of [makePlan({ tp: 2, sp: true }), makePlan({ cp: 2 }), makePlan({ dp: 2, zero: 1 }), makePlan({ pp: 2, tp: 2 })]) {
     for (const r of [0, 1]) deepStrictEqual(stepTraffic(plan, TINY, r).filter((x) => !x.exact), [], 'no approximate rows');
+  }
+  // ZeRO-2/3 reduce per 'layer' unit: exact only once the trainer's buckets are given.
+  for (const zero of [2, 3] as const) {
+    ok(stepTraffic(makePlan({ dp: 2, zero }), TINY, 0).some((x) => !x.exact), `zero ${zero} without buckets is approximate`);
+    deepStrictEqual(stepTraffic(makePlan({ dp: 2, zero }), TINY, 0, { buckets: [1024, 512] }).filter((x) => !x.exact), [], `zero ${zero} with buckets is exact`);
   }
 });
 

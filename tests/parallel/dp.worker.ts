@@ -26,9 +26,9 @@ serveRank({
     const model = createModel(g, cfg, tok.vocabSize);
     const opts = { bucketBytes: args.bucketBytes };
     const t = args.stage
-      ? new ZeroTrainer(g, model, data, cfg, world, { ...opts, stage: args.stage as ZeroStage })
+      ? await ZeroTrainer.create(g, model, data, cfg, world, { ...opts, stage: args.stage as ZeroStage })
       : new DataParallelTrainer(g, model, data, cfg, world, opts);
-    const res: RunResult = { losses: [], gradNorms: [], sent: [], launched: [], order: [], buckets: t.buckets.map((b) => b.end - b.start), params: null, flat: model.params.values.size, shard: 0 };
+    const res: RunResult = { losses: [], gradNorms: [], sent: [], launched: [], order: [], buckets: t.buckets.map((b) => b.end - b.start), params: null, flat: model.params.flatSize, shard: 0 };
     for (let s = 0; s < cfg.steps; s++) {
       const rec = await t.step(s);
       res.losses.push(rec.loss);
@@ -47,7 +47,8 @@ serveRank({
       res.shard = t.shard;
       res.memory = t.memory();
     }
-    model.params.destroy();
+    if (t instanceof ZeroTrainer) t.destroy();
+    else model.params.destroy();
     return res;
   },
 

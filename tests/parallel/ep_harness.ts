@@ -1,7 +1,8 @@
 /**
- * Shared by the expert-parallel test and its worker: the tiny MoE run both sides train, the
- * single-rank reference (the unchanged Trainer on a GPTMoE routing in `ep` groups) and worlds
- * of tests/parallel/ep_worker.ts, bundled once per process by tests/dist/world.ts.
+ * Shared by the expert-parallel test and its worker: the tiny MoE runs both sides train (gpt-moe
+ * or mamba-moe, named by cfg.arch), the single-rank reference (the unchanged Trainer on the
+ * model routing in `groups` token groups) and worlds of tests/parallel/ep_worker.ts, bundled
+ * once per process by tests/dist/world.ts.
  */
 import type { World } from '../../src/dist/launch.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
@@ -9,15 +10,17 @@ import { Trainer } from '../../src/train/trainer.ts';
 import { CharTokenizer } from '../../src/data/tokenizer.ts';
 import { TextDataset } from '../../src/data/dataset.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
-import type { GPTConfig } from '../../src/models/gpt.ts';
-import { GPTMoE, type MoEConfig } from '../../src/models/moe.ts';
+import type { LanguageModel } from '../../src/models/model.ts';
+import { createMoEModel } from '../../src/models/registry.ts';
 import type { Sent } from '../../src/parallel/traffic.ts';
 import { withRankWorld } from '../dist/world.ts';
 
 export interface EpArgs {
+  /** The run's config, arch and MoE keys (nExpert, moeTopK, capacityFactor, auxLossWeight, moeEvery) included. */
   cfg: Partial<TrainConfig>;
-  moe: MoEConfig;
   text: string;
+  /** Expert-parallel degree; dp is the world size (default ep = dp). */
+  ep?: number;
 }
 
 export interface EpResult {
@@ -30,24 +33,26 @@ export interface EpResult {
   params: Record<string, Float32Array>;
   /** Dense parameter count Ψ_dense (unpadded). */
   dense: number;
-}
-
-/** GPT shape from a training config and vocabulary. */
-export function gptConfig(cfg: TrainConfig, vocabSize: number): GPTConfig {
-  return { vocabSize, blockSize: cfg.blockSize, nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, bias: cfg.bias, attention: cfg.attention };
+  /** This rank's expert parameter count (unpadded). */
+  expert: number;
 }
 
 /** Flat buffer → {name: values}. */
-export function byName(model: GPTMoE, flat: Float32Array): Record<string, Float32Array> {
+export function byName(model: LanguageModel, flat: Float32Array): Record<string, Float32Array> {
   return Object.fromEntries(model.params.params.map((p) => [p.name, flat.slice(p.offset, p.offset + p.size)]));
+}
+
+/** The tokenizer and dataset of a run. */
+export function epData(args: EpArgs): { cfg: TrainConfig; vocabSize: number; data: TextDataset } {
+  const cfg = parseConfig(args.cfg);
+  const tok = CharTokenizer.fromText(args.text);
+  return { cfg, vocabSize: tok.vocabSize, data: new TextDataset(tok.encode(args.text), cfg.blockSize) };
 }
 
 /** The single-rank run: Trainer on the whole global batch, tokens routed in `groups` groups. */
 export async function epReference(gpu: Gpu, args: EpArgs, groups: number): Promise<{ losses: number[]; gradNorms: number[]; grads0: Record<string, Float32Array>; params: Record<string, Float32Array> }> {
-  const cfg = parseConfig(args.cfg);
-  const tok = CharTokenizer.fromText(args.text);
-  const data = new TextDataset(tok.encode(args.text), cfg.blockSize);
-  const model = new GPTMoE(gpu, gptConfig(cfg, tok.vocabSize), { ...args.moe, groups }, cfg.seed);
+  const { cfg, vocabSize, data } = epData(args);
+  const model = createMoEModel(gpu, cfg, vocabSize, { groups });
   const trainer = new Trainer(gpu, model, data, cfg);
   trainer.step(0);
   const grads0 = byName(model, Float32Array.from(await gpu.read(model.params.grads)));
@@ -57,7 +62,6 @@ export async function epReference(gpu: Gpu, args: EpArgs, groups: number): Promi
   model.params.destroy();
   return { losses: recs.map((r) => r.loss), gradNorms: recs.map((r) => r.gradNorm), grads0, params };
 }
-
 
 /** Launches `size` ep workers (see {@link withRankWorld}). */
 export const withEpWorld = <T>(size: number, body: (w: World) => Promise<T>): Promise<T> => withRankWorld('ep_worker.ts', size, body);

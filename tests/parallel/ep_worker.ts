@@ -1,16 +1,15 @@
 /**
  * Test-only rank worker for expert parallelism: each rank opens its own GPU, builds its shard
- * of the MoE GPT from the shared seed and trains it with ExpertParallelTrainer over the world.
+ * of the MoE model (gpt-moe or mamba-moe) from the shared seed and trains it with
+ * ExpertParallelTrainer over the world (dp = world size, ep = args.ep).
  */
 import { serveRank } from '../../src/dist/launch.ts';
 import { Gpu } from '../../src/gpu/context.ts';
-import { parseConfig } from '../../src/train/config.ts';
-import { CharTokenizer } from '../../src/data/tokenizer.ts';
-import { TextDataset } from '../../src/data/dataset.ts';
-import { expertOf, GPTMoE } from '../../src/models/moe.ts';
-import { expertParallelGroup, ExpertParallelTrainer, expertShard } from '../../src/parallel/expert_parallel.ts';
+import { expertOf } from '../../src/models/moe.ts';
+import { createMoEModel } from '../../src/models/registry.ts';
+import { expertParallelGroups, ExpertParallelTrainer, expertShard } from '../../src/parallel/expert_parallel.ts';
 import { makePlan } from '../../src/parallel/plan.ts';
-import { byName, type EpArgs, type EpResult, gptConfig } from './ep_harness.ts';
+import { byName, type EpArgs, epData, type EpResult } from './ep_harness.ts';
 
 let gpu: Promise<Gpu> | undefined;
 
@@ -18,14 +17,12 @@ serveRank({
   async train(world, args: EpArgs): Promise<EpResult> {
     gpu ??= Gpu.create({ backend: 'wgpu' });
     const g = await gpu;
-    const cfg = parseConfig(args.cfg);
-    const tok = CharTokenizer.fromText(args.text);
-    const data = new TextDataset(tok.encode(args.text), cfg.blockSize);
-    const group = expertParallelGroup(world, makePlan({ dp: world.size, ep: world.size }));
-    const model = new GPTMoE(g, gptConfig(cfg, tok.vocabSize), args.moe, cfg.seed, expertShard(args.moe.nExpert, group.size, group.rank));
-    const t = new ExpertParallelTrainer(g, model, data, cfg, group);
-    const res: EpResult = { losses: [], gradNorms: [], sent: [], grads0: {}, params: {}, dense: 0 };
-    res.dense = model.params.params.filter((p) => !expertOf(p.name)).reduce((a, p) => a + p.size, 0);
+    const { cfg, vocabSize, data } = epData(args);
+    const groups = expertParallelGroups(world, makePlan({ dp: world.size, ep: args.ep ?? world.size }));
+    const model = createMoEModel(g, cfg, vocabSize, { shard: expertShard(cfg.nExpert, groups.ep.size, groups.ep.rank) });
+    const t = new ExpertParallelTrainer(g, model, data, cfg, groups);
+    const res: EpResult = { losses: [], gradNorms: [], sent: [], grads0: {}, params: {}, dense: 0, expert: 0 };
+    for (const p of model.params.params) res[expertOf(p.name) ? 'expert' : 'dense'] += p.size;
     for (let s = 0; s < cfg.steps; s++) {
       const rec = await t.step(s);
       res.losses.push(rec.loss);

@@ -1,89 +1,115 @@
 /**
- * Expert parallelism on 2 simulated ranks (module workers with their own lavapipe devices)
+ * Expert parallelism on simulated ranks (module workers with their own lavapipe devices)
  * against the single-rank Trainer on the same global batch, the single-rank MoE routing the
- * tokens in 2 groups (each EP rank routes its own rows as one group): losses within 1e-4
- * relative for 10 steps, step-0 gradients within RMS 5e-3, parameters after 10 steps within
- * 1e-4 + 1e-3·|ref|, and the elements each rank sends per step equal to the exact formula:
- *   allToAll: 4·L_moe·gradAccum·(ep−1)/ep·E·cap·C with cap = ⌈capacityFactor·topK·(B/ep)·T/E⌉
- *   allReduce: ring allReduce of Ψ_dense (dense gradients, router included) + 2 × 1 element
- *     (the loss average and the expert gradient norm)
- * which is cost.ts stepTraffic (dp + ep rows) plus the 1-element norm allReduce.
+ * tokens in dp groups (each rank routes its own rows as one group): losses within 1e-4 relative
+ * for 10 steps, step-0 gradients within RMS 5e-3, parameters after 10 steps within
+ * 1e-4 + 1e-3·|ref|, for gpt-moe and mamba-moe with ep = dp = 2 and for gpt-moe with dp 4 × ep 2
+ * (experts replicated over the two EP groups). The elements each rank sends per step equal
+ * the exact formula, and cost.ts stepTraffic (trainer 'ep'):
+ *   allToAll over ep: 4·L_moe·gradAccum·(ep−1)/ep·E·cap·C with cap = ⌈capacityFactor·topK·(B/dp)·T/E⌉
+ *   ring allReduces: Ψ_dense and the 1-element loss over dp, the 1-element expert norm over ep,
+ *     this rank's Ψ_expert over the dp/ep ranks holding the same experts (none when ep = dp).
  */
 import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { testGpu } from '../util/gpu.ts';
 import { assertClose, assertRelRms, assertThrows } from '../util/assert.ts';
 import { maxRel, ringAllReduceSent, TEXT, WORKER_TEST } from './harness.ts';
-import { type EpArgs, type EpResult, epReference, withEpWorld } from './ep_harness.ts';
-import { allToAllFromExperts, allToAllToExperts, expertParallelGroup, expertShard } from '../../src/parallel/expert_parallel.ts';
+import { type EpArgs, epData, type EpResult, epReference, withEpWorld } from './ep_harness.ts';
+import { allToAllFromExperts, allToAllToExperts, expertParallelGroups, expertShard } from '../../src/parallel/expert_parallel.ts';
 import { closeLocalWorld, localWorld, onEveryRank } from '../../src/dist/local.ts';
 import { stepTraffic } from '../../src/parallel/cost.ts';
-import { makePlan } from '../../src/parallel/plan.ts';
-import { parseConfig } from '../../src/train/config.ts';
-import { CharTokenizer } from '../../src/data/tokenizer.ts';
+import { makePlan, planGroup } from '../../src/parallel/plan.ts';
+import type { TrainConfig } from '../../src/train/config.ts';
 
-const RUNS: EpArgs[] = [
+const BASE: Partial<TrainConfig> = { nLayer: 2, nHead: 2, nEmbd: 32, blockSize: 16, batchSize: 4, steps: 10, warmup: 2, lr: 1e-2, minLr: 1e-3, gradClip: 0.5, logInterval: 10 };
+const run = (over: Partial<TrainConfig>, ep?: number): EpArgs => ({ cfg: { ...BASE, nExpert: 4, auxLossWeight: 0.01, ...over }, text: TEXT, ep });
+
+const EP2: EpArgs[] = [
   // top-2 with capacity 1: tokens are dropped on both sides.
-  { cfg: { nLayer: 2, nHead: 2, nEmbd: 32, blockSize: 16, batchSize: 4, steps: 10, warmup: 2, lr: 1e-2, minLr: 1e-3, gradClip: 0.5, logInterval: 10 }, moe: { nExpert: 4, topK: 2, capacityFactor: 1, auxLossWeight: 0.01, moeEvery: 1 }, text: TEXT },
+  run({ arch: 'gpt-moe', moeTopK: 2, capacityFactor: 1, moeEvery: 1 }),
   // top-1, MoE in block 1 only, two micro-batches per step.
-  { cfg: { nLayer: 2, nHead: 2, nEmbd: 32, blockSize: 16, batchSize: 4, steps: 10, warmup: 2, lr: 1e-2, minLr: 1e-3, gradClip: 0.5, logInterval: 10, gradAccum: 2 }, moe: { nExpert: 4, topK: 1, capacityFactor: 1.25, auxLossWeight: 0.01, moeEvery: 2 }, text: TEXT },
+  run({ arch: 'gpt-moe', moeTopK: 1, capacityFactor: 1.25, moeEvery: 2, gradAccum: 2 }),
+  // MoE-Mamba: a MoE sub-layer after both Mamba mixers, top-2 with drops.
+  run({ arch: 'mamba-moe', moeTopK: 2, capacityFactor: 1, moeEvery: 1 }),
 ];
+// dp 4 × ep 2: two EP groups [0,1] and [2,3], experts {0,1} on ranks 0 and 2, {2,3} on 1 and 3.
+const DP4_EP2 = run({ arch: 'gpt-moe', moeTopK: 2, capacityFactor: 1, moeEvery: 1, batchSize: 8 }, 2);
+
+type Ref = Awaited<ReturnType<typeof epReference>>;
+
+/** Every check of one run of `res.length` = dp ranks against the single-rank reference. */
+function checkRun(args: EpArgs, res: EpResult[], ref: Ref): void {
+  const { cfg, vocabSize } = epData(args);
+  const dp = res.length, ep = args.ep ?? dp;
+  const what = `${cfg.arch} dp ${dp} ep ${ep} top-${cfg.moeTopK} moeEvery ${cfg.moeEvery}`;
+  for (const r of res) {
+    ok(maxRel(r.losses, ref.losses) < 1e-4, `${what}: losses ${r.losses} vs ${ref.losses}`);
+    ok(maxRel(r.gradNorms, ref.gradNorms) < 1e-3, `${what}: grad norms ${r.gradNorms} vs ${ref.gradNorms}`);
+  }
+  ok(ref.gradNorms.some((n) => n > 0.5), `clipping is active on some step: ${ref.gradNorms}`);
+  // Gradients and final parameters: dense ones from rank 0, each expert from its owner in EP group 0.
+  const isExpert = (n: string) => n.includes('.experts.');
+  const names = [...Object.keys(res[0].grads0), ...res.slice(1, ep).flatMap((r) => Object.keys(r.grads0).filter(isExpert))];
+  equal(new Set(names).size, Object.keys(ref.grads0).length, `${what}: EP group 0 holds every parameter once`);
+  const owner = (n: string) => res.slice(0, ep).find((r) => n in r.grads0)!;
+  const flat = (f: (n: string) => Float32Array) => Float32Array.from(names.flatMap((n) => [...f(n)]));
+  assertRelRms(flat((n) => owner(n).grads0[n]), flat((n) => ref.grads0[n]), `${what}: step-0 gradients`);
+  assertClose(flat((n) => owner(n).params[n]), flat((n) => ref.params[n]), `${what}: parameters after 10 steps`);
+  for (const [rank, r] of res.entries()) {
+    for (const n of Object.keys(r.grads0)) {
+      // Dense gradients agree on every rank; an expert's agree on the ranks holding it (rank mod ep).
+      const twin = isExpert(n) ? res[rank % ep] : res[0];
+      deepStrictEqual(r.grads0[n], twin.grads0[n], `${what}: ${n} is synchronised to the same value on rank ${rank}`);
+    }
+  }
+  // Traffic, counted on the wire.
+  const { nExpert: E, moeTopK: topK, capacityFactor, moeEvery } = cfg;
+  const m = cfg.gradAccum, C = cfg.nEmbd, tokens = (cfg.batchSize / dp) * cfg.blockSize;
+  const cap = Math.ceil((capacityFactor * topK * tokens) / E);
+  const moeLayers = [...Array(cfg.nLayer).keys()].filter((l) => l % moeEvery === moeEvery - 1).length;
+  const allToAll = 4 * moeLayers * m * ((ep - 1) / ep) * E * cap * C;
+  const plan = makePlan({ dp, ep, microBatches: m });
+  for (const [rank, r] of res.entries()) {
+    const all = planGroup(plan, 'dp', rank), epRanks = planGroup(plan, 'ep', rank), edp = all.filter((d) => d % ep === rank % ep);
+    const want: Record<string, number> = {
+      [`ep[${epRanks}]/moe/allToAll`]: allToAll,
+      [`dp[${all}]/grads/allReduce`]: ringAllReduceSent(r.dense, dp, rank),
+      [`dp[${all}]/scalars/allReduce`]: ringAllReduceSent(1, dp, rank),
+      [`ep[${epRanks}]/norm/allReduce`]: ringAllReduceSent(1, ep, rank % ep),
+    };
+    if (edp.length > 1) want[`edp[${edp}]/experts/allReduce`] = ringAllReduceSent(r.expert, edp.length, edp.indexOf(rank));
+    for (const sent of r.sent) deepStrictEqual(sent, want, `${what} rank ${rank}`);
+    const model = { ...cfg, batchSize: cfg.batchSize * m, vocabSize, nExpert: E };
+    const rows = stepTraffic(plan, model, rank, { topK, capacityFactor, bias: cfg.bias, moeEvery, trainer: 'ep', buckets: [r.dense] });
+    equal(rows.reduce((a, x) => a + x.elements, 0), Object.values(want).reduce((a, b) => a + b, 0), `${what} rank ${rank}: stepTraffic`);
+    equal(rows.find((x) => x.dim === 'ep')!.elements, allToAll, `${what}: cost.ts allToAll row`);
+    equal(rows.find((x) => x.what === 'expert gradients')?.elements ?? 0, want[`edp[${edp}]/experts/allReduce`] ?? 0, `${what}: cost.ts expert-gradient row`);
+  }
+}
 
 Deno.test({
-  name: 'ep2 matches the single-rank MoE run (losses, gradients, parameters); allToAll and allReduce traffic are exact',
+  name: 'ep2 (gpt-moe, mamba-moe) matches the single-rank MoE run (losses, gradients, parameters); traffic is exact',
   ...WORKER_TEST,
   fn: async () => {
     const gpu = await testGpu();
-    const refs: Awaited<ReturnType<typeof epReference>>[] = [];
-    for (const a of RUNS) refs.push(await epReference(gpu, a, 2));
+    const refs: Ref[] = [];
+    for (const a of EP2) refs.push(await epReference(gpu, a, 2));
     // Not vacuous: routing all 64 tokens as one group (capacity and balance over the whole batch) gives other losses.
-    const oneGroup = await epReference(gpu, RUNS[0], 1);
+    const oneGroup = await epReference(gpu, EP2[0], 1);
     ok(maxRel(oneGroup.losses, refs[0].losses) > 1e-3, `groups matter: ${oneGroup.losses} vs ${refs[0].losses}`);
     await withEpWorld(2, async (w) => {
-      for (const [i, args] of RUNS.entries()) {
-        const res = await w.run<EpResult>('train', args);
-        const ref = refs[i];
-        const what = `ep2 top-${args.moe.topK} moeEvery ${args.moe.moeEvery}`;
-        for (const r of res) {
-          ok(maxRel(r.losses, ref.losses) < 1e-4, `${what}: losses ${r.losses} vs ${ref.losses}`);
-          ok(maxRel(r.gradNorms, ref.gradNorms) < 1e-3, `${what}: grad norms ${r.gradNorms} vs ${ref.gradNorms}`);
-        }
-        ok(ref.gradNorms.some((n) => n > 0.5), `clipping is active on some step: ${ref.gradNorms}`);
-        // Gradients and final parameters: every name a rank holds (dense ones on both, each expert on its owner).
-        const names = [...Object.keys(res[0].grads0), ...Object.keys(res[1].grads0).filter((n) => n.includes('.experts.'))];
-        equal(new Set(names).size, Object.keys(ref.grads0).length, `${what}: the ranks together hold every parameter once`);
-        const pick = (rec: (r: EpResult) => Record<string, Float32Array>, n: string) => rec(res.find((r) => n in rec(r))!)[n];
-        const flat = (f: (n: string) => Float32Array) => Float32Array.from(names.flatMap((n) => [...f(n)]));
-        assertRelRms(flat((n) => pick((r) => r.grads0, n)), flat((n) => ref.grads0[n]), `${what}: step-0 gradients`);
-        assertClose(flat((n) => pick((r) => r.params, n)), flat((n) => ref.params[n]), `${what}: parameters after 10 steps`);
-        for (const n of Object.keys(res[1].grads0).filter((x) => !x.includes('.experts.'))) {
-          deepStrictEqual(res[1].grads0[n], res[0].grads0[n], `${what}: ${n} is averaged to the same value on both ranks`);
-        }
-
-        // Traffic, counted on the wire.
-        const cfg = parseConfig(args.cfg);
-        const { nExpert: E, topK, capacityFactor } = args.moe;
-        const ep = 2, m = cfg.gradAccum, C = cfg.nEmbd, tokens = (cfg.batchSize / ep) * cfg.blockSize;
-        const cap = Math.ceil((capacityFactor * topK * tokens) / E);
-        const moeLayers = [...Array(cfg.nLayer).keys()].filter((l) => l % args.moe.moeEvery === args.moe.moeEvery - 1).length;
-        const allToAll = 4 * moeLayers * m * ((ep - 1) / ep) * E * cap * C;
-        const vocabSize = CharTokenizer.fromText(TEXT).vocabSize;
-        for (const [rank, r] of res.entries()) {
-          const want = {
-            'ep[0,1]/moe/allToAll': allToAll,
-            'ep[0,1]/grads/allReduce': ringAllReduceSent(r.dense, ep, rank),
-            'ep[0,1]/scalars/allReduce': 2 * ringAllReduceSent(1, ep, rank),
-          };
-          for (const sent of r.sent) deepStrictEqual(sent, want, `${what} rank ${rank}`);
-          if (moeLayers === cfg.nLayer) {
-            // cost.ts models every block as MoE; where that holds its rows give the same numbers.
-            const rows = stepTraffic(makePlan({ dp: ep, ep }), { ...cfg, vocabSize, nExpert: E }, rank, { topK, capacityFactor, bias: cfg.bias });
-            const total = rows.reduce((a, x) => a + x.elements, 0) + ringAllReduceSent(1, ep, rank);
-            equal(total, Object.values(want).reduce((a, b) => a + b, 0), `${what} rank ${rank}: stepTraffic + the norm allReduce`);
-            equal(rows.find((x) => x.dim === 'ep')!.elements, allToAll, 'cost.ts allToAll row');
-          }
-        }
-      }
+      for (const [i, args] of EP2.entries()) checkRun(args, await w.run<EpResult>('train', args), refs[i]);
     });
+  },
+});
+
+Deno.test({
+  name: 'dp 4 × ep 2 (experts replicated over two EP groups) matches the single-rank gpt-moe run; traffic is exact',
+  ...WORKER_TEST,
+  fn: async () => {
+    const gpu = await testGpu();
+    const ref = await epReference(gpu, DP4_EP2, 4);
+    await withEpWorld(4, async (w) => checkRun(DP4_EP2, await w.run<EpResult>('train', DP4_EP2), ref));
   },
 });
 
@@ -112,8 +138,28 @@ Deno.test('the dispatch all-to-all puts every slot on its expert\'s rank, and th
     }
     const back = await onEveryRank(world, (c) => allToAllFromExperts(c, there[c.rank], g));
     for (const [rank, out] of back.entries()) deepStrictEqual(out, local(rank), `rank ${rank}: the round trip restores every slot`);
-    assertThrows(() => expertParallelGroup(world[0], makePlan({ dp: 2, ep: 1 })), 'supported plans are ep = dp');
-    equal(expertParallelGroup(world[0], makePlan({ dp: 2, ep: 2 })).id, 'ep[0,1]');
+    assertThrows(() => expertParallelGroups(world[0], makePlan({ dp: 2, ep: 2, zero: 1 })), 'supported plans are ep dividing dp');
+    assertThrows(() => expertParallelGroups(world[0], makePlan({ dp: 4, ep: 2 })), 'on 2 ranks');
+    const groups = expertParallelGroups(world[1], makePlan({ dp: 2, ep: 2 }));
+    deepStrictEqual([groups.dp.id, groups.ep.id, groups.edp.id], ['dp[0,1]', 'ep[0,1]', 'edp[1]']);
+  } finally {
+    closeLocalWorld(world);
+  }
+});
+
+Deno.test('dp 4 × ep 2: EP groups are consecutive dp ranks, expert-data-parallel groups the ranks with the same experts', () => {
+  const world = localWorld(4);
+  try {
+    const ids = world.map((c) => {
+      const g = expertParallelGroups(c, makePlan({ dp: 4, ep: 2 }));
+      return [g.dp.id, g.ep.id, g.edp.id, `${g.ep.rank}`];
+    });
+    deepStrictEqual(ids, [
+      ['dp[0,1,2,3]', 'ep[0,1]', 'edp[0,2]', '0'],
+      ['dp[0,1,2,3]', 'ep[0,1]', 'edp[1,3]', '1'],
+      ['dp[0,1,2,3]', 'ep[2,3]', 'edp[0,2]', '0'],
+      ['dp[0,1,2,3]', 'ep[2,3]', 'edp[1,3]', '1'],
+    ]);
   } finally {
     closeLocalWorld(world);
   }

@@ -1,7 +1,7 @@
 /** ParallelPlan validation (one error listing every broken rule) and the rank ↔ coordinate mapping. */
 import { deepStrictEqual, equal, match, ok, throws } from 'node:assert/strict';
 import {
-  DEFAULT_PLAN, describePlan, makePlan, paddedVocab, planGroup, planProblems, rankAt, rankCoords, validatePlan,
+  DEFAULT_PLAN, describePlan, makePlan, paddedVocab, planGroup, planProblems, rankAt, rankCoords, strategyOf, validatePlan,
 } from '../../src/parallel/plan.ts';
 import { DeviceMesh } from '../../src/dist/mesh.ts';
 
@@ -79,4 +79,16 @@ Deno.test('rank ↔ coordinates follow DeviceMesh; EP groups are consecutive DP 
   ok(describePlan(plan).includes('dp 4 · pp 2 · cp 1 · tp 2 · ep 2'));
   equal(paddedVocab(65, 2), 66);
   equal(paddedVocab(65, 1), 65);
+});
+
+Deno.test('ep runs both MoE architectures, also with ep < dp; ZeRO, other dimensions and dense archs are refused by name', () => {
+  for (const arch of ['gpt-moe', 'mamba-moe']) {
+    equal(strategyOf(makePlan({ dp: 2, ep: 2 }), arch), 'ep');
+    equal(strategyOf(makePlan({ dp: 4, ep: 2 }), arch), 'ep');
+  }
+  validatePlan(makePlan({ dp: 4, ep: 2 }), { ...MODEL, nExpert: 4 }, 4);
+  throws(() => strategyOf(makePlan({ dp: 4, ep: 2, zero: 1 }), 'gpt-moe'), /not supported yet: zero 1 combined with ep 2/);
+  throws(() => strategyOf(makePlan({ dp: 2, ep: 2, tp: 2 }), 'gpt-moe'), /not supported yet: ep 2 combined with dp 2 × tp 2/);
+  throws(() => strategyOf(makePlan({ dp: 2, ep: 2 }), 'mamba'), /ep 2 needs --arch gpt-moe or mamba-moe, got mamba/);
+  match(planProblems(makePlan({ dp: 4, ep: 3 }), { ...MODEL, nExpert: 6 }).join('; '), /ep must divide dp \(ep 3, dp 4\)/);
 });

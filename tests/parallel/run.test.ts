@@ -2,24 +2,20 @@
  * src/parallel/run.ts in one thread (localWorld: every rank's Communicator and its own GPU
  * device in this process): the dispatch, the batch convention, and that every rank's measured
  * elements per `dim/collective` equal the prediction (cost.ts stepTraffic for the trainer,
- * scalar collectives included), every predicted row being exact.
+ * scalar collectives included), every predicted row being exact — and so does what the
+ * merged trace (trace.json's Chrome trace) records per rank and step (trace_bytes.ts).
  */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
-import { closeLocalWorld, localWorld, onEveryRank } from '../../src/dist/local.ts';
-import { parseConfig } from '../../src/train/config.ts';
+import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
-import { type RankSummary, strategyOf, trainerConfig, trainRank } from '../../src/parallel/run.ts';
-import { TEXT, tinyConfig } from './harness.ts';
+import { type RankSummary, strategyOf, trainerConfig } from '../../src/parallel/run.ts';
+import { TEST, traceMismatches, tracedRun } from './trace_harness.ts';
 
-const TEST = { sanitizeResources: false, sanitizeOps: false };
-
-async function run(plan: ParallelPlan, over = {}): Promise<RankSummary[]> {
-  const world = localWorld(plan.dp * plan.pp * plan.cp * plan.tp, { timeoutMs: 60_000 });
-  try {
-    return await onEveryRank(world, (c) => trainRank({ plan, cfg: tinyConfig({ steps: 2, evalInterval: 2, evalBatches: 1, ...over }), data: { text: TEXT } }, c));
-  } finally {
-    closeLocalWorld(world);
-  }
+/** 2 steps of `plan` through trainRank; also checks the merged trace accounts for every rank's sends exactly. */
+async function run(plan: ParallelPlan, over: Partial<TrainConfig> = {}): Promise<RankSummary[]> {
+  const { ranks, trace } = await tracedRun(plan, over);
+  deepStrictEqual(traceMismatches(ranks, trace), [], 'trace.json elements per step = meter = stepTraffic');
+  return ranks;
 }
 
 /** Measured minus predicted per `dim/collective`, over the keys whose predicted rows are all exact. */
@@ -63,7 +59,7 @@ Deno.test('trainerConfig keeps the global batch: G/m per micro-batch, or G with 
 });
 
 Deno.test({
-  name: 'dp 2 and pp 2 in one thread: measured traffic equals the prediction, losses finite, val loss on rank 0 of dp',
+  name: 'dp 2 and pp 2 in one thread: measured and traced traffic equal the prediction, losses finite, val loss on rank 0 of dp',
   ...TEST,
   fn: async () => {
     const dp = await run(makePlan({ dp: 2, microBatches: 2 }), { batchSize: 2, gradAccum: 2 });

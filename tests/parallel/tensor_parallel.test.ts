@@ -7,7 +7,7 @@
  * Ranks are in-process communicators sharing the test's GPU (tp_harness.ts, fast); one run
  * repeats tp2+sp on module workers (tp_worker.ts) with a device each, as a real world runs.
  */
-import { deepStrictEqual, equal, ok } from 'node:assert/strict';
+import { deepStrictEqual, ok } from 'node:assert/strict';
 import { testGpu } from '../util/gpu.ts';
 import { assertClose, assertRelRms } from '../util/assert.ts';
 import { maxRel, ringAllReduceSent, TEXT, tinyConfig, WORKER_TEST } from './harness.ts';

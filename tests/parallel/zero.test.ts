@@ -18,9 +18,10 @@ import { maxRel, reference, ringAllReduceSent, type RunResult, TEXT, tinyConfig,
 const D = 2;
 
 const cases = [
-  { stage: 1, gradAccum: 1, bucketBytes: 16 * 1024 },
-  { stage: 2, gradAccum: 2, bucketBytes: 16 * 1024 },
-  { stage: 3, gradAccum: 1, bucketBytes: 'layer' as const },
+  { stage: 1, gradAccum: 1, nLayer: 2, bucketBytes: 16 * 1024 },
+  { stage: 2, gradAccum: 2, nLayer: 2, bucketBytes: 'layer' as const },
+  // Four blocks, so that one layer plus the shard is visibly less than the whole model.
+  { stage: 3, gradAccum: 1, nLayer: 4, bucketBytes: 'layer' as const },
 ];
 
 Deno.test({
@@ -28,14 +29,15 @@ Deno.test({
   ...WORKER_TEST,
   fn: async () => {
     const gpu = await testGpu();
-    const refs = new Map<number, Awaited<ReturnType<typeof reference>>>();
-    for (const a of new Set(cases.map((c) => c.gradAccum))) refs.set(a, await reference(gpu, tinyConfig({ gradAccum: a })));
-    ok(refs.get(1)!.gradNorms.some((n) => n > 0.5), 'clipping must be active on some step');
+    const refs = new Map<string, Awaited<ReturnType<typeof reference>>>();
+    const key = (c: { gradAccum: number; nLayer: number }) => `${c.gradAccum}/${c.nLayer}`;
+    for (const c of cases) if (!refs.has(key(c))) refs.set(key(c), await reference(gpu, tinyConfig({ gradAccum: c.gradAccum, nLayer: c.nLayer })));
+    ok(refs.get('1/2')!.gradNorms.some((n) => n > 0.5), 'clipping must be active on some step');
     await withDpWorld(D, async (w) => {
       for (const c of cases) {
         const what = `ZeRO-${c.stage} gradAccum ${c.gradAccum}`;
-        const res = await w.run<RunResult>('train', { cfg: tinyConfig({ gradAccum: c.gradAccum }), text: TEXT, stage: c.stage, bucketBytes: c.bucketBytes });
-        const ref = refs.get(c.gradAccum)!;
+        const res = await w.run<RunResult>('train', { cfg: tinyConfig({ gradAccum: c.gradAccum, nLayer: c.nLayer }), text: TEXT, stage: c.stage, bucketBytes: c.bucketBytes });
+        const ref = refs.get(key(c))!;
         for (const r of res) {
           ok(maxRel(r.losses, ref.losses) < 1e-4, `${what}: losses ${r.losses} vs ${ref.losses}`);
           ok(maxRel(r.gradNorms, ref.gradNorms) < 1e-3, `${what}: grad norms ${r.gradNorms} vs ${ref.gradNorms}`);
@@ -44,7 +46,7 @@ Deno.test({
         assertClose(res[0].params!, ref.params, `${what}: parameters after 10 steps`);
 
         const { buckets, flat } = res[0];
-        if (c.bucketBytes === 'layer') equal(buckets.length, 2 + 2 + 1, 'wte, wpe, 2 blocks, ln_f');
+        if (c.bucketBytes === 'layer') equal(buckets.length, 2 + c.nLayer + 1, `wte, wpe, ${c.nLayer} blocks, ln_f`);
         const C = buckets.reduce((s, n) => s + Math.ceil(n / (64 * D)) * 64, 0);
         const A = c.gradAccum;
         ok(D * C >= flat && D * C - flat < 64 * D * buckets.length, `padding stays below one 256-byte piece per bucket: d·C = ${D * C}, Ψ = ${flat}`);
@@ -62,12 +64,17 @@ Deno.test({
           const total = want['world/grads/reduceScatter'] + want['world/params/allGather'];
           const design = passes * (D - 1) / D * flat;
           ok(total >= design && total - design < passes * (D - 1) * 64 * buckets.length, `${what}: ${total} ≈ DESIGN ${design}`);
-          // What a rank keeps: fp32 values 4Ψ, grads 4Ψ, AdamW 8Ψ — each sharded from its stage on.
+          // What a rank allocates, summed from its buffers: fp32 values 4Ψ, grads 4Ψ, AdamW 8Ψ,
+          // each sharded from its stage on; stages 2–3 add the working buffers of W = resident
+          // units (wte, wpe, ln_f) + one layer, for gradients (and values at stage 3).
+          const W = c.bucketBytes === 'layer' ? buckets[0] + buckets[1] + buckets.at(-1)! + Math.max(...buckets.slice(2, -1)) : 0;
           deepStrictEqual(r.memory, {
-            params: c.stage === 3 ? 4 * C : 4 * flat,
-            grads: c.stage >= 2 ? 4 * C : 4 * flat,
+            params: c.stage === 3 ? 4 * (C + W) : 4 * flat,
+            grads: c.stage >= 2 ? 4 * (C + W) : 4 * flat,
             optimizer: 8 * C,
-          });
+            working: (c.stage === 3 ? 8 : c.stage === 2 ? 4 : 0) * W,
+          }, `${what}: bytes held per rank`);
+          if (c.stage === 3) ok(C + W < flat, `${what}: the shard plus one layer (${C + W}) must hold less than the whole model (${flat})`);
           ok(r.launched.every((n) => n === buckets.length), `${what}: every bucket reduce-scattered from inside backward`);
         }
       }

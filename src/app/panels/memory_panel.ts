@@ -6,8 +6,8 @@
  * parameters (`rankParams`: its TP shard of its pipeline stage).
  */
 import { zeroMemoryFp32 } from '../../parallel/cost.ts';
-import { type ParallelPlan, type PlanModel, planWorldSize, rankCoords, rankParams, microBatchSize } from '../../parallel/plan.ts';
-import { makeSchedule, peakInFlight } from '../../parallel/pipeline_schedule.ts';
+import { type ParallelPlan, type PlanModel, planWorldSize, rankParams, zeroWorkingElements } from '../../parallel/plan.ts';
+import { activationBytes } from '../../parallel/activation_memory.ts';
 import { fmtBytes } from './trace_io.ts';
 
 /** Bytes one rank holds (as a run reports them). */
@@ -23,27 +23,22 @@ export interface RankMemory {
 const PARTS = ['params', 'grads', 'optimizer', 'activations'] as const;
 const COLOURS: Record<(typeof PARTS)[number], string> = { params: '#3b82f6', grads: '#f59e0b', optimizer: '#8b5cf6', activations: '#10b981' };
 
-/**
- * Activation bytes one rank keeps at its peak: Korthikanti et al. (arXiv 2205.05198) eq. 2
- * per layer, s·b·h·(10 + 24/t + 5·a·s/(h·t)) bytes in 16-bit, doubled for fp32, over its
- * nLayer/pp layers, times the micro-batches in flight at once (GPipe m, 1F1B ≤ p − stage).
- * An estimate: this sandbox's kernels keep a different set of tensors.
- */
-export function activationEstimate(plan: ParallelPlan, model: PlanModel, rank: number): number {
-  const b = microBatchSize(plan, model), s = model.blockSize / plan.cp, h = model.nEmbd, a = model.nHead, t = plan.tp;
-  const perLayer = 2 * s * b * h * (10 + 24 / t + (5 * a * s) / (h * t));
-  const stage = rankCoords(plan, rank).pp;
-  const inFlight = plan.pp > 1 ? peakInFlight(makeSchedule(plan.schedule, plan.pp, plan.microBatches, plan.virtualStages))[stage] : 1;
-  return (perLayer * model.nLayer) / plan.pp * inFlight;
+/** The analytical activation peak (activation_memory.ts), or undefined where it has none (non-GPT architectures, ep). */
+function activationPeak(plan: ParallelPlan, model: PlanModel, rank: number, arch: string): number | undefined {
+  try {
+    return activationBytes(plan, model, rank, { arch });
+  } catch {
+    return undefined;
+  }
 }
 
 /** The formula's bytes for every rank of `plan`. @throws Error when the plan is invalid for the model. */
-export function formulaMemory(plan: ParallelPlan, model: PlanModel): RankMemory[] {
+export function formulaMemory(plan: ParallelPlan, model: PlanModel, arch = 'gpt'): RankMemory[] {
   const d = plan.dp * plan.cp;
   return [...Array(planWorldSize(plan)).keys()].map((rank) => {
     const p = rankParams(plan, model, rank);
-    const z = zeroMemoryFp32(p.dense + p.expert, d, plan.zero);
-    return { rank, params: z.params, grads: z.grads, optimizer: z.optimizer, activations: activationEstimate(plan, model, rank) };
+    const z = zeroMemoryFp32(p.dense + p.expert, d, plan.zero, plan.zero >= 2 ? zeroWorkingElements(model) : 0);
+    return { rank, params: z.params, grads: z.grads, optimizer: z.optimizer, activations: activationPeak(plan, model, rank, arch) };
   });
 }
 
@@ -59,17 +54,18 @@ export class MemoryPanel {
       <div class="mem-bars" data-testid="memory-bars"></div>
       <p class="hint">Measured: the bytes each rank's parameter store keeps (ZeRO: what its stage keeps) and, as activations, the
       peak of its GPU buffer pool (activations and temporaries). Formula: <code>zeroMemoryFp32</code> — 4 B parameter, 4 B gradient,
-      8 B AdamW state per element, sharded over the data-parallel group by stage — and an activation estimate after Korthikanti
-      et al. (2022) for the micro-batches a pipeline stage keeps in flight (GPipe: all m; 1F1B: at most p).</p>`;
+      8 B AdamW state per element, sharded over the data-parallel group by stage (ZeRO-2/3 add their one-layer working buffers) — and
+      the activations the autograd tapes keep (<code>activationMemory</code>, counted from the GPT's code after Korthikanti et al. 2022)
+      for the micro-batches a pipeline stage keeps in flight (GPipe: all m; 1F1B: at most p).</p>`;
     this.bars = host.querySelector('[data-testid="memory-bars"]')!;
     this.summary = host.querySelector('[data-testid="memory-summary"]')!;
   }
 
   /** Shows the formula for `plan` and, when given, the measured bytes per rank. */
-  update(plan: ParallelPlan, model: PlanModel, measured: RankMemory[] = []): void {
+  update(plan: ParallelPlan, model: PlanModel, measured: RankMemory[] = [], arch = 'gpt'): void {
     let formula: RankMemory[];
     try {
-      formula = formulaMemory(plan, model);
+      formula = formulaMemory(plan, model, arch);
     } catch (e) {
       this.summary.textContent = `No prediction: ${(e as Error).message}`;
       this.bars.replaceChildren();

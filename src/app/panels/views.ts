@@ -20,6 +20,7 @@ export class Views {
   private spans: Span[] = [];
   private plan: ParallelPlan | null = null;
   private model: PlanModel | null = null;
+  private arch = 'gpt';
   private measured: RankMemory[] = [];
   /** Optimizer steps the spans cover (for the traffic prediction); 0 = unknown. */
   private steps = 0;
@@ -33,11 +34,12 @@ export class Views {
   }
 
   /** A new plan chosen in Setup (no run yet): predictions and the mesh follow it. */
-  setPlan(plan: ParallelPlan, model: PlanModel): void {
+  setPlan(plan: ParallelPlan, model: PlanModel, arch = 'gpt'): void {
     this.plan = plan;
     this.model = model;
+    this.arch = arch;
     this.mesh.setShape([plan.dp, plan.pp, plan.cp, plan.tp]);
-    this.memory.update(plan, model, this.measured);
+    this.memory.update(plan, model, this.measured, arch);
     if (!this.spans.length) this.tp.setData(model);
   }
 
@@ -63,7 +65,7 @@ export class Views {
   /** Per-rank memory as the run reported it. */
   setMeasured(mem: RankMemory[]): void {
     this.measured = mem;
-    if (this.plan && this.model) this.memory.update(this.plan, this.model, mem);
+    if (this.plan && this.model) this.memory.update(this.plan, this.model, mem, this.arch);
   }
 
   /** Every span collected so far. */

@@ -1,0 +1,94 @@
+/**
+ * Checkpoints of parallel runs: each rank saves the training state it owns — its shard's values
+ * and AdamW moments, or its ZeRO pieces — as one safetensors file, the way Megatron-LM's
+ * `mp_rank_XX` / DeepSpeed's `zero_pp_rank_X_mp_rank_XX_optim_states` files split a checkpoint
+ * by rank. Everything else a step needs is a function of the step index (learning rate, AdamW's
+ * bias-correction t, the batches (seed, step, micro)), so the state plus the step resumes the
+ * run exactly. Files are tied to the plan: a resumed run must use the same one (resharding a
+ * checkpoint for another plan is not implemented). Runtime-neutral: bytes in, bytes out; the
+ * CLI writes them (src/cli/parallel_checkpoint.ts).
+ */
+import type { Gpu } from '../gpu/context.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { CorruptCheckpointError, decodeSafetensors, encodeSafetensors } from '../train/safetensors.ts';
+import { describePlan, type ParallelPlan } from './plan.ts';
+
+export const RANK_CHECKPOINT_FORMAT = 'webgpu-train-sandbox/parallel-rank/1';
+
+/** What identifies a rank's file: the run's plan and config, the rank, and the next step. */
+export interface RankCheckpointMeta {
+  plan: ParallelPlan;
+  /** The trainer's config as the rank saw it (JSON-clean). */
+  config: Record<string, unknown>;
+  rank: number;
+  worldSize: number;
+  /** The next optimizer step (steps 0 … step−1 are done). */
+  step: number;
+  /** The trainer kind (plan.ts StrategyKind). */
+  kind: string;
+}
+
+/**
+ * Reads `state` (name → GPU tensor, e.g. `params`, `adam.m`, `zero.m`) and encodes it with `meta`.
+ * @throws (rejects with) the GPU's read errors.
+ */
+export async function encodeRankState(gpu: Gpu, state: Record<string, Tensor>, meta: RankCheckpointMeta): Promise<Uint8Array> {
+  const tensors = [];
+  for (const [name, t] of Object.entries(state)) tensors.push({ name, shape: [t.size], data: (await gpu.read(t)) as Float32Array });
+  return await encodeSafetensors(tensors, {
+    format: RANK_CHECKPOINT_FORMAT,
+    plan: JSON.stringify(meta.plan),
+    config: JSON.stringify(meta.config),
+    rank: String(meta.rank),
+    world_size: String(meta.worldSize),
+    step: String(meta.step),
+    kind: meta.kind,
+  });
+}
+
+/** A decoded rank file. */
+export interface LoadedRankState {
+  meta: RankCheckpointMeta;
+  tensors: Map<string, Float32Array>;
+}
+
+/**
+ * Parses one rank's file.
+ * @throws CorruptCheckpointError (naming `what`) for a damaged file, another format, or unreadable metadata.
+ */
+export async function decodeRankState(bytes: Uint8Array, what: string): Promise<LoadedRankState> {
+  const { tensors, metadata: m } = await decodeSafetensors(bytes, what);
+  if (m.format !== RANK_CHECKPOINT_FORMAT) throw new CorruptCheckpointError(what, `format is '${m.format}', expected '${RANK_CHECKPOINT_FORMAT}'`);
+  let meta: RankCheckpointMeta;
+  try {
+    meta = { plan: JSON.parse(m.plan), config: JSON.parse(m.config), rank: Number(m.rank), worldSize: Number(m.world_size), step: Number(m.step), kind: m.kind };
+  } catch (e) {
+    throw new CorruptCheckpointError(what, `metadata unreadable: ${(e as Error).message}`);
+  }
+  for (const k of ['rank', 'worldSize', 'step'] as const) {
+    if (!Number.isInteger(meta[k]) || meta[k] < 0) throw new CorruptCheckpointError(what, `${k} '${meta[k]}' is not a count`);
+  }
+  return { meta, tensors: new Map([...tensors].map(([k, t]) => [k, t.data])) };
+}
+
+/**
+ * Checks that `loaded` belongs to this rank of this run and writes it into `state`. Returns the
+ * step to continue from.
+ * @throws Error when the file was written by another plan, rank or trainer ("resume with the
+ *   same plan"), and CorruptCheckpointError when a tensor is missing or has another length.
+ */
+export function restoreRankState(gpu: Gpu, state: Record<string, Tensor>, loaded: LoadedRankState, expect: Omit<RankCheckpointMeta, 'step' | 'config'>, what: string): number {
+  const { meta } = loaded;
+  const same = JSON.stringify(meta.plan) === JSON.stringify(expect.plan);
+  if (!same || meta.worldSize !== expect.worldSize || meta.kind !== expect.kind) {
+    throw new Error(`${what} was written by '${describePlan(meta.plan)}' (${meta.kind} trainer, ${meta.worldSize} ranks); this run is '${describePlan(expect.plan)}' (${expect.kind}, ${expect.worldSize}): resume with the same plan`);
+  }
+  if (meta.rank !== expect.rank) throw new Error(`${what} holds rank ${meta.rank}'s state, loaded on rank ${expect.rank}`);
+  for (const [name, t] of Object.entries(state)) {
+    const data = loaded.tensors.get(name);
+    if (!data) throw new CorruptCheckpointError(what, `tensor '${name}' is missing`);
+    if (data.length !== t.size) throw new CorruptCheckpointError(what, `tensor '${name}' has ${data.length} elements, this rank's buffer ${t.size}`);
+  }
+  for (const [name, t] of Object.entries(state)) gpu.write(t, loaded.tensors.get(name)!);
+  return meta.step;
+}
