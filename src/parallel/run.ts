@@ -1,9 +1,10 @@
 /**
  * Parallel training runs (issue 5 items 7–8): what every rank of a world does to train one
- * model under a {@link ParallelPlan}, and the host side that drives a launched `World`. Runtime-
- * neutral (browser and Deno module workers): no Deno APIs; the data arrives as text or tokens.
+ * model under a {@link ParallelPlan} (the host side that drives a launched `World` is
+ * run_host.ts). Runtime-neutral (browser and Deno module workers): no Deno APIs; the data
+ * arrives as text or tokens.
  *
- * - Dispatch ({@link strategyOf}): dp → DataParallelTrainer, dp + zero → ZeroTrainer, tp (+sp)
+ * - Dispatch ({@link strategyOf}, run_build.ts): dp → DataParallelTrainer, dp + zero → ZeroTrainer, tp (+sp)
  *   → TensorParallelTrainer, pp → PipelineTrainer, cp → ContextParallelTrainer, ep (dividing dp)
  *   on a gpt-moe or mamba-moe → ExpertParallelTrainer; two or more of dp, pp, tp (+sp) →
  *   MeshTrainer (mesh_trainer.ts). Combinations with cp, ep or ZeRO are refused: "not supported yet: …".
@@ -19,31 +20,23 @@
  *   `stepTraffic` (with the trainer's real bucket sizes and `trainer: kind`, so its scalar
  *   collectives are included), and the bytes of parameters,
  *   gradients, optimizer state and the peak of the GPU buffer pool.
+ * - Checkpoints: {@link RankRun.checkpoint} encodes the rank's state (rank_checkpoint.ts);
+ *   `TrainRankArgs.resume` restores it and continues at its step.
  */
 import type { Communicator } from '../dist/communicator.ts';
-import type { RankTask, World } from '../dist/launch.ts';
+import type { RankTask } from '../dist/launch.ts';
 import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
+import type { Tensor } from '../gpu/tensor.ts';
 import { CharTokenizer } from '../data/tokenizer.ts';
 import { TextDataset } from '../data/dataset.ts';
 import { parseConfig, type TrainConfig } from '../train/config.ts';
 import { meanLoss } from '../train/evaluate.ts';
-import { createModel, createMoEModel } from '../models/registry.ts';
 import { MOE_ARCHS } from '../models/archs.ts';
-import type { LanguageModel } from '../models/model.ts';
-import { expertOf } from '../models/moe.ts';
-import type { ParamStore } from '../nn/params.ts';
-import { DataParallelTrainer } from './data_parallel.ts';
-import { type ZeroStage, ZeroTrainer } from './zero.ts';
-import { fullWeights, gptConfigOf, TensorParallelGPT, TensorParallelTrainer } from './tensor_parallel.ts';
-import { PipelineTrainer } from './pipeline.ts';
-import { ContextParallelTrainer } from './context_parallel.ts';
-import { ExpertParallelTrainer, expertParallelGroups, expertShard } from './expert_parallel.ts';
-import { MeshTrainer } from './mesh_trainer.ts';
-import { type ParallelPlan, type PlanModel, planWorldSize, strategyOf, type StrategyKind, validatePlan } from './plan.ts';
+import { type ParallelPlan, type PlanModel, strategyOf, type StrategyKind, validatePlan } from './plan.ts';
 import { type CommRow, type PlanDim, stepTraffic } from './cost.ts';
 import type { Sent } from './traffic.ts';
-import type { Tensor } from '../gpu/tensor.ts';
+import { type Built, buildTrainer } from './run_build.ts';
 import { decodeRankState, encodeRankState, restoreRankState } from './rank_checkpoint.ts';
 
 export { strategyOf, type StrategyKind } from './plan.ts';
@@ -134,61 +127,6 @@ export function predictedTraffic(kind: StrategyKind, plan: ParallelPlan, model: 
   return stepTraffic(plan, model, rank, { buckets, bias: cfg.bias, topK: cfg.moeTopK, capacityFactor: cfg.capacityFactor, moeEvery: cfg.moeEvery, trainer: kind });
 }
 
-interface Built {
-  step(s: number): Promise<{ loss: number; lr: number; gradNorm: number; sent: Sent }>;
-  params: ParamStore;
-  /** Memory override (ZeRO: what the stage keeps). */
-  memory?: { params: number; grads: number; optimizer: number };
-  /** The whole model, when this rank holds all of it (for validation). */
-  evalModel?: LanguageModel;
-  /** Buffer sizes of the dense gradient sync calls, for stepTraffic. */
-  buckets?: number[];
-  /** What a checkpoint holds (default: the ParamStore's values and AdamW moments). */
-  state?: () => Record<string, Tensor>;
-  dispose(): void;
-}
-
-async function build(gpu: Gpu, world: Communicator, plan: ParallelPlan, kind: StrategyKind, cfg: TrainConfig, data: TextDataset, v: number, bucketBytes?: number | 'layer'): Promise<Built> {
-  const replica = () => createModel(gpu, cfg, v);
-  const own = (t: Built['step'], params: ParamStore, extra: Partial<Built> = {}, dispose = () => params.destroy()): Built => ({ step: t, params, dispose, ...extra });
-  switch (kind) {
-    case 'dp': {
-      const model = replica(), t = new DataParallelTrainer(gpu, model, data, cfg, world, { bucketBytes });
-      return own((s) => t.step(s), model.params, { evalModel: model, buckets: t.buckets.map((b) => b.end - b.start) });
-    }
-    case 'zero': {
-      const model = replica(), t = await ZeroTrainer.create(gpu, model, data, cfg, world, { bucketBytes, stage: plan.zero as ZeroStage });
-      return own((s) => t.step(s), model.params, { memory: t.memory(), evalModel: plan.zero < 3 ? model : undefined, buckets: t.pieces.map((p) => p.c * world.size), state: () => t.trainingState() }, () => t.destroy());
-    }
-    case 'tp': {
-      const full = await fullWeights(gpu, () => replica());
-      const model = new TensorParallelGPT(gpu, gptConfigOf(cfg, v), full, world, { sequenceParallel: plan.sp });
-      const t = new TensorParallelTrainer(gpu, model, data, cfg);
-      return own((s) => t.step(s), model.params, {}, () => (t.dispose(), model.params.destroy()));
-    }
-    case 'pp': {
-      const t = new PipelineTrainer(gpu, data, cfg, v, world, { schedule: plan.schedule, microBatches: plan.microBatches, virtualStages: plan.schedule === 'interleaved' ? plan.virtualStages : undefined });
-      return own((s) => t.step(s), t.model.params, {}, () => t.destroy());
-    }
-    case 'cp': {
-      const model = replica(), t = new ContextParallelTrainer(gpu, model, data, cfg, world, plan.cpKind);
-      return own((s) => t.step(s), model.params, { evalModel: model, buckets: [model.params.grads.size] });
-    }
-    case 'ep': {
-      // gpt-moe or mamba-moe; experts sharded over each EP group, replicated across the dp/ep groups.
-      const groups = expertParallelGroups(world, plan);
-      const model = createMoEModel(gpu, cfg, v, { shard: expertShard(cfg.nExpert, groups.ep.size, groups.ep.rank) });
-      const t = new ExpertParallelTrainer(gpu, model, data, cfg, groups);
-      const dense = model.params.params.filter((p) => !expertOf(p.name)).reduce((a, p) => a + p.size, 0);
-      return own((s) => t.step(s), model.params, { buckets: [dense] });
-    }
-    case 'mesh': {
-      const t = new MeshTrainer(gpu, cfg, plan, world, data, v);
-      return own((s) => t.step(s), t.stages.params, {}, () => t.destroy());
-    }
-  }
-}
-
 /** Token ids and vocabulary of the run's data (a char tokenizer over the text when given text). */
 function encoded(d: RunData): { tokens: Int32Array; vocabSize: number } {
   if (!('text' in d)) return d;
@@ -214,7 +152,7 @@ export class RankRun {
     const data = new TextDataset(tokens, cfg.blockSize, cfg.valFraction, 'training data');
     const gpu = await Gpu.create({ backend: args.backend ?? 'auto' });
     try {
-      const built = await build(gpu, world, args.plan, kind, cfg, data, vocabSize, args.bucketBytes);
+      const built = await buildTrainer(gpu, world, args.plan, kind, cfg, data, vocabSize, args.bucketBytes);
       const rank = world.transport.rank;
       const predicted = predictedTraffic(kind, args.plan, model, cfg, rank, built.buckets);
       const run = new RankRun(world, gpu, kind, args.plan, cfg, data, built, predicted);
@@ -332,59 +270,3 @@ export const PARALLEL_TASKS: Record<string, RankTask> = {
     return s;
   },
 };
-
-/** One step of the whole world, as the host reports it. */
-export interface StepReport extends Omit<RankStepRecord, 'sent' | 'byDim' | 'ms'> {
-  /** Slowest rank's wall ms. */
-  ms: number;
-  /** Per world rank: elements sent by `group/op` and by `dim/collective`. */
-  sent: Sent[];
-  byDim: Record<string, number>[];
-}
-
-/** Where a parallel run checkpoints, and how the host stores a complete set of rank files. */
-export interface ParallelCheckpointing {
-  /** Whether to checkpoint after `done` steps. */
-  at(done: number): boolean;
-  /** Stores the world's files (index = rank) taken after `done` steps. */
-  save(done: number, shards: Uint8Array[]): Promise<void>;
-}
-
-/**
- * Host side: trains `cfg` under `plan` on a launched `world` (whose workers serve
- * {@link PARALLEL_TASKS}), calling `onStep` after every step (in batches of logInterval steps,
- * one round trip each). With `resume` (every rank's file of one checkpoint) the ranks restore
- * their state and the run continues at its step; with `checkpoint` the ranks' files are
- * collected after every step it selects. Returns every step run and every rank's summary.
- * @throws Error when the world's size is not the plan's, `resume` holds another number of
- *   files, or a rank's error ("rank R: …", e.g. a checkpoint of another plan).
- */
-export async function runParallel(
-  world: World,
-  plan: ParallelPlan,
-  cfg: TrainConfig,
-  data: RunData,
-  onStep?: (r: StepReport) => void | Promise<void>,
-  opts: { backend?: Backend; bucketBytes?: number | 'layer'; resume?: { step: number; shards: Uint8Array[] }; checkpoint?: ParallelCheckpointing } = {},
-): Promise<{ steps: StepReport[]; ranks: RankSummary[] }> {
-  if (world.size !== planWorldSize(plan)) throw new Error(`runParallel: the world has ${world.size} ranks, the plan needs ${planWorldSize(plan)}`);
-  if (opts.resume && opts.resume.shards.length !== world.size) throw new Error(`runParallel: the checkpoint has ${opts.resume.shards.length} rank files, the world ${world.size} ranks`);
-  const base = { plan, cfg, data, backend: opts.backend, bucketBytes: opts.bucketBytes };
-  await world.run('trainStart', (r: number) => ({ ...base, resume: opts.resume?.shards[r] }) satisfies TrainRankArgs);
-  const steps: StepReport[] = [];
-  for (let from = opts.resume?.step ?? 0; from < cfg.steps;) {
-    let to = Math.min(cfg.steps, from + cfg.logInterval);
-    if (opts.checkpoint) for (let d = from + 1; d < to; d++) if (opts.checkpoint.at(d)) to = d;
-    const recs = await world.run<RankStepRecord[]>('trainSteps', { to });
-    for (let i = 0; i < to - from; i++) {
-      const r0 = recs[0][i];
-      const rep: StepReport = { ...r0, ms: Math.max(...recs.map((r) => r[i].ms)), sent: recs.map((r) => r[i].sent), byDim: recs.map((r) => r[i].byDim) };
-      rep.tokensPerSec = (cfg.batchSize * cfg.gradAccum * cfg.blockSize * 1000) / rep.ms;
-      steps.push(rep);
-      await onStep?.(rep);
-    }
-    if (opts.checkpoint?.at(to)) await opts.checkpoint.save(to, await world.run<Uint8Array>('trainCheckpoint'));
-    from = to;
-  }
-  return { steps, ranks: await world.run<RankSummary>('trainEnd') };
-}

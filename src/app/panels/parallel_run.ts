@@ -9,7 +9,8 @@
  */
 import { World } from '../../dist/launch.ts';
 import type { Span } from '../../dist/trace.ts';
-import { runParallel, type RankSummary, type StepReport } from '../../parallel/run.ts';
+import type { RankSummary } from '../../parallel/run.ts';
+import { runParallel, type StepReport } from '../../parallel/run_host.ts';
 import type { TrainConfig } from '../../train/config.ts';
 import { spawnRankWorker } from '../rank.ts';
 import type { ParallelChoice } from './parallel_setup.ts';

@@ -1,0 +1,85 @@
+/**
+ * The trainer each strategy runs on a rank (run.ts dispatches by plan.ts `strategyOf`), behind
+ * one small interface: step, the rank's ParamStore, what its memory and checkpoint hold, and the
+ * whole model where the rank has it (for validation).
+ */
+import type { Communicator } from '../dist/communicator.ts';
+import type { Gpu } from '../gpu/context.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import type { TextDataset } from '../data/dataset.ts';
+import type { TrainConfig } from '../train/config.ts';
+import { createModel, createMoEModel } from '../models/registry.ts';
+import type { LanguageModel } from '../models/model.ts';
+import { expertOf } from '../models/moe.ts';
+import type { ParamStore } from '../nn/params.ts';
+import { DataParallelTrainer } from './data_parallel.ts';
+import { type ZeroStage, ZeroTrainer } from './zero.ts';
+import { fullWeights, gptConfigOf, TensorParallelGPT, TensorParallelTrainer } from './tensor_parallel.ts';
+import { PipelineTrainer } from './pipeline.ts';
+import { ContextParallelTrainer } from './context_parallel.ts';
+import { ExpertParallelTrainer, expertParallelGroups, expertShard } from './expert_parallel.ts';
+import { MeshTrainer } from './mesh_trainer.ts';
+import type { ParallelPlan, StrategyKind } from './plan.ts';
+import type { Sent } from './traffic.ts';
+
+/** A rank's trainer as run.ts drives it. */
+export interface Built {
+  step(s: number): Promise<{ loss: number; lr: number; gradNorm: number; sent: Sent }>;
+  params: ParamStore;
+  /** Memory override (ZeRO: what the stage keeps). */
+  memory?: { params: number; grads: number; optimizer: number };
+  /** The whole model, when this rank holds all of it (for validation). */
+  evalModel?: LanguageModel;
+  /** Buffer sizes of the dense gradient sync calls, for stepTraffic. */
+  buckets?: number[];
+  /** What a checkpoint holds (default: the ParamStore's values and AdamW moments). */
+  state?: () => Record<string, Tensor>;
+  dispose(): void;
+}
+
+/**
+ * Builds rank `world.rank`'s model shard and trainer for `kind` (every rank of the world calls it).
+ * @param v vocabulary size; `bucketBytes` DP / ZeRO gradient buckets.
+ * @throws Error from the trainer's constructor (e.g. a batch not divisible by the ranks).
+ */
+export async function buildTrainer(gpu: Gpu, world: Communicator, plan: ParallelPlan, kind: StrategyKind, cfg: TrainConfig, data: TextDataset, v: number, bucketBytes?: number | 'layer'): Promise<Built> {
+  const replica = () => createModel(gpu, cfg, v);
+  const own = (t: Built['step'], params: ParamStore, extra: Partial<Built> = {}, dispose = () => params.destroy()): Built => ({ step: t, params, dispose, ...extra });
+  switch (kind) {
+    case 'dp': {
+      const model = replica(), t = new DataParallelTrainer(gpu, model, data, cfg, world, { bucketBytes });
+      return own((s) => t.step(s), model.params, { evalModel: model, buckets: t.buckets.map((b) => b.end - b.start) });
+    }
+    case 'zero': {
+      const model = replica(), t = await ZeroTrainer.create(gpu, model, data, cfg, world, { bucketBytes, stage: plan.zero as ZeroStage });
+      return own((s) => t.step(s), model.params, { memory: t.memory(), evalModel: plan.zero < 3 ? model : undefined, buckets: t.pieces.map((p) => p.c * world.size), state: () => t.trainingState() }, () => t.destroy());
+    }
+    case 'tp': {
+      const full = await fullWeights(gpu, () => replica());
+      const model = new TensorParallelGPT(gpu, gptConfigOf(cfg, v), full, world, { sequenceParallel: plan.sp });
+      const t = new TensorParallelTrainer(gpu, model, data, cfg);
+      return own((s) => t.step(s), model.params, {}, () => (t.dispose(), model.params.destroy()));
+    }
+    case 'pp': {
+      const t = new PipelineTrainer(gpu, data, cfg, v, world, { schedule: plan.schedule, microBatches: plan.microBatches, virtualStages: plan.schedule === 'interleaved' ? plan.virtualStages : undefined });
+      return own((s) => t.step(s), t.model.params, {}, () => t.destroy());
+    }
+    case 'cp': {
+      const model = replica(), t = new ContextParallelTrainer(gpu, model, data, cfg, world, plan.cpKind);
+      return own((s) => t.step(s), model.params, { evalModel: model, buckets: [model.params.grads.size] });
+    }
+    case 'ep': {
+      // gpt-moe or mamba-moe; experts sharded over each EP group, replicated across the dp/ep groups.
+      const groups = expertParallelGroups(world, plan);
+      const model = createMoEModel(gpu, cfg, v, { shard: expertShard(cfg.nExpert, groups.ep.size, groups.ep.rank) });
+      const t = new ExpertParallelTrainer(gpu, model, data, cfg, groups);
+      const dense = model.params.params.filter((p) => !expertOf(p.name)).reduce((a, p) => a + p.size, 0);
+      return own((s) => t.step(s), model.params, { buckets: [dense] });
+    }
+    case 'mesh': {
+      const t = new MeshTrainer(gpu, cfg, plan, world, data, v);
+      return own((s) => t.step(s), t.stages.params, {}, () => t.destroy());
+    }
+  }
+}
+
