@@ -21,7 +21,8 @@ import { parseTrainArgs, trainHelp } from './args.ts';
 import { parseConfig, PRESETS, type TrainConfig } from '../train/config.ts';
 import { NET_PRESETS, NetworkModel } from '../dist/network.ts';
 import { type CpKind, describePlan, makePlan, paddedVocab, type ParallelPlan, planGroup, type PlanModel, planWorldSize, rankCoords, rankParams, strategyOf, type StrategyKind, validatePlan, zeroWorkingElements } from '../parallel/plan.ts';
-import { bubbleFraction, collectiveTimeUs, type CommRow, p2pTimeUs, type PlanDim, stepTraffic, type TrafficOptions, zeroMemoryFp32 } from '../parallel/cost.ts';
+import { bubbleFraction, type CommRow, type PlanDim, stepTraffic, type TrafficOptions, zeroMemoryFp32 } from '../parallel/cost.ts';
+import { p2pTimeUs, predictUs } from '../dist/cost.ts';
 import { dryRun, type DryRun, makeSchedule, peakInFlight, SCHEDULE_KINDS, type ScheduleKind } from '../parallel/pipeline_schedule.ts';
 import { type ActivationMemory, activationMemory, korthikantiLayerBytes } from '../parallel/activation_memory.ts';
 import { runCli } from './main.ts';
@@ -98,7 +99,7 @@ const groupLink = (net: NetworkModel, g: number[]) => net.spec[g.some((r) => net
 export function rowTimeUs(row: CommRow, net: NetworkModel): number {
   const link = groupLink(net, row.group);
   if (row.collective === 'send') return row.messages * p2pTimeUs(row.n * 4, link);
-  return row.calls * collectiveTimeUs(row.collective, row.algorithm as never, row.n * 4, row.group.length, link);
+  return row.calls * predictUs(row.collective, row.algorithm, row.n * 4, row.group.length, link);
 }
 
 /**

@@ -1,153 +1,16 @@
 /**
- * Analytical costs of a parallel plan (DESIGN.md §6–§7, issue 5 item 8): exact elements each
- * rank sends in every collective algorithm of src/dist/algorithms.ts, α-β time predictions,
- * per-rank memory under each ZeRO stage, the pipeline bubble, and the per-step traffic of a
- * whole plan by parallel dimension ({@link stepTraffic}, DESIGN.md §7's table made exact).
+ * Analytical costs of a parallel plan (DESIGN.md §7, issue 5 item 8): per-rank memory under
+ * each ZeRO stage, the pipeline bubble, and the per-step traffic of a whole plan by parallel
+ * dimension ({@link stepTraffic}, DESIGN.md §7's table made exact). What one collective call
+ * sends and costs is src/dist/cost.ts's.
  *
- * Units: elements (one f32 = 4 bytes), bytes, µs. `n` is the element count of the buffer a
- * call is made with: the vector for allReduce / broadcast / reduce, the full input (p·c) for
- * reduceScatter and allToAll, the full output (p·c) for allGather — the `count` the trace's
- * message headers carry.
+ * Units: elements (one f32 = 4 bytes), bytes. `n` is the element count of the buffer a call is
+ * made with (src/dist/cost.ts's convention).
  */
-import { chunkOffsets, fold } from '../dist/algorithms.ts';
 import type { Algorithm } from '../dist/communicator.ts';
-import type { LinkSpec } from '../dist/network.ts';
+import { type Collective, collectiveTraffic } from '../dist/cost.ts';
 import type { MeshCoords } from '../dist/mesh.ts';
 import { microBatchSize, type ParallelPlan, planGroup, planMesh, type PlanModel, planWorldSize, rankParams, type StrategyKind } from './plan.ts';
-
-export type Collective = 'allReduce' | 'reduceScatter' | 'allGather' | 'broadcast' | 'reduce' | 'allToAll';
-
-/** What one rank puts on the wire in one call. */
-export interface Traffic {
-  elements: number;
-  messages: number;
-}
-
-const ZERO: Traffic = { elements: 0, messages: 0 };
-const add = (a: Traffic, b: Traffic): Traffic => ({ elements: a.elements + b.elements, messages: a.messages + b.messages });
-const one = (elements: number): Traffic => ({ elements, messages: 1 });
-
-/** Elements recursive halving sends from new rank nr over super-chunk offsets `so` (algorithms.ts `halving`). */
-function halvingSent(nr: number, pof2: number, so: number[]): Traffic {
-  let t = ZERO, lo = 0, hi = pof2;
-  for (let mask = pof2 >> 1; mask >= 1; mask >>= 1) {
-    const mid = lo + mask;
-    const [keepLo, keepHi, sendLo, sendHi] = nr & mask ? [mid, hi, lo, mid] : [lo, mid, mid, hi];
-    t = add(t, one(so[sendHi] - so[sendLo]));
-    [lo, hi] = [keepLo, keepHi];
-  }
-  return t;
-}
-
-/** Elements recursive doubling sends from new rank nr (algorithms.ts `doubling`). */
-function doublingSent(nr: number, pof2: number, so: number[]): Traffic {
-  let t = ZERO, lo = nr;
-  for (let mask = 1; mask < pof2; mask <<= 1) {
-    t = add(t, one(so[lo + mask] - so[lo]));
-    lo = Math.min(lo, lo ^ mask);
-  }
-  return t;
-}
-
-/** Binomial tree from `root`: what rank r sends in a broadcast (algorithms.ts `binomialBroadcast`). */
-function binomialBcastSent(n: number, p: number, r: number, root: number): Traffic {
-  const rr = (((r - root) % p) + p) % p;
-  let mask = 1, t = ZERO;
-  while (mask < p && !(rr & mask)) mask <<= 1;
-  for (mask >>= 1; mask > 0; mask >>= 1) if (rr + mask < p) t = add(t, one(n));
-  return t;
-}
-
-/**
- * Exact elements and messages group rank `r` of `p` sends in one call of `coll` with
- * `algorithm` on a buffer of `n` elements (see the module doc), mirroring
- * src/dist/algorithms.ts step by step (chunks from `chunkOffsets`, MPICH's non-power-of-two
- * fold). Ring allReduce on rank r sends 2n − chunk(r) − chunk(r+1).
- * @throws Error for an algorithm the collective does not accept or bad sizes.
- */
-export function collectiveTraffic(coll: Collective, algorithm: Algorithm, n: number, p: number, r: number, root = 0): Traffic {
-  if (!Number.isInteger(n) || n < 0 || !Number.isInteger(p) || p < 1 || !Number.isInteger(r) || r < 0 || r >= p) {
-    throw new Error(`collectiveTraffic: need integers n ≥ 0, p ≥ 1, 0 ≤ r < p; got n ${n}, p ${p}, r ${r}`);
-  }
-  if (p === 1) return ZERO;
-  const offs = chunkOffsets(n, p), size = (c: number) => offs[(c % p) + 1] - offs[c % p];
-  const f = fold(p, r), folded = r < 2 * f.rem;
-  const superOffs = () => [...Array(f.pof2).keys()].map((nr) => offs[f.chunks(nr)[0]]).concat(offs[p]);
-  const bad = () => new Error(`collectiveTraffic: ${coll} has no algorithm '${algorithm}'`);
-  switch (coll) {
-    case 'allReduce':
-      if (algorithm === 'ring') return { elements: 2 * n - size(r) - size(r + 1), messages: 2 * (p - 1) };
-      if (algorithm === 'direct') return { elements: (p - 1) * n, messages: p - 1 };
-      if (algorithm === 'binomial') return add(r === root ? ZERO : one(n), binomialBcastSent(n, p, r, root));
-      if (algorithm === 'recursive-doubling' || algorithm === 'rabenseifner') {
-        if (folded && f.newRank < 0) return one(n); // hands its vector to r+1 and waits
-        const so = chunkOffsets(n, f.pof2);
-        const core = algorithm === 'rabenseifner'
-          ? add(halvingSent(f.newRank, f.pof2, so), doublingSent(f.newRank, f.pof2, so))
-          : { elements: Math.log2(f.pof2) * n, messages: Math.log2(f.pof2) };
-        return folded ? add(core, one(n)) : core;
-      }
-      throw bad();
-    case 'reduceScatter':
-      if (algorithm === 'ring' || algorithm === 'direct') return { elements: n - size(r), messages: p - 1 };
-      if (algorithm === 'rabenseifner') {
-        if (folded && f.newRank < 0) return one(n);
-        const core = halvingSent(f.newRank, f.pof2, superOffs());
-        return folded ? add(core, one(size(r - 1))) : core;
-      }
-      throw bad();
-    case 'allGather':
-      if (algorithm === 'ring') return { elements: n - size(r + 1), messages: p - 1 };
-      if (algorithm === 'direct') return { elements: (p - 1) * size(r), messages: p - 1 };
-      if (algorithm === 'recursive-doubling') {
-        if (folded && f.newRank < 0) return one(size(r));
-        const core = doublingSent(f.newRank, f.pof2, superOffs());
-        return folded ? add(core, one(n)) : core;
-      }
-      throw bad();
-    case 'broadcast':
-      if (algorithm === 'binomial') return binomialBcastSent(n, p, r, root);
-      if (algorithm === 'direct') return r === root ? { elements: (p - 1) * n, messages: p - 1 } : ZERO;
-      throw bad();
-    case 'reduce':
-      if (algorithm === 'binomial' || algorithm === 'direct') return r === root ? ZERO : one(n);
-      throw bad();
-    case 'allToAll':
-      if (algorithm === 'direct') return { elements: n - size(r), messages: p - 1 };
-      throw bad();
-  }
-  throw new Error(`collectiveTraffic: unknown collective '${coll}'`);
-}
-
-/**
- * α-β(-γ) time of one call in µs (DESIGN.md §6 table, MPICH's cost model): n bytes, p ranks,
- * α = link latency, β = 1/bandwidth, γ = reduction time per byte (default 0), lg = ⌈log2 p⌉.
- * ring allReduce 2(p−1)α + 2(p−1)/p·nβ + (p−1)/p·nγ; recursive doubling lg p·(α + nβ + nγ);
- * Rabenseifner 2 lg p·α + 2(p−1)/p·nβ + (p−1)/p·nγ; ring allGather / reduceScatter and
- * pairwise allToAll (p−1)α + (p−1)/p·nβ (+ (p−1)/p·nγ to reduce); binomial broadcast / reduce
- * lg p·(α + nβ) (+ lg p·nγ); direct: (p−1)α + (p−1)·nβ for the busiest rank.
- */
-export function collectiveTimeUs(coll: Collective, algorithm: Algorithm, bytes: number, p: number, link: LinkSpec, gammaUsPerByte = 0): number {
-  if (p <= 1 || bytes === 0) return 0;
-  const a = link.alphaUs, b = 1 / (link.betaGBps * 1e3), g = gammaUsPerByte, n = bytes, lg = Math.ceil(Math.log2(p)), f = (p - 1) / p;
-  const reduces = coll === 'allReduce' || coll === 'reduceScatter' || coll === 'reduce';
-  if (algorithm === 'direct') return (p - 1) * a + (coll === 'allToAll' || coll === 'allGather' || coll === 'reduceScatter' ? f : p - 1) * n * b;
-  if (coll === 'allReduce') {
-    if (algorithm === 'ring') return 2 * (p - 1) * a + 2 * f * n * b + f * n * g;
-    if (algorithm === 'recursive-doubling') return lg * (a + n * b + n * g);
-    if (algorithm === 'rabenseifner') return 2 * lg * a + 2 * f * n * b + f * n * g;
-    if (algorithm === 'binomial') return 2 * lg * (a + n * b) + lg * n * g;
-  }
-  if (coll === 'reduceScatter' || coll === 'allGather' || coll === 'allToAll') {
-    const steps = algorithm === 'ring' || coll === 'allToAll' ? p - 1 : lg;
-    return steps * a + f * n * b + (reduces ? f * n * g : 0);
-  }
-  if (coll === 'broadcast' || coll === 'reduce') return lg * (a + n * b) + (reduces ? lg * n * g : 0);
-  throw new Error(`collectiveTimeUs: ${coll} has no algorithm '${algorithm}'`);
-}
-
-/** One point-to-point message of `bytes` in µs: α + bytes/β. */
-export const p2pTimeUs = (bytes: number, link: LinkSpec) => (bytes === 0 ? 0 : link.alphaUs + bytes / (link.betaGBps * 1e3));
 
 /** Bytes per rank of parameters, gradients and optimizer state. */
 export interface MemoryBytes {

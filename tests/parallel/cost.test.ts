@@ -1,10 +1,9 @@
-/** cost.ts: exact per-rank traffic against src/dist/algorithms.ts run in-process, α-β times, ZeRO memory, bubble, per-plan traffic. */
+/** src/dist/cost.ts's exact per-rank traffic against src/dist/algorithms.ts run in-process; src/parallel/cost.ts's ZeRO memory, bubble, per-plan traffic. */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
 import * as A from '../../src/dist/algorithms.ts';
 import type { Algorithm } from '../../src/dist/communicator.ts';
-import {
-  bubbleFraction, type Collective, collectiveTimeUs, collectiveTraffic, stepTraffic, trafficByKind, zeroMemoryFp32, zeroMemoryMixed,
-} from '../../src/parallel/cost.ts';
+import { type Collective, collectiveTraffic } from '../../src/dist/cost.ts';
+import { bubbleFraction, stepTraffic, trafficByKind, zeroMemoryFp32, zeroMemoryMixed } from '../../src/parallel/cost.ts';
 import { makePlan, type ParallelPlan, rankParams, type StrategyKind } from '../../src/parallel/plan.ts';
 import { gptParamSpecs } from '../../src/models/gpt.ts';
 
@@ -101,19 +100,6 @@ Deno.test('ring formulas: 2(p−1)/p·n allReduce and (p−1)/p·n gathers when 
   equal(collectiveTraffic('allReduce', 'ring', 10, 4, 0).elements, 14);
   throws(() => collectiveTraffic('allToAll', 'ring', 8, 2, 0), /allToAll has no algorithm 'ring'/);
   throws(() => collectiveTraffic('allReduce', 'ring', 8, 2, 2), /0 ≤ r < p/);
-});
-
-Deno.test('α-β times follow the DESIGN.md §6 table', () => {
-  const link = { alphaUs: 5, betaGBps: 2 }, n = 4e6, beta = 1 / 2e3; // µs per byte
-  for (const p of [2, 4, 8]) {
-    const lg = Math.log2(p), f = (p - 1) / p;
-    ok(Math.abs(collectiveTimeUs('allReduce', 'ring', n, p, link, 1e-4) - (2 * (p - 1) * 5 + 2 * f * n * beta + f * n * 1e-4)) < 1e-6);
-    ok(Math.abs(collectiveTimeUs('allReduce', 'recursive-doubling', n, p, link) - lg * (5 + n * beta)) < 1e-6);
-    ok(Math.abs(collectiveTimeUs('allReduce', 'rabenseifner', n, p, link) - (2 * lg * 5 + 2 * f * n * beta)) < 1e-6);
-    ok(Math.abs(collectiveTimeUs('allGather', 'ring', n, p, link) - ((p - 1) * 5 + f * n * beta)) < 1e-6);
-    ok(Math.abs(collectiveTimeUs('broadcast', 'binomial', n, p, link) - lg * (5 + n * beta)) < 1e-6);
-  }
-  equal(collectiveTimeUs('allReduce', 'ring', n, 1, link), 0);
 });
 
 Deno.test('ZeRO memory per rank: fp32 (4+4+8 bytes) and the mixed-precision formulas of DESIGN.md §7', () => {

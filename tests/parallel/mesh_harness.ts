@@ -13,7 +13,7 @@ import { type ParallelPlan, planGroup, planMesh, planWorldSize } from '../../src
 import { gptConfigOf, shardKind, unshardParam } from '../../src/parallel/tensor_parallel.ts';
 import { paddedVocab } from '../../src/parallel/plan.ts';
 import { sequenceParallelGradElements } from '../../src/parallel/sequence_parallel.ts';
-import { collectiveTraffic } from '../../src/parallel/cost.ts';
+import { collectiveTraffic } from '../../src/dist/cost.ts';
 import type { Sent } from '../../src/parallel/traffic.ts';
 import { ringAllReduceSent } from './harness.ts';
 import { type MeshRunResult, type Named, trainMeshRank } from './mesh_rank.ts';

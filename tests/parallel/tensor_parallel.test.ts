@@ -16,7 +16,8 @@ import { flat, gather, localTpRun, oddVocabText, tpReference, type TpRunResult, 
 const TEXT_ODD = oddVocabText(TEXT);
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { makePlan, validatePlan } from '../../src/parallel/plan.ts';
-import { collectiveTraffic, stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
+import { collectiveTraffic } from '../../src/dist/cost.ts';
+import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
 import { sequenceParallelGradElements } from '../../src/parallel/sequence_parallel.ts';
 import { shardKind } from '../../src/parallel/tensor_parallel.ts';
 
