@@ -23,7 +23,8 @@ import { NET_PRESETS, NetworkModel } from '../dist/network.ts';
 import { type CpKind, describePlan, makePlan, paddedVocab, type ParallelPlan, planGroup, type PlanModel, planWorldSize, rankCoords, rankParams, strategyOf, type StrategyKind, validatePlan, zeroWorkingElements } from '../parallel/plan.ts';
 import { bubbleFraction, type CommRow, type PlanDim, stepTraffic, type TrafficOptions, zeroMemoryFp32 } from '../parallel/cost.ts';
 import { p2pTimeUs, predictUs } from '../dist/cost.ts';
-import { dryRun, type DryRun, makeSchedule, peakInFlight, SCHEDULE_KINDS, type ScheduleKind } from '../parallel/pipeline_schedule.ts';
+import { makeSchedule, peakInFlight, SCHEDULE_KINDS, type ScheduleKind } from '../parallel/pipeline_schedule.ts';
+import { dryRun, type DryRun } from '../parallel/pipeline_sim.ts';
 import { type ActivationMemory, activationMemory, korthikantiLayerBytes } from '../parallel/activation_memory.ts';
 import { runCli } from './main.ts';
 

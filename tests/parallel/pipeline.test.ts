@@ -13,7 +13,7 @@ import { maxRel, ringAllReduceSent, TEXT, tinyConfig, WORKER_TEST } from './harn
 import { gather, type PpReference, type PpResult, referenceByName, withPpWorld } from './pp_harness.ts';
 import { checkPipeline, type PipelineOptions } from '../../src/parallel/pipeline.ts';
 import { GPTPipelineStages, WTE } from '../../src/parallel/pipeline_stage.ts';
-import type { Span } from '../../src/parallel/pipeline_schedule.ts';
+import type { Span } from '../../src/parallel/pipeline_sim.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { makePlan, rankParams } from '../../src/parallel/plan.ts';
 import { stepTraffic } from '../../src/parallel/cost.ts';

@@ -1,8 +1,9 @@
 /** Pipeline schedules as data: invariants, deadlock checks, dry-run bubbles and in-flight activations. */
 import { deepStrictEqual, equal, match, ok, throws } from 'node:assert/strict';
 import {
-  checkSchedule, dryRun, gpipe, interleaved, makeSchedule, oneFOneB, peakInFlight, type PipelineSchedule, scheduleProblems,
+  checkSchedule, gpipe, interleaved, makeSchedule, oneFOneB, peakInFlight, type PipelineSchedule, scheduleProblems,
 } from '../../src/parallel/pipeline_schedule.ts';
+import { dryRun } from '../../src/parallel/pipeline_sim.ts';
 import { bubbleFraction } from '../../src/parallel/cost.ts';
 
 const PS = [1, 2, 3, 4], MS = [1, 2, 3, 4, 8];

@@ -11,7 +11,7 @@ import { CharTokenizer } from '../../src/data/tokenizer.ts';
 import { TextDataset } from '../../src/data/dataset.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import type { PipelineOptions } from '../../src/parallel/pipeline.ts';
-import type { Span } from '../../src/parallel/pipeline_schedule.ts';
+import type { Span } from '../../src/parallel/pipeline_sim.ts';
 import type { Sent } from '../../src/parallel/traffic.ts';
 import { TEXT } from './harness.ts';
 import { withRankWorld } from '../dist/world.ts';

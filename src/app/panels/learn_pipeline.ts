@@ -7,7 +7,8 @@
  * GPipe keeps all m alive, 1F1B at most p.
  */
 import { bubbleFraction } from '../../parallel/cost.ts';
-import { dryRun, makeSchedule, peakInFlight, type ScheduleKind, type Span as PipeSpan } from '../../parallel/pipeline_schedule.ts';
+import { makeSchedule, peakInFlight, type ScheduleKind } from '../../parallel/pipeline_schedule.ts';
+import { dryRun, type Span as PipeSpan } from '../../parallel/pipeline_sim.ts';
 
 const COSTS = { forwardMs: 1, backwardMs: 2, p2pMs: 0.1 };
 
