@@ -12,7 +12,8 @@ import { CharTokenizer } from '../../src/data/tokenizer.ts';
 import { TextDataset } from '../../src/data/dataset.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import type { Sent } from '../../src/parallel/traffic.ts';
-import { fullWeights, gptConfigOf, shardKind, TensorParallelGPT, TensorParallelTrainer, unshardParam } from '../../src/parallel/tensor_parallel.ts';
+import { fullWeights, gptConfigOf, shardKind, TensorParallelGPT, unshardParam } from '../../src/parallel/tensor_parallel.ts';
+import { TensorParallelTrainer } from '../../src/parallel/tp_trainer.ts';
 import { gptParamSpecs } from '../../src/models/gpt.ts';
 import { withRankWorld } from '../dist/world.ts';
 
