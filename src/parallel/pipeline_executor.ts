@@ -1,0 +1,140 @@
+/**
+ * One pipeline rank's program run for one step (pipeline.ts's module doc gives the semantics:
+ * a tape per (micro, stage), `sendForward` as the autograd function whose backward is the
+ * received gradient, buffered point-to-point sends on the pp group). Shared by PipelineTrainer
+ * and the mesh trainer (mesh_trainer.ts), whose stages are tensor-parallel.
+ */
+import type { Gpu } from '../gpu/context.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { Tape } from '../autograd/tape.ts';
+import { RULES } from '../autograd/rules.ts';
+import { axpy } from '../kernels/elementwise.ts';
+import type { Communicator } from '../dist/communicator.ts';
+import { wallMs } from '../dist/trace.ts';
+import type { PipeAction, PipelineSchedule } from './pipeline_schedule.ts';
+import type { Span } from './pipeline_sim.ts';
+import { type PipelineStageModel, sendForward } from './pipeline_stage.ts';
+
+/** What one (micro, stage) keeps between its actions. */
+interface Slot {
+  tape: Tape;
+  input?: Tensor;
+  output?: Tensor;
+  /** Gradient of the output, received (or handed over locally) before the backward. */
+  dOut?: Float32Array;
+  /** Gradient of the input after the backward, to send back. */
+  dIn?: Float32Array;
+}
+
+const short = (a: PipeAction) =>
+  ({ forward: 'F', backward: 'B', 'send-act': 'sa', 'recv-act': 'ra', 'send-grad': 'sg', 'recv-grad': 'rg' })[a.kind] + a.micro + `@${a.stage}`;
+
+/** Records a span of `kind` from `start` (epoch ms) to now. */
+export type SpanFn = (kind: Span['kind'], start: number, label: string, action?: PipeAction) => void;
+
+/**
+ * Runs one pipeline rank's program of a schedule over its stage model for one step: the part
+ * of the pipeline shared by PipelineTrainer and the mesh trainer (mesh_trainer.ts), whose
+ * stages are tensor-parallel. Messages go over `p2p` (the pp group; group rank = pipeline rank).
+ */
+export class PipelineExecutor {
+  /**
+   * @param rows b, rows per micro-batch. @param t tokens per row.
+   * @param p2p the pp group, used for send/recv only.
+   */
+  constructor(readonly gpu: Gpu, readonly model: PipelineStageModel, readonly p2p: Communicator, readonly plan: PipelineSchedule, readonly rows: number, readonly t: number) {}
+
+  /**
+   * Runs this rank's program over micro-batches of `x`, `y` (m·b·t host ids, micro i = rows
+   * [i·b, (i+1)·b)); the last stage adds loss/m of every micro-batch to `lossAcc` (2).
+   * @throws (rejects with) a peer's failure or timeout, or a schedule action out of order.
+   */
+  async run(x: Int32Array, y: Int32Array, lossAcc: Tensor, span: SpanFn): Promise<void> {
+    const slots = new Map<string, Slot>();
+    for (const a of this.plan.ranks[this.p2p.rank]) await this.action(a, x, y, lossAcc, slots, span);
+    if (slots.size) throw new Error(`pipeline: ${slots.size} (micro, stage) slots left open after the schedule`);
+  }
+
+  /** Executes one action of this rank's program. */
+  private async action(a: PipeAction, bx: Int32Array, by: Int32Array, lossAcc: Tensor, slots: Map<string, Slot>, span: SpanFn): Promise<void> {
+    const { gpu, model } = this;
+    const key = (micro: number, stage: number) => `${micro}:${stage}`;
+    const b = this.rows, t = this.t, shape = model.actShape(b, t), size = shape.reduce((u, w) => u * w, 1);
+    const open = (micro: number, stage: number) => {
+      let s = slots.get(key(micro, stage));
+      if (!s) slots.set(key(micro, stage), s = { tape: new Tape(gpu, model.gradMap) });
+      return s;
+    };
+    const slot = open(a.micro, a.stage);
+    const close = () => slots.delete(key(a.micro, a.stage));
+    const start = wallMs(), label = short(a);
+    switch (a.kind) {
+      case 'forward': {
+        const { tape } = slot, rows = [a.micro * b * t, (a.micro + 1) * b * t] as const;
+        let x: Tensor;
+        if (a.stage === 0) x = await model.embed(tape, bx.slice(...rows), b, t);
+        else {
+          if (!slot.input && model.holds(a.stage - 1)) this.handOver(slots.get(key(a.micro, a.stage - 1)), slot, shape);
+          if (!slot.input) throw new Error(`pipeline: ${label} runs before its activation arrived`);
+          x = slot.input;
+        }
+        const out = await model.blocks(tape, x, a.stage, b, t);
+        if (a.stage === model.S - 1) {
+          const m = this.plan.m;
+          axpy(gpu, 1 / m, await model.head(tape, out, by.slice(...rows), 1 / m), lossAcc);
+        } else {
+          slot.output = out;
+          sendForward(tape, out, () => {
+            if (!slot.dOut) throw new Error(`pipeline: backward of micro ${a.micro} stage ${a.stage} has no output gradient (recv-grad missing)`);
+            return slot.dOut;
+          });
+        }
+        await gpu.sync();
+        return void span('compute', start, label, a);
+      }
+      case 'backward': {
+        await slot.tape.backwardAsync(RULES);
+        if (a.stage > 0) {
+          const g = slot.tape.gradOf(slot.input!);
+          slot.dIn = g ? ((await gpu.read(g)) as Float32Array).slice() : new Float32Array(size);
+        } else await gpu.sync();
+        slot.tape.dispose();
+        if (a.stage > 0 && model.holds(a.stage - 1)) open(a.micro, a.stage - 1).dOut = slot.dIn; // same-rank hand-off (p = 1)
+        if (a.stage === 0 || model.holds(a.stage - 1)) close();
+        return void span('compute', start, label, a);
+      }
+      case 'send-act': {
+        const host = (await gpu.read(slot.output!)) as Float32Array;
+        await this.p2p.send(host, a.peer!);
+        return void span('comm', start, label, a);
+      }
+      case 'send-grad': {
+        await this.p2p.send(slot.dIn!, a.peer!);
+        close();
+        return void span('comm', start, label, a);
+      }
+      case 'recv-act':
+      case 'recv-grad': {
+        const host = await this.p2p.recv(new Float32Array(size), a.peer!);
+        span('idle', start, `wait ${label}`, a);
+        const got = wallMs();
+        if (a.kind === 'recv-grad') slot.dOut = host;
+        else {
+          slot.input = slot.tape.alloc(shape, `pp.act${a.micro}@${a.stage}`);
+          gpu.write(slot.input, host);
+          slot.tape.requireGrad(slot.input);
+        }
+        return void span('comm', got, label, a);
+      }
+    }
+  }
+
+  /** Same-rank hand-off (p = 1, v > 1): stage s−1's output becomes stage s's input leaf by a GPU copy. */
+  private handOver(prev: Slot | undefined, slot: Slot, shape: number[]): void {
+    if (!prev?.output) return;
+    slot.input = slot.tape.alloc(shape, 'pp.act');
+    this.gpu.copy(prev.output, slot.input);
+    slot.tape.requireGrad(slot.input);
+  }
+}
+
