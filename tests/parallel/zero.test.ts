@@ -22,10 +22,11 @@ const cases = [
   { stage: 2, gradAccum: 2, nLayer: 2, bucketBytes: 'layer' as const },
   // Four blocks, so that one layer plus the shard is visibly less than the whole model.
   { stage: 3, gradAccum: 1, nLayer: 4, bucketBytes: 'layer' as const },
+  { stage: 3, gradAccum: 2, nLayer: 4, bucketBytes: 'layer' as const },
 ];
 
 Deno.test({
-  name: 'ZeRO-1 / ZeRO-2 (gradAccum 2) / ZeRO-3 (per-layer gathers) on dp2 match the single-rank run; traffic is exact',
+  name: 'ZeRO-1 / ZeRO-2 (gradAccum 2) / ZeRO-3 (per-layer gathers, gradAccum 1 and 2) on dp2 match the single-rank run; traffic and memory are exact',
   ...WORKER_TEST,
   fn: async () => {
     const gpu = await testGpu();
