@@ -29,12 +29,17 @@
 // pass costs O(size), nothing next to the matmul.)
 //
 // Output: `main` stores vec4 rows with row stride ldc. When N % 4 == 0 and K is not split,
-// that is C itself: alpha·AB + beta·C. Otherwise it stores raw sums to partials: rows padded
-// to ldc = N rounded up to 4, split z (grid z covers K range [z·k_split, (z+1)·k_split)) at
-// element z·mn_pad; `reduce_splits` then writes C = alpha·Σ + beta·C. That is split-K
-// without float atomics.
+// that is C itself: alpha·AB + beta·C (+ bias). Otherwise it stores raw sums to partials: rows
+// padded to ldc = N rounded up to 4, split z (grid z covers K range [z·k_split, (z+1)·k_split))
+// at element z·mn_pad; `reduce_splits` then writes C = alpha·Σ + beta·C (+ bias). That is
+// split-K without float atomics.
 //
-// Bindings: 0 a (read), 1 b (read), 2 c (read_write), 3 params.
+// Bias epilogue (cuBLASLt's CUBLASLT_EPILOGUE_BIAS; llm.c's matmul_forward): when has_bias,
+// bias[j] (N values) is added to every row of C in whichever pass writes C, so it is added
+// exactly once however K is split, and a linear layer needs no separate bias pass over C.
+// Without a bias the TS side binds any read-only buffer there and has_bias = 0 keeps it unread.
+//
+// Bindings: 0 a (read), 1 b (read), 2 c (read_write), 3 bias (read), 4 params.
 
 struct Params {
   m: u32,
@@ -49,12 +54,14 @@ struct Params {
   lda: u32,      // A's stored row length (K, or M when TRANS_A), a multiple of 4
   ldb: u32,      // B's stored row length (N, or K when TRANS_B), a multiple of 4
   wg_x: u32,     // main: lanes of a workgroup along N (1, 2, 4 or 8); the rest go along M
+  has_bias: u32, // 1: add bias (N values) to each row of C where C is written; main only with N % 4 == 0
 }
 
 @group(0) @binding(0) var<storage, read> a: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> b: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> c: array<vec4<f32>>;
-@group(0) @binding(3) var<uniform> p: Params;
+@group(0) @binding(3) var<storage, read> bias: array<vec4<f32>>;
+@group(0) @binding(4) var<uniform> p: Params;
 
 const TRANS_A: bool = false;
 const TRANS_B: bool = false;
@@ -177,29 +184,43 @@ fn k_step(acc: ptr<function, Acc>, r: u32, c: u32, k: u32, k_end: u32) {
   (*acc).g15 = quad_fma((*acc).g15, a_quad(r + 60u, k, k_end), b0, b1, b2, b3);
 }
 
-// Stores 4 columns of one row, alpha·v + beta·C, as one vec4 (`col` and ldc are multiples
-// of 4). C's old value is dropped by a select when beta == 0, since a fresh pool buffer may
-// hold NaNs. (Loading it anyway costs nothing measurable, and saves a second pipeline per
-// layout: seconds of LLVM time each on lavapipe.)
-fn store_row(base: u32, row: u32, col: u32, v: vec4<f32>) {
+// The bias of columns col..col+15 as 4 vec4 (column j = bias[col+4j .. col+4j+3]), zeros
+// without a bias. Loaded once per invocation, not per stored row. Only called with N % 4 == 0
+// when has_bias (the TS side sends ragged N through reduce_splits), so the clamp to the last
+// vec4 just keeps the lanes past N, whose stores are dropped, in bounds.
+fn bias_quad(col: u32) -> mat4x4<f32> {
+  if (p.has_bias == 0u) {
+    return mat4x4<f32>();
+  }
+  let last = p.n / 4u - 1u;
+  let q = col / 4u;
+  return mat4x4<f32>(bias[min(q, last)], bias[min(q + 1u, last)], bias[min(q + 2u, last)], bias[min(q + 3u, last)]);
+}
+
+// Stores 4 columns of one row, alpha·v + beta·C + bv, as one vec4 (`col` and ldc are
+// multiples of 4; bv is the bias of those columns, or zeros). C's old value is dropped by a
+// select when beta == 0, since a fresh pool buffer may hold NaNs. (Loading it anyway costs
+// nothing measurable, and saves a second pipeline per layout: seconds of LLVM time each on
+// lavapipe.)
+fn store_row(base: u32, row: u32, col: u32, v: vec4<f32>, bv: vec4<f32>) {
   if (row < p.m && col < p.n) {
     let i = (base + row * p.ldc + col) >> 2u;
-    c[i] = p.alpha * v + select(vec4<f32>(0.0), p.beta * c[i], p.beta != 0.0);
+    c[i] = p.alpha * v + select(vec4<f32>(0.0), p.beta * c[i], p.beta != 0.0) + bv;
   }
 }
 
-fn store_block(base: u32, r: u32, col: u32, blk: mat4x4<f32>) {
-  store_row(base, r, col, blk[0]);
-  store_row(base, r + 1u, col, blk[1]);
-  store_row(base, r + 2u, col, blk[2]);
-  store_row(base, r + 3u, col, blk[3]);
+fn store_block(base: u32, r: u32, col: u32, blk: mat4x4<f32>, bv: vec4<f32>) {
+  store_row(base, r, col, blk[0], bv);
+  store_row(base, r + 1u, col, blk[1], bv);
+  store_row(base, r + 2u, col, blk[2], bv);
+  store_row(base, r + 3u, col, blk[3], bv);
 }
 
-fn store_quad(base: u32, r: u32, col: u32, q: Quad) {
-  store_block(base, r, col, q.j0);
-  store_block(base, r, col + 4u, q.j1);
-  store_block(base, r, col + 8u, q.j2);
-  store_block(base, r, col + 12u, q.j3);
+fn store_quad(base: u32, r: u32, col: u32, q: Quad, bq: mat4x4<f32>) {
+  store_block(base, r, col, q.j0, bq[0]);
+  store_block(base, r, col + 4u, q.j1, bq[1]);
+  store_block(base, r, col + 8u, q.j2, bq[2]);
+  store_block(base, r, col + 12u, q.j3, bq[3]);
 }
 
 @compute @workgroup_size(LANES)
@@ -220,6 +241,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // so it is not unrolled) over the row quads: 16 stores of code instead of 256. Unrolled,
   // they made up three quarters of lavapipe's compile time (ten times that with loads of C).
   let base = wid.z * p.mn_pad;
+  let bq = bias_quad(col);
   let quads = min(TM / 4u, (p.m - r + 3u) / 4u);
   for (var g = 0u; g < quads; g++) {
     var q: Quad;
@@ -241,7 +263,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       case 14u: { q = acc.g14; }
       default: { q = acc.g15; }
     }
-    store_quad(base, r + 4u * g, col, q);
+    store_quad(base, r + 4u * g, col, q, bq);
   }
 }
 
@@ -250,10 +272,10 @@ fn flat_index(gid: vec3<u32>, groups: vec3<u32>) -> u32 {
   return gid.x + gid.y * groups.x * WG_1D;
 }
 
-// C = alpha · Σ_z partial[z] + beta · C. Partials (bound as `a`) hold M rows of ldc columns,
-// split z at element z · mn_pad; one invocation per 4 columns of a row. C is loaded
+// C = alpha · Σ_z partial[z] + beta · C (+ bias). Partials (bound as `a`) hold M rows of ldc
+// columns, split z at element z · mn_pad; one invocation per 4 columns of a row. C is loaded
 // unconditionally (clamped, in bounds) and dropped by a select when beta == 0, since a fresh
-// pool buffer may hold NaNs.
+// pool buffer may hold NaNs. The bias is added here, once, never to the partials.
 @compute @workgroup_size(WG_1D)
 fn reduce_splits(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
   let i4 = flat_index(gid, groups);
@@ -271,15 +293,24 @@ fn reduce_splits(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wor
   let e = row * p.n + col;
   if (p.n % 4u == 0u) {
     // Rows of C are vec4-aligned: one vec4 load and store.
-    c[e >> 2u] = p.alpha * s + select(vec4<f32>(0.0), p.beta * c[e >> 2u], p.beta != 0.0);
+    var v = p.alpha * s + select(vec4<f32>(0.0), p.beta * c[e >> 2u], p.beta != 0.0);
+    if (p.has_bias != 0u) {
+      v += bias[col >> 2u];
+    }
+    c[e >> 2u] = v;
     return;
   }
   let last = p.m * p.n - 1u;
   for (var t = 0u; t < 4u; t++) {
     let i = min(e + t, last);
     let old = c[i >> 2u][i & 3u];
+    var v = p.alpha * s[t] + select(0.0, p.beta * old, p.beta != 0.0);
+    if (p.has_bias != 0u) {
+      let j = min(col + t, p.n - 1u);
+      v += bias[j >> 2u][j & 3u];
+    }
     if (col + t < p.n) {
-      c[i >> 2u][i & 3u] = p.alpha * s[t] + select(0.0, p.beta * old, p.beta != 0.0);
+      c[i >> 2u][i & 3u] = v;
     }
   }
 }

@@ -1,5 +1,5 @@
 // Shared-memory tiled f32 matmul for discrete and integrated GPUs:
-//   C (M,N) = alpha · op(A) · op(B) + beta · C
+//   C (M,N) = alpha · op(A) · op(B) + beta · C (+ bias, broadcast over rows)
 // op(A) is (M,K): A stored (M,K), or (K,M) when TRANS_A; op(B) is (K,N): B stored (K,N), or
 // (N,K) when TRANS_B; all row-major, any M, N, K (bounds-checked loads and stores).
 //
@@ -10,7 +10,11 @@
 // accumulates a 4×4 sub-block from them. On CPU adapters matmul.wgsl is used instead: there
 // workgroup memory and barriers cost more than the reuse they buy.
 //
-// Bindings: 0 a (read), 1 b (read), 2 c (read_write), 3 params.
+// The optional bias (N values; cuBLASLt's BIAS epilogue) is added as each element of C is
+// written, saving a separate pass over C. Without one the TS side binds any read-only buffer
+// there and has_bias = 0 keeps it unread.
+//
+// Bindings: 0 a (read), 1 b (read), 2 c (read_write), 3 bias (read), 4 params.
 
 struct Params {
   m: u32,
@@ -20,13 +24,14 @@ struct Params {
   ldb: u32,  // B's stored row length: N, or K when TRANS_B
   alpha: f32,
   beta: f32,
-  _pad: u32,
+  has_bias: u32,  // 1: add bias[j] to column j of C
 }
 
 @group(0) @binding(0) var<storage, read> a: array<f32>;
 @group(0) @binding(1) var<storage, read> b: array<f32>;
 @group(0) @binding(2) var<storage, read_write> c: array<f32>;
-@group(0) @binding(3) var<uniform> p: Params;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
 
 const TRANS_A: bool = false;
 const TRANS_B: bool = false;
@@ -99,6 +104,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
       var v = p.alpha * acc[r][q];
       // beta = 0 must not read C: it may hold garbage (NaN · 0 is NaN).
       if (p.beta != 0.0) { v += p.beta * c[i * p.n + j]; }
+      if (p.has_bias != 0u) { v += bias[j]; }
       c[i * p.n + j] = v;
     }
   }

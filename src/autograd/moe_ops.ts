@@ -12,7 +12,6 @@
 import type { Gpu } from '../gpu/context.ts';
 import { Tensor } from '../gpu/tensor.ts';
 import { matmul } from '../kernels/matmul.ts';
-import { addBiasInPlace } from '../kernels/elementwise.ts';
 import { columnSum } from '../kernels/reduce.ts';
 import {
   auxLossBackward,
@@ -107,8 +106,7 @@ export function expertLinear(tape: Tape, x: Tensor, ws: Tensor[], bs: (Tensor | 
   const y = tape.alloc([e * rows, cout], label);
   for (let i = 0; i < e; i++) {
     const yi = rowBlock(y, i * rows, rows, cout);
-    matmul(tape.gpu, rowBlock(x, i * rows, rows, cin), ws[i], yi, rows, cout, cin, { transB: true });
-    if (bs[i]) addBiasInPlace(tape.gpu, yi, bs[i]!);
+    matmul(tape.gpu, rowBlock(x, i * rows, rows, cin), ws[i], yi, rows, cout, cin, { transB: true, bias: bs[i] });
   }
   tape.record({ op: 'moeExpertLinear', x, ws, bs, y, rows, cin, cout }, [x, ...ws, ...bs], [y]);
   return y;

@@ -4,7 +4,7 @@
  * model wiring fails with a message instead of a GPU validation error.
  */
 import { matmul } from '../kernels/matmul.ts';
-import { add as addKernel, addBiasInPlace, geluForward } from '../kernels/elementwise.ts';
+import { add as addKernel, geluForward } from '../kernels/elementwise.ts';
 import { layerNormForward } from '../kernels/layernorm.ts';
 import { attentionForward } from '../kernels/attention.ts';
 import { flashAttentionForward } from '../kernels/flash_attention.ts';
@@ -28,15 +28,17 @@ function expect(cond: boolean, msg: () => string): void {
   if (!cond) throw new Error(msg());
 }
 
-/** y (N, Cout) = x (N, Cin) · wᵀ + b, w (Cout, Cin) as torch.nn.Linear. */
+/**
+ * y (N, Cout) = x (N, Cin) · wᵀ + b, w (Cout, Cin) as torch.nn.Linear. The bias is added by
+ * the matmul's epilogue as y is written (llm.c's matmul_forward), not by a second pass over y.
+ */
 export function linear(tape: Tape, x: Tensor, w: Tensor, b: Tensor | null, label = 'linear'): Tensor {
   const [cout, cin] = w.shape;
   const n = x.size / cin;
   expect(Number.isInteger(n), () => `${label}: input [${x.shape}] is not a multiple of in_features ${cin}`);
   expect(!b || b.size === cout, () => `${label}: bias of ${b?.size} for out_features ${cout}`);
   const y = tape.alloc([n, cout], label);
-  matmul(tape.gpu, x, w, y, n, cout, cin, { transB: true });
-  if (b) addBiasInPlace(tape.gpu, y, b);
+  matmul(tape.gpu, x, w, y, n, cout, cin, { transB: true, bias: b });
   tape.record({ op: 'linear', x, w, b, y, n, cin, cout }, [x, w, b], [y]);
   return y;
 }

@@ -5,7 +5,7 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { matmul, matmulPlain, type MatmulOptions } from '../kernels/matmul.ts';
+import { matmul, matmulPlain, matmulTuning, type MatmulOptions } from '../kernels/matmul.ts';
 import { type BenchTiming, fill, timeKernels } from './timing.ts';
 
 export type { BenchTiming };
@@ -102,6 +102,53 @@ export async function benchMatmulShapes(gpu: Gpu, shapes = TRAINING_SHAPES, timi
       const layout = `${opts.transA ? 'T' : 'N'}${opts.transB ? 'T' : 'N'}${opts.beta ? ' β=1' : ''}`;
       rows.push({ name, m, n, k, layout, ms, gflops: (2 * m * n * k) / (ms * 1e6) });
     });
+  }
+  return rows;
+}
+
+/** Fused vs unfused bias of one forward linear shape (see {@link benchBiasEpilogue}). */
+export interface BiasBenchRow {
+  name: string;
+  m: number;
+  n: number;
+  k: number;
+  /** Median ms of matmul with the bias epilogue. */
+  fusedMs: number;
+  /** Median ms of matmul, then addBiasInPlace over C. */
+  unfusedMs: number;
+  /** unfusedMs / fusedMs: above 1 when the epilogue is faster. */
+  ratio: number;
+}
+
+/**
+ * Times y (M,N) = x (M,K)·wᵀ + b with the bias in the matmul epilogue against the two-pass
+ * sequence (`matmulTuning.fuseBias = false`: matmul, then addBiasInPlace), on the same
+ * tensors in alternating repetitions, at the forward shapes of {@link TRAINING_SHAPES} plus
+ * the two (N,128)-output projections of a GPT block.
+ */
+export async function benchBiasEpilogue(gpu: Gpu, timing: BenchTiming = {}): Promise<BiasBenchRow[]> {
+  const t = { reps: 7, minRepMs: 100, maxMsPerShape: 15_000, ...timing };
+  const shapes = [
+    ...TRAINING_SHAPES.filter((s) => s.opts.transB && !s.opts.beta),
+    { name: 'attn-proj fwd x·Wᵀ', m: 1024, n: 128, k: 128 },
+    { name: 'mlp-proj fwd x·Wᵀ', m: 1024, n: 128, k: 512 },
+  ];
+  const rows: BiasBenchRow[] = [];
+  for (const { name, m, n, k } of shapes) {
+    const bias = gpu.upload(fill(n, 4), [n], 'f32', 'bench.bias');
+    await withOperands(gpu, m, n, k, async (a, b, c) => {
+      const run = (fused: boolean) => (batch: number) => {
+        const before = matmulTuning.fuseBias;
+        matmulTuning.fuseBias = fused;
+        try {
+          for (let i = 0; i < batch; i++) matmul(gpu, a, b, c, m, n, k, { transB: true, bias });
+        } finally {
+          matmulTuning.fuseBias = before;
+        }
+      };
+      const [fusedMs, unfusedMs] = await timeKernels(gpu, [run(true), run(false)], t);
+      rows.push({ name, m, n, k, fusedMs, unfusedMs, ratio: unfusedMs / fusedMs });
+    }).finally(() => bias.release());
   }
   return rows;
 }

@@ -10,7 +10,7 @@
 import { parseArgs } from 'node:util';
 import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
-import { benchMatmul, benchMatmulShapes } from '../bench/matmul.ts';
+import { benchBiasEpilogue, benchMatmul, benchMatmulShapes } from '../bench/matmul.ts';
 import { benchTrain } from '../bench/train.ts';
 import { commMain } from '../bench/comm.ts';
 import { attentionTable, benchAttention, parseAttentionFlag } from '../bench/attention.ts';
@@ -53,17 +53,25 @@ export const SUITES: Record<string, Suite> = {
         ['training shape', 'M×N×K', 'layout', 'ms', 'GFLOP/s'],
         shapes.map((r) => [r.name, `${r.m}×${r.n}×${r.k}`, r.layout, fmt(r.ms), fmt(r.gflops)]),
       ));
-      return { squares: rows, training: shapes };
+      const bias = await benchBiasEpilogue(gpu);
+      log('');
+      log(table(
+        ['y = x·Wᵀ + b', 'M×N×K', 'fused ms', 'matmul + bias pass ms', 'unfused / fused'],
+        bias.map((r) => [r.name, `${r.m}×${r.n}×${r.k}`, fmt(r.fusedMs), fmt(r.unfusedMs), `${r.ratio.toFixed(2)}×`]),
+      ));
+      return { squares: rows, training: shapes, biasEpilogue: bias };
     },
   },
   train: {
-    description: 'ms/step and tokens/s of training steps of the tiny and nanogpt-cpu presets on Tiny Shakespeare',
+    description: 'ms/step and tokens/s of training steps of the tiny and nanogpt-cpu presets on Tiny Shakespeare; the bias add fused into the matmul vs a separate pass, alternating in the same run',
     async run({ gpu, log }) {
       const text = await Deno.readTextFile(new URL('../../public/data/tinyshakespeare.txt', import.meta.url));
       const rows = [await benchTrain(gpu, text, 'tiny', 20, 3), await benchTrain(gpu, text, 'nanogpt-cpu', 10, 3)];
       log(table(
-        ['preset', 'params', 'tokens/step', 'ms/step', 'tokens/s', 'model GFLOP/s'],
-        rows.map((r) => [r.preset, String(r.params), String(r.tokensPerStep), fmt(r.msPerStep), fmt(r.tokensPerSec), fmt(r.gflops)]),
+        ['preset', 'params', 'tokens/step', 'ms/step', 'unfused-bias ms/step', 'fused speedup', 'tokens/s', 'model GFLOP/s'],
+        rows.map((r) => [r.preset, String(r.params), String(r.tokensPerStep), fmt(r.msPerStep),
+          r.unfusedMsPerStep ? fmt(r.unfusedMsPerStep) : '-', r.fusedSpeedup ? `${r.fusedSpeedup.toFixed(2)}×` : '-',
+          fmt(r.tokensPerSec), fmt(r.gflops)]),
       ));
       for (const r of rows.filter((x) => x.kernels.length)) {
         const total = r.kernels.reduce((a, k) => a + k.ms, 0);

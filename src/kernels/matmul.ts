@@ -1,6 +1,7 @@
 /**
- * Matmul: C (M,N) = alpha·op(A)·op(B) + beta·C with transpose flags, so backward passes need
- * no materialised transposes (dX = dY·Wᵀ, dW = Xᵀ·dY; DESIGN.md §5).
+ * Matmul: C (M,N) = alpha·op(A)·op(B) + beta·C (+ bias) with transpose flags, so backward
+ * passes need no materialised transposes (dX = dY·Wᵀ, dW = Xᵀ·dY; DESIGN.md §5), and an
+ * optional bias epilogue so a linear layer's forward is one pass over its output.
  *
  * The shipped kernel (shaders/matmul.wgsl `main`) is register-blocked: every invocation keeps
  * a 64×16 block of C in registers and streams aligned vec4 loads of op(A) and op(B) straight
@@ -17,8 +18,9 @@ import { cdiv, f32bits, type Gpu } from '../gpu/context.ts';
 import { Tensor } from '../gpu/tensor.ts';
 import { grid1d } from './grid.ts';
 import { specialise } from './shaders.ts';
+import { addBiasInPlace } from './elementwise.ts';
 
-/** Transpose flags and scales of {@link matmul}. */
+/** Transpose flags, scales and bias epilogue of {@link matmul}. */
 export interface MatmulOptions {
   /** A is stored (K,M) and used transposed. */
   transA?: boolean;
@@ -28,6 +30,11 @@ export interface MatmulOptions {
   alpha?: number;
   /** Scale of the previous C (default 0: its old values are ignored, so it may hold garbage, NaNs included). */
   beta?: number;
+  /**
+   * Bias (N) added to every row of C as it is written: C = alpha·op(A)·op(B) + beta·C + bias,
+   * unscaled by alpha (cuBLASLt's BIAS epilogue; llm.c's matmul_forward with bias).
+   */
+  bias?: Tensor | null;
 }
 
 /** Rows and columns of C one invocation of the shipped kernel owns (fixed by the WGSL). */
@@ -50,9 +57,11 @@ const WG_1D = 64;
 /**
  * Which kernel serves {@link matmul}: the register-tiled one without workgroup memory on CPU
  * adapters (`gpu.isCpu`), the shared-memory tiled one (shaders/matmul_tiled.wgsl) on GPUs.
- * Tests set `forceTiled` to check the GPU path on a CPU adapter.
+ * Tests set `forceTiled` to check the GPU path on a CPU adapter. `fuseBias = false` brings
+ * back the old two-pass bias (the product, then `addBiasInPlace` over C), for the training
+ * bench's fused-vs-unfused comparison and for tests.
  */
-export const matmulTuning = { forceTiled: false };
+export const matmulTuning = { forceTiled: false, fuseBias: true };
 
 const specialised = new Map<string, string>();
 
@@ -146,7 +155,7 @@ function alignedRows(gpu: Gpu, scratch: Scratch, t: Tensor, rows: number, cols: 
   const padded = scratch.empty(rows * ld, 'matmul.padded');
   gpu.dispatch(
     { key: 'matmul.pad_cols', code: gpu.shaders.matmul, entryPoint: 'pad_cols' },
-    [scratch.vecBinding(t), undefined, padded],
+    [scratch.vecBinding(t), undefined, padded, undefined],
     params({ m: rows, n: cols, ldc: ld }),
     grid1d(rows * (ld / 4), WG_1D),
   );
@@ -164,10 +173,11 @@ function alignedRows(gpu: Gpu, scratch: Scratch, t: Tensor, rows: number, cols: 
  * Otherwise operands are zero-padded to such rows (`pad_cols`) and/or the kernel writes
  * partial sums that a reduce pass folds into C with alpha and beta. When the grid would be
  * small and K long (e.g. dW of 128×128 over K = 8192), K is split over grid z into partials
- * (split-K), reduced the same way.
+ * (split-K), reduced the same way. A bias (N) is added by whichever pass writes C, so exactly
+ * once whatever the split.
  *
  * @throws Error when a dimension is not a non-negative integer, a tensor's size does not
- *   match its stored shape, a tensor is not f32, or C overlaps A or B.
+ *   match its stored shape, a tensor is not f32, or C overlaps A, B or the bias.
  */
 export function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, m: number, n: number, k: number, opts: MatmulOptions = {}): void {
   const transA = opts.transA ?? false;
@@ -180,17 +190,26 @@ export function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, m: number, n: 
   checkTensor('matmul: A', a, aRows, aCols, transA ? '(K,M)' : '(M,K)');
   checkTensor('matmul: B', b, bRows, bCols, transB ? '(N,K)' : '(K,N)');
   checkTensor('matmul: C', c, m, n, '(M,N)');
+  const bias = opts.bias ?? null;
+  if (bias && (bias.dtype !== 'f32' || bias.size !== n)) {
+    throw new Error(`matmul: the bias must be f32 of N = ${n} elements (one per column of C), got ${bias.dtype} [${bias.shape}]`);
+  }
   if (m === 0 || n === 0) return;
-  if (k === 0 && beta === 0) {
+  if (k === 0 && beta === 0 && !bias) {
     gpu.clear(c); // an empty sum
     return;
   }
-  for (const [what, t] of [['A', a], ['B', b]] as const) {
-    if (overlaps(exactRange(c), exactRange(t))) throw new Error(`matmul: C overlaps ${what} (in-place matmul is not supported)`);
+  for (const [what, t] of [['A', a], ['B', b], ['the bias', bias]] as const) {
+    if (t && overlaps(exactRange(c), exactRange(t))) throw new Error(`matmul: C overlaps ${what} (in-place matmul is not supported)`);
+  }
+  if (bias && !matmulTuning.fuseBias) {
+    matmul(gpu, a, b, c, m, n, k, { ...opts, bias: null });
+    addBiasInPlace(gpu, c, bias);
+    return;
   }
 
   if (!gpu.isCpu || matmulTuning.forceTiled) {
-    matmulTiled(gpu, a, b, c, m, n, k, transA, transB, alpha, beta, aCols, bCols);
+    matmulTiled(gpu, a, b, c, m, n, k, transA, transB, alpha, beta, aCols, bCols, bias);
     return;
   }
 
@@ -219,11 +238,14 @@ export function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, m: number, n: 
   const key = `matmul.${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}`;
   const code = shaderFor(gpu, key, { TRANS_A: String(transA), TRANS_B: String(transB) });
   const shape = { m, n, k, kSplit, lda: A.ld, ldb: B.ld, wgX };
+  // Without a bias, binding 3 gets an operand already bound read-only (has_bias = 0: unread).
+  const biasBind = bias ? scratch.vecBinding(bias) : A.bind;
+  const hasBias = bias ? 1 : 0;
 
   if (direct) {
-    // The kernel stores alpha·AB (+ beta·C) as whole vec4 rows straight into C (its size is a
-    // multiple of 16 bytes since N % 4 == 0).
-    gpu.dispatch({ key, code }, [A.bind, B.bind, exactRange(c)], params({ ...shape, alpha, beta, ldc: n, mnPad: m * n }), grid);
+    // The kernel stores alpha·AB (+ beta·C + bias) as whole vec4 rows straight into C (its
+    // size is a multiple of 16 bytes since N % 4 == 0).
+    gpu.dispatch({ key, code }, [A.bind, B.bind, exactRange(c), biasBind], params({ ...shape, alpha, beta, ldc: n, mnPad: m * n, hasBias }), grid);
   } else {
     // Partials: rows padded to ldc = N rounded up to 4, split z at element z·mnPad, raw sums.
     // Released right after encoding: the pool may hand the buffer out again at once, but GPU
@@ -231,7 +253,8 @@ export function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, m: number, n: 
     const ldc = Math.ceil(n / 4) * 4;
     const mnPad = m * ldc;
     const partial = scratch.empty(splits * mnPad, 'matmul.partials');
-    gpu.dispatch({ key, code }, [A.bind, B.bind, partial], params({ ...shape, alpha: 1, ldc, mnPad }), [...grid, splits]);
+    // The partials get raw sums only; the bias is added once, by the reduce.
+    gpu.dispatch({ key, code }, [A.bind, B.bind, partial, A.bind], params({ ...shape, alpha: 1, ldc, mnPad }), [...grid, splits]);
     // The reduce writes C through a vec4 view rounded up to 16 B; a slice at the very end of
     // its buffer goes through a staging copy instead.
     let cBind = vecRange(c);
@@ -244,8 +267,8 @@ export function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, m: number, n: 
     }
     gpu.dispatch(
       { key: 'matmul.reduce_splits', code: gpu.shaders.matmul, entryPoint: 'reduce_splits' },
-      [partial, undefined, cBind],
-      params({ ...shape, alpha, beta, splits, ldc, mnPad }),
+      [partial, undefined, cBind, bias ? biasBind : partial],
+      params({ ...shape, alpha, beta, splits, ldc, mnPad, hasBias }),
       grid1d(m * (ldc / 4), WG_1D),
     );
     if (cBack) gpu.copy(cBack, c);
@@ -256,7 +279,7 @@ export function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, m: number, n: 
 /** The GPU path: shaders/matmul_tiled.wgsl, 64×64 blocks of C per 16×16 workgroup. */
 function matmulTiled(
   gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, m: number, n: number, k: number,
-  transA: boolean, transB: boolean, alpha: number, beta: number, lda: number, ldb: number,
+  transA: boolean, transB: boolean, alpha: number, beta: number, lda: number, ldb: number, bias: Tensor | null,
 ): void {
   const key = `matmul_tiled.${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}`;
   let code = specialised.get(key);
@@ -266,8 +289,8 @@ function matmulTiled(
   }
   gpu.dispatch(
     { key, code },
-    [a, b, c],
-    new Uint32Array([m, n, k, lda, ldb, f32bits(alpha), f32bits(beta), 0]),
+    [a, b, c, bias ?? a],
+    new Uint32Array([m, n, k, lda, ldb, f32bits(alpha), f32bits(beta), bias ? 1 : 0]),
     [cdiv(n, 64), cdiv(m, 64)],
   );
 }
@@ -286,13 +309,14 @@ interface ParamFields {
   lda?: number;
   ldb?: number;
   wgX?: number;
+  hasBias?: number;
 }
 
-/** The shader's Params struct (12 words, in declaration order). */
+/** The shader's Params struct (13 words, in declaration order). */
 function params(f: ParamFields): Uint32Array {
   return new Uint32Array([
     f.m, f.n, f.k ?? 0, f.kSplit ?? 0, f32bits(f.alpha ?? 1), f32bits(f.beta ?? 0),
-    f.splits ?? 1, f.ldc ?? 0, f.mnPad ?? 0, f.lda ?? 0, f.ldb ?? 0, f.wgX ?? 1,
+    f.splits ?? 1, f.ldc ?? 0, f.mnPad ?? 0, f.lda ?? 0, f.ldb ?? 0, f.wgX ?? 1, f.hasBias ?? 0,
   ]);
 }
 
