@@ -4,23 +4,23 @@
 //   dx += rstd·(w·dy − mean_c(w·dy) − xhat·mean_c(w·dy·xhat)),  dw += Σ_rows dy·xhat,  db += Σ_rows dy
 //
 // Row kernels (forward, bwd_dx): LANES invocations share one row and reduce through
-// workgroup memory; a workgroup holds WG / LANES rows. LANES is specialised from C so short
-// rows do not leave most of a workgroup idle. Workgroups form a 2D grid (row blocks beyond
+// workgroup memory (row_reduce.wgsl); a workgroup holds WG / LANES rows. LANES is specialised
+// from C so short rows do not leave most of a workgroup idle. Workgroups form a 2D grid (row blocks beyond
 // 65535 go to y): block = wid.x + wid.y · groups.x.
 //
 // dw/db are sums over all rows, shared by many workgroups; with no float atomics they are
 // computed as partial sums over chunks of rows (bwd_partial, a grid that owns each
-// (chunk, column)) and a pass that owns each column (bwd_finish) and adds into dw, db.
+// (chunk, column)); reduce.wgsl's colsum, a pass that owns each column, adds them into dw, db.
 //
 // Bindings (holes per entry point are left by the TS side):
 //   0 x (N,C)   1 w (C)   2 b (C)   3 y (N,C) out   4 mean (N)   5 rstd (N)
-//   6 dy (N,C)  7 dx (N,C) +=   8 part (2, chunks, C)   9 dw (C) +=   10 db (C) +=   11 params
+//   6 dy (N,C)  7 dx (N,C) +=   8 part_w (chunks, C) out   9 part_b (chunks, C) out   10 params
 
 struct Params {
   n: u32,       // rows
   c: u32,       // columns
   eps: f32,
-  chunk: u32,   // rows per partial-sum chunk (bwd_partial); number of chunks (bwd_finish)
+  chunk: u32,   // rows per partial-sum chunk (bwd_partial)
 }
 
 const LANES: u32 = 32u;  // invocations per row: a power of two dividing WG
@@ -35,34 +35,11 @@ const ROWS: u32 = WG / LANES;
 @group(0) @binding(5) var<storage, read_write> rstd: array<f32>;
 @group(0) @binding(6) var<storage, read> dy: array<f32>;
 @group(0) @binding(7) var<storage, read_write> dx: array<f32>;
-@group(0) @binding(8) var<storage, read_write> part: array<f32>;
-@group(0) @binding(9) var<storage, read_write> dw: array<f32>;
-@group(0) @binding(10) var<storage, read_write> db: array<f32>;
-@group(0) @binding(11) var<uniform> p: Params;
+@group(0) @binding(8) var<storage, read_write> part_w: array<f32>;
+@group(0) @binding(9) var<storage, read_write> part_b: array<f32>;
+@group(0) @binding(10) var<uniform> p: Params;
 
-var<workgroup> red: array<vec2<f32>, WG>;
-
-// Sum of v over the LANES invocations of one row, returned to all of them. Must be called
-// in uniform control flow (it has barriers), so rows past the end take part with zeros.
-fn row_sum(lid: u32, v: vec2<f32>) -> vec2<f32> {
-  // One invocation per row (what CPU adapters get): no barriers, which cost them dearly.
-  if (LANES == 1u) {
-    return v;
-  }
-  red[lid] = v;
-  workgroupBarrier();
-  let lane = lid % LANES;
-  for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
-    if (lane < s) {
-      red[lid] = red[lid] + red[lid + s];
-    }
-    workgroupBarrier();
-  }
-  let total = red[lid - lane];
-  // The next call overwrites red: every lane must have read its total first.
-  workgroupBarrier();
-  return total;
-}
+//!include row_reduce
 
 @compute @workgroup_size(WG)
 fn forward(
@@ -88,7 +65,7 @@ fn forward(
       acc += vec2<f32>(d, d * d);
     }
   }
-  let mom = row_sum(lid, acc) / f32(c);
+  let mom = row_sum2(lid, acc, LANES) / f32(c);
   let m = k + mom.x;
   let r = inverseSqrt(max(mom.y - mom.x * mom.x, 0.0) + p.eps);
   if (live) {
@@ -124,7 +101,7 @@ fn bwd_dx(
       acc += vec2<f32>(g, g * (x[base + i] - m) * r);
     }
   }
-  let sums = row_sum(lid, acc) / f32(c);
+  let sums = row_sum2(lid, acc, LANES) / f32(c);
   if (live) {
     for (var i = lane; i < c; i += LANES) {
       let g = w[i] * dy[base + i];
@@ -134,42 +111,20 @@ fn bwd_dx(
   }
 }
 
-// part[0][k][col] = Σ_{rows of chunk k} dy·xhat, part[1][k][col] = Σ dy.
-// One invocation per (chunk, column), column fastest so neighbours read neighbouring floats.
-@compute @workgroup_size(256)
+// part_w[k][col] = Σ_{rows of chunk k} dy·xhat, part_b[k][col] = Σ dy; reduce.wgsl's colsum
+// then adds Σ_k of each into dw and db.
+@compute @workgroup_size(COL_WG)
 fn bwd_partial(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-  let i = gid.x + gid.y * groups.x * 256u;
   let c = p.c;
-  let chunks = (p.n + p.chunk - 1u) / p.chunk;
-  if (i >= chunks * c) { return; }
-  let k = i / c;
-  let col = i % c;
-  let r0 = k * p.chunk;
-  let r1 = min(p.n, r0 + p.chunk);
+  let cc = chunk_column(gid, groups, p.n, c, p.chunk);
+  if (!cc.live) { return; }
   var sw = 0.0;
   var sb = 0.0;
-  for (var r = r0; r < r1; r++) {
-    let g = dy[r * c + col];
-    sw += g * (x[r * c + col] - mean[r]) * rstd[r];
+  for (var r = cc.r0; r < cc.r1; r++) {
+    let g = dy[r * c + cc.col];
+    sw += g * (x[r * c + cc.col] - mean[r]) * rstd[r];
     sb += g;
   }
-  part[i] = sw;
-  part[chunks * c + i] = sb;
-}
-
-// dw[col] += Σ_k part[0][k][col], db[col] += Σ_k part[1][k][col]; p.chunk holds the chunk count.
-@compute @workgroup_size(256)
-fn bwd_finish(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-  let col = gid.x + gid.y * groups.x * 256u;
-  let c = p.c;
-  if (col >= c) { return; }
-  let chunks = p.chunk;
-  var sw = 0.0;
-  var sb = 0.0;
-  for (var k = 0u; k < chunks; k++) {
-    sw += part[k * c + col];
-    sb += part[(chunks + k) * c + col];
-  }
-  dw[col] += sw;
-  db[col] += sb;
+  part_w[cc.i] = sw;
+  part_b[cc.i] = sb;
 }

@@ -1,9 +1,10 @@
 // Column sums of a row-major (n, c) matrix over chunks of rows, without atomics: one
-// invocation owns each (chunk, column) output and loops over the chunk's rows, column
-// fastest so neighbouring invocations read neighbouring floats.
+// invocation owns each (chunk, column) output and loops over the chunk's rows (chunk_column
+// in row_reduce.wgsl, the grid the norms' partial-sum passes use too).
 //   out[k·c + col] (+)= Σ_{r in [k·chunk, min(n, (k+1)·chunk))} src[r·c + col]
-// With chunk ≥ n this is a plain column sum into out (c); with accumulate = 1 it adds.
-// The TS side chains two passes (chunk partials, then their sum) for long columns.
+// With chunk ≥ n this is a plain column sum into out (c); with accumulate = 1 it adds. The TS
+// side chains two passes (chunk partials, then their sum) for long columns, and adds the
+// norms' dw/db partials into their gradients with the second.
 //
 // Bindings: 0 src (read), 1 out (read_write), 2 params.
 
@@ -18,21 +19,19 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> p: Params;
 
-@compute @workgroup_size(256)
+//!include row_reduce
+
+@compute @workgroup_size(COL_WG)
 fn colsum(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-  let i = gid.x + gid.y * groups.x * 256u;
   let c = p.c;
-  let chunks = (p.n + p.chunk - 1u) / p.chunk;
-  if (i >= chunks * c) { return; }
-  let k = i / c;
-  let col = i % c;
-  let r1 = min(p.n, (k + 1u) * p.chunk);
+  let cc = chunk_column(gid, groups, p.n, c, p.chunk);
+  if (!cc.live) { return; }
   var s = 0.0;
-  for (var r = k * p.chunk; r < r1; r++) {
-    s += src[r * c + col];
+  for (var r = cc.r0; r < cc.r1; r++) {
+    s += src[r * c + cc.col];
   }
   if (p.accumulate != 0u) {
-    s += out[i];
+    s += out[cc.i];
   }
-  out[i] = s;
+  out[cc.i] = s;
 }

@@ -5,19 +5,19 @@
 // No mean is subtracted, so unlike LayerNorm the gradient has no mean_c(w·dy) term.
 //
 // Same layout as layernorm.wgsl: row kernels (forward, bwd_dx) share a row between LANES
-// invocations that reduce through workgroup memory (LANES = 1 on CPU adapters: no barriers);
-// dw is a sum over all rows, so with no float atomics it is partial sums over chunks of rows
-// (bwd_partial) and a pass that owns each column (bwd_finish, adds into dw).
+// invocations that reduce through workgroup memory (row_reduce.wgsl; LANES = 1 on CPU
+// adapters: no barriers); dw is a sum over all rows, so with no float atomics it is partial
+// sums over chunks of rows (bwd_partial) that reduce.wgsl's colsum adds into dw.
 //
 // Bindings (holes per entry point are left by the TS side):
 //   0 x (N,C)   1 w (C)   2 y (N,C) out   3 rstd (N) out   4 dy (N,C)   5 dx (N,C) +=
-//   6 part (chunks, C)   7 dw (C) +=   8 params
+//   6 part (chunks, C) out   7 params
 
 struct Params {
   n: u32,       // rows
   c: u32,       // columns
   eps: f32,
-  chunk: u32,   // rows per partial-sum chunk (bwd_partial); number of chunks (bwd_finish)
+  chunk: u32,   // rows per partial-sum chunk (bwd_partial)
 }
 
 const LANES: u32 = 32u;  // invocations per row: a power of two dividing WG
@@ -31,31 +31,9 @@ const ROWS: u32 = WG / LANES;
 @group(0) @binding(4) var<storage, read> dy: array<f32>;
 @group(0) @binding(5) var<storage, read_write> dx: array<f32>;
 @group(0) @binding(6) var<storage, read_write> part: array<f32>;
-@group(0) @binding(7) var<storage, read_write> dw: array<f32>;
-@group(0) @binding(8) var<uniform> p: Params;
+@group(0) @binding(7) var<uniform> p: Params;
 
-var<workgroup> red: array<f32, WG>;
-
-// Sum of v over the LANES invocations of one row, returned to all of them. Must be called
-// in uniform control flow (it has barriers), so rows past the end take part with zeros.
-fn row_sum(lid: u32, v: f32) -> f32 {
-  if (LANES == 1u) {
-    return v;
-  }
-  red[lid] = v;
-  workgroupBarrier();
-  let lane = lid % LANES;
-  for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
-    if (lane < s) {
-      red[lid] = red[lid] + red[lid + s];
-    }
-    workgroupBarrier();
-  }
-  let total = red[lid - lane];
-  // The next call overwrites red: every lane must have read its total first.
-  workgroupBarrier();
-  return total;
-}
+//!include row_reduce
 
 @compute @workgroup_size(WG)
 fn forward(
@@ -76,7 +54,7 @@ fn forward(
       acc += v * v;
     }
   }
-  let r = inverseSqrt(row_sum(lid, acc) / f32(c) + p.eps);
+  let r = inverseSqrt(row_sum(lid, acc, LANES) / f32(c) + p.eps);
   if (live) {
     for (var i = lane; i < c; i += LANES) {
       y[base + i] = x[base + i] * r * w[i];
@@ -106,7 +84,7 @@ fn bwd_dx(
       acc += w[i] * dy[base + i] * x[base + i] * r;
     }
   }
-  let m = row_sum(lid, acc) / f32(c);
+  let m = row_sum(lid, acc, LANES) / f32(c);
   if (live) {
     for (var i = lane; i < c; i += LANES) {
       let xhat = x[base + i] * r;
@@ -115,34 +93,15 @@ fn bwd_dx(
   }
 }
 
-// part[k][col] = Σ_{rows of chunk k} dy·xhat. One invocation per (chunk, column), column
-// fastest so neighbours read neighbouring floats.
-@compute @workgroup_size(256)
+// part[k][col] = Σ_{rows of chunk k} dy·xhat; reduce.wgsl's colsum then adds Σ_k part into dw.
+@compute @workgroup_size(COL_WG)
 fn bwd_partial(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-  let i = gid.x + gid.y * groups.x * 256u;
   let c = p.c;
-  let chunks = (p.n + p.chunk - 1u) / p.chunk;
-  if (i >= chunks * c) { return; }
-  let k = i / c;
-  let col = i % c;
-  let r0 = k * p.chunk;
-  let r1 = min(p.n, r0 + p.chunk);
+  let cc = chunk_column(gid, groups, p.n, c, p.chunk);
+  if (!cc.live) { return; }
   var s = 0.0;
-  for (var r = r0; r < r1; r++) {
-    s += dy[r * c + col] * x[r * c + col] * rstd[r];
+  for (var r = cc.r0; r < cc.r1; r++) {
+    s += dy[r * c + cc.col] * x[r * c + cc.col] * rstd[r];
   }
-  part[i] = s;
-}
-
-// dw[col] += Σ_k part[k][col]; p.chunk holds the chunk count.
-@compute @workgroup_size(256)
-fn bwd_finish(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-  let col = gid.x + gid.y * groups.x * 256u;
-  let c = p.c;
-  if (col >= c) { return; }
-  var s = 0.0;
-  for (var k = 0u; k < p.chunk; k++) {
-    s += part[k * c + col];
-  }
-  dw[col] += s;
+  part[cc.i] = s;
 }

@@ -7,7 +7,9 @@
 // fwd_lse: LANES invocations per row (specialised from V and the adapter; 1 on CPU adapters,
 // where workgroup barriers are expensive), WG / LANES rows per workgroup, 2D grid of row
 // blocks: block = wid.x + wid.y · groups.x.
-// fwd_loss: one workgroup owns the two loss outputs and sums over all rows (no atomics).
+// fwd_loss: one workgroup of WG invocations owns the two loss outputs and sums over all rows
+// (no atomics); it is dispatched unspecialised, so WG is 256 there.
+// Row sums and maxima come from row_reduce.wgsl.
 // bwd: one invocation per logit.
 //
 // Bindings: 0 logits (N,V)  1 targets (N) i32  2 lse (N)  3 loss (2): [mean, count]
@@ -23,7 +25,6 @@ struct Params {
 const LANES: u32 = 32u;  // invocations per row in fwd_lse: a power of two dividing WG
 const WG: u32 = 256u;
 const ROWS: u32 = WG / LANES;
-const LOSS_WG: u32 = 256u;
 const NEG_BIG: f32 = -3.0e38;  // below any finite logit; −inf is not portable in WGSL
 
 @group(0) @binding(0) var<storage, read> logits: array<f32>;
@@ -33,29 +34,7 @@ const NEG_BIG: f32 = -3.0e38;  // below any finite logit; −inf is not portable
 @group(0) @binding(4) var<storage, read_write> dlogits: array<f32>;
 @group(0) @binding(5) var<uniform> p: Params;
 
-var<workgroup> red: array<f32, WG>;
-var<workgroup> red2: array<vec2<f32>, LOSS_WG>;
-
-// Max (is_max) or sum of v over the LANES invocations of one row, returned to all of them.
-// Called in uniform control flow (barriers); rows past the end take part with neutral values.
-fn row_reduce(lid: u32, v: f32, is_max: bool) -> f32 {
-  if (LANES == 1u) {
-    return v;
-  }
-  red[lid] = v;
-  workgroupBarrier();
-  let lane = lid % LANES;
-  for (var s = LANES / 2u; s > 0u; s = s >> 1u) {
-    if (lane < s) {
-      let o = red[lid + s];
-      red[lid] = select(red[lid] + o, max(red[lid], o), is_max);
-    }
-    workgroupBarrier();
-  }
-  let total = red[lid - lane];
-  workgroupBarrier();
-  return total;
-}
+//!include row_reduce
 
 // Two passes (max, then Σ exp(z − max)) rather than an online max/sum: one exp per logit
 // instead of two, and the second read of a row is cache-hot.
@@ -76,14 +55,14 @@ fn fwd_lse(
       mx = max(mx, logits[base + i]);
     }
   }
-  mx = row_reduce(lid, mx, true);
+  mx = row_max(lid, mx, LANES);
   var s = 0.0;
   if (live) {
     for (var i = lane; i < v; i += LANES) {
       s += exp(logits[base + i] - mx);
     }
   }
-  s = row_reduce(lid, s, false);
+  s = row_sum(lid, s, LANES);
   if (live && lane == 0u) {
     // s ≥ 1: the maximum contributes exp(0).
     lse[row] = mx + log(s);
@@ -93,10 +72,10 @@ fn fwd_lse(
 // loss = [Σ (lse − z_target) / count, count]; 0 loss when every row is ignored.
 // A target ≥ V (a caller bug the GPU cannot throw for) makes the loss NaN rather than
 // reading another row's logit.
-@compute @workgroup_size(LOSS_WG)
+@compute @workgroup_size(WG)
 fn fwd_loss(@builtin(local_invocation_index) lid: u32) {
   var acc = vec2<f32>(0.0, 0.0);
-  for (var r = lid; r < p.n; r += LOSS_WG) {
+  for (var r = lid; r < p.n; r += WG) {
     let t = targets[r];
     if (t >= 0) {
       var l = bitcast<f32>(p.nan_bits);
@@ -106,16 +85,9 @@ fn fwd_loss(@builtin(local_invocation_index) lid: u32) {
       acc += vec2<f32>(l, 1.0);
     }
   }
-  red2[lid] = acc;
-  workgroupBarrier();
-  for (var s = LOSS_WG / 2u; s > 0u; s = s >> 1u) {
-    if (lid < s) {
-      red2[lid] = red2[lid] + red2[lid + s];
-    }
-    workgroupBarrier();
-  }
+  // The whole workgroup is one "row" of WG lanes.
+  let total = row_sum2(lid, acc, WG);
   if (lid == 0u) {
-    let total = red2[0];
     loss[0] = select(0.0, total.x / total.y, total.y > 0.0);
     loss[1] = total.y;
   }

@@ -6,25 +6,20 @@
 import { f32bits, type Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { grid1d } from './grid.ts';
-import { expectSize, rowKernel, ROWS_PER_CHUNK } from './reduce.ts';
+import {
+  addColumnSums,
+  bindingSlots,
+  expectSize,
+  rowKernel,
+  ROWS_PER_CHUNK,
+  rowShape,
+} from './reduce.ts';
 
 /** Elements of a row each invocation handles, roughly, on GPUs (see rowLanes). */
 const PER_LANE = 8;
 
 /** The shader's binding numbers; params follow at BINDINGS.length. */
-const BINDINGS = ['x', 'w', 'b', 'y', 'mean', 'rstd', 'dy', 'dx', 'part', 'dw', 'db'] as const;
-
-function slots(t: Partial<Record<(typeof BINDINGS)[number], Tensor>>): (Tensor | undefined)[] {
-  return BINDINGS.map((name) => t[name]);
-}
-
-function shapeOf(fn: string, x: Tensor): [number, number] {
-  if (x.shape.length < 1) {
-    throw new Error(`${fn}: x must have at least one dimension, got [${x.shape}]`);
-  }
-  const c = x.shape[x.shape.length - 1];
-  return [c === 0 ? 0 : x.size / c, c];
-}
+const BINDINGS = ['x', 'w', 'b', 'y', 'mean', 'rstd', 'dy', 'dx', 'partW', 'partB'] as const;
 
 /**
  * y = (x − mean)·rstd·w + b per row, with mean = Σx/C and rstd = 1/√(Σ(x − mean)²/C + eps)
@@ -46,7 +41,7 @@ export function layerNormForward(
   eps = 1e-5,
 ): void {
   const fn = 'layerNormForward';
-  const [n, c] = shapeOf(fn, x);
+  const [n, c] = rowShape(fn, 'x', x);
   expectSize(fn, 'w', w, c, `(C=${c})`);
   expectSize(fn, 'b', b, c, `(C=${c})`);
   expectSize(fn, 'y', y, n * c, `(N=${n}, C=${c})`);
@@ -56,7 +51,7 @@ export function layerNormForward(
   const { kernel, rowsPerGroup } = rowKernel(gpu, 'layernorm', 'forward', c, PER_LANE);
   gpu.dispatch(
     kernel,
-    slots({ x, w, b, y, mean, rstd }),
+    bindingSlots(BINDINGS, { x, w, b, y, mean, rstd }),
     new Uint32Array([n, c, f32bits(eps), 0]),
     grid1d(n, rowsPerGroup),
   );
@@ -65,7 +60,8 @@ export function layerNormForward(
 /**
  * Accumulates LayerNorm's gradients (llm.c's layernorm_backward), with xhat = (x − mean)·rstd:
  *   dx += rstd·(w·dy − mean_C(w·dy) − xhat·mean_C(w·dy·xhat)),  dw += Σ_rows dy·xhat,  db += Σ_rows dy.
- * Three dispatches: dx per row; dw/db partial sums over chunks of rows; their sum into dw, db.
+ * Four dispatches: dx per row; dw/db partial sums over chunks of rows; their sums into dw and
+ * db (reduce.ts addColumnSums).
  * @param x (N, C), @param w (C), @param mean (N), @param rstd (N) as saved by {@link layerNormForward}
  * @param dy (N, C) upstream gradient
  * @param dx (N, C) +=, @param dw (C) +=, @param db (C) +=
@@ -83,7 +79,7 @@ export function layerNormBackward(
   db: Tensor,
 ): void {
   const fn = 'layerNormBackward';
-  const [n, c] = shapeOf(fn, x);
+  const [n, c] = rowShape(fn, 'x', x);
   expectSize(fn, 'w', w, c, `(C=${c})`);
   expectSize(fn, 'mean', mean, n, `(N=${n})`);
   expectSize(fn, 'rstd', rstd, n, `(N=${n})`);
@@ -95,29 +91,22 @@ export function layerNormBackward(
   const { kernel, rowsPerGroup } = rowKernel(gpu, 'layernorm', 'bwd_dx', c, PER_LANE);
   gpu.dispatch(
     kernel,
-    slots({ x, w, mean, rstd, dy, dx }),
+    bindingSlots(BINDINGS, { x, w, mean, rstd, dy, dx }),
     new Uint32Array([n, c, 0, 0]),
     grid1d(n, rowsPerGroup),
   );
   const chunks = Math.ceil(n / ROWS_PER_CHUNK);
-  const part = gpu.empty([2, chunks, c], 'f32', 'layerNorm.partials');
-  const plain = (entry: string) => ({
-    key: `layernorm.${entry}`,
-    code: gpu.shaders.layernorm,
-    entryPoint: entry,
-  });
+  const partW = gpu.empty([chunks, c], 'f32', 'layerNorm.partials.w');
+  const partB = gpu.empty([chunks, c], 'f32', 'layerNorm.partials.b');
   gpu.dispatch(
-    plain('bwd_partial'),
-    slots({ x, mean, rstd, dy, part }),
+    { key: 'layernorm.bwd_partial', code: gpu.shaders.layernorm, entryPoint: 'bwd_partial' },
+    bindingSlots(BINDINGS, { x, mean, rstd, dy, partW, partB }),
     new Uint32Array([n, c, 0, ROWS_PER_CHUNK]),
     grid1d(chunks * c, 256),
   );
-  gpu.dispatch(
-    plain('bwd_finish'),
-    slots({ part, dw, db }),
-    new Uint32Array([n, c, 0, chunks]),
-    grid1d(c, 256),
-  );
-  // Safe at once: later users of the pooled buffer are encoded after these dispatches.
-  part.release();
+  addColumnSums(gpu, partW, dw, chunks, c);
+  addColumnSums(gpu, partB, db, chunks, c);
+  // Safe at once: later users of the pooled buffers are encoded after these dispatches.
+  partW.release();
+  partB.release();
 }

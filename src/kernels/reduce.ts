@@ -104,6 +104,30 @@ export function rowsGrid(rows: number, cols: number, wgx: number): [number, numb
   return [Math.ceil(cols / wgx), Math.ceil(rows / z), z];
 }
 
+/**
+ * (N, C) of a row kernel's input: C is the last dimension and N the product of the others
+ * (0 when C is 0), so any (…, C) shape works as (N, C).
+ * @throws Error naming `fn` and `name` when the tensor has no dimensions.
+ */
+export function rowShape(fn: string, name: string, x: Tensor): [number, number] {
+  if (x.shape.length < 1) {
+    throw new Error(`${fn}: ${name} must have at least one dimension, got [${x.shape}]`);
+  }
+  const c = x.shape[x.shape.length - 1];
+  return [c === 0 ? 0 : x.size / c, c];
+}
+
+/**
+ * `t`'s tensors in the order of a shader's binding names (binding i = names[i]; missing ones
+ * leave holes), ready for gpu.dispatch, which puts the params at names.length.
+ */
+export function bindingSlots<K extends string>(
+  names: readonly K[],
+  t: Partial<Record<NoInfer<K>, Tensor>>,
+): (Tensor | undefined)[] {
+  return names.map((name) => t[name]);
+}
+
 /** Throws when `t` does not hold `expected` elements, naming the tensor and both shapes. */
 export function expectSize(
   fn: string,
@@ -140,20 +164,38 @@ export function columnSum(gpu: Gpu, dy: Tensor, db: Tensor, n: number, c: number
   expectSize('columnSum', 'dy', dy, n * c, `(n=${n}, c=${c})`);
   expectSize('columnSum', 'db', db, c, `(c=${c})`);
   if (n === 0 || c === 0) return;
-  const kernel = { key: 'reduce.colsum', code: gpu.shaders.reduce, entryPoint: 'colsum' };
   if (n <= ROWS_PER_CHUNK) {
-    gpu.dispatch(kernel, [dy, db], new Uint32Array([n, c, n, 1]), grid1d(c, 256));
+    addColumnSums(gpu, dy, db, n, c);
     return;
   }
   const chunks = Math.ceil(n / ROWS_PER_CHUNK);
   const part = gpu.empty([chunks, c], 'f32', 'columnSum.partials');
   gpu.dispatch(
-    kernel,
+    colsumKernel(gpu),
     [dy, part],
     new Uint32Array([n, c, ROWS_PER_CHUNK, 0]),
     grid1d(chunks * c, 256),
   );
-  gpu.dispatch(kernel, [part, db], new Uint32Array([chunks, c, chunks, 1]), grid1d(c, 256));
+  addColumnSums(gpu, part, db, chunks, c);
   // Safe at once: later users of the buffer are encoded after these dispatches.
   part.release();
+}
+
+function colsumKernel(gpu: Gpu): KernelCode {
+  return { key: 'reduce.colsum', code: gpu.shaders.reduce, entryPoint: 'colsum' };
+}
+
+/**
+ * out (c) += Σ_rows part (rows, c), one invocation per column summing the rows in order: the
+ * finishing pass of every chunked sum over rows ({@link columnSum}, the layernorm and rmsnorm
+ * dw/db partials). `part` and `out` must lie in distinct buffers (WebGPU forbids binding one
+ * buffer both read-only and writable in a dispatch).
+ * @param part (rows, c) partial sums, @param out (c) +=
+ * @throws Error when part does not hold rows·c elements or out does not hold c.
+ */
+export function addColumnSums(gpu: Gpu, part: Tensor, out: Tensor, rows: number, c: number): void {
+  expectSize('addColumnSums', 'part', part, rows * c, `(rows=${rows}, c=${c})`);
+  expectSize('addColumnSums', 'out', out, c, `(c=${c})`);
+  if (rows === 0 || c === 0) return;
+  gpu.dispatch(colsumKernel(gpu), [part, out], new Uint32Array([rows, c, rows, 1]), grid1d(c, 256));
 }

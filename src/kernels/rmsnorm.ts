@@ -7,25 +7,20 @@
 import { f32bits, type Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { grid1d } from './grid.ts';
-import { expectSize, rowKernel, ROWS_PER_CHUNK } from './reduce.ts';
+import {
+  addColumnSums,
+  bindingSlots,
+  expectSize,
+  rowKernel,
+  ROWS_PER_CHUNK,
+  rowShape,
+} from './reduce.ts';
 
 /** Elements of a row each invocation handles, roughly, on GPUs (see rowLanes). */
 const PER_LANE = 8;
 
 /** The shader's binding numbers; params follow at BINDINGS.length. */
-const BINDINGS = ['x', 'w', 'y', 'rstd', 'dy', 'dx', 'part', 'dw'] as const;
-
-function slots(t: Partial<Record<(typeof BINDINGS)[number], Tensor>>): (Tensor | undefined)[] {
-  return BINDINGS.map((name) => t[name]);
-}
-
-function shapeOf(fn: string, x: Tensor): [number, number] {
-  if (x.shape.length < 1) {
-    throw new Error(`${fn}: x must have at least one dimension, got [${x.shape}]`);
-  }
-  const c = x.shape[x.shape.length - 1];
-  return [c === 0 ? 0 : x.size / c, c];
-}
+const BINDINGS = ['x', 'w', 'y', 'rstd', 'dy', 'dx', 'part'] as const;
 
 /** rmsnorm.wgsl follows layernorm.wgsl's LANES/WG row contract, so reduce.ts sizes its lanes. */
 function rmsRowKernel(gpu: Gpu, entry: string, c: number) {
@@ -49,7 +44,7 @@ export function rmsNormForward(
   eps = 1e-5,
 ): void {
   const fn = 'rmsNormForward';
-  const [n, c] = shapeOf(fn, x);
+  const [n, c] = rowShape(fn, 'x', x);
   expectSize(fn, 'w', w, c, `(C=${c})`);
   expectSize(fn, 'y', y, n * c, `(N=${n}, C=${c})`);
   expectSize(fn, 'rstd', rstd, n, `(N=${n})`);
@@ -58,7 +53,7 @@ export function rmsNormForward(
   const { kernel, rowsPerGroup } = rmsRowKernel(gpu, 'forward', c);
   gpu.dispatch(
     kernel,
-    slots({ x, w, y, rstd }),
+    bindingSlots(BINDINGS, { x, w, y, rstd }),
     new Uint32Array([n, c, f32bits(eps), 0]),
     grid1d(n, rowsPerGroup),
   );
@@ -67,7 +62,8 @@ export function rmsNormForward(
 /**
  * Accumulates RMSNorm's gradients, with xhat = x·rstd:
  *   dx += rstd·(w·dy − xhat·mean_C(w·dy·xhat)),  dw += Σ_rows dy·xhat.
- * Three dispatches: dx per row; dw partial sums over chunks of rows; their sum into dw.
+ * Three dispatches: dx per row; dw partial sums over chunks of rows; their sum into dw
+ * (reduce.ts addColumnSums).
  * @param x (N, C), @param w (C), @param rstd (N) as saved by {@link rmsNormForward}
  * @param dy (N, C) upstream gradient
  * @param dx (N, C) += (null: skipped), @param dw (C) += (null: skipped)
@@ -83,7 +79,7 @@ export function rmsNormBackward(
   dw: Tensor | null,
 ): void {
   const fn = 'rmsNormBackward';
-  const [n, c] = shapeOf(fn, x);
+  const [n, c] = rowShape(fn, 'x', x);
   expectSize(fn, 'w', w, c, `(C=${c})`);
   expectSize(fn, 'rstd', rstd, n, `(N=${n})`);
   expectSize(fn, 'dy', dy, n * c, `(N=${n}, C=${c})`);
@@ -94,7 +90,7 @@ export function rmsNormBackward(
     const { kernel, rowsPerGroup } = rmsRowKernel(gpu, 'bwd_dx', c);
     gpu.dispatch(
       kernel,
-      slots({ x, w, rstd, dy, dx }),
+      bindingSlots(BINDINGS, { x, w, rstd, dy, dx }),
       new Uint32Array([n, c, 0, 0]),
       grid1d(n, rowsPerGroup),
     );
@@ -102,19 +98,13 @@ export function rmsNormBackward(
   if (!dw) return;
   const chunks = Math.ceil(n / ROWS_PER_CHUNK);
   const part = gpu.empty([chunks, c], 'f32', 'rmsNorm.partials');
-  const plain = (entry: string) => ({ key: `rmsnorm.${entry}`, code: gpu.shaders.rmsnorm, entryPoint: entry });
   gpu.dispatch(
-    plain('bwd_partial'),
-    slots({ x, rstd, dy, part }),
+    { key: 'rmsnorm.bwd_partial', code: gpu.shaders.rmsnorm, entryPoint: 'bwd_partial' },
+    bindingSlots(BINDINGS, { x, rstd, dy, part }),
     new Uint32Array([n, c, 0, ROWS_PER_CHUNK]),
     grid1d(chunks * c, 256),
   );
-  gpu.dispatch(
-    plain('bwd_finish'),
-    slots({ part, dw }),
-    new Uint32Array([n, c, 0, chunks]),
-    grid1d(c, 256),
-  );
+  addColumnSums(gpu, part, dw, chunks, c);
   // Safe at once: later users of the pooled buffer are encoded after these dispatches.
   part.release();
 }

@@ -9,6 +9,8 @@ export const SHADER_NAMES = [
   'matmul_plain',
   'matmul_tiled',
   'reduce',
+  // included by the row kernels and column sums (layernorm, rmsnorm, softmax_xent, reduce)
+  'row_reduce',
   'elementwise',
   'layernorm',
   'softmax_xent',
