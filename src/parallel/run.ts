@@ -13,8 +13,9 @@
  *   G/m (each split over dp). Trainers other than the pipeline and the mesh see batchSize G/m
  *   with gradAccum m; those two see batchSize G, gradAccum 1 and their own m ({@link trainerConfig}).
  * - Validation loss: world rank 0 evaluates it where it holds the whole model (dp, ZeRO-1/2,
- *   cp), at every evalInterval and the last step, on the fixed batches of Trainer.evaluate.
- *   Sharded models (tp, pp, ep, mesh, ZeRO-3) report the training loss only.
+ *   cp), at every evalInterval and the last step, on the fixed batches of Trainer.evaluate;
+ *   under ZeRO-3 every rank gathers the layers for it (group `eval`, outside the step's
+ *   accounting). Other sharded models (tp, pp, ep, mesh) report the training loss only.
  * - Accounting: every step record carries the elements the rank sent by `group/op` (traffic.ts)
  *   and by `dim/collective`; the summary carries the analytical prediction of cost.ts
  *   `stepTraffic` (with the trainer's real bucket sizes and `trainer: kind`, so its scalar
@@ -193,7 +194,11 @@ export class RankRun {
     const tokens = this.cfg.batchSize * this.cfg.gradAccum * this.cfg.blockSize;
     const rec: RankStepRecord = { step: s, loss: r.loss, lr: r.lr, gradNorm: r.gradNorm, ms, tokensPerSec: (tokens * 1000) / ms, sent: r.sent, byDim };
     const due = (s + 1) % this.cfg.evalInterval === 0 || s + 1 === this.cfg.steps;
-    if (due && this.built.evalModel && this.world.transport.rank === 0) rec.valLoss = await meanLoss(this.gpu, this.built.evalModel, this.data, this.cfg);
+    const rank0 = this.world.transport.rank === 0;
+    if (due && this.built.evaluate) {
+      const v = await this.built.evaluate();
+      if (rank0) rec.valLoss = v;
+    } else if (due && this.built.evalModel && rank0) rec.valLoss = await meanLoss(this.gpu, this.built.evalModel, this.data, this.cfg);
     return rec;
   }
 

@@ -29,8 +29,10 @@ export interface Built {
   params: ParamStore;
   /** Memory override (ZeRO: what the stage keeps). */
   memory?: { params: number; grads: number; optimizer: number };
-  /** The whole model, when this rank holds all of it (for validation). */
+  /** The whole model, when this rank holds all of it (rank 0 validates it alone). */
   evalModel?: LanguageModel;
+  /** Validation loss that every rank computes together (ZeRO-3 gathers the layers for it). */
+  evaluate?: () => Promise<number>;
   /** Buffer sizes of the dense gradient sync calls, for stepTraffic. */
   buckets?: number[];
   /** What a checkpoint holds (default: the ParamStore's values and AdamW moments). */
@@ -53,7 +55,7 @@ export async function buildTrainer(gpu: Gpu, world: Communicator, plan: Parallel
     }
     case 'zero': {
       const model = replica(), t = await ZeroTrainer.create(gpu, model, data, cfg, world, { bucketBytes, stage: plan.zero as ZeroStage });
-      return own((s) => t.step(s), model.params, { memory: t.memory(), evalModel: plan.zero < 3 ? model : undefined, buckets: t.pieces.map((p) => p.c * world.size), state: () => t.trainingState() }, () => t.destroy());
+      return own((s) => t.step(s), model.params, { memory: t.memory(), evalModel: plan.zero < 3 ? model : undefined, evaluate: plan.zero === 3 ? () => t.evaluate(data, cfg) : undefined, buckets: t.pieces.map((p) => p.c * world.size), state: () => t.trainingState() }, () => t.destroy());
     }
     case 'tp': {
       const full = await fullWeights(gpu, () => replica());

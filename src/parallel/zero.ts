@@ -55,6 +55,7 @@ import { storageTensor } from '../nn/params.ts';
 import { type DataParallelOptions, LocalBatches, type ParallelStepRecord, subGroup } from './data_parallel.ts';
 import { TrafficMeter } from './traffic.ts';
 import { clipScale } from '../train/optimizer.ts';
+import { meanLoss } from '../train/evaluate.ts';
 
 export type ZeroStage = 1 | 2 | 3;
 
@@ -102,7 +103,7 @@ export class ZeroTrainer {
   private readonly norm: Tensor;
   private readonly gHost: Float32Array;
   private readonly updates: { value: Tensor; grad: Tensor; m: Tensor; v: Tensor; decay: boolean }[] = [];
-  private readonly groups: Record<'grads' | 'params' | 'scalars', Communicator>;
+  private readonly groups: Record<'grads' | 'params' | 'scalars' | 'eval', Communicator>;
   private readonly meter: TrafficMeter;
   private readonly paramGrads: Map<Tensor, Tensor>;
 
@@ -153,7 +154,7 @@ export class ZeroTrainer {
     store.rehome('m', null, [], why);
     store.rehome('v', null, [], why);
     this.units = this.stage > 1 ? new LayerUnits(gpu, store, this.buckets, this.stage === 3) : null;
-    this.groups = { grads: subGroup(comm, 'grads'), params: subGroup(comm, 'params'), scalars: subGroup(comm, 'scalars') };
+    this.groups = { grads: subGroup(comm, 'grads'), params: subGroup(comm, 'params'), scalars: subGroup(comm, 'scalars'), eval: subGroup(comm, 'eval') };
     this.meter = TrafficMeter.of(comm);
     this.paramGrads = store.gradMap();
   }
@@ -276,6 +277,19 @@ export class ZeroTrainer {
   private async allGatherUpdated(): Promise<void> {
     const own = await this.readOwn();
     for (const b of this.buckets) this.gpu.write(sliceOf(this.model.params.values, b.start, b.end), await this.gather(own, b.index));
+  }
+
+  /**
+   * Mean validation loss (train/evaluate.ts meanLoss on `data`'s fixed batches) of the model
+   * this rank's pieces belong to. Stage 3 gathers every layer for the pass over the `eval`
+   * group (one all-gather per bucket, outside a step's accounting), so all ranks must call it;
+   * stages 1–2 hold the whole model and only evaluate.
+   */
+  async evaluate(data: TextDataset, cfg: TrainConfig): Promise<number> {
+    if (!this.units || !this.values) return await meanLoss(this.gpu, this.model, data, cfg);
+    const own = await this.readOwn(), full: Float32Array[] = [];
+    for (const [k, b] of this.buckets.entries()) full.push((await this.groups.eval.allGather(own[k])).subarray(0, b.end - b.start));
+    return await this.units.forwardAsync(full, () => meanLoss(this.gpu, this.model, data, cfg));
   }
 
   /** The full flat parameter buffer, gathered from every rank's pieces (all ranks must call it). */

@@ -95,14 +95,28 @@ export class LayerUnits {
    * unit when the model first asks the store for one of its weights (ParamStore.onAccess).
    */
   forward<T>(full: readonly Float32Array[], run: () => T): T {
-    this.pending = [...full];
-    this.inSlot.value = -1;
-    this.resident.forEach((r, k) => r && this.gpu.write(this.regionOf(k, 'value'), full[k]));
+    this.begin(full);
     try {
       return run();
     } finally {
       this.pending = [];
     }
+  }
+
+  /** {@link forward} for a pass that awaits between its forwards (evaluation over several batches). */
+  async forwardAsync<T>(full: readonly Float32Array[], run: () => Promise<T>): Promise<T> {
+    this.begin(full);
+    try {
+      return await run();
+    } finally {
+      this.pending = [];
+    }
+  }
+
+  private begin(full: readonly Float32Array[]): void {
+    this.pending = [...full];
+    this.inSlot.value = -1;
+    this.resident.forEach((r, k) => r && this.gpu.write(this.regionOf(k, 'value'), full[k]));
   }
 
   private touch(k: number): void {

@@ -22,7 +22,10 @@ async function exact(name: string, plan: Partial<ParallelPlan>, over: Partial<Tr
   deepStrictEqual(traceMismatches(r.ranks, r.trace), [], `${name}: trace elements per step = meter = stepTraffic`);
   const rows = traceSends(r.trace);
   for (const s of r.ranks) {
-    deepStrictEqual(rows.filter((x) => x.rank === s.rank).map((x) => x.step), [0, 1], `${name}: rank ${s.rank} sent in steps 0 and 1 only`);
+    // Outside the steps only ZeRO-3's validation gathers (group eval) may send.
+    const outside = rows.filter((x) => x.rank === s.rank && x.step === null).flatMap((x) => Object.keys(x.sent)).filter((k) => !/(^|\/)eval\//.test(k));
+    deepStrictEqual(outside, [], `${name}: rank ${s.rank} sent nothing outside the steps but validation gathers`);
+    deepStrictEqual(rows.filter((x) => x.rank === s.rank && x.step !== null).map((x) => x.step), [0, 1], `${name}: rank ${s.rank} sent in steps 0 and 1`);
   }
   return r;
 }
@@ -70,13 +73,18 @@ Deno.test({
 });
 
 Deno.test({
-  name: 'ZeRO 2 and ZeRO 3 over dp 2: trace elements per step = stepTraffic (stage 3 all-gathers parameters twice)',
+  name: 'ZeRO 2 and ZeRO 3 over dp 2: trace elements per step = stepTraffic (stage 3 all-gathers parameters twice); ZeRO-3 reports the validation loss',
   ...TEST,
   fn: async () => {
     const z2 = await exact('zero 2', { dp: 2, zero: 2 });
     const z3 = await exact('zero 3', { dp: 2, zero: 3 });
     const gathered = (r: typeof z2) => r.ranks[0].records[1].byDim['dp/allGather'];
     equal(gathered(z3), 2 * gathered(z2), 'forward and backward gathers');
+    // ZeRO-3 validates too: every rank gathers the layers (group eval, between steps) and
+    // rank 0 reports what ZeRO-2's whole-model rank 0 reports for the same weights.
+    const val = (r: typeof z2) => r.ranks[0].records[1].valLoss!;
+    ok(Number.isFinite(val(z3)) && Math.abs(val(z3) - val(z2)) <= 1e-4 * val(z2), `ZeRO-3 val loss ${val(z3)} vs ZeRO-2 ${val(z2)}`);
+    equal(z3.ranks[1].records[1].valLoss, undefined, 'only rank 0 reports it');
   },
 });
 
