@@ -21,7 +21,7 @@ import {
   siluForward,
   tokenShiftForward,
 } from '../kernels/activations.ts';
-import type { Tensor } from '../gpu/tensor.ts';
+import { Tensor } from '../gpu/tensor.ts';
 import type { AttnDims, Tape } from './tape.ts';
 
 function expect(cond: boolean, msg: () => string): void {
@@ -40,6 +40,41 @@ export function linear(tape: Tape, x: Tensor, w: Tensor, b: Tensor | null, label
   const y = tape.alloc([n, cout], label);
   matmul(tape.gpu, x, w, y, n, cout, cin, { transB: true, bias: b });
   tape.record({ op: 'linear', x, w, b, y, n, cin, cout }, [x, w, b], [y]);
+  return y;
+}
+
+/**
+ * Rows [r0, r0+n) of t viewed as (N, c): a tensor over the same memory, shape (n, c), never
+ * released on its own. WebGPU binds a buffer range only at offsets that are multiples of the
+ * device's minStorageBufferOffsetAlignment (256 bytes on most adapters), so the view's byte
+ * offset t.offset + r0·c·4 must be one; pick r0 as a multiple of alignment/4 rows.
+ * @throws Error when the rows fall outside t or the offset is not aligned.
+ */
+export function rowView(t: Tensor, r0: number, n: number, c: number, what = 'rowView'): Tensor {
+  const rows = t.size / c;
+  expect(
+    Number.isInteger(rows) && Number.isInteger(r0) && Number.isInteger(n) && r0 >= 0 && n >= 1 && r0 + n <= rows,
+    () => `${what}: rows [${r0}, ${r0 + n}) of [${t.shape}] viewed as (${rows}, ${c}); need integers 0 ≤ r0 < r0 + n ≤ N`,
+  );
+  const offset = t.offset + r0 * c * 4;
+  const align = t.gpu.device.limits.minStorageBufferOffsetAlignment;
+  expect(offset % align === 0, () => `${what}: row ${r0} of [${t.shape}] starts at byte ${offset}, not a multiple of minStorageBufferOffsetAlignment ${align}`);
+  return new Tensor(t.gpu, t.buffer, c === 1 ? [n] : [n, c], t.dtype, offset, false, `${t.label}[${r0}:${r0 + n}]`);
+}
+
+/**
+ * y (n, C) = rows [r0, r0+n) of x (N, C) as a tensor of their own, without a copy (a view of
+ * x's memory, see {@link rowView}); the backward adds y's gradient into rows [r0, r0+n) of
+ * x's gradient. Lets the LM head run over row chunks so no single logits binding exceeds the
+ * device limit (chunked cross-entropy as in Liger-Kernel / Apple's cut-cross-entropy).
+ * @throws Error when x is not (N, C), the rows fall outside it, or r0·C·4 bytes is not a
+ *   multiple of the device's minStorageBufferOffsetAlignment.
+ */
+export function rowSlice(tape: Tape, x: Tensor, r0: number, n: number, label = 'rows'): Tensor {
+  const c = x.shape[x.shape.length - 1];
+  expect(x.shape.length >= 2 && c > 0, () => `${label}: x [${x.shape}] is not (N, C)`);
+  const y = rowView(x, r0, n, c, label);
+  tape.record({ op: 'rowSlice', x, y, r0, n, c }, [x], [y]);
   return y;
 }
 

@@ -23,6 +23,7 @@ import {
   tokenShiftBackward,
 } from '../kernels/activations.ts';
 import type { RuleTable } from './tape.ts';
+import { rowView } from './ops.ts';
 import { MIXER_RULES } from './mixer_rules.ts';
 import { collectiveRule } from './collective.ts';
 import { MOE_RULES } from './moe_ops.ts';
@@ -40,6 +41,12 @@ export const RULES: RuleTable = {
     if (dw) matmul(g.gpu, dy, x, dw, cout, cin, n, { transA: true, beta: 1 }); // dw (Cout,Cin) += dyᵀ · x
     const db = b && g.acc(b);
     if (db) columnSum(g.gpu, dy, db, n, cout); // db (Cout) += Σ_rows dy
+  },
+  rowSlice(g, { x, y, r0, n, c }) {
+    const dy = g.grad(y);
+    const dx = g.acc(x);
+    // y shares x's memory, but its gradient is a buffer of its own; add it into dx's rows.
+    if (dy && dx) axpy(g.gpu, 1, dy, rowView(dx, r0, n, c, 'rowSlice backward'));
   },
   add(g, { a, b, y }) {
     const dy = g.grad(y);

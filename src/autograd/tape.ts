@@ -26,6 +26,8 @@ export interface AttnDims {
 export interface OpRecords {
   /** y (N, Cout) = x (N, Cin) · wᵀ (Cin, Cout) + b (Cout) */
   linear: { x: Tensor; w: Tensor; b: Tensor | null; y: Tensor; n: number; cin: number; cout: number };
+  /** y (n, C) = rows [r0, r0+n) of x (N, C), a view of x's memory (no copy); see ops.ts rowSlice */
+  rowSlice: { x: Tensor; y: Tensor; r0: number; n: number; c: number };
   /** y = a + b */
   add: { a: Tensor; b: Tensor; y: Tensor };
   /** y = GELU(x) */

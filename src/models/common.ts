@@ -5,7 +5,8 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { crossEntropy, embedding, linear, rmsNorm } from '../autograd/ops.ts';
+import { embedding, linear, rmsNorm } from '../autograd/ops.ts';
+import { lmHeadLoss } from './head.ts';
 import type { Tape } from '../autograd/tape.ts';
 import { applyNeftune } from '../kernels/noise.ts';
 import type { ParamSpec } from '../nn/params.ts';
@@ -35,12 +36,15 @@ export function embedTokens(
   return x;
 }
 
-/** logits (B·T, V) = RMSNorm(x) · wteᵀ, and the mean cross-entropy when targets are given. */
+/**
+ * logits (B·T, V) = RMSNorm(x) · wteᵀ (tied to the embedding), and the mean cross-entropy when
+ * targets are given; then the head runs in row chunks past a binding limit and logits may be
+ * null (head.ts {@link lmHeadLoss}).
+ */
 export function lmHead(tape: Tape, x: Tensor, normW: Tensor, wte: Tensor, targets: Tensor | null, opts: ForwardOptions): ForwardResult {
   const xf = rmsNorm(tape, x, normW, 'norm_f'); // (B·T, C)
-  const logits = linear(tape, xf, wte, null, 'lm_head'); // (B·T, V), tied to the embedding
-  const loss = targets ? crossEntropy(tape, logits, targets, opts.gradScale ?? 1) : null;
-  return { logits, loss };
+  if (targets) return lmHeadLoss(tape, xf, wte, targets, opts.gradScale ?? 1);
+  return { logits: linear(tape, xf, wte, null, 'lm_head'), loss: null }; // (B·T, V)
 }
 
 /** Declares parameters with one call each; `std` for matrices, `value` for constants. */

@@ -5,12 +5,13 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { add, attention, crossEntropy, embedding, flashAttention, gelu, layerNorm, linear } from '../autograd/ops.ts';
+import { add, attention, embedding, flashAttention, gelu, layerNorm, linear } from '../autograd/ops.ts';
 import type { Tape } from '../autograd/tape.ts';
 import { type ParamSpec, ParamStore } from '../nn/params.ts';
 import type { ForwardOptions, ForwardResult, LanguageModel } from './model.ts';
 import { Random } from '../util/random.ts';
 import { applyNeftune } from '../kernels/noise.ts';
+import { lmHeadLoss } from './head.ts';
 
 /** Model shape (nanoGPT's GPTConfig). */
 export interface GPTConfig {
@@ -113,9 +114,9 @@ export class GPT implements LanguageModel {
       x = add(tape, x, down, `${h}.res2`);
     }
     const xf = layerNorm(tape, x, p('transformer.ln_f.weight'), p('transformer.ln_f.bias'), 'ln_f'); // (B·T, C)
-    const logits = linear(tape, xf, wte, null, 'lm_head'); // (B·T, V), weight tied to wte
-    const loss = targets ? crossEntropy(tape, logits, targets, opts.gradScale ?? 1) : null;
-    return { logits, loss };
+    // Weight tied to wte; with targets the head runs in row chunks when (B·T, V) exceeds a binding.
+    if (targets) return lmHeadLoss(tape, xf, wte, targets, opts.gradScale ?? 1);
+    return { logits: linear(tape, xf, wte, null, 'lm_head'), loss: null }; // (B·T, V)
   }
 
   /** Parameter count without the positional table (nanoGPT's get_num_params convention). */

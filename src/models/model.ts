@@ -6,10 +6,23 @@ import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from '../autograd/tape.ts';
 import type { ParamStore } from '../nn/params.ts';
 
-/** What one forward pass returns; `loss` (2) = [mean loss, counted targets] when targets were given. */
+/**
+ * What one forward pass returns; `loss` (2) = [mean loss, counted targets] when targets were given.
+ * `logits` (B·T, V) is always present without targets; with targets it is null when the head ran
+ * in row chunks because (B·T, V) exceeds a storage binding (head.ts lmHeadLoss).
+ */
 export interface ForwardResult {
-  logits: Tensor; // (B·T, V)
+  logits: Tensor | null; // (B·T, V)
   loss: Tensor | null;
+}
+
+/**
+ * The logits of a forward pass made without targets (sampling, greedy decoding).
+ * @throws Error when they are null (a forward with targets whose head ran in row chunks).
+ */
+export function logitsOf(r: ForwardResult, what: string): Tensor {
+  if (!r.logits) throw new Error(`${what}: the forward pass returned no logits (a chunked LM head with targets); call forward with targets = null to get logits`);
+  return r.logits;
 }
 
 /** Per-call options of a forward pass; all default to off. */
@@ -37,7 +50,8 @@ export interface LanguageModel {
   readonly arch: string;
   /**
    * tokens (B, T) i32 on the GPU and the same ids on the host; targets (B, T) i32 or null.
-   * Returns logits (B·T, V) and, with targets, the loss (2) = [mean, count] on the GPU.
+   * Returns logits (B·T, V) and, with targets, the loss (2) = [mean, count] on the GPU; with
+   * targets the logits are null when the LM head ran in row chunks (see {@link ForwardResult}).
    * @throws Error when T exceeds the block size.
    */
   forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts?: ForwardOptions): ForwardResult;

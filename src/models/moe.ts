@@ -8,7 +8,8 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { add, attention, crossEntropy, embedding, flashAttention, gelu, layerNorm, linear } from '../autograd/ops.ts';
+import { add, attention, embedding, flashAttention, gelu, layerNorm, linear } from '../autograd/ops.ts';
+import { lmHeadLoss } from './head.ts';
 import type { Tape } from '../autograd/tape.ts';
 import { applyNeftune } from '../kernels/noise.ts';
 import { type ParamSpec, ParamStore } from '../nn/params.ts';
@@ -118,9 +119,9 @@ export class GPTMoE implements MoELanguageModel {
       x = add(tape, x, down, `${h}.res2`);
     }
     const xf = layerNorm(tape, x, p('transformer.ln_f.weight'), p('transformer.ln_f.bias'), 'ln_f');
-    const logits = linear(tape, xf, wte, null, 'lm_head');
-    const loss = targets ? crossEntropy(tape, logits, targets, opts.gradScale ?? 1) : null;
-    return { logits, loss: loss && withAuxLoss(tape, loss, this.moeLayers.lastRouting, this.moe, opts.gradScale ?? 1) };
+    if (!targets) return { logits: linear(tape, xf, wte, null, 'lm_head'), loss: null };
+    const { logits, loss } = lmHeadLoss(tape, xf, wte, targets, opts.gradScale ?? 1); // row-chunked past a binding
+    return { logits, loss: withAuxLoss(tape, loss, this.moeLayers.lastRouting, this.moe, opts.gradScale ?? 1) };
   }
 
   /** The MoE MLP of block `call.layer` with every expert on this device (moe_layer.ts {@link MoELayers.local}). */

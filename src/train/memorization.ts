@@ -8,7 +8,7 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import { Tape } from '../autograd/tape.ts';
-import type { LanguageModel } from '../models/model.ts';
+import { type LanguageModel, logitsOf } from '../models/model.ts';
 import type { Split } from '../data/dataset.ts';
 import { mixSeed } from '../util/random.ts';
 
@@ -69,7 +69,7 @@ export async function greedyGenerate(gpu: Gpu, model: LanguageModel, prompts: In
       for (let i = 0; i < rows; i++) host.set(seqs[i].slice(-len), i * T);
       gpu.write(tokens, host);
       const tape = new Tape(gpu, new Map(), false);
-      const { logits } = model.forward(tape, tokens, host, null, B, T); // (B·T, V)
+      const logits = logitsOf(model.forward(tape, tokens, host, null, B, T), 'memorization'); // (B·T, V)
       const all = (await gpu.read(logits)) as Float32Array;
       tape.dispose();
       for (let i = 0; i < rows; i++) {

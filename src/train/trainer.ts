@@ -9,7 +9,7 @@ import { Tensor } from '../gpu/tensor.ts';
 import { Tape } from '../autograd/tape.ts';
 import { RULES } from '../autograd/rules.ts';
 import { axpy } from '../kernels/elementwise.ts';
-import type { LanguageModel } from '../models/model.ts';
+import { type LanguageModel, logitsOf } from '../models/model.ts';
 import type { Batch, TextDataset } from '../data/dataset.ts';
 import { MixtureDataset } from '../data/mixture.ts';
 import type { TrainConfig } from './config.ts';
@@ -143,7 +143,7 @@ export class Trainer {
       host.set(window);
       gpu.write(ctx, host);
       const tape = new Tape(gpu, new Map(), false);
-      const { logits } = model.forward(tape, ctx, host, null, 1, T);
+      const logits = logitsOf(model.forward(tape, ctx, host, null, 1, T), 'sample');
       const row = await gpu.read(this.slice(logits, (window.length - 1) * V, V));
       tape.dispose();
       const next = pick(row as Float32Array, temperature, topK, rng);
