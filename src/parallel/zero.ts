@@ -92,7 +92,7 @@ export class ZeroTrainer {
   /** Shard length Σ c_k. */
   readonly shard: number;
   /** Stages 2–3: the per-layer working buffers. */
-  readonly units: LayerUnits | null;
+  private readonly units: LayerUnits | null;
   private readonly batches: LocalBatches;
   /** Stages 2–3: the reduced gradient pieces; stage 3 also the value pieces. */
   private readonly g: Tensor | null;
@@ -149,7 +149,11 @@ export class ZeroTrainer {
         });
       }
     }
-    if (this.values) gpu.write(this.values, this.ownPieces(initial).reduce((all, x, k) => (all.set(x, this.pieces[k].at), all), new Float32Array(at)));
+    if (this.values) {
+      const mine = new Float32Array(at);
+      for (const pc of this.pieces) mine.set(initial.subarray(pc.lo, pc.hi), pc.at);
+      gpu.write(this.values, mine);
+    }
     const why = `ZeRO-${this.stage} keeps AdamW's moments sharded (zero.ts)`;
     store.rehome('m', null, [], why);
     store.rehome('v', null, [], why);
@@ -184,7 +188,7 @@ export class ZeroTrainer {
     const { gpu, model, cfg, stage, units } = this;
     this.meter.take();
     this.batches.startStep();
-    model.params.zeroGrad();
+    if (!units) model.params.zeroGrad(); // stages 2–3: each backward zeroes a unit's gradients as it opens it
     let overlap: OverlapStats = { launchedDuringBackward: 0, order: [] };
     const own = stage === 3 ? await this.readOwn() : null;
     for (let micro = 0; micro < cfg.gradAccum; micro++) {
@@ -194,17 +198,21 @@ export class ZeroTrainer {
       if (own && units) units.forward(await this.gatherAll(own), () => this.batches.forward(tape, step, micro));
       else this.batches.forward(tape, step, micro);
       if (reduce) {
-        units?.startBackward();
-        if (own) for (const [k, x] of (await this.gatherAll(own, units!.resident)).entries()) if (x) gpu.write(units!.regionOf(k, 'value'), x);
-        const hooks: BucketHooks = units
-          ? {
+        let hooks: BucketHooks = {};
+        if (units) {
+          units.startBackward();
+          if (own) for (const [k, resident] of units.resident.entries()) if (resident) gpu.write(units.regionOf(k, 'value'), await this.gather(own, k));
+          const open = async (k: number) => {
+            if (units.needsOpen(k)) units.open(k, own ? await this.gather(own, k) : null);
+          };
+          hooks = {
             gradsOf: (b) => units.gradsOf(b),
             beforeNode: async (_node, ks) => {
-              for (const k of ks) if (units.needsOpen(k)) units.open(k, own ? await this.gather(own, k) : null);
+              for (const k of ks) await open(k);
             },
-            beforeLateLaunch: async (k) => units.needsOpen(k) ? units.open(k, own ? await this.gather(own, k) : null) : undefined,
-          }
-          : {};
+            beforeLateLaunch: open,
+          };
+        }
         overlap = await backwardWithBuckets(gpu, model.params, this.buckets, tape as LoggingTape, RULES, async (b, host) => {
           const pc = this.pieces[b.index];
           const padded = new Float32Array(pc.c * this.comm.size);
@@ -244,32 +252,37 @@ export class ZeroTrainer {
     return norm;
   }
 
-  /** This rank's pieces of `flat` (the whole flat layout), each padded to c_k. */
-  private ownPieces(flat: Float32Array): Float32Array[] {
+  /** Host copies of this rank's value pieces, each padded to c_k (from the shard at stage 3). */
+  private async readOwn(): Promise<Float32Array[]> {
+    if (this.values) {
+      const shard = await this.gpu.read(this.values) as Float32Array;
+      return this.pieces.map((pc) => shard.slice(pc.at, pc.at + pc.c));
+    }
+    const flat = await this.gpu.read(this.model.params.values) as Float32Array;
     return this.pieces.map((pc) => {
-      const out = new Float32Array(pc.c);
+      const out = new Float32Array(pc.c); // the tail past hi stays zero padding
       out.set(flat.subarray(pc.lo, pc.hi));
       return out;
     });
   }
 
-  /** Host copies of this rank's value pieces, each padded to c_k (from the shard at stage 3). */
-  private async readOwn(): Promise<Float32Array[]> {
-    if (!this.values) return this.ownPieces(await this.gpu.read(this.model.params.values) as Float32Array);
-    const shard = await this.gpu.read(this.values) as Float32Array;
-    return this.pieces.map((pc) => shard.slice(pc.at, pc.at + pc.c));
-  }
-
-  /** Bucket k gathered from every rank's piece: its n_k values. */
-  private async gather(own: Float32Array[], k: number): Promise<Float32Array> {
-    const full = await this.groups.params.allGather(own[k]);
+  /** Bucket k gathered over `group` from every rank's piece `pieces[k]` (c_k each): its n_k values. */
+  private async gather(pieces: readonly Float32Array[], k: number, group = this.groups.params): Promise<Float32Array> {
+    const full = await group.allGather(pieces[k]);
     return full.subarray(0, this.buckets[k].end - this.buckets[k].start);
   }
 
-  /** Every bucket gathered (one all-gather each, in order), or only those `which` selects (null elsewhere). */
-  private async gatherAll(own: Float32Array[], which?: readonly boolean[]): Promise<Float32Array[]> {
+  /** Every bucket gathered (one all-gather each, in order). */
+  private async gatherAll(pieces: readonly Float32Array[], group = this.groups.params): Promise<Float32Array[]> {
     const out: Float32Array[] = [];
-    for (let k = 0; k < this.buckets.length; k++) out.push(!which || which[k] ? await this.gather(own, k) : null!);
+    for (let k = 0; k < this.buckets.length; k++) out.push(await this.gather(pieces, k, group));
+    return out;
+  }
+
+  /** Every bucket gathered into the flat layout (Ψ_flat elements; alignment gaps zero). */
+  private async gatherFlat(pieces: readonly Float32Array[]): Promise<Float32Array> {
+    const out = new Float32Array(this.model.params.flatSize);
+    for (const b of this.buckets) out.set(await this.gather(pieces, b.index), b.start);
     return out;
   }
 
@@ -287,18 +300,14 @@ export class ZeroTrainer {
    */
   async evaluate(data: TextDataset, cfg: TrainConfig): Promise<number> {
     if (!this.units || !this.values) return await meanLoss(this.gpu, this.model, data, cfg);
-    const own = await this.readOwn(), full: Float32Array[] = [];
-    for (const [k, b] of this.buckets.entries()) full.push((await this.groups.eval.allGather(own[k])).subarray(0, b.end - b.start));
+    const full = await this.gatherAll(await this.readOwn(), this.groups.eval);
     return await this.units.forwardAsync(full, () => meanLoss(this.gpu, this.model, data, cfg));
   }
 
   /** The full flat parameter buffer, gathered from every rank's pieces (all ranks must call it). */
   async parameters(): Promise<Float32Array> {
     if (this.stage < 3) return await this.gpu.read(this.model.params.values) as Float32Array;
-    const own = await this.readOwn();
-    const out = new Float32Array(this.model.params.flatSize);
-    for (const b of this.buckets) out.set(await this.gather(own, b.index), b.start);
-    return out;
+    return await this.gatherFlat(await this.readOwn());
   }
 
   /**
@@ -306,12 +315,7 @@ export class ZeroTrainer {
    * every rank's reduced pieces; all ranks must call it (one all-gather per bucket).
    */
   async gradients(): Promise<Float32Array> {
-    const out = new Float32Array(this.model.params.flatSize);
-    for (const pc of this.pieces) {
-      const full = await this.groups.params.allGather(this.gHost.subarray(pc.at, pc.at + pc.c));
-      out.set(full.subarray(0, pc.bucket.end - pc.bucket.start), pc.bucket.start);
-    }
-    return out;
+    return await this.gatherFlat(this.pieces.map((pc) => this.gHost.subarray(pc.at, pc.at + pc.c)));
   }
 
   /** Model-state bytes this rank holds now, summed from the buffers (see the module doc for the formulas). */

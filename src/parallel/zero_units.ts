@@ -32,9 +32,6 @@ interface Home {
 export class LayerUnits {
   /** Per unit: true when it stays resident for the whole micro-batch. */
   readonly resident: boolean[];
-  /** Resident elements R and slot elements S (the largest rotating unit). */
-  readonly rootElements: number;
-  readonly slotElements: number;
   private readonly base: number[] = [];
   private readonly unitOf = new Map<Param, number>();
   private readonly homes: { value: Home | null; grad: Home };
@@ -60,8 +57,7 @@ export class LayerUnits {
       b.params.forEach((p) => this.unitOf.set(p, b.index));
       return resident;
     });
-    this.rootElements = root;
-    this.slotElements = slot;
+    // Resident elements R side by side in the root, the largest rotating unit S sizing the slot.
     const make = (what: string) => ({ root: storageTensor(gpu, root, `zero.${what}.root`), slot: storageTensor(gpu, slot, `zero.${what}.slot`) });
     this.homes = { value: values ? make('values') : null, grad: make('grads') };
     const why = 'ZeRO keeps them per layer in working buffers (zero_units.ts)';

@@ -61,17 +61,17 @@ function rowLosses(x: Float64Array, w: Float64Array, targets: Int32Array, c: num
   });
 }
 
-const CASES: { n: number; c: number; v: number; maxRows: number; ignore: boolean }[] = [
-  { n: 200, c: 24, v: 37, maxRows: 64, ignore: false }, // chunks 64, 64, 64, 8
-  { n: 131, c: 5, v: 300, maxRows: 100, ignore: false }, // odd C; 100 rounds down to 64: 64, 64, 3
-  { n: 150, c: 16, v: 41, maxRows: 64, ignore: true }, // a wholly ignored chunk and scattered ignores
+const CASES: { n: number; c: number; v: number; maxRows: number; ignoredTargets: boolean }[] = [
+  { n: 200, c: 24, v: 37, maxRows: 64, ignoredTargets: false }, // chunks 64, 64, 64, 8
+  { n: 131, c: 5, v: 300, maxRows: 100, ignoredTargets: false }, // odd C; 100 rounds down to 64: 64, 64, 3
+  { n: 150, c: 16, v: 41, maxRows: 64, ignoredTargets: true }, // a wholly ignored chunk and scattered ignores
 ];
 
-for (const { n, c, v, maxRows, ignore } of CASES) {
-  gpuTest(`chunked LM head = unchunked: loss and gradients (N=${n}, C=${c}, V=${v}, ≤${maxRows} rows, ignored targets: ${ignore})`, async (gpu) => {
+for (const { n, c, v, maxRows, ignoredTargets } of CASES) {
+  gpuTest(`chunked LM head = unchunked: loss and gradients (N=${n}, C=${c}, V=${v}, ≤${maxRows} rows, ignored targets: ${ignoredTargets})`, async (gpu) => {
     const g = headRowGranule(gpu);
     const r = rng(n + c);
-    const targets = Int32Array.from({ length: n }, (_, i) => (ignore && ((i >= g && i < 2 * g) || r() < 0.2) ? -1 : Math.floor(r() * v)));
+    const targets = Int32Array.from({ length: n }, (_, i) => (ignoredTargets && ((i >= g && i < 2 * g) || r() < 0.2) ? -1 : Math.floor(r() * v)));
     const x = randn(n * c, 7 * n, -2, 2), w = randn(v * c, 11 * v, -1, 1);
     const gradScale = 0.7;
     const ref = await runHead(gpu, x, w, targets, c, v, 0, gradScale);
