@@ -12,7 +12,7 @@ import { axpy } from '../kernels/elementwise.ts';
 import type { Communicator } from '../dist/communicator.ts';
 import { wallMs } from '../dist/trace.ts';
 import type { PipeAction, PipelineSchedule } from './pipeline_schedule.ts';
-import type { Span } from './pipeline_sim.ts';
+import { label, type Span } from './pipeline_sim.ts';
 import { type PipelineStageModel, sendForward } from './pipeline_stage.ts';
 
 /** What one (micro, stage) keeps between its actions. */
@@ -25,9 +25,6 @@ interface Slot {
   /** Gradient of the input after the backward, to send back. */
   dIn?: Float32Array;
 }
-
-const short = (a: PipeAction) =>
-  ({ forward: 'F', backward: 'B', 'send-act': 'sa', 'recv-act': 'ra', 'send-grad': 'sg', 'recv-grad': 'rg' })[a.kind] + a.micro + `@${a.stage}`;
 
 /** Records a span of `kind` from `start` (epoch ms) to now. */
 export type SpanFn = (kind: Span['kind'], start: number, label: string, action?: PipeAction) => void;
@@ -67,7 +64,7 @@ export class PipelineExecutor {
     };
     const slot = open(a.micro, a.stage);
     const close = () => slots.delete(key(a.micro, a.stage));
-    const start = wallMs(), label = short(a);
+    const start = wallMs(), name = label(a, true);
     switch (a.kind) {
       case 'forward': {
         const { tape } = slot, rows = [a.micro * b * t, (a.micro + 1) * b * t] as const;
@@ -75,7 +72,7 @@ export class PipelineExecutor {
         if (a.stage === 0) x = await model.embed(tape, bx.slice(...rows), b, t);
         else {
           if (!slot.input && model.holds(a.stage - 1)) this.handOver(slots.get(key(a.micro, a.stage - 1)), slot, shape);
-          if (!slot.input) throw new Error(`pipeline: ${label} runs before its activation arrived`);
+          if (!slot.input) throw new Error(`pipeline: ${name} runs before its activation arrived`);
           x = slot.input;
         }
         const out = await model.blocks(tape, x, a.stage, b, t);
@@ -90,7 +87,7 @@ export class PipelineExecutor {
           });
         }
         await gpu.sync();
-        return void span('compute', start, label, a);
+        return void span('compute', start, name, a);
       }
       case 'backward': {
         await slot.tape.backwardAsync(RULES);
@@ -101,22 +98,22 @@ export class PipelineExecutor {
         slot.tape.dispose();
         if (a.stage > 0 && model.holds(a.stage - 1)) open(a.micro, a.stage - 1).dOut = slot.dIn; // same-rank hand-off (p = 1)
         if (a.stage === 0 || model.holds(a.stage - 1)) close();
-        return void span('compute', start, label, a);
+        return void span('compute', start, name, a);
       }
       case 'send-act': {
         const host = (await gpu.read(slot.output!)) as Float32Array;
         await this.p2p.send(host, a.peer!);
-        return void span('comm', start, label, a);
+        return void span('comm', start, name, a);
       }
       case 'send-grad': {
         await this.p2p.send(slot.dIn!, a.peer!);
         close();
-        return void span('comm', start, label, a);
+        return void span('comm', start, name, a);
       }
       case 'recv-act':
       case 'recv-grad': {
         const host = await this.p2p.recv(new Float32Array(size), a.peer!);
-        span('idle', start, `wait ${label}`, a);
+        span('idle', start, `wait ${name}`, a);
         const got = wallMs();
         if (a.kind === 'recv-grad') slot.dOut = host;
         else {
@@ -124,7 +121,7 @@ export class PipelineExecutor {
           gpu.write(slot.input, host);
           slot.tape.requireGrad(slot.input);
         }
-        return void span('comm', got, label, a);
+        return void span('comm', got, name, a);
       }
     }
   }

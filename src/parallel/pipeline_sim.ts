@@ -35,9 +35,10 @@ export interface DryRun {
 
 /** Whether an action is a message (a send or a receive) rather than compute. */
 export const isComm = (k: ActionKind) => k !== 'forward' && k !== 'backward';
-export const label = (a: PipeAction) =>
+/** `F3`, `B0`, `sa2@1`: an action's span label; `withStage` adds `@stage` to compute too (measured timelines, where a rank runs several stages). */
+export const label = (a: PipeAction, withStage = false) =>
   ({ forward: 'F', backward: 'B', 'send-act': 'sa', 'recv-act': 'ra', 'send-grad': 'sg', 'recv-grad': 'rg' })[a.kind] + a.micro +
-  (a.kind === 'forward' || a.kind === 'backward' ? '' : `@${a.stage}`);
+  (withStage || !(a.kind === 'forward' || a.kind === 'backward') ? `@${a.stage}` : '');
 /** `send-act micro 2 stage 1 peer 2`, as error messages name an action. */
 export const describeAction = (a: PipeAction) =>
   `${a.kind} micro ${a.micro} stage ${a.stage}${a.peer === undefined ? '' : ` peer ${a.peer}`}`;
