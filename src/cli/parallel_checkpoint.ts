@@ -39,7 +39,7 @@ export const parallelCheckpointFiles = (outDir: string) => ({
  */
 export async function saveCheckpointSet(outDir: string, step: number, shards: Uint8Array[], plan: ParallelPlan, keep: boolean): Promise<void> {
   const paths = parallelCheckpointFiles(outDir), dir = paths.dirAt(step);
-  const previous = (await exists(paths.manifest)) ? await readManifest(outDir).catch(() => null) : null;
+  const previous = await readManifest(outDir).catch(() => null); // none yet, or unreadable: nothing to remove
   await Deno.mkdir(`${outDir}/${dir}`, { recursive: true });
   const files = shards.map((_, r) => `rank-${r}.safetensors`);
   for (const [r, bytes] of shards.entries()) await writeAtomic(`${outDir}/${dir}/${files[r]}`, bytes);

@@ -20,8 +20,8 @@
 import { parseTrainArgs, trainHelp } from './args.ts';
 import { parseConfig, PRESETS, type TrainConfig } from '../train/config.ts';
 import { NET_PRESETS, NetworkModel } from '../dist/network.ts';
-import { type CpKind, describePlan, makePlan, paddedVocab, type ParallelPlan, planGroup, type PlanModel, planWorldSize, rankCoords, rankParams, strategyOf, type StrategyKind, validatePlan, zeroWorkingElements } from '../parallel/plan.ts';
-import { bubbleFraction, type CommRow, type PlanDim, stepTraffic, type TrafficOptions, zeroMemoryFp32 } from '../parallel/cost.ts';
+import { type CpKind, describePlan, makePlan, paddedVocab, type ParallelPlan, planGroup, type PlanModel, planWorldSize, rankCoords, strategyOf, type StrategyKind, validatePlan, zeroWorkingElements } from '../parallel/plan.ts';
+import { bubbleFraction, type CommRow, type PlanDim, rankMemory, stepTraffic, type TrafficOptions } from '../parallel/cost.ts';
 import { p2pTimeUs, predictUs } from '../dist/cost.ts';
 import { makeSchedule, peakInFlight, SCHEDULE_KINDS, type ScheduleKind } from '../parallel/pipeline_schedule.ts';
 import { dryRun, type DryRun } from '../parallel/pipeline_sim.ts';
@@ -197,10 +197,9 @@ export async function main(argv: string[]): Promise<string> {
   const ranks = [...Array(world).keys()];
   const acts = activations(plan, model, cfg, opts.trainer);
   const memRows = ranks.map((r) => {
-    const c = rankCoords(plan, r), p = rankParams(plan, model, r, cfg.bias), a = acts.ranks?.[r];
-    const dense = zeroMemoryFp32(p.dense, d, plan.zero, plan.zero >= 2 ? zeroWorkingElements(model, cfg.bias) : 0), ex = zeroMemoryFp32(p.expert, d / plan.ep, plan.zero);
-    return [r, c.dp, c.pp, c.cp, c.tp, fmtInt(p.dense + p.expert), fmtBytes(dense.params + ex.params), fmtBytes(dense.grads + ex.grads), fmtBytes(dense.optimizer + ex.optimizer), fmtBytes(dense.total + ex.total),
-      a ? fmtBytes(a.bytes) : '–', a ? a.inFlight : '–', a ? fmtBytes(dense.total + ex.total + a.bytes) : '–'];
+    const c = rankCoords(plan, r), m = rankMemory(plan, model, r, cfg.bias), a = acts.ranks?.[r];
+    return [r, c.dp, c.pp, c.cp, c.tp, fmtInt(m.paramElements), fmtBytes(m.params), fmtBytes(m.grads), fmtBytes(m.optimizer), fmtBytes(m.total),
+      a ? fmtBytes(a.bytes) : '–', a ? a.inFlight : '–', a ? fmtBytes(m.total + a.bytes) : '–'];
   });
   out.push(table(['rank', 'dp', 'pp', 'cp', 'tp', 'elements', 'params', 'grads', 'optimizer', 'total', 'activations', 'in flight', 'total + act.'], memRows));
   out.push(activationNote(acts, plan, model, me), '');

@@ -28,9 +28,9 @@ import { parseConfig, PRESETS, type TrainConfig } from '../train/config.ts';
 import type { Backend } from '../gpu/device.ts';
 import { World } from '../dist/launch.ts';
 import { NET_PRESETS, NetworkModel } from '../dist/network.ts';
-import { type CpKind, CP_KINDS, describePlan, makePlan, type ParallelPlan, type PlanModel, planWorldSize, rankCoords, rankParams, validatePlan, zeroWorkingElements } from '../parallel/plan.ts';
+import { type CpKind, CP_KINDS, describePlan, makePlan, type ParallelPlan, type PlanModel, planWorldSize, rankCoords, validatePlan } from '../parallel/plan.ts';
 import { SCHEDULE_KINDS, type ScheduleKind } from '../parallel/pipeline_schedule.ts';
-import { zeroMemoryFp32 } from '../parallel/cost.ts';
+import { rankMemory } from '../parallel/cost.ts';
 import { planModelOf, RankRun, type RankSummary, strategyOf, trainerConfig } from '../parallel/run.ts';
 import { runParallel, type StepReport } from '../parallel/run_host.ts';
 import { closeLocalWorld, localWorld, onEveryRank } from '../dist/local.ts';
@@ -150,9 +150,9 @@ const table = (head: string[], rows: (string | number)[][]) => {
 
 /** Per rank and `dim/collective`: predicted (cost.ts stepTraffic for the trainer that ran), measured (last step), exact, and whether every step sent the same. */
 export function accounting(plan: ParallelPlan, model: PlanModel, cfg: TrainConfig, steps: StepReport[], ranks: RankSummary[]) {
-  const d = plan.dp * plan.cp, last = steps[steps.length - 1];
+  const last = steps[steps.length - 1];
   return ranks.map((s) => {
-    const p = rankParams(plan, model, s.rank, cfg.bias), dense = zeroMemoryFp32(p.dense, d, plan.zero, plan.zero >= 2 ? zeroWorkingElements(model, cfg.bias) : 0), ex = zeroMemoryFp32(p.expert, d / plan.ep, plan.zero);
+    const { params, grads, optimizer, paramElements } = rankMemory(plan, model, s.rank, cfg.bias);
     const pred = new Map<string, { n: number; exact: boolean }>();
     for (const r of s.predicted) {
       const k = `${r.dim}/${r.collective}`, o = pred.get(k) ?? { n: 0, exact: true };
@@ -162,7 +162,7 @@ export function accounting(plan: ParallelPlan, model: PlanModel, cfg: TrainConfi
     const keys = [...new Set([...pred.keys(), ...Object.keys(measured)])].sort();
     return {
       rank: s.rank, coords: rankCoords(plan, s.rank), kind: s.kind,
-      memory: { measured: s.memory, predicted: { params: dense.params + ex.params, grads: dense.grads + ex.grads, optimizer: dense.optimizer + ex.optimizer, paramElements: p.dense + p.expert } },
+      memory: { measured: s.memory, predicted: { params, grads, optimizer, paramElements } },
       traffic: keys.map((key) => ({ key, predicted: pred.get(key)?.n ?? 0, measured: measured[key] ?? 0, exact: pred.get(key)?.exact ?? true, steady: steps.every((st) => (st.byDim[s.rank][key] ?? 0) === (measured[key] ?? 0)) })),
     };
   });
@@ -171,7 +171,7 @@ export function accounting(plan: ParallelPlan, model: PlanModel, cfg: TrainConfi
 /** plan.txt: the accounting as text tables. */
 function accountingText(plan: ParallelPlan, cfg: TrainConfig, net: string, acc: ReturnType<typeof accounting>): string {
   const out = [`plan     ${describePlan(plan)}`, `trainer  ${acc[0]?.kind} · ${cfg.arch} · ${cfg.nLayer} layers · width ${cfg.nEmbd} · context ${cfg.blockSize} · global batch ${cfg.batchSize * cfg.gradAccum}`, `network  ${net}`, ''];
-  out.push('memory per rank (fp32): measured = this rank\'s ParamStore flat buffers (alignment padding included) or its ZeRO shards and working buffers (resident units + one layer), peak pool = activations and temporaries; predicted = cost.ts zeroMemoryFp32(rankParams)');
+  out.push('memory per rank (fp32): measured = this rank\'s ParamStore flat buffers (alignment padding included) or its ZeRO shards and working buffers (resident units + one layer), peak pool = activations and temporaries; predicted = cost.ts rankMemory');
   out.push(table(['rank', 'dp', 'pp', 'cp', 'tp', 'param elements', 'predicted', 'params', 'predicted', 'grads', 'predicted', 'optimizer', 'predicted', 'peak pool'], acc.map((a) => {
     const m = a.memory.measured, p = a.memory.predicted;
     return [a.rank, a.coords.dp, a.coords.pp, a.coords.cp, a.coords.tp, fmtInt(m.paramElements), fmtInt(p.paramElements), fmtBytes(m.params), fmtBytes(p.params), fmtBytes(m.grads), fmtBytes(p.grads), fmtBytes(m.optimizer), fmtBytes(p.optimizer), fmtBytes(m.peakPool)];

@@ -10,7 +10,7 @@
 import type { Algorithm } from '../dist/communicator.ts';
 import { type Collective, collectiveTraffic } from '../dist/cost.ts';
 import type { MeshCoords } from '../dist/mesh.ts';
-import { microBatchSize, type ParallelPlan, planGroup, planMesh, type PlanModel, planWorldSize, rankParams, type StrategyKind } from './plan.ts';
+import { microBatchSize, type ParallelPlan, planGroup, planMesh, type PlanModel, planWorldSize, rankParams, type StrategyKind, zeroWorkingElements } from './plan.ts';
 
 /** Bytes per rank of parameters, gradients and optimizer state. */
 export interface MemoryBytes {
@@ -42,6 +42,19 @@ export function zeroMemoryFp32(psi: number, d: number, zero: 0 | 1 | 2 | 3, work
   checkZero(psi, d, zero, 'zeroMemoryFp32');
   const shard = Math.ceil(psi / d);
   return mem(4 * (zero >= 3 ? shard + working : psi), 4 * (zero >= 2 ? shard + working : psi), 8 * (zero >= 1 ? shard : psi));
+}
+
+/**
+ * Predicted model-state bytes of `rank` under `plan` (fp32 AdamW, {@link zeroMemoryFp32}): its
+ * dense parameters (plan.ts rankParams) sharded by the ZeRO stage over dp·cp, with ZeRO-2/3's
+ * working buffers (plan.ts zeroWorkingElements), and its experts over the dp·cp/ep ranks that
+ * hold the same ones. `paramElements` = dense + expert elements.
+ */
+export function rankMemory(plan: ParallelPlan, model: PlanModel, rank: number, bias = true): MemoryBytes & { paramElements: number } {
+  const p = rankParams(plan, model, rank, bias), d = plan.dp * plan.cp;
+  const dense = zeroMemoryFp32(p.dense, d, plan.zero, plan.zero >= 2 ? zeroWorkingElements(model, bias) : 0);
+  const ex = zeroMemoryFp32(p.expert, d / plan.ep, plan.zero);
+  return { ...mem(dense.params + ex.params, dense.grads + ex.grads, dense.optimizer + ex.optimizer), paramElements: p.dense + p.expert };
 }
 
 /**

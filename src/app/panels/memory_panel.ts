@@ -1,12 +1,12 @@
 /**
  * The Memory panel: per rank, stacked bars of parameter, gradient, optimizer-state and
  * activation bytes — what the run reports (when it does) above what the ZeRO formulas
- * predict (`zeroMemoryFp32`, src/parallel/cost.ts: 4 B parameter + 4 B gradient + 8 B AdamW
- * state per element in fp32, sharded over the dp·cp group by stage) for the rank's own
- * parameters (`rankParams`: its TP shard of its pipeline stage).
+ * predict (`rankMemory`, src/parallel/cost.ts: 4 B parameter + 4 B gradient + 8 B AdamW
+ * state per element in fp32, sharded over the dp·cp group by stage, experts over dp·cp/ep)
+ * for the rank's own parameters (`rankParams`: its TP shard of its pipeline stage).
  */
-import { zeroMemoryFp32 } from '../../parallel/cost.ts';
-import { type ParallelPlan, type PlanModel, planWorldSize, rankParams, zeroWorkingElements } from '../../parallel/plan.ts';
+import { rankMemory } from '../../parallel/cost.ts';
+import { type ParallelPlan, type PlanModel, planWorldSize } from '../../parallel/plan.ts';
 import { activationBytes } from '../../parallel/activation_memory.ts';
 import { fmtBytes } from './trace_io.ts';
 
@@ -34,10 +34,8 @@ function activationPeak(plan: ParallelPlan, model: PlanModel, rank: number, arch
 
 /** The formula's bytes for every rank of `plan`. @throws Error when the plan is invalid for the model. */
 export function formulaMemory(plan: ParallelPlan, model: PlanModel, arch = 'gpt'): RankMemory[] {
-  const d = plan.dp * plan.cp;
   return [...Array(planWorldSize(plan)).keys()].map((rank) => {
-    const p = rankParams(plan, model, rank);
-    const z = zeroMemoryFp32(p.dense + p.expert, d, plan.zero, plan.zero >= 2 ? zeroWorkingElements(model) : 0);
+    const z = rankMemory(plan, model, rank);
     return { rank, params: z.params, grads: z.grads, optimizer: z.optimizer, activations: activationPeak(plan, model, rank, arch) };
   });
 }
