@@ -146,8 +146,10 @@ export class ParamStore {
       if (t.size !== p.size) throw new Error(`ParamStore.rehome: ${p.name}'s new ${field} has ${t.size} elements, the parameter ${p.size}`);
       p[field] = t;
     }
-    this.gpu.flush(); // commands already encoded against the flat buffer (its initial clear) must be submitted before it goes
-    flat.buffer.destroy();
+    // Work already encoded against the flat buffer (its initial clear) may still be running, and
+    // wgpu must not see a buffer destroyed in flight: submit it, and destroy once the queue is done.
+    this.gpu.flush();
+    void this.gpu.device.queue.onSubmittedWorkDone().then(() => flat.buffer.destroy(), () => {});
     this.flat[field] = null;
     this.moved[field] = { why, owned };
   }
