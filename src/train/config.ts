@@ -75,22 +75,31 @@ export type TrainConfig = z.infer<typeof TrainConfigSchema>;
 /** Named presets. `tiny` is sized to finish on a 2-core CPU machine in minutes. */
 export const PRESETS: Record<string, Partial<TrainConfig>> = {
   tiny: {},
-  // nanoGPT's CPU command for shakespeare_char (README "I only have a macbook").
+  // nanoGPT's CPU command for shakespeare_char (its README, "I only have a macbook"):
+  // config/train_shakespeare_char.py with --block_size=64 --batch_size=12 --n_layer=4
+  // --n_head=4 --n_embd=128 --max_iters=2000 --lr_decay_iters=2000 --dropout=0.0 --eval_iters=20
+  // --log_interval=1, on train.py's defaults (bias = False, grad_clip 1.0, weight_decay 0.1,
+  // beta1 0.9). nanoGPT has no dropout here either, so nothing is left out.
   'nanogpt-cpu': {
     nLayer: 4,
     nHead: 4,
     nEmbd: 128,
     blockSize: 64,
+    bias: false,
     batchSize: 12,
+    gradAccum: 1,
     lr: 1e-3,
     minLr: 1e-4,
     steps: 2000,
+    decaySteps: 2000,
     warmup: 100,
     weightDecay: 0.1,
+    beta1: 0.9,
     beta2: 0.99,
+    gradClip: 1,
     evalInterval: 250,
     evalBatches: 20,
-    logInterval: 10,
+    logInterval: 1,
     ckptInterval: 250,
   },
 };

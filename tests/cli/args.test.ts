@@ -28,8 +28,8 @@ Deno.test('impossible configs are rejected with the violated rule', () => {
 Deno.test('nanogpt-cpu preset is nanoGPT\'s CPU Shakespeare config', () => {
   const c = parseConfig(PRESETS['nanogpt-cpu']);
   deepStrictEqual(
-    [c.nLayer, c.nHead, c.nEmbd, c.blockSize, c.batchSize, c.lr, c.steps, c.warmup, c.minLr, c.weightDecay, c.beta2],
-    [4, 4, 128, 64, 12, 1e-3, 2000, 100, 1e-4, 0.1, 0.99],
+    [c.nLayer, c.nHead, c.nEmbd, c.blockSize, c.bias, c.batchSize, c.gradAccum, c.lr, c.steps, c.decaySteps, c.warmup, c.minLr, c.weightDecay, c.beta1, c.beta2, c.gradClip, c.evalInterval, c.logInterval],
+    [4, 4, 128, 64, false, 12, 1, 1e-3, 2000, 2000, 100, 1e-4, 0.1, 0.9, 0.99, 1, 250, 1],
   );
 });
 
