@@ -1,16 +1,17 @@
 /**
  * Command-line flags for the training config, derived from the zod schema so every config
- * key is a kebab-case flag (`nLayer` → `--n-layer`). Parsing is node:util's parseArgs in
- * strict mode: an unknown flag is an error, not a silent no-op.
+ * key is a kebab-case flag (`nLayer` → `--n-layer`), converted by one strict number parser and
+ * validated by its own schema (flags.ts). Parsing is node:util's parseArgs in strict mode: an
+ * unknown flag is an error, not a silent no-op.
  */
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { PRESETS, TrainConfigSchema } from '../train/config.ts';
+import { type FlagKey, flagKeys, helpLines, kebab, normalizeBooleans, parseArgsOptions, parseDecimal, readFlag } from './flags.ts';
 
-const DEFAULTS = TrainConfigSchema.parse({});
-type Key = keyof typeof DEFAULTS;
+export { kebab };
 
-export const kebab = (s: string) => s.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+const TRAIN_KEYS = flagKeys(TrainConfigSchema);
 
 /** Flags that are not config keys. */
 const EXTRA = {
@@ -20,11 +21,14 @@ const EXTRA = {
   out: { type: 'string' },
   resume: { type: 'boolean' },
   'resume-step': { type: 'string' },
+  'allow-legacy-checkpoint': { type: 'boolean' },
   // The issue's short spellings of two recipes: --neftune α, --goldfish k,h.
   neftune: { type: 'string' },
   goldfish: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
+
+const GPUS = ['auto', 'wgpu', 'dawn'] as const;
 
 export interface ParsedTrainArgs {
   /** Config values given on the command line (camelCase keys, typed). */
@@ -36,105 +40,117 @@ export interface ParsedTrainArgs {
   resume: boolean;
   /** With --resume: continue from the kept checkpoint ckpt-<step> instead of the latest one. */
   resumeStep?: number;
+  /** With --resume: read a checkpoint that carries only the legacy data digest (still verified). */
+  allowLegacyCheckpoint: boolean;
   help: boolean;
   /** Values of the caller's own extra flags (see `more`), by flag name. */
   extra: Record<string, string | boolean | undefined>;
+  /** Values of the caller's schema keys (see `schema`) that were given, camelCase, typed and validated. */
+  options: Record<string, unknown>;
 }
 
+/** A path flag's value: refused when blank, which would name the current directory or a file ' '. */
+function path(flag: string, v: unknown): string | undefined {
+  if (v === undefined) return undefined;
+  if (String(v).trim() === '') throw new Error(`--${flag} expects a path, got '${v}'`);
+  return String(v);
+}
+
+/** `--goldfish k` or `k,h` as whole numbers (validated as goldfishK / goldfishH by the config). */
+const Goldfish = z.string().regex(/^\d+(?:,\d+)?$/).transform((s) => s.split(',').map((x) => parseDecimal(x)!));
+
+/** The goldfishK (and goldfishH) a --goldfish value sets. */
+function goldfish(text: string): Record<string, number> {
+  const g = Goldfish.safeParse(text);
+  if (!g.success) throw new Error(`--goldfish expects k or k,h (whole numbers, e.g. 4,13), got '${text}'`);
+  return g.data.length > 1 ? { goldfishK: g.data[0], goldfishH: g.data[1] } : { goldfishK: g.data[0] };
+}
+
+/** `--neftune α` (validated as neftuneAlpha by the config). */
+function neftune(text: string): number {
+  const a = parseDecimal(text);
+  if (a === undefined) throw new Error(`--neftune expects the noise α (a number ≥ 0, e.g. 5), got '${text}'`);
+  return a;
+}
+
+const resumeStepError = (text: string) => `--resume-step expects a step number of a kept checkpoint (ckpt-<step>.safetensors) and needs --resume, got '${text}'`;
+
 /**
- * Parses `argv`. `more` adds flags of another command (e.g. the schedule preview's --svg);
- * their values come back in `extra`.
- * @throws Error for an unknown flag, a missing value, a number that does not parse or an
- *   unknown preset, naming the flag and what is allowed.
+ * Parses `argv`. `more` adds raw flags of another command (e.g. the schedule preview's --svg),
+ * whose values come back in `extra`; `schema` adds typed keys (e.g. the parallel plan's), each a
+ * kebab-case flag validated like the config's, whose values come back in `options`.
+ * Booleans read `--bias`, `--no-bias`, `--bias=false` and `--bias false`.
+ * @throws Error for an unknown flag, a missing value, a number that does not parse (blank,
+ *   hex, non-finite) or is out of its key's range, an unknown preset or GPU backend, naming the
+ *   flag and what is allowed.
  */
-export function parseTrainArgs(argv: string[], more: Record<string, { type: 'string' | 'boolean' }> = {}): ParsedTrainArgs {
-  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = { ...EXTRA, ...more };
-  const byFlag = new Map<string, Key>();
-  for (const key of Object.keys(DEFAULTS) as Key[]) {
-    const flag = kebab(key);
-    byFlag.set(flag, key);
-    options[flag] = { type: typeof DEFAULTS[key] === 'boolean' ? 'boolean' : 'string' };
-    if (typeof DEFAULTS[key] === 'boolean') options[`no-${flag}`] = { type: 'boolean' };
-  }
-  let values: Record<string, string | boolean | undefined>;
+export function parseTrainArgs(argv: string[], more: Record<string, { type: 'string' | 'boolean' }> = {}, schema?: z.ZodObject): ParsedTrainArgs {
+  const ownKeys = schema ? flagKeys(schema) : [];
+  const byFlag = new Map<string, { k: FlagKey; own: boolean }>([...TRAIN_KEYS.map((k) => [k.flag, { k, own: false }] as const), ...ownKeys.map((k) => [k.flag, { k, own: true }] as const)]);
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = { ...parseArgsOptions(TRAIN_KEYS), ...parseArgsOptions(ownKeys), ...EXTRA, ...more };
+  const names = (t: string) => new Set(Object.entries(options).filter(([, o]) => o.type === t).map(([n]) => n));
+  let parsed: { values: Record<string, string | boolean | undefined>; tokens: { kind: string; name?: string; value?: string }[] };
   try {
-    ({ values } = parseArgs({ args: argv, options, strict: true, allowPositionals: false }) as {
-      values: Record<string, string | boolean | undefined>;
-    });
+    parsed = parseArgs({ args: normalizeBooleans(argv, names('boolean'), names('string')), options, strict: true, allowPositionals: false, tokens: true }) as typeof parsed;
   } catch (e) {
     throw new Error(`${(e as Error).message.split('\n')[0]} (see --help)`);
   }
-  const overrides: Record<string, unknown> = {};
-  for (const [flag, v] of Object.entries(values)) {
-    if (v === undefined || flag in EXTRA || flag in more) continue;
-    const negated = flag.startsWith('no-') && byFlag.has(flag.slice(3));
-    const key = byFlag.get(negated ? flag.slice(3) : flag);
-    if (!key) continue;
-    const def = DEFAULTS[key];
-    if (typeof def === 'number') {
-      const n = Number(v);
-      if (v === '' || !Number.isFinite(n)) throw new Error(`--${flag} expects a number, got '${v}'`);
-      overrides[key] = n;
-    } else if (typeof def === 'boolean') overrides[key] = !negated;
-    else overrides[key] = v;
-  }
-  if (values.neftune !== undefined) {
-    const a = Number(values.neftune);
-    if (values.neftune === '' || !Number.isFinite(a)) throw new Error(`--neftune expects the noise α (a number ≥ 0, e.g. 5), got '${values.neftune}'`);
-    overrides.neftuneAlpha = a;
-  }
-  if (values.goldfish !== undefined) {
-    const m = /^(\d+)(?:,(\d+))?$/.exec(String(values.goldfish).trim());
-    if (!m) throw new Error(`--goldfish expects k or k,h (whole numbers, e.g. 4,13), got '${values.goldfish}'`);
-    overrides.goldfishK = Number(m[1]);
-    if (m[2] !== undefined) overrides.goldfishH = Number(m[2]);
+  const { values } = parsed;
+  const overrides: Record<string, unknown> = {}, typed: Record<string, unknown> = {};
+  // Every occurrence is checked in order (the last one wins), so a bad value is never hidden by a later good one.
+  for (const { kind, name: flag, value } of parsed.tokens) {
+    if (kind !== 'option' || !flag || flag in more) continue;
+    if (flag === 'neftune') overrides.neftuneAlpha = neftune(String(value));
+    else if (flag === 'goldfish') Object.assign(overrides, goldfish(String(value)));
+    else if (flag === 'preset' && !Object.hasOwn(PRESETS, String(value))) throw new Error(`--preset: Unknown preset '${value}'; allowed: ${Object.keys(PRESETS).join(', ')}`);
+    else if (flag === 'gpu' && !(GPUS as readonly string[]).includes(String(value))) throw new Error(`--gpu must be one of ${GPUS.join(', ')}, got '${value}'`);
+    else if (flag === 'resume-step' && !/^\d+$/.test(String(value))) throw new Error(resumeStepError(String(value)));
+    if (flag in EXTRA) continue;
+    const negated = flag.startsWith('no-') && byFlag.get(flag.slice(3))?.k.kind === 'boolean';
+    const entry = byFlag.get(negated ? flag.slice(3) : flag);
+    if (entry) (entry.own ? typed : overrides)[entry.k.key] = readFlag(entry.k, value ?? true, negated, entry.own);
   }
   const preset = (values.preset as string | undefined) ?? 'tiny';
   const rs = values['resume-step'] as string | undefined;
-  if (rs !== undefined && (!/^\d+$/.test(rs) || !values.resume)) {
-    throw new Error(`--resume-step expects a step number of a kept checkpoint (ckpt-<step>.safetensors) and needs --resume, got '${rs}'`);
-  }
-  if (!(preset in PRESETS)) throw new Error(`Unknown preset '${preset}'; allowed: ${Object.keys(PRESETS).join(', ')}`);
+  const resumeStep = rs === undefined ? undefined : z.number().int().min(0).safeParse(parseDecimal(rs)).data;
+  if (rs !== undefined && (resumeStep === undefined || !values.resume)) throw new Error(resumeStepError(rs));
+  if (values['allow-legacy-checkpoint'] && !values.resume) throw new Error('--allow-legacy-checkpoint reads an old checkpoint and needs --resume');
+  const gpu = (values.gpu as string | undefined) ?? 'auto';
   return {
     overrides,
     preset,
-    configFile: values.config as string | undefined,
-    gpu: (values.gpu as string | undefined) ?? 'auto',
-    out: values.out as string | undefined,
+    configFile: path('config', values.config),
+    gpu,
+    out: path('out', values.out),
     resume: values.resume === true,
-    resumeStep: rs === undefined ? undefined : Number(rs),
+    resumeStep,
+    allowLegacyCheckpoint: values['allow-legacy-checkpoint'] === true,
     help: values.help === true,
     extra: Object.fromEntries(Object.keys(more).map((k) => [k, values[k]])),
+    options: typed,
   };
 }
 
-/** ` (one of a | b)` for an enum key, so --help shows e.g. every schedule; '' otherwise. */
-function choices(key: Key): string {
-  let t: unknown = TrainConfigSchema.shape[key];
-  if (t instanceof z.ZodDefault) t = t.unwrap();
-  return t instanceof z.ZodEnum ? `  (one of ${(t.options as string[]).join(' | ')})` : '';
-}
-
-/** The --help text: every flag with its default (and its choices, for enums) and what it does. */
+/** The --help text: every flag with its default (and its choices or maximum) and what it does. */
 export function trainHelp(): string {
   const lines = [
     'npm run train -- [flags]      train a model on WebGPU (Deno)',
     '',
     '  --preset NAME        ' + Object.keys(PRESETS).join(' | ') + ' (default tiny)',
-    '  --config FILE        JSON file of config keys (camelCase), applied over the preset',
+    '  --config FILE        JSON object of config keys (camelCase), applied over the preset',
     '  --gpu B              auto | wgpu | dawn (default auto)',
     '  --out DIR            run directory (default runs/<preset>-<time>)',
     '  --resume             continue the run in --out from its checkpoint',
     '  --resume-step N      with --resume: start from the kept ckpt-N.safetensors (--ckpt-schedule pythia)',
+    '  --allow-legacy-checkpoint',
+    '                       with --resume: read a checkpoint written before whole-file digests (its data_sha256 is still verified)',
     '  --neftune A          short for --neftune-alpha A',
     '  --goldfish K,H       short for --goldfish-k K --goldfish-h H',
     '  --dp --tp --pp --cp --ep --zero --sp --micro-batches --pp-schedule --net',
     '                       a parallel run on simulated ranks; `npm run train -- --dp 2 --help` lists them',
+    '  a boolean key reads --bias, --no-bias, --bias=false or --bias false; numbers are decimals (1e-3), never blank or hex',
     '',
+    ...helpLines(TRAIN_KEYS),
   ];
-  for (const key of Object.keys(DEFAULTS) as Key[]) {
-    const desc = TrainConfigSchema.shape[key].description ?? '';
-    lines.push(`  --${kebab(key).padEnd(19)} ${(JSON.stringify(DEFAULTS[key]) + choices(key)).padEnd(24)} ${desc}`);
-  }
   return lines.join('\n');
 }

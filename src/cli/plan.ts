@@ -6,8 +6,10 @@
  * time on the modelled network), the pipeline bubble and the predicted timeline of the
  * pipeline schedule as an ASCII chart.
  *
- * Model flags are the training CLI's (src/cli/args.ts); `batchSize × gradAccum` is the global
- * batch the plan splits over dp × micro-batches. The pipeline schedule is `--pp-schedule`;
+ * Flags are the training CLI's (src/cli/args.ts), the parallel plan's (PlanSchema, as a parallel
+ * `npm run train` reads them) and this command's own (PlanCliSchema, src/cli/command.ts);
+ * `batchSize × gradAccum` is the global batch the plan splits over dp × micro-batches (default
+ * gradAccum, as in training). The pipeline schedule is `--pp-schedule`;
  * `--schedule gpipe|1f1b|interleaved` is accepted as an alias because the training config's
  * `--schedule` already names the learning-rate schedule (whose values never overlap).
  * Memory per rank also shows the analytical peak activation bytes of the tapes
@@ -17,70 +19,42 @@
  * Measured counts from a real step are compared by {@link measuredComparison}; without
  * `--measure` this command prints predictions only.
  */
-import { parseTrainArgs, trainHelp } from './args.ts';
-import { parseConfig, PRESETS, type TrainConfig } from '../train/config.ts';
-import { NET_PRESETS, NetworkModel } from '../dist/network.ts';
-import { type CpKind, describePlan, makePlan, paddedVocab, type ParallelPlan, planGroup, type PlanModel, planWorldSize, rankCoords, strategyOf, type StrategyKind, validatePlan, zeroWorkingElements } from '../parallel/plan.ts';
+import { trainHelp } from './args.ts';
+import { checkCommand, PlanCliSchema, type PlanCliOptions } from './command.ts';
+import { flagKeys, helpLines } from './flags.ts';
+import type { TrainConfig } from '../train/config.ts';
+import { NetworkModel } from '../dist/network.ts';
+import { MAX_PLAN_WORLD, MAX_RUN_WORLD, PlanSchema } from '../parallel/plan_schema.ts';
+import { planModelOf } from '../parallel/run.ts';
+import { describePlan, makePlan, paddedVocab, type ParallelPlan, planGroup, type PlanModel, planWorldSize, rankCoords, strategyOf, type StrategyKind, validatePlan, zeroWorkingElements } from '../parallel/plan.ts';
 import { bubbleFraction, type CommRow, type PlanDim, rankMemory, stepTraffic, type TrafficOptions } from '../parallel/cost.ts';
 import { p2pTimeUs, predictUs } from '../dist/cost.ts';
-import { makeSchedule, peakInFlight, SCHEDULE_KINDS, type ScheduleKind } from '../parallel/pipeline_schedule.ts';
+import { makeSchedule, peakInFlight } from '../parallel/pipeline_schedule.ts';
 import { dryRun, type DryRun } from '../parallel/pipeline_sim.ts';
 import { type ActivationMemory, activationMemory, korthikantiLayerBytes } from '../parallel/activation_memory.ts';
 import { runCli } from './main.ts';
 
-const FLAGS = {
-  dp: { type: 'string' }, tp: { type: 'string' }, pp: { type: 'string' }, cp: { type: 'string' }, ep: { type: 'string' },
-  zero: { type: 'string' }, sp: { type: 'boolean' }, 'pp-schedule': { type: 'string' }, 'micro-batches': { type: 'string' },
-  'virtual-stages': { type: 'string' }, 'cp-kind': { type: 'string' }, 'n-expert': { type: 'string' }, 'moe-top-k': { type: 'string' },
-  'capacity-factor': { type: 'string' }, 'vocab-size': { type: 'string' }, net: { type: 'string' }, algorithm: { type: 'string' },
-  rank: { type: 'string' }, 'forward-ms': { type: 'string' }, 'backward-ms': { type: 'string' }, width: { type: 'string' },
-} as const;
-
 const HELP = `npm run plan -- [flags]      predict memory, communication and the pipeline timeline of a parallel plan
-  --dp --tp --pp --cp --ep N   degrees (default 1); world size = dp·pp·cp·tp, ep divides dp
-  --zero 0|1|2|3               ZeRO stage over the DP group (default 0)
-  --sp                         Megatron sequence parallelism (needs tp > 1)
-  --pp-schedule S              ${SCHEDULE_KINDS.join(' | ')} (default 1f1b; --schedule S also works)
-  --micro-batches M            micro-batches per step (default 1)   --virtual-stages V   interleaved chunks (default 1)
-  --cp-kind ring|ulysses       context-parallel attention (default ring)
-  --n-expert E --moe-top-k K --capacity-factor F   a MoE model (defaults: none, 1, 1.25)
-  --vocab-size V               default: distinct characters of --data (char) or 50257 (gpt2)
-  --net SPEC                   ${Object.keys(NET_PRESETS).join(' | ')} or 'intra=…GB/s,…us;inter=…;node=…' (default nvlink-ib)
-  --algorithm A                ring | recursive-doubling | rabenseifner | direct (default ring)
-  --rank R                     rank whose collectives are listed in detail (default 0)
-  --forward-ms --backward-ms   stage cost per micro-batch for the timeline (default 1, 2)
-  --width W                    timeline columns (default 64)
-  --measure                    also run one real step on in-process ranks and print measured beside predicted
+  world size dp·pp·cp·tp ≤ ${MAX_PLAN_WORLD} (≤ ${MAX_RUN_WORLD} with --measure); ep divides dp; a MoE model is --arch gpt-moe | mamba-moe
+  with --n-expert --moe-top-k --capacity-factor (training flags below)
+
+parallel plan (the flags of a parallel \`npm run train\`):
+${helpLines(flagKeys(PlanSchema)).join('\n')}
+
+this command:
+${helpLines(flagKeys(PlanCliSchema)).join('\n')}
 
 training flags (model shape, batch):
 `;
 
-const int = (flags: Record<string, unknown>, k: string, def: number, min = 1): number => {
-  const v = flags[k];
-  if (v === undefined) return def;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min) throw new Error(`--${k} expects an integer ≥ ${min}, got '${v}'`);
-  return n;
-};
-const num = (flags: Record<string, unknown>, k: string, def: number): number => {
-  const v = flags[k], n = v === undefined ? def : Number(v);
-  if (!Number.isFinite(n) || n < 0) throw new Error(`--${k} expects a number ≥ 0, got '${v}'`);
-  return n;
-};
-const oneOf = <T extends string>(v: unknown, allowed: readonly T[], def: T, flag: string): T => {
-  if (v === undefined) return def;
-  if (!allowed.includes(v as T)) throw new Error(`--${flag} must be one of ${allowed.join(', ')}, got '${v}'`);
-  return v as T;
-};
-
 /** Vocabulary: the flag, else GPT-2's 50257, else the distinct characters of the data file. */
-async function vocabSize(cfg: TrainConfig, flag: unknown): Promise<number> {
-  if (flag !== undefined) return int({ v: flag }, 'v', 0);
+async function vocabSize(cfg: TrainConfig, flag: number | undefined): Promise<number> {
+  if (flag !== undefined) return flag;
   if (cfg.tokenizer === 'gpt2') return 50257;
   try {
     return new Set(await Deno.readTextFile(cfg.data)).size;
   } catch (e) {
-    throw new Error(`cannot read '${cfg.data}' to count its characters (${(e as Error).message}); pass --vocab-size`);
+    throw new Error(`cannot read --data '${cfg.data}' to count its characters (${(e as Error).message}); pass --vocab-size`);
   }
 }
 
@@ -131,30 +105,19 @@ export function timelineChart(d: DryRun, width = 64): string {
   return [...rows, `  ${''.padEnd(14)}0 ms${`${d.makespan.toFixed(2)} ms`.padStart(width - 2)}`].join('\n');
 }
 
-/** Builds the plan and model from argv. @throws Error naming the bad flag or every broken plan rule. */
-export async function planFromArgs(argv: string[]): Promise<{ plan: ParallelPlan; model: PlanModel; cfg: TrainConfig; flags: Record<string, unknown>; help: boolean }> {
-  argv = argv.map((a, i) =>
-    a === '--schedule' && SCHEDULE_KINDS.includes(argv[i + 1] as ScheduleKind) ? '--pp-schedule'
-    : SCHEDULE_KINDS.some((k) => a === `--schedule=${k}`) ? a.replace('--schedule', '--pp-schedule') : a);
-  const args = parseTrainArgs(argv, FLAGS);
-  const f = args.extra;
-  if (args.help) return { plan: makePlan(), model: {} as PlanModel, cfg: {} as TrainConfig, flags: f, help: true };
-  let fileCfg: Record<string, unknown> = {};
-  if (args.configFile) fileCfg = JSON.parse(await Deno.readTextFile(args.configFile));
-  const cfg = parseConfig({ ...PRESETS[args.preset], ...fileCfg, ...args.overrides });
-  const plan = makePlan({
-    dp: int(f, 'dp', 1), tp: int(f, 'tp', 1), pp: int(f, 'pp', 1), cp: int(f, 'cp', 1), ep: int(f, 'ep', 1),
-    zero: int(f, 'zero', 0, 0) as ParallelPlan['zero'], sp: f.sp === true,
-    schedule: oneOf(f['pp-schedule'], SCHEDULE_KINDS, '1f1b', 'pp-schedule'), microBatches: int(f, 'micro-batches', 1),
-    virtualStages: int(f, 'virtual-stages', 1), cpKind: oneOf<CpKind>(f['cp-kind'], ['ring', 'ulysses'], 'ring', 'cp-kind'),
-  });
-  const nExpert = f['n-expert'] === undefined ? undefined : int(f, 'n-expert', 1);
-  const model: PlanModel = {
-    nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, blockSize: cfg.blockSize,
-    batchSize: cfg.batchSize * cfg.gradAccum, vocabSize: await vocabSize(cfg, f['vocab-size']), ...(nExpert ? { nExpert } : {}),
-  };
+/**
+ * Builds the plan and model from argv: {@link checkCommand}'s flags, config and plan (as a
+ * parallel `npm run train` builds them), then the model (planModelOf, as the run's) checked
+ * against the plan. `flags` are PlanCliSchema's values and the --net text.
+ * @throws Error naming the bad flag, config key or --config file, or every broken plan rule.
+ */
+export async function planFromArgs(argv: string[]): Promise<{ plan: ParallelPlan; model: PlanModel; cfg: TrainConfig; flags: PlanCliOptions & { net?: string }; help: boolean }> {
+  const { args, cfg, plan } = await checkCommand(argv, 'plan');
+  const flags = { ...PlanCliSchema.parse(args.options), net: args.options.net as string | undefined };
+  if (args.help || !cfg || !plan) return { plan: makePlan(), model: {} as PlanModel, cfg: {} as TrainConfig, flags, help: true };
+  const model = planModelOf(plan, cfg, await vocabSize(cfg, flags.vocabSize));
   validatePlan(plan, model);
-  return { plan, model, cfg, flags: f, help: false };
+  return { plan, model, cfg, flags, help: false };
 }
 
 /** The trainer `npm run train:parallel` would run (its scalar collectives join the rows), or none for a plan it refuses. */
@@ -168,20 +131,14 @@ function trainerOrNone(plan: ParallelPlan, arch: string): StrategyKind | undefin
 
 /** Runs the CLI; returns the text it printed. */
 export async function main(argv: string[]): Promise<string> {
-  // --measure: also one real step in a local world, measured beside predicted (train_parallel.ts).
-  const measure = argv.includes('--measure');
-  const { plan, model, cfg, flags: f, help } = await planFromArgs(argv.filter((a) => a !== '--measure'));
+  const { plan, model, cfg, flags: f, help } = await planFromArgs(argv);
   if (help) {
     console.log(HELP + trainHelp());
     return HELP;
   }
-  const net = NetworkModel.parse((f.net as string | undefined) ?? 'nvlink-ib');
-  const opts: TrafficOptions = {
-    algorithm: oneOf(f.algorithm, ['ring', 'recursive-doubling', 'rabenseifner', 'direct'] as const, 'ring', 'algorithm'),
-    topK: int(f, 'moe-top-k', 1), capacityFactor: num(f, 'capacity-factor', 1.25), bias: cfg.bias,
-    trainer: trainerOrNone(plan, cfg.arch),
-  };
-  const world = planWorldSize(plan), me = int(f, 'rank', 0, 0);
+  const net = NetworkModel.parse(f.net ?? 'nvlink-ib');
+  const opts: TrafficOptions = { algorithm: f.algorithm, topK: cfg.moeTopK, capacityFactor: cfg.capacityFactor, bias: cfg.bias, trainer: trainerOrNone(plan, cfg.arch) };
+  const world = planWorldSize(plan), me = f.rank;
   if (me >= world) throw new Error(`--rank ${me} is outside the plan's ${world} ranks`);
   const b = model.batchSize / (plan.dp * plan.microBatches), d = plan.dp * plan.cp;
   const out = [
@@ -218,16 +175,16 @@ export async function main(argv: string[]): Promise<string> {
   const sched = makeSchedule(plan.schedule, plan.pp, plan.microBatches, plan.virtualStages);
   const act = (plan.sp ? b * (model.blockSize / plan.cp) * model.nEmbd / plan.tp : b * (model.blockSize / plan.cp) * model.nEmbd) * 4;
   const ppGroup = planGroup(plan, 'pp', me);
-  const costs = { forwardMs: num(f, 'forward-ms', 1), backwardMs: num(f, 'backward-ms', 2), p2pMs: plan.pp > 1 ? p2pTimeUs(act, groupLink(net, ppGroup)) / 1e3 : 0 };
+  const costs = { forwardMs: f.forwardMs, backwardMs: f.backwardMs, p2pMs: plan.pp > 1 ? p2pTimeUs(act, groupLink(net, ppGroup)) / 1e3 : 0 };
   const dry = dryRun(sched, costs);
   out.push(`pipeline ${plan.schedule}: p ${plan.pp}, m ${plan.microBatches}${plan.virtualStages > 1 ? `, v ${plan.virtualStages}` : ''} · bubble formula (p−1)/(v·m+p−1) = ` +
     `${pct(bubbleFraction(plan.pp, plan.microBatches, plan.virtualStages))} · dry run ${pct(dry.bubble)} idle, ${pct(dry.comm)} transfers, step ${dry.makespan.toFixed(3)} ms`);
   out.push(`  costs: forward ${costs.forwardMs} ms, backward ${costs.backwardMs} ms per stage and micro-batch (assumed), message ${costs.p2pMs.toFixed(4)} ms (${fmtBytes(act)} on the modelled link)`);
   out.push(`  peak in-flight activations per pipeline rank: ${peakInFlight(sched).join(', ')}${plan.virtualStages > 1 ? ' (model chunks)' : ' (micro-batches)'}`);
-  out.push(timelineChart(dry, int(f, 'width', 64)), '  legend: a…z forward of micro-batch 0…25, A…Z its backward, ~ transfer, . idle');
+  out.push(timelineChart(dry, f.width), '  legend: a…z forward of micro-batch 0…25, A…Z its backward, ~ transfer, . idle');
   const text = out.join('\n');
   console.log(text);
-  if (!measure) return text;
+  if (!f.measure) return text;
   const measured = await (await import('./train_parallel.ts')).measure(plan, cfg, 'auto');
   const peaks = new Map(measured.ranks.map((r) => [r.rank, r.memory.peakPool]));
   const both = `${measured.text}\n\n${activationComparison(acts, peaks)}`;

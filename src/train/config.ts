@@ -10,20 +10,27 @@ import { parseDataSpec } from '../data/mixture.ts';
 const int = (min: number) => z.number().int().min(min);
 const pos = z.number().positive();
 
+/**
+ * Upper bounds of the keys that size allocations, checked before anything is allocated so a
+ * typo (`--n-embd 1e9`) is an error naming the key rather than an out-of-memory crash.
+ * Generous: far beyond what this sandbox trains, within what the analytical plan can model.
+ */
+export const CONFIG_MAXIMA = { nLayer: 1024, nEmbd: 65_536, blockSize: 131_072, batchSize: 65_536, gradAccum: 65_536, dState: 1024, expand: 64, nExpert: 4096 } as const;
+
 export const TrainConfigSchema = z.object({
   // ---- model -------------------------------------------------------------
   arch: z.enum(ARCH_NAMES).default('gpt').describe('model family (src/models/registry.ts)'),
-  nLayer: int(1).default(2).describe('transformer blocks'),
+  nLayer: int(1).max(CONFIG_MAXIMA.nLayer).default(2).describe('transformer blocks'),
   nHead: int(1).default(2).describe('attention heads; must divide nEmbd'),
-  nEmbd: int(1).default(64).describe('width C'),
-  blockSize: int(1).default(64).describe('context length T'),
+  nEmbd: int(1).max(CONFIG_MAXIMA.nEmbd).default(64).describe('width C'),
+  blockSize: int(1).max(CONFIG_MAXIMA.blockSize).default(64).describe('context length T'),
   bias: z.boolean().default(true).describe('biases in Linear layers'),
   attention: z.enum(['flash', 'naive']).default('flash').describe('attention kernel: FlashAttention-2 or the materialised T×T one'),
   linearDecay: z.enum(['head', 'channel']).default('head').describe('linear: decay per head (chunked kernel) or per channel with bonus u (recurrent, RWKV-6)'),
-  dState: int(1).default(16).describe('mamba/hybrid: SSM state size N per channel'),
-  expand: int(1).default(2).describe('mamba/hybrid: inner width = expand · nEmbd'),
+  dState: int(1).max(CONFIG_MAXIMA.dState).default(16).describe('mamba/hybrid: SSM state size N per channel'),
+  expand: int(1).max(CONFIG_MAXIMA.expand).default(2).describe('mamba/hybrid: inner width = expand · nEmbd'),
   dConv: int(1).default(4).describe('mamba/hybrid: causal conv1d kernel size'),
-  nExpert: int(1).default(4).describe('gpt-moe, mamba-moe: experts per MoE layer'),
+  nExpert: int(1).max(CONFIG_MAXIMA.nExpert).default(4).describe('gpt-moe, mamba-moe: experts per MoE layer'),
   moeTopK: z.union([z.literal(1), z.literal(2)]).default(1).describe('gpt-moe, mamba-moe: experts per token (1 = Switch, 2 = GShard/Mixtral)'),
   capacityFactor: pos.default(1.25).describe('gpt-moe, mamba-moe: expert capacity = ⌈factor · k · tokens / experts⌉; overflow tokens are dropped'),
   auxLossWeight: z.number().min(0).default(0.01).describe('gpt-moe, mamba-moe: weight α of the load-balancing loss α·E·Σ f_e·P_e'),
@@ -34,8 +41,8 @@ export const TrainConfigSchema = z.object({
   data: z.string().min(1).default('public/data/tinyshakespeare.txt').describe('UTF-8 text file, or a weighted mixture a.txt:0.95,b.txt:0.05 (char vocabulary over all files)'),
   valFraction: z.number().gt(0).lt(1).default(0.1).describe('tail share held out for validation'),
   // ---- optimisation ------------------------------------------------------
-  batchSize: int(1).default(16).describe('sequences per micro-batch B'),
-  gradAccum: int(1).default(1).describe('micro-batches per optimizer step'),
+  batchSize: int(1).max(CONFIG_MAXIMA.batchSize).default(16).describe('sequences per micro-batch B'),
+  gradAccum: int(1).max(CONFIG_MAXIMA.gradAccum).default(1).describe('micro-batches per optimizer step'),
   steps: int(1).default(600).describe('optimizer steps (max_iters)'),
   lr: pos.default(3e-3).describe('peak learning rate'),
   minLr: z.number().min(0).default(3e-4).describe('floor of the cosine decay / end of a cooldown'),

@@ -1,0 +1,94 @@
+/**
+ * The flags of `npm run train` (single-rank and parallel) and `npm run plan` in one place: which
+ * schemas each command reads, and {@link checkCommand}, the parse-and-validate path a fresh run
+ * of either takes before anything is allocated — flags, then the config (preset, --config file,
+ * flags), then the parallel plan, built by the same {@link planFromOptions} for both.
+ */
+import { z } from 'zod';
+import { type ParsedTrainArgs, parseTrainArgs } from './args.ts';
+import { freshConfig } from './config_file.ts';
+import { flagKeys } from './flags.ts';
+import type { TrainConfig } from '../train/config.ts';
+import type { ParallelPlan } from '../parallel/plan.ts';
+import { MAX_PLAN_WORLD, MAX_RUN_WORLD, planFromOptions, PlanSchema } from '../parallel/plan_schema.ts';
+import { SCHEDULE_KINDS, type ScheduleKind } from '../parallel/pipeline_schedule.ts';
+
+/** Largest vocabulary `npm run plan --vocab-size` models (GPT-2's is 50 257). */
+export const MAX_VOCAB = 1 << 20;
+/** Columns of plan's pipeline timeline. */
+export const MAX_TIMELINE_WIDTH = 400;
+
+/** `npm run plan`'s own flags, beside the parallel plan's and the training config's. */
+export const PlanCliSchema = z.object({
+  vocabSize: z.number().int().min(1).max(MAX_VOCAB).optional().describe('vocabulary (unset: distinct characters of --data, or 50257 for gpt2)'),
+  algorithm: z.enum(['ring', 'recursive-doubling', 'rabenseifner', 'direct']).default('ring').describe('collective algorithm priced'),
+  rank: z.number().int().min(0).max(MAX_PLAN_WORLD - 1).default(0).describe('rank whose collectives are listed in detail'),
+  forwardMs: z.number().min(0).max(1e6).default(1).describe('timeline: forward ms per stage and micro-batch'),
+  backwardMs: z.number().min(0).max(1e6).default(2).describe('timeline: backward ms per stage and micro-batch'),
+  width: z.number().int().min(8).max(MAX_TIMELINE_WIDTH).default(64).describe('timeline columns'),
+  measure: z.boolean().default(false).describe('also run one real step on in-process ranks, measured beside predicted'),
+});
+export type PlanCliOptions = z.infer<typeof PlanCliSchema>;
+
+const PLAN_SCHEMA = PlanSchema.extend(PlanCliSchema.shape);
+
+/** Flag names of the parallel plan (`--no-sp` included): any of them makes `npm run train` a parallel run. */
+export const PARALLEL_FLAG_NAMES: readonly string[] = flagKeys(PlanSchema).flatMap((k) => (k.kind === 'boolean' ? [k.flag, `no-${k.flag}`] : [k.flag]));
+
+/** True when `argv` names any parallel flag, i.e. the run belongs to train_parallel.ts rather than the single-rank trainer. */
+export function isParallelArgv(argv: string[]): boolean {
+  return argv.some((a) => PARALLEL_FLAG_NAMES.some((f) => a === `--${f}` || a.startsWith(`--${f}=`)));
+}
+
+/**
+ * `--schedule gpipe|1f1b|interleaved` → `--pp-schedule`: the training config's --schedule names
+ * the learning-rate schedule, whose values never overlap the pipeline's.
+ */
+function aliasSchedule(argv: string[]): string[] {
+  return argv.map((a, i) =>
+    a === '--schedule' && SCHEDULE_KINDS.includes(argv[i + 1] as ScheduleKind) ? '--pp-schedule'
+    : SCHEDULE_KINDS.some((k) => a === `--schedule=${k}`) ? a.replace('--schedule', '--pp-schedule') : a);
+}
+
+/**
+ * Which command reads `argv`: `train` (a parallel run when {@link isParallelArgv}) or `plan`.
+ * `parallel` is train_parallel.ts (the parallel flags are always its own).
+ */
+export type Command = 'train' | 'parallel' | 'plan';
+
+/**
+ * Parses `argv` for `command`: the training config's flags plus, for a parallel run, the
+ * PlanSchema flags and, for plan, its own (PlanCliSchema); their values are in `options`.
+ * @throws Error naming the flag (see parseTrainArgs).
+ */
+export function parseCommandArgs(argv: string[], command: Command): ParsedTrainArgs {
+  if (command === 'train' && isParallelArgv(argv)) command = 'parallel';
+  if (command === 'train') return parseTrainArgs(argv);
+  return parseTrainArgs(aliasSchedule(argv), {}, command === 'plan' ? PLAN_SCHEMA : PlanSchema);
+}
+
+/** The most ranks `command` allows: a real run's, or plan's (a real one again with --measure). */
+export const maxWorldOf = (command: Command, options: Record<string, unknown>) => (command === 'plan' && !options.measure ? MAX_PLAN_WORLD : MAX_RUN_WORLD);
+
+export interface CheckedCommand {
+  args: ParsedTrainArgs;
+  /** The fresh run's config; null with --help or --resume (whose config is the checkpoint's). */
+  cfg: TrainConfig | null;
+  /** The plan of a parallel run or of `npm run plan` (not yet checked against the model); null otherwise. */
+  plan: ParallelPlan | null;
+}
+
+/**
+ * Everything a fresh `command` run checks before it allocates: the flags, the config and the
+ * plan (its world size and pipeline within their maxima). The CLIs take these same steps
+ * (train.ts and train_parallel.ts with their --resume branch between them).
+ * @throws Error naming the offending flag, config key or --config file.
+ */
+export async function checkCommand(argv: string[], command: 'train' | 'plan'): Promise<CheckedCommand> {
+  const kind: Command = command === 'train' && isParallelArgv(argv) ? 'parallel' : command;
+  const args = parseCommandArgs(argv, kind);
+  if (args.help || (args.resume && kind !== 'plan')) return { args, cfg: null, plan: null };
+  const cfg = await freshConfig(args);
+  const plan = kind === 'train' ? null : planFromOptions(args.options, cfg, maxWorldOf(kind, args.options));
+  return { args, cfg, plan };
+}

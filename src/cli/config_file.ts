@@ -1,0 +1,64 @@
+/**
+ * The config of a fresh run, shared by `npm run train` (single-rank and parallel),
+ * `npm run plan` and `npm run schedule`: the preset, then the --config file, then the flags.
+ */
+import { parseConfig, PRESETS, type TrainConfig, TrainConfigSchema } from '../train/config.ts';
+import { resolveRewarm } from '../train/rewarm.ts';
+import { firstIssue, issueText } from './flags.ts';
+
+const kindOfJson = (v: unknown) => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v === 'object' ? 'an object' : `a ${typeof v}`);
+
+/**
+ * Reads a --config file: a JSON object of config keys (camelCase), each checked by its schema.
+ * @throws Error naming the file: unreadable, malformed JSON, not an object (null, an array, a
+ *   number…), an unknown key or a value out of range (naming the key).
+ */
+export async function loadConfigFile(path: string): Promise<Record<string, unknown>> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (e) {
+    throw new Error(`--config ${path}: cannot read the file (${(e as Error).message})`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new Error(`--config ${path}: malformed JSON (${(e as Error).message})`);
+  }
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+    throw new Error(`--config ${path} must hold a JSON object of config keys, e.g. {"nLayer": 4}; got ${kindOfJson(json)}`);
+  }
+  const obj = json as Record<string, unknown>;
+  const r = TrainConfigSchema.partial().strict().safeParse(obj);
+  if (!r.success) {
+    const byKey = new Map<string, string>();
+    for (const issue of r.error.issues) {
+      if (issue.code === 'unrecognized_keys') {
+        for (const k of issue.keys) byKey.set(k, `unknown key '${k}' (keys are the camelCase names of --help's flags)`);
+      } else {
+        const key = String(issue.path[0]);
+        if (!byKey.has(key)) byKey.set(key, issueText(key, obj[key], firstIssue(r.error.issues.filter((i) => i.path[0] === issue.path[0]))));
+      }
+    }
+    throw new Error(`--config ${path}: ${[...byKey.values()].join('; ')}`);
+  }
+  return obj;
+}
+
+/** What {@link freshConfig} reads from the parsed flags. */
+export interface ConfigSources {
+  preset: string;
+  configFile?: string;
+  overrides: Record<string, unknown>;
+}
+
+/**
+ * The config of a new run: the preset, then the --config file, then the flags. A re-warm
+ * schedule starts fresh: its −1 placeholders become step 0 and LR 0 (see resolveRewarm).
+ * @throws Error when the config file is bad ({@link loadConfigFile}) or the result is an invalid config.
+ */
+export async function freshConfig(args: ConfigSources): Promise<TrainConfig> {
+  const file = args.configFile === undefined ? {} : await loadConfigFile(args.configFile);
+  return resolveRewarm(parseConfig({ ...PRESETS[args.preset], ...file, ...args.overrides }), null);
+}
