@@ -21,7 +21,8 @@ const HELP = `npm run memorization -- --checkpoint FILE [flags]
   --batch B            prompts per forward pass (default 64)
   --seed S             which windows are drawn (default 0)
   --json FILE          also write the scores as JSON
-  --gpu B              auto | wgpu | dawn (default auto)`;
+  --gpu B              auto | wgpu | dawn (default auto)
+  --allow-legacy-checkpoint   read a checkpoint written before whole-file digests (its data_sha256 is still verified)`;
 
 function count(flag: string, v: string | undefined, def: number, min: number): number {
   if (v === undefined) return def;
@@ -46,6 +47,7 @@ export async function main(argv: string[]): Promise<Record<string, MemorizationS
       options: {
         checkpoint: { type: 'string' }, samples: { type: 'string' }, prompt: { type: 'string' }, continuation: { type: 'string' },
         batch: { type: 'string' }, seed: { type: 'string' }, json: { type: 'string' }, gpu: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+        'allow-legacy-checkpoint': { type: 'boolean' },
       },
     }));
   } catch (e) {
@@ -68,7 +70,7 @@ export async function main(argv: string[]): Promise<Record<string, MemorizationS
   } catch (e) {
     throw new Error(`Cannot read checkpoint '${path}': ${(e as Error).message}`);
   }
-  const ckpt = await parseCheckpoint(bytes, path);
+  const ckpt = await parseCheckpoint(bytes, path, { allowLegacy: values['allow-legacy-checkpoint'] === true });
   const cfg = parseConfig(ckpt.state.config);
   // Windows of prompt + continuation tokens must fit each split, whatever the model's block size.
   const { tokenizer, data } = await loadTrainingData({ ...cfg, blockSize: promptLen + continuation }, ckpt.state.tokenizer);

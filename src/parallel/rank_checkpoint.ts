@@ -10,8 +10,10 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { CorruptCheckpointError, decodeSafetensors, encodeSafetensors } from '../train/safetensors.ts';
-import { describePlan, type ParallelPlan } from './plan.ts';
+import { z } from 'zod';
+import { CorruptCheckpointError, decodeSafetensors, type DecodeOptions, encodeSafetensors } from '../train/safetensors.ts';
+import { zodIssues } from '../train/digest.ts';
+import { describePlan, type ParallelPlan, planWorldSize } from './plan.ts';
 
 export const RANK_CHECKPOINT_FORMAT = 'webgpu-train-sandbox/parallel-rank/1';
 
@@ -33,8 +35,14 @@ export interface RankCheckpointMeta {
  * @throws (rejects with) the GPU's read errors.
  */
 export async function encodeRankState(gpu: Gpu, state: Record<string, Tensor>, meta: RankCheckpointMeta): Promise<Uint8Array> {
-  const tensors = [];
-  for (const [name, t] of Object.entries(state)) tensors.push({ name, shape: [t.size], data: (await gpu.read(t)) as Float32Array });
+  const host: Record<string, Float32Array> = {};
+  for (const [name, t] of Object.entries(state)) host[name] = (await gpu.read(t)) as Float32Array;
+  return await encodeRankTensors(host, meta);
+}
+
+/** Encodes host copies of a rank's state (name → values) with `meta`: {@link encodeRankState} without the GPU read. */
+export async function encodeRankTensors(state: Record<string, Float32Array>, meta: RankCheckpointMeta): Promise<Uint8Array> {
+  const tensors = Object.entries(state).map(([name, data]) => ({ name, shape: [data.length], data }));
   return await encodeSafetensors(tensors, {
     format: RANK_CHECKPOINT_FORMAT,
     plan: JSON.stringify(meta.plan),
@@ -46,29 +54,48 @@ export async function encodeRankState(gpu: Gpu, state: Record<string, Tensor>, m
   });
 }
 
-/** A decoded rank file. */
+/** A decoded rank file; `legacy` when only the old data digest vouched for it. */
 export interface LoadedRankState {
   meta: RankCheckpointMeta;
   tensors: Map<string, Float32Array>;
+  legacy?: boolean;
 }
 
+const count = z.number().int().nonnegative();
+const MetaSchema = z.object({
+  plan: z.looseObject({ dp: count, tp: count, pp: count, cp: count }),
+  config: z.record(z.string(), z.unknown()),
+  rank: count,
+  worldSize: count.min(1),
+  step: count,
+  kind: z.string().min(1),
+});
+
 /**
- * Parses one rank's file.
- * @throws CorruptCheckpointError (naming `what`) for a damaged file, another format, or unreadable metadata.
+ * Parses one rank's file: the digest (src/train/safetensors.ts), the format, the metadata's
+ * shape, and that the rank lies in the world and the world is the plan's.
+ * @throws LegacyCheckpointError for a legacy file without `opts.allowLegacy`, and
+ *   CorruptCheckpointError (naming `what`) for a damaged file, another format, or unreadable or inconsistent metadata.
  */
-export async function decodeRankState(bytes: Uint8Array, what: string): Promise<LoadedRankState> {
-  const { tensors, metadata: m } = await decodeSafetensors(bytes, what);
+export async function decodeRankState(bytes: Uint8Array, what: string, opts: DecodeOptions = {}): Promise<LoadedRankState> {
+  const { tensors, metadata: m, legacy } = await decodeSafetensors(bytes, what, opts);
   if (m.format !== RANK_CHECKPOINT_FORMAT) throw new CorruptCheckpointError(what, `format is '${m.format}', expected '${RANK_CHECKPOINT_FORMAT}'`);
-  let meta: RankCheckpointMeta;
+  for (const k of ['rank', 'world_size', 'step'] as const) {
+    if (!/^\d+$/.test(m[k] ?? '')) throw new CorruptCheckpointError(what, `metadata '${k}' is '${m[k]}', expected a whole number`);
+  }
+  let raw: Record<string, unknown>;
   try {
-    meta = { plan: JSON.parse(m.plan), config: JSON.parse(m.config), rank: Number(m.rank), worldSize: Number(m.world_size), step: Number(m.step), kind: m.kind };
+    raw = { plan: JSON.parse(m.plan), config: JSON.parse(m.config), rank: Number(m.rank), worldSize: Number(m.world_size), step: Number(m.step), kind: m.kind };
   } catch (e) {
     throw new CorruptCheckpointError(what, `metadata unreadable: ${(e as Error).message}`);
   }
-  for (const k of ['rank', 'worldSize', 'step'] as const) {
-    if (!Number.isInteger(meta[k]) || meta[k] < 0) throw new CorruptCheckpointError(what, `${k} '${meta[k]}' is not a count`);
-  }
-  return { meta, tensors: new Map([...tensors].map(([k, t]) => [k, t.data])) };
+  const parsed = MetaSchema.safeParse(raw);
+  if (!parsed.success) throw new CorruptCheckpointError(what, `metadata malformed: ${zodIssues(parsed.error)}`);
+  const meta = { ...parsed.data, plan: raw.plan } as RankCheckpointMeta;
+  if (meta.rank >= meta.worldSize) throw new CorruptCheckpointError(what, `rank ${meta.rank} is outside its world of ${meta.worldSize} ranks`);
+  const planned = planWorldSize(meta.plan);
+  if (planned !== meta.worldSize) throw new CorruptCheckpointError(what, `world size ${meta.worldSize} is not its plan's ${planned} ranks`);
+  return { meta, tensors: new Map([...tensors].map(([k, t]) => [k, t.data])), legacy };
 }
 
 /**

@@ -6,7 +6,9 @@
 import type { ParamStore } from '../nn/params.ts';
 import type { TrainConfig } from './config.ts';
 import type { TokenizerJSON } from '../data/tokenizer.ts';
-import { CorruptCheckpointError, decodeSafetensors, encodeSafetensors, type NamedTensor } from './safetensors.ts';
+import { z } from 'zod';
+import { CorruptCheckpointError, decodeSafetensors, type DecodeOptions, encodeSafetensors, type NamedTensor } from './safetensors.ts';
+import { zodIssues } from './digest.ts';
 
 export const CHECKPOINT_FORMAT = 'webgpu-train-sandbox/gpt/1';
 
@@ -33,6 +35,11 @@ export async function saveCheckpoint(store: ParamStore, state: CheckpointState):
       tensors.push({ name: prefix + p.name, shape: p.shape, data: (flat as Float32Array).slice(p.offset, p.offset + p.size) });
     }
   }
+  return encodeCheckpoint(tensors, state);
+}
+
+/** Encodes named tensors (parameters, `optim.m.*`, `optim.v.*`) and `state`: {@link saveCheckpoint} without the GPU read. */
+export function encodeCheckpoint(tensors: NamedTensor[], state: CheckpointState): Promise<Uint8Array> {
   return encodeSafetensors(tensors, {
     format: CHECKPOINT_FORMAT,
     config: JSON.stringify(state.config),
@@ -50,17 +57,37 @@ export interface LoadedCheckpoint {
   tensors: Map<string, NamedTensor>;
 }
 
+const count = z.number().int().nonnegative();
+/** The metadata values after JSON decoding; strings that must hold integers are checked as text first. */
+const StateSchema = z.object({
+  config: z.looseObject({ seed: count, steps: count }),
+  tokenizer: z.looseObject({ kind: z.string() }),
+  step: count,
+  dataPosition: z.strictObject({ seed: count, step: count }),
+  rngState: count.max(0xffffffff),
+  valLoss: z.number().nullable(),
+});
+
 /**
- * Decodes and validates a checkpoint's bytes.
- * @throws CorruptCheckpointError when the bytes, metadata or digest are wrong.
+ * Decodes and validates a checkpoint's bytes: the digest (see safetensors.ts), the format, the
+ * metadata's shape, and the consistency a hand edit could break — the data position's step and
+ * seed are the checkpoint's step and the config's seed, the step is within the config's steps,
+ * and every parameter has AdamW moments of its shape (and no moment lacks its parameter).
+ * `legacy` is true when only the old data digest vouched for it (allowed by `opts.allowLegacy`).
+ * @throws LegacyCheckpointError for a legacy file without `opts.allowLegacy`, and
+ *   CorruptCheckpointError (naming `what`) when the bytes, digest, metadata or consistency are wrong.
  */
-export async function parseCheckpoint(bytes: Uint8Array, what: string): Promise<LoadedCheckpoint> {
-  const { tensors, metadata } = await decodeSafetensors(bytes, what);
+export async function parseCheckpoint(bytes: Uint8Array, what: string, opts: DecodeOptions = {}): Promise<LoadedCheckpoint & { legacy: boolean }> {
+  const { tensors, metadata, legacy } = await decodeSafetensors(bytes, what, opts);
   if (metadata.format !== CHECKPOINT_FORMAT) {
     throw new CorruptCheckpointError(what, `format is '${metadata.format}', expected '${CHECKPOINT_FORMAT}'`);
   }
+  for (const k of ['step', 'rng_state'] as const) {
+    if (!/^\d+$/.test(metadata[k] ?? '')) throw new CorruptCheckpointError(what, `metadata '${k}' is '${metadata[k]}', expected a whole number`);
+  }
+  let raw: Record<string, unknown>;
   try {
-    const state: CheckpointState = {
+    raw = {
       config: JSON.parse(metadata.config),
       tokenizer: JSON.parse(metadata.tokenizer),
       step: Number(metadata.step),
@@ -68,11 +95,27 @@ export async function parseCheckpoint(bytes: Uint8Array, what: string): Promise<
       rngState: Number(metadata.rng_state),
       valLoss: JSON.parse(metadata.val_loss ?? 'null'),
     };
-    if (!Number.isInteger(state.step) || state.step < 0) throw new Error(`step '${metadata.step}' is not a count`);
-    return { state, tensors };
   } catch (e) {
     throw new CorruptCheckpointError(what, `metadata unreadable: ${(e as Error).message}`);
   }
+  const parsed = StateSchema.safeParse(raw);
+  if (!parsed.success) throw new CorruptCheckpointError(what, `metadata malformed: ${zodIssues(parsed.error)}`);
+  const state = { ...parsed.data, config: raw.config, tokenizer: raw.tokenizer } as CheckpointState;
+  const { config, dataPosition, step } = parsed.data;
+  if (dataPosition.step !== step) throw new CorruptCheckpointError(what, `data position is at step ${dataPosition.step}, the checkpoint at step ${step}; they must be equal`);
+  if (dataPosition.seed !== config.seed) throw new CorruptCheckpointError(what, `data position seed ${dataPosition.seed} is not the config's seed ${config.seed}`);
+  if (step > config.steps) throw new CorruptCheckpointError(what, `step ${step} is past the config's ${config.steps} steps`);
+  for (const [name, t] of tensors) {
+    const param = name.replace(/^optim\.[mv]\./, '');
+    const pair = name === param ? [`optim.m.${name}`, `optim.v.${name}`] : [param];
+    for (const other of pair) {
+      const o = tensors.get(other);
+      if (!o || o.shape.join(',') !== t.shape.join(',')) {
+        throw new CorruptCheckpointError(what, `tensor '${name}' [${t.shape}] has no '${other}' of the same shape (every parameter carries both AdamW moments)`);
+      }
+    }
+  }
+  return { state, tensors, legacy };
 }
 
 /**
