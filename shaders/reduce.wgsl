@@ -35,3 +35,36 @@ fn colsum(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
   }
   out[cc.i] = s;
 }
+
+// Count of non-finite elements (±Inf, NaN) of src (n), added to nonfinite[0]: the check a run
+// makes on its parameters and AdamW moments before it saves them. Each invocation strides over
+// src by the grid's width (as adamw.wgsl's norm_partial) and adds its count with one atomic,
+// only when it found something, so a healthy buffer costs no atomic traffic. Calls on several
+// buffers accumulate into one counter, read back once.
+// The test is on the bits (exponent all ones): compilers may assume x == x and fold the
+// usual NaN test away.
+// Bindings: 0 src (read), 3 nonfinite (read_write, atomic u32), 4 q.
+
+struct CountParams {
+  n: u32,
+  _a: u32,
+  _b: u32,
+  _c: u32,
+}
+
+@group(0) @binding(3) var<storage, read_write> nonfinite: array<atomic<u32>>;
+@group(0) @binding(4) var<uniform> q: CountParams;
+
+@compute @workgroup_size(COL_WG)
+fn count_nonfinite(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let stride = groups.x * COL_WG;
+  var k = 0u;
+  for (var i = gid.x; i < q.n; i += stride) {
+    if ((bitcast<u32>(src[i]) & 0x7f800000u) == 0x7f800000u) {
+      k += 1u;
+    }
+  }
+  if (k > 0u) {
+    atomicAdd(&nonfinite[0], k);
+  }
+}

@@ -6,12 +6,24 @@
  */
 import { DeviceLimitError } from '../gpu/limits.ts';
 
+/**
+ * Ends a CLI with status `code` after it has said what happened itself (no `error:` line): a
+ * run stopped by a signal exits 130 / 143 once its checkpoint is saved.
+ */
+export class CliExit extends Error {
+  constructor(readonly code: number, message = `exit ${code}`) {
+    super(message);
+    this.name = 'CliExit';
+  }
+}
+
 /** Runs `main(Deno.args)` and exits the process with its outcome. */
 export async function runCli(main: (argv: string[]) => Promise<unknown>): Promise<never> {
   try {
     await main(Deno.args);
     Deno.exit(0);
   } catch (e) {
+    if (e instanceof CliExit) Deno.exit(e.code);
     const err = e as Error;
     const hint = e instanceof DeviceLimitError ? ' (lower --batch-size or --block-size, or use a smaller model)' : '';
     console.error(`error: ${String(err.message).split('\n').join(' ')}${hint}`);

@@ -27,18 +27,41 @@ export function checkResumeOverrides(args: { overrides: Record<string, unknown>;
   }
 }
 
+/** Temp files of {@link writeAtomic} calls not yet renamed into place. */
+const inFlight = new Set<string>();
+
 /** Writes bytes atomically: a temp file in the same folder, synced, then renamed over the target. */
 export async function writeAtomic(path: string, bytes: Uint8Array): Promise<void> {
   const tmp = `${path}.${crypto.randomUUID().slice(0, 8)}.tmp`;
-  const f = await Deno.open(tmp, { write: true, create: true, truncate: true });
+  inFlight.add(tmp);
   try {
-    let off = 0;
-    while (off < bytes.length) off += await f.write(bytes.subarray(off));
-    await f.syncData();
+    const f = await Deno.open(tmp, { write: true, create: true, truncate: true });
+    try {
+      let off = 0;
+      while (off < bytes.length) off += await f.write(bytes.subarray(off));
+      await f.syncData();
+    } finally {
+      f.close();
+    }
+    await Deno.rename(tmp, path);
   } finally {
-    f.close();
+    inFlight.delete(tmp);
   }
-  await Deno.rename(tmp, path);
+}
+
+/**
+ * Removes the temp files of writes still in flight, for a process about to exit mid-write (a
+ * second Ctrl-C): their targets keep their previous content.
+ */
+export function removeInFlightWrites(): void {
+  for (const tmp of inFlight) {
+    try {
+      Deno.removeSync(tmp);
+    } catch {
+      // not created yet, or already renamed
+    }
+  }
+  inFlight.clear();
 }
 
 export async function exists(path: string): Promise<boolean> {

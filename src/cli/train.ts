@@ -6,7 +6,8 @@
 import { parseTrainArgs, trainHelp } from './args.ts';
 import { checkResumeOverrides, exists, loadTrainingData, runFiles, truncateMetrics, writeAtomic } from './run_dir.ts';
 import { Progress } from './progress.ts';
-import { parseConfig, PRESETS, type TrainConfig } from '../train/config.ts';
+import { freshConfig } from './config_file.ts';
+import { parseConfig, type TrainConfig } from '../train/config.ts';
 import { isCheckpointStep, keepsCheckpointFile, type LoadedCheckpoint, loadIntoStore, parseCheckpoint, saveCheckpoint } from '../train/checkpoint.ts';
 import { Trainer } from '../train/trainer.ts';
 import { resolveRewarm } from '../train/rewarm.ts';
@@ -14,21 +15,29 @@ import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
 import { createModel } from '../models/registry.ts';
 import { mixSeed, Random } from '../util/random.ts';
-import { runCli } from './main.ts';
+import { CliExit, runCli } from './main.ts';
+import { checkState, DivergenceError } from '../train/finite.ts';
+import { resumeCommand, StopListener, yieldToEvents } from './stop.ts';
 
 
 function stamp(): string {
   return new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
 }
 
-/** The run's config: preset + file + flags, or the checkpoint's config plus allowed flags on --resume. */
+/**
+ * The run's config: preset + file + flags, or the checkpoint's config plus allowed flags on --resume.
+ * @throws Error for --resume without --out or a checkpoint; LegacyCheckpointError for a checkpoint
+ *   written before whole-file digests without --allow-legacy-checkpoint; CorruptCheckpointError
+ *   for one that fails verification (parseCheckpoint).
+ */
 export async function resolveConfig(args: ReturnType<typeof parseTrainArgs>, outDir: string): Promise<{ cfg: TrainConfig; ckpt: LoadedCheckpoint | null }> {
   const files = runFiles(outDir);
   if (args.resume) {
     if (!args.out) throw new Error('--resume needs --out DIR: the run directory to continue');
     const path = args.resumeStep === undefined ? files.checkpoint : files.checkpointAt(args.resumeStep);
     if (!(await exists(path))) throw new Error(`--resume: no checkpoint at ${path}`);
-    const ckpt = await parseCheckpoint(await Deno.readFile(path), path);
+    const ckpt = await parseCheckpoint(await Deno.readFile(path), path, { allowLegacy: args.allowLegacyCheckpoint });
+    if (ckpt.legacy) console.log(`${path}: legacy checkpoint, its data_sha256 verified; the next checkpoint is written with the whole-file sha256`);
     checkResumeOverrides(args);
     return { cfg: resolveRewarm(parseConfig({ ...ckpt.state.config, ...args.overrides }), { step: ckpt.state.step, config: ckpt.state.config }), ckpt };
   }
@@ -38,21 +47,7 @@ export async function resolveConfig(args: ReturnType<typeof parseTrainArgs>, out
   return { cfg: await freshConfig(args), ckpt: null };
 }
 
-/**
- * The config of a new run: the preset, then the --config file, then the flags.
- * @throws Error when the config file cannot be read or the result is invalid.
- */
-export async function freshConfig(args: ReturnType<typeof parseTrainArgs>): Promise<TrainConfig> {
-  let fileCfg: Record<string, unknown> = {};
-  if (args.configFile) {
-    try {
-      fileCfg = JSON.parse(await Deno.readTextFile(args.configFile));
-    } catch (e) {
-      throw new Error(`Cannot read config file '${args.configFile}': ${(e as Error).message}`);
-    }
-  }
-  return resolveRewarm(parseConfig({ ...PRESETS[args.preset], ...fileCfg, ...args.overrides }), null);
-}
+export { freshConfig };
 
 function fmtLine(step: number, loss: number, lr: number, ms: number, tps: number, mfu: number | null): string {
   return `step ${String(step).padStart(5)} | loss ${loss.toFixed(4)} | lr ${lr.toExponential(2)} | ${ms.toFixed(1)} ms/step | ${Math.round(tps)} tokens/s` +
@@ -75,6 +70,7 @@ export async function main(argv: string[]): Promise<number | null> {
   const { tokenizer, data, texts } = await loadTrainingData(cfg, ckpt?.state.tokenizer ?? null);
 
   const gpu = await Gpu.create({ backend: args.gpu as Backend, log: console.log });
+  let stopper: StopListener | null = null;
   try {
     const model = createModel(gpu, cfg, tokenizer.vocabSize);
     const trainer = new Trainer(gpu, model, data, cfg);
@@ -101,19 +97,28 @@ export async function main(argv: string[]): Promise<number | null> {
     const progress = new Progress(cfg.steps, start);
     const metrics = await Deno.open(files.metrics, { append: true, create: true });
     const writeMetric = (o: Record<string, unknown>) => metrics.writeSync(new TextEncoder().encode(JSON.stringify(o) + '\n'));
+    // Steps done at the newest checkpoint known good (what a diverged run leaves on disk).
+    let lastGood: number | null = ckpt ? start : null;
     const checkpoint = async (step: number) => {
+      // Nothing non-finite or diverged is ever written over a good checkpoint (src/train/finite.ts).
+      const why = await checkState(gpu, model.params.trainingState(), () => trainer.probe(step));
+      if (why) throw new DivergenceError(step - 1, why, lastGood, outDir);
       const bytes = await saveCheckpoint(model.params, { config: cfg, tokenizer: tokenizer.toJSON(), step, dataPosition: { seed: cfg.seed, step }, rngState: sampleRng.state, valLoss });
       await writeAtomic(files.checkpoint, bytes);
       if (keepsCheckpointFile(step, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule)) await writeAtomic(files.checkpointAt(step), bytes);
+      lastGood = step;
     };
 
     let tLast = performance.now();
+    const stop = (stopper = new StopListener());
     for (let s = start; s < cfg.steps; s++) {
       trainer.step(s);
+      await yieldToEvents(); // encoding never awaits between log lines: let a signal in
       const done = s + 1;
       const last = done === cfg.steps;
+      const stopNow = stop.requested;
       const evalNow = done % cfg.evalInterval === 0 || last;
-      const ckptNow = isCheckpointStep(done, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule);
+      const ckptNow = isCheckpointStep(done, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule) || stopNow;
       if (done % cfg.logInterval === 0 || evalNow || ckptNow) {
         const recs = await trainer.drain();
         const now = performance.now();
@@ -122,7 +127,7 @@ export async function main(argv: string[]): Promise<number | null> {
         const tps = (tokensPerStep * 1000) / ms;
         const mfu = cfg.peakTflops > 0 ? flopsPerStep / (ms / 1000) / (cfg.peakTflops * 1e12) : null;
         for (const r of recs) {
-          if (!Number.isFinite(r.loss)) throw new Error(`loss became ${r.loss} at step ${r.step}; lower --lr or check the data`);
+          if (!Number.isFinite(r.loss)) throw new DivergenceError(r.step, `loss became ${r.loss}`, lastGood, outDir);
           writeMetric({ step: r.step, loss: r.loss, lr: r.lr, grad_norm: r.gradNorm, ms_per_step: ms, tokens_per_s: tps });
         }
         const r = recs[recs.length - 1];
@@ -140,6 +145,13 @@ export async function main(argv: string[]): Promise<number | null> {
         if (ckptNow) await checkpoint(done);
         tLast = performance.now(); // evaluation and checkpoints are not training time
       }
+      if (stopNow) {
+        progress.clear();
+        metrics.close();
+        console.log(`stopped by ${stop.signal} after step ${s} (${done} steps done): checkpoint saved in ${files.checkpoint}`);
+        console.log(`resume with: ${resumeCommand(outDir)}`);
+        throw new CliExit(stop.exitCode);
+      }
       progress.update(done);
     }
     progress.clear();
@@ -151,6 +163,7 @@ export async function main(argv: string[]): Promise<number | null> {
     console.log(`done: ${cfg.steps} steps · val loss ${valLoss?.toFixed(4)} · outputs in ${outDir}/ (metrics.jsonl, ckpt.safetensors, config.json, sample.txt)`);
     return valLoss;
   } finally {
+    stopper?.dispose();
     gpu.destroy();
   }
 }

@@ -19,127 +19,66 @@
  * it) — a step span includes its waits for peers, so it is not charged to the simulated clock.
  * Spans are kept in memory until the end (at most 500 000 per rank, tracer's cap).
  */
-import { parseTrainArgs, trainHelp } from './args.ts';
+import { type parseTrainArgs, trainHelp } from './args.ts';
+import { isParallelArgv, parseCommandArgs } from './command.ts';
+import { freshConfig } from './config_file.ts';
+import { flagKeys, helpLines } from './flags.ts';
 import { checkResumeOverrides, exists, loadTrainingData, runFiles, truncateMetrics, writeAtomic } from './run_dir.ts';
 import { loadCheckpointSet, parallelCheckpointFiles, saveCheckpointSet } from './parallel_checkpoint.ts';
 import { isCheckpointStep, keepsCheckpointFile } from '../train/checkpoint.ts';
 import { resolveRewarm } from '../train/rewarm.ts';
-import { parseConfig, PRESETS, type TrainConfig } from '../train/config.ts';
+import { parseConfig, type TrainConfig } from '../train/config.ts';
 import type { Backend } from '../gpu/device.ts';
 import { World } from '../dist/launch.ts';
-import { NET_PRESETS, NetworkModel } from '../dist/network.ts';
-import { type CpKind, CP_KINDS, describePlan, makePlan, type ParallelPlan, type PlanModel, planWorldSize, rankCoords, validatePlan } from '../parallel/plan.ts';
-import { SCHEDULE_KINDS, type ScheduleKind } from '../parallel/pipeline_schedule.ts';
+import { NetworkModel } from '../dist/network.ts';
+import { describePlan, type ParallelPlan, type PlanModel, planWorldSize, rankCoords, validatePlan } from '../parallel/plan.ts';
+import { MAX_RUN_WORLD, planFromOptions, PlanSchema } from '../parallel/plan_schema.ts';
 import { rankMemory } from '../parallel/cost.ts';
 import { planModelOf, RankRun, type RankSummary, strategyOf, trainerConfig } from '../parallel/run.ts';
 import { runParallel, type StepReport } from '../parallel/run_host.ts';
 import { closeLocalWorld, localWorld, onEveryRank } from '../dist/local.ts';
 import { checkMeshPlan } from '../parallel/mesh_trainer.ts';
-import { runCli } from './main.ts';
+import { CliExit, runCli } from './main.ts';
+import { rankWorkerUrl } from './worker_bundle.ts';
+import { resumeCommand, StopListener } from './stop.ts';
+import { StepStop } from '../parallel/step_stop.ts';
 
-/** Flags of a parallel run, beside the training config's. */
-export const PARALLEL_FLAGS = {
-  dp: { type: 'string' }, tp: { type: 'string' }, pp: { type: 'string' }, cp: { type: 'string' }, ep: { type: 'string' },
-  zero: { type: 'string' }, sp: { type: 'boolean' }, 'micro-batches': { type: 'string' }, 'pp-schedule': { type: 'string' },
-  'virtual-stages': { type: 'string' }, 'cp-kind': { type: 'string' }, net: { type: 'string' },
-} as const;
+export { isParallelArgv };
 
-/** True when `argv` names any parallel flag, i.e. the run belongs to {@link main} rather than the single-rank trainer. */
-export function isParallelArgv(argv: string[]): boolean {
-  return argv.some((a) => Object.keys(PARALLEL_FLAGS).some((f) => a === `--${f}` || a.startsWith(`--${f}=`)));
-}
-
-const HELP = `parallel flags (any of them makes a parallel run of dp·pp·cp·tp ranks, one Deno worker + WebGPU device each):
-  --dp --tp --pp --cp --ep N   degrees (default 1); dp × pp × tp (+sp) combine (mesh trainer); cp, ep (dividing dp, --arch gpt-moe|mamba-moe) and zero run alone
-  --zero 1|2|3                 ZeRO stage over dp      --sp   Megatron sequence parallelism with tp
-  --micro-batches M            split of the global batch batchSize × gradAccum (default gradAccum)
-  --pp-schedule ${SCHEDULE_KINDS.join('|')}   (default 1f1b)   --virtual-stages V (interleaved)
-  --cp-kind ${CP_KINDS.join('|')}        (default ring)
-  --net SPEC                   ${Object.keys(NET_PRESETS).join(' | ')} or 'intra=…GB/s,…us;inter=…;node=N': prices the simulated clock in trace.json
+const HELP = `parallel flags (any of them makes a parallel run of dp·pp·cp·tp ≤ ${MAX_RUN_WORLD} ranks, one Deno worker + WebGPU device each;
+dp × pp × tp (+sp) combine (mesh trainer); cp, ep (dividing dp, --arch gpt-moe|mamba-moe) and zero run alone):
+${helpLines(flagKeys(PlanSchema)).join('\n')}
 outputs: metrics.jsonl, trace.json, config.json, plan.txt, accounting.json, ckpt-parallel.json + ckpt-parallel-<step>/rank-<r>.safetensors
   --resume --out DIR           continues DIR's latest checkpoint; the parallel flags must be the checkpoint's plan
 `;
 
-function int(v: unknown, flag: string, def: number, min = 1): number {
-  if (v === undefined) return def;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min) throw new Error(`--${flag} expects an integer ≥ ${min}, got '${v}'`);
-  return n;
-}
-
-function oneOf<T extends string>(v: unknown, allowed: readonly T[], def: T, flag: string): T {
-  if (v === undefined) return def;
-  if (!allowed.includes(v as T)) throw new Error(`--${flag} must be one of ${allowed.join(', ')}, got '${v}'`);
-  return v as T;
-}
-
 /**
- * The run's config: preset, then the --config file, then the flags (train.ts's order; not
- * imported from there, whose top-level await would deadlock on the cycle). A re-warm schedule
- * starts fresh: its −1 placeholders become step 0 and LR 0, as train.ts resolves them without a checkpoint.
- * @throws Error when the config file cannot be read or the result is invalid.
- */
-export async function parallelConfig(args: ReturnType<typeof parseTrainArgs>): Promise<TrainConfig> {
-  let file: Record<string, unknown> = {};
-  if (args.configFile) {
-    try {
-      file = JSON.parse(await Deno.readTextFile(args.configFile));
-    } catch (e) {
-      throw new Error(`Cannot read config file '${args.configFile}': ${(e as Error).message}`);
-    }
-  }
-  const cfg = parseConfig({ ...PRESETS[args.preset], ...file, ...args.overrides });
-  return cfg.schedule === 'rewarm-cosine' ? parseConfig({ ...cfg, rewarmStart: Math.max(cfg.rewarmStart, 0), rewarmFrom: Math.max(cfg.rewarmFrom, 0) }) : cfg;
-}
-
-/**
- * A fresh run's config ({@link parallelConfig}), or on --resume the saved config.json of --out
+ * A fresh run's config (config_file.ts freshConfig, as every command's), or on --resume the saved config.json of --out
  * with the flags {@link RESUMABLE_KEYS} allows, and the latest checkpoint set.
  * @throws Error for --resume without --out or a checkpoint, flags that would change the saved
- *   config, and CorruptCheckpointError for an unreadable manifest or a missing rank file.
+ *   config, LegacyCheckpointError for a set written before digests without --allow-legacy-checkpoint,
+ *   and CorruptCheckpointError for a manifest or rank file that fails verification (loadCheckpointSet).
  */
 async function resumeOrFresh(args: ReturnType<typeof parseTrainArgs>): Promise<{ cfg: TrainConfig; resume: Awaited<ReturnType<typeof loadCheckpointSet>> | null }> {
-  if (!args.resume) return { cfg: await parallelConfig(args), resume: null };
+  if (!args.resume) return { cfg: await freshConfig(args), resume: null };
   if (!args.out) throw new Error('--resume needs --out DIR: the run directory to continue');
   if (args.resumeStep !== undefined) throw new Error('--resume-step: parallel runs continue their latest checkpoint only');
-  const resume = await loadCheckpointSet(args.out);
+  const resume = await loadCheckpointSet(args.out, { allowLegacy: args.allowLegacyCheckpoint });
   checkResumeOverrides(args);
   const { plan: _p, worldSize: _w, net: _n, tokenizer: _t, vocabSize: _v, ...saved } = JSON.parse(await Deno.readTextFile(runFiles(args.out).config));
   return { cfg: resolveRewarm(parseConfig({ ...saved, ...args.overrides }), { step: resume.manifest.step, config: parseConfig(saved) }), resume };
 }
 
-/** The plan the flags describe (unvalidated). @throws Error naming a malformed flag. */
-export function planFromFlags(f: Record<string, unknown>, cfg: TrainConfig): ParallelPlan {
-  return makePlan({
-    dp: int(f.dp, 'dp', 1), tp: int(f.tp, 'tp', 1), pp: int(f.pp, 'pp', 1), cp: int(f.cp, 'cp', 1), ep: int(f.ep, 'ep', 1),
-    zero: int(f.zero, 'zero', 0, 0) as ParallelPlan['zero'], sp: f.sp === true, microBatches: int(f['micro-batches'], 'micro-batches', cfg.gradAccum),
-    schedule: oneOf<ScheduleKind>(f['pp-schedule'], SCHEDULE_KINDS, '1f1b', 'pp-schedule'), virtualStages: int(f['virtual-stages'], 'virtual-stages', 1),
-    cpKind: oneOf<CpKind>(f['cp-kind'], CP_KINDS, 'ring', 'cp-kind'),
-  });
+/**
+ * The plan of a real run from the parsed PlanSchema flags (unvalidated against the model), as
+ * `npm run plan` builds it. @throws Error when it exceeds {@link MAX_RUN_WORLD} ranks or the pipeline maximum.
+ */
+export function planFromFlags(options: Record<string, unknown>, cfg: TrainConfig): ParallelPlan {
+  return planFromOptions(options, cfg, MAX_RUN_WORLD);
 }
 
-/**
- * URL of workers/rank.worker.ts bundled to plain JS (`deno bundle`, ≈2 s) in a temp folder laid
- * out like the repository (`<tmp>/a/b/rank.worker.js` beside a `<tmp>/shaders` link, so the
- * shader URLs resolve): Deno type-checks a TypeScript module worker per worker, which would
- * cost seconds per rank. Falls back to the TypeScript source when bundling fails.
- */
-export async function rankWorkerUrl(): Promise<URL> {
-  const source = new URL('../../workers/rank.worker.ts', import.meta.url);
-  try {
-    const dir = await Deno.makeTempDir({ prefix: 'rank-worker-' });
-    addEventListener('unload', () => Deno.removeSync(dir, { recursive: true }));
-    await Deno.mkdir(`${dir}/a/b`, { recursive: true });
-    await Deno.symlink(new URL('../../shaders', import.meta.url).pathname, `${dir}/shaders`);
-    const out = `${dir}/a/b/rank.worker.js`;
-    const res = await new Deno.Command(Deno.execPath(), { args: ['bundle', '--quiet', source.pathname, '-o', out], stdout: 'null', stderr: 'piped' }).output();
-    if (!res.success) throw new Error(new TextDecoder().decode(res.stderr));
-    return new URL(`file://${out}`);
-  } catch (e) {
-    console.warn(`bundling the rank worker failed, using the TypeScript worker (slower start): ${(e as Error).message.split('\n')[0]}`);
-    return source;
-  }
-}
+/** URL of workers/rank.worker.ts bundled to plain JS (worker_bundle.ts; its temp folder is removed at exit, or by the next run after a kill -9). */
+export { rankWorkerUrl } from './worker_bundle.ts';
 
 const fmtInt = (n: number) => Math.round(n).toLocaleString('en-US');
 const fmtBytes = (b: number) => (b >= 2 ** 20 ? `${(b / 2 ** 20).toFixed(2)} MiB` : b >= 1024 ? `${(b / 1024).toFixed(1)} KiB` : `${b} B`);
@@ -240,18 +179,17 @@ export async function measure(plan: ParallelPlan, cfg: TrainConfig, backend: Bac
 
 /** Runs a parallel training run; returns the last validation loss (null when no rank could evaluate). */
 export async function main(argv: string[]): Promise<number | null> {
-  argv = argv.map((a, i) => (a === '--schedule' && SCHEDULE_KINDS.includes(argv[i + 1] as ScheduleKind) ? '--pp-schedule' : a));
-  const args = parseTrainArgs(argv, PARALLEL_FLAGS);
+  const args = parseCommandArgs(argv, 'parallel');
   if (args.help) {
     console.log(`${trainHelp()}\n\n${HELP}`);
     return null;
   }
   const { cfg, resume } = await resumeOrFresh(args);
-  const plan = planFromFlags(args.extra, cfg);
+  const plan = planFromFlags(args.options, cfg);
   if (resume && JSON.stringify(resume.manifest.plan) !== JSON.stringify(plan)) {
     throw new Error(`--resume: the checkpoint was written by '${describePlan(resume.manifest.plan)}', the flags ask for '${describePlan(plan)}'; pass the checkpoint's parallel flags (rank files are not resharded)`);
   }
-  const netText = args.extra.net as string | undefined;
+  const netText = args.options.net as string | undefined;
   const net = netText ? NetworkModel.parse(netText) : null;
   const { tokenizer, data, texts } = await loadTrainingData(cfg);
   if (texts.length !== 1) throw new Error(`parallel runs train on one data file for now; got a mixture of ${texts.length} (${cfg.data})`);
@@ -265,14 +203,16 @@ export async function main(argv: string[]): Promise<number | null> {
   console.log(`plan: ${describePlan(plan)} · ${kind} trainer · ${cfg.arch} · vocab ${tokenizer.vocabSize} (${tokenizer.kind})`);
   console.log(`data: ${cfg.data} · ${data.trainTokens} train / ${data.valTokens} val tokens · run: ${outDir}${resume ? ` · resuming at step ${resume.manifest.step}` : ''}`);
 
-  const world = await World.launch({ size, url: await rankWorkerUrl(), net: net?.spec ?? null, trace: true, timeoutMs: 120_000, runTimeoutMs: 600_000 });
+  // Listening before the launch: a signal while the world starts stops the run at its first step boundary.
+  const stop = new StepStop(), stopper = new StopListener(() => stop.request());
+  let world: World | null = null;
   let valLoss: number | null = null;
   try {
+    world = await World.launch({ size, url: await rankWorkerUrl(), net: net?.spec ?? null, trace: true, timeoutMs: 120_000, runTimeoutMs: 600_000 });
     if (resume) await truncateMetrics(files.metrics, resume.manifest.step);
     const metrics = await Deno.open(files.metrics, resume ? { append: true, create: true } : { write: true, create: true, truncate: true });
     const write = (o: Record<string, unknown>) => metrics.writeSync(enc.encode(JSON.stringify(o) + '\n'));
-    const { steps, ranks } = await runParallel(world, plan, cfg, { tokens, vocabSize: tokenizer.vocabSize }, (r) => {
-      if (!Number.isFinite(r.loss)) throw new Error(`loss became ${r.loss} at step ${r.step}; lower --lr or check the data`);
+    const { steps, ranks, stoppedAt } = await runParallel(world, plan, cfg, { tokens, vocabSize: tokenizer.vocabSize }, (r) => {
       const byKind: Record<string, number> = {};
       for (const m of r.byDim) for (const [k, n] of Object.entries(m)) byKind[k] = (byKind[k] ?? 0) + n;
       const bytes = Object.values(byKind).reduce((a, n) => a + 4 * n, 0);
@@ -288,7 +228,9 @@ export async function main(argv: string[]): Promise<number | null> {
     }, {
       backend: args.gpu as Backend,
       resume: resume ? { step: resume.manifest.step, shards: resume.shards } : undefined,
+      stop,
       checkpoint: {
+        where: outDir,
         at: (done) => isCheckpointStep(done, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule),
         save: async (done, shards) => {
           await saveCheckpointSet(outDir, done, shards, plan, keepsCheckpointFile(done, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule));
@@ -297,6 +239,11 @@ export async function main(argv: string[]): Promise<number | null> {
       },
     });
     metrics.close();
+    if (stoppedAt !== null) {
+      console.log(`stopped by ${stopper.signal} after step ${stoppedAt - 1} (${stoppedAt} steps done): checkpoint saved in ${parallelCheckpointFiles(outDir).manifest}`);
+      console.log(`resume with: ${resumeCommand(outDir, argv, (a) => isParallelArgv([a]))}`);
+      throw new CliExit(stopper.exitCode);
+    }
     await writeAtomic(`${outDir}/trace.json`, enc.encode(JSON.stringify(await world.chromeTrace({ plan, net: net?.toString() ?? null, kind }))));
     const acc = accounting(plan, model, cfg, steps, ranks);
     await writeAtomic(`${outDir}/accounting.json`, enc.encode(JSON.stringify({ plan, ranks: acc }, null, 2) + '\n'));
@@ -307,7 +254,8 @@ export async function main(argv: string[]): Promise<number | null> {
     if (valLoss === null) console.log(`(${kind} ranks hold shards only: training loss reported, no validation loss)`);
     console.log(`done: ${cfg.steps} steps on ${size} ranks · outputs in ${outDir}/ (metrics.jsonl, trace.json, config.json, plan.txt, accounting.json, ckpt-parallel.json)`);
   } finally {
-    await world.shutdown();
+    stopper.dispose();
+    await world?.shutdown();
   }
   return valLoss;
 }

@@ -199,3 +199,31 @@ export function addColumnSums(gpu: Gpu, part: Tensor, out: Tensor, rows: number,
   if (rows === 0 || c === 0) return;
   gpu.dispatch(colsumKernel(gpu), [part, out], new Uint32Array([rows, c, rows, 1]), grid1d(c, 256));
 }
+
+/** Most workgroups of {@link countNonFinite}: 65 536 invocations, each looping over n / 65 536 elements (far under lavapipe's cap for any bindable buffer). */
+const MAX_COUNT_GROUPS = 256;
+
+/**
+ * count[0] (u32) += the number of elements of `x` that are ±Inf or NaN, in one pass with no
+ * readback: calls on several tensors add into the same counter, so a caller checks a whole
+ * training state with one read. Reference: src/reference/reduce.ts `countNonFiniteRef`.
+ * @param x f32 tensor of any shape (a slice of a flat buffer counts only its own elements)
+ * @param count (≥ 1) u32 counter, in another buffer than x
+ * @throws Error when x is not f32, count is not u32, or they share one buffer.
+ */
+export function countNonFinite(gpu: Gpu, x: Tensor, count: Tensor): void {
+  expectDtype('countNonFinite', 'x', x, 'f32');
+  expectDtype('countNonFinite', 'count', count, 'u32');
+  if (count.size < 1) throw new Error('countNonFinite: count must hold at least one element');
+  if (x.buffer === count.buffer) {
+    throw new Error('countNonFinite: x and count share one GPUBuffer; WebGPU cannot bind it read-only and writable at once');
+  }
+  if (x.size === 0) return;
+  const groups = Math.max(1, Math.min(MAX_COUNT_GROUPS, Math.ceil(x.size / (256 * 16))));
+  gpu.dispatch(
+    { key: 'reduce.count_nonfinite', code: gpu.shaders.reduce, entryPoint: 'count_nonfinite' },
+    [x, undefined, undefined, count],
+    new Uint32Array([x.size, 0, 0, 0]),
+    [groups],
+  );
+}

@@ -39,6 +39,8 @@ import { type CommRow, type PlanDim, stepTraffic } from './cost.ts';
 import type { Sent } from './traffic.ts';
 import { type Built, buildTrainer } from './run_build.ts';
 import { decodeRankState, encodeRankState, restoreRankState } from './rank_checkpoint.ts';
+import { StepStop } from './step_stop.ts';
+import { checkedCheckpoint } from './run_save.ts';
 
 export { strategyOf, type StrategyKind } from './plan.ts';
 /** The corpus: text (char tokenizer built from it) or tokens already encoded on the host. */
@@ -56,6 +58,8 @@ export interface TrainRankArgs {
   bucketBytes?: number | 'layer';
   /** This rank's checkpoint file (rank_checkpoint.ts) to continue from. */
   resume?: Uint8Array;
+  /** The host's stop request (step_stop.ts): `trainSteps` ends its batch early at an agreed step. */
+  stop?: SharedArrayBuffer;
 }
 
 /** One optimizer step as one rank saw it. */
@@ -138,6 +142,10 @@ function encoded(d: RunData): { tokens: Int32Array; vocabSize: number } {
 /** One rank's run: its device, trainer and accounting, stepped by {@link RankRun.step}. */
 export class RankRun {
   next = 0;
+  /** Shared stop request, when the host gave one. */
+  stop: StepStop | null = null;
+  /** Why the run can no longer step (a probe step moved its state past the saved one, run_save.ts), or null. */
+  ended: string | null = null;
   private constructor(readonly world: Communicator, readonly gpu: Gpu, readonly kind: StrategyKind, readonly plan: ParallelPlan, readonly cfg: TrainConfig, readonly data: TextDataset, readonly built: Built, readonly predicted: CommRow[]) {}
 
   /**
@@ -162,6 +170,7 @@ export class RankRun {
         run.next = restoreRankState(gpu, run.state(), await decodeRankState(args.resume, what), { plan: args.plan, rank, worldSize: world.size, kind }, what);
         if (run.next > cfg.steps) throw new Error(`${what} is at step ${run.next}, past this run's ${cfg.steps} steps; pass a larger --steps`);
       }
+      if (args.stop) run.stop = new StepStop(args.stop);
       gpu.pool.resetPeak();
       return run;
     } catch (e) {
@@ -183,6 +192,7 @@ export class RankRun {
 
   /** Runs the next optimizer step (and rank 0's validation when due). */
   async step(): Promise<RankStepRecord> {
+    if (this.ended) throw new Error(`rank ${this.world.transport.rank}: the run cannot step any more: ${this.ended}`);
     const s = this.next++, t0 = performance.now();
     const r = await this.world.tracer.span(`step ${s}`, () => this.built.step(s), { sim: false, step: s });
     const ms = performance.now() - t0;
@@ -244,8 +254,9 @@ const running = (world: Communicator) => {
 
 /**
  * World tasks for workers/rank.worker.ts: `trainRank` (one call, all records at the end) and the
- * streaming trio `trainStart` → `trainSteps {to}` (records of the steps up to `to`) → `trainEnd`
- * (summary, device freed) that {@link runParallel} uses to report progress between calls.
+ * streaming trio `trainStart` → `trainSteps {to}` (records of the steps up to `to`, fewer when
+ * a shared stop request ends the batch early) → `trainEnd` (summary, device freed) that
+ * {@link runParallel} uses to report progress between calls, with `trainSave` between batches.
  */
 export const PARALLEL_TASKS: Record<string, RankTask> = {
   trainRank: (world, args: TrainRankArgs) => trainRank(args, world),
@@ -257,7 +268,7 @@ export const PARALLEL_TASKS: Record<string, RankTask> = {
   async trainSteps(world, { to }: { to: number }) {
     const run = running(world), out: RankStepRecord[] = [];
     try {
-      while (run.next < Math.min(to, run.cfg.steps)) out.push(await run.step());
+      while (run.next < Math.min(to, run.cfg.steps) && !run.stop?.stopsBefore(run.next)) out.push(await run.step());
     } catch (e) {
       runs.delete(world);
       await run.close().catch(() => {});
@@ -267,6 +278,8 @@ export const PARALLEL_TASKS: Record<string, RankTask> = {
   },
   /** This rank's checkpoint file (bytes) after the steps run so far. */
   trainCheckpoint: (world) => running(world).checkpoint(),
+  /** The same, checked first (run_save.ts `checkedCheckpoint`); with `probe` the run ends after it. */
+  trainSave: (world, { probe }: { probe: boolean }) => checkedCheckpoint(running(world), probe),
   async trainEnd(world) {
     const run = running(world);
     runs.delete(world);

@@ -9,6 +9,7 @@ import { Tensor } from '../gpu/tensor.ts';
 import { Tape } from '../autograd/tape.ts';
 import { RULES } from '../autograd/rules.ts';
 import { axpy } from '../kernels/elementwise.ts';
+import { gradNorm } from '../kernels/adamw.ts';
 import { type LanguageModel, logitsOf } from '../models/model.ts';
 import type { Batch, TextDataset } from '../data/dataset.ts';
 import { MixtureDataset } from '../data/mixture.ts';
@@ -73,13 +74,26 @@ export class Trainer {
    * Nothing is read back; call {@link drain} to collect the losses.
    */
   step(step: number): void {
+    const { gpu } = this;
+    this.gradients(step, true);
+    const lr = this.lrAt(step);
+    this.opt.step(lr, step + 1);
+    const slot = this.pending.length;
+    if (slot * 2 + 2 > this.history.size) this.growHistory();
+    gpu.copy(this.slice(this.lossAcc, 0, 1), this.slice(this.history, slot * 2, 1));
+    gpu.copy(this.slice(this.opt.norm, 0, 1), this.slice(this.history, slot * 2 + 1, 1));
+    this.pending.push({ step, lr });
+  }
+
+  /** Encodes step `step`'s micro-batches: the mean loss into lossAcc, the gradients into the store. */
+  private gradients(step: number, record: boolean): void {
     const { gpu, model, cfg } = this;
     const { batchSize: b, blockSize: t, gradAccum } = cfg;
     model.params.zeroGrad();
     gpu.clear(this.lossAcc);
     for (let micro = 0; micro < gradAccum; micro++) {
       const batch = this.data.batch('train', b, t, cfg.seed, step, micro);
-      this.onBatch?.(step, micro, batch);
+      if (record) this.onBatch?.(step, micro, batch);
       gpu.write(this.tokens, batch.x);
       // Goldfish masking touches training targets only; evaluate() always scores every token.
       gpu.write(this.targets, goldfishMask(batch.y, batch.x, t, cfg.goldfishK, cfg.goldfishH));
@@ -91,13 +105,6 @@ export class Trainer {
       tape.backward(RULES);
       tape.dispose();
     }
-    const lr = this.lrAt(step);
-    this.opt.step(lr, step + 1);
-    const slot = this.pending.length;
-    if (slot * 2 + 2 > this.history.size) this.growHistory();
-    gpu.copy(this.slice(this.lossAcc, 0, 1), this.slice(this.history, slot * 2, 1));
-    gpu.copy(this.slice(this.opt.norm, 0, 1), this.slice(this.history, slot * 2 + 1, 1));
-    this.pending.push({ step, lr });
   }
 
   /** Waits for the GPU and returns the records of every step encoded since the last drain. */
@@ -107,6 +114,21 @@ export class Trainer {
     const out = this.pending.map((p, i) => ({ step: p.step, lr: p.lr, loss: h[i * 2], gradNorm: h[i * 2 + 1] }));
     this.pending = [];
     return out;
+  }
+
+  /**
+   * The loss and gradient norm (before clipping) step `step` would report, computed from the
+   * current state without updating it (the gradients are scratch, zeroed by every step): what
+   * a run checks before saving a state (src/train/finite.ts). Call after {@link drain}.
+   */
+  async probe(step: number): Promise<{ loss: number; gradNorm: number }> {
+    const { gpu } = this;
+    this.gradients(step, false);
+    const norm = gpu.zeros([2], 'f32', 'probe_norm');
+    gradNorm(gpu, this.model.params.grads, norm, 0);
+    const [loss, g] = [(await gpu.read(this.lossAcc))[0], (await gpu.read(norm))[0]];
+    norm.release();
+    return { loss, gradNorm: g };
   }
 
   /** Names of the corpora `evaluate(split, source)` can score (one for a single file). */
