@@ -3,7 +3,7 @@
  * pipelines, uniform buffers and bind groups, and one open command encoder that batches all
  * work until something needs the results (a read) or host data must be written.
  */
-import { type Backend, openDevice, type OpenedDevice } from './device.ts';
+import { openDevice, type OpenedDevice, type OpenOptions } from './device.ts';
 import { BufferPool } from './pool.ts';
 import { type DType, type HostArray, Tensor } from './tensor.ts';
 import { checkBindingSize, checkWorkgroups } from './limits.ts';
@@ -59,7 +59,7 @@ export class Gpu {
    * Opens a device on `backend` and loads the shaders.
    * @throws Error from {@link openDevice} when no adapter exists (names the driver to install).
    */
-  static async create(opts: { backend?: Backend; log?: (line: string) => void } = {}): Promise<Gpu> {
+  static async create(opts: Pick<OpenOptions, 'backend' | 'log' | 'maxLimits'> = {}): Promise<Gpu> {
     const [opened, shaders] = await Promise.all([openDevice(opts), loadShaders()]);
     return new Gpu(opened, shaders);
   }

@@ -33,6 +33,8 @@ export interface OpenOptions {
   /** Prints adapter and limits once (default true). */
   log?: (line: string) => void;
   powerPreference?: GPUPowerPreference;
+  /** Upper bounds on the limits raised to the adapter's maximum, so a test can open a device as small as another adapter's. */
+  maxLimits?: Partial<Record<RaisedLimit, number>>;
 }
 
 /** Limits we raise to the adapter's maximum when offered. */
@@ -46,6 +48,7 @@ const RAISED_LIMITS = [
   'maxComputeWorkgroupsPerDimension',
   'maxStorageBuffersPerShaderStage',
 ] as const;
+type RaisedLimit = (typeof RAISED_LIMITS)[number];
 
 /** Optional features we enable when present; kernels gate fast paths on them. */
 const WANTED_FEATURES = ['shader-f16', 'subgroups', 'timestamp-query'] as const;
@@ -54,10 +57,23 @@ const WANTED_FEATURES = ['shader-f16', 'subgroups', 'timestamp-query'] as const;
 const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
 
 interface DenoLike {
-  env: { get(k: string): string | undefined; set(k: string, v: string): void };
+  env: { get(k: string): string | undefined; set(k: string, v: string): void; delete(k: string): void };
   statSync(p: string): unknown;
+  pid: number;
 }
 const deno = (globalThis as unknown as { Deno?: DenoLike }).Deno;
+
+/**
+ * Names the process that added SwiftShader for its own Dawn. The variable is process-wide and
+ * child processes inherit it, and Deno's wgpu then picks SwiftShader too, where a tiny training
+ * run grows past 8 GB. So a process that inherited it from another pid drops it before any
+ * adapter is opened; workers of the adding process share its pid and keep it.
+ */
+const ADDED_BY = 'WEBGPU_SANDBOX_SWIFTSHADER_PID';
+if (deno && deno.env.get(ADDED_BY) && deno.env.get(ADDED_BY) !== String(deno.pid)) {
+  deno.env.delete('VK_ADD_DRIVER_FILES');
+  deno.env.delete(ADDED_BY);
+}
 
 function fileExists(path: string): boolean {
   try {
@@ -72,14 +88,28 @@ function fileExists(path: string): boolean {
 function addSwiftShaderForDawn(): void {
   if (!deno) return;
   const chosen = ['VK_ICD_FILENAMES', 'VK_DRIVER_FILES', 'VK_ADD_DRIVER_FILES'].some((k) => deno.env.get(k));
-  if (!chosen && fileExists(SWIFTSHADER_ICD)) deno.env.set('VK_ADD_DRIVER_FILES', SWIFTSHADER_ICD);
+  if (!chosen && fileExists(SWIFTSHADER_ICD)) {
+    deno.env.set('VK_ADD_DRIVER_FILES', SWIFTSHADER_ICD);
+    deno.env.set(ADDED_BY, String(deno.pid));
+  }
 }
 
-/** Dawn's GPU object must outlive every device made from it: collecting it crashes Dawn. */
-let dawnInstance: GPU | null = null;
+/**
+ * Dawn's GPU object must outlive every device made from it: collecting it crashes Dawn. The
+ * promise is kept, not the object, so ranks opening devices at once in one thread share one
+ * instance instead of each creating one and dropping the other's.
+ */
+let dawnInstance: Promise<GPU> | null = null;
 
-async function dawnGpu(): Promise<GPU> {
-  if (dawnInstance) return dawnInstance;
+function dawnGpu(): Promise<GPU> {
+  dawnInstance ??= createDawnGpu().catch((e) => {
+    dawnInstance = null;
+    throw e;
+  });
+  return dawnInstance;
+}
+
+async function createDawnGpu(): Promise<GPU> {
   addSwiftShaderForDawn();
   // A computed specifier keeps Vite and tsc from trying to resolve a Deno-only import.
   const spec = 'npm:webgpu';
@@ -91,8 +121,7 @@ async function dawnGpu(): Promise<GPU> {
   for (const [k, v] of Object.entries(mod.globals)) {
     if (!(k in globalThis)) (globalThis as Record<string, unknown>)[k] = v;
   }
-  dawnInstance = mod.create(['backend=vulkan']);
-  return dawnInstance;
+  return mod.create(['backend=vulkan']);
 }
 
 function noAdapterError(backend: Exclude<Backend, 'auto'>): Error {
@@ -142,7 +171,7 @@ export async function openDevice(opts: OpenOptions = {}): Promise<OpenedDevice> 
   const requiredLimits: Record<string, number> = {};
   for (const name of RAISED_LIMITS) {
     const v = (adapter.limits as unknown as Record<string, number>)[name];
-    if (typeof v === 'number') requiredLimits[name] = v;
+    if (typeof v === 'number') requiredLimits[name] = Math.min(v, opts.maxLimits?.[name] ?? v);
   }
   const features = WANTED_FEATURES.filter((f) => adapter.features.has(f)) as GPUFeatureName[];
   const device = await adapter.requestDevice({ requiredLimits, requiredFeatures: features });

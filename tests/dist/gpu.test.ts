@@ -5,6 +5,7 @@
  */
 import { deepStrictEqual, match, ok } from 'node:assert/strict';
 import { type Report, withWorld, WORKER_TEST } from './world.ts';
+import { openRankGpus } from '../util/rank_gpu.ts';
 
 for (const n of [2, 3]) {
   Deno.test({
@@ -12,6 +13,7 @@ for (const n of [2, 3]) {
     ...WORKER_TEST,
     fn: () =>
       withWorld(n, async (w) => {
+        await openRankGpus(w);
         const reps = await w.run<Report & { adapter: string }>('gpuMatrix', null);
         deepStrictEqual(reps.flatMap((r) => r.failures), []);
         for (const r of reps) ok(r.cases > 80, `only ${r.cases} cases ran`);
@@ -24,6 +26,7 @@ Deno.test({
   ...WORKER_TEST,
   fn: () =>
     withWorld(2, async (w) => {
+      await openRankGpus(w);
       const [errs] = await w.run<string[]>('gpuErrors', null);
       match(errs[0], /^collectives take f32 or i32 tensors, got u32/);
       match(errs[1], /^allReduce: out has 5 elements, needs 4$/);

@@ -1,21 +1,21 @@
 /**
- * Test-only rank worker with a GPU: every rank opens its own device (Deno's wgpu) and runs the
- * tensor collectives of src/dist/tensor_comm.ts on small integer-valued tensors, checking the
- * read-back results bit for bit against tests/dist/reference.ts on the rank itself.
+ * Test-only rank worker with a GPU: every rank opens its own device (on the backend the test
+ * passes in task openGpu) and runs the tensor collectives of src/dist/tensor_comm.ts on small
+ * integer-valued tensors, checking the read-back results bit for bit against
+ * tests/dist/reference.ts on the rank itself.
  */
 import { serveRank } from '../../src/dist/launch.ts';
 import { ALGORITHMS, type NumArray, type ReduceOp } from '../../src/dist/communicator.ts';
 import { TensorComm } from '../../src/dist/tensor_comm.ts';
-import { Gpu } from '../../src/gpu/context.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
 import { as, diff, type DT, input, reduceRef } from './reference.ts';
-
-let gpu: Promise<Gpu> | undefined;
+import { RANK_GPU_TASKS, rankGpu } from '../util/rank_gpu.ts';
 
 serveRank({
+  ...RANK_GPU_TASKS,
   /** The tensor collective matrix; returns { cases, failures, adapter }. */
   async gpuMatrix(world) {
-    const g = await (gpu ??= Gpu.create({ backend: 'wgpu' }));
+    const g = await rankGpu();
     const tc = new TensorComm(world, g);
     const p = world.size, r = world.rank;
     const rep = { cases: 0, failures: [] as string[], adapter: g.adapterDescription };
@@ -91,7 +91,7 @@ serveRank({
 
   /** u32 tensors and size mismatches are refused with what was wrong. */
   async gpuErrors(world) {
-    const g = await (gpu ??= Gpu.create({ backend: 'wgpu' }));
+    const g = await rankGpu();
     const tc = new TensorComm(world, g);
     const errs: string[] = [];
     for (

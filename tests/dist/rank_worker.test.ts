@@ -7,6 +7,7 @@ import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import * as Comlink from 'comlink';
 import type { RankWorkerApi } from '../../workers/rank.worker.ts';
 import { type Report, withWorld, WORKER_TEST, workerUrl } from './world.ts';
+import { testBackend } from '../util/gpu.ts';
 
 const RANK_WORKER = '../../workers/rank.worker.ts';
 
@@ -32,7 +33,8 @@ Deno.test({
     const worker = new Worker(await workerUrl(RANK_WORKER), { type: 'module', name: 'rank0' });
     const api = Comlink.wrap<RankWorkerApi>(worker);
     try {
-      const info = await api.init({ text: 'hello world, hello ranks\n', backend: 'wgpu' });
+      const info = await api.init({ text: 'hello world, hello ranks\n', backend: testBackend() });
+      equal(info.backend, testBackend());
       equal(info.vocabSize, new Set('hello world, hello ranks\n').size);
       equal(info.corpusChars, 25);
       await api.join({ rank: 0, worldSize: 1, ports: [null], timeoutMs: 1000 });

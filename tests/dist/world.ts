@@ -8,6 +8,7 @@
  * the TypeScript worker is used directly (correct, just slow).
  */
 import { type LaunchOptions, World } from '../../src/dist/launch.ts';
+import { openRankGpus } from '../util/rank_gpu.ts';
 
 const bundled = new Map<string, Promise<URL>>();
 
@@ -65,12 +66,14 @@ export type Report = { cases: number; failures: string[] };
 export const WORKER_TEST = { sanitizeResources: false, sanitizeOps: false };
 
 /**
- * Launches `size` workers of tests/parallel/`worker` (each rank opens its own GPU device), runs
- * `body`, has every rank close its device (task `close`) and always shuts the world down.
+ * Launches `size` workers of tests/parallel/`worker`, has each open its own GPU device on the
+ * test's backend and checks it did (openRankGpus), runs `body`, has every rank close its device
+ * (task `close`) and always shuts the world down.
  */
 export async function withRankWorld<T>(worker: string, size: number, body: (w: World) => Promise<T>): Promise<T> {
   const w = await World.launch({ size, url: await workerUrl(`../parallel/${worker}`), timeoutMs: 60_000, runTimeoutMs: 240_000 });
   try {
+    await openRankGpus(w);
     const out = await body(w);
     await w.run('close');
     return out;

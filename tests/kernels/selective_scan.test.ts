@@ -117,6 +117,7 @@ async function checkGpu(gpu: Gpu, s: ScanDims, gated: boolean, strong: boolean, 
     const gk = GRAD[k];
     if (!G[gk]) continue;
     const got = f64(await gpu.read(G[gk]!)).map((v, i) => v - base[gk]![i]);
+    assertClose(got, ref[gk]!, `${gk} ${tag}`);
     assertRelRms(got, ref[gk]!, `${gk} ${tag}`);
   }
   for (const v of [...Object.values(T), ...Object.values(G), out, states, tdout]) v?.release();

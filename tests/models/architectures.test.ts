@@ -4,18 +4,17 @@
  * catches a mis-wired rule even where each kernel is right), and 50 steps on Tiny Shakespeare
  * bring the loss down.
  *
- * The difference is taken along the tape's own gradient g of each tensor: the slope there is
- * |g| when g is right and ⟨g_true, g⟩/|g| otherwise, the largest signal a single f32 difference
- * can resolve. Weights are first moved off their small initial values (and Mamba's Δ made
- * large) so every path, the scan's included, carries a gradient well above f32 noise. For MoE
- * models (mamba-moe; gpt-moe has the same check in moe.test.ts) the loss is taken on recording
- * tapes, so it includes the load-balancing term whose gradient the tape took, and a difference
- * counts only when both sides route every token as the base point does (routing is piecewise
- * constant; a flip is a jump, not a slope), shrinking the step until they do.
+ * Every tensor is checked along its gradient and random directions (tests/util/grad_check.ts).
+ * Weights are first moved off their small initial values (and Mamba's Δ made large) so every
+ * path, the scan's included, carries a gradient well above f32 noise. For MoE models
+ * (mamba-moe; gpt-moe has the same check in moe.test.ts) the loss is taken on recording tapes,
+ * so it includes the load-balancing term whose gradient the tape took, and a difference counts
+ * only when both sides route every token as the base point does.
  */
 import { ok } from 'node:assert/strict';
 import { gpuTest } from '../util/gpu.ts';
 import { rng } from '../util/assert.ts';
+import { gradientMismatches } from '../util/grad_check.ts';
 import { Tape } from '../../src/autograd/tape.ts';
 import { RULES } from '../../src/autograd/rules.ts';
 import { createModel } from '../../src/models/registry.ts';
@@ -84,35 +83,13 @@ for (const [arch, extra] of ARCH_CASES) {
     tape.backward(RULES);
     tape.dispose();
     const grads = await gpu.read(model.params.grads);
-    const bad: string[] = [];
-    let strong = 0;
-    for (const p of model.params.params) {
-      const d = Float32Array.from(grads.subarray(p.offset, p.offset + p.size));
-      const analytic = Math.hypot(...d);
-      if (analytic === 0) {
-        bad.push(`${p.name}: no gradient at all`);
-        continue;
-      }
-      for (let i = 0; i < p.size; i++) d[i] /= analytic;
-      if (analytic > 1e-3) strong++;
-      // A step that moves the loss by about 2e-3: far above f32 rounding of the loss (~1e-6),
-      // small enough that curvature stays out of the difference; at most 1e-2 for tiny slopes.
-      let eps = Math.min(1e-2, 2e-3 / analytic), fd = NaN;
-      for (let tries = 0; tries < 4 && Number.isNaN(fd); tries++, eps /= 4) {
-        const at = async (s: number) => {
-          const v = base.slice();
-          for (let i = 0; i < p.size; i++) v[p.offset + i] += s * eps * d[i];
-          gpu.write(model.params.values, v);
-          return await lossOf(gpu, model, tTok, tokens, tTgt, b, t);
-        };
-        const [up, down] = [await at(1), await at(-1)];
-        if (up.routing === routing && down.routing === routing) fd = (up.loss - down.loss) / (2 * eps);
-      }
-      if (Number.isNaN(fd)) bad.push(`${p.name}: routing flips at every step tried`);
-      else if (!(Math.abs(fd - analytic) <= 1e-4 + 0.02 * analytic)) bad.push(`${p.name}: tape ${analytic.toExponential(3)} vs difference ${fd.toExponential(3)}`);
-    }
+    const { bad, strong } = await gradientMismatches(model.params.params, grads, base, async (v) => {
+      gpu.write(model.params.values, v);
+      const at = await lossOf(gpu, model, tTok, tokens, tTgt, b, t);
+      return at.routing === routing ? at.loss : NaN;
+    });
     ok(bad.length === 0, `gradients disagree:\n${bad.join('\n')}`);
-    // Not vacuous: most tensors' slopes are far above the 1e-4 floor.
+    // Not vacuous: most tensors' gradients are far above the noise floor.
     ok(strong >= 0.6 * model.params.params.length, `only ${strong} of ${model.params.params.length} tensors have a gradient above 1e-3`);
     model.params.destroy();
   });

@@ -1,12 +1,13 @@
 /**
  * The MoE GPT (src/models/moe.ts) end to end on the GPU: one MoE MLP against the f64
- * reference (drops included), every parameter's tape gradient against a central difference of
- * the GPU loss along that gradient with the routing held fixed, the load-balancing loss against
- * a host computation, and 30 training steps on Tiny Shakespeare.
+ * reference (drops included), every parameter's tape gradient against central differences of
+ * the GPU loss (tests/util/grad_check.ts) with the routing held fixed, the load-balancing loss
+ * against a host computation, and 30 training steps on Tiny Shakespeare.
  */
 import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertThrows, rng } from '../util/assert.ts';
+import { gradientMismatches } from '../util/grad_check.ts';
 import { Tape } from '../../src/autograd/tape.ts';
 import { RULES } from '../../src/autograd/rules.ts';
 import { expertOf, GPTMoE, type MoEConfig, moeParamSpecs, validateMoEConfig } from '../../src/models/moe.ts';
@@ -93,30 +94,10 @@ gpuTest('every parameter gradient matches a central difference of the GPU loss (
     tp.dispose();
     return { out, same: rt === routing };
   };
-  const bad: string[] = [];
-  let strong = 0;
-  for (const p of model.params.params) {
-    const d = Float32Array.from(grads.subarray(p.offset, p.offset + p.size));
-    const analytic = Math.hypot(...d);
-    if (analytic === 0) {
-      bad.push(`${p.name}: no gradient`);
-      continue;
-    }
-    if (analytic > 1e-3) strong++;
-    for (let i = 0; i < p.size; i++) d[i] /= analytic;
-    let eps = 1e-2, fd = NaN;
-    for (let tries = 0; tries < 4 && Number.isNaN(fd); tries++, eps /= 4) {
-      const at = (s: number) => {
-        const v = base.slice();
-        for (let i = 0; i < p.size; i++) v[p.offset + i] += s * eps * d[i];
-        return lossAt(v);
-      };
-      const [up, down] = [await at(1), await at(-1)];
-      if (up.same && down.same) fd = (up.out - down.out) / (2 * eps);
-    }
-    if (Number.isNaN(fd)) bad.push(`${p.name}: routing flips at every epsilon tried`);
-    else if (!(Math.abs(fd - analytic) <= 5e-5 + 0.02 * analytic)) bad.push(`${p.name}: tape ${analytic.toExponential(3)} vs difference ${fd.toExponential(3)}`);
-  }
+  const { bad, strong } = await gradientMismatches(model.params.params, grads, base, async (v) => {
+    const { out, same } = await lossAt(v);
+    return same ? out : NaN;
+  });
   ok(bad.length === 0, `gradients disagree:\n${bad.join('\n')}`);
   ok(strong >= 0.6 * model.params.params.length, `only ${strong} of ${model.params.params.length} tensors have a gradient above 1e-3`);
   model.params.destroy();

@@ -4,7 +4,6 @@
  * runs the context-parallel GPT for cfg.steps steps.
  */
 import { serveRank } from '../../src/dist/launch.ts';
-import { Gpu } from '../../src/gpu/context.ts';
 import { Tape } from '../../src/autograd/tape.ts';
 import { RULES } from '../../src/autograd/rules.ts';
 import { collectiveOp } from '../../src/autograd/collective.ts';
@@ -19,8 +18,7 @@ import { subGroup } from '../../src/parallel/data_parallel.ts';
 import { TrafficMeter } from '../../src/parallel/traffic.ts';
 import { randn } from '../util/assert.ts';
 import type { AttnArgs, AttnResult, CpRunArgs, CpRunResult } from './cp_harness.ts';
-
-let gpu: Promise<Gpu> | undefined;
+import { RANK_GPU_TASKS, rankGpu } from '../util/rank_gpu.ts';
 
 /** Rows `pos` of every sequence of a (B, T, w) array. */
 function rows(a: ArrayLike<number>, b: number, t: number, w: number, pos: Int32Array): Float32Array {
@@ -30,9 +28,9 @@ function rows(a: ArrayLike<number>, b: number, t: number, w: number, pos: Int32A
 }
 
 serveRank({
+  ...RANK_GPU_TASKS,
   async attn(world, a: AttnArgs): Promise<AttnResult> {
-    gpu ??= Gpu.create({ backend: 'wgpu' });
-    const g = await gpu;
+    const g = await rankGpu();
     const cp = world.size, pos = cpPositions(a.kind, world.rank, cp, a.t), tl = pos.length;
     const qkv = g.upload(rows(randn(a.b * a.t * 3 * a.c, a.seed), a.b, a.t, 3 * a.c, pos), [a.b, tl, 3 * a.c]);
     const dy = rows(randn(a.b * a.t * a.c, a.seed + 1), a.b, a.t, a.c, pos);
@@ -55,8 +53,7 @@ serveRank({
   },
 
   async train(world, args: CpRunArgs): Promise<CpRunResult> {
-    gpu ??= Gpu.create({ backend: 'wgpu' });
-    const g = await gpu;
+    const g = await rankGpu();
     const cfg = parseConfig(args.cfg);
     const tok = CharTokenizer.fromText(args.text);
     const data = new TextDataset(tok.encode(args.text), cfg.blockSize);
@@ -73,11 +70,5 @@ serveRank({
     res.params = await t.parameters();
     model.params.destroy();
     return res;
-  },
-
-  /** Destroys this rank's device before the world terminates the worker. */
-  async close() {
-    if (gpu) (await gpu).destroy();
-    gpu = undefined;
   },
 });

@@ -1,5 +1,5 @@
 /**
- * Data parallelism on 2 simulated ranks (module workers, each with its own lavapipe device)
+ * Data parallelism on 2 simulated ranks (module workers, each with its own device)
  * against the single-rank Trainer on the same global batch: losses within 1e-4 relative,
  * parameters after 10 steps within DESIGN.md §5's 1e-4 + 1e-3·|ref|, and the gradient traffic
  * equal to the ring allReduce formula exactly.

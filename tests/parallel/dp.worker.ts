@@ -1,11 +1,10 @@
 /**
- * Test-only rank worker for data parallelism and ZeRO: each rank opens its own GPU (lavapipe
- * here), builds the same tiny GPT from the same seed and trains it with the strategy named in
- * the args, returning per-step losses, norms and traffic, and (rank 0) the final parameters.
+ * Test-only rank worker for data parallelism and ZeRO: each rank opens its own GPU (on the
+ * backend the test passes), builds the same tiny GPT from the same seed and trains it with the
+ * strategy named in the args, returning per-step losses, norms and traffic, and (rank 0) the
+ * final parameters.
  */
 import { serveRank } from '../../src/dist/launch.ts';
-import { Gpu } from '../../src/gpu/context.ts';
-import type { Backend } from '../../src/gpu/device.ts';
 import { parseConfig } from '../../src/train/config.ts';
 import { createModel } from '../../src/models/registry.ts';
 import { CharTokenizer } from '../../src/data/tokenizer.ts';
@@ -13,17 +12,18 @@ import { TextDataset } from '../../src/data/dataset.ts';
 import { DataParallelTrainer } from '../../src/parallel/data_parallel.ts';
 import { type ZeroStage, ZeroTrainer } from '../../src/parallel/zero.ts';
 import type { RunArgs, RunResult } from './harness.ts';
-
-let gpu: Promise<Gpu> | undefined;
+import { RANK_GPU_TASKS, rankGpu } from '../util/rank_gpu.ts';
+import { recordRows } from './rows.ts';
 
 serveRank({
+  ...RANK_GPU_TASKS,
   async train(world, args: RunArgs): Promise<RunResult> {
-    gpu ??= Gpu.create({ backend: (args.backend ?? 'wgpu') as Backend });
-    const g = await gpu;
+    const g = await rankGpu();
     const cfg = parseConfig(args.cfg);
     const tok = CharTokenizer.fromText(args.text);
     const data = new TextDataset(tok.encode(args.text), cfg.blockSize);
     const model = createModel(g, cfg, tok.vocabSize);
+    const rows = args.recordRows ? recordRows(model) : undefined;
     const opts = { bucketBytes: args.bucketBytes };
     const t = args.stage
       ? await ZeroTrainer.create(g, model, data, cfg, world, { ...opts, stage: args.stage as ZeroStage })
@@ -41,6 +41,7 @@ serveRank({
         if (world.rank === 0) res.grads0 = grads;
       }
     }
+    res.rows = rows;
     const params = await t.parameters();
     if (world.rank === 0) res.params = params;
     if (t instanceof ZeroTrainer) {
@@ -50,11 +51,5 @@ serveRank({
     if (t instanceof ZeroTrainer) t.destroy();
     else model.params.destroy();
     return res;
-  },
-
-  /** Destroys this rank's device before the world terminates the worker (a live device at exit can crash teardown). */
-  async close() {
-    if (gpu) (await gpu).destroy();
-    gpu = undefined;
   },
 });

@@ -4,19 +4,17 @@
  * ExpertParallelTrainer over the world (dp = world size, ep = args.ep).
  */
 import { serveRank } from '../../src/dist/launch.ts';
-import { Gpu } from '../../src/gpu/context.ts';
 import { expertOf } from '../../src/models/moe.ts';
 import { createMoEModel } from '../../src/models/registry.ts';
 import { expertParallelGroups, ExpertParallelTrainer, expertShard } from '../../src/parallel/expert_parallel.ts';
 import { makePlan } from '../../src/parallel/plan.ts';
 import { byName, type EpArgs, epData, type EpResult } from './ep_harness.ts';
-
-let gpu: Promise<Gpu> | undefined;
+import { RANK_GPU_TASKS, rankGpu } from '../util/rank_gpu.ts';
 
 serveRank({
+  ...RANK_GPU_TASKS,
   async train(world, args: EpArgs): Promise<EpResult> {
-    gpu ??= Gpu.create({ backend: 'wgpu' });
-    const g = await gpu;
+    const g = await rankGpu();
     const { cfg, vocabSize, data } = epData(args);
     const groups = expertParallelGroups(world, makePlan({ dp: world.size, ep: args.ep ?? world.size }));
     const model = createMoEModel(g, cfg, vocabSize, { shard: expertShard(cfg.nExpert, groups.ep.size, groups.ep.rank) });
@@ -33,10 +31,5 @@ serveRank({
     res.params = byName(model, Float32Array.from(await g.read(model.params.values)));
     model.params.destroy();
     return res;
-  },
-
-  async close() {
-    if (gpu) (await gpu).destroy();
-    gpu = undefined;
   },
 });

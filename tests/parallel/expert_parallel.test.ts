@@ -1,5 +1,5 @@
 /**
- * Expert parallelism on simulated ranks (module workers with their own lavapipe devices)
+ * Expert parallelism on simulated ranks (module workers with their own devices)
  * against the single-rank Trainer on the same global batch, the single-rank MoE routing the
  * tokens in dp groups (each rank routes its own rows as one group): losses within 1e-4 relative
  * for 10 steps, step-0 gradients within RMS 5e-3, parameters after 10 steps within

@@ -13,6 +13,7 @@ import type { Gpu } from '../../src/gpu/context.ts';
 import type { Sent } from '../../src/parallel/traffic.ts';
 import type { ZeroMemory } from '../../src/parallel/zero.ts';
 import { withRankWorld } from '../dist/world.ts';
+import { recordRows } from './rows.ts';
 
 /** The first 4 KB of Tiny Shakespeare: enough for 16-token windows, small enough to ship to workers. */
 export const TEXT = (await Deno.readTextFile(new URL('../../public/data/tinyshakespeare.txt', import.meta.url))).slice(0, 4096);
@@ -28,7 +29,8 @@ export interface RunArgs {
   /** ZeRO stage; absent = plain data parallelism. */
   stage?: number;
   bucketBytes?: number | 'layer';
-  backend?: string;
+  /** Record the token rows of every training forward (RunResult.rows). */
+  recordRows?: boolean;
 }
 
 export interface RunResult {
@@ -49,14 +51,17 @@ export interface RunResult {
   flat: number;
   shard: number;
   memory?: ZeroMemory;
+  /** With RunArgs.recordRows: this rank's tokens of each micro-batch, in step order (see rows.ts). */
+  rows?: number[][];
 }
 
 /** The single-rank run: the unchanged Trainer on the whole global batch. */
-export async function reference(gpu: Gpu, over: Partial<TrainConfig>): Promise<{ losses: number[]; gradNorms: number[]; params: Float32Array; grads0: Float32Array }> {
+export async function reference(gpu: Gpu, over: Partial<TrainConfig>): Promise<{ losses: number[]; gradNorms: number[]; params: Float32Array; grads0: Float32Array; rows: number[][] }> {
   const cfg: TrainConfig = parseConfig(over);
   const tok = CharTokenizer.fromText(TEXT);
   const data = new TextDataset(tok.encode(TEXT), cfg.blockSize);
   const model = createModel(gpu, cfg, tok.vocabSize);
+  const rows = recordRows(model);
   const trainer = new Trainer(gpu, model, data, cfg);
   trainer.step(0);
   // The gradients stay in the flat buffer until the next step zeroes them.
@@ -65,7 +70,7 @@ export async function reference(gpu: Gpu, over: Partial<TrainConfig>): Promise<{
   const recs = await trainer.drain();
   const params = await gpu.read(model.params.values) as Float32Array;
   model.params.destroy();
-  return { losses: recs.map((r) => r.loss), gradNorms: recs.map((r) => r.gradNorm), params, grads0 };
+  return { losses: recs.map((r) => r.loss), gradNorms: recs.map((r) => r.gradNorm), params, grads0, rows };
 }
 
 
@@ -82,7 +87,13 @@ export function ringAllReduceSent(n: number, p: number, r: number): number {
 /** Deno.test options for tests that start workers. */
 export const WORKER_TEST = { sanitizeResources: false, sanitizeOps: false };
 
-/** max |a−b| / max(|b|, tiny), for reports. */
+/**
+ * max |a−b| / max(|b|, tiny) over two per-step series.
+ * @throws Error for an empty series or series of different lengths: a run that stopped early
+ *   (or logged nothing) must not pass a parity check on the steps both happen to have.
+ */
 export function maxRel(a: number[], b: number[]): number {
+  if (!a.length || !b.length) throw new Error(`maxRel: empty series (${a.length} vs ${b.length} steps)`);
+  if (a.length !== b.length) throw new Error(`maxRel: ${a.length} steps vs ${b.length} in the reference`);
   return Math.max(...a.map((x, i) => Math.abs(x - b[i]) / Math.max(Math.abs(b[i]), 1e-30)));
 }

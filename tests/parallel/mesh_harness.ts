@@ -8,7 +8,6 @@ import { closeLocalWorld, localWorld, onEveryRank } from '../../src/dist/local.t
 import type { Gpu } from '../../src/gpu/context.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { gptParamSpecs } from '../../src/models/gpt.ts';
-import { World } from '../../src/dist/launch.ts';
 import { type ParallelPlan, planGroup, planMesh, planWorldSize } from '../../src/parallel/plan.ts';
 import { gptConfigOf, shardKind, unshardParam } from '../../src/parallel/tensor_parallel.ts';
 import { paddedVocab } from '../../src/parallel/plan.ts';
@@ -17,7 +16,7 @@ import { collectiveTraffic } from '../../src/dist/cost.ts';
 import type { Sent } from '../../src/parallel/traffic.ts';
 import { ringAllReduceSent } from './harness.ts';
 import { type MeshRunResult, type Named, trainMeshRank } from './mesh_rank.ts';
-import { workerUrl } from '../dist/world.ts';
+import { withRankWorld } from '../dist/world.ts';
 
 export type { MeshRunResult };
 
@@ -32,15 +31,8 @@ export async function localMeshRun(gpu: Gpu, plan: ParallelPlan, over: Partial<T
 }
 
 /** The same run on dp·pp·cp·tp module workers (mesh_worker.ts), a device each; always shuts the world down. */
-export async function workerMeshRun(plan: ParallelPlan, over: Partial<TrainConfig>, text: string): Promise<MeshRunResult[]> {
-  const w = await World.launch({ size: planWorldSize(plan), url: await workerUrl('../parallel/mesh_worker.ts'), timeoutMs: 60_000, runTimeoutMs: 240_000 });
-  try {
-    const out = await w.run<MeshRunResult>('train', { plan, cfg: over, text });
-    await w.run('close');
-    return out;
-  } finally {
-    await w.shutdown();
-  }
+export function workerMeshRun(plan: ParallelPlan, over: Partial<TrainConfig>, text: string): Promise<MeshRunResult[]> {
+  return withRankWorld('mesh_worker.ts', planWorldSize(plan), (w) => w.run<MeshRunResult>('train', { plan, cfg: over, text }));
 }
 
 /**

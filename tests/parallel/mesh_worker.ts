@@ -1,24 +1,16 @@
 /**
- * Test-only mesh-trainer rank worker: opens its own GPU (lavapipe here) and trains its shard of
+ * Test-only mesh-trainer rank worker: opens its own GPU (on the backend the test passes) and trains its shard of
  * the plan in the args (mesh_rank.ts), as a real world's ranks do.
  */
 import { serveRank } from '../../src/dist/launch.ts';
-import { Gpu } from '../../src/gpu/context.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 import type { ParallelPlan } from '../../src/parallel/plan.ts';
 import { type MeshRunResult, trainMeshRank } from './mesh_rank.ts';
-
-let gpu: Promise<Gpu> | undefined;
+import { RANK_GPU_TASKS, rankGpu } from '../util/rank_gpu.ts';
 
 serveRank({
+  ...RANK_GPU_TASKS,
   async train(world, args: { plan: ParallelPlan; cfg: Partial<TrainConfig>; text: string }): Promise<MeshRunResult> {
-    gpu ??= Gpu.create({ backend: 'wgpu' });
-    return trainMeshRank(await gpu, world, args.plan, args.cfg, args.text);
-  },
-
-  /** Destroys this rank's device before the world terminates the worker. */
-  async close() {
-    if (gpu) (await gpu).destroy();
-    gpu = undefined;
+    return trainMeshRank(await rankGpu(), world, args.plan, args.cfg, args.text);
   },
 });

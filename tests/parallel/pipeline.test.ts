@@ -1,5 +1,5 @@
 /**
- * Pipeline parallelism on 2 simulated ranks (module workers, each with its own lavapipe device)
+ * Pipeline parallelism on 2 simulated ranks (module workers, each with its own device)
  * against the single-rank Trainer on the same global batch (gradAccum 1): GPipe and 1F1B with
  * m = 2 and 4 micro-batches, interleaved 1F1B (v = 2) on a 4-layer model. Losses within 1e-4
  * relative for 10 steps, step-0 gradients gathered from both stages within RMS 5e-3, parameters

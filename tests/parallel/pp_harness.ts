@@ -20,7 +20,6 @@ export interface PpArgs {
   cfg: Partial<TrainConfig>;
   text: string;
   opts: PipelineOptions;
-  backend?: string;
 }
 
 export interface PpResult {

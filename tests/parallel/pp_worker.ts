@@ -1,26 +1,23 @@
 /**
- * Test-only pipeline rank worker: each rank opens its own GPU (lavapipe here), builds its GPT
- * stages from the shared seed and trains them with the schedule named in the args, returning
- * per-step losses, norms, traffic and timelines, its step-0 gradients by name and its final
- * parameters by name.
+ * Test-only pipeline rank worker: each rank has its own GPU (on the backend the test passes),
+ * builds its GPT stages from the shared seed and trains them with the schedule named in the
+ * args, returning per-step losses, norms, traffic and timelines, its step-0 gradients by name
+ * and its final parameters by name.
  */
 import { serveRank } from '../../src/dist/launch.ts';
-import { Gpu } from '../../src/gpu/context.ts';
-import type { Backend } from '../../src/gpu/device.ts';
 import { parseConfig } from '../../src/train/config.ts';
 import { CharTokenizer } from '../../src/data/tokenizer.ts';
 import { TextDataset } from '../../src/data/dataset.ts';
 import { checkPipeline, PipelineTrainer } from '../../src/parallel/pipeline.ts';
 import type { PpArgs, PpResult } from './pp_harness.ts';
-
-let gpu: Promise<Gpu> | undefined;
+import { RANK_GPU_TASKS, rankGpu } from '../util/rank_gpu.ts';
 
 serveRank({
+  ...RANK_GPU_TASKS,
   async train(world, args: PpArgs): Promise<PpResult> {
     const cfg = parseConfig(args.cfg);
-    checkPipeline(cfg, world.size, args.opts); // a bad plan fails before this rank opens a device
-    gpu ??= Gpu.create({ backend: (args.backend ?? 'wgpu') as Backend });
-    const g = await gpu;
+    checkPipeline(cfg, world.size, args.opts); // a bad plan fails before any stage is built
+    const g = await rankGpu();
     const tok = CharTokenizer.fromText(args.text);
     const data = new TextDataset(tok.encode(args.text), cfg.blockSize);
     const t = new PipelineTrainer(g, data, cfg, tok.vocabSize, world, args.opts);
@@ -40,11 +37,5 @@ serveRank({
       t.destroy();
     }
     return res;
-  },
-
-  /** Destroys this rank's device before the world terminates the worker. */
-  async close() {
-    if (gpu) (await gpu).destroy();
-    gpu = undefined;
   },
 });

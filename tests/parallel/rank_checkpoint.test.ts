@@ -6,10 +6,11 @@
  * with an error that says so.
  */
 import { equal, ok, rejects } from 'node:assert/strict';
-import { closeLocalWorld, localWorld, onEveryRank } from '../../src/dist/local.ts';
+import { closeLocalWorld, localWorld } from '../../src/dist/local.ts';
 import { makePlan, type ParallelPlan, planWorldSize } from '../../src/parallel/plan.ts';
 import { RankRun } from '../../src/parallel/run.ts';
 import { TEXT, tinyConfig } from './harness.ts';
+import { deviceImpl, testBackend } from '../util/gpu.ts';
 
 const TEST = { sanitizeResources: false, sanitizeOps: false };
 const cfg = tinyConfig({ steps: 4, evalInterval: 100, evalBatches: 1 });
@@ -21,12 +22,15 @@ interface Leg {
 }
 
 /** Runs `plan` from `resume` (every rank's file) or from scratch until `until`; collects each rank's file at `saveAt`. */
-async function leg(plan: ParallelPlan, until: number, saveAt: number, resume?: Uint8Array[]): Promise<Leg> {
-  const world = localWorld(planWorldSize(plan), { timeoutMs: 60_000 });
+async function leg(plan: ParallelPlan, until: number, saveAt: number, resume?: Uint8Array[], timeoutMs = 60_000): Promise<Leg> {
+  const world = localWorld(planWorldSize(plan), { timeoutMs });
   try {
-    const per = await onEveryRank(world, async (c) => {
-      const run = await RankRun.open(c, { plan, cfg, data: { text: TEXT }, resume: resume?.[c.rank] });
+    // Every rank settles, closing its device, before the leg returns: a Dawn device still open
+    // when the process exits aborts it. A rank whose peer refused its file waits out timeoutMs.
+    const settled = await Promise.allSettled(world.map(async (c) => {
+      const run = await RankRun.open(c, { plan, cfg, data: { text: TEXT }, resume: resume?.[c.rank], backend: testBackend() });
       try {
+        equal(deviceImpl(run.gpu), testBackend(), `rank ${c.rank}'s device`);
         const out = { losses: [] as number[], norms: [] as number[], file: null as Uint8Array | null };
         while (run.next < until) {
           const r = await run.step();
@@ -38,7 +42,10 @@ async function leg(plan: ParallelPlan, until: number, saveAt: number, resume?: U
       } finally {
         await run.close();
       }
-    });
+    }));
+    const failed = settled.find((s) => s.status === 'rejected');
+    if (failed) throw failed.reason;
+    const per = settled.map((s) => (s as PromiseFulfilledResult<{ losses: number[]; norms: number[]; file: Uint8Array | null }>).value);
     return { losses: per[0].losses, norms: per[0].norms, files: per.map((p) => p.file!) };
   } finally {
     closeLocalWorld(world);
@@ -73,11 +80,11 @@ Deno.test({
   fn: async () => {
     const dp = makePlan({ dp: 2 });
     const { files } = await leg(dp, 1, 1);
-    await rejects(leg(makePlan({ dp: 2, zero: 1 }), 2, -1, files), /written by 'dp 2 .* zero 0.*resume with the same plan/s);
+    await rejects(leg(makePlan({ dp: 2, zero: 1 }), 2, -1, files, 10_000), /written by 'dp 2 .* zero 0.*resume with the same plan/s);
     // Both ranks refuse their swapped file; whichever error reaches the world first is reported.
-    await rejects(leg(dp, 2, -1, [files[1], files[0]]), /rank ([01])'s checkpoint holds rank (?!\1)[01]'s state, loaded on rank \1/);
+    await rejects(leg(dp, 2, -1, [files[1], files[0]], 10_000), /rank ([01])'s checkpoint holds rank (?!\1)[01]'s state, loaded on rank \1/);
     const damaged = files[0].slice();
     damaged[damaged.length - 3] ^= 0xff;
-    await rejects(leg(dp, 2, -1, [damaged, files[1]]), /Corrupt checkpoint rank 0's checkpoint: tensor data does not match its SHA-256/);
+    await rejects(leg(dp, 2, -1, [damaged, files[1]], 10_000), /Corrupt checkpoint rank 0's checkpoint: contents do not match its SHA-256 'sha256'/);
   },
 });

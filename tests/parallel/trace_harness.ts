@@ -12,6 +12,7 @@ import { type ParallelPlan, planWorldSize } from '../../src/parallel/plan.ts';
 import { dimOfKey, type RankSummary, trainRank } from '../../src/parallel/run.ts';
 import type { CommRow } from '../../src/parallel/cost.ts';
 import { TEXT, tinyConfig } from './harness.ts';
+import { testBackend } from '../util/gpu.ts';
 
 export const TEST = { sanitizeResources: false, sanitizeOps: false };
 
@@ -20,7 +21,7 @@ export async function tracedRun(plan: ParallelPlan, over: Partial<TrainConfig> =
   const world = localWorld(planWorldSize(plan), { timeoutMs: 60_000 });
   try {
     const cfg = tinyConfig({ steps: 2, evalInterval: 2, evalBatches: 1, ...over });
-    const ranks = await onEveryRank(world, (c) => trainRank({ plan, cfg, data: { text: TEXT } }, c));
+    const ranks = await onEveryRank(world, (c) => trainRank({ plan, cfg, data: { text: TEXT }, backend: testBackend() }, c));
     const trace = toChromeTrace(world.flatMap((c) => c.tracer.spans), { plan, kind: ranks[0].kind });
     return { ranks, trace: JSON.parse(JSON.stringify(trace)) };
   } finally {

@@ -1,6 +1,6 @@
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
 import { checkpointSteps, isCheckpointStep } from '../../src/train/checkpoint.ts';
-import { readLosses, runCli } from '../util/cli.ts';
+import { assertSteps, readLosses, runCli } from '../util/cli.ts';
 import { exists } from '../../src/cli/run_dir.ts';
 
 Deno.test('pythia checkpoint steps: 1, 2, 4 … 512, then every interval, and the last step', () => {
@@ -23,12 +23,12 @@ Deno.test({ name: 'pythia schedule keeps self-contained ckpt-<step> files; resum
   for (const s of [1, 2, 4, 8, 16, 20]) ok(await exists(`${dir}/ckpt-${s}.safetensors`), `ckpt-${s} kept`);
   for (const s of [3, 5, 12]) ok(!(await exists(`${dir}/ckpt-${s}.safetensors`)), `no ckpt-${s}`);
   const ref = await readLosses(`${dir}/metrics.jsonl`);
-  equal(ref.size, 20);
+  assertSteps(ref, 20);
   const resumed = await runCli('train.ts', ['--out', dir, '--resume', '--resume-step', '4']);
   equal(resumed.code, 0, resumed.stderr);
   ok(/resuming at step 4\b/.test(resumed.stdout), resumed.stdout);
   const got = await readLosses(`${dir}/metrics.jsonl`);
-  equal(got.size, 20);
+  assertSteps(got, 20);
   for (const [step, loss] of ref) ok(Math.abs(got.get(step)! - loss) <= 1e-5 * Math.abs(loss), `step ${step}: ${got.get(step)} vs ${loss}`);
   const missing = await runCli('train.ts', ['--out', dir, '--resume', '--resume-step', '3']);
   equal(missing.code, 1);

@@ -30,13 +30,25 @@ export function spawnCli(script: string, args: string[]): Deno.ChildProcess {
   }).spawn();
 }
 
-/** The `loss` of every step line of a metrics.jsonl, indexed by step. */
+/**
+ * The `loss` of every step line of a metrics.jsonl, indexed by step.
+ * @throws Error for a step logged twice: a resume that kept the lines past its checkpoint
+ *   would otherwise hide behind the map's last write.
+ */
 export async function readLosses(path: string): Promise<Map<number, number>> {
   const m = new Map<number, number>();
   for (const line of (await Deno.readTextFile(path)).split('\n')) {
     if (!line.trim()) continue;
     const o = JSON.parse(line);
-    if (typeof o.loss === 'number') m.set(o.step, o.loss);
+    if (typeof o.loss !== 'number') continue;
+    if (m.has(o.step)) throw new Error(`${path}: step ${o.step} is logged twice`);
+    m.set(o.step, o.loss);
   }
   return m;
+}
+
+/** @throws Error unless the logged steps are exactly 0 … n−1, naming the first missing or extra one. */
+export function assertSteps(losses: Map<number, number>, n: number): void {
+  for (let s = 0; s < n; s++) if (!losses.has(s)) throw new Error(`step ${s} of 0…${n - 1} is missing (${losses.size} logged)`);
+  for (const s of losses.keys()) if (!(Number.isInteger(s) && s >= 0 && s < n)) throw new Error(`step ${s} is outside 0…${n - 1}`);
 }

@@ -4,10 +4,25 @@ import type { Backend } from '../../src/gpu/device.ts';
 
 let shared: Promise<Gpu> | null = null;
 
-/** The test GPU: Deno's wgpu by default, Dawn with GPU=dawn. */
+/** The backend the suite runs on: Deno's wgpu by default, Dawn with GPU=dawn; any other value is refused. */
+export function testBackend(): Extract<Backend, 'wgpu' | 'dawn'> {
+  const b = Deno.env.get('GPU') ?? 'wgpu';
+  if (b !== 'wgpu' && b !== 'dawn') throw new Error(`GPU=${b}: the tests run on 'wgpu' (default) or 'dawn'`);
+  return b;
+}
+
+/** The test GPU, on {@link testBackend}; opening fails (no fallback) when that backend has no adapter. */
 export function testGpu(): Promise<Gpu> {
-  const backend = (Deno.env.get('GPU') ?? 'wgpu') as Backend;
-  return (shared ??= Gpu.create({ backend }));
+  return (shared ??= Gpu.create({ backend: testBackend() }));
+}
+
+/**
+ * Which implementation a device object belongs to, independently of the label `Gpu.backend`
+ * carries: Deno's own WebGPU classes are wgpu's, npm:webgpu brings Dawn's.
+ */
+export function deviceImpl(gpu: Gpu): 'wgpu' | 'dawn' {
+  const denoDevice = (globalThis as { GPUDevice?: abstract new () => unknown }).GPUDevice;
+  return denoDevice && gpu.device instanceof denoDevice ? 'wgpu' : 'dawn';
 }
 
 /** A Deno test that uses the GPU; WebGPU objects outlive one test, so the sanitizers are off. */
