@@ -45,12 +45,12 @@ export async function sweepStaleBundles(tmp: string): Promise<string[]> {
 }
 
 /**
- * URL of the bundled rank worker in a fresh temp folder (see the module doc), after sweeping
- * stale folders beside it. Falls back to the TypeScript source (slower start) when bundling
- * fails, and says so on stderr.
+ * URL of the module worker `source` bundled to plain JS in a fresh temp folder (see the module
+ * doc), after sweeping stale folders beside it. `links` are repository folders the worker
+ * reads relative to its own URL (`shaders`, test data under `public`), linked beside the bundle.
+ * Falls back to the TypeScript source (slower start) when bundling fails, and says so on stderr.
  */
-export async function rankWorkerUrl(): Promise<URL> {
-  const source = new URL('../../workers/rank.worker.ts', import.meta.url);
+export async function bundleWorker(source: URL, links: readonly string[] = ['shaders']): Promise<URL> {
   try {
     const dir = await Deno.makeTempDir({ prefix: `${PREFIX}${Deno.pid}-` });
     addEventListener('unload', () => {
@@ -62,8 +62,8 @@ export async function rankWorkerUrl(): Promise<URL> {
     });
     await sweepStaleBundles(dir.slice(0, dir.lastIndexOf('/')));
     await Deno.mkdir(`${dir}/a/b`, { recursive: true });
-    await Deno.symlink(new URL('../../shaders', import.meta.url).pathname, `${dir}/shaders`);
-    const out = `${dir}/a/b/rank.worker.js`;
+    for (const d of links) await Deno.symlink(new URL(`../../${d}`, import.meta.url).pathname, `${dir}/${d}`);
+    const out = `${dir}/a/b/${source.pathname.split('/').pop()!.replace(/\.ts$/, '.js')}`;
     const res = await new Deno.Command(Deno.execPath(), {
       args: ['bundle', '--quiet', source.pathname, '-o', out],
       stdout: 'null',
@@ -73,10 +73,15 @@ export async function rankWorkerUrl(): Promise<URL> {
     return new URL(`file://${out}`);
   } catch (e) {
     console.warn(
-      `bundling the rank worker failed, using the TypeScript worker (slower start): ${
+      `bundling ${source.pathname} failed, using the TypeScript worker (slower start): ${
         (e as Error).message.split('\n')[0]
       }`,
     );
     return source;
   }
+}
+
+/** The bundled workers/rank.worker.ts (see {@link bundleWorker}). */
+export function rankWorkerUrl(): Promise<URL> {
+  return bundleWorker(new URL('../../workers/rank.worker.ts', import.meta.url));
 }

@@ -4,46 +4,10 @@
  * uninterrupted run's losses step for step. Single rank and dp2.
  */
 import { equal as assertEquals, ok as assert } from 'node:assert/strict';
-import { runCli } from '../util/cli.ts';
+import { lossSeries, runCli, TINY_RUN } from '../util/cli.ts';
 import { spawnUntil } from '../util/spawn_until.ts';
 
-const TINY = [
-  '--n-layer',
-  '1',
-  '--n-embd',
-  '16',
-  '--n-head',
-  '2',
-  '--block-size',
-  '16',
-  '--batch-size',
-  '4',
-  '--eval-interval',
-  '1000',
-  '--sample-tokens',
-  '0',
-  '--log-interval',
-  '1',
-];
-
-/** Every step's loss of a metrics.jsonl; throws on a duplicated step or one missing from 0…n−1. */
-async function stepLosses(path: string): Promise<number[]> {
-  const byStep = new Map<number, number>();
-  for (const line of (await Deno.readTextFile(path)).split('\n')) {
-    if (!line.trim()) continue;
-    const o = JSON.parse(line);
-    if (typeof o.loss !== 'number') continue;
-    if (byStep.has(o.step)) throw new Error(`${path}: step ${o.step} appears twice`);
-    byStep.set(o.step, o.loss);
-  }
-  const out = [...Array(byStep.size).keys()].map((s) => {
-    if (!byStep.has(s)) {
-      throw new Error(`${path}: step ${s} is missing (steps ${[...byStep.keys()].join(', ')})`);
-    }
-    return byStep.get(s)!;
-  });
-  return out;
-}
+const TINY = TINY_RUN;
 
 const baselines = new Map<string, Promise<number[]>>();
 
@@ -57,7 +21,7 @@ function baseline(flags: string[]): Promise<number[]> {
         const dir = await Deno.makeTempDir({ prefix: 'signals-base-' });
         const r = await runCli('train.ts', [...flags, '--out', dir]);
         if (r.code !== 0) throw new Error(`baseline run failed: ${r.stdout}\n${r.stderr}`);
-        const l = await stepLosses(`${dir}/metrics.jsonl`);
+        const l = await lossSeries(`${dir}/metrics.jsonl`);
         await Deno.remove(dir, { recursive: true });
         return l;
       })(),
@@ -91,11 +55,11 @@ async function stopAndResume(signal: 'SIGINT' | 'SIGTERM', parallel: string[], s
     if (parallel.length) {
       assertEquals(JSON.parse(await Deno.readTextFile(`${dir}/ckpt-parallel.json`)).step, done);
     } else await Deno.stat(`${dir}/ckpt.safetensors`);
-    assertEquals((await stepLosses(`${dir}/metrics.jsonl`)).length, done);
+    assertEquals((await lossSeries(`${dir}/metrics.jsonl`)).length, done);
 
     const rest = await runCli('train.ts', ['--out', dir, '--resume', ...parallel]);
     if (rest.code !== 0) throw new Error(`the resumed run failed: ${rest.stdout}\n${rest.stderr}`);
-    const got = await stepLosses(`${dir}/metrics.jsonl`), want = await base;
+    const got = await lossSeries(`${dir}/metrics.jsonl`), want = await base;
     assertEquals(got.length, steps);
     for (let s = 0; s < steps; s++) {
       assert(

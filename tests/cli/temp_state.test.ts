@@ -4,29 +4,10 @@
  * Each run gets a private TMPDIR, so other processes' folders do not matter.
  */
 import { deepEqual, equal, ok } from 'node:assert/strict';
-import { runCli } from '../util/cli.ts';
+import { runCli, TINY_RUN } from '../util/cli.ts';
 import { spawnUntil } from '../util/spawn_until.ts';
 
-const TINY = [
-  '--n-layer',
-  '1',
-  '--n-embd',
-  '16',
-  '--n-head',
-  '2',
-  '--block-size',
-  '16',
-  '--batch-size',
-  '4',
-  '--eval-interval',
-  '1000',
-  '--sample-tokens',
-  '0',
-  '--log-interval',
-  '1',
-  '--dp',
-  '2',
-];
+const TINY = [...TINY_RUN, '--dp', '2'];
 
 async function bundles(tmp: string): Promise<string[]> {
   const out: string[] = [];

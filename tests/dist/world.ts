@@ -9,6 +9,7 @@
  */
 import { type LaunchOptions, World } from '../../src/dist/launch.ts';
 import { openRankGpus } from '../util/rank_gpu.ts';
+import { bundleWorker } from '../../src/cli/worker_bundle.ts';
 
 const bundled = new Map<string, Promise<URL>>();
 
@@ -20,26 +21,7 @@ const bundled = new Map<string, Promise<URL>>();
  */
 export function workerUrl(name = 'scenario.worker.ts'): Promise<URL> {
   const SOURCE = new URL(name.includes('/') ? name : `./${name}`, import.meta.url);
-  if (!bundled.has(name)) bundled.set(name, (async () => {
-    try {
-      const dir = await Deno.makeTempDir({ prefix: 'dist-worker-' });
-      addEventListener('unload', () => Deno.removeSync(dir, { recursive: true }));
-      await Deno.mkdir(`${dir}/a/b`, { recursive: true });
-      // Workers read shaders/ and test fixtures under public/ relative to their own URL.
-      for (const d of ['shaders', 'public']) await Deno.symlink(new URL(`../../${d}`, import.meta.url).pathname, `${dir}/${d}`);
-      const out = `${dir}/a/b/${name.split('/').pop()!.replace(/\.ts$/, '.js')}`;
-      const res = await new Deno.Command(Deno.execPath(), {
-        args: ['bundle', '--quiet', SOURCE.pathname, '-o', out],
-        stdout: 'null',
-        stderr: 'piped',
-      }).output();
-      if (!res.success) throw new Error(new TextDecoder().decode(res.stderr));
-      return new URL(`file://${out}`);
-    } catch (e) {
-      console.warn(`bundling ${name} failed, using the TS worker (slow): ${e}`);
-      return SOURCE;
-    }
-  })());
+  if (!bundled.has(name)) bundled.set(name, bundleWorker(SOURCE, ['shaders', 'public']));
   return bundled.get(name)!;
 }
 

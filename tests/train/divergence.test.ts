@@ -6,26 +6,9 @@
  * Single rank and dp2; the dp2 runs also leave no rank-worker folder in their temp dir.
  */
 import { equal, match, ok } from 'node:assert/strict';
-import { runCli } from '../util/cli.ts';
+import { runCli, TINY_RUN } from '../util/cli.ts';
 
-const TINY = [
-  '--n-layer',
-  '1',
-  '--n-embd',
-  '16',
-  '--n-head',
-  '2',
-  '--block-size',
-  '16',
-  '--batch-size',
-  '4',
-  '--eval-interval',
-  '1000',
-  '--sample-tokens',
-  '0',
-  '--log-interval',
-  '1',
-];
+const TINY = TINY_RUN;
 
 /** Every checkpoint file of a run directory (single-rank files, the manifest, rank files), path → bytes. */
 async function checkpointFiles(dir: string): Promise<Map<string, Uint8Array>> {

@@ -1,4 +1,7 @@
 /** Runs the CLI in a subprocess, as a user would. */
+
+/** A one-layer model of width 16 that trains in about a second per step: the CLI tests' run, logging every step. */
+export const TINY_RUN = ['--n-layer', '1', '--n-embd', '16', '--n-head', '2', '--block-size', '16', '--batch-size', '4', '--eval-interval', '1000', '--sample-tokens', '0', '--log-interval', '1'];
 const root = new URL('../../', import.meta.url).pathname;
 
 export interface CliResult {
@@ -51,4 +54,11 @@ export async function readLosses(path: string): Promise<Map<number, number>> {
 export function assertSteps(losses: Map<number, number>, n: number): void {
   for (let s = 0; s < n; s++) if (!losses.has(s)) throw new Error(`step ${s} of 0…${n - 1} is missing (${losses.size} logged)`);
   for (const s of losses.keys()) if (!(Number.isInteger(s) && s >= 0 && s < n)) throw new Error(`step ${s} is outside 0…${n - 1}`);
+}
+
+/** The losses of steps 0 … n−1 of a metrics.jsonl, in order. @throws Error on a duplicated, missing or extra step. */
+export async function lossSeries(path: string): Promise<number[]> {
+  const m = await readLosses(path);
+  assertSteps(m, m.size);
+  return [...Array(m.size).keys()].map((s) => m.get(s)!);
 }
