@@ -175,7 +175,7 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
   }
   let sizes: number[] | undefined;
   if (values.sizes !== undefined) {
-    sizes = values.sizes.split(',').map((s) => Number(s.trim()));
+    sizes = values.sizes.split(',').map((s) => (/^\d+$/.test(s.trim()) ? Number(s.trim()) : NaN));
     if (!sizes.length || sizes.some((s) => !Number.isInteger(s) || s < 1)) {
       throw new Error(`--sizes expects comma-separated positive integers, got '${values.sizes}'`);
     }

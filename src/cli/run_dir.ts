@@ -64,6 +64,28 @@ export function removeInFlightWrites(): void {
   inFlight.clear();
 }
 
+/** The temp-file name {@link writeAtomic} writes before its rename. */
+const TEMP_WRITE = /\.[0-9a-f]{8}\.tmp$/;
+
+/**
+ * Removes the temp files of atomic writes that a killed process left in run directory `dir`
+ * (and its `ckpt-parallel-*` folders): kill -9 mid-write leaves `<file>.<hex8>.tmp` beside a
+ * target that still holds its previous content. Returns the paths removed. Call it before a
+ * run writes into `dir`; a run directory has one writer.
+ */
+export async function sweepTempWrites(dir: string): Promise<string[]> {
+  const removed: string[] = [];
+  const sweep = async (d: string, depth: number) => {
+    for await (const e of Deno.readDir(d)) {
+      const path = `${d}/${e.name}`;
+      if (e.isFile && TEMP_WRITE.test(e.name)) await Deno.remove(path).then(() => removed.push(path), () => {});
+      else if (e.isDirectory && depth === 0 && e.name.startsWith('ckpt-parallel-')) await sweep(path, 1);
+    }
+  };
+  if (await exists(dir)) await sweep(dir, 0);
+  return removed;
+}
+
 export async function exists(path: string): Promise<boolean> {
   try {
     await Deno.stat(path);

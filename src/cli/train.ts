@@ -4,7 +4,7 @@
  * config.json, ckpt.safetensors written atomically) and ends with val loss and a sample.
  */
 import { parseTrainArgs, trainHelp } from './args.ts';
-import { checkResumeOverrides, exists, loadTrainingData, runFiles, truncateMetrics, writeAtomic } from './run_dir.ts';
+import { checkResumeOverrides, exists, loadTrainingData, runFiles, sweepTempWrites, truncateMetrics, writeAtomic } from './run_dir.ts';
 import { Progress } from './progress.ts';
 import { freshConfig } from './config_file.ts';
 import { parseConfig, type TrainConfig } from '../train/config.ts';
@@ -84,6 +84,7 @@ export async function main(argv: string[]): Promise<number | null> {
       sampleRng.state = ckpt.state.rngState;
       await truncateMetrics(files.metrics, start);
     }
+    await sweepTempWrites(outDir); // left by a writer killed mid-write
     await Deno.mkdir(outDir, { recursive: true });
     await writeAtomic(files.config, new TextEncoder().encode(JSON.stringify({ ...cfg, tokenizer: tokenizer.toJSON().kind, vocabSize: tokenizer.vocabSize }, null, 2) + '\n'));
     console.log(

@@ -23,7 +23,7 @@ import { type parseTrainArgs, trainHelp } from './args.ts';
 import { isParallelArgv, parseCommandArgs } from './command.ts';
 import { freshConfig } from './config_file.ts';
 import { flagKeys, helpLines } from './flags.ts';
-import { checkResumeOverrides, exists, loadTrainingData, runFiles, truncateMetrics, writeAtomic } from './run_dir.ts';
+import { checkResumeOverrides, exists, loadTrainingData, runFiles, sweepTempWrites, truncateMetrics, writeAtomic } from './run_dir.ts';
 import { loadCheckpointSet, parallelCheckpointFiles, saveCheckpointSet } from './parallel_checkpoint.ts';
 import { isCheckpointStep, keepsCheckpointFile } from '../train/checkpoint.ts';
 import { resolveRewarm } from '../train/rewarm.ts';
@@ -198,6 +198,7 @@ export async function main(argv: string[]): Promise<number | null> {
   const outDir = args.out ?? `runs/parallel-${new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15)}`;
   const files = runFiles(outDir), enc = new TextEncoder();
   if (!resume && await exists(parallelCheckpointFiles(outDir).manifest)) throw new Error(`${outDir} already holds a parallel checkpoint: pass --resume to continue it, or choose another --out`);
+  await sweepTempWrites(outDir); // left by a writer killed mid-write
   await Deno.mkdir(outDir, { recursive: true });
   await writeAtomic(files.config, enc.encode(JSON.stringify({ ...cfg, plan, worldSize: size, net: net?.toString() ?? null, tokenizer: tokenizer.kind, vocabSize: tokenizer.vocabSize }, null, 2) + '\n'));
   console.log(`plan: ${describePlan(plan)} · ${kind} trainer · ${cfg.arch} · vocab ${tokenizer.vocabSize} (${tokenizer.kind})`);

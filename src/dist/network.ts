@@ -87,12 +87,13 @@ export function parseNetwork(text: string): NetworkSpec {
     spec = { intra: l, inter: l, ranksPerNode: 1 };
   } else {
     for (const k of ['intra', 'inter', 'node']) if (!fields.has(k)) throw new Error(`network: missing '${k}='; ${SPEC_HELP}`);
-    const node = Number(fields.get('node'));
+    const node = /^\d+$/.test(fields.get('node')!) ? Number(fields.get('node')) : NaN; // digits only: '' and hex are no count
     if (!Number.isInteger(node) || node < 1) throw new Error(`network: node must be a positive integer (ranks per node), got '${fields.get('node')}'`);
     spec = { intra: parseLink(fields.get('intra')!, 'intra'), inter: parseLink(fields.get('inter')!, 'inter'), ranksPerNode: node };
   }
   if (fields.has('peak')) {
-    const peak = Number(fields.get('peak')!.replace(/GFLOP\/s$/i, ''));
+    const m = /^([0-9]*\.?[0-9]+(?:e[-+]?\d+)?)\s*(?:GFLOP\/s)?$/i.exec(fields.get('peak')!);
+    const peak = m ? Number(m[1]) : NaN;
     if (!(peak > 0)) throw new Error(`network: peak must be a positive GFLOP/s figure, got '${fields.get('peak')}'`);
     spec.peakGflops = peak;
   }

@@ -1,11 +1,13 @@
 /**
  * Parallel runs leave no rank-worker bundle folder (src/cli/worker_bundle.ts) in the temp dir:
  * after a finished run, after a failed one, and after kill -9 once the next run has started.
- * Each run gets a private TMPDIR, so other processes' folders do not matter.
+ * Each run gets a private TMPDIR, so other processes' folders do not matter. And a run removes
+ * the `<file>.<hex8>.tmp` files that a writer killed mid-write left in its run directory.
  */
 import { deepEqual, equal, ok } from 'node:assert/strict';
 import { runCli, TINY_RUN } from '../util/cli.ts';
 import { spawnUntil } from '../util/spawn_until.ts';
+import { exists } from '../../src/cli/run_dir.ts';
 
 const TINY = [...TINY_RUN, '--dp', '2'];
 
@@ -57,5 +59,23 @@ Deno.test('dp2 runs leave no rank-worker folder: finished, failed, and killed wi
     );
   } finally {
     await Deno.remove(tmp, { recursive: true });
+  }
+});
+
+Deno.test('a resumed run removes the temp files of atomic writes a killed run left, and nothing else', async () => {
+  const dir = await Deno.makeTempDir({ prefix: 'temp-writes-' });
+  try {
+    const first = await runCli('train.ts', [...TINY_RUN, '--steps', '1', '--out', dir]);
+    equal(first.code, 0, first.stderr);
+    await Deno.mkdir(`${dir}/ckpt-parallel-3`);
+    const left = [`${dir}/ckpt.safetensors.deadbeef.tmp`, `${dir}/ckpt-parallel-3/rank-0.safetensors.0123abcd.tmp`];
+    const kept = [`${dir}/notes.tmp`, `${dir}/sub.0123abcd.tmp.txt`];
+    for (const p of [...left, ...kept]) await Deno.writeTextFile(p, 'partial');
+    const resumed = await runCli('train.ts', ['--out', dir, '--resume', '--steps', '2']);
+    equal(resumed.code, 0, resumed.stderr);
+    for (const p of left) ok(!(await exists(p)), `${p} was left behind`);
+    for (const p of kept) ok(await exists(p), `${p} is not a temp write and must stay`);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
   }
 });

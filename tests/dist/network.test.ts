@@ -37,6 +37,10 @@ Deno.test('parseNetwork errors name the bad part and the accepted syntax', () =>
   throws(() => parseNetwork('intra=300GB,1us;inter=25GB/s,5us;node=4'), /'300GB' in intra is not a bandwidth/);
   throws(() => parseNetwork('intra=300GB/s,1us;inter=25GB/s,5us'), /missing 'node='/);
   throws(() => parseNetwork('intra=300GB/s,1us;inter=25GB/s,5us;node=0'), /node must be a positive integer/);
+  // Number('') is 0 and Number('0x4') is 4: neither a blank nor hex may read as a count.
+  for (const node of ['', ' ', '0x4', '2.5', '1e1']) throws(() => parseNetwork(`intra=300GB/s,1us;inter=25GB/s,5us;node=${node}`), /node must be a positive integer|missing 'node='/, node);
+  for (const peak of ['', '0x10', 'lots']) throws(() => parseNetwork(`link=1GB/s,1us;peak=${peak}`), /peak must be a positive GFLOP\/s figure/, peak);
+  equal(parseNetwork('link=1GB/s,1us;peak=2.5e3GFLOP/s').peakGflops, 2500);
   throws(() => parseNetwork('fast'), /unknown field 'fast'.*nvlink-ib/);
   throws(() => parseNetwork('link=0GB/s,1us'), /bandwidth in link must be positive/);
   throws(() => parseNetwork('link=1GB/s,1us;node=2'), /do not combine/);
