@@ -3,7 +3,7 @@
  * it, prints the command that resumes it and exits 130 / 143; that command continues the
  * uninterrupted run's losses step for step. Single rank and dp2.
  */
-import { equal as assertEquals, ok as assert } from 'node:assert/strict';
+import { deepStrictEqual, equal as assertEquals, ok as assert } from 'node:assert/strict';
 import { lossSeries, runCli, TINY_RUN } from '../util/cli.ts';
 import { spawnUntil } from '../util/spawn_until.ts';
 
@@ -81,3 +81,26 @@ Deno.test('SIGINT mid-run saves every rank, exits 130, and --resume continues ex
   stopAndResume('SIGINT', ['--dp', '2'], 24));
 Deno.test('SIGTERM mid-run saves every rank, exits 143, and --resume continues exactly (dp2)', () =>
   stopAndResume('SIGTERM', ['--dp', '2'], 24));
+
+Deno.test('a second SIGINT exits at once; the checkpoint on disk is still a whole one that resumes', async () => {
+  const dir = await Deno.makeTempDir({ prefix: 'signals-twice-' });
+  try {
+    // Steps of ~0.2 s, so the second signal lands while the first one's step is still running.
+    const wide = ['--n-layer', '2', '--n-embd', '96', '--block-size', '64', '--batch-size', '16'];
+    const run = spawnUntil('train.ts', [...TINY, ...wide, '--steps', '400', '--ckpt-interval', '1', '--out', dir]);
+    await run.waitFor(/^step +2 \|/m);
+    run.child.kill('SIGINT');
+    await run.waitFor(/^SIGINT: stopping after the current step/m); // two signals sent at once would merge into one
+    run.child.kill('SIGINT');
+    const r = await run.done();
+    assertEquals(r.code, 130, r.stderr);
+    assert(/again: exiting now/.test(r.stderr), r.stderr);
+    assert(!/resume with:/.test(r.stdout), 'the second signal must not wait for a save');
+    const left = [...Deno.readDirSync(dir)].map((e) => e.name).filter((n) => n.endsWith('.tmp'));
+    deepStrictEqual(left, [], `temp files of the interrupted write: ${left.join(', ')}\n${r.stderr}`);
+    const rest = await runCli('train.ts', ['--out', dir, '--resume', '--steps', '12']);
+    assertEquals(rest.code, 0, `the checkpoint left by a double Ctrl-C does not resume: ${rest.stderr}`);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

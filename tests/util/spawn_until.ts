@@ -3,7 +3,7 @@ const root = new URL('../../', import.meta.url).pathname;
 
 export interface Running {
   child: Deno.ChildProcess;
-  /** Resolves once stdout has a line matching `re` (rejects when the process ends first). */
+  /** Resolves once stdout or stderr has a line matching `re` (rejects when the process ends first). */
   waitFor(re: RegExp): Promise<void>;
   /** Waits for the exit; resolves to the status and everything the process printed. */
   done(): Promise<{ code: number; signal: Deno.Signal | null; stdout: string; stderr: string }>;
@@ -26,7 +26,7 @@ export function spawnUntil(
   const waiters: { re: RegExp; resolve: () => void; reject: (e: Error) => void }[] = [];
   const check = () => {
     for (const w of waiters.splice(0)) {
-      if (w.re.test(stdout)) w.resolve();
+      if (w.re.test(stdout) || w.re.test(stderr)) w.resolve();
       else if (ended) {
         w.reject(new Error(`the process ended before printing ${w.re}:\n${stdout}\n${stderr}`));
       } else waiters.push(w);
