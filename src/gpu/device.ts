@@ -71,7 +71,8 @@ const deno = (globalThis as unknown as { Deno?: DenoLike }).Deno;
  */
 const ADDED_BY = 'WEBGPU_SANDBOX_SWIFTSHADER_PID';
 if (deno && deno.env.get(ADDED_BY) && deno.env.get(ADDED_BY) !== String(deno.pid)) {
-  deno.env.delete('VK_ADD_DRIVER_FILES');
+  // Only our own addition goes: a child started with drivers of its own choosing keeps them.
+  if (deno.env.get('VK_ADD_DRIVER_FILES') === SWIFTSHADER_ICD) deno.env.delete('VK_ADD_DRIVER_FILES');
   deno.env.delete(ADDED_BY);
 }
 

@@ -23,5 +23,7 @@ Deno.test('device.ts drops a SwiftShader ICD that another process added for its 
 
 Deno.test("device.ts keeps the user's own VK_ADD_DRIVER_FILES and its own process's", async () => {
   equal(await childSees({ VK_ADD_DRIVER_FILES: '/opt/my_icd.json' }), '/opt/my_icd.json');
+  // Even when a marker came along from a parent that had added SwiftShader for its own Dawn.
+  equal(await childSees({ VK_ADD_DRIVER_FILES: '/opt/my_icd.json', WEBGPU_SANDBOX_SWIFTSHADER_PID: '1' }), '/opt/my_icd.json');
   equal(await childSees({ VK_ADD_DRIVER_FILES: ICD }, true), ICD);
 });
