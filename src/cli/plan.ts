@@ -23,6 +23,7 @@ import { trainHelp } from './args.ts';
 import { checkCommand, PlanCliSchema, type PlanCliOptions } from './command.ts';
 import { flagKeys, helpLines } from './flags.ts';
 import type { TrainConfig } from '../train/config.ts';
+import type { Backend } from '../gpu/device.ts';
 import { NetworkModel } from '../dist/network.ts';
 import { MAX_PLAN_WORLD, MAX_RUN_WORLD, PlanSchema } from '../parallel/plan_schema.ts';
 import { planModelOf } from '../parallel/run.ts';
@@ -111,9 +112,9 @@ export function timelineChart(d: DryRun, width = 64): string {
  * against the plan. `flags` are PlanCliSchema's values and the --net text.
  * @throws Error naming the bad flag, config key or --config file, or every broken plan rule.
  */
-export async function planFromArgs(argv: string[]): Promise<{ plan: ParallelPlan; model: PlanModel; cfg: TrainConfig; flags: PlanCliOptions & { net?: string }; help: boolean }> {
+export async function planFromArgs(argv: string[]): Promise<{ plan: ParallelPlan; model: PlanModel; cfg: TrainConfig; flags: PlanCliOptions & { net?: string; gpu: Backend }; help: boolean }> {
   const { args, cfg, plan } = await checkCommand(argv, 'plan');
-  const flags = { ...PlanCliSchema.parse(args.options), net: args.options.net as string | undefined };
+  const flags = { ...PlanCliSchema.parse(args.options), net: args.options.net as string | undefined, gpu: args.gpu as Backend };
   if (args.help || !cfg || !plan) return { plan: makePlan(), model: {} as PlanModel, cfg: {} as TrainConfig, flags, help: true };
   const model = planModelOf(plan, cfg, await vocabSize(cfg, flags.vocabSize));
   validatePlan(plan, model);
@@ -185,7 +186,7 @@ export async function main(argv: string[]): Promise<string> {
   const text = out.join('\n');
   console.log(text);
   if (!f.measure) return text;
-  const measured = await (await import('./train_parallel.ts')).measure(plan, cfg, 'auto');
+  const measured = await (await import('./train_parallel.ts')).measure(plan, cfg, f.gpu); // --gpu picks the ranks' WebGPU, as for train
   const peaks = new Map(measured.ranks.map((r) => [r.rank, r.memory.peakPool]));
   const both = `${measured.text}\n\n${activationComparison(acts, peaks)}`;
   console.log(`\n${both}`);

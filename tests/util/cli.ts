@@ -1,4 +1,5 @@
 /** Runs the CLI in a subprocess, as a user would. */
+import { testBackend } from './gpu.ts';
 
 /** A one-layer model of width 16 that trains in about a second per step: the CLI tests' run, logging every step. */
 export const TINY_RUN = ['--n-layer', '1', '--n-embd', '16', '--n-head', '2', '--block-size', '16', '--batch-size', '4', '--eval-interval', '1000', '--sample-tokens', '0', '--log-interval', '1'];
@@ -10,10 +11,25 @@ export interface CliResult {
   stderr: string;
 }
 
-/** `deno run -A src/cli/<script> ...args` from the project root. */
+/** CLIs whose runs open a GPU, and (plan) the flag under which it does. */
+const GPU_CLIS: Record<string, string | null> = { 'train.ts': null, 'train_parallel.ts': null, 'memorization.ts': null, 'experiment.ts': null, 'plan.ts': '--measure' };
+
+/**
+ * `args` plus `--gpu=<the suite's backend>` for a CLI that opens a GPU, so `GPU=dawn` runs the
+ * CLI processes — every rank of a parallel run — on Dawn too. Left as given when `args` picks
+ * a backend itself or the suite runs on the CLIs' default.
+ */
+export function withTestBackend(script: string, args: string[]): string[] {
+  const backend = testBackend();
+  if (backend === 'wgpu' || !(script in GPU_CLIS) || args.some((a) => a === '--gpu' || a.startsWith('--gpu='))) return args;
+  const when = GPU_CLIS[script];
+  return when === null || args.includes(when) ? [...args, `--gpu=${backend}`] : args;
+}
+
+/** `deno run -A src/cli/<script> ...args` from the project root, on the suite's backend ({@link withTestBackend}). */
 export async function runCli(script: string, args: string[], env: Record<string, string> = {}): Promise<CliResult> {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ['run', '-A', `src/cli/${script}`, ...args],
+    args: ['run', '-A', `src/cli/${script}`, ...withTestBackend(script, args)],
     cwd: root,
     env: { XDG_RUNTIME_DIR: '/tmp', ...env },
     stdout: 'piped',
@@ -25,7 +41,7 @@ export async function runCli(script: string, args: string[], env: Record<string,
 /** Starts the CLI without waiting (for kill tests). */
 export function spawnCli(script: string, args: string[]): Deno.ChildProcess {
   return new Deno.Command(Deno.execPath(), {
-    args: ['run', '-A', `src/cli/${script}`, ...args],
+    args: ['run', '-A', `src/cli/${script}`, ...withTestBackend(script, args)],
     cwd: root,
     env: { XDG_RUNTIME_DIR: '/tmp' },
     stdout: 'null',

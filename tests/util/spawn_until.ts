@@ -1,4 +1,6 @@
 /** Starts a CLI and acts on it mid-run: wait for a line of its output, then signal it. */
+import { withTestBackend } from './cli.ts';
+
 const root = new URL('../../', import.meta.url).pathname;
 
 export interface Running {
@@ -16,7 +18,7 @@ export function spawnUntil(
   env: Record<string, string> = {},
 ): Running {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ['run', '-A', `src/cli/${script}`, ...args],
+    args: ['run', '-A', `src/cli/${script}`, ...withTestBackend(script, args)],
     cwd: root,
     env: { XDG_RUNTIME_DIR: '/tmp', ...env },
     stdout: 'piped',
