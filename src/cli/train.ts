@@ -47,8 +47,6 @@ export async function resolveConfig(args: ReturnType<typeof parseTrainArgs>, out
   return { cfg: await freshConfig(args), ckpt: null };
 }
 
-export { freshConfig };
-
 function fmtLine(step: number, loss: number, lr: number, ms: number, tps: number, mfu: number | null): string {
   return `step ${String(step).padStart(5)} | loss ${loss.toFixed(4)} | lr ${lr.toExponential(2)} | ${ms.toFixed(1)} ms/step | ${Math.round(tps)} tokens/s` +
     (mfu !== null ? ` | MFU ${(mfu * 100).toFixed(2)}%` : '');

@@ -77,9 +77,6 @@ export function planFromFlags(options: Record<string, unknown>, cfg: TrainConfig
   return planFromOptions(options, cfg, MAX_RUN_WORLD);
 }
 
-/** URL of workers/rank.worker.ts bundled to plain JS (worker_bundle.ts; its temp folder is removed at exit, or by the next run after a kill -9). */
-export { rankWorkerUrl } from './worker_bundle.ts';
-
 const fmtInt = (n: number) => Math.round(n).toLocaleString('en-US');
 const fmtBytes = (b: number) => (b >= 2 ** 20 ? `${(b / 2 ** 20).toFixed(2)} MiB` : b >= 1024 ? `${(b / 1024).toFixed(1)} KiB` : `${b} B`);
 const table = (head: string[], rows: (string | number)[][]) => {
