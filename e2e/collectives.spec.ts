@@ -1,7 +1,7 @@
 /**
  * The collective layer in Chromium: collectives.html launches worlds of 1–8 browser module
  * workers (workers/rank.worker.ts) and runs the same scenario matrix as the Deno tests
- * (src/dist/scenarios.ts), bit-exact on every rank; a mismatched call must fail naming both
+ * (src/comm/scenarios.ts), bit-exact on every rank; a mismatched call must fail naming both
  * calls; a traced ring allReduce must show 2(p−1) sends per rank.
  */
 import { expect, test } from '@playwright/test';

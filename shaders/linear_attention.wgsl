@@ -1,5 +1,5 @@
 // Chunked scalar-decay linear attention ("simple GLA"; fla-org/flash-linear-attention
-// `fla/ops/simple_gla`, DESIGN.md §5): forward entry points, plus `la_local` and `la_scan`,
+// `fla/ops/simple_gla`, docs/design.md §10): forward entry points, plus `la_local` and `la_scan`,
 // which the backward (linear_attention_bwd.wgsl) reuses for the state gradient.
 //
 // Per (b, h): S_t = e^{g_t} S_{t−1} + k_tᵀ v_t, o_t = scale·q_t S_t. Per chunk n of L = LC rows

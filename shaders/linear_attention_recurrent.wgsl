@@ -1,5 +1,5 @@
 // Recurrent linear attention with per-channel decay and bonus u (GLA / RWKV-6 recurrence;
-// BlinkDL/RWKV-LM `RWKV-v5/cuda/wkv6_cuda.cu`, DESIGN.md §5), forward and backward. Per (b, h):
+// BlinkDL/RWKV-LM `RWKV-v5/cuda/wkv6_cuda.cu`, docs/design.md §10), forward and backward. Per (b, h):
 //   P_t = diag(e^{w_t}) S_{t−1};  S_t = P_t + k_tᵀ v_t;  o_t = scale·q_t (P_t + diag(u) k_tᵀ v_t).
 // With u = 1 and w_t = g_t broadcast this is the chunked kernel's recurrence, so it is its oracle.
 //

@@ -12,7 +12,7 @@
 //
 // Column sums: without float atomics a sum over rows that many workgroups would share is cut
 // into partial sums over chunks of rows, one invocation owning each (chunk, column) output
-// (DESIGN.md §4); chunk_column is that grid's indexing.
+// (docs/design.md §9); chunk_column is that grid's indexing.
 
 // Workgroup size of the column-sum passes; the TS side launches them with grid1d(…, 256).
 const COL_WG: u32 = 256u;

@@ -1,13 +1,13 @@
 /**
- * One rank = one Worker = one GPUDevice (DESIGN.md §2). The control plane is comlink: the page
+ * One rank = one Worker = one GPUDevice (docs/design.md §13). The control plane is comlink: the page
  * (or a Deno host) wraps this worker and calls {@link RankWorkerApi}; progress comes back
  * through a `Comlink.proxy` callback. Two ways in:
  *
  * - alone (world size 1, the browser demo): {@link RankApi} — init, train, pause/resume/stop, sample;
- * - as one rank of a world (`World.launch` in src/dist/launch.ts, `spawn`ing this file): the
+ * - as one rank of a world (`World.launch` in src/comm/launch.ts, `spawn`ing this file): the
  *   {@link RankControl} half — `join` takes the rank's MessagePort mesh and builds its
- *   Communicator, `run` executes the named tasks of src/dist/scenarios.ts (the collective test
- *   matrix), src/dist/timing.ts (single collectives, benchmark loops) and src/parallel/run.ts
+ *   Communicator, `run` executes the named tasks of src/comm/scenarios.ts (the collective test
+ *   matrix), src/comm/timing.ts (single collectives, benchmark loops) and src/parallel/run.ts
  *   (parallel training: `trainRank`, or `trainStart` / `trainSteps` / `trainEnd` to stream
  *   progress), `trace` returns its spans.
  *
@@ -24,9 +24,9 @@ import { createModel } from '../src/models/registry.ts';
 import { Trainer } from '../src/train/trainer.ts';
 import { parseConfig, type TrainConfig } from '../src/train/config.ts';
 import { mixSeed, Random } from '../src/util/random.ts';
-import { rankControl, type RankControl } from '../src/dist/launch.ts';
-import { SCENARIO_TASKS } from '../src/dist/scenarios.ts';
-import { TIMING_TASKS } from '../src/dist/timing.ts';
+import { rankControl, type RankControl } from '../src/comm/launch.ts';
+import { SCENARIO_TASKS } from '../src/comm/scenarios.ts';
+import { TIMING_TASKS } from '../src/comm/timing.ts';
 import { PARALLEL_TASKS } from '../src/parallel/run.ts';
 
 /** What {@link RankApi.init} needs. */
@@ -218,7 +218,7 @@ const api: RankApi = {
       let done = 0;
       let tLast = performance.now();
       for (let s = 0; s < cfg.steps; s++) {
-        trainer.step(s);
+        await trainer.step(s);
         done = s + 1;
         const last = done === cfg.steps;
         const evalNow = done % cfg.evalInterval === 0 || last;

@@ -1,7 +1,7 @@
 /**
  * collectives.html: the collective layer's test matrix in the browser. For each world size it
  * launches that many workers/rank.worker.ts module workers through `World.launch({ spawn })`,
- * runs the shared `matrix` scenario (src/dist/scenarios.ts — the same code the Deno tests run)
+ * runs the shared `matrix` scenario (src/comm/scenarios.ts — the same code the Deno tests run)
  * and records each rank's report; then a 4-rank world where rank 0 calls a different collective
  * must fail with both calls named, and a traced ring allReduce must show 2(p−1) sends per rank.
  *
@@ -9,9 +9,9 @@
  * (or `error` when the page itself failed). e2e/collectives.spec.ts reads them. Query:
  * `?sizes=1,2,3` picks world sizes, `?net=<spec or preset>` the traced run's network model.
  */
-import { World } from '../dist/launch.ts';
-import type { Report } from '../dist/scenarios.ts';
-import { toChromeTrace, traceTotals } from '../dist/trace.ts';
+import { World } from '../comm/launch.ts';
+import type { Report } from '../comm/scenarios.ts';
+import { toChromeTrace, traceTotals } from '../comm/trace.ts';
 import { spawnRankWorker } from './rank.ts';
 
 /** One row of the page's results. */

@@ -13,7 +13,7 @@ import { checkWebGpuApi, classifyInitError, renderUnsupported, type Unsupported 
 import { progressProxy, type ProgressRecord, type RankHandle, type RankInfo, spawnRankWorker, startRank } from './rank.ts';
 import type { TrainConfig } from '../train/config.ts';
 import type { ParallelPlan, PlanModel } from '../parallel/plan.ts';
-import { World } from '../dist/launch.ts';
+import { World } from '../comm/launch.ts';
 import { ParallelSetup, type ParallelResult } from './panels/parallel_setup.ts';
 import type { ParallelSession } from './panels/parallel_run.ts';
 import { Tabs } from './panels/tabs.ts';

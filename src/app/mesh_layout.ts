@@ -3,7 +3,7 @@
  * draws: tp along x (neighbours in a TP group touch), cp as blocks further along x, pp up the
  * y axis (a pipeline reads bottom to top) and dp along z. Pure functions: tested in Deno.
  */
-import { DeviceMesh, type MeshDim } from '../dist/mesh.ts';
+import { DeviceMesh, type MeshDim } from '../comm/mesh.ts';
 
 /** One rank's cube: world-space centre and the group it is coloured by. */
 export interface RankCube {

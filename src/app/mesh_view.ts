@@ -9,7 +9,7 @@
  * Keyboard: arrow keys orbit, + and − zoom (the canvas takes focus with Tab).
  */
 import { mat4 } from 'wgpu-matrix';
-import type { MeshDim } from '../dist/mesh.ts';
+import type { MeshDim } from '../comm/mesh.ts';
 import { groupColour, layoutMesh, meshLinks, type MeshLink, type RankCube } from './mesh_layout.ts';
 
 const LINK_COLOURS: Record<MeshDim, [number, number, number]> = {

@@ -1,7 +1,7 @@
 /**
  * The page's handles on rank workers (workers/rank.worker.ts, bundled by Vite): rank 0 of the
  * training demo wrapped with comlink ({@link startRank}), and {@link spawnRankWorker} for
- * `World.launch({ spawn })` (src/dist/launch.ts), which starts a world of them.
+ * `World.launch({ spawn })` (src/comm/launch.ts), which starts a world of them.
  */
 import * as Comlink from 'comlink';
 import type { RankApi } from '../../workers/rank.worker.ts';

@@ -2,7 +2,7 @@
  * Communication as autograd functions (Megatron-LM `core/tensor_parallel/mappings.py`,
  * picotron `tp_communications.py`): a forward that moves or reduces data between ranks and a
  * backward that runs its conjugate collective on the gradient. Both run on the host: a rank
- * reads its tensor back, exchanges it through its Communicator (src/dist), and writes the
+ * reads its tensor back, exchanges it through its Communicator (src/comm), and writes the
  * result — what a simulated rank in a Web Worker can do.
  *
  * One tape op, `collective`, carries any such pair; the named functions in src/parallel build

@@ -2,7 +2,7 @@
  * `npm run bench -- comm [flags]`: the collective layer's nccl-tests. For each collective and
  * algorithm, each world size (workers/rank.worker.ts ranks, one world launched per size) and
  * each size S: the wall time per call (the slowest rank's mean over the timed iterations),
- * algbw = S / t and busbw = algbw × nccl-tests' factor (src/dist/cost.ts). With `--net`, the
+ * algbw = S / t and busbw = algbw × nccl-tests' factor (src/comm/cost.ts). With `--net`, the
  * simulated time per call on the modelled network beside the α-β prediction of the algorithm's
  * formula (over the slowest link the world uses).
  *
@@ -11,11 +11,12 @@
  * rounds counts to the rank count.
  */
 import { parseArgs } from 'node:util';
-import { ALGORITHMS } from '../dist/communicator.ts';
-import { World } from '../dist/launch.ts';
-import { NetworkModel } from '../dist/network.ts';
-import { bandwidths, predictUs, type SizedCollective } from '../dist/cost.ts';
-import type { TimingResult } from '../dist/timing.ts';
+import { ALGORITHMS } from '../comm/communicator.ts';
+import { World } from '../comm/launch.ts';
+import { NetworkModel } from '../comm/network.ts';
+import { bandwidths, predictUs, type SizedCollective } from '../comm/cost.ts';
+import type { TimingResult } from '../comm/timing.ts';
+import { writeAtomic } from '../io/atomic.ts';
 
 export const COLLECTIVES: SizedCollective[] = ['allReduce', 'reduceScatter', 'allGather', 'broadcast', 'reduce', 'allToAll'];
 
@@ -203,6 +204,6 @@ export async function commMain(argv: string[]): Promise<number> {
   const rows = await benchComm(o);
   console.log(`\n${rows.length} rows in ${((performance.now() - t0) / 1e3).toFixed(1)} s`);
   const json = JSON.stringify({ suite: 'comm', net: o.net ?? null, date: new Date().toISOString(), rows }, null, 2);
-  if (o.json) await Deno.writeTextFile(o.json, json + '\n');
+  if (o.json) await writeAtomic(o.json, new TextEncoder().encode(json + '\n'));
   return 0;
 }

@@ -64,7 +64,7 @@ export async function benchTrain(
     matmulTuning.fuseBias = fused;
     try {
       const t0 = performance.now();
-      for (let i = 0; i < n; i++) trainer.step(step++);
+      for (let i = 0; i < n; i++) await trainer.step(step++);
       await trainer.drain();
       return performance.now() - t0;
     } finally {
@@ -84,7 +84,7 @@ export async function benchTrain(
   let kernels: KernelTime[] = [];
   if (gpu.features.has('timestamp-query')) {
     gpu.startProfiling();
-    trainer.step(step++);
+    await trainer.step(step++);
     kernels = await gpu.stopProfiling();
     await trainer.drain();
   }

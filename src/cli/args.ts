@@ -22,7 +22,7 @@ const EXTRA = {
   resume: { type: 'boolean' },
   'resume-step': { type: 'string' },
   'allow-legacy-checkpoint': { type: 'boolean' },
-  // The short spellings of two recipes: --neftune α, --goldfish k,h.
+  // Short spellings of two recipes: --neftune α, --goldfish k,h.
   neftune: { type: 'string' },
   goldfish: { type: 'string' },
   help: { type: 'boolean', short: 'h' },

@@ -213,7 +213,7 @@ async function main(argv: string[]): Promise<number> {
 }
 
 if (import.meta.main) {
-  // Exit explicitly: Dawn keeps the process alive otherwise (DESIGN.md §3).
+  // Exit explicitly: Dawn keeps the process alive otherwise (docs/design.md §8).
   main(Deno.args).then(
     (code) => Deno.exit(code),
     (e) => {

@@ -1,10 +1,16 @@
 /**
  * The config of a fresh run, shared by `npm run train` (single-rank and parallel),
  * `npm run plan` and `npm run schedule`: the preset, then the --config file, then the flags.
+ * On --resume of a single-rank run, the checkpoint's config plus the flags a resume may change
+ * ({@link resolveConfig}, shared by `npm run train` and `npm run schedule`).
  */
 import { parseConfig, PRESETS, type TrainConfig, TrainConfigSchema } from '../train/config.ts';
 import { resolveRewarm } from '../train/rewarm.ts';
+import { type LoadedCheckpoint, parseCheckpoint } from '../train/checkpoint.ts';
+import { exists } from '../io/atomic.ts';
+import type { parseTrainArgs } from './args.ts';
 import { firstIssue, issueText } from './flags.ts';
+import { checkResumeOverrides, runFiles } from './run_dir.ts';
 
 const kindOfJson = (v: unknown) => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v === 'object' ? 'an object' : `a ${typeof v}`);
 
@@ -61,4 +67,27 @@ export interface ConfigSources {
 export async function freshConfig(args: ConfigSources): Promise<TrainConfig> {
   const file = args.configFile === undefined ? {} : await loadConfigFile(args.configFile);
   return resolveRewarm(parseConfig({ ...PRESETS[args.preset], ...file, ...args.overrides }), null);
+}
+
+/**
+ * The run's config: preset + file + flags, or the checkpoint's config plus allowed flags on --resume.
+ * @throws Error for --resume without --out or a checkpoint; LegacyCheckpointError for a checkpoint
+ *   written before whole-file digests without --allow-legacy-checkpoint; CorruptCheckpointError
+ *   for one that fails verification (parseCheckpoint).
+ */
+export async function resolveConfig(args: ReturnType<typeof parseTrainArgs>, outDir: string): Promise<{ cfg: TrainConfig; ckpt: LoadedCheckpoint | null }> {
+  const files = runFiles(outDir);
+  if (args.resume) {
+    if (!args.out) throw new Error('--resume needs --out DIR: the run directory to continue');
+    const path = args.resumeStep === undefined ? files.checkpoint : files.checkpointAt(args.resumeStep);
+    if (!(await exists(path))) throw new Error(`--resume: no checkpoint at ${path}`);
+    const ckpt = await parseCheckpoint(await Deno.readFile(path), path, { allowLegacy: args.allowLegacyCheckpoint });
+    if (ckpt.legacy) console.log(`${path}: legacy checkpoint, its data_sha256 verified; the next checkpoint is written with the whole-file sha256`);
+    checkResumeOverrides(args);
+    return { cfg: resolveRewarm(parseConfig({ ...ckpt.state.config, ...args.overrides }), { step: ckpt.state.step, config: ckpt.state.config }), ckpt };
+  }
+  if (await exists(files.checkpoint)) {
+    throw new Error(`${outDir} already holds a checkpoint: pass --resume to continue it, or choose another --out`);
+  }
+  return { cfg: await freshConfig(args), ckpt: null };
 }

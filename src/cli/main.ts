@@ -2,7 +2,7 @@
  * The one way every `npm run <cli>` entry point ends: exit 0 when `main` resolves; otherwise one
  * `error: …` line on stderr (newlines folded, so a multi-rule message stays one line; the stack
  * too with DEBUG=1) and exit 1. Exiting explicitly also ends processes that Dawn would keep
- * alive (DESIGN.md §3).
+ * alive (docs/design.md §8).
  */
 import { DeviceLimitError } from '../gpu/limits.ts';
 

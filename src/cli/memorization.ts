@@ -4,7 +4,7 @@
  * (src/train/memorization.ts) on the checkpoint's own training data, train split vs held-out.
  */
 import { parseArgs } from 'node:util';
-import { loadTrainingData } from './run_dir.ts';
+import { loadTrainingData } from '../io/corpus.ts';
 import { loadIntoStore, parseCheckpoint } from '../train/checkpoint.ts';
 import { parseConfig } from '../train/config.ts';
 import { measureMemorization, type MemorizationScore } from '../train/memorization.ts';

@@ -1,6 +1,6 @@
 /**
  * `npm run plan -- [train flags] --dp 2 --tp 2 --pp 2 [--net nvlink-ib] …`: the analytical side
- * of a parallel run (DESIGN.md §6–§7, issue 5 item 8) without opening a GPU — the validated
+ * of a parallel run (docs/design.md §21) without opening a GPU — the validated
  * plan (or one `error:` line naming every broken rule), memory per rank, the messages every
  * rank sends per optimizer step by parallel dimension and collective (elements, bytes, α-β
  * time on the modelled network), the pipeline bubble and the predicted timeline of the
@@ -16,23 +16,25 @@
  * (src/parallel/activation_memory.ts, GPT only); with `--measure` they are printed beside the
  * measured pool peak, which also holds activation gradients and kernel workspaces, so both
  * figures and their ratio are shown rather than a pretended equality.
- * Measured counts from a real step are compared by {@link measuredComparison}; without
- * `--measure` this command prints predictions only.
+ * The tables and the measured step's accounting are src/parallel/plan_report.ts's and
+ * src/parallel/measure.ts's; without `--measure` this command prints predictions only.
  */
 import { trainHelp } from './args.ts';
 import { checkCommand, PlanCliSchema, type PlanCliOptions } from './command.ts';
 import { flagKeys, helpLines } from './flags.ts';
 import type { TrainConfig } from '../train/config.ts';
 import type { Backend } from '../gpu/device.ts';
-import { NetworkModel } from '../dist/network.ts';
+import { NetworkModel } from '../comm/network.ts';
 import { MAX_PLAN_WORLD, MAX_RUN_WORLD, PlanSchema } from '../parallel/plan_schema.ts';
 import { planModelOf } from '../parallel/run.ts';
 import { describePlan, makePlan, paddedVocab, type ParallelPlan, planGroup, type PlanModel, planWorldSize, rankCoords, strategyOf, type StrategyKind, validatePlan, zeroWorkingElements } from '../parallel/plan.ts';
-import { bubbleFraction, type CommRow, type PlanDim, rankMemory, stepTraffic, type TrafficOptions } from '../parallel/cost.ts';
-import { p2pTimeUs, predictUs } from '../dist/cost.ts';
+import { bubbleFraction, type PlanDim, rankMemory, stepTraffic, type TrafficOptions } from '../parallel/cost.ts';
+import { p2pTimeUs } from '../comm/cost.ts';
 import { makeSchedule, peakInFlight } from '../parallel/pipeline_schedule.ts';
-import { dryRun, type DryRun } from '../parallel/pipeline_sim.ts';
+import { dryRun } from '../parallel/pipeline_sim.ts';
 import { type ActivationMemory, activationMemory, korthikantiLayerBytes } from '../parallel/activation_memory.ts';
+import { activationComparison, fmtBytes, fmtInt, groupLink, pct, rowTimeUs, table, timelineChart } from '../parallel/plan_report.ts';
+import { loadTrainingData } from '../io/corpus.ts';
 import { runCli } from './main.ts';
 
 const HELP = `npm run plan -- [flags]      predict memory, communication and the pipeline timeline of a parallel plan
@@ -57,53 +59,6 @@ async function vocabSize(cfg: TrainConfig, flag: number | undefined): Promise<nu
   } catch (e) {
     throw new Error(`cannot read --data '${cfg.data}' to count its characters (${(e as Error).message}); pass --vocab-size`);
   }
-}
-
-const fmtInt = (n: number) => Math.round(n).toLocaleString('en-US');
-const fmtBytes = (b: number) => (b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : b >= 2 ** 20 ? `${(b / 2 ** 20).toFixed(2)} MiB` : b >= 1024 ? `${(b / 1024).toFixed(1)} KiB` : `${b} B`);
-const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
-const table = (head: string[], rows: (string | number)[][]) => {
-  const cells = [head, ...rows.map((r) => r.map(String))];
-  const w = head.map((_, i) => Math.max(...cells.map((r) => r[i].length)));
-  return cells.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(w[i]) : c.padStart(w[i]))).join('  ')).join('\n');
-};
-
-/** The slowest link inside a group (inter-node when any member sits on another node). */
-const groupLink = (net: NetworkModel, g: number[]) => net.spec[g.some((r) => net.kind(g[0], r) === 'inter') ? 'inter' : 'intra'];
-
-/** Predicted µs of a row on `net`: α-β per call (collectives) or per message (sends). */
-export function rowTimeUs(row: CommRow, net: NetworkModel): number {
-  const link = groupLink(net, row.group);
-  if (row.collective === 'send') return row.messages * p2pTimeUs(row.n * 4, link);
-  return row.calls * predictUs(row.collective, row.algorithm, row.n * 4, row.group.length, link);
-}
-
-/**
- * Predicted elements beside what a measured step recorded, per `dim/collective` key (the keys
- * of cost.ts `trafficByKind`; a measured run maps its trace's groups to dimensions). For the
- * helper that runs real parallel steps; `npm run plan` never invents measured numbers.
- */
-export function measuredComparison(rows: CommRow[], measured: Record<string, number>): string {
-  const pred = new Map<string, number>();
-  for (const r of rows) pred.set(`${r.dim}/${r.collective}`, (pred.get(`${r.dim}/${r.collective}`) ?? 0) + r.elements);
-  const keys = [...new Set([...pred.keys(), ...Object.keys(measured)])].sort();
-  return table(['dim/collective', 'predicted elements', 'measured elements', 'difference'], keys.map((k) => {
-    const p = pred.get(k) ?? 0, m = measured[k];
-    return [k, fmtInt(p), m === undefined ? '–' : fmtInt(m), m === undefined ? '–' : fmtInt(m - p)];
-  }));
-}
-
-/** The dry run as one text row per rank: a…z forward of micro-batch 0…25, A…Z backward, ~ transfer, . idle. */
-export function timelineChart(d: DryRun, width = 64): string {
-  const ch = (r: number, t: number) => {
-    const s = d.ranks[r].find((x) => x.start <= t && t < x.end);
-    if (!s || s.kind === 'idle') return '.';
-    if (s.kind === 'comm') return '~';
-    const c = String.fromCharCode(97 + (s.action!.micro % 26));
-    return s.action!.kind === 'backward' ? c.toUpperCase() : c;
-  };
-  const rows = d.ranks.map((_, r) => `  stage rank ${String(r).padEnd(3)}|${[...Array(width).keys()].map((c) => ch(r, ((c + 0.5) * d.makespan) / width)).join('')}|`);
-  return [...rows, `  ${''.padEnd(14)}0 ms${`${d.makespan.toFixed(2)} ms`.padStart(width - 2)}`].join('\n');
 }
 
 /**
@@ -186,7 +141,10 @@ export async function main(argv: string[]): Promise<string> {
   const text = out.join('\n');
   console.log(text);
   if (!f.measure) return text;
-  const measured = await (await import('./train_parallel.ts')).measure(plan, cfg, f.gpu); // --gpu picks the ranks' WebGPU, as for train
+  const { tokenizer, texts } = await loadTrainingData(cfg);
+  if (texts.length !== 1) throw new Error(`--measure trains on one data file; got a mixture of ${texts.length} (${cfg.data})`);
+  const data = { tokens: tokenizer.encode(texts[0]), vocabSize: tokenizer.vocabSize };
+  const measured = await (await import('../parallel/measure.ts')).measure(plan, cfg, data, f.gpu); // --gpu picks the ranks' WebGPU, as for train
   const peaks = new Map(measured.ranks.map((r) => [r.rank, r.memory.peakPool]));
   const both = `${measured.text}\n\n${activationComparison(acts, peaks)}`;
   console.log(`\n${both}`);
@@ -211,18 +169,6 @@ function activationNote(acts: ReturnType<typeof activations>, plan: ParallelPlan
   return `  activations: analytical peak of the tensors the autograd tapes keep (fp32; GPT; src/parallel/activation_memory.ts): the peak over the schedule, ≈ one micro-batch × the most in flight;\n` +
     `  rank ${me} (${a.kind} trainer): ${fmtBytes(a.perMicroBatch)} per micro-batch, ${fmtBytes(a.perLayer)} per layer — ` +
     `Korthikanti et al. (arXiv 2205.05198) fp16 ${plan.tp > 1 ? (plan.sp ? 'sbh/t·(34 + 5as/h)' : 'sbh(10 + 24/t + 5as/(ht))') : 'sbh(34 + 5as/h)'} = ${fmtBytes(k)} per layer`;
-}
-
-/** Predicted activations beside the measured pool peak per rank, with their ratio. */
-export function activationComparison(acts: { ranks?: ActivationMemory[]; why?: string }, peak: Map<number, number>): string {
-  if (!acts.ranks) return `activations: not predicted (${acts.why}); measured pool peaks: ${[...peak.values()].map(fmtBytes).join(', ') || '–'}`;
-  return 'activations: predicted peak of the tapes beside the measured buffer-pool peak of the step. The pool also holds the backward\'s\n' +
-    'activation gradients, kernel workspaces (matmul partials, LayerNorm partials) and per-step token buffers, so measured ≥\n' +
-    'predicted and their ratio is the overhead beyond the activations themselves.\n' +
-    table(['rank', 'predicted activations', 'pool-rounded', 'measured pool peak', 'measured / predicted'], acts.ranks.map((a, r) => {
-      const m = peak.get(r);
-      return [r, fmtBytes(a.bytes), fmtBytes(a.pooledBytes), m === undefined ? '–' : fmtBytes(m), m === undefined ? '–' : `${(m / a.bytes).toFixed(2)}×`];
-    }));
 }
 
 if (import.meta.main) await runCli(main);

@@ -5,8 +5,7 @@
  * the resumed run would follow (a re-warm starts at the checkpoint's step and LR).
  */
 import { parseTrainArgs, trainHelp } from './args.ts';
-import { resolveConfig } from './train.ts';
-import { freshConfig } from './config_file.ts';
+import { freshConfig, resolveConfig } from './config_file.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { lrAt, phaseBoundaries, scheduleFromConfig, type ScheduleSpec, validateSchedule } from '../train/schedules.ts';
 import { runCli } from './main.ts';

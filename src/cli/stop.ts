@@ -5,7 +5,7 @@
  * checkpoint writes are atomic (temp file + rename), so whatever was being written is dropped
  * (its temp file removed) and the last good checkpoint stays as it was.
  */
-import { removeInFlightWrites } from './run_dir.ts';
+import { removeInFlightWrites } from '../io/atomic.ts';
 
 /** The signals a run stops on, and the exit status of a run they stopped (128 + signal number). */
 export const STOP_SIGNALS = { SIGINT: 130, SIGTERM: 143 } as const;

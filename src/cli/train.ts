@@ -4,13 +4,14 @@
  * config.json, ckpt.safetensors written atomically) and ends with val loss and a sample.
  */
 import { parseTrainArgs, trainHelp } from './args.ts';
-import { checkResumeOverrides, exists, loadTrainingData, runFiles, sweepTempWrites, truncateMetrics, writeAtomic } from './run_dir.ts';
+import { runFiles, truncateMetrics } from './run_dir.ts';
+import { sweepTempWrites, writeAtomic } from '../io/atomic.ts';
+import { loadTrainingData } from '../io/corpus.ts';
 import { Progress } from './progress.ts';
-import { freshConfig } from './config_file.ts';
-import { parseConfig, type TrainConfig } from '../train/config.ts';
-import { isCheckpointStep, keepsCheckpointFile, type LoadedCheckpoint, loadIntoStore, parseCheckpoint, saveCheckpoint } from '../train/checkpoint.ts';
+import { resolveConfig } from './config_file.ts';
+import { isParallelArgv } from './command.ts';
+import { isCheckpointStep, keepsCheckpointFile, loadIntoStore, saveCheckpoint } from '../train/checkpoint.ts';
 import { Trainer } from '../train/trainer.ts';
-import { resolveRewarm } from '../train/rewarm.ts';
 import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
 import { createModel } from '../models/registry.ts';
@@ -24,29 +25,6 @@ function stamp(): string {
   return new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
 }
 
-/**
- * The run's config: preset + file + flags, or the checkpoint's config plus allowed flags on --resume.
- * @throws Error for --resume without --out or a checkpoint; LegacyCheckpointError for a checkpoint
- *   written before whole-file digests without --allow-legacy-checkpoint; CorruptCheckpointError
- *   for one that fails verification (parseCheckpoint).
- */
-export async function resolveConfig(args: ReturnType<typeof parseTrainArgs>, outDir: string): Promise<{ cfg: TrainConfig; ckpt: LoadedCheckpoint | null }> {
-  const files = runFiles(outDir);
-  if (args.resume) {
-    if (!args.out) throw new Error('--resume needs --out DIR: the run directory to continue');
-    const path = args.resumeStep === undefined ? files.checkpoint : files.checkpointAt(args.resumeStep);
-    if (!(await exists(path))) throw new Error(`--resume: no checkpoint at ${path}`);
-    const ckpt = await parseCheckpoint(await Deno.readFile(path), path, { allowLegacy: args.allowLegacyCheckpoint });
-    if (ckpt.legacy) console.log(`${path}: legacy checkpoint, its data_sha256 verified; the next checkpoint is written with the whole-file sha256`);
-    checkResumeOverrides(args);
-    return { cfg: resolveRewarm(parseConfig({ ...ckpt.state.config, ...args.overrides }), { step: ckpt.state.step, config: ckpt.state.config }), ckpt };
-  }
-  if (await exists(files.checkpoint)) {
-    throw new Error(`${outDir} already holds a checkpoint: pass --resume to continue it, or choose another --out`);
-  }
-  return { cfg: await freshConfig(args), ckpt: null };
-}
-
 function fmtLine(step: number, loss: number, lr: number, ms: number, tps: number, mfu: number | null): string {
   return `step ${String(step).padStart(5)} | loss ${loss.toFixed(4)} | lr ${lr.toExponential(2)} | ${ms.toFixed(1)} ms/step | ${Math.round(tps)} tokens/s` +
     (mfu !== null ? ` | MFU ${(mfu * 100).toFixed(2)}%` : '');
@@ -55,8 +33,7 @@ function fmtLine(step: number, loss: number, lr: number, ms: number, tps: number
 /** Runs the CLI; returns the final validation loss. */
 export async function main(argv: string[]): Promise<number | null> {
   // Parallel flags (--dp, --tp, --pp, --cp, --ep, --zero, --sp, --net, …) run a world of rank workers: train_parallel.ts.
-  const parallel = await import('./train_parallel.ts');
-  if (parallel.isParallelArgv(argv)) return await parallel.main(argv);
+  if (isParallelArgv(argv)) return await (await import('./train_parallel.ts')).main(argv);
   const args = parseTrainArgs(argv);
   if (args.help) {
     console.log(trainHelp());
@@ -111,7 +88,7 @@ export async function main(argv: string[]): Promise<number | null> {
     let tLast = performance.now();
     const stop = (stopper = new StopListener());
     for (let s = start; s < cfg.steps; s++) {
-      trainer.step(s);
+      await trainer.step(s);
       await yieldToEvents(); // encoding never awaits between log lines: let a signal in
       const done = s + 1;
       const last = done === cfg.steps;

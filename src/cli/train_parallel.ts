@@ -1,5 +1,5 @@
 /**
- * `npm run train -- --dp 2 …` (issue 5 items 7–8): a parallel training run from the CLI. The
+ * `npm run train -- --dp 2 …` (docs/design.md §16–§18): a parallel training run from the CLI. The
  * plan is validated before anything starts (one `error:` line naming every broken rule); then
  * world-size Deno module workers (workers/rank.worker.ts, one WebGPU device each) train under
  * src/parallel/run.ts, rank 0's progress is printed nanoGPT-style, and the run directory gets
@@ -9,7 +9,8 @@
  * / peak pool, elements per collective and dimension measured beside cost.ts's prediction)
  * and accounting.json (the same as data), and checkpoints: every rank's state at each checkpoint
  * step (ckptInterval, the end, the Pythia schedule) as one set named by ckpt-parallel.json
- * (parallel_checkpoint.ts); `--resume --out DIR` with the same parallel flags continues it.
+ * (src/io/checkpoint_set.ts); `--resume --out DIR` with the same parallel flags continues it.
+ * Not an entry point of its own: src/cli/train.ts hands it every argv that names a parallel flag.
  *
  * Batch: the global batch is batchSize × gradAccum sequences (as `npm run plan`), split into
  * --micro-batches M (default gradAccum) micro-batches over dp (src/parallel/run.ts).
@@ -23,27 +24,25 @@ import { type parseTrainArgs, trainHelp } from './args.ts';
 import { isParallelArgv, parseCommandArgs } from './command.ts';
 import { freshConfig } from './config_file.ts';
 import { flagKeys, helpLines } from './flags.ts';
-import { checkResumeOverrides, exists, loadTrainingData, runFiles, sweepTempWrites, truncateMetrics, writeAtomic } from './run_dir.ts';
-import { loadCheckpointSet, parallelCheckpointFiles, saveCheckpointSet } from './parallel_checkpoint.ts';
+import { checkResumeOverrides, runFiles, truncateMetrics } from './run_dir.ts';
+import { exists, sweepTempWrites, writeAtomic } from '../io/atomic.ts';
+import { loadTrainingData } from '../io/corpus.ts';
+import { loadCheckpointSet, parallelCheckpointFiles, saveCheckpointSet } from '../io/checkpoint_set.ts';
 import { isCheckpointStep, keepsCheckpointFile } from '../train/checkpoint.ts';
 import { resolveRewarm } from '../train/rewarm.ts';
 import { parseConfig, type TrainConfig } from '../train/config.ts';
 import type { Backend } from '../gpu/device.ts';
-import { World } from '../dist/launch.ts';
-import { NetworkModel } from '../dist/network.ts';
-import { describePlan, type ParallelPlan, type PlanModel, planWorldSize, rankCoords, validatePlan } from '../parallel/plan.ts';
+import { World } from '../comm/launch.ts';
+import { NetworkModel } from '../comm/network.ts';
+import { describePlan, type ParallelPlan, planWorldSize } from '../parallel/plan.ts';
 import { MAX_RUN_WORLD, planFromOptions, PlanSchema } from '../parallel/plan_schema.ts';
-import { rankMemory } from '../parallel/cost.ts';
-import { planModelOf, RankRun, type RankSummary, strategyOf, trainerConfig } from '../parallel/run.ts';
-import { runParallel, type StepReport } from '../parallel/run_host.ts';
-import { closeLocalWorld, localWorld, onEveryRank } from '../dist/local.ts';
-import { checkMeshPlan } from '../parallel/mesh_trainer.ts';
-import { CliExit, runCli } from './main.ts';
+import { runParallel } from '../parallel/run_host.ts';
+import { checkRun } from '../parallel/measure.ts';
+import { accounting, accountingText, fmtBytes } from '../parallel/plan_report.ts';
+import { CliExit } from './main.ts';
 import { rankWorkerUrl } from './worker_bundle.ts';
 import { resumeCommand, StopListener } from './stop.ts';
 import { StepStop } from '../parallel/step_stop.ts';
-
-export { isParallelArgv };
 
 const HELP = `parallel flags (any of them makes a parallel run of dp·pp·cp·tp ≤ ${MAX_RUN_WORLD} ranks, one Deno worker + WebGPU device each;
 dp × pp × tp (+sp) combine (mesh trainer); cp, ep (dividing dp, --arch gpt-moe|mamba-moe) and zero run alone):
@@ -75,103 +74,6 @@ async function resumeOrFresh(args: ReturnType<typeof parseTrainArgs>): Promise<{
  */
 export function planFromFlags(options: Record<string, unknown>, cfg: TrainConfig): ParallelPlan {
   return planFromOptions(options, cfg, MAX_RUN_WORLD);
-}
-
-const fmtInt = (n: number) => Math.round(n).toLocaleString('en-US');
-const fmtBytes = (b: number) => (b >= 2 ** 20 ? `${(b / 2 ** 20).toFixed(2)} MiB` : b >= 1024 ? `${(b / 1024).toFixed(1)} KiB` : `${b} B`);
-const table = (head: string[], rows: (string | number)[][]) => {
-  const cells = [head, ...rows.map((r) => r.map(String))], w = head.map((_, i) => Math.max(...cells.map((r) => r[i].length)));
-  return cells.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(w[i]) : c.padStart(w[i]))).join('  ')).join('\n');
-};
-
-/** Per rank and `dim/collective`: predicted (cost.ts stepTraffic for the trainer that ran), measured (last step), exact, and whether every step sent the same. */
-export function accounting(plan: ParallelPlan, model: PlanModel, cfg: TrainConfig, steps: StepReport[], ranks: RankSummary[]) {
-  const last = steps[steps.length - 1];
-  return ranks.map((s) => {
-    const { params, grads, optimizer, paramElements } = rankMemory(plan, model, s.rank, cfg.bias);
-    const pred = new Map<string, { n: number; exact: boolean }>();
-    for (const r of s.predicted) {
-      const k = `${r.dim}/${r.collective}`, o = pred.get(k) ?? { n: 0, exact: true };
-      pred.set(k, { n: o.n + r.elements, exact: o.exact && r.exact });
-    }
-    const measured = last?.byDim[s.rank] ?? {};
-    const keys = [...new Set([...pred.keys(), ...Object.keys(measured)])].sort();
-    return {
-      rank: s.rank, coords: rankCoords(plan, s.rank), kind: s.kind,
-      memory: { measured: s.memory, predicted: { params, grads, optimizer, paramElements } },
-      traffic: keys.map((key) => ({ key, predicted: pred.get(key)?.n ?? 0, measured: measured[key] ?? 0, exact: pred.get(key)?.exact ?? true, steady: steps.every((st) => (st.byDim[s.rank][key] ?? 0) === (measured[key] ?? 0)) })),
-    };
-  });
-}
-
-/** plan.txt: the accounting as text tables. */
-function accountingText(plan: ParallelPlan, cfg: TrainConfig, net: string, acc: ReturnType<typeof accounting>): string {
-  const out = [`plan     ${describePlan(plan)}`, `trainer  ${acc[0]?.kind} · ${cfg.arch} · ${cfg.nLayer} layers · width ${cfg.nEmbd} · context ${cfg.blockSize} · global batch ${cfg.batchSize * cfg.gradAccum}`, `network  ${net}`, ''];
-  out.push('memory per rank (fp32): measured = this rank\'s ParamStore flat buffers (alignment padding included) or its ZeRO shards and working buffers (resident units + one layer), peak pool = activations and temporaries; predicted = cost.ts rankMemory');
-  out.push(table(['rank', 'dp', 'pp', 'cp', 'tp', 'param elements', 'predicted', 'params', 'predicted', 'grads', 'predicted', 'optimizer', 'predicted', 'peak pool'], acc.map((a) => {
-    const m = a.memory.measured, p = a.memory.predicted;
-    return [a.rank, a.coords.dp, a.coords.pp, a.coords.cp, a.coords.tp, fmtInt(m.paramElements), fmtInt(p.paramElements), fmtBytes(m.params), fmtBytes(p.params), fmtBytes(m.grads), fmtBytes(p.grads), fmtBytes(m.optimizer), fmtBytes(p.optimizer), fmtBytes(m.peakPool)];
-  })), '');
-  const dims = ['dp', 'tp', 'pp', 'cp', 'ep'];
-  out.push('elements sent per step by parallel dimension, measured (last step) / predicted');
-  out.push(table(['rank', ...dims], acc.map((a) => [a.rank, ...dims.map((dim) => {
-    const sum = (f: (t: (typeof a.traffic)[number]) => number) => a.traffic.filter((t) => t.key.startsWith(`${dim}/`)).reduce((x, t) => x + f(t), 0);
-    return `${fmtInt(sum((t) => t.measured))} / ${fmtInt(sum((t) => t.predicted))}`;
-  })])), '');
-  for (const a of acc) {
-    const bad = a.traffic.filter((t) => t.exact && t.measured !== t.predicted), approx = a.traffic.filter((t) => !t.exact).map((t) => t.key);
-    out.push(`rank ${a.rank}: elements per step by dim/collective — ${bad.length ? `MISMATCH on ${bad.map((t) => t.key).join(', ')}` : 'measured = predicted on every exact row'}` +
-      `${approx.length ? ` (≈ approximate in cost.ts: ${approx.join(', ')})` : ''}${a.traffic.every((t) => t.steady) ? '' : ' (varies between steps)'}`);
-    out.push(table(['dim/collective', 'predicted elements', 'measured elements', 'difference', 'exact'], a.traffic.map((t) =>
-      [t.key, fmtInt(t.predicted), fmtInt(t.measured), fmtInt(t.measured - t.predicted), t.exact ? 'yes' : '≈'])), '');
-  }
-  return out.join('\n');
-}
-
-/**
- * Checks `plan` for `cfg` before anything starts: validatePlan's rules, the trainer dispatch and,
- * for a mesh, the mesh trainer's own checks. Returns the model and the strategy.
- * @throws Error naming every broken rule ("invalid parallel plan: …") or "not supported yet: …".
- */
-export function checkRun(plan: ParallelPlan, cfg: TrainConfig, vocabSize: number) {
-  const model = planModelOf(plan, cfg, vocabSize);
-  validatePlan(plan, model);
-  const kind = strategyOf(plan, cfg.arch);
-  if (kind === 'mesh') checkMeshPlan(plan, trainerConfig(plan, cfg), vocabSize, planWorldSize(plan));
-  return { model, kind };
-}
-
-/**
- * `npm run plan -- … --measure`: one real optimizer step of `plan` in a world of in-process ranks
- * (src/dist/local.ts, each rank its own WebGPU device), returning the accounting text — memory
- * and elements per collective, measured beside predicted — and every rank's summary (its
- * memory.peakPool is the measured pool peak). plan.ts parses the flags and calls it.
- * @throws Error for a plan that cannot run (see {@link checkRun}) or a rank's failure.
- */
-export async function measure(plan: ParallelPlan, cfg: TrainConfig, backend: Backend = 'wgpu'): Promise<{ text: string; ranks: RankSummary[] }> {
-  const { tokenizer, texts } = await loadTrainingData(cfg);
-  if (texts.length !== 1) throw new Error(`--measure trains on one data file; got a mixture of ${texts.length} (${cfg.data})`);
-  const { model } = checkRun(plan, cfg, tokenizer.vocabSize);
-  const world = localWorld(planWorldSize(plan), { timeoutMs: 120_000 });
-  let ranks: RankSummary[];
-  try {
-    ranks = await onEveryRank(world, async (c) => {
-      const run = await RankRun.open(c, { plan, cfg, data: { tokens: tokenizer.encode(texts[0]), vocabSize: tokenizer.vocabSize }, backend });
-      try {
-        const rec = await run.step();
-        return run.summary([rec]);
-      } finally {
-        await run.close();
-      }
-    });
-  } finally {
-    closeLocalWorld(world);
-  }
-  const r0 = ranks[0].records[0];
-  const step: StepReport = { ...r0, ms: Math.max(...ranks.map((s) => s.records[0].ms)), sent: ranks.map((s) => s.records[0].sent), byDim: ranks.map((s) => s.records[0].byDim) };
-  const text = `measured: one real step on ${ranks.length} in-process ranks (loss ${r0.loss.toFixed(4)})\n` +
-    accountingText(plan, cfg, 'not modelled in a measurement (elements are network-independent)', accounting(plan, model, cfg, [step], ranks));
-  return { text, ranks };
 }
 
 /** Runs a parallel training run; returns the last validation loss (null when no rank could evaluate). */
@@ -257,5 +159,3 @@ export async function main(argv: string[]): Promise<number | null> {
   }
   return valLoss;
 }
-
-if (import.meta.main) await runCli(main);

@@ -9,7 +9,8 @@ import type { LanguageModel } from '../models/model.ts';
 import { loadIntoStore, parseCheckpoint, saveCheckpoint } from '../train/checkpoint.ts';
 import type { TrainConfig } from '../train/config.ts';
 import type { TokenizerJSON } from '../data/tokenizer.ts';
-import { readCorpus, writeAtomic } from '../cli/run_dir.ts';
+import { writeAtomic } from '../io/atomic.ts';
+import { readCorpus } from '../io/corpus.ts';
 
 /** What an experiment gets from the CLI. */
 export interface ExperimentContext {
@@ -50,7 +51,7 @@ export async function trainWithEvals(
   const losses: [number, number][] = [];
   const t0 = performance.now();
   for (let s = from; s < to; s++) {
-    trainer.step(s);
+    await trainer.step(s);
     const done = s + 1;
     if (done % every === 0 || done === to) {
       for (const r of await trainer.drain()) {

@@ -1,4 +1,4 @@
-/** Device-limit checks that fail with the limit's name and the sizes involved (DESIGN.md §4). */
+/** Device-limit checks that fail with the limit's name and the sizes involved (docs/design.md §9). */
 
 /** Raised when a request exceeds a device limit; `limit` is the WebGPU limit's name. */
 export class DeviceLimitError extends Error {

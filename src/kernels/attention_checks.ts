@@ -84,7 +84,7 @@ export interface FlashTiles {
  * workgroup, each held in registers by its own invocation — 64, halved down to 16 while the
  * B·nh·T `rows` would make fewer than {@link FLASH_MIN_WORKGROUPS} workgroups — and the largest
  * power-of-two Bc ≤ 64 whose two staged tiles (K and V, or Q and dO: 2·Bc·⌈hs/4⌉ vec4s) fit
- * `maxStorageBytes`: at hs = 64 and the default 16 KiB, Bc = 32 (DESIGN.md §5).
+ * `maxStorageBytes`: at hs = 64 and the default 16 KiB, Bc = 32 (docs/design.md §10).
  * @param maxInvocations the device's maxComputeInvocationsPerWorkgroup (Br never exceeds it).
  * @throws Error naming maxComputeWorkgroupStorageSize when not even Bc = 1 fits, or when an
  *   argument is not a positive integer.

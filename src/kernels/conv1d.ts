@@ -5,7 +5,7 @@
  * buffer: taps that reach before the sequence start are skipped).
  *
  * The backward sums dw and dbias over B·T without float atomics: one pass writes a partial per
- * (block of rows, channel) into a pooled scratch, a second sums the blocks (DESIGN.md §4).
+ * (block of rows, channel) into a pooled scratch, a second sums the blocks (docs/design.md §9).
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';

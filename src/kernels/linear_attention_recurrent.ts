@@ -1,6 +1,6 @@
 /**
  * Recurrent linear attention with per-channel decay and bonus u (GLA / RWKV-6; BlinkDL/RWKV-LM
- * `RWKV-v5/cuda/wkv6_cuda.cu`, DESIGN.md §5). Per (batch, head), state S (K×V):
+ * `RWKV-v5/cuda/wkv6_cuda.cu`, docs/design.md §10). Per (batch, head), state S (K×V):
  *   S_t = diag(e^{w_t}) S_{t−1} + k_tᵀ v_t,
  *   o_t = scale · q_t (diag(e^{w_t}) S_{t−1} + diag(u) k_tᵀ v_t).
  * With u = 1 (pass null) and w_t = g_t broadcast over K it equals the chunked kernel of

@@ -1,6 +1,6 @@
 /**
  * Mamba selective scan (Gu & Dao 2023, arXiv 2312.00752), forward and backward, following
- * state-spaces/mamba `selective_scan_ref` (DESIGN.md §5):
+ * state-spaces/mamba `selective_scan_ref` (docs/design.md §10):
  *   Δ_t = softplus(δ_t + bias); h_t = exp(Δ_t A) h_{t−1} + Δ_t B_t u_t (h_0 = 0);
  *   y_t = C_t·h_t + D u_t; out_t = y_t · silu(z_t) (z null: no gate).
  *

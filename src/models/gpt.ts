@@ -5,13 +5,13 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { add, attention, embedding, flashAttention, gelu, layerNorm, linear } from '../autograd/ops.ts';
+import { add, gelu, layerNorm } from '../autograd/ops.ts';
 import type { Tape } from '../autograd/tape.ts';
-import { type ParamSpec, ParamStore } from '../nn/params.ts';
-import type { ForwardOptions, ForwardResult, LanguageModel } from './model.ts';
+import { type ParamSpec, ParamStore, type Placement, placeSpecs } from '../nn/params.ts';
+import { type ForwardOptions, type ForwardResult, type LayeredModel, localForward, type Piece } from './model.ts';
+import type { Maybe, ModelContext, ModelInput } from './context.ts';
 import { Random } from '../util/random.ts';
 import { applyNeftune } from '../kernels/noise.ts';
-import { lmHeadLoss } from './head.ts';
 
 /** Model shape (nanoGPT's GPTConfig). */
 export interface GPTConfig {
@@ -65,6 +65,15 @@ export function gptParamSpecs(cfg: GPTConfig): ParamSpec[] {
   return specs;
 }
 
+/** The piece of the GPT that uses parameter `name` (see {@link GPT.pieceOf}). */
+export function gptPieceOf(name: string): Piece {
+  const block = /^transformer\.h\.(\d+)\./.exec(name);
+  if (block) return Number(block[1]);
+  if (name === 'transformer.wte.weight') return 'tied';
+  if (name.startsWith('transformer.ln_f.')) return 'head';
+  return 'embed';
+}
+
 /**
  * Checks a config and returns it.
  * @throws Error stating the violated rule (e.g. heads not dividing width).
@@ -79,44 +88,73 @@ export function validateGPTConfig(cfg: GPTConfig): GPTConfig {
   return cfg;
 }
 
-export class GPT implements LanguageModel {
-  readonly arch = 'gpt';
+export class GPT implements LayeredModel {
+  readonly arch: string = 'gpt';
   readonly params: ParamStore;
-  private readonly p: (name: string) => Tensor;
+  readonly nLayer: number;
 
-  /** Builds the model with weights drawn from `seed`. */
-  constructor(readonly gpu: Gpu, readonly cfg: GPTConfig, seed: number) {
+  /**
+   * Builds the model with weights drawn from `seed`; with `place`, only this rank's shards of
+   * the parameters it holds (nn/params.ts placeSpecs), equal to the single-rank model's.
+   * `specs` replaces {@link gptParamSpecs} for a subclass that declares other parameters (gpt-moe).
+   */
+  constructor(readonly gpu: Gpu, readonly cfg: GPTConfig, seed: number, place?: Placement, specs?: ParamSpec[]) {
     validateGPTConfig(cfg);
-    const rng = new Random(seed);
-    this.params = new ParamStore(gpu, gptParamSpecs(cfg), () => rng.normal());
-    this.p = (name) => this.params.get(name).value;
+    this.nLayer = cfg.nLayer;
+    const rng = new Random(seed), random = () => rng.normal(), all = specs ?? gptParamSpecs(cfg);
+    this.params = new ParamStore(gpu, place ? placeSpecs(all, random, place) : all, random);
+  }
+
+  protected p(name: string): Tensor {
+    return this.params.get(name).value;
+  }
+
+  /** A Linear's output through the context; the bias only when the config has biases. */
+  private lin(ctx: ModelContext, tape: Tape, x: Tensor, name: string, label: string): Maybe<Tensor> {
+    return ctx.linear(tape, x, name, this.p(`${name}.weight`), this.cfg.bias ? this.p(`${name}.bias`) : null, label);
   }
 
   /** See {@link LanguageModel.forward}. */
-  forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): ForwardResult {
-    const { nLayer, nHead: nh, nEmbd: c, bias } = this.cfg;
-    const p = this.p;
-    const pb = (name: string) => (bias ? p(name) : null);
-    const wte = p('transformer.wte.weight');
-    let x = embedding(tape, tokens, hostTokens, wte, p('transformer.wpe.weight'), b, t); // (B, T, C)
-    applyNeftune(this.gpu, x, b, t, c, opts.neftune); // in place: the embedding backward does not read x
-    for (let i = 0; i < nLayer; i++) {
-      const h = `transformer.h.${i}`;
-      const a = layerNorm(tape, x, p(`${h}.ln_1.weight`), p(`${h}.ln_1.bias`), `${h}.ln_1`); // (B·T, C)
-      const qkv = linear(tape, a, p(`${h}.attn.c_attn.weight`), pb(`${h}.attn.c_attn.bias`), `${h}.c_attn`); // (B·T, 3C)
-      const attn = this.cfg.attention === 'naive' ? attention : flashAttention;
-      const y = attn(tape, qkv, { b, t, c, nh }, `${h}.attn`); // (B, T, C)
-      const proj = linear(tape, y, p(`${h}.attn.c_proj.weight`), pb(`${h}.attn.c_proj.bias`), `${h}.c_proj`); // (B·T, C)
-      x = add(tape, x, proj, `${h}.res1`);
-      const m = layerNorm(tape, x, p(`${h}.ln_2.weight`), p(`${h}.ln_2.bias`), `${h}.ln_2`);
-      const up = gelu(tape, linear(tape, m, p(`${h}.mlp.c_fc.weight`), pb(`${h}.mlp.c_fc.bias`), `${h}.c_fc`), `${h}.gelu`); // (B·T, 4C)
-      const down = linear(tape, up, p(`${h}.mlp.c_proj.weight`), pb(`${h}.mlp.c_proj.bias`), `${h}.mlp_proj`); // (B·T, C)
-      x = add(tape, x, down, `${h}.res2`);
-    }
-    const xf = layerNorm(tape, x, p('transformer.ln_f.weight'), p('transformer.ln_f.bias'), 'ln_f'); // (B·T, C)
-    // Weight tied to wte; with targets the head runs in row chunks when (B·T, V) exceeds a binding.
-    if (targets) return lmHeadLoss(tape, xf, wte, targets, opts.gradScale ?? 1);
-    return { logits: linear(tape, xf, wte, null, 'lm_head'), loss: null }; // (B·T, V)
+  forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): Promise<ForwardResult> {
+    return localForward(this, tape, tokens, hostTokens, targets, b, t, opts);
+  }
+
+  /** x (B, T, C) = wte[tokens] + wpe[positions], plus NEFTune noise in training passes. */
+  async embed(ctx: ModelContext, tape: Tape, input: ModelInput, b: number, t: number, opts: ForwardOptions): Promise<Tensor> {
+    const x = await ctx.embed(tape, input, this.p('transformer.wte.weight'), this.p('transformer.wpe.weight'), true, b, t); // (B, T, C)
+    applyNeftune(this.gpu, x, b, t, this.cfg.nEmbd, opts.neftune); // in place: the embedding backward does not read x
+    return x;
+  }
+
+  /** Block i: x + attn(ln_1(x)), then + {@link mlp}(ln_2(x)); x (B·T, C). */
+  async block(ctx: ModelContext, tape: Tape, x: Tensor, i: number, b: number, t: number): Promise<Tensor> {
+    const { nHead: nh, nEmbd: c } = this.cfg, p = (n: string) => this.p(n), h = `transformer.h.${i}`;
+    const a = layerNorm(tape, x, p(`${h}.ln_1.weight`), p(`${h}.ln_1.bias`), `${h}.ln_1`); // (B·T, C)
+    const qkv = await this.lin(ctx, tape, a, `${h}.attn.c_attn`, `${h}.c_attn`); // (B·T, 3C)
+    const y = await ctx.attention(tape, qkv, { b, t, c, nh }, `${h}.attn`, this.cfg.attention === 'naive'); // (B, T, C)
+    x = add(tape, x, await this.lin(ctx, tape, y, `${h}.attn.c_proj`, `${h}.c_proj`), `${h}.res1`); // (B·T, C)
+    const m = layerNorm(tape, x, p(`${h}.ln_2.weight`), p(`${h}.ln_2.bias`), `${h}.ln_2`);
+    return add(tape, x, await this.mlp(ctx, tape, m, i, h), `${h}.res2`); // (B·T, C)
+  }
+
+  /**
+   * Block i's MLP (parameters under `${h}.mlp`) on m = ln_2(x) (B·T, C): c_proj(gelu(c_fc(m))),
+   * (B·T, C). Overridden by gpt-moe for its mixture-of-experts blocks.
+   */
+  protected async mlp(ctx: ModelContext, tape: Tape, m: Tensor, _i: number, h: string): Promise<Tensor> {
+    const up = gelu(tape, await this.lin(ctx, tape, m, `${h}.mlp.c_fc`, `${h}.c_fc`), `${h}.gelu`); // (B·T, 4C)
+    return await this.lin(ctx, tape, up, `${h}.mlp.c_proj`, `${h}.mlp_proj`); // (B·T, C)
+  }
+
+  /** ln_f, then the LM head tied to wte (and the loss with targets). */
+  head(ctx: ModelContext, tape: Tape, x: Tensor, input: ModelInput, opts: ForwardOptions): Promise<ForwardResult> {
+    const xf = layerNorm(tape, x, this.p('transformer.ln_f.weight'), this.p('transformer.ln_f.bias'), 'ln_f'); // (B·T, C)
+    return Promise.resolve(ctx.head(tape, xf, this.p('transformer.wte.weight'), input, opts));
+  }
+
+  /** Blocks by index; wpe with the embedding, ln_f with the head, wte at both ends (tied). */
+  pieceOf(name: string): Piece {
+    return gptPieceOf(name);
   }
 
   /** Parameter count without the positional table (nanoGPT's get_num_params convention). */

@@ -11,9 +11,11 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { add, flashAttention, gelu, linear, rmsNorm } from '../autograd/ops.ts';
+import { add, gelu, rmsNorm } from '../autograd/ops.ts';
+import type { ModelContext } from './context.ts';
 import type { Tape } from '../autograd/tape.ts';
 import { Mamba, type MambaConfig } from './mamba.ts';
+import type { Placement } from '../nn/params.ts';
 
 /** Mamba's shape plus the shared block's heads and spacing. */
 export interface HybridConfig extends MambaConfig {
@@ -27,7 +29,7 @@ export class Hybrid extends Mamba {
   override readonly arch = 'hybrid';
 
   /** @throws Error when heads do not divide the width or attnEvery is not a positive integer. */
-  constructor(gpu: Gpu, override readonly cfg: HybridConfig, seed: number) {
+  constructor(gpu: Gpu, override readonly cfg: HybridConfig, seed: number, place?: Placement) {
     if (!Number.isInteger(cfg.nHead) || cfg.nHead < 1 || cfg.nEmbd % cfg.nHead !== 0) {
       throw new Error(`hybrid model: nEmbd (${cfg.nEmbd}) must be divisible by nHead (${cfg.nHead})`);
     }
@@ -42,22 +44,21 @@ export class Hybrid extends Mamba {
       s.constant('shared.norm_2.weight', [C], 1);
       s.matrix('shared.mlp.c_fc.weight', [4 * C, C], 0.02);
       s.matrix('shared.mlp.c_proj.weight', [C, 4 * C], projStd);
-    });
+    }, place);
   }
 
   /** The shared pre-norm attention + MLP block after every attnEvery-th Mamba layer. */
-  protected override afterLayer(tape: Tape, x: Tensor, i: number, b: number, t: number): Tensor {
+  protected override async afterLayer(ctx: ModelContext, tape: Tape, x: Tensor, i: number, b: number, t: number): Promise<Tensor> {
     if ((i + 1) % this.cfg.attnEvery !== 0) return x;
-    const p = this.p;
-    const c = this.cfg.nEmbd;
-    const n = `shared@${i}`;
+    const p = this.p, c = this.cfg.nEmbd, n = `shared@${i}`;
+    const lin = (x: Tensor, name: string, label: string) => ctx.linear(tape, x, `shared.${name}`, p(`shared.${name}.weight`), null, `${n}.${label}`);
     const a = rmsNorm(tape, x, p('shared.norm_1.weight'), `${n}.norm_1`); // (B·T, C)
-    const qkv = linear(tape, a, p('shared.attn.c_attn.weight'), null, `${n}.c_attn`); // (B·T, 3C)
-    const y = flashAttention(tape, qkv, { b, t, c, nh: this.cfg.nHead }, `${n}.attn`); // (B, T, C)
-    x = add(tape, x, linear(tape, y, p('shared.attn.c_proj.weight'), null, `${n}.c_proj`), `${n}.res1`);
+    const qkv = await lin(a, 'attn.c_attn', 'c_attn'); // (B·T, 3C)
+    const y = await ctx.attention(tape, qkv, { b, t, c, nh: this.cfg.nHead }, `${n}.attn`); // (B, T, C)
+    x = add(tape, x, await lin(y, 'attn.c_proj', 'c_proj'), `${n}.res1`);
     const m = rmsNorm(tape, x, p('shared.norm_2.weight'), `${n}.norm_2`);
-    const up = gelu(tape, linear(tape, m, p('shared.mlp.c_fc.weight'), null, `${n}.c_fc`), `${n}.gelu`); // (B·T, 4C)
-    return add(tape, x, linear(tape, up, p('shared.mlp.c_proj.weight'), null, `${n}.mlp_proj`), `${n}.res2`);
+    const up = gelu(tape, await lin(m, 'mlp.c_fc', 'c_fc'), `${n}.gelu`); // (B·T, 4C)
+    return add(tape, x, await lin(up, 'mlp.c_proj', 'mlp_proj'), `${n}.res2`);
   }
 
   /**

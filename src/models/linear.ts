@@ -15,13 +15,15 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { add, linear, logSigmoid, lerp, mul, reluSquared, rmsNorm, sigmoid, silu, tokenShift } from '../autograd/ops.ts';
+import { add, logSigmoid, lerp, mul, reluSquared, rmsNorm, sigmoid, silu, tokenShift } from '../autograd/ops.ts';
 import { linearAttention, recurrentLinearAttention } from '../autograd/mixer_ops.ts';
 import type { Tape } from '../autograd/tape.ts';
-import { ParamStore } from '../nn/params.ts';
+import { ParamStore, type Placement, placeSpecs } from '../nn/params.ts';
 import { Random } from '../util/random.ts';
-import { checkPositive, embedTokens, lmHead, SpecList, zeroPositions } from './common.ts';
-import type { ForwardOptions, ForwardResult, LanguageModel } from './model.ts';
+import { applyNeftune } from '../kernels/noise.ts';
+import { checkPositive, SpecList, zeroPositions } from './common.ts';
+import { type ForwardOptions, type ForwardResult, type LayeredModel, localForward, type Piece } from './model.ts';
+import type { ModelContext, ModelInput } from './context.ts';
 
 /** Shape of the RWKV-style model. */
 export interface LinearConfig {
@@ -68,57 +70,86 @@ export function linearParamSpecs(cfg: LinearConfig): SpecList {
   return s;
 }
 
-export class LinearLM implements LanguageModel {
+/** The piece of the RWKV-style model that uses parameter `name`. */
+export function linearPieceOf(name: string): Piece {
+  const block = /^blocks\.(\d+)\./.exec(name);
+  if (block) return Number(block[1]);
+  return name === 'emb.weight' ? 'tied' : 'head';
+}
+
+export class LinearLM implements LayeredModel {
   readonly arch = 'linear';
   readonly params: ParamStore;
+  readonly nLayer: number;
   private readonly noPositions: Tensor;
   private readonly p: (name: string) => Tensor;
 
-  /** @throws Error when a size is not a positive integer or heads do not divide the width. */
-  constructor(readonly gpu: Gpu, readonly cfg: LinearConfig, seed: number) {
+  /**
+   * With `place`, only this rank's shards of the parameters it holds (nn/params.ts placeSpecs).
+   * @throws Error when a size is not a positive integer or heads do not divide the width.
+   */
+  constructor(readonly gpu: Gpu, readonly cfg: LinearConfig, seed: number, place?: Placement) {
     checkPositive('linear model', cfg, ['vocabSize', 'blockSize', 'nLayer', 'nHead', 'nEmbd']);
     if (cfg.nEmbd % cfg.nHead !== 0) throw new Error(`linear model: nEmbd (${cfg.nEmbd}) must be divisible by nHead (${cfg.nHead})`);
-    const rng = new Random(seed);
-    this.params = new ParamStore(gpu, linearParamSpecs(cfg).specs, () => rng.normal());
+    this.nLayer = cfg.nLayer;
+    const rng = new Random(seed), random = () => rng.normal(), specs = linearParamSpecs(cfg).specs;
+    this.params = new ParamStore(gpu, place ? placeSpecs(specs, random, place) : specs, random);
     this.p = (name) => this.params.get(name).value;
     this.noPositions = zeroPositions(gpu, cfg.blockSize, cfg.nEmbd);
   }
 
   /** See {@link LanguageModel.forward}. */
-  forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): ForwardResult {
-    const { nLayer, nHead: h, nEmbd: c, decay } = this.cfg;
-    const p = this.p;
-    const hs = c / h;
+  forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): Promise<ForwardResult> {
+    return localForward(this, tape, tokens, hostTokens, targets, b, t, opts);
+  }
+
+  /** x (B, T, C) = emb[tokens] (+ NEFTune noise in training passes); the decays carry position. */
+  async embed(ctx: ModelContext, tape: Tape, input: ModelInput, b: number, t: number, opts: ForwardOptions): Promise<Tensor> {
+    const x = await ctx.embed(tape, input, this.p('emb.weight'), this.noPositions, false, b, t); // (B, T, C)
+    applyNeftune(this.gpu, x, b, t, this.cfg.nEmbd, opts.neftune);
+    return x;
+  }
+
+  /** Block i: time mixing, then channel mixing, each a residual branch on x (B·T, C). */
+  async block(ctx: ModelContext, tape: Tape, x: Tensor, i: number, b: number, t: number): Promise<Tensor> {
+    const { nHead: h, nEmbd: c, decay } = this.cfg, p = this.p, hs = c / h, n = `blocks.${i}`;
     const dims = { b, t, h, dk: hs, dv: hs, scale: 1 / Math.sqrt(hs) };
-    let x = embedTokens(tape, tokens, hostTokens, p('emb.weight'), this.noPositions, b, t, opts); // (B, T, C)
-    for (let i = 0; i < nLayer; i++) {
-      const n = `blocks.${i}`;
-      // ---- time mixing
-      const a = rmsNorm(tape, x, p(`${n}.ln1.weight`), `${n}.ln1`); // (B·T, C)
-      const sa = tokenShift(tape, a, b, t, `${n}.att.shift`); // (B·T, C): token t−1
-      const mix = (m: string) => lerp(tape, a, sa, p(`${n}.att.time_maa_${m}`), `${n}.att.maa_${m}`);
-      const proj = (x: Tensor, m: string) => linear(tape, x, p(`${n}.att.${m}.weight`), null, `${n}.att.${m}`);
-      const r = proj(mix('r'), 'receptance'); // (B, T, H·hs)
-      const k = proj(mix('k'), 'key'); // (B, T, H·hs)
-      const v = proj(mix('v'), 'value'); // (B, T, H·hs)
-      const dlogit = linear(tape, mix('w'), p(`${n}.att.time_decay.weight`), p(`${n}.att.time_decay.bias`), `${n}.att.decay`);
-      const logDecay = logSigmoid(tape, dlogit, 1 / GATE_NORM, `${n}.att.logdecay`); // (B, T, H) or (B, T, C), ≤ 0
-      const o = decay === 'head'
-        ? linearAttention(tape, r, k, v, logDecay, dims, `${n}.att.la`) // (B, T, C)
-        : recurrentLinearAttention(tape, r, k, v, logDecay, p(`${n}.att.time_faaaa`), dims, `${n}.att.wkv`);
-      const on = rmsNorm(tape, o, p(`${n}.att.ln_x.weight`), `${n}.att.ln_x`); // (B·T, C)
-      const gate = silu(tape, proj(mix('g'), 'gate'), `${n}.att.gate_act`); // (B·T, C)
-      x = add(tape, x, proj(mul(tape, on, gate, `${n}.att.gated`), 'output'), `${n}.res1`);
-      // ---- channel mixing
-      const m = rmsNorm(tape, x, p(`${n}.ln2.weight`), `${n}.ln2`); // (B·T, C)
-      const sm = tokenShift(tape, m, b, t, `${n}.ffn.shift`);
-      const fmix = (q: string) => lerp(tape, m, sm, p(`${n}.ffn.time_maa_${q}`), `${n}.ffn.maa_${q}`);
-      const kk = reluSquared(tape, linear(tape, fmix('k'), p(`${n}.ffn.key.weight`), null, `${n}.ffn.key`), `${n}.ffn.relu2`); // (B·T, 4C)
-      const vv = linear(tape, kk, p(`${n}.ffn.value.weight`), null, `${n}.ffn.value`); // (B·T, C)
-      const rr = sigmoid(tape, linear(tape, fmix('r'), p(`${n}.ffn.receptance.weight`), null, `${n}.ffn.receptance`), `${n}.ffn.sigmoid`);
-      x = add(tape, x, mul(tape, rr, vv, `${n}.ffn.gated`), `${n}.res2`);
-    }
-    return lmHead(tape, x, p('ln_out.weight'), p('emb.weight'), targets, opts);
+    const lin = (x: Tensor, name: string, label: string, bias = false) => ctx.linear(tape, x, `${n}.${name}`, p(`${n}.${name}.weight`), bias ? p(`${n}.${name}.bias`) : null, label);
+    // ---- time mixing
+    const a = rmsNorm(tape, x, p(`${n}.ln1.weight`), `${n}.ln1`); // (B·T, C)
+    const sa = tokenShift(tape, a, b, t, `${n}.att.shift`); // (B·T, C): token t−1
+    const mix = (m: string) => lerp(tape, a, sa, p(`${n}.att.time_maa_${m}`), `${n}.att.maa_${m}`);
+    const proj = (x: Tensor, m: string) => lin(x, `att.${m}`, `${n}.att.${m}`);
+    const r = await proj(mix('r'), 'receptance'); // (B, T, H·hs)
+    const k = await proj(mix('k'), 'key'); // (B, T, H·hs)
+    const v = await proj(mix('v'), 'value'); // (B, T, H·hs)
+    const dlogit = await lin(mix('w'), 'att.time_decay', `${n}.att.decay`, true);
+    const logDecay = logSigmoid(tape, dlogit, 1 / GATE_NORM, `${n}.att.logdecay`); // (B, T, H) or (B, T, C), ≤ 0
+    const o = decay === 'head'
+      ? linearAttention(tape, r, k, v, logDecay, dims, `${n}.att.la`) // (B, T, C)
+      : recurrentLinearAttention(tape, r, k, v, logDecay, p(`${n}.att.time_faaaa`), dims, `${n}.att.wkv`);
+    const on = rmsNorm(tape, o, p(`${n}.att.ln_x.weight`), `${n}.att.ln_x`); // (B·T, C)
+    const gate = silu(tape, await proj(mix('g'), 'gate'), `${n}.att.gate_act`); // (B·T, C)
+    x = add(tape, x, await proj(mul(tape, on, gate, `${n}.att.gated`), 'output'), `${n}.res1`);
+    // ---- channel mixing
+    const m = rmsNorm(tape, x, p(`${n}.ln2.weight`), `${n}.ln2`); // (B·T, C)
+    const sm = tokenShift(tape, m, b, t, `${n}.ffn.shift`);
+    const fmix = (q: string) => lerp(tape, m, sm, p(`${n}.ffn.time_maa_${q}`), `${n}.ffn.maa_${q}`);
+    const kk = reluSquared(tape, await lin(fmix('k'), 'ffn.key', `${n}.ffn.key`), `${n}.ffn.relu2`); // (B·T, 4C)
+    const vv = await lin(kk, 'ffn.value', `${n}.ffn.value`); // (B·T, C)
+    const rr = sigmoid(tape, await lin(fmix('r'), 'ffn.receptance', `${n}.ffn.receptance`), `${n}.ffn.sigmoid`);
+    return add(tape, x, mul(tape, rr, vv, `${n}.ffn.gated`), `${n}.res2`);
+  }
+
+  /** RMSNorm and the LM head tied to the embedding. */
+  head(ctx: ModelContext, tape: Tape, x: Tensor, input: ModelInput, opts: ForwardOptions): Promise<ForwardResult> {
+    const xf = rmsNorm(tape, x, this.p('ln_out.weight'), 'norm_f'); // (B·T, C)
+    return Promise.resolve(ctx.head(tape, xf, this.p('emb.weight'), input, opts));
+  }
+
+  /** Blocks by index; emb at both ends (tied), ln_out with the head. */
+  pieceOf(name: string): Piece {
+    return linearPieceOf(name);
   }
 
   numParams(): number {

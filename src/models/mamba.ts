@@ -14,13 +14,15 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { add, linear, logSigmoid, rmsNorm, silu } from '../autograd/ops.ts';
+import { add, logSigmoid, rmsNorm, silu } from '../autograd/ops.ts';
 import { conv1d, selectiveScan } from '../autograd/mixer_ops.ts';
 import type { Tape } from '../autograd/tape.ts';
-import { ParamStore } from '../nn/params.ts';
+import { type ParamSpec, ParamStore, type Placement, placeSpecs } from '../nn/params.ts';
 import { Random } from '../util/random.ts';
-import { checkPositive, embedTokens, lmHead, SpecList, zeroPositions } from './common.ts';
-import type { ForwardOptions, ForwardResult, LanguageModel } from './model.ts';
+import { applyNeftune } from '../kernels/noise.ts';
+import { checkPositive, SpecList, zeroPositions } from './common.ts';
+import { type ForwardOptions, type ForwardResult, type LayeredModel, localForward, type Piece } from './model.ts';
+import type { ModelContext, ModelInput } from './context.ts';
 
 /** Shape of a Mamba model (mamba_ssm MambaConfig). */
 export interface MambaConfig {
@@ -69,24 +71,53 @@ export function mambaBlockSpecs(s: SpecList, p: string, cfg: MambaConfig, projSt
 
 /**
  * One pre-norm Mamba block: x + out_proj(scan(silu(conv(in_x(RMSNorm x))), …) · silu(z)).
+ * Over a tensor-parallel context the inner channels D split as Mamba-2 splits them: in_proj
+ * column-parallel, conv / scan / A / D / dt bias per channel, x_proj row-parallel (its small
+ * (B·T, R + 2N) output summed), dt_proj column-parallel, out_proj row-parallel.
  * @param x (B·T, C) residual stream. @returns the new residual stream (B·T, C).
  */
-export function mambaBlock(tape: Tape, x: Tensor, p: (name: string) => Tensor, n: string, cfg: MambaConfig, b: number, t: number): Tensor {
-  const { nEmbd: C, dState: N, dConv: K } = cfg;
-  const D = cfg.expand * C;
+export async function mambaBlock(ctx: ModelContext, tape: Tape, x: Tensor, p: (name: string) => Tensor, n: string, cfg: MambaConfig, b: number, t: number): Promise<Tensor> {
+  const { dState: N, dConv: K } = cfg;
   const m = `${n}.mixer`;
-  const lin = (x: Tensor, name: string) => linear(tape, x, p(`${m}.${name}.weight`), null, `${m}.${name}`);
+  const lin = (x: Tensor, name: string) => ctx.linear(tape, x, `${m}.${name}`, p(`${m}.${name}.weight`), null, `${m}.${name}`);
   const a = rmsNorm(tape, x, p(`${n}.norm.weight`), `${n}.norm`); // (B·T, C)
-  const xi = lin(a, 'in_proj_x'); // (B·T, D)
-  const z = lin(a, 'in_proj_z'); // (B·T, D)
+  const xi = await lin(a, 'in_proj_x'); // (B·T, D), D = this rank's inner channels
+  const z = await lin(a, 'in_proj_z'); // (B·T, D)
+  const D = xi.shape[xi.shape.length - 1];
   const conv = conv1d(tape, xi, p(`${m}.conv1d.weight`), p(`${m}.conv1d.bias`), { b, t, d: D, k: K }, `${m}.conv1d`); // (B, T, D)
   const u = silu(tape, conv, `${m}.conv_act`); // (B, T, D)
-  const delta = lin(lin(u, 'x_proj_dt'), 'dt_proj'); // (B·T, R) → (B·T, D); its bias is added inside the scan
-  const Bm = lin(u, 'x_proj_B'); // (B·T, N)
-  const Cm = lin(u, 'x_proj_C'); // (B·T, N)
+  const delta = await lin(await lin(u, 'x_proj_dt'), 'dt_proj'); // (B·T, R) → (B·T, D); its bias is added inside the scan
+  const Bm = await lin(u, 'x_proj_B'); // (B·T, N)
+  const Cm = await lin(u, 'x_proj_C'); // (B·T, N)
   const A = logSigmoid(tape, p(`${m}.A_raw`), 1, `${m}.A`); // (D, N), < 0
   const y = selectiveScan(tape, u, delta, A, Bm, Cm, p(`${m}.D`), p(`${m}.dt_proj.bias`), z, { b, t, d: D, n: N }, `${m}.scan`); // (B, T, D)
-  return add(tape, x, lin(y, 'out_proj'), `${n}.res`);
+  return add(tape, x, await lin(y, 'out_proj'), `${n}.res`);
+}
+
+/**
+ * The parameters of a Mamba LM in declaration order: the embedding; for each block i its
+ * {@link mambaBlockSpecs}, then `perLayer(s, i)`'s (mamba-moe's MoE sub-layer); norm_f; then
+ * `extra`'s (the hybrid's shared block).
+ */
+export function mambaParamSpecs(cfg: MambaConfig, extra?: (s: SpecList) => void, perLayer?: (s: SpecList, i: number) => void): SpecList {
+  const s = new SpecList(), L = cfg.nLayer;
+  s.matrix('backbone.embedding.weight', [cfg.vocabSize, cfg.nEmbd], 0.02);
+  for (let i = 0; i < L; i++) {
+    mambaBlockSpecs(s, `backbone.layers.${i}`, cfg, 0.02 / Math.sqrt(2 * L));
+    perLayer?.(s, i);
+  }
+  s.constant('backbone.norm_f.weight', [cfg.nEmbd], 1);
+  extra?.(s);
+  return s;
+}
+
+/** The piece of a Mamba-backbone model that uses parameter `name`. */
+export function mambaPieceOf(name: string): Piece {
+  const block = /^backbone\.layers\.(\d+)\./.exec(name);
+  if (block) return Number(block[1]);
+  if (name === 'backbone.embedding.weight') return 'tied';
+  if (name.startsWith('backbone.norm_f.')) return 'head';
+  return 'shared';
 }
 
 /** Checks a Mamba config. @throws Error naming the field that is not a positive integer. */
@@ -95,40 +126,59 @@ export function validateMambaConfig(cfg: MambaConfig): MambaConfig {
   return cfg;
 }
 
-export class Mamba implements LanguageModel {
+export class Mamba implements LayeredModel {
   readonly arch: string = 'mamba';
   readonly params: ParamStore;
+  readonly nLayer: number;
   protected readonly noPositions: Tensor;
   protected readonly p: (name: string) => Tensor;
 
-  constructor(readonly gpu: Gpu, readonly cfg: MambaConfig, seed: number, extraSpecs?: (s: SpecList) => void) {
+  /**
+   * With `place`, only this rank's shards of the parameters it holds (nn/params.ts placeSpecs).
+   * `extraSpecs` appends parameters after Mamba's (the hybrid's shared block); `specs` replaces
+   * the whole list, for a subclass that interleaves its own per layer (mamba-moe).
+   */
+  constructor(readonly gpu: Gpu, readonly cfg: MambaConfig, seed: number, extraSpecs?: (s: SpecList) => void, place?: Placement, specs?: ParamSpec[]) {
     validateMambaConfig(cfg);
-    const s = new SpecList();
-    const L = cfg.nLayer;
-    s.matrix('backbone.embedding.weight', [cfg.vocabSize, cfg.nEmbd], 0.02);
-    for (let i = 0; i < L; i++) mambaBlockSpecs(s, `backbone.layers.${i}`, cfg, 0.02 / Math.sqrt(2 * L));
-    s.constant('backbone.norm_f.weight', [cfg.nEmbd], 1);
-    extraSpecs?.(s);
-    const rng = new Random(seed);
-    this.params = new ParamStore(gpu, s.specs, () => rng.normal());
+    this.nLayer = cfg.nLayer;
+    const all = specs ?? mambaParamSpecs(cfg, extraSpecs).specs;
+    const rng = new Random(seed), random = () => rng.normal();
+    this.params = new ParamStore(gpu, place ? placeSpecs(all, random, place) : all, random);
     this.p = (name) => this.params.get(name).value;
     this.noPositions = zeroPositions(gpu, cfg.blockSize, cfg.nEmbd);
   }
 
   /** See {@link LanguageModel.forward}. */
-  forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): ForwardResult {
-    const wte = this.p('backbone.embedding.weight');
-    let x = embedTokens(tape, tokens, hostTokens, wte, this.noPositions, b, t, opts); // (B, T, C)
-    for (let i = 0; i < this.cfg.nLayer; i++) {
-      x = mambaBlock(tape, x, this.p, `backbone.layers.${i}`, this.cfg, b, t);
-      x = this.afterLayer(tape, x, i, b, t);
-    }
-    return lmHead(tape, x, this.p('backbone.norm_f.weight'), wte, targets, opts);
+  forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): Promise<ForwardResult> {
+    return localForward(this, tape, tokens, hostTokens, targets, b, t, opts);
   }
 
-  /** Hook for hybrids: runs after Mamba layer `i`. */
-  protected afterLayer(_tape: Tape, x: Tensor, _i: number, _b: number, _t: number): Tensor {
+  /** x (B, T, C) = wte[tokens] (+ NEFTune noise in training passes); no positional table. */
+  async embed(ctx: ModelContext, tape: Tape, input: ModelInput, b: number, t: number, opts: ForwardOptions): Promise<Tensor> {
+    const x = await ctx.embed(tape, input, this.p('backbone.embedding.weight'), this.noPositions, false, b, t); // (B, T, C)
+    applyNeftune(this.gpu, x, b, t, this.cfg.nEmbd, opts.neftune);
     return x;
+  }
+
+  /** Mamba layer i, then {@link afterLayer} (the hybrid's shared block, mamba-moe's MoE sub-layer). */
+  async block(ctx: ModelContext, tape: Tape, x: Tensor, i: number, b: number, t: number): Promise<Tensor> {
+    x = await mambaBlock(ctx, tape, x, this.p, `backbone.layers.${i}`, this.cfg, b, t);
+    return await this.afterLayer(ctx, tape, x, i, b, t);
+  }
+
+  /** RMSNorm and the LM head tied to the embedding. */
+  head(ctx: ModelContext, tape: Tape, x: Tensor, input: ModelInput, opts: ForwardOptions): Promise<ForwardResult> {
+    const xf = rmsNorm(tape, x, this.p('backbone.norm_f.weight'), 'norm_f'); // (B·T, C)
+    return Promise.resolve(ctx.head(tape, xf, this.p('backbone.embedding.weight'), input, opts));
+  }
+
+  pieceOf(name: string): Piece {
+    return mambaPieceOf(name);
+  }
+
+  /** Hook for subclasses (hybrid, mamba-moe): runs after Mamba layer `i` on its output x (B·T, C). */
+  protected afterLayer(_ctx: ModelContext, _tape: Tape, x: Tensor, _i: number, _b: number, _t: number): Promise<Tensor> {
+    return Promise.resolve(x);
   }
 
   numParams(): number {

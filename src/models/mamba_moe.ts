@@ -18,23 +18,25 @@ import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { add, rmsNorm } from '../autograd/ops.ts';
 import type { Tape } from '../autograd/tape.ts';
-import { ParamStore } from '../nn/params.ts';
-import { embedTokens, lmHead, SpecList, zeroPositions } from './common.ts';
-import { mambaBlock, mambaBlockSpecs, type MambaConfig, validateMambaConfig } from './mamba.ts';
+import type { Placement } from '../nn/params.ts';
+import type { SpecList } from './common.ts';
+import { Mamba, type MambaConfig, mambaParamSpecs, validateMambaConfig } from './mamba.ts';
+import type { ModelContext } from './context.ts';
 import type { ForwardOptions, ForwardResult } from './model.ts';
 import {
   type ExpertShard,
+  expertPlacement,
   forwardLocal,
   inactiveExpertParams,
   isMoELayer,
-  type MoECall,
   type MoEConfig,
+  type MoEFn,
   MoELayers,
   type MoELanguageModel,
   moeLayerSpecs,
-  shardedSpecs,
+  moeOf,
+  moeSteps,
   validateMoEConfig,
-  withAuxLoss,
 } from './moe_layer.ts';
 
 /** Mamba's shape plus whether the experts' Linears have biases. */
@@ -42,82 +44,66 @@ export interface MambaMoEConfig extends MambaConfig {
   bias: boolean;
 }
 
-/** Every parameter of the full (unsharded) model, in declaration order. */
+/** Every parameter of the full (unsharded) model, in declaration order: mamba.ts's, each MoE block followed by its moe_norm and MoE sub-layer. */
 export function mambaMoEParamSpecs(cfg: MambaMoEConfig, moe: MoEConfig): SpecList {
-  const s = new SpecList(), L = cfg.nLayer, C = cfg.nEmbd, projStd = 0.02 / Math.sqrt(2 * L);
-  s.matrix('backbone.embedding.weight', [cfg.vocabSize, C], 0.02);
-  for (let i = 0; i < L; i++) {
+  const C = cfg.nEmbd, projStd = 0.02 / Math.sqrt(2 * cfg.nLayer);
+  return mambaParamSpecs(cfg, undefined, (s, i) => {
+    if (!isMoELayer(moe, i)) return;
     const p = `backbone.layers.${i}`;
-    mambaBlockSpecs(s, p, cfg, projStd);
-    if (!isMoELayer(moe, i)) continue;
     s.constant(`${p}.moe_norm.weight`, [C], 1);
     s.specs.push(...moeLayerSpecs(`${p}.moe`, C, moe.nExpert, cfg.bias, projStd));
-  }
-  s.constant('backbone.norm_f.weight', [C], 1);
-  return s;
+  });
 }
 
-export class MambaMoE implements MoELanguageModel {
-  readonly arch = 'mamba-moe';
-  readonly params: ParamStore;
+/** Mamba (its embedding, blocks and head are mamba.ts's pieces) with the MoE sub-layer after every MoE block's mixer. */
+export class MambaMoE extends Mamba implements MoELanguageModel {
+  override readonly arch = 'mamba-moe';
   readonly shard: ExpertShard;
   readonly moeLayers: MoELayers;
-  private readonly p: (name: string) => Tensor;
-  private readonly noPositions: Tensor;
   /** Parameters of the full model (every expert), for the FLOP count. */
   private readonly fullCount: number;
 
   /**
    * Builds the model with weights drawn from `seed`; with `shard`, only those experts' weights
-   * are kept, equal to the full model's.
+   * are kept, equal to the full model's; with `place`, that placement of what the shard keeps.
    * @throws Error from the Mamba and MoE config checks, or for a shard outside 0 … E.
    */
-  constructor(readonly gpu: Gpu, readonly cfg: MambaMoEConfig, readonly moe: MoEConfig, seed: number, shard?: ExpertShard) {
+  constructor(gpu: Gpu, override readonly cfg: MambaMoEConfig, readonly moe: MoEConfig, seed: number, shard?: ExpertShard, place?: Placement) {
     validateMambaConfig(cfg);
     validateMoEConfig(moe);
-    this.shard = shard ?? { first: 0, count: moe.nExpert };
+    const own = shard ?? { first: 0, count: moe.nExpert };
     const specs = mambaMoEParamSpecs(cfg, moe).specs;
+    super(gpu, cfg, seed, undefined, expertPlacement(moe.nExpert, own, 'MambaMoE', place), specs);
     this.fullCount = specs.reduce((a, s) => a + s.shape.reduce((x, y) => x * y, 1), 0);
-    this.params = new ParamStore(gpu, shardedSpecs(specs, seed, moe.nExpert, this.shard, 'MambaMoE'), () => 0);
-    this.p = (name) => this.params.get(name).value;
-    this.noPositions = zeroPositions(gpu, cfg.blockSize, cfg.nEmbd);
-    this.moeLayers = new MoELayers(moe, this.shard, cfg.nEmbd, cfg.bias, this.p, (i) => `backbone.layers.${i}.moe`);
+    this.shard = own;
+    this.moeLayers = new MoELayers(moe, own, cfg.nEmbd, cfg.bias, this.p, (i) => `backbone.layers.${i}.moe`);
   }
 
   /** See {@link LanguageModel.forward}. @throws Error on a sharded model (use the expert-parallel forward). */
-  forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): ForwardResult {
+  override forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): Promise<ForwardResult> {
     return forwardLocal(this, tape, tokens, hostTokens, targets, b, t, opts);
   }
 
-  /** See {@link MoELanguageModel.steps}; x is the (B·T, C) residual stream. */
-  *steps(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): Generator<MoECall, ForwardResult, Tensor> {
-    const p = this.p;
-    this.moeLayers.lastRouting = [];
-    const wte = p('backbone.embedding.weight');
-    let x = embedTokens(tape, tokens, hostTokens, wte, this.noPositions, b, t, opts); // (B, T, C)
-    for (let i = 0; i < this.cfg.nLayer; i++) {
-      const n = `backbone.layers.${i}`;
-      x = mambaBlock(tape, x, p, n, this.cfg, b, t);
-      if (!isMoELayer(this.moe, i)) continue;
-      const m = rmsNorm(tape, x, p(`${n}.moe_norm.weight`), `${n}.moe_norm`); // (B·T, C)
-      x = add(tape, x, yield { layer: i, x: m }, `${n}.moe_res`);
-    }
-    const out = lmHead(tape, x, p('backbone.norm_f.weight'), wte, targets, opts);
-    return { logits: out.logits, loss: out.loss && withAuxLoss(tape, out.loss, this.moeLayers.lastRouting, this.moe, opts.gradScale ?? 1) };
+  /** See {@link MoELanguageModel.steps}: Mamba's pieces over LOCAL with `moe`, plus the load-balancing loss. */
+  steps(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions, moe: MoEFn): Promise<ForwardResult> {
+    return moeSteps(this, tape, tokens, hostTokens, targets, b, t, opts, moe);
   }
 
-  /** Parameters held on this device (no positional table to leave out). */
-  numParams(): number {
-    return this.params.count;
+  /** After a MoE block's mixer: x + MoE(RMSNorm' x) through the context's MoE function; x (B·T, C). */
+  protected override async afterLayer(ctx: ModelContext, tape: Tape, x: Tensor, i: number, _b: number, _t: number): Promise<Tensor> {
+    if (!isMoELayer(this.moe, i)) return x;
+    const n = `backbone.layers.${i}`;
+    const m = rmsNorm(tape, x, this.p(`${n}.moe_norm.weight`), `${n}.moe_norm`); // (B·T, C)
+    return add(tape, x, await moeOf(ctx, this.arch)({ layer: i, x: m }), `${n}.moe_res`);
   }
 
   /** 6·(active parameters: all but the unused E − topK experts per MoE layer) plus Mamba's scan, 27·L·D·N. */
-  flopsPerToken(_t: number): number {
+  override flopsPerToken(_t: number): number {
     const { nLayer: L, nEmbd: C, dState: N, expand, bias } = this.cfg;
     return 6 * (this.fullCount - inactiveExpertParams(this.moe, L, C, bias)) + 27 * L * expand * C * N;
   }
 
-  describe(): string {
+  override describe(): string {
     const { nLayer, nEmbd, dState, expand, blockSize } = this.cfg;
     const { nExpert, topK, capacityFactor, moeEvery } = this.moe;
     return `mamba-moe · ${nLayer} layers · width ${nEmbd} (inner ${expand * nEmbd}) · state ${dState} · block ${blockSize} · ${nExpert} experts top-${topK} every ${moeEvery} · capacity ×${capacityFactor}`;

@@ -5,6 +5,7 @@
 import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from '../autograd/tape.ts';
 import type { ParamStore } from '../nn/params.ts';
+import { gpuInput, LOCAL, type ModelContext, type ModelInput } from './context.ts';
 
 /**
  * What one forward pass returns; `loss` (2) = [mean loss, counted targets] when targets were given.
@@ -54,11 +55,47 @@ export interface LanguageModel {
    * targets the logits are null when the LM head ran in row chunks (see {@link ForwardResult}).
    * @throws Error when T exceeds the block size.
    */
-  forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts?: ForwardOptions): ForwardResult;
+  forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts?: ForwardOptions): Promise<ForwardResult>;
   /** Parameter count without positional tables (nanoGPT's get_num_params convention). */
   numParams(): number;
   /** Training FLOPs per token (forward + backward) at sequence length t. */
   flopsPerToken(t: number): number;
   /** One line describing the shape, for progress output. */
   describe(): string;
+}
+
+/** Which piece of the forward uses a parameter: block i, the embedding, the head, both ends (a tied embedding) or several blocks (a hybrid's shared block). */
+export type Piece = number | 'embed' | 'head' | 'tied' | 'shared';
+
+/**
+ * A model written once as pieces over a {@link ModelContext} (docs/design.md §23): the
+ * single-rank forward runs them over LOCAL; a pipeline stage runs its range of blocks; a
+ * tensor- or context-parallel rank runs them over its rank context.
+ */
+export interface LayeredModel extends LanguageModel {
+  /** Blocks, the unit a pipeline stage holds. */
+  readonly nLayer: number;
+  /** The residual stream (B·T, C) (or this rank's share of it) from the input ids. */
+  embed(ctx: ModelContext, tape: Tape, input: ModelInput, b: number, t: number, opts: ForwardOptions): Promise<Tensor>;
+  /** Block i on the residual stream x; returns the new residual stream. */
+  block(ctx: ModelContext, tape: Tape, x: Tensor, i: number, b: number, t: number): Promise<Tensor>;
+  /** Final norm, tied LM head and, with targets, the loss. */
+  head(ctx: ModelContext, tape: Tape, x: Tensor, input: ModelInput, opts: ForwardOptions): Promise<ForwardResult>;
+  /** The piece that uses parameter `name` (drives the pipeline's parameter placement). */
+  pieceOf(name: string): Piece;
+}
+
+/**
+ * embed → every block → head over `ctx`: the whole forward of a layered model.
+ * @throws Error when T exceeds the block size (from the embedding) or a piece's own check.
+ */
+export async function runPieces(m: LayeredModel, ctx: ModelContext, tape: Tape, input: ModelInput, b: number, t: number, opts: ForwardOptions = {}): Promise<ForwardResult> {
+  let x = await m.embed(ctx, tape, input, b, t, opts);
+  for (let i = 0; i < m.nLayer; i++) x = await m.block(ctx, tape, x, i, b, t);
+  return await m.head(ctx, tape, x, input, opts);
+}
+
+/** {@link LanguageModel.forward} of a layered model: its pieces over the identity context. */
+export function localForward(m: LayeredModel, tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): Promise<ForwardResult> {
+  return runPieces(m, LOCAL, tape, gpuInput(tokens, hostTokens, targets), b, t, opts);
 }

@@ -8,27 +8,27 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { add, attention, embedding, flashAttention, gelu, layerNorm, linear } from '../autograd/ops.ts';
-import { lmHeadLoss } from './head.ts';
 import type { Tape } from '../autograd/tape.ts';
-import { applyNeftune } from '../kernels/noise.ts';
-import { type ParamSpec, ParamStore } from '../nn/params.ts';
-import { type GPTConfig, gptParamSpecs, validateGPTConfig } from './gpt.ts';
+import type { ParamSpec, Placement } from '../nn/params.ts';
+import { GPT, type GPTConfig, gptParamSpecs, validateGPTConfig } from './gpt.ts';
+import type { ModelContext } from './context.ts';
 import type { ForwardOptions, ForwardResult } from './model.ts';
 import {
   type ExpertShard,
+  expertPlacement,
   forwardLocal,
   inactiveExpertParams,
   isMoELayer,
   type MoECall,
   type MoEConfig,
+  type MoEFn,
   MoELayers,
   type MoELanguageModel,
   moeLayerSpecs,
+  moeOf,
+  moeSteps,
   type Routing,
-  shardedSpecs,
   validateMoEConfig,
-  withAuxLoss,
 } from './moe_layer.ts';
 
 export {
@@ -62,25 +62,28 @@ export function moeParamSpecs(cfg: GPTConfig, moe: MoEConfig): ParamSpec[] {
   return out;
 }
 
-export class GPTMoE implements MoELanguageModel {
-  readonly arch = 'gpt-moe';
-  readonly params: ParamStore;
+/**
+ * nanoGPT's GPT (its embedding, attention, dense MLPs and head are gpt.ts's pieces) whose MoE
+ * blocks' MLP is the MoE function the context carries (moe_layer.ts {@link MoEContext}).
+ */
+export class GPTMoE extends GPT implements MoELanguageModel {
+  override readonly arch = 'gpt-moe';
   readonly shard: ExpertShard;
   readonly moeLayers: MoELayers;
-  private readonly p: (name: string) => Tensor;
 
   /**
    * Builds the model with weights drawn from `seed`; with `shard`, only those experts' weights
-   * are kept, equal to the full model's (every weight is drawn, in the full declaration order).
+   * are kept, equal to the full model's (every weight is drawn, in the full declaration order);
+   * with `place`, that placement of what the shard keeps (nn/params.ts placeSpecs).
    * @throws Error from the GPT and MoE config checks, or for a shard outside 0 … E.
    */
-  constructor(readonly gpu: Gpu, readonly cfg: GPTConfig, readonly moe: MoEConfig, seed: number, shard?: ExpertShard) {
+  constructor(gpu: Gpu, cfg: GPTConfig, readonly moe: MoEConfig, seed: number, shard?: ExpertShard, place?: Placement) {
     validateGPTConfig(cfg);
     validateMoEConfig(moe);
-    this.shard = shard ?? { first: 0, count: moe.nExpert };
-    this.params = new ParamStore(gpu, shardedSpecs(moeParamSpecs(cfg, moe), seed, moe.nExpert, this.shard, 'GPTMoE'), () => 0);
-    this.p = (name) => this.params.get(name).value;
-    this.moeLayers = new MoELayers(moe, this.shard, cfg.nEmbd, cfg.bias, this.p, (i) => `transformer.h.${i}.mlp`);
+    const own = shard ?? { first: 0, count: moe.nExpert };
+    super(gpu, cfg, seed, expertPlacement(moe.nExpert, own, 'GPTMoE', place), moeParamSpecs(cfg, moe));
+    this.shard = own;
+    this.moeLayers = new MoELayers(moe, own, cfg.nEmbd, cfg.bias, (name) => this.p(name), (i) => `transformer.h.${i}.mlp`);
   }
 
   /** The routing of every MoE layer in the last forward pass (valid until that tape is disposed). */
@@ -89,39 +92,19 @@ export class GPTMoE implements MoELanguageModel {
   }
 
   /** See {@link LanguageModel.forward}. @throws Error on a sharded model (use the expert-parallel forward). */
-  forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): ForwardResult {
+  override forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): Promise<ForwardResult> {
     return forwardLocal(this, tape, tokens, hostTokens, targets, b, t, opts);
   }
 
-  /** See {@link MoELanguageModel.steps}. */
-  *steps(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): Generator<MoECall, ForwardResult, Tensor> {
-    const { nLayer, nHead: nh, nEmbd: c, bias } = this.cfg;
-    const p = this.p;
-    const pb = (name: string) => (bias ? p(name) : null);
-    this.moeLayers.lastRouting = [];
-    const wte = p('transformer.wte.weight');
-    let x = embedding(tape, tokens, hostTokens, wte, p('transformer.wpe.weight'), b, t); // (B, T, C)
-    applyNeftune(this.gpu, x, b, t, c, opts.neftune);
-    for (let i = 0; i < nLayer; i++) {
-      const h = `transformer.h.${i}`;
-      const a = layerNorm(tape, x, p(`${h}.ln_1.weight`), p(`${h}.ln_1.bias`), `${h}.ln_1`);
-      const qkv = linear(tape, a, p(`${h}.attn.c_attn.weight`), pb(`${h}.attn.c_attn.bias`), `${h}.c_attn`);
-      const attn = this.cfg.attention === 'naive' ? attention : flashAttention;
-      const y = attn(tape, qkv, { b, t, c, nh }, `${h}.attn`);
-      x = add(tape, x, linear(tape, y, p(`${h}.attn.c_proj.weight`), pb(`${h}.attn.c_proj.bias`), `${h}.c_proj`), `${h}.res1`);
-      const m = layerNorm(tape, x, p(`${h}.ln_2.weight`), p(`${h}.ln_2.bias`), `${h}.ln_2`); // (B·T, C)
-      let down: Tensor;
-      if (isMoELayer(this.moe, i)) down = yield { layer: i, x: m };
-      else {
-        const up = gelu(tape, linear(tape, m, p(`${h}.mlp.c_fc.weight`), pb(`${h}.mlp.c_fc.bias`), `${h}.c_fc`), `${h}.gelu`);
-        down = linear(tape, up, p(`${h}.mlp.c_proj.weight`), pb(`${h}.mlp.c_proj.bias`), `${h}.mlp_proj`);
-      }
-      x = add(tape, x, down, `${h}.res2`);
-    }
-    const xf = layerNorm(tape, x, p('transformer.ln_f.weight'), p('transformer.ln_f.bias'), 'ln_f');
-    if (!targets) return { logits: linear(tape, xf, wte, null, 'lm_head'), loss: null };
-    const { logits, loss } = lmHeadLoss(tape, xf, wte, targets, opts.gradScale ?? 1); // row-chunked past a binding
-    return { logits, loss: withAuxLoss(tape, loss, this.moeLayers.lastRouting, this.moe, opts.gradScale ?? 1) };
+  /** See {@link MoELanguageModel.steps}: GPT's pieces over LOCAL with `moe`, plus the load-balancing loss. */
+  steps(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions, moe: MoEFn): Promise<ForwardResult> {
+    return moeSteps(this, tape, tokens, hostTokens, targets, b, t, opts, moe);
+  }
+
+  /** The MoE blocks' MLP through the context's MoE function; GPT's dense MLP elsewhere. */
+  protected override async mlp(ctx: ModelContext, tape: Tape, m: Tensor, i: number, h: string): Promise<Tensor> {
+    if (!isMoELayer(this.moe, i)) return await super.mlp(ctx, tape, m, i, h);
+    return await moeOf(ctx, this.arch)({ layer: i, x: m });
   }
 
   /** The MoE MLP of block `call.layer` with every expert on this device (moe_layer.ts {@link MoELayers.local}). */
@@ -129,19 +112,14 @@ export class GPTMoE implements MoELanguageModel {
     return this.moeLayers.local(tape, call);
   }
 
-  /** Parameters held here without the positional table (nanoGPT's get_num_params convention). */
-  numParams(): number {
-    return this.params.count - this.cfg.blockSize * this.cfg.nEmbd;
-  }
-
-  describe(): string {
+  override describe(): string {
     const { nLayer, nHead, nEmbd, blockSize } = this.cfg;
     const { nExpert, topK, capacityFactor, moeEvery } = this.moe;
     return `gpt-moe · ${nLayer} layers · ${nHead} heads · width ${nEmbd} · block ${blockSize} · ${nExpert} experts top-${topK} every ${moeEvery} · capacity ×${capacityFactor}`;
   }
 
   /** Training FLOPs per token: 6·(active parameters: dense + router + topK experts per MoE layer) + 12·L·C·T. */
-  flopsPerToken(t: number): number {
+  override flopsPerToken(t: number): number {
     const { nLayer: L, nEmbd: C, bias } = this.cfg;
     const full = moeParamSpecs(this.cfg, this.moe).reduce((a, s) => a + s.shape.reduce((x, y) => x * y, 1), 0) - this.cfg.blockSize * C;
     return 6 * (full - inactiveExpertParams(this.moe, L, C, bias)) + 12 * L * C * t;

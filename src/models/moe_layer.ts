@@ -26,9 +26,9 @@ import { gelu, linear } from '../autograd/ops.ts';
 import { auxLoss, combineRows, dispatchRows, expertLinear, routerGatesOp, routerSoftmax } from '../autograd/moe_ops.ts';
 import type { Tape } from '../autograd/tape.ts';
 import { assignSlots, type SlotPlan, slotPlan, topKExperts } from '../kernels/moe.ts';
-import type { ParamSpec } from '../nn/params.ts';
-import { Random } from '../util/random.ts';
-import type { ForwardOptions, ForwardResult, LanguageModel } from './model.ts';
+import type { ParamSpec, Placement } from '../nn/params.ts';
+import { type ForwardOptions, type ForwardResult, type LanguageModel, type LayeredModel, runPieces } from './model.ts';
+import { gpuInput, LOCAL, type ModelContext } from './context.ts';
 
 /** The MoE knobs (config keys nExpert, topK, capacityFactor, auxLossWeight, moeEvery). */
 export interface MoEConfig {
@@ -249,43 +249,64 @@ export interface MoELanguageModel extends LanguageModel {
   readonly shard: ExpertShard;
   readonly moeLayers: MoELayers;
   /**
-   * The forward pass as a generator that yields at each MoE MLP and resumes with its output
-   * (N, C), so a synchronous driver ({@link forwardLocal}) and an asynchronous one (expert
-   * parallel) share it.
+   * The forward pass with each MoE MLP computed by `moe` (its output (N, C)), so the local
+   * driver ({@link forwardLocal}) and the expert-parallel one share it.
    */
-  steps(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts?: ForwardOptions): Generator<MoECall, ForwardResult, Tensor>;
+  steps(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions, moe: MoEFn): Promise<ForwardResult>;
 }
 
+/** Computes one MoE MLP: on this device, or across an expert-parallel group. */
+export type MoEFn = (call: MoECall) => Tensor | Promise<Tensor>;
+
 /** {@link MoELanguageModel.steps} with every MoE MLP on this device. @throws Error on a model holding a shard of the experts. */
-export function forwardLocal(model: MoELanguageModel, tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): ForwardResult {
+export function forwardLocal(model: MoELanguageModel, tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): Promise<ForwardResult> {
   if (model.shard.count !== model.moe.nExpert) throw new Error(`${model.arch}.forward: this model holds a shard of the experts; run it with forwardExpertParallel (src/parallel/expert_parallel.ts)`);
-  const run = model.steps(tape, tokens, hostTokens, targets, b, t, opts);
-  let r = run.next();
-  while (!r.done) r = run.next(model.moeLayers.local(tape, r.value));
-  return r.value;
+  return model.steps(tape, tokens, hostTokens, targets, b, t, opts, (call) => model.moeLayers.local(tape, call));
 }
 
 /**
- * The parameter specs one device builds: `normal` inits drawn from `seed` over the FULL list in
- * declaration order (as ParamStore would), then only the expert tensors of `shard` kept, so a
- * shard's weights equal the full model's.
+ * The {@link Placement} of an expert-parallel rank: every dense parameter and the experts of
+ * `shard`, whole (nn/params.ts placeSpecs still draws every weight in declaration order, so a
+ * shard's weights equal the full model's); then `outer`'s placement of what it keeps, if given.
  * @throws Error for a shard outside 0 … nExpert (`what` names the model).
  */
-export function shardedSpecs(specs: ParamSpec[], seed: number, nExpert: number, shard: ExpertShard, what: string): ParamSpec[] {
+export function expertPlacement(nExpert: number, shard: ExpertShard, what: string, outer?: Placement): Placement {
   const { first, count } = shard;
   if (!Number.isInteger(first) || !Number.isInteger(count) || first < 0 || count < 1 || first + count > nExpert) {
     throw new Error(`${what}: expert shard [${first}, ${first + count}) is not inside 0 … ${nExpert}`);
   }
-  const rng = new Random(seed);
-  return specs.map((s) => {
-    if (s.init.kind !== 'normal') return s;
-    const std = s.init.std, size = s.shape.reduce((a, b) => a * b, 1);
-    const v = Float32Array.from({ length: size }, () => rng.normal() * std);
-    return { ...s, init: { kind: 'values' as const, at: (j: number) => v[j] } };
-  }).filter((s) => {
+  return (s) => {
     const x = expertOf(s.name);
-    return !x || (x.expert >= first && x.expert < first + count);
-  });
+    if (x && (x.expert < first || x.expert >= first + count)) return null;
+    return outer ? outer(s) : { shape: s.shape, slice: (full) => full };
+  };
+}
+
+/**
+ * A {@link ModelContext} that also computes the MoE MLPs: on this device ({@link MoELayers.local})
+ * or across an expert-parallel group (src/parallel/expert_parallel.ts).
+ */
+export interface MoEContext extends ModelContext {
+  moe: MoEFn;
+}
+
+/** The MoE function `ctx` carries. @throws Error when it carries none (`what` names the model). */
+export function moeOf(ctx: ModelContext, what: string): MoEFn {
+  const moe = (ctx as Partial<MoEContext>).moe;
+  if (!moe) throw new Error(`${what}: this context has no MoE function (ctx.moe); run the model through its forward or steps (models/moe_layer.ts MoEContext)`);
+  return moe;
+}
+
+/**
+ * {@link MoELanguageModel.steps} of a model written as pieces: its pieces over LOCAL with `moe`
+ * computing the MoE MLPs, then every MoE layer's load-balancing term added to the loss
+ * ({@link withAuxLoss}; recording tapes only).
+ */
+export async function moeSteps(model: MoELanguageModel & LayeredModel, tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions, moe: MoEFn): Promise<ForwardResult> {
+  model.moeLayers.lastRouting = [];
+  const ctx: MoEContext = { ...LOCAL, moe };
+  const out = await runPieces(model, ctx, tape, gpuInput(tokens, hostTokens, targets), b, t, opts);
+  return { logits: out.logits, loss: out.loss && withAuxLoss(tape, out.loss, model.moeLayers.lastRouting, model.moe, opts.gradScale ?? 1) };
 }
 
 /** Elements of the experts' parameters in the MoE layers a forward does not use: (E − topK) experts per MoE layer. */

@@ -4,30 +4,48 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { TrainConfig } from '../train/config.ts';
-import { GPT } from './gpt.ts';
-import { LinearLM } from './linear.ts';
-import { Mamba } from './mamba.ts';
+import { GPT, gptPieceOf } from './gpt.ts';
+import { LinearLM, linearPieceOf } from './linear.ts';
+import { Mamba, mambaPieceOf } from './mamba.ts';
+import type { Placement } from '../nn/params.ts';
 import { Hybrid } from './hybrid.ts';
 import { GPTMoE } from './moe.ts';
 import { MambaMoE } from './mamba_moe.ts';
 import type { ExpertShard, MoEConfig, MoELanguageModel } from './moe_layer.ts';
-import type { LanguageModel } from './model.ts';
+import type { LanguageModel, Piece } from './model.ts';
 import { ARCH_NAMES, type ArchName, MOE_ARCHS } from './archs.ts';
 
 export { ARCH_NAMES, type ArchName, MOE_ARCHS };
 
-/** Builds one architecture from a validated training config and the tokenizer's vocabulary size. */
-export type ModelFactory = (gpu: Gpu, cfg: TrainConfig, vocabSize: number, seed: number) => LanguageModel;
+/**
+ * Builds one architecture from a validated training config and the tokenizer's vocabulary size;
+ * with `place`, only a rank's shards of the parameters it holds (layered models only).
+ */
+export type ModelFactory = (gpu: Gpu, cfg: TrainConfig, vocabSize: number, seed: number, place?: Placement) => LanguageModel;
 
 /** Architectures by `--arch` name; the Record type makes a missing one a compile error. */
 export const ARCHS: Record<ArchName, ModelFactory> = {
-  gpt: (gpu, cfg, vocabSize, seed) => new GPT(gpu, gptShape(cfg, vocabSize), seed),
-  linear: (gpu, cfg, vocabSize, seed) =>
-    new LinearLM(gpu, { vocabSize, blockSize: cfg.blockSize, nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, decay: cfg.linearDecay }, seed),
-  mamba: (gpu, cfg, vocabSize, seed) => new Mamba(gpu, mambaShape(cfg, vocabSize), seed),
-  hybrid: (gpu, cfg, vocabSize, seed) => new Hybrid(gpu, { ...mambaShape(cfg, vocabSize), nHead: cfg.nHead, attnEvery: cfg.attnEvery }, seed),
-  'gpt-moe': (gpu, cfg, vocabSize, seed) => createMoEModel(gpu, cfg, vocabSize, { seed }),
-  'mamba-moe': (gpu, cfg, vocabSize, seed) => createMoEModel(gpu, cfg, vocabSize, { seed }),
+  gpt: (gpu, cfg, vocabSize, seed, place) => new GPT(gpu, gptShape(cfg, vocabSize), seed, place),
+  linear: (gpu, cfg, vocabSize, seed, place) =>
+    new LinearLM(gpu, { vocabSize, blockSize: cfg.blockSize, nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, decay: cfg.linearDecay }, seed, place),
+  mamba: (gpu, cfg, vocabSize, seed, place) => new Mamba(gpu, mambaShape(cfg, vocabSize), seed, undefined, place),
+  hybrid: (gpu, cfg, vocabSize, seed, place) => new Hybrid(gpu, { ...mambaShape(cfg, vocabSize), nHead: cfg.nHead, attnEvery: cfg.attnEvery }, seed, place),
+  'gpt-moe': (gpu, cfg, vocabSize, seed, place) => createMoEModel(gpu, cfg, vocabSize, { seed, place }),
+  'mamba-moe': (gpu, cfg, vocabSize, seed, place) => createMoEModel(gpu, cfg, vocabSize, { seed, place }),
+};
+
+/**
+ * The piece (block index, embedding, head) that uses each parameter, per layered architecture:
+ * what a pipeline stage's parameter placement reads. null: not split by tensor / pipeline parallelism
+ * yet (MoE: written as GPT's / Mamba's pieces, but its experts are placed by expert parallelism only).
+ */
+export const PIECES: Record<ArchName, ((name: string) => Piece) | null> = {
+  gpt: gptPieceOf,
+  linear: linearPieceOf,
+  mamba: mambaPieceOf,
+  hybrid: mambaPieceOf,
+  'gpt-moe': null,
+  'mamba-moe': null,
 };
 
 function gptShape(cfg: TrainConfig, vocabSize: number) {
@@ -42,10 +60,10 @@ function mambaShape(cfg: TrainConfig, vocabSize: number) {
  * Builds the model `cfg.arch` names with weights drawn from `seed`.
  * @throws Error naming the allowed architectures for an unknown one, or the model's own shape error.
  */
-export function createModel(gpu: Gpu, cfg: TrainConfig, vocabSize: number, seed = cfg.seed): LanguageModel {
+export function createModel(gpu: Gpu, cfg: TrainConfig, vocabSize: number, seed = cfg.seed, place?: Placement): LanguageModel {
   const make = (ARCHS as Record<string, ModelFactory | undefined>)[cfg.arch];
   if (!make) throw new Error(`unknown arch '${cfg.arch}'; allowed: ${ARCH_NAMES.join(', ')}`);
-  return make(gpu, cfg, vocabSize, seed);
+  return make(gpu, cfg, vocabSize, seed, place);
 }
 
 /** The MoE knobs of a training config (nExpert, moeTopK, capacityFactor, auxLossWeight, moeEvery). */
@@ -59,7 +77,8 @@ export function moeConfigOf(cfg: TrainConfig): MoEConfig {
  * twin of an expert-parallel run). Weights come from `seed` (default cfg.seed).
  * @throws Error naming the MoE architectures for any other arch, or the model's own config error.
  */
-export function createMoEModel(gpu: Gpu, cfg: TrainConfig, vocabSize: number, o: { shard?: ExpertShard; groups?: number; seed?: number } = {}): MoELanguageModel {
+export function createMoEModel(gpu: Gpu, cfg: TrainConfig, vocabSize: number, o: { shard?: ExpertShard; groups?: number; seed?: number; place?: Placement } = {}): MoELanguageModel {
+  if (o.place) throw new Error(`arch '${cfg.arch}': tensor and pipeline parallelism do not place its parameters yet (its experts split by expert parallelism only)`);
   const moe = { ...moeConfigOf(cfg), ...(o.groups !== undefined ? { groups: o.groups } : {}) }, seed = o.seed ?? cfg.seed;
   if (cfg.arch === 'gpt-moe') return new GPTMoE(gpu, gptShape(cfg, vocabSize), moe, seed, o.shard);
   if (cfg.arch === 'mamba-moe') return new MambaMoE(gpu, { ...mambaShape(cfg, vocabSize), bias: cfg.bias }, moe, seed, o.shard);

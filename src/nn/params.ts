@@ -47,6 +47,43 @@ export function storageTensor(gpu: Gpu, elements: number, label: string): Tensor
   return new Tensor(gpu, buf, [elements], 'f32', 0, false, label);
 }
 
+/**
+ * A parameter's initial values as its declaration draws them: one standard normal per element
+ * for 'normal' (in element order), the constant, or the per-element values. The one place
+ * weights are drawn, so a rank that keeps a shard sees exactly the single-rank run's numbers.
+ */
+export function drawValues(s: ParamSpec, random: () => number): Float32Array {
+  const init = s.init, out = new Float32Array(s.shape.reduce((a, b) => a * b, 1));
+  for (let j = 0; j < out.length; j++) out[j] = init.kind === 'normal' ? random() * init.std : init.kind === 'const' ? init.value : init.at(j);
+  return out;
+}
+
+/**
+ * Where a rank keeps one declared parameter: its local shape and its slice of the full values
+ * (a tensor-parallel shard), or null when the rank does not hold it (another pipeline stage).
+ * `copy` marks a second copy of a parameter another rank owns (a pipeline's head copy of a tied
+ * embedding): it is stored after every owned parameter, so a norm can skip it with one slice.
+ */
+export type Placement = (s: ParamSpec) => { shape: number[]; slice: (full: Float32Array) => Float32Array; copy?: boolean } | null;
+
+/**
+ * The parameters a rank holds under `place`, each initialised with its slice of the whole
+ * model's values drawn from `random` in declaration order (every parameter is drawn, kept or
+ * not, so every rank's numbers are the single-rank model's); copies last.
+ * @throws Error when a slice has the wrong length for its local shape.
+ */
+export function placeSpecs(specs: ParamSpec[], random: () => number, place: Placement): ParamSpec[] {
+  const own: ParamSpec[] = [], copies: ParamSpec[] = [];
+  for (const s of specs) {
+    const values = drawValues(s, random), where = place(s);
+    if (!where) continue;
+    const local = where.slice(values);
+    if (local.length !== where.shape.reduce((a, b) => a * b, 1)) throw new Error(`placeSpecs: '${s.name}' slice of ${local.length} elements for shape [${where.shape}]`);
+    (where.copy ? copies : own).push({ ...s, shape: where.shape, init: { kind: 'values', at: (j) => local[j] } });
+  }
+  return [...own, ...copies];
+}
+
 const ALIGN_ELEMS = 64; // 256 bytes: minStorageBufferOffsetAlignment's usual value
 
 /** The per-parameter buffers a store holds flat: values, gradients and the two AdamW moments. */
@@ -93,10 +130,7 @@ export class ParamStore {
       const size = s.shape.reduce((a, b) => a * b, 1);
       const off = offsets[i];
       const slice = (t: Tensor, kind: string) => new Tensor(gpu, t.buffer, s.shape, 'f32', off * 4, false, `${kind}${s.name}`);
-      const init = s.init;
-      for (let j = 0; j < size; j++) {
-        host[off + j] = init.kind === 'normal' ? random() * init.std : init.kind === 'const' ? init.value : init.at(j);
-      }
+      host.set(drawValues(s, random), off);
       this.params.push({ ...s, value: slice(this.values, ''), grad: slice(this.grads, 'grad.'), m: slice(this.m, 'm.'), v: slice(this.v, 'v.'), offset: off, size });
       count += size;
     });
@@ -193,6 +227,8 @@ export class ParamStore {
   }
 
   destroy(): void {
+    // Commands still being encoded may use the buffers; a submit after destroy is a validation error.
+    this.gpu.flush();
     for (const f of FIELDS) {
       this.flat[f]?.buffer.destroy();
       for (const t of this.moved[f]?.owned ?? []) t.buffer.destroy();

@@ -1,5 +1,5 @@
 /**
- * Analytical activation memory per rank (issue 5 item 8): the bytes of the tensors a rank's
+ * Analytical activation memory per rank (docs/design.md §19): the bytes of the tensors a rank's
  * autograd tapes hold at the moment most of them are alive, for THIS implementation (fp32,
  * 4 bytes per element, i32/u32 index buffers too), beside cost.ts's parameter / gradient /
  * optimizer bytes.
@@ -19,7 +19,7 @@
  *   outputs feeding the residual adds (+2 sbh elements), LayerNorm's mean and rstd (4·sb),
  *   and the index the embedding backward reads (V+1 offsets and b·s positions);
  * - one GPT layer on one rank is therefore 18·sbh + (4 + a)·sb elements (their 16 + masks);
- * - the tensor-parallel model (tensor_parallel.ts) keeps what its collectives produced:
+ * - the tensor-parallel rank (the model over rank_context.ts) keeps what its collectives produced:
  *   the f copies / SP all-gathers (2 full (N, C) per layer), the row-parallel partial sums
  *   before their allReduce / reduce-scatter (2 full), the reduced outputs, and with biases
  *   the ones-vector bias "linear" and its sum (row-parallel biases are added once, after
@@ -120,7 +120,7 @@ function gptLayer(g: Geo): ActivationItem[] {
   ];
 }
 
-/** One block of tensor_parallel.ts's TensorParallelGPT on tp rank (Nl = N/t rows under sp). */
+/** One gpt.ts block over a tensor-parallel RankContext (rank_context.ts) on tp rank (Nl = N/t rows under sp). */
 function tpLayer(g: Geo): ActivationItem[] {
   const N = g.b * g.s, C = g.C, t = g.t, Nl = g.sp ? N / t : N, out: ActivationItem[] = [it('ln_1, ln_2 outputs', Nl * C, 2), it('LayerNorm mean, rstd', Nl, 4)];
   if (t > 1) out.push(it(g.sp ? 'sequence-parallel all-gather outputs' : 'f (copy to tp region) outputs', N * C, 2));
@@ -136,24 +136,24 @@ function gptEmbed(g: Geo): ActivationItem[] {
   const N = g.b * g.s, C = g.C;
   if (g.cp === 1) return [it('token + position embedding', N * C), it('token index offsets', g.V + 1), it('token index positions', N)];
   return [
-    it('token, position ids and targets', N, 3), it('zero position table', g.s * C), it('token embedding', N * C), it('token index offsets', g.V + 1),
+    it('token, position ids', N, 2), it('zero position table', g.s * C), it('token embedding', N * C), it('token index offsets', g.V + 1),
     it('position embedding (wpe by global position)', N * C), it('position index offsets', g.T + 1), it('index positions', N, 2), it('embedding sum', N * C),
   ];
 }
 
-/** TensorParallelGPT.embed: vocab-parallel lookup, positions, their sum. */
+/** RankContext.embed with tp > 1: vocab-parallel lookup, positions by lookup, their sum. */
 function tpEmbed(g: Geo): ActivationItem[] {
   const N = g.b * g.s, C = g.C, Nl = g.sp ? N / g.t : N, Vt = paddedVocab(g.V, g.t) / g.t;
   const out = [
     it('vocab shard ids, position ids', N, 2), it('zero position table', g.s * C), it('vocab mask', N * C), it('token embedding (shard)', N * C),
     it('token index offsets', Vt + 1), it('index positions', N, 2), it('masked partial embedding', N * C), it(g.sp ? 'embedding reduce-scatter' : 'embedding allReduce', Nl * C),
-    g.cp > 1 ? it('zero token table', g.s * C) : it('empty token table', C), it('position index offsets', g.cp > 1 ? g.T + 1 : 2), it('position embedding', N * C),
+    it('zero token table', g.s * C), it('position index offsets', g.T + 1), it('position embedding', N * C),
   ];
   if (g.sp) out.push(it('position rows of this rank', Nl * C));
   return [...out, it('embedding sum', Nl * C)];
 }
 
-/** ln_f, the tied LM head and the loss: gpt.ts's (+ targets upload for pipeline stages) or TensorParallelGPT.head. */
+/** ln_f, the tied LM head and the loss: gpt.ts's (+ targets upload for pipeline stages) or RankContext.head with tp > 1. */
 function head(g: Geo, tp: boolean, targets: boolean): ActivationItem[] {
   const N = g.b * g.s, C = g.C, Nl = tp && g.sp ? N / g.t : N;
   const out = [it('ln_f output', Nl * C), it('LayerNorm mean, rstd', Nl, 2)];
@@ -173,7 +173,7 @@ export function korthikantiLayerBytes(s: number, b: number, h: number, a: number
 /**
  * The analytical peak activation memory of `rank` under `plan` (see the module doc): the
  * trainer's model code (gpt.ts for dp / zero / single rank, context_parallel.ts for cp,
- * pipeline_stage.ts for pp, TensorParallelGPT for tp and the mesh) counted per micro-batch
+ * stages.ts for pp, the RankContext for tp, cp and the mesh) counted per micro-batch
  * of b = batchSize/(dp·m) rows of s = T/cp tokens, times what is in flight.
  * @throws Error for an architecture other than gpt, or an invalid plan (validatePlan's rules).
  */
@@ -193,11 +193,11 @@ export function activationMemory(plan: ParallelPlan, model: PlanModel, rank: num
     b: microBatchSize(plan, model), s: model.blockSize / plan.cp, T: model.blockSize, C: model.nEmbd, nh: model.nHead, V: model.vocabSize,
     t: plan.tp, sp: plan.sp, cp: plan.cp, cpKind: plan.cpKind, bias: o.bias ?? true, naive: o.attention === 'naive',
   };
-  const L = model.nLayer, tp = kind === 'tp' || kind === 'mesh';
+  const L = model.nLayer, tp = (kind === 'tp' || kind === 'mesh') && plan.tp > 1; // tp 1: rank_context.ts runs the plain ops
   const layer = tp ? tpLayer(g) : gptLayer(g);
   const times = (items: ActivationItem[], k: number) => items.map((x) => ({ ...x, count: x.count * k }));
   if (kind !== 'pp' && kind !== 'mesh') {
-    const items = [...(tp ? tpEmbed(g) : gptEmbed(g)), ...times(layer, L), ...head(g, tp, false)]; // cp uploads its targets with the ids (gptEmbed)
+    const items = [...(tp ? tpEmbed(g) : gptEmbed(g)), ...times(layer, L), ...head(g, tp, g.cp > 1)]; // cp uploads its targets in the head
     const bytes = raw(items);
     return { kind, bytes, pooledBytes: pooled(items), perMicroBatch: bytes, inFlight: 1, perLayer: raw(layer), stages: [{ stage: -1, items }] };
   }
@@ -206,7 +206,7 @@ export function activationMemory(plan: ParallelPlan, model: PlanModel, rank: num
   const sched = makeSchedule(plan.schedule, plan.pp, plan.microBatches, v);
   const N = g.b * g.s, input = [it('received activation', tp && g.sp ? (N / g.t) * g.C : N * g.C)];
   const stageItems = (s: number): ActivationItem[] => [
-    ...(s === 0 ? (tp ? tpEmbed(g) : [it('token ids', N), ...gptEmbed(g)]) : []),
+    ...(s === 0 ? (tp ? tpEmbed(g) : [...(g.cp > 1 ? [] : [it('token ids', N)]), ...gptEmbed(g)]) : []),
     ...times(layer, L / S),
     ...(s === S - 1 ? head(g, tp, true) : [it('send marker', 1)]),
   ];

@@ -2,8 +2,9 @@
  * Context parallelism for the GPT of src/models/gpt.ts (Megatron-LM context parallelism;
  * picotron context_parallel.py): the cp ranks of a group each hold T/cp tokens of every
  * sequence of the batch and a full replica of the parameters. Every op but attention is
- * per-token, so a rank runs the model on its own tokens only — with the position embedding
- * rows of their global positions — and attention is replaced by
+ * per-token, so a rank runs the model's own pieces on its own tokens only, over a RankContext
+ * (rank_context.ts) that looks the position embedding up at their global positions and
+ * replaces attention by
  * - `ring`: zig-zag ring attention (ring_attention.ts; rank r holds chunks r and 2cp−1−r of
  *   2cp), or
  * - `ulysses`: DeepSpeed-Ulysses all-to-alls around full-sequence flash attention over nh/cp
@@ -26,10 +27,9 @@ import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { Tape } from '../autograd/tape.ts';
 import { RULES } from '../autograd/rules.ts';
-import { add, crossEntropy, embedding, gelu, layerNorm, linear } from '../autograd/ops.ts';
-import type { Communicator } from '../dist/communicator.ts';
-import type { GPT } from '../models/gpt.ts';
-import type { LanguageModel } from '../models/model.ts';
+import type { Communicator } from '../comm/communicator.ts';
+import { type LanguageModel, type LayeredModel, runPieces } from '../models/model.ts';
+import { RankContext } from './rank_context.ts';
 import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { AdamW } from '../train/optimizer.ts';
@@ -38,8 +38,7 @@ import type { StepRecord } from '../train/trainer.ts';
 import type { CpKind } from './plan.ts';
 import { subGroup } from './data_parallel.ts';
 import { type Sent, TrafficMeter } from './traffic.ts';
-import { ringAttention, zigzagPositions } from './ring_attention.ts';
-import { ulyssesAttention } from './ulysses.ts';
+import { zigzagPositions } from './ring_attention.ts';
 
 /**
  * Global positions of rank r's T/cp tokens: zig-zag chunks for `ring`, the contiguous slice
@@ -73,42 +72,6 @@ export function checkContextParallel(cfg: TrainConfig, cp: number, kind: CpKind)
   if (cfg.goldfishK || cfg.neftuneAlpha) throw new Error('context parallel: goldfishK and neftuneAlpha must be 0');
 }
 
-/**
- * The forward of gpt.ts on this rank's tokens: tokens and targets are (B, T/cp) host ids at
- * global positions `pos` (from {@link cpPositions}). Returns the loss (2) = [mean over the
- * rank's targets, count]. Collectives make it asynchronous; the tape needs backwardAsync.
- */
-export async function contextParallelForward(tape: Tape, model: GPT, tokens: Int32Array, targets: Int32Array, pos: Int32Array, kind: CpKind, group: Communicator, gradScale = 1): Promise<Tensor> {
-  const gpu = tape.gpu, { nLayer, nHead: nh, nEmbd: c, bias } = model.cfg, b = tokens.length / pos.length, t = pos.length;
-  const p = (name: string) => model.params.get(name).value;
-  const pb = (name: string) => (bias ? p(name) : null);
-  const ids = gpu.upload(tokens, [b, t], 'i32', 'cp.tokens');
-  const posHost = Int32Array.from({ length: b * t }, (_, i) => pos[i % t]);
-  const posIds = gpu.upload(posHost, [b, t], 'i32', 'cp.positions');
-  const tgt = gpu.upload(targets, [b * t], 'i32', 'cp.targets');
-  // The embedding op adds a (T, C) table by row index; a frozen zero table stands in, and the
-  // position rows come from a second lookup with wpe as the token table, indexed by position.
-  const zero = gpu.zeros([t, c], 'f32', 'cp.zero_table');
-  tape.onDispose(() => [ids, posIds, tgt, zero].forEach((x) => x.release()));
-  const wte = p('transformer.wte.weight');
-  const tok = embedding(tape, ids, tokens, wte, zero, b, t);
-  let x = add(tape, tok, embedding(tape, posIds, posHost, p('transformer.wpe.weight'), zero, b, t), 'emb');
-  for (let i = 0; i < nLayer; i++) {
-    const h = `transformer.h.${i}`;
-    const a = layerNorm(tape, x, p(`${h}.ln_1.weight`), p(`${h}.ln_1.bias`), `${h}.ln_1`);
-    const qkv = linear(tape, a, p(`${h}.attn.c_attn.weight`), pb(`${h}.attn.c_attn.bias`), `${h}.c_attn`); // (B·T/cp, 3C)
-    const dims = { b, t, c, nh, causal: true };
-    const y = kind === 'ring' ? await ringAttention(tape, qkv, dims, group, `${h}.attn`) : await ulyssesAttention(tape, qkv, dims, group, `${h}.attn`);
-    x = add(tape, x, linear(tape, y, p(`${h}.attn.c_proj.weight`), pb(`${h}.attn.c_proj.bias`), `${h}.c_proj`), `${h}.res1`);
-    const m = layerNorm(tape, x, p(`${h}.ln_2.weight`), p(`${h}.ln_2.bias`), `${h}.ln_2`);
-    const up = gelu(tape, linear(tape, m, p(`${h}.mlp.c_fc.weight`), pb(`${h}.mlp.c_fc.bias`), `${h}.c_fc`), `${h}.gelu`);
-    x = add(tape, x, linear(tape, up, p(`${h}.mlp.c_proj.weight`), pb(`${h}.mlp.c_proj.bias`), `${h}.mlp_proj`), `${h}.res2`);
-  }
-  const xf = layerNorm(tape, x, p('transformer.ln_f.weight'), p('transformer.ln_f.bias'), 'ln_f');
-  const logits = linear(tape, xf, wte, null, 'lm_head');
-  return crossEntropy(tape, logits, tgt, gradScale);
-}
-
 /** One context-parallel step as a rank saw it. */
 export interface ContextParallelStepRecord extends StepRecord {
   /** Elements this rank sent during the step, keyed `group/op` (traffic.ts). */
@@ -121,7 +84,7 @@ export class ContextParallelTrainer {
   readonly opt: AdamW;
   /** Global positions of this rank's tokens. */
   readonly positions: Int32Array;
-  private readonly attn: Communicator;
+  private readonly ctx: RankContext;
   private readonly grads: Communicator;
   private readonly lossGroup: Communicator;
   private readonly meter: TrafficMeter;
@@ -138,7 +101,8 @@ export class ContextParallelTrainer {
     validateSchedule(this.schedule, cfg.steps);
     this.positions = cpPositions(kind, comm.rank, comm.size, cfg.blockSize);
     this.opt = new AdamW(gpu, model.params, cfg);
-    this.attn = subGroup(comm, 'attn');
+    const self = comm.newGroup([comm.ranks[comm.rank]], `${comm.id}/self`);
+    this.ctx = new RankContext({ tp: self, vocabSize: model.cfg.vocabSize, context: { group: subGroup(comm, 'attn'), kind, positions: this.positions } });
     this.grads = subGroup(comm, 'grads');
     this.lossGroup = subGroup(comm, 'loss');
     this.meter = TrafficMeter.of(comm);
@@ -161,7 +125,8 @@ export class ContextParallelTrainer {
       const batch = this.data.batch('train', b, t, cfg.seed, step, micro);
       const tape = new Tape(gpu, this.paramGrads);
       const x = takePositions(batch.x, b, t, this.positions), y = takePositions(batch.y, b, t, this.positions);
-      const lossT = await contextParallelForward(tape, model as GPT, x, y, this.positions, this.kind, this.attn, 1 / cfg.gradAccum);
+      const input = { hostTokens: x, tokens: null, targets: null, hostTargets: y };
+      const lossT = (await runPieces(model as LayeredModel, this.ctx, tape, input, b, this.positions.length, { gradScale: 1 / cfg.gradAccum })).loss!;
       await tape.backwardAsync(RULES);
       loss += (await gpu.read(lossT))[0] / cfg.gradAccum;
       tape.dispose();

@@ -1,15 +1,15 @@
 /**
- * Analytical costs of a parallel plan (DESIGN.md §7, issue 5 item 8): per-rank memory under
+ * Analytical costs of a parallel plan (docs/design.md §17, §19): per-rank memory under
  * each ZeRO stage, the pipeline bubble, and the per-step traffic of a whole plan by parallel
- * dimension ({@link stepTraffic}, DESIGN.md §7's table made exact). What one collective call
- * sends and costs is src/dist/cost.ts's.
+ * dimension ({@link stepTraffic}, docs/design.md §17's table made exact). What one collective call
+ * sends and costs is src/comm/cost.ts's.
  *
  * Units: elements (one f32 = 4 bytes), bytes. `n` is the element count of the buffer a call is
- * made with (src/dist/cost.ts's convention).
+ * made with (src/comm/cost.ts's convention).
  */
-import type { Algorithm } from '../dist/communicator.ts';
-import { type Collective, collectiveTraffic } from '../dist/cost.ts';
-import type { MeshCoords } from '../dist/mesh.ts';
+import type { Algorithm } from '../comm/communicator.ts';
+import { type Collective, collectiveTraffic } from '../comm/cost.ts';
+import type { MeshCoords } from '../comm/mesh.ts';
 import { microBatchSize, type ParallelPlan, planGroup, planMesh, type PlanModel, planWorldSize, rankParams, type StrategyKind, zeroWorkingElements } from './plan.ts';
 
 /** Bytes per rank of parameters, gradients and optimizer state. */
@@ -58,7 +58,7 @@ export function rankMemory(plan: ParallelPlan, model: PlanModel, rank: number, b
 }
 
 /**
- * DESIGN.md §7's mixed-precision formulas (ZeRO paper §5): fp16 parameters 2Ψ, fp16
+ * docs/design.md §19's mixed-precision formulas (ZeRO paper §5): fp16 parameters 2Ψ, fp16
  * gradients 2Ψ, k bytes of fp32 optimizer state per parameter (k = 12: master weights, m, v):
  * no ZeRO 16Ψ; ZeRO-1 4Ψ + kΨ/d; ZeRO-2 2Ψ + (2+k)Ψ/d; ZeRO-3 (4+k)Ψ/d (unrounded).
  * @throws Error on a negative Ψ, d < 1 or a stage outside 0…3.
@@ -125,7 +125,7 @@ export interface TrafficOptions {
 }
 
 /**
- * Every message `rank` sends in one optimizer step of `plan` (DESIGN.md §7), one row per kind:
+ * Every message `rank` sends in one optimizer step of `plan` (docs/design.md §17), one row per kind:
  * - dp: gradients synchronised over the dp·cp ranks that share parameters (Megatron's
  *   data-parallel group with context parallelism), per bucket: one allReduce (zero 0); a
  *   reduce-scatter (per micro-batch for zero 2) + one all-gather of the updated parameters

@@ -17,14 +17,14 @@
  *
  * Communication per step and rank (ring allReduce of each bucket of n_k elements, chunks from
  * `chunkOffsets(n_k, d)`): Σ_k (2·n_k − chunk_r − chunk_{r+1}) elements, i.e. 2(d−1)/d·Ψ_flat
- * when every bucket splits evenly (DESIGN.md §7), plus one 1-element allReduce for the loss.
+ * when every bucket splits evenly (docs/design.md §17), plus one 1-element allReduce for the loss.
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { Tape } from '../autograd/tape.ts';
 import { RULES } from '../autograd/rules.ts';
 import { axpy } from '../kernels/elementwise.ts';
-import type { Communicator } from '../dist/communicator.ts';
+import type { Communicator } from '../comm/communicator.ts';
 import type { LanguageModel } from '../models/model.ts';
 import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from '../train/config.ts';
@@ -90,14 +90,14 @@ export class LocalBatches {
    * Uploads this rank's rows of micro-batch `micro` of step `step` and encodes the forward on
    * `tape` with loss gradient scale 1/gradAccum, adding loss/gradAccum to the accumulator.
    */
-  forward(tape: Tape, step: number, micro: number): void {
+  async forward(tape: Tape, step: number, micro: number): Promise<void> {
     const { gpu, cfg } = this;
     const t = cfg.blockSize, b = this.rows;
     const batch = this.data.batch('train', cfg.batchSize, t, cfg.seed, step, micro);
     const x = batch.x.slice(this.rank * b * t, (this.rank + 1) * b * t);
     gpu.write(this.tokens, x);
     gpu.write(this.targets, batch.y.slice(this.rank * b * t, (this.rank + 1) * b * t));
-    const { loss } = this.model.forward(tape, this.tokens, x, this.targets, b, t, { gradScale: 1 / cfg.gradAccum });
+    const { loss } = await this.model.forward(tape, this.tokens, x, this.targets, b, t, { gradScale: 1 / cfg.gradAccum });
     axpy(gpu, 1 / cfg.gradAccum, loss!, this.lossAcc);
   }
 
@@ -159,7 +159,7 @@ export class DataParallelTrainer {
     for (let micro = 0; micro < cfg.gradAccum; micro++) {
       const last = micro === cfg.gradAccum - 1;
       const tape = last ? new LoggingTape(gpu, this.paramGrads) : new Tape(gpu, this.paramGrads);
-      this.batches.forward(tape, step, micro);
+      await this.batches.forward(tape, step, micro);
       if (last) {
         overlap = await backwardWithBuckets(gpu, model.params, this.buckets, tape as LoggingTape, RULES, async (b, host) => {
           await this.gradGroup.allReduce(host, { op: 'avg' });

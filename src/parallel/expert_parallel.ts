@@ -39,7 +39,7 @@ import { RULES } from '../autograd/rules.ts';
 import { collectiveOp } from '../autograd/collective.ts';
 import { axpy } from '../kernels/elementwise.ts';
 import { adamwUpdate, packAdamHyper } from '../kernels/adamw.ts';
-import type { Communicator } from '../dist/communicator.ts';
+import type { Communicator } from '../comm/communicator.ts';
 import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { lrAt, type ScheduleSpec, scheduleFromConfig, validateSchedule } from '../train/schedules.ts';
@@ -157,10 +157,7 @@ export async function forwardExpertParallel(model: MoELanguageModel, tape: Tape,
   if (model.shard.count * comm.size !== model.moe.nExpert) {
     throw new Error(`expert parallel: a group of ${comm.size} ranks needs ${model.moe.nExpert / comm.size} experts per rank, the model holds ${model.shard.count}`);
   }
-  const run = model.steps(tape, tokens, hostTokens, targets, b, t, opts);
-  let r = run.next();
-  while (!r.done) r = run.next(await moeExpertParallel(tape, model, r.value, comm));
-  return r.value;
+  return await model.steps(tape, tokens, hostTokens, targets, b, t, opts, (call) => moeExpertParallel(tape, model, call, comm));
 }
 
 /**

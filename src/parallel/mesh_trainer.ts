@@ -1,5 +1,5 @@
 /**
- * One trainer over the whole [dp, pp, cp, tp] DeviceMesh (issue 5 item 7; DESIGN.md §6–§7),
+ * One trainer over the whole [dp, pp, cp, tp] DeviceMesh (docs/design.md §16–§18),
  * composing the strategies that work alone elsewhere in src/parallel the way Megatron-LM and
  * picotron compose them (Narayanan et al., arXiv 2104.04473, "PTD-P"):
  *
@@ -20,8 +20,9 @@
  *   `checkMeshPlan(plan, cfg, vocabSize, worldSize)` throws the same up-front errors the
  *   constructor throws (invalid plan, unsupported combination) without touching a device.
  *   cfg.batchSize is the GLOBAL batch of one step (plan.ts convention); cfg.gradAccum must be 1
- *   (micro-batching is plan.microBatches); arch gpt; goldfish / NEFTune off. Weights start from
- *   cfg.seed exactly as the single-rank GPT's (no GPU needed to draw them).
+ *   (micro-batching is plan.microBatches); a layered arch (gpt, linear, mamba; hybrid with pp 1;
+ *   tp only where tp_table.ts has every parameter); goldfish / NEFTune off. Weights start from
+ *   cfg.seed exactly as the single-rank model's.
  *   `sent` keys: `tp[..]/act|ce|sp-grads/<op>`, `pp[..]:p2p/send`, `cp[..]/attn:p2p/send` (ring)
  *   or `cp[..]/attn/allToAll` (Ulysses), `dp[..]` (`dpcp[..]` with cp) `/grads/allReduce` or, with
  *   ZeRO-1, `/grads/reduceScatter` + `/params/allGather`, `embedding[first,last]/allReduce`,
@@ -31,11 +32,12 @@
  * `planGroup`; no rank arithmetic here):
  * - pp: the pipeline executor of pipeline.ts (GPipe / 1F1B / interleaved programs from
  *   pipeline_schedule.ts, p2p send/recv on the pp group) runs this rank's stages;
- * - tp (+ sp): each stage's blocks, embedding and head are TensorParallelGPT's pieces
- *   (tensor_parallel.ts) over the rank's tp group; mesh_stage.ts adapts them to a pipeline stage;
+ * - tp (+ sp): each stage is stages.ts's ModelStages — the architecture's own embed / block /
+ *   head — over the rank's RankContext (rank_context.ts), whose linear, attention, embedding and
+ *   head follow tp_table.ts's role of each parameter over the rank's tp group;
  * - cp: this rank holds the T/cp tokens of every row at context_parallel.ts `cpPositions`
  *   (zig-zag for ring, contiguous for Ulysses); attention inside each block is ring attention or
- *   Ulysses over the cp group (tensor_parallel.ts's `context` option);
+ *   Ulysses over the cp group (the RankContext's `context`);
  * - dp: this rank takes rows [dp_i·B/dp, (dp_i+1)·B/dp) of the global batch (split into m
  *   micro-batches); after the schedule, one allReduce (avg) of the whole gradient, packed
  *   (Ψ_r = plan.ts rankParams().dense elements), over the dp·cp ranks of its (pp, tp) coordinate;
@@ -51,9 +53,9 @@
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { adamwUpdate, packAdamHyper } from '../kernels/adamw.ts';
-import type { Communicator } from '../dist/communicator.ts';
-import type { MeshCoords, MeshDim } from '../dist/mesh.ts';
-import { wallMs } from '../dist/trace.ts';
+import type { Communicator } from '../comm/communicator.ts';
+import type { MeshCoords, MeshDim } from '../comm/mesh.ts';
+import { wallMs } from '../comm/trace.ts';
 import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { lrAt, type ScheduleSpec, scheduleFromConfig, validateSchedule } from '../train/schedules.ts';
@@ -62,13 +64,13 @@ import { checkPipeline } from './pipeline.ts';
 import { PipelineExecutor, type SpanFn } from './pipeline_executor.ts';
 import type { PipelineSchedule } from './pipeline_schedule.ts';
 import type { Span } from './pipeline_sim.ts';
-import { gptInitialWeights, WTE } from './pipeline_stage.ts';
 import { describePlan, type ParallelPlan, planGroup, planMesh, validatePlan } from './plan.ts';
-import { gptConfigOf, shardKind } from './tensor_parallel.ts';
+import { shardKind } from './tp_table.ts';
 import { allReduceSequenceParallelGrads } from './sequence_parallel.ts';
 import { subGroup } from './data_parallel.ts';
 import { type Sent, TrafficMeter } from './traffic.ts';
-import { TensorParallelStages } from './mesh_stage.ts';
+import { ModelStages } from './stages.ts';
+import { RankContext } from './rank_context.ts';
 import { cpPositions, takePositions } from './context_parallel.ts';
 import { MeshZero1 } from './mesh_zero.ts';
 import { clipScale } from '../train/optimizer.ts';
@@ -79,7 +81,7 @@ export interface MeshStepRecord extends StepRecord {
   sent: Sent;
   /** This rank's compute / comm / idle spans, ms from `origin`, in time order. */
   timeline: Span[];
-  /** Wall clock (epoch ms, src/dist/trace.ts wallMs) of the step's start, to line ranks' timelines up. */
+  /** Wall clock (epoch ms, src/comm/trace.ts wallMs) of the step's start, to line ranks' timelines up. */
   origin: number;
 }
 
@@ -115,7 +117,7 @@ function describeOthers(plan: ParallelPlan, skip: string): string {
 export class MeshTrainer {
   readonly schedule: ScheduleSpec;
   readonly program: PipelineSchedule;
-  readonly stages: TensorParallelStages;
+  readonly stages: ModelStages;
   /** This rank's mesh coordinates. */
   readonly coords: MeshCoords;
   /**
@@ -159,10 +161,8 @@ export class MeshTrainer {
     const tp = comm('tp'), T = cfg.blockSize;
     this.positions = plan.cp > 1 ? cpPositions(plan.cpKind, this.coords.cp, plan.cp, T) : Int32Array.from({ length: T }, (_, i) => i);
     const context = plan.cp > 1 ? { group: subGroup(comm('cp'), 'attn'), kind: plan.cpKind, positions: this.positions } : undefined;
-    const gcfg = gptConfigOf(cfg, vocabSize);
-    this.stages = new TensorParallelStages(gpu, gcfg, gptInitialWeights(gcfg, cfg.seed), {
-      tp, sequenceParallel: plan.sp, context, ppRank: this.coords.pp, pp: plan.pp, v: this.program.v,
-    });
+    const ctx = new RankContext({ tp, vocabSize, sequenceParallel: plan.sp, context });
+    this.stages = new ModelStages(gpu, cfg, vocabSize, ctx, { ppRank: this.coords.pp, pp: plan.pp, v: this.program.v });
     this.rows = cfg.batchSize / (plan.dp * plan.microBatches);
     this.exec = new PipelineExecutor(gpu, this.stages, comm('pp'), this.program, this.rows, T / plan.cp);
     const sync = world.newGroup(dpcp, `${plan.cp > 1 ? 'dpcp' : 'dp'}[${dpcp.join(',')}]`);
@@ -202,7 +202,7 @@ export class MeshTrainer {
     const flat = (await gpu.read(stages.params.grads) as Float32Array).slice();
     if (this.embGroup) {
       // The tied embedding's two copies get the sum of the embedding's and the head's gradients.
-      const w = stages.params.get(WTE), g = flat.slice(w.offset, w.offset + w.size);
+      const w = stages.params.get(stages.tied!), g = flat.slice(w.offset, w.offset + w.size);
       await this.embGroup.allReduce(g, { op: 'sum' });
       flat.set(g, w.offset);
     }
@@ -246,8 +246,8 @@ export class MeshTrainer {
    * (stage 0 counts wte; Megatron skips shared copies too).
    */
   private counts(name: string): boolean {
-    if (this.stages.headCopy && name === WTE) return false;
-    return this.coords.tp === 0 || shardKind(name) !== 'replicated';
+    if (this.stages.headCopy && name === this.stages.tied) return false;
+    return this.coords.tp === 0 || this.plan.tp === 1 || shardKind(name) !== 'replicated';
   }
 
   /** Σ g² over the parameters {@link counts} selects, from the store's flat gradient. */

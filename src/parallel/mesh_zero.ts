@@ -17,7 +17,7 @@
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { adamwUpdate } from '../kernels/adamw.ts';
-import type { Communicator } from '../dist/communicator.ts';
+import type { Communicator } from '../comm/communicator.ts';
 import type { ParamStore } from '../nn/params.ts';
 import { sliceOf } from './buckets.ts';
 import { subGroup } from './data_parallel.ts';

@@ -1,5 +1,5 @@
 /**
- * Pipeline parallelism, executed (issue 5 item 4; picotron's pipeline_parallel.py, Megatron-LM
+ * Pipeline parallelism, executed (docs/design.md §16, §20; picotron's pipeline_parallel.py, Megatron-LM
  * `core/pipeline_parallel/schedules.py` + `p2p_communication.py`): each pipeline rank runs its
  * program from pipeline_schedule.ts action by action over its GPT stages (pipeline_stage.ts).
  * The executor ({@link PipelineExecutor}) takes any `PipelineStageModel`, so the mesh trainer
@@ -38,8 +38,8 @@
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { adamwUpdate, gradNorm, packAdamHyper } from '../kernels/adamw.ts';
-import type { Communicator } from '../dist/communicator.ts';
-import { wallMs } from '../dist/trace.ts';
+import type { Communicator } from '../comm/communicator.ts';
+import { wallMs } from '../comm/trace.ts';
 import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { lrAt, type ScheduleSpec, scheduleFromConfig, validateSchedule } from '../train/schedules.ts';
@@ -47,7 +47,9 @@ import type { StepRecord } from '../train/trainer.ts';
 import { checkSchedule, makeSchedule, type PipelineSchedule } from './pipeline_schedule.ts';
 import { PipelineExecutor, type SpanFn } from './pipeline_executor.ts';
 import type { Span } from './pipeline_sim.ts';
-import { checkPipelineSplit, GPTPipelineStages, WTE } from './pipeline_stage.ts';
+import { checkPipelineSplit } from './pipeline_stage.ts';
+import { checkStageArch, ModelStages } from './stages.ts';
+import { RankContext } from './rank_context.ts';
 import { subGroup } from './data_parallel.ts';
 import { type Sent, TrafficMeter } from './traffic.ts';
 import { clipScale } from '../train/optimizer.ts';
@@ -66,17 +68,17 @@ export interface PipelineStepRecord extends StepRecord {
   sent: Sent;
   /** This rank's spans, ms from the step's start, in time order. */
   timeline: Span[];
-  /** Wall clock (epoch ms, src/dist/trace.ts wallMs) of the step's start, to line ranks' timelines up. */
+  /** Wall clock (epoch ms, src/comm/trace.ts wallMs) of the step's start, to line ranks' timelines up. */
   origin: number;
 }
 
 /**
- * Checks that a config runs as a p-rank GPT pipeline with these options.
- * @throws Error naming the violated rule: arch gpt, gradAccum 1, no goldfish / NEFTune, layers
+ * Checks that a config runs as a p-rank pipeline with these options.
+ * @throws Error naming the violated rule: a layered arch (no block shared between stages), gradAccum 1, no goldfish / NEFTune, layers
  *   divisible by p·v, batchSize divisible by m, a valid schedule for (p, m, v).
  */
 export function checkPipeline(cfg: TrainConfig, p: number, o: PipelineOptions): PipelineSchedule {
-  if (cfg.arch !== 'gpt') throw new Error(`pipeline: only arch 'gpt' is split into stages, got '${cfg.arch}'`);
+  checkStageArch(cfg.arch, p);
   if (cfg.gradAccum !== 1) throw new Error(`pipeline: gradAccum must be 1 (micro-batching is the schedule's m), got ${cfg.gradAccum}`);
   if (cfg.goldfishK) throw new Error('pipeline: goldfishK must be 0; uneven target counts per micro-batch would break the mean over micro-batches');
   if (cfg.neftuneAlpha) throw new Error('pipeline: neftuneAlpha must be 0 (the noise is seeded per full batch)');
@@ -93,12 +95,12 @@ export function checkPipeline(cfg: TrainConfig, p: number, o: PipelineOptions): 
 }
 
 /**
- * One pipeline rank of a GPT: its stages' parameters, the schedule's program for this rank, and
+ * One pipeline rank of a layered model: its stages' parameters, the schedule's program for this rank, and
  * the AdamW state of its own parameters. Every rank of `comm` (the pp group, rank = stage rank)
  * constructs it with the same config, seed and options and calls {@link step} with the same steps.
  */
 export class PipelineTrainer {
-  readonly model: GPTPipelineStages;
+  readonly model: ModelStages;
   readonly plan: PipelineSchedule;
   readonly schedule: ScheduleSpec;
   /** Rows per micro-batch, B/m. */
@@ -120,13 +122,13 @@ export class PipelineTrainer {
     this.plan = checkPipeline(cfg, comm.size, opts);
     this.schedule = scheduleFromConfig(cfg);
     validateSchedule(this.schedule, cfg.steps);
-    const { blockSize, nLayer, nHead, nEmbd, bias, attention } = cfg;
-    this.model = new GPTPipelineStages(gpu, { vocabSize, blockSize, nLayer, nHead, nEmbd, bias, attention }, cfg.seed, comm.rank, comm.size, this.plan.v);
+    const { blockSize } = cfg, self = comm.newGroup([comm.ranks[comm.rank]], `${comm.id}/self`);
+    this.model = new ModelStages(gpu, cfg, vocabSize, new RankContext({ tp: self, vocabSize }), { ppRank: comm.rank, pp: comm.size, v: this.plan.v });
     this.rows = cfg.batchSize / this.plan.m;
     this.exec = new PipelineExecutor(gpu, this.model, subGroup(comm, 'pp'), this.plan, this.rows, blockSize);
     this.scalars = subGroup(comm, 'scalars');
     const ends = [...new Set([comm.ranks[0], comm.ranks[comm.size - 1]])];
-    this.embGroup = ends.length > 1 && ends.includes(comm.ranks[comm.rank]) ? comm.newGroup(ends, `${comm.id}/embedding`) : null;
+    this.embGroup = this.model.tied && ends.length > 1 && ends.includes(comm.ranks[comm.rank]) ? comm.newGroup(ends, `${comm.id}/embedding`) : null;
     this.meter = TrafficMeter.of(comm);
     this.lossAcc = gpu.zeros([2], 'f32', 'pp.loss');
     this.norm = gpu.zeros([2], 'f32', 'pp.grad_norm');
@@ -151,8 +153,8 @@ export class PipelineTrainer {
 
     let start = wallMs();
     if (this.embGroup) {
-      // Sum of the embedding's and the head's wte gradients, on both copies (they stay equal).
-      const g = model.params.get(WTE).grad, host = (await gpu.read(g)) as Float32Array;
+      // Sum of the embedding's and the head's gradients of the tied table, on both copies (they stay equal).
+      const g = model.params.get(model.tied!).grad, host = (await gpu.read(g)) as Float32Array;
       await this.embGroup.allReduce(host, { op: 'sum' });
       gpu.write(g, host);
       span('comm', start, 'embedding allReduce');

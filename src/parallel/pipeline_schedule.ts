@@ -1,5 +1,5 @@
 /**
- * Pipeline-parallel schedules written as data (issue 5 item 4): for p ranks, v virtual stages
+ * Pipeline-parallel schedules written as data (docs/design.md §20): for p ranks, v virtual stages
  * per rank (S = p·v stages) and m micro-batches, one list of {@link PipeAction}s per rank.
  *
  * Layout: stage s lives on rank s mod p, so rank r holds stages r, r+p, …, r+(v−1)p

@@ -1,7 +1,7 @@
 /**
- * A parallel plan (issue 5 item 7): the degrees of every strategy and the checks that run
+ * A parallel plan (docs/design.md §16): the degrees of every strategy and the checks that run
  * before any worker starts. Ranks are laid out on the `DeviceMesh` grid [dp, pp, cp, tp]
- * (src/dist/mesh.ts, picotron's order); expert parallelism lives inside the DP dimension
+ * (src/comm/mesh.ts, picotron's order); expert parallelism lives inside the DP dimension
  * (ep consecutive DP indices form one EP group, as DeepSpeed-MoE's expert-parallel groups).
  *
  * Batch convention: `batchSize` is the global batch of one optimizer step (the sequences the
@@ -13,7 +13,7 @@
  * work with tp 2. Padded rows are never a target; the cross-entropy must mask their logits
  * to −∞ so the loss equals the unpadded model's.
  */
-import { DeviceMesh, type MeshCoords, type MeshDim } from '../dist/mesh.ts';
+import { DeviceMesh, type MeshCoords, type MeshDim } from '../comm/mesh.ts';
 import { SCHEDULE_KINDS, type ScheduleKind } from './pipeline_schedule.ts';
 
 export type CpKind = 'ring' | 'ulysses';
@@ -214,20 +214,39 @@ export function zeroWorkingElements(model: PlanModel, bias = true): number {
 }
 
 /**
+ * Which architecture each split applies to (docs/design.md §23), as one rule per dimension:
+ * - tp: the architectures tp_table.ts covers — gpt, mamba (Mamba-2's split of the inner
+ *   channels), hybrid. Not linear: its output norm ln_x spans the whole width, so splitting its
+ *   heads needs a per-head norm; not the MoE models (their forward is not written as pieces yet).
+ * - pp: the layered architectures — gpt, linear, mamba; not hybrid, whose one attention block is
+ *   shared by layers of different stages; not the MoE models.
+ * - cp: gpt only; the recurrent mixers would need the chunk-boundary state passed along the ring
+ *   (a sequence-parallel scan), which is not built.
+ * @throws Error naming the dimension, the architecture and the rule.
+ */
+export function checkArchSplit(plan: ParallelPlan, arch: string): void {
+  const rules: [keyof ParallelPlan, readonly string[], string][] = [
+    ['tp', ['gpt', 'mamba', 'hybrid'], 'tensor parallelism splits gpt, mamba (inner channels) and hybrid; linear\'s ln_x normalises over every head'],
+    ['pp', ['gpt', 'linear', 'mamba'], 'pipeline stages split gpt, linear and mamba; hybrid shares one attention block between stages'],
+    ['cp', ['gpt'], 'context parallelism splits attention only; the recurrent mixers would need a sequence-parallel scan'],
+  ];
+  for (const [dim, archs, why] of rules) {
+    if ((plan[dim] as number) > 1 && !archs.includes(arch)) throw new Error(`${dim} ${plan[dim]} does not apply to --arch ${arch}: ${why} (allowed: ${archs.join(', ')})`);
+  }
+}
+
+/**
  * The trainer for `plan`: one per single dimension, the mesh trainer for dp × pp × tp (+sp).
  * @throws Error "not supported yet: …" for a combination with cp, ep or ZeRO (ep < dp, inside
- *   the DP dimension, is supported), or naming the architecture a strategy needs.
+ *   the DP dimension, is supported), or from {@link checkArchSplit}.
  */
 export function strategyOf(plan: ParallelPlan, arch: string): StrategyKind {
-  const gptOnly = (k: StrategyKind) => {
-    if (arch !== 'gpt') throw new Error(`${k} runs split the GPT of src/models/gpt.ts; got --arch ${arch}`);
-    return k;
-  };
+  if (plan.ep <= 1) checkArchSplit(plan, arch);
   const on = (['dp', 'pp', 'cp', 'tp'] as const).filter((k) => plan[k] > 1);
   if (on.length > 1) {
     const other = [plan.cp > 1 && `cp ${plan.cp}`, plan.ep > 1 && `ep ${plan.ep}`, plan.zero > 0 && `zero ${plan.zero}`].filter(Boolean);
     if (other.length) throw new Error(`not supported yet: ${other.join(', ')} combined with ${on.filter((k) => k !== 'cp').map((k) => `${k} ${plan[k]}`).join(' × ')} (the mesh trainer composes dp × pp × tp (+sp) only)`);
-    return gptOnly('mesh');
+    return 'mesh';
   }
   if (plan.ep > 1) {
     // ep < dp is DeepSpeed-MoE's layout (experts replicated over dp/ep groups); ZeRO over it is not built.
@@ -236,8 +255,8 @@ export function strategyOf(plan: ParallelPlan, arch: string): StrategyKind {
     return 'ep';
   }
   if (plan.zero > 0) return 'zero';
-  if (plan.tp > 1) return gptOnly('tp');
-  if (plan.pp > 1) return gptOnly('pp');
-  if (plan.cp > 1) return gptOnly('cp');
+  if (plan.tp > 1) return 'tp';
+  if (plan.pp > 1) return 'pp';
+  if (plan.cp > 1) return 'cp';
   return 'dp';
 }

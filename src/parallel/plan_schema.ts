@@ -8,7 +8,7 @@
 import { z } from 'zod';
 import { CP_KINDS, type CpKind, makePlan, type ParallelPlan, planWorldSize } from './plan.ts';
 import { SCHEDULE_KINDS, type ScheduleKind } from './pipeline_schedule.ts';
-import { NET_PRESETS, parseNetwork } from '../dist/network.ts';
+import { NET_PRESETS, parseNetwork } from '../comm/network.ts';
 
 /** Ranks of a real run (one worker and WebGPU device each). */
 export const MAX_RUN_WORLD = 64;

@@ -6,7 +6,7 @@
  * bias-correction t, the batches (seed, step, micro)), so the state plus the step resumes the
  * run exactly. Files are tied to the plan: a resumed run must use the same one (resharding a
  * checkpoint for another plan is not implemented). Runtime-neutral: bytes in, bytes out; the
- * CLI writes them (src/cli/parallel_checkpoint.ts).
+ * CLI writes them (src/io/checkpoint_set.ts).
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';

@@ -21,7 +21,7 @@
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from '../autograd/tape.ts';
-import type { Communicator } from '../dist/communicator.ts';
+import type { Communicator } from '../comm/communicator.ts';
 import { flashBlockBackward, flashBlockDsum, type FlashBlockDims, flashBlockForward } from '../kernels/flash_attention_block.ts';
 
 /** Local attention geometry: batch, the rank's T/cp rows, width C, heads. */

@@ -1,5 +1,5 @@
 /**
- * Parallel training runs (issue 5 items 7–8): what every rank of a world does to train one
+ * Parallel training runs (docs/design.md §16–§18): what every rank of a world does to train one
  * model under a {@link ParallelPlan} (the host side that drives a launched `World` is
  * run_host.ts). Runtime-neutral (browser and Deno module workers): no Deno APIs; the data
  * arrives as text or tokens.
@@ -24,8 +24,8 @@
  * - Checkpoints: {@link RankRun.checkpoint} encodes the rank's state (rank_checkpoint.ts);
  *   `TrainRankArgs.resume` restores it and continues at its step.
  */
-import type { Communicator } from '../dist/communicator.ts';
-import type { RankTask } from '../dist/launch.ts';
+import type { Communicator } from '../comm/communicator.ts';
+import type { RankTask } from '../comm/launch.ts';
 import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
 import type { Tensor } from '../gpu/tensor.ts';

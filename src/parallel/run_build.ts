@@ -3,7 +3,7 @@
  * one small interface: step, the rank's ParamStore, what its memory and checkpoint hold, and the
  * whole model where the rank has it (for validation).
  */
-import type { Communicator } from '../dist/communicator.ts';
+import type { Communicator } from '../comm/communicator.ts';
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { TextDataset } from '../data/dataset.ts';
@@ -14,7 +14,8 @@ import { expertOf } from '../models/moe.ts';
 import type { ParamStore } from '../nn/params.ts';
 import { DataParallelTrainer } from './data_parallel.ts';
 import { type ZeroStage, ZeroTrainer } from './zero.ts';
-import { fullWeights, gptConfigOf, TensorParallelGPT } from './tensor_parallel.ts';
+import { ModelStages } from './stages.ts';
+import { RankContext } from './rank_context.ts';
 import { TensorParallelTrainer } from './tp_trainer.ts';
 import { PipelineTrainer } from './pipeline.ts';
 import { ContextParallelTrainer } from './context_parallel.ts';
@@ -58,8 +59,7 @@ export async function buildTrainer(gpu: Gpu, world: Communicator, plan: Parallel
       return own((s) => t.step(s), model.params, { memory: t.memory(), evalModel: plan.zero < 3 ? model : undefined, evaluate: plan.zero === 3 ? () => t.evaluate(data, cfg) : undefined, buckets: t.pieces.map((p) => p.c * world.size), state: () => t.trainingState() }, () => t.destroy());
     }
     case 'tp': {
-      const full = await fullWeights(gpu, () => replica());
-      const model = new TensorParallelGPT(gpu, gptConfigOf(cfg, v), full, world, { sequenceParallel: plan.sp });
+      const model = new ModelStages(gpu, cfg, v, new RankContext({ tp: world, vocabSize: v, sequenceParallel: plan.sp }), { ppRank: 0, pp: 1, v: 1 });
       const t = new TensorParallelTrainer(gpu, model, data, cfg);
       return own((s) => t.step(s), model.params, {}, () => (t.dispose(), model.params.destroy()));
     }

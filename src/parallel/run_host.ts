@@ -8,7 +8,7 @@
  * batch: the files wait in host memory until its record arrives. When the run ends there (its
  * last step, or a stop), the ranks run one probe step from the saved state instead.
  */
-import type { World } from '../dist/launch.ts';
+import type { World } from '../comm/launch.ts';
 import type { Backend } from '../gpu/device.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { type ParallelPlan, planWorldSize } from './plan.ts';

@@ -13,20 +13,21 @@
  * ({@link allReduceSequenceParallelGrads}, Megatron's `_allreduce_layernorm_grads`): the
  * LayerNorm weights and biases, the row-parallel biases, and — because this sandbox adds the
  * learned positions after the embedding's reduce-scatter, on the local rows — the positional
- * table wpe (T × C). The forward itself is TensorParallelGPT's with `sequenceParallel: true`
- * (tensor_parallel.ts), so both variants share one readable model.
+ * table wpe (T × C). The forward itself is the model's own, over a RankContext with
+ * `sequenceParallel: true` (rank_context.ts), so both variants share one readable model.
  */
 import type { Gpu } from '../gpu/context.ts';
-import type { Communicator } from '../dist/communicator.ts';
+import type { Communicator } from '../comm/communicator.ts';
 import type { Param, ParamStore } from '../nn/params.ts';
+import { tpRole } from './tp_table.ts';
 
 /**
- * Whether parameter `name` (src/models/gpt.ts naming) is applied to sequence-parallel rows
- * only and so needs its gradient summed over the tensor-parallel group: LayerNorms
- * (ln_1, ln_2, ln_f), the row-parallel biases (attn.c_proj.bias, mlp.c_proj.bias) and wpe.
+ * Whether parameter `name` is applied to sequence-parallel rows only and so needs its gradient
+ * summed over the tensor-parallel group: every parameter tp_table.ts replicates — the norms,
+ * the row-parallel biases and (GPT) wpe; every other one is sharded and sees all rows.
  */
 export function isSequenceParallelPartial(name: string): boolean {
-  return /\.ln_(1|2|f)\.(weight|bias)$/.test(name) || /\.c_proj\.bias$/.test(name) || name === 'transformer.wpe.weight';
+  return tpRole(name) === 'replicated';
 }
 
 /** The parameters of `store` that {@link isSequenceParallelPartial} selects, in declaration order. */

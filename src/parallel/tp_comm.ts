@@ -10,14 +10,14 @@
  * r of p: contiguous rows, so gathers and scatters are plain allGather / reduceScatter chunks
  * (Megatron's [s, b, h] layout splits along s, which is also its leading dimension).
  *
- * Elements rank r sends per call (ring algorithms, src/dist/algorithms.ts), for n = N·C:
+ * Elements rank r sends per call (ring algorithms, src/comm/algorithms.ts), for n = N·C:
  * allReduce 2n − chunk_r − chunk_{r+1}; allGather and reduceScatter n − one chunk (n(p−1)/p
  * when p divides n).
  */
 import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from '../autograd/tape.ts';
 import { collectiveOp } from '../autograd/collective.ts';
-import type { Communicator } from '../dist/communicator.ts';
+import type { Communicator } from '../comm/communicator.ts';
 
 /** Rows of x (N, C) given its last dimension; throws when N does not split over the group. */
 function rowsOf(x: Tensor, what: string, group: Communicator, split: boolean): { n: number; c: number } {
@@ -78,7 +78,7 @@ export function reduceScatterToSequenceParallelRegion(tape: Tape, x: Tensor, gro
  * `scatter_to_sequence_parallel_region`: keeps this rank's rows forward, all-gathers the
  * gradient backward. For a replicated activation entering the sequence-parallel region
  * (Megatron uses it after the embedding when learned positions are added; this sandbox's GPT
- * reduce-scatters instead, see tensor_parallel.ts, so only tests use it).
+ * reduce-scatters instead, see rank_context.ts, so only tests use it).
  * @param x (N, C) replicated. @returns y (N/p, C).
  * @throws Error when N is not a multiple of the group size.
  */

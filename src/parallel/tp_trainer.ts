@@ -1,5 +1,5 @@
 /**
- * The step of a tensor-parallel rank (tensor_parallel.ts's TensorParallelGPT): gradAccum
+ * The step of a tensor-parallel rank (a ModelStages over a RankContext with tp > 1): gradAccum
  * micro-batches of the single-rank Trainer's batch (every rank sees all of it), backwardAsync,
  * under SP the partial-gradient allReduce (sequence_parallel.ts), then global-norm clipping from
  * one allReduce of the sharded squared-norm partial (replicated parameters counted once,
@@ -11,7 +11,7 @@ import type { Tensor } from '../gpu/tensor.ts';
 import { Tape } from '../autograd/tape.ts';
 import { RULES } from '../autograd/rules.ts';
 import { adamwUpdate, packAdamHyper } from '../kernels/adamw.ts';
-import type { Communicator } from '../dist/communicator.ts';
+import type { Communicator } from '../comm/communicator.ts';
 import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { lrAt, type ScheduleSpec, scheduleFromConfig, validateSchedule } from '../train/schedules.ts';
@@ -20,8 +20,8 @@ import { clipScale } from '../train/optimizer.ts';
 import { subGroup } from './data_parallel.ts';
 import { type Sent, TrafficMeter } from './traffic.ts';
 import { allReduceSequenceParallelGrads } from './sequence_parallel.ts';
-import { shardKind } from './tp_shard.ts';
-import type { TensorParallelGPT } from './tensor_parallel.ts';
+import { shardKind } from './tp_table.ts';
+import type { ModelStages } from './stages.ts';
 
 /** One tensor-parallel step as a rank saw it. */
 export interface TensorParallelStepRecord extends StepRecord {
@@ -38,14 +38,17 @@ export class TensorParallelTrainer {
   private readonly hyper: Tensor;
   private readonly norm: Tensor;
 
+  private readonly group: Communicator;
+
   /** @throws Error for goldfish masking or NEFTune (not supported here) or a bad schedule. */
-  constructor(readonly gpu: Gpu, readonly model: TensorParallelGPT, readonly data: TextDataset, readonly cfg: TrainConfig) {
+  constructor(readonly gpu: Gpu, readonly model: ModelStages, readonly data: TextDataset, readonly cfg: TrainConfig) {
     if (cfg.goldfishK || cfg.neftuneAlpha) throw new Error('tensor parallel: goldfishK and neftuneAlpha must be 0 (not implemented for sharded models)');
     this.schedule = scheduleFromConfig(cfg);
     validateSchedule(this.schedule, cfg.steps);
-    this.meter = TrafficMeter.of(model.group);
-    this.normGroup = subGroup(model.group, 'norm');
-    this.spGroup = subGroup(model.group, 'sp-grads');
+    this.group = model.ctx.o.tp;
+    this.meter = TrafficMeter.of(this.group);
+    this.normGroup = subGroup(this.group, 'norm');
+    this.spGroup = subGroup(this.group, 'sp-grads');
     this.hyper = gpu.zeros([8], 'f32', 'tp.adam_hyper');
     this.norm = gpu.zeros([2], 'f32', 'tp.grad_norm');
   }
@@ -63,12 +66,12 @@ export class TensorParallelTrainer {
     for (let micro = 0; micro < cfg.gradAccum; micro++) {
       const batch = this.data.batch('train', cfg.batchSize, cfg.blockSize, cfg.seed, step, micro);
       const tape = new Tape(gpu, model.gradMap);
-      const out = await model.forward(tape, batch.x, batch.y, cfg.batchSize, cfg.blockSize, { gradScale: 1 / cfg.gradAccum });
-      loss += out.lossValue / cfg.gradAccum;
+      const out = await model.forward(tape, batch.x, batch.y, cfg.batchSize, cfg.blockSize, 1 / cfg.gradAccum);
+      loss += (await gpu.read(out.loss!))[0] / cfg.gradAccum;
       await tape.backwardAsync(RULES);
       tape.dispose();
     }
-    if (model.sequenceParallel) await allReduceSequenceParallelGrads(gpu, model.params, this.spGroup);
+    if (model.ctx.sequenceParallel) await allReduceSequenceParallelGrads(gpu, model.params, this.spGroup);
     const gradNorm = await this.globalNorm();
     const scale = clipScale(gradNorm, cfg.gradClip);
     const lr = lrAt(this.schedule, step);

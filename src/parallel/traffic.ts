@@ -1,15 +1,15 @@
 /**
  * Counts what a rank actually puts on the wire, per group and collective, so a parallel
  * strategy can report "elements sent per step per collective" measured rather than predicted
- * (DESIGN.md §7: the trace must equal the analytical formula exactly, counted in elements).
+ * (docs/design.md §18: the trace must equal the analytical formula exactly, counted in elements).
  *
  * It wraps the rank's `Transport.send` once (every Communicator over that transport shares
  * it), so point-to-point and every collective algorithm are seen, headers included. The
- * collective layer's own tracer (src/dist/trace.ts) records the same messages as spans; this
+ * collective layer's own tracer (src/comm/trace.ts) records the same messages as spans; this
  * meter only keeps running totals that a step can snapshot and reset cheaply.
  */
-import type { Communicator } from '../dist/communicator.ts';
-import type { Transport } from '../dist/transport.ts';
+import type { Communicator } from '../comm/communicator.ts';
+import type { Transport } from '../comm/transport.ts';
 
 /** Elements sent, keyed `group/op` (e.g. `dp[0,1]/grads/reduceScatter`). */
 export type Sent = Record<string, number>;

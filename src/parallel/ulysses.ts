@@ -17,7 +17,7 @@ import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from '../autograd/tape.ts';
 import { flashAttention } from '../autograd/ops.ts';
 import { collectiveOp } from '../autograd/collective.ts';
-import type { Communicator } from '../dist/communicator.ts';
+import type { Communicator } from '../comm/communicator.ts';
 
 /** Local geometry: batch, the rank's T/cp rows, width C, heads (all of them). */
 export interface UlyssesDims {

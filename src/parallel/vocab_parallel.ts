@@ -18,7 +18,7 @@ import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from '../autograd/tape.ts';
 import { embedding, mul } from '../autograd/ops.ts';
 import { collectiveOp } from '../autograd/collective.ts';
-import type { Communicator } from '../dist/communicator.ts';
+import type { Communicator } from '../comm/communicator.ts';
 import { reduceFromTensorParallelRegion, reduceScatterToSequenceParallelRegion } from './tp_comm.ts';
 
 /** The vocabulary slice of one rank: global ids [start, start + rows), of which `valid` are < V. */
@@ -43,7 +43,7 @@ export function vocabShard(vocabSize: number, tp: number, rank: number): VocabSh
 /**
  * Vocab-parallel token embedding: y = Σ_ranks wte_r[tokens] (zero rows for tokens outside a
  * rank's slice), reduced over `group` — allReduce → (B·T, C), or with `sequenceParallel`
- * reduce-scatter → (B·T/p, C). Positions are not added here (see tensor_parallel.ts).
+ * reduce-scatter → (B·T/p, C). Positions are not added here (see rank_context.ts).
  * @param wte (V_p/p, C) this rank's rows, a parameter. @param hostTokens (B·T) global ids.
  * @throws Error when a token is outside [0, V) or the shapes disagree.
  */

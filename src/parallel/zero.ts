@@ -32,7 +32,7 @@
  * Elements sent per step and rank (ring algorithms, C = Σ_k c_k): reduce-scatter
  * (d−1)·C per reduce-scatter pass, all-gather (d−1)·C per gather pass; stage 1 = 2(d−1)·C,
  * stage 2 = (A+1)(d−1)·C, stage 3 = 3A(d−1)·C for A micro-batches, plus 1 element for the
- * loss and 1 for the norm to each ring neighbour step — ≈ 2(d−1)/d·Ψ and 3(d−1)/d·Ψ (DESIGN.md §7).
+ * loss and 1 for the norm to each ring neighbour step — ≈ 2(d−1)/d·Ψ and 3(d−1)/d·Ψ (docs/design.md §17).
  *
  * Memory (fp32, Ψ = flat elements, C = shard, W = resident + largest layer): the ParamStore's
  * flat AdamW moments are freed at every stage (m, v live in shard buffers, 8C bytes); stage 1
@@ -44,7 +44,7 @@ import type { Tensor } from '../gpu/tensor.ts';
 import { Tape } from '../autograd/tape.ts';
 import { RULES } from '../autograd/rules.ts';
 import { adamwUpdate, packAdamHyper } from '../kernels/adamw.ts';
-import type { Communicator } from '../dist/communicator.ts';
+import type { Communicator } from '../comm/communicator.ts';
 import type { LanguageModel } from '../models/model.ts';
 import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from '../train/config.ts';
@@ -195,8 +195,8 @@ export class ZeroTrainer {
       const last = micro === cfg.gradAccum - 1;
       const reduce = stage > 1 || last;
       const tape = reduce ? new LoggingTape(gpu, this.paramGrads) : new Tape(gpu, this.paramGrads);
-      if (own && units) units.forward(await this.gatherAll(own), () => this.batches.forward(tape, step, micro));
-      else this.batches.forward(tape, step, micro);
+      if (own && units) await units.forwardAsync(await this.gatherAll(own), () => this.batches.forward(tape, step, micro));
+      else await this.batches.forward(tape, step, micro);
       if (reduce) {
         let hooks: BucketHooks = {};
         if (units) {

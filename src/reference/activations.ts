@@ -1,5 +1,5 @@
 /**
- * f64 references for kernels/activations.ts (DESIGN.md §5 test standard). Backward
+ * f64 references for kernels/activations.ts (docs/design.md §11 test standard). Backward
  * functions return fresh gradient arrays of Σ y∘dy (not accumulated).
  */
 

@@ -1,5 +1,5 @@
 /**
- * f64 references for the optimizer kernels (DESIGN.md §5 test standard): the global gradient
+ * f64 references for the optimizer kernels (docs/design.md §11 test standard): the global gradient
  * norm with clip scale of torch.nn.utils.clip_grad_norm_, and one torch.optim.AdamW step.
  */
 

@@ -1,5 +1,5 @@
 /**
- * f64 sequential references for linear attention with decay (test-only oracles, DESIGN.md §5).
+ * f64 sequential references for linear attention with decay (test-only oracles, docs/design.md §10–§11).
  *
  * Recurrent per-channel decay with bonus u (GLA / RWKV-6, BlinkDL/RWKV-LM `wkv6_cuda.cu`), per
  * (batch b, head h), state S (K×V), S_{−1} = 0:

@@ -38,7 +38,7 @@ export async function meanLoss(
     gpu.write(tokens, batch.x);
     gpu.write(targets, batch.y);
     const tape = new Tape(gpu, new Map(), false);
-    const { loss } = model.forward(tape, tokens, batch.x, targets, b, t);
+    const { loss } = await model.forward(tape, tokens, batch.x, targets, b, t);
     axpy(gpu, 1 / cfg.evalBatches, loss!, acc);
     tape.dispose();
   }

@@ -69,7 +69,7 @@ export async function greedyGenerate(gpu: Gpu, model: LanguageModel, prompts: In
       for (let i = 0; i < rows; i++) host.set(seqs[i].slice(-len), i * T);
       gpu.write(tokens, host);
       const tape = new Tape(gpu, new Map(), false);
-      const logits = logitsOf(model.forward(tape, tokens, host, null, B, T), 'memorization'); // (B·T, V)
+      const logits = logitsOf(await model.forward(tape, tokens, host, null, B, T), 'memorization'); // (B·T, V)
       const all = (await gpu.read(logits)) as Float32Array;
       tape.dispose();
       for (let i = 0; i < rows; i++) {

@@ -71,11 +71,12 @@ export class Trainer {
 
   /**
    * Encodes optimizer step `step` (0-based): gradAccum micro-batches, then clip + AdamW.
-   * Nothing is read back; call {@link drain} to collect the losses.
+   * Nothing is read back (the promise resolves once the step is encoded, not when the GPU is
+   * done); call {@link drain} to collect the losses.
    */
-  step(step: number): void {
+  async step(step: number): Promise<void> {
     const { gpu } = this;
-    this.gradients(step, true);
+    await this.gradients(step, true);
     const lr = this.lrAt(step);
     this.opt.step(lr, step + 1);
     const slot = this.pending.length;
@@ -86,7 +87,7 @@ export class Trainer {
   }
 
   /** Encodes step `step`'s micro-batches: the mean loss into lossAcc, the gradients into the store. */
-  private gradients(step: number, record: boolean): void {
+  private async gradients(step: number, record: boolean): Promise<void> {
     const { gpu, model, cfg } = this;
     const { batchSize: b, blockSize: t, gradAccum } = cfg;
     model.params.zeroGrad();
@@ -100,7 +101,7 @@ export class Trainer {
       const tape = new Tape(gpu, this.paramGrads);
       // NEFTune noise only in training passes, seeded per (seed, step, micro) so resumes replay it.
       const neftune = cfg.neftuneAlpha > 0 ? { alpha: cfg.neftuneAlpha, seed: mixSeed(cfg.seed, NEFTUNE_SALT, step, micro) } : undefined;
-      const { loss } = model.forward(tape, this.tokens, batch.x, this.targets, b, t, { gradScale: 1 / gradAccum, neftune });
+      const { loss } = await model.forward(tape, this.tokens, batch.x, this.targets, b, t, { gradScale: 1 / gradAccum, neftune });
       axpy(gpu, 1 / gradAccum, loss!, this.lossAcc);
       tape.backward(RULES);
       tape.dispose();
@@ -123,7 +124,7 @@ export class Trainer {
    */
   async probe(step: number): Promise<{ loss: number; gradNorm: number }> {
     const { gpu } = this;
-    this.gradients(step, false);
+    await this.gradients(step, false);
     const norm = gpu.zeros([2], 'f32', 'probe_norm');
     gradNorm(gpu, this.model.params.grads, norm, 0);
     const [loss, g] = [(await gpu.read(this.lossAcc))[0], (await gpu.read(norm))[0]];
@@ -165,7 +166,7 @@ export class Trainer {
       host.set(window);
       gpu.write(ctx, host);
       const tape = new Tape(gpu, new Map(), false);
-      const logits = logitsOf(model.forward(tape, ctx, host, null, 1, T), 'sample');
+      const logits = logitsOf(await model.forward(tape, ctx, host, null, 1, T), 'sample');
       const row = await gpu.read(this.slice(logits, (window.length - 1) * V, V));
       tape.dispose();
       const next = pick(row as Float32Array, temperature, topK, rng);

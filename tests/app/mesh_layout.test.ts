@@ -1,6 +1,6 @@
 import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { groupColour, layoutMesh, meshLinks } from '../../src/app/mesh_layout.ts';
-import { DeviceMesh } from '../../src/dist/mesh.ts';
+import { DeviceMesh } from '../../src/comm/mesh.ts';
 
 Deno.test('mesh layout: one cube per rank, distinct positions, centred, tp neighbours adjacent', () => {
   const shape = [2, 2, 1, 2] as const;

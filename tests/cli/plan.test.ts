@@ -82,7 +82,7 @@ Deno.test({ name: 'plan CLI: invalid plans and flags are one error line naming t
 }});
 
 Deno.test('measuredComparison puts measured counts beside the prediction, keyed dim/collective', async () => {
-  const { measuredComparison } = await import('../../src/cli/plan.ts');
+  const { measuredComparison } = await import('../../src/parallel/plan_report.ts');
   const model = { nLayer: 2, nHead: 2, nEmbd: 64, blockSize: 64, batchSize: 16, vocabSize: 65 };
   const rows = stepTraffic(makePlan({ dp: 2 }), model, 0);
   const predicted = rows.filter((x) => x.collective === 'allReduce').reduce((a, x) => a + x.elements, 0);

@@ -7,7 +7,7 @@
 import { deepEqual, equal, ok } from 'node:assert/strict';
 import { runCli, TINY_RUN } from '../util/cli.ts';
 import { spawnUntil } from '../util/spawn_until.ts';
-import { exists } from '../../src/cli/run_dir.ts';
+import { exists } from '../../src/io/atomic.ts';
 
 const TINY = [...TINY_RUN, '--dp', '2'];
 

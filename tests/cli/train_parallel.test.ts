@@ -9,7 +9,7 @@
  */
 import { deepStrictEqual, equal, match, ok } from 'node:assert/strict';
 import { runCli } from '../util/cli.ts';
-import { type ChromeTrace, validateChromeTrace } from '../../src/dist/trace.ts';
+import { type ChromeTrace, validateChromeTrace } from '../../src/comm/trace.ts';
 
 const TINY = ['--n-layer', '2', '--n-head', '2', '--n-embd', '32', '--block-size', '16', '--batch-size', '4', '--steps', '3', '--log-interval', '1', '--eval-batches', '2', '--lr', '1e-2', '--warmup', '0'];
 const TEST = { sanitizeResources: false, sanitizeOps: false };
@@ -58,7 +58,7 @@ Deno.test({
   name: 'train --dp 2: 3 steps, val loss from rank 0, allReduce spans on both ranks, dp traffic = prediction',
   ...TEST,
   fn: async () => {
-    const { stdout, trace, acc, dir } = await trainRun('train_parallel.ts', ['--dp', '2', '--net', 'nvlink-ib']);
+    const { stdout, trace, acc, dir } = await trainRun('train.ts', ['--dp', '2', '--net', 'nvlink-ib']);
     match(stdout, /^step +2 \| val loss \d+\.\d{4}$/m);
     match(stdout, /^step +0 \| loss \d+\.\d{4} \| lr .* ms\/step \| \d+ tokens\/s/m);
     for (const r of [0, 1]) ok(ops(trace, r, 'collective').has('allReduce'), `rank ${r} allReduce span`);
@@ -89,7 +89,7 @@ Deno.test({
   ...TEST,
   fn: async () => {
     const dir = `${await Deno.makeTempDir({ prefix: 'train-parallel-bad-' })}/run`;
-    const r = await runCli('train_parallel.ts', ['--tp', '3', ...TINY, '--out', dir]);
+    const r = await runCli('train.ts', ['--tp', '3', ...TINY, '--out', dir]);
     equal(r.code, 1);
     const errs = r.stderr.trim().split('\n').filter((l) => l.startsWith('error:'));
     equal(errs.length, 1, r.stderr);
@@ -120,29 +120,29 @@ Deno.test({
     // decay-steps fixes the LR schedule, so the 2-step run's first steps are the 4-step run's.
     const losses = async (dir: string) => (await Deno.readTextFile(`${dir}/metrics.jsonl`)).trim().split('\n').map((l) => JSON.parse(l)).filter((l) => typeof l.loss === 'number');
     const whole = await Deno.makeTempDir({ prefix: 'train-parallel-whole-' }), part = await Deno.makeTempDir({ prefix: 'train-parallel-part-' });
-    let r = await runCli('train_parallel.ts', [...flags(4), '--out', whole]);
+    let r = await runCli('train.ts', [...flags(4), '--out', whole]);
     equal(r.code, 0, r.stderr);
-    r = await runCli('train_parallel.ts', [...flags(2), '--out', part]);
+    r = await runCli('train.ts', [...flags(2), '--out', part]);
     equal(r.code, 0, r.stderr);
     equal(JSON.parse(await Deno.readTextFile(`${part}/ckpt-parallel.json`)).step, 2);
 
     // Refusals leave the checkpoint as it was.
-    const again = await runCli('train_parallel.ts', [...flags(4), '--out', part]);
+    const again = await runCli('train.ts', [...flags(4), '--out', part]);
     equal(again.code, 1);
     match(again.stderr, /already holds a parallel checkpoint: pass --resume/);
-    const other = await runCli('train_parallel.ts', ['--resume', '--out', part, '--dp', '2', '--zero', '1', '--steps', '4']);
+    const other = await runCli('train.ts', ['--resume', '--out', part, '--dp', '2', '--zero', '1', '--steps', '4']);
     equal(other.code, 1);
     match(other.stderr, /--resume: the checkpoint was written by 'dp 2 .*zero 0.*', the flags ask for '.*zero 1.*'; pass the checkpoint's parallel flags/);
     const file = `${part}/ckpt-parallel-2/rank-1.safetensors`, good = await Deno.readFile(file), bad = good.slice();
     bad[bad.length - 1] ^= 0xff;
     await Deno.writeFile(file, bad);
-    const damaged = await runCli('train_parallel.ts', ['--resume', '--out', part, '--dp', '2', '--steps', '4']);
+    const damaged = await runCli('train.ts', ['--resume', '--out', part, '--dp', '2', '--steps', '4']);
     equal(damaged.code, 1);
     match(damaged.stderr, /Corrupt checkpoint .*ckpt-parallel-2\/rank-1\.safetensors: its SHA-256 [0-9a-f]{64} is not the [0-9a-f]{64} that .*ckpt-parallel\.json records for rank 1/);
     deepStrictEqual(await Deno.readFile(file), bad, 'a refused file is left as it was');
     await Deno.writeFile(file, good);
 
-    r = await runCli('train_parallel.ts', ['--resume', '--out', part, '--dp', '2', '--steps', '4']);
+    r = await runCli('train.ts', ['--resume', '--out', part, '--dp', '2', '--steps', '4']);
     equal(r.code, 0, r.stderr);
     match(r.stdout, /resuming at step 2/);
     const [a, b] = [await losses(whole), await losses(part)];

@@ -1,7 +1,7 @@
 import { deepStrictEqual, equal, match, ok, throws } from 'node:assert/strict';
 import { formatDataSpec, MixtureDataset, parseDataSpec } from '../../src/data/mixture.ts';
 import { TextDataset } from '../../src/data/dataset.ts';
-import { loadTrainingData } from '../../src/cli/run_dir.ts';
+import { loadTrainingData } from '../../src/io/corpus.ts';
 import { parseConfig } from '../../src/train/config.ts';
 import { Trainer } from '../../src/train/trainer.ts';
 import { GPT } from '../../src/models/gpt.ts';
@@ -75,7 +75,7 @@ gpuTest('replay: the batch rebuilt from (seed, step) is exactly what the trainer
   const trained: Int32Array[] = [];
   let sawB = false;
   for (let s = 0; s < cfg.steps; s++) {
-    trainer.step(s);
+    await trainer.step(s);
     trained.push(await gpu.read(trainer.tokens) as Int32Array);
   }
   // A fresh process would only know the config: reload the files and rebuild each step's batch.
@@ -93,7 +93,7 @@ gpuTest('replay: the batch rebuilt from (seed, step) is exactly what the trainer
     deepStrictEqual(batch.x, again.data.batch('train', 16, 16, 5, step, micro).x);
     seen.push(`${step}.${micro}`);
   };
-  acc.step(3);
+  await acc.step(3);
   await acc.drain();
   deepStrictEqual(seen, ['3.0', '3.1']);
   // Per-corpus validation is the single-file validation of that corpus.

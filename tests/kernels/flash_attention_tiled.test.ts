@@ -161,7 +161,7 @@ gpuTest(
 );
 
 Deno.test('flashTiles: tiles fit the workgroup-storage budget and are the largest that do', () => {
-  // DESIGN.md §5: at d = 64 in f32 the 16 KiB default allows Bc = 32.
+  // docs/design.md §10: at d = 64 in f32 the 16 KiB default allows Bc = 32.
   const want: [number, number, number][] = [[32, 16384, 64], [64, 16384, 32], [128, 16384, 16], [
     64,
     4096,

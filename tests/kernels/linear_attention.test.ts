@@ -1,5 +1,5 @@
 // Chunked scalar-decay linear attention: the f64 reference's backward against finite
-// differences, then the GPU kernels against the reference (DESIGN.md §5 tolerances).
+// differences, then the GPU kernels against the reference (docs/design.md §7 tolerances).
 import { gpuTest } from '../util/gpu.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import {
@@ -30,7 +30,7 @@ import {
 
 /**
  * Log-decays g = logsigmoid(x)/τ. Strong (x in [−3, 3), τ = 0.1: g down to about −30 per row)
- * is DESIGN.md §5's stress case, but it forgets a chunk within a few rows, so the states and
+ * is docs/design.md §11's stress case, but it forgets a chunk within a few rows, so the states and
  * inter-chunk terms barely matter; mild (x in [2, 6), τ = 1: g ≈ −0.13 … −0.002) carries them
  * across many chunks.
  */

@@ -20,7 +20,7 @@ import { recurrentBackwardRef, recurrentForwardRef } from '../../src/reference/l
 
 /**
  * Log-decays w = logsigmoid(x)/τ: strong (x in [−3, 3), τ = 0.1: down to about −30 per row,
- * DESIGN.md §5's stress case) or mild (x in [2, 6), τ = 1), which keeps the state for long.
+ * docs/design.md §11's stress case) or mild (x in [2, 6), τ = 1), which keeps the state for long.
  */
 function decay(n: number, seed: number, strong: boolean): Float64Array {
   const [lo, hi, tau] = strong ? [-3, 3, 0.1] : [2, 6, 1];

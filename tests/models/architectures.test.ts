@@ -50,7 +50,7 @@ async function routingOf(gpu: Gpu, model: LanguageModel): Promise<string> {
 /** The loss (recording tape for MoE models: training loss with the aux term) and the routing it used. */
 async function lossOf(gpu: Gpu, model: LanguageModel, tTok: Tensor, tokens: Int32Array, tTgt: Tensor, b: number, t: number): Promise<{ loss: number; routing: string }> {
   const tape = new Tape(gpu, 'moeLayers' in model ? model.params.gradMap() : new Map(), 'moeLayers' in model);
-  const { loss } = model.forward(tape, tTok, tokens, tTgt, b, t);
+  const { loss } = await model.forward(tape, tTok, tokens, tTgt, b, t);
   const v = (await gpu.read(loss!))[0];
   const routing = await routingOf(gpu, model);
   tape.dispose();
@@ -77,7 +77,7 @@ for (const [arch, extra] of ARCH_CASES) {
     gpu.write(model.params.values, base);
     model.params.zeroGrad();
     const tape = new Tape(gpu, model.params.gradMap());
-    model.forward(tape, tTok, tokens, tTgt, b, t);
+    await model.forward(tape, tTok, tokens, tTgt, b, t);
     const routing = await routingOf(gpu, model);
     if (routing) ok(routing.split(',').includes('-1'), 'capacity 1 with top-2 drops some choices');
     tape.backward(RULES);
@@ -101,7 +101,7 @@ for (const [arch, extra] of ARCH_CASES) {
     const trainer = new Trainer(gpu, model, data, cfg);
     const init = await trainer.evaluate('val');
     ok(Math.abs(init - Math.log(tok.vocabSize)) < 0.15, `initial val loss ${init} ≈ ln(${tok.vocabSize}) = ${Math.log(tok.vocabSize)}`);
-    for (let s = 0; s < cfg.steps; s++) trainer.step(s);
+    for (let s = 0; s < cfg.steps; s++) await trainer.step(s);
     const recs = await trainer.drain();
     const first = recs.slice(0, 5).reduce((a, x) => a + x.loss, 0) / 5;
     const last = recs.slice(-5).reduce((a, x) => a + x.loss, 0) / 5;

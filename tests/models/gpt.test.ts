@@ -49,7 +49,7 @@ for (const [cfg, b, t] of [
     const tTgt = gpu.upload(targets, [b, t], 'i32');
     model.params.zeroGrad();
     const tape = new Tape(gpu, model.params.gradMap());
-    const { loss } = model.forward(tape, tTok, tokens, tTgt, b, t);
+    const { loss } = await model.forward(tape, tTok, tokens, tTgt, b, t);
     tape.backward(RULES);
     const got = await gpu.read(loss!);
     assertClose([got[0]], [ref.loss], 'loss');
@@ -76,7 +76,7 @@ gpuTest('gradient accumulation: two micro-batches at gradScale ½ give the mean 
   for (const x of batches) {
     const tTok = gpu.upload(x.tokens, [b, t], 'i32'), tTgt = gpu.upload(x.targets, [b, t], 'i32');
     const tape = new Tape(gpu, model.params.gradMap());
-    model.forward(tape, tTok, x.tokens, tTgt, b, t, { gradScale: 0.5 });
+    await model.forward(tape, tTok, x.tokens, tTgt, b, t, { gradScale: 0.5 });
     tape.backward(RULES);
     tape.dispose();
     tTok.release();

@@ -1,7 +1,7 @@
 /**
  * The row-chunked LM head inside whole models (src/models/head.ts): a training step's loss and
- * every parameter gradient equal the unchunked step's for GPT, GPT-MoE and Mamba (common.ts
- * lmHead), and a GPT whose logits (B·T, V) exceed the device's storage binding limit trains.
+ * every parameter gradient equal the unchunked step's for GPT, GPT-MoE and Mamba (context.ts
+ * LOCAL.head), and a GPT whose logits (B·T, V) exceed the device's storage binding limit trains.
  */
 import { equal, ok } from 'node:assert/strict';
 import { gpuTest, testBackend } from '../util/gpu.ts';
@@ -25,7 +25,7 @@ async function step(gpu: Gpu, model: LanguageModel, tokens: Int32Array, targets:
     const tTok = gpu.upload(tokens, [b, t], 'i32'), tTgt = gpu.upload(targets, [b, t], 'i32');
     model.params.zeroGrad();
     const tape = new Tape(gpu, model.params.gradMap());
-    const { logits, loss } = model.forward(tape, tTok, tokens, tTgt, b, t, { gradScale: 0.5 });
+    const { logits, loss } = await model.forward(tape, tTok, tokens, tTgt, b, t, { gradScale: 0.5 });
     tape.backward(RULES);
     const out = { loss: await gpu.read(loss!) as Float32Array, grads: await gpu.read(model.params.grads) as Float32Array, chunked: logits === null };
     tape.dispose();
@@ -103,7 +103,7 @@ async function overflowingStep(gpu: Gpu): Promise<void> {
   const cfg = parseConfig({ nLayer: 1, nHead: 2, nEmbd: 16, blockSize: t, batchSize: b, steps: 1, warmup: 0, evalBatches: 1, logInterval: 1 });
   const model = new GPT(gpu, { vocabSize: vocab, blockSize: t, nLayer: 1, nHead: 2, nEmbd: 16, bias: true }, 1);
   const trainer = new Trainer(gpu, model, data, cfg);
-  trainer.step(0);
+  await trainer.step(0);
   const [rec] = await trainer.drain();
   ok(Math.abs(rec.loss - Math.log(vocab)) < 0.2, `initial loss ${rec.loss} ≈ ln(${vocab}) = ${Math.log(vocab)}`);
   ok(Number.isFinite(rec.gradNorm) && rec.gradNorm > 0, `gradient norm ${rec.gradNorm} is finite and positive`);

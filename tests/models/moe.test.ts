@@ -78,7 +78,7 @@ gpuTest('every parameter gradient matches a central difference of the GPU loss (
   const base = await perturb(gpu, model, 11, 0.3);
   model.params.zeroGrad();
   const tape = new Tape(gpu, model.params.gradMap());
-  model.forward(tape, tTok, tokens, tTgt, b, t);
+  await model.forward(tape, tTok, tokens, tTgt, b, t);
   const routing = await routingOf(gpu, model);
   ok(routing.split(',').includes('-1'), 'capacity 1 with top-2 drops some choices');
   tape.backward(RULES);
@@ -88,7 +88,7 @@ gpuTest('every parameter gradient matches a central difference of the GPU loss (
   const lossAt = async (v: Float32Array) => {
     gpu.write(model.params.values, v);
     const tp = new Tape(gpu, model.params.gradMap());
-    const { loss } = model.forward(tp, tTok, tokens, tTgt, b, t);
+    const { loss } = await model.forward(tp, tTok, tokens, tTgt, b, t);
     const out = (await gpu.read(loss!))[0];
     const rt = await routingOf(gpu, model);
     tp.dispose();
@@ -112,7 +112,7 @@ gpuTest('the load-balancing loss equals α·E·Σ f_e·P_e computed on the host,
   const tokens = Int32Array.from({ length: b * t }, () => Math.floor(r() * 13));
   const tTok = gpu.upload(tokens, [b, t], 'i32'), tTgt = gpu.upload(tokens.map((x) => (x + 1) % 13), [b, t], 'i32');
   const tape = new Tape(gpu, model.params.gradMap());
-  const { loss } = model.forward(tape, tTok, tokens, tTgt, b, t);
+  const { loss } = await model.forward(tape, tTok, tokens, tTgt, b, t);
   const full = await gpu.read(loss!);
   let want = 0;
   for (const rt of model.lastRouting) {
@@ -126,7 +126,7 @@ gpuTest('the load-balancing loss equals α·E·Σ f_e·P_e computed on the host,
   ok(want > 0.05, `α·E·Σ f·P ≥ α per layer: ${want}`);
   assertClose([aux], [want], 'aux loss', 1e-6, 1e-5);
   const evalTape = new Tape(gpu, new Map(), false);
-  const ce = (await gpu.read(model.forward(evalTape, tTok, tokens, tTgt, b, t).loss!))[0];
+  const ce = (await gpu.read((await model.forward(evalTape, tTok, tokens, tTgt, b, t)).loss!))[0];
   evalTape.dispose();
   assertClose([full[0]], [ce + want], 'training loss = cross-entropy + aux', 1e-5, 1e-5);
   model.params.destroy();
@@ -143,7 +143,7 @@ gpuTest('loss falls over 30 steps on Tiny Shakespeare (top-2, MoE every other bl
   const trainer = new Trainer(gpu, model, data, cfg);
   const init = await trainer.evaluate('val');
   ok(Math.abs(init - Math.log(tok.vocabSize)) < 0.15, `initial val loss ${init} ≈ ln V`);
-  for (let s = 0; s < cfg.steps; s++) trainer.step(s);
+  for (let s = 0; s < cfg.steps; s++) await trainer.step(s);
   const recs = await trainer.drain();
   const first = recs.slice(0, 5).reduce((a, x) => a + x.loss, 0) / 5;
   const last = recs.slice(-5).reduce((a, x) => a + x.loss, 0) / 5;

@@ -7,7 +7,7 @@
  * live-byte growth exactly; the shapes are ragged (B·T = 21, C = 24, V = 11) so the rounding is
  * exercised, and the unrounded `bytes` must lie within one granule per allocation of it.
  * Two-rank models (tp 2 ± sp, cp 2 ring / Ulysses) run both ranks on one device in one process
- * (src/dist/local.ts), so the growth is twice one rank's figure (their shapes are equal).
+ * (src/comm/local.ts), so the growth is twice one rank's figure (their shapes are equal).
  */
 import { equal, ok, throws } from 'node:assert/strict';
 import { activationBytes, activationMemory, type ActivationOptions, itemBytes, korthikantiLayerBytes } from '../../src/parallel/activation_memory.ts';
@@ -18,11 +18,12 @@ import type { Gpu } from '../../src/gpu/context.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
 import { GPT, type GPTConfig } from '../../src/models/gpt.ts';
 import { Tape } from '../../src/autograd/tape.ts';
-import { closeLocalWorld, localWorld } from '../../src/dist/local.ts';
-import { TensorParallelGPT } from '../../src/parallel/tensor_parallel.ts';
-import { GPTPipelineStages, gptInitialWeights, type PipelineStageModel, sendForward } from '../../src/parallel/pipeline_stage.ts';
-import { TensorParallelStages } from '../../src/parallel/mesh_stage.ts';
-import { contextParallelForward, cpPositions } from '../../src/parallel/context_parallel.ts';
+import { closeLocalWorld, localWorld } from '../../src/comm/local.ts';
+import { type PipelineStageModel, sendForward } from '../../src/parallel/pipeline_stage.ts';
+import { ModelStages } from '../../src/parallel/stages.ts';
+import { RankContext } from '../../src/parallel/rank_context.ts';
+import { cpPositions } from '../../src/parallel/context_parallel.ts';
+import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import type { CpKind } from '../../src/parallel/plan.ts';
 
 const MODEL: PlanModel = { nLayer: 4, nHead: 4, nEmbd: 64, blockSize: 64, batchSize: 16, vocabSize: 65 };
@@ -90,6 +91,8 @@ Deno.test('activation formula: refuses other architectures and expert parallelis
 
 const B = 3, T = 7, V = 11;
 const gcfg = (over: Partial<GPTConfig> = {}): GPTConfig => ({ vocabSize: V, blockSize: T, nLayer: 2, nHead: 2, nEmbd: 24, bias: true, ...over });
+/** The same model as a training config, for the parallel model objects. */
+const tcfg = (g: GPTConfig): TrainConfig => parseConfig({ arch: 'gpt', blockSize: g.blockSize, nLayer: g.nLayer, nHead: g.nHead, nEmbd: g.nEmbd, bias: g.bias, attention: g.attention ?? 'flash', seed: 1 });
 const tokens = (n: number, seed: number) => Int32Array.from({ length: n }, (_, i) => (i * 7 + seed) % V);
 
 /** Pool bytes `run` leaves live (the tape still open), then the tape disposed. */
@@ -114,10 +117,10 @@ for (const [attention, bias] of [['flash', true], ['naive', false]] as const) {
   gpuTest(`GPT forward on one rank: tape bytes = formula exactly (${attention} attention, bias ${bias})`, async (gpu) => {
     const cfg = gcfg({ attention, bias }), model = new GPT(gpu, cfg, 1);
     const x = tokens(B * T, 0), tok = gpu.upload(x, [B, T], 'i32'), tgt = gpu.upload(tokens(B * T, 3), [B * T], 'i32');
-    const delta = await grown(gpu, () => {
+    const delta = await grown(gpu, async () => {
       const tape = new Tape(gpu, model.params.gradMap());
-      model.forward(tape, tok, x, tgt, B, T);
-      return Promise.resolve([tape]);
+      await model.forward(tape, tok, x, tgt, B, T);
+      return [tape];
     });
     const plan: PlanModel = { nLayer: 2, nHead: 2, nEmbd: 24, blockSize: T, batchSize: B, vocabSize: V };
     agrees(delta, activationMemory(makePlan(), plan, 0, { bias, attention }), 1, 'gpt');
@@ -130,23 +133,21 @@ const twoRanks: [string, Partial<ParallelPlan>][] = [['tp 2', { tp: 2 }], ['tp 2
 for (const [name, over] of twoRanks) {
   gpuTest(`${name}: both ranks' tapes on one device = 2 × the formula`, async (gpu) => {
     const BT = 2, TT = 8, cfg = gcfg({ blockSize: TT, nHead: 2 }), world = localWorld(2);
-    const full = gptInitialWeights(cfg, 1), x = tokens(BT * TT, 0), y = tokens(BT * TT, 5);
+    const x = tokens(BT * TT, 0), y = tokens(BT * TT, 5);
     const kind: CpKind = over.cpKind ?? 'ring';
     const toFree: (() => void)[] = [];
     try {
       const delta = await grown(gpu, () => Promise.all(world.map(async (c) => {
-        if (over.tp) {
-          const m = new TensorParallelGPT(gpu, cfg, full, c, { sequenceParallel: over.sp });
-          toFree.push(() => m.params.destroy());
-          const tape = new Tape(gpu, m.gradMap);
-          await m.forward(tape, x, y, BT, TT);
-          return tape;
-        }
-        const m = new GPT(gpu, cfg, 1), pos = cpPositions(kind, c.rank, 2, TT);
+        // Each rank runs the model's own pieces over its RankContext: tp shards, or T/cp tokens.
+        const self = c.newGroup([c.ranks[c.rank]], 'self'), pos = over.cp ? cpPositions(kind, c.rank, 2, TT) : null;
+        const ctx = over.tp
+          ? new RankContext({ tp: c, vocabSize: V, sequenceParallel: over.sp })
+          : new RankContext({ tp: self, vocabSize: V, context: { group: c, kind, positions: pos! } });
+        const m = new ModelStages(gpu, tcfg(cfg), V, ctx, { ppRank: 0, pp: 1, v: 1 });
         toFree.push(() => m.params.destroy());
-        const pick = (a: Int32Array) => Int32Array.from({ length: BT * pos.length }, (_, i) => a[Math.floor(i / pos.length) * TT + pos[i % pos.length]]);
-        const tape = new Tape(gpu, m.params.gradMap());
-        await contextParallelForward(tape, m, pick(x), pick(y), pos, kind, c);
+        const pick = (a: Int32Array) => pos ? Int32Array.from({ length: BT * pos.length }, (_, i) => a[Math.floor(i / pos.length) * TT + pos[i % pos.length]]) : a;
+        const tape = new Tape(gpu, m.gradMap);
+        await m.forward(tape, pick(x), pick(y), BT, pos ? pos.length : TT);
         return tape;
       })));
       const plan: PlanModel = { nLayer: 2, nHead: 2, nEmbd: 24, blockSize: TT, batchSize: BT, vocabSize: V };
@@ -164,8 +165,8 @@ gpuTest('pipeline stages (pp and mesh, pp 2): one micro-batch of each stage = th
   try {
     for (const trainer of ['pp', 'mesh'] as const) {
       for (const rank of [0, 1]) {
-        const m: PipelineStageModel = trainer === 'pp' ? new GPTPipelineStages(gpu, cfg, 1, rank, 2)
-          : new TensorParallelStages(gpu, cfg, gptInitialWeights(cfg, 1), { tp: world[0], sequenceParallel: false, ppRank: rank, pp: 2, v: 1 });
+        // pp and the mesh at tp 1 build the same stages: the formula must agree for both trainers.
+        const m: PipelineStageModel = new ModelStages(gpu, tcfg(cfg), V, new RankContext({ tp: world[0], vocabSize: V }), { ppRank: rank, pp: 2, v: 1 });
         const delta = await grown(gpu, async () => {
           const tape = new Tape(gpu, m.gradMap);
           let h: Tensor;

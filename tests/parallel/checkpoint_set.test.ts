@@ -1,5 +1,5 @@
 /**
- * A parallel checkpoint set is verified whole (src/cli/parallel_checkpoint.ts): the manifest
+ * A parallel checkpoint set is verified whole (src/io/checkpoint_set.ts): the manifest
  * carries its own SHA-256 and each rank file's; loadCheckpointSet refuses an edited manifest, an
  * altered, truncated or swapped rank file, and a file whose step, rank or plan disagree with the
  * manifest even when a tamperer re-signs the manifest — leaving every file as it was. A legacy set
@@ -7,7 +7,7 @@
  * In process on the load functions, then through `npm run train -- --dp 2 --resume`.
  */
 import { deepStrictEqual, equal, match, ok, rejects } from 'node:assert/strict';
-import { loadCheckpointSet, parallelCheckpointFiles, saveCheckpointSet } from '../../src/cli/parallel_checkpoint.ts';
+import { loadCheckpointSet, parallelCheckpointFiles, saveCheckpointSet } from '../../src/io/checkpoint_set.ts';
 import { decodeRankState, encodeRankTensors } from '../../src/parallel/rank_checkpoint.ts';
 import { makePlan } from '../../src/parallel/plan.ts';
 import { canonicalJson, sha256Hex } from '../../src/train/digest.ts';
@@ -163,13 +163,13 @@ const TINY = ['--n-layer', '1', '--n-embd', '16', '--n-head', '2', '--block-size
 
 Deno.test({ name: 'train --dp 2 --resume: an edited manifest, swapped or altered rank files and a legacy set are refused unchanged; --allow-legacy-checkpoint resumes it', sanitizeResources: false, sanitizeOps: false, fn: async () => {
   const dir = await Deno.makeTempDir({ prefix: 'ckpt-set-cli-' });
-  const first = await runCli('train_parallel.ts', ['--dp', '2', ...TINY, '--out', dir]);
+  const first = await runCli('train.ts', ['--dp', '2', ...TINY, '--out', dir]);
   equal(first.code, 0, first.stderr);
   const original = await snapshot(dir);
   const restore = async () => {
     for (const [p, b] of original) await Deno.writeFile(`${dir}/${p}`, b);
   };
-  const resume = (...more: string[]) => runCli('train_parallel.ts', ['--resume', '--out', dir, '--dp', '2', '--steps', '4', ...more]);
+  const resume = (...more: string[]) => runCli('train.ts', ['--resume', '--out', dir, '--dp', '2', '--steps', '4', ...more]);
   const [r0, r1] = [original.get('ckpt-parallel-2/rank-0.safetensors')!, original.get('ckpt-parallel-2/rank-1.safetensors')!];
   const cases: [string, () => Promise<void>, RegExp][] = [
     ['rank files swapped', async () => {

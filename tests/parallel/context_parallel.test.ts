@@ -15,7 +15,7 @@ import { checkContextParallel, cpPositions } from '../../src/parallel/context_pa
 import { zigzagPositions } from '../../src/parallel/ring_attention.ts';
 import { DEFAULT_PLAN } from '../../src/parallel/plan.ts';
 import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
-import { chunkOffsets } from '../../src/dist/algorithms.ts';
+import { chunkOffsets } from '../../src/comm/algorithms.ts';
 import { parseConfig } from '../../src/train/config.ts';
 import { CharTokenizer } from '../../src/data/tokenizer.ts';
 

@@ -1,8 +1,8 @@
-/** src/dist/cost.ts's exact per-rank traffic against src/dist/algorithms.ts run in-process; src/parallel/cost.ts's ZeRO memory, bubble, per-plan traffic. */
+/** src/comm/cost.ts's exact per-rank traffic against src/comm/algorithms.ts run in-process; src/parallel/cost.ts's ZeRO memory, bubble, per-plan traffic. */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
-import * as A from '../../src/dist/algorithms.ts';
-import type { Algorithm } from '../../src/dist/communicator.ts';
-import { type Collective, collectiveTraffic } from '../../src/dist/cost.ts';
+import * as A from '../../src/comm/algorithms.ts';
+import type { Algorithm } from '../../src/comm/communicator.ts';
+import { type Collective, collectiveTraffic } from '../../src/comm/cost.ts';
 import { bubbleFraction, stepTraffic, trafficByKind, zeroMemoryFp32, zeroMemoryMixed } from '../../src/parallel/cost.ts';
 import { makePlan, type ParallelPlan, rankParams, type StrategyKind } from '../../src/parallel/plan.ts';
 import { gptParamSpecs } from '../../src/models/gpt.ts';
@@ -102,7 +102,7 @@ Deno.test('ring formulas: 2(p−1)/p·n allReduce and (p−1)/p·n gathers when 
   throws(() => collectiveTraffic('allReduce', 'ring', 8, 2, 2), /0 ≤ r < p/);
 });
 
-Deno.test('ZeRO memory per rank: fp32 (4+4+8 bytes) and the mixed-precision formulas of DESIGN.md §7', () => {
+Deno.test('ZeRO memory per rank: fp32 (4+4+8 bytes) and the mixed-precision formulas of docs/design.md §19', () => {
   const psi = 1000, d = 4;
   deepStrictEqual(zeroMemoryFp32(psi, d, 0), { params: 4000, grads: 4000, optimizer: 8000, total: 16000 });
   deepStrictEqual(zeroMemoryFp32(psi, d, 1), { params: 4000, grads: 4000, optimizer: 2000, total: 10000 });

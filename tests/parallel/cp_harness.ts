@@ -3,11 +3,11 @@
  * process, as harness.ts does for the dp worker) and the argument / result types the worker
  * and tests/parallel/context_parallel.test.ts share.
  */
-import type { World } from '../../src/dist/launch.ts';
+import type { World } from '../../src/comm/launch.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 import type { CpKind } from '../../src/parallel/plan.ts';
 import type { Sent } from '../../src/parallel/traffic.ts';
-import { withRankWorld } from '../dist/world.ts';
+import { withRankWorld } from '../comm/world.ts';
 
 /** One attention call on every rank: full qkv (B, T, 3C) and dy (B, T, C) drawn from `seed`. */
 export interface AttnArgs {

@@ -3,7 +3,7 @@
  * (forward, then backward of a given dy) on the rank's rows of a seeded random qkv; `train`
  * runs the context-parallel GPT for cfg.steps steps.
  */
-import { serveRank } from '../../src/dist/launch.ts';
+import { serveRank } from '../../src/comm/launch.ts';
 import { Tape } from '../../src/autograd/tape.ts';
 import { RULES } from '../../src/autograd/rules.ts';
 import { collectiveOp } from '../../src/autograd/collective.ts';

@@ -1,7 +1,7 @@
 /**
  * Data parallelism on 2 simulated ranks (module workers, each with its own device)
  * against the single-rank Trainer on the same global batch: losses within 1e-4 relative,
- * parameters after 10 steps within DESIGN.md §5's 1e-4 + 1e-3·|ref|, and the gradient traffic
+ * parameters after 10 steps within docs/design.md §7's 1e-4 + 1e-3·|ref|, and the gradient traffic
  * equal to the ring allReduce formula exactly.
  */
 import { deepStrictEqual, equal, ok } from 'node:assert/strict';
@@ -29,7 +29,7 @@ Deno.test({
         const what = `dp2 gradAccum ${cfg.gradAccum ?? 1}`;
         for (const r of res) {
           ok(maxRel(r.losses, ref.losses) < 1e-4, `${what}: losses ${r.losses} vs ${ref.losses}`);
-          // Norms feel the f32 reassociation of the averaged gradients most: DESIGN.md §5's gradient tolerance.
+          // Norms feel the f32 reassociation of the averaged gradients most: docs/design.md §7's gradient tolerance.
           ok(maxRel(r.gradNorms, ref.gradNorms) < 1e-3, `${what}: grad norms ${r.gradNorms} vs ${ref.gradNorms}`);
         }
         assertRelRms(res[0].grads0!, ref.grads0, `${what}: averaged gradients of step 0`);

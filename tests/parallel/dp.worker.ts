@@ -4,7 +4,7 @@
  * strategy named in the args, returning per-step losses, norms and traffic, and (rank 0) the
  * final parameters.
  */
-import { serveRank } from '../../src/dist/launch.ts';
+import { serveRank } from '../../src/comm/launch.ts';
 import { parseConfig } from '../../src/train/config.ts';
 import { createModel } from '../../src/models/registry.ts';
 import { CharTokenizer } from '../../src/data/tokenizer.ts';

@@ -2,9 +2,9 @@
  * Shared by the expert-parallel test and its worker: the tiny MoE runs both sides train (gpt-moe
  * or mamba-moe, named by cfg.arch), the single-rank reference (the unchanged Trainer on the
  * model routing in `groups` token groups) and worlds of tests/parallel/ep_worker.ts, bundled
- * once per process by tests/dist/world.ts.
+ * once per process by tests/comm/world.ts.
  */
-import type { World } from '../../src/dist/launch.ts';
+import type { World } from '../../src/comm/launch.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { Trainer } from '../../src/train/trainer.ts';
 import { CharTokenizer } from '../../src/data/tokenizer.ts';
@@ -13,7 +13,7 @@ import type { Gpu } from '../../src/gpu/context.ts';
 import type { LanguageModel } from '../../src/models/model.ts';
 import { createMoEModel } from '../../src/models/registry.ts';
 import type { Sent } from '../../src/parallel/traffic.ts';
-import { withRankWorld } from '../dist/world.ts';
+import { withRankWorld } from '../comm/world.ts';
 
 export interface EpArgs {
   /** The run's config, arch and MoE keys (nExpert, moeTopK, capacityFactor, auxLossWeight, moeEvery) included. */
@@ -54,9 +54,9 @@ export async function epReference(gpu: Gpu, args: EpArgs, groups: number): Promi
   const { cfg, vocabSize, data } = epData(args);
   const model = createMoEModel(gpu, cfg, vocabSize, { groups });
   const trainer = new Trainer(gpu, model, data, cfg);
-  trainer.step(0);
+  await trainer.step(0);
   const grads0 = byName(model, Float32Array.from(await gpu.read(model.params.grads)));
-  for (let s = 1; s < cfg.steps; s++) trainer.step(s);
+  for (let s = 1; s < cfg.steps; s++) await trainer.step(s);
   const recs = await trainer.drain();
   const params = byName(model, Float32Array.from(await gpu.read(model.params.values)));
   model.params.destroy();

@@ -3,7 +3,7 @@
  * of the MoE model (gpt-moe or mamba-moe) from the shared seed and trains it with
  * ExpertParallelTrainer over the world (dp = world size, ep = args.ep).
  */
-import { serveRank } from '../../src/dist/launch.ts';
+import { serveRank } from '../../src/comm/launch.ts';
 import { expertOf } from '../../src/models/moe.ts';
 import { createMoEModel } from '../../src/models/registry.ts';
 import { expertParallelGroups, ExpertParallelTrainer, expertShard } from '../../src/parallel/expert_parallel.ts';

@@ -16,7 +16,7 @@ import { assertClose, assertRelRms, assertThrows } from '../util/assert.ts';
 import { maxRel, ringAllReduceSent, TEXT, WORKER_TEST } from './harness.ts';
 import { type EpArgs, epData, type EpResult, epReference, withEpWorld } from './ep_harness.ts';
 import { allToAllFromExperts, allToAllToExperts, expertParallelGroups, expertShard } from '../../src/parallel/expert_parallel.ts';
-import { closeLocalWorld, localWorld, onEveryRank } from '../../src/dist/local.ts';
+import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
 import { stepTraffic } from '../../src/parallel/cost.ts';
 import { makePlan, planGroup } from '../../src/parallel/plan.ts';
 import type { TrainConfig } from '../../src/train/config.ts';

@@ -2,8 +2,8 @@
  * Shared by the data-parallel and ZeRO tests: the tiny run both sides train, the single-rank
  * reference (the unchanged Trainer in the test process), and worlds of tests/parallel/dp.worker.ts.
  */
-import type { World } from '../../src/dist/launch.ts';
-import { chunkOffsets } from '../../src/dist/algorithms.ts';
+import type { World } from '../../src/comm/launch.ts';
+import { chunkOffsets } from '../../src/comm/algorithms.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { createModel } from '../../src/models/registry.ts';
 import { Trainer } from '../../src/train/trainer.ts';
@@ -12,7 +12,7 @@ import { TextDataset } from '../../src/data/dataset.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import type { Sent } from '../../src/parallel/traffic.ts';
 import type { ZeroMemory } from '../../src/parallel/zero.ts';
-import { withRankWorld } from '../dist/world.ts';
+import { withRankWorld } from '../comm/world.ts';
 import { recordRows } from './rows.ts';
 
 /** The first 4 KB of Tiny Shakespeare: enough for 16-token windows, small enough to ship to workers. */
@@ -63,10 +63,10 @@ export async function reference(gpu: Gpu, over: Partial<TrainConfig>): Promise<{
   const model = createModel(gpu, cfg, tok.vocabSize);
   const rows = recordRows(model);
   const trainer = new Trainer(gpu, model, data, cfg);
-  trainer.step(0);
+  await trainer.step(0);
   // The gradients stay in the flat buffer until the next step zeroes them.
   const grads0 = (await gpu.read(model.params.grads) as Float32Array).slice();
-  for (let s = 1; s < cfg.steps; s++) trainer.step(s);
+  for (let s = 1; s < cfg.steps; s++) await trainer.step(s);
   const recs = await trainer.drain();
   const params = await gpu.read(model.params.values) as Float32Array;
   model.params.destroy();

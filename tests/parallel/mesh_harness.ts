@@ -1,22 +1,22 @@
 /**
  * Mesh-trainer test harness: runs of src/parallel/mesh_trainer.ts whose dp·pp·cp·tp ranks are
- * in-process communicators sharing the test's GPU (src/dist/local.ts) or module workers with a
+ * in-process communicators sharing the test's GPU (src/comm/local.ts) or module workers with a
  * device each (mesh_worker.ts), the gather of their
  * shards into full parameters, and the exact per-rank traffic formula the tests check.
  */
-import { closeLocalWorld, localWorld, onEveryRank } from '../../src/dist/local.ts';
+import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { gptParamSpecs } from '../../src/models/gpt.ts';
 import { type ParallelPlan, planGroup, planMesh, planWorldSize } from '../../src/parallel/plan.ts';
-import { gptConfigOf, shardKind, unshardParam } from '../../src/parallel/tensor_parallel.ts';
+import { shardKind, unshardParam } from '../../src/parallel/tp_table.ts';
 import { paddedVocab } from '../../src/parallel/plan.ts';
 import { sequenceParallelGradElements } from '../../src/parallel/sequence_parallel.ts';
-import { collectiveTraffic } from '../../src/dist/cost.ts';
+import { collectiveTraffic } from '../../src/comm/cost.ts';
 import type { Sent } from '../../src/parallel/traffic.ts';
 import { ringAllReduceSent } from './harness.ts';
 import { type MeshRunResult, type Named, trainMeshRank } from './mesh_rank.ts';
-import { withRankWorld } from '../dist/world.ts';
+import { withRankWorld } from '../comm/world.ts';
 
 export type { MeshRunResult };
 
@@ -42,7 +42,7 @@ export function workerMeshRun(plan: ParallelPlan, over: Partial<TrainConfig>, te
 export function gatherMesh(plan: ParallelPlan, shards: Named[], over: Partial<TrainConfig>, vocabSize: number): Named {
   const mesh = planMesh(plan), cfg = parseConfig(over);
   const out: Named = {};
-  for (const s of gptParamSpecs(gptConfigOf(cfg, vocabSize))) {
+  for (const s of gptParamSpecs({ ...cfg, vocabSize })) {
     const holder = [...Array(plan.pp).keys()].find((pp) => s.name in shards[mesh.rankOf({ dp: 0, pp, cp: 0, tp: 0 })]);
     if (holder === undefined) throw new Error(`no stage holds ${s.name}`);
     const tpShards = planGroup(plan, 'tp', mesh.rankOf({ dp: 0, pp: holder, cp: 0, tp: 0 })).map((r) => shards[r][s.name]);

@@ -3,7 +3,7 @@
  * runs (mesh_harness.ts) and the module workers (mesh_worker.ts). Imports nothing from the
  * other test harnesses, whose top-level reads of the data file do not survive worker bundling.
  */
-import type { Communicator } from '../../src/dist/communicator.ts';
+import type { Communicator } from '../../src/comm/communicator.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { CharTokenizer } from '../../src/data/tokenizer.ts';

@@ -7,7 +7,7 @@
  * within RMS 5e-3 (not under ZeRO-1, where no rank holds them all); parameters after 10 steps
  * within 1e-4 + 1e-3·|ref|; dp/cp replicas and the tied wte copies identical; the elements each rank sends per step equal the formula of
  * mesh_harness.ts `expectedMeshSent` exactly, and to cost.ts `stepTraffic` for the mesh trainer.
- * Ranks are in-process communicators sharing the test's GPU (src/dist/local.ts); one run
+ * Ranks are in-process communicators sharing the test's GPU (src/comm/local.ts); one run
  * repeats tp2×pp2 on module workers (mesh_worker.ts) with a device each, as a real world runs.
  */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
@@ -21,7 +21,7 @@ import { makePlan, type ParallelPlan, planMesh, rankParams } from '../../src/par
 import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
 import { dimOfKey } from '../../src/parallel/run.ts';
 import { checkMeshPlan } from '../../src/parallel/mesh_trainer.ts';
-import { WTE } from '../../src/parallel/pipeline_stage.ts';
+const WTE = 'transformer.wte.weight';
 
 const TEXT_ODD = oddVocabText(TEXT);
 type Ref = Awaited<ReturnType<typeof tpReference>>;

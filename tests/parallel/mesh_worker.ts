@@ -2,7 +2,7 @@
  * Test-only mesh-trainer rank worker: opens its own GPU (on the backend the test passes) and trains its shard of
  * the plan in the args (mesh_rank.ts), as a real world's ranks do.
  */
-import { serveRank } from '../../src/dist/launch.ts';
+import { serveRank } from '../../src/comm/launch.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 import type { ParallelPlan } from '../../src/parallel/plan.ts';
 import { type MeshRunResult, trainMeshRank } from './mesh_rank.ts';

@@ -12,7 +12,11 @@ import { assertClose, assertRelRms } from '../util/assert.ts';
 import { maxRel, ringAllReduceSent, TEXT, tinyConfig, WORKER_TEST } from './harness.ts';
 import { gather, type PpReference, type PpResult, referenceByName, withPpWorld } from './pp_harness.ts';
 import { checkPipeline, type PipelineOptions } from '../../src/parallel/pipeline.ts';
-import { GPTPipelineStages, WTE } from '../../src/parallel/pipeline_stage.ts';
+import { ModelStages } from '../../src/parallel/stages.ts';
+import { RankContext } from '../../src/parallel/rank_context.ts';
+import { closeLocalWorld, localWorld } from '../../src/comm/local.ts';
+
+const WTE = 'transformer.wte.weight';
 import type { Span } from '../../src/parallel/pipeline_sim.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { makePlan, rankParams } from '../../src/parallel/plan.ts';
@@ -137,16 +141,19 @@ Deno.test({
     equal(checkPipeline(cfg({}), 2, { schedule: '1f1b', microBatches: 4 }).ranks.length, 2);
     const gpu = await testGpu();
     const gcfg = { vocabSize: 65, blockSize: 16, nLayer: 3, nHead: 2, nEmbd: 32, bias: true };
-    throws(() => new GPTPipelineStages(gpu, gcfg, 1, 0, 2), /nLayer \(3\) must be divisible by pp·v/);
+    const [self] = localWorld(1), ctx = new RankContext({ tp: self, vocabSize: 65 });
+    const stages = (nLayer: number, r: number) => new ModelStages(gpu, cfg({ nLayer, blockSize: 16, nHead: 2, nEmbd: 32 }), 65, ctx, { ppRank: r, pp: 2, v: 1 });
+    throws(() => stages(3, 0), /nLayer \(3\) must be divisible by pp·v/);
     // The stage split: stage 0 embeds, the last stage holds ln_f and a copy of wte (last in its store).
     const names = (r: number) => {
-      const st = new GPTPipelineStages(gpu, { ...gcfg, nLayer: 4 }, 1, r, 2);
+      const st = stages(4, r);
       st.params.destroy();
       const plan = makePlan({ pp: 2 }), model = { ...gcfg, nLayer: 4, batchSize: 4 };
       equal(st.params.count, rankParams(plan, model, r).dense, `rank ${r}: parameter count vs plan.ts rankParams`);
       return st.params.params.map((p) => p.name);
     };
     const [a, b] = [names(0), names(1)];
+    closeLocalWorld([self]);
     ok(a[0] === WTE && a.includes('transformer.wpe.weight') && a.some((n) => n.startsWith('transformer.h.1.')) && !a.some((n) => n.startsWith('transformer.h.2.')), `${a}`);
     ok(b.at(-1) === WTE && b.includes('transformer.ln_f.weight') && b.some((n) => n.startsWith('transformer.h.3.')) && !b.includes('transformer.wpe.weight'), `${b}`);
   },

@@ -3,7 +3,7 @@ import { deepStrictEqual, equal, match, ok, throws } from 'node:assert/strict';
 import {
   DEFAULT_PLAN, describePlan, makePlan, paddedVocab, planGroup, planProblems, rankAt, rankCoords, strategyOf, validatePlan,
 } from '../../src/parallel/plan.ts';
-import { DeviceMesh } from '../../src/dist/mesh.ts';
+import { DeviceMesh } from '../../src/comm/mesh.ts';
 
 const MODEL = { nLayer: 4, nHead: 4, nEmbd: 64, blockSize: 64, batchSize: 16, vocabSize: 65 };
 

@@ -1,9 +1,9 @@
 /**
  * Pipeline-parallel test fixtures: the single-rank reference with gradients and parameters by
- * name, and worlds of tests/parallel/pp_worker.ts (bundled once per process by tests/dist/world.ts).
+ * name, and worlds of tests/parallel/pp_worker.ts (bundled once per process by tests/comm/world.ts).
  * The tiny run and text are harness.ts's.
  */
-import type { World } from '../../src/dist/launch.ts';
+import type { World } from '../../src/comm/launch.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { createModel } from '../../src/models/registry.ts';
 import { Trainer } from '../../src/train/trainer.ts';
@@ -14,7 +14,7 @@ import type { PipelineOptions } from '../../src/parallel/pipeline.ts';
 import type { Span } from '../../src/parallel/pipeline_sim.ts';
 import type { Sent } from '../../src/parallel/traffic.ts';
 import { TEXT } from './harness.ts';
-import { withRankWorld } from '../dist/world.ts';
+import { withRankWorld } from '../comm/world.ts';
 
 export interface PpArgs {
   cfg: Partial<TrainConfig>;
@@ -53,9 +53,9 @@ export async function referenceByName(gpu: Gpu, over: Partial<TrainConfig>): Pro
   const model = createModel(gpu, cfg, tok.vocabSize);
   const trainer = new Trainer(gpu, model, data, cfg);
   const byName = (flat: Float32Array) => Object.fromEntries(model.params.params.map((p) => [p.name, flat.slice(p.offset, p.offset + p.size)]));
-  trainer.step(0);
+  await trainer.step(0);
   const grads0 = byName(await gpu.read(model.params.grads) as Float32Array);
-  for (let s = 1; s < cfg.steps; s++) trainer.step(s);
+  for (let s = 1; s < cfg.steps; s++) await trainer.step(s);
   const recs = await trainer.drain();
   const params = byName(await gpu.read(model.params.values) as Float32Array);
   const names = model.params.params.map((p) => p.name);

@@ -4,7 +4,7 @@
  * args, returning per-step losses, norms, traffic and timelines, its step-0 gradients by name
  * and its final parameters by name.
  */
-import { serveRank } from '../../src/dist/launch.ts';
+import { serveRank } from '../../src/comm/launch.ts';
 import { parseConfig } from '../../src/train/config.ts';
 import { CharTokenizer } from '../../src/data/tokenizer.ts';
 import { TextDataset } from '../../src/data/dataset.ts';

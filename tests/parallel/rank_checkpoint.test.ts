@@ -6,7 +6,7 @@
  * with an error that says so.
  */
 import { equal, ok, rejects } from 'node:assert/strict';
-import { closeLocalWorld, localWorld } from '../../src/dist/local.ts';
+import { closeLocalWorld, localWorld } from '../../src/comm/local.ts';
 import { makePlan, type ParallelPlan, planWorldSize } from '../../src/parallel/plan.ts';
 import { RankRun } from '../../src/parallel/run.ts';
 import { TEXT, tinyConfig } from './harness.ts';

@@ -46,7 +46,10 @@ Deno.test('strategyOf picks one trainer per dimension, the mesh for dp × pp × 
   equal(strategyOf(makePlan({ dp: 2, pp: 2, tp: 2 }), 'gpt'), 'mesh');
   throws(() => strategyOf(makePlan({ dp: 2, cp: 2 }), 'gpt'), /not supported yet: cp 2 combined with dp 2/);
   throws(() => strategyOf(makePlan({ dp: 2, tp: 2, zero: 1 }), 'gpt'), /not supported yet: zero 1 combined with dp 2 × tp 2/);
-  throws(() => strategyOf(makePlan({ tp: 2 }), 'mamba'), /--arch mamba/);
+  equal(strategyOf(makePlan({ tp: 2 }), 'mamba'), 'tp', 'mamba splits its inner channels');
+  equal(strategyOf(makePlan({ pp: 2, tp: 2 }), 'mamba'), 'mesh');
+  throws(() => strategyOf(makePlan({ tp: 2 }), 'linear'), /tp 2 does not apply to --arch linear/);
+  throws(() => strategyOf(makePlan({ cp: 2 }), 'hybrid'), /cp 2 does not apply to --arch hybrid/);
   throws(() => strategyOf(makePlan({ dp: 2, ep: 2 }), 'gpt'), /gpt-moe/);
 });
 

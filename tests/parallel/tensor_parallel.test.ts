@@ -16,10 +16,10 @@ import { flat, gather, localTpRun, oddVocabText, tpReference, type TpRunResult, 
 const TEXT_ODD = oddVocabText(TEXT);
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { makePlan, validatePlan } from '../../src/parallel/plan.ts';
-import { collectiveTraffic } from '../../src/dist/cost.ts';
+import { collectiveTraffic } from '../../src/comm/cost.ts';
 import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
 import { sequenceParallelGradElements } from '../../src/parallel/sequence_parallel.ts';
-import { shardKind } from '../../src/parallel/tensor_parallel.ts';
+import { shardKind } from '../../src/parallel/tp_table.ts';
 
 /** Elements rank r sends per step, by `group/op`, for tp = 2 (ring algorithms), as the module docs derive. */
 function expectedSent(cfg: TrainConfig, sp: boolean, r: number): Record<string, number> {

@@ -1,10 +1,10 @@
 /**
  * Tensor-parallel test harness: the single-rank reference (the unchanged Trainer, gradients
  * and parameters by name) and tp runs whose ranks are in-process Communicators
- * (src/dist/local.ts) sharing the test's GPU, or module workers (tp_worker.ts) with a device each.
+ * (src/comm/local.ts) sharing the test's GPU, or module workers (tp_worker.ts) with a device each.
  */
-import { closeLocalWorld, localWorld, onEveryRank } from '../../src/dist/local.ts';
-import type { Communicator } from '../../src/dist/communicator.ts';
+import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
+import type { Communicator } from '../../src/comm/communicator.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { createModel } from '../../src/models/registry.ts';
 import { Trainer } from '../../src/train/trainer.ts';
@@ -12,10 +12,12 @@ import { CharTokenizer } from '../../src/data/tokenizer.ts';
 import { TextDataset } from '../../src/data/dataset.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import type { Sent } from '../../src/parallel/traffic.ts';
-import { fullWeights, gptConfigOf, shardKind, TensorParallelGPT, unshardParam } from '../../src/parallel/tensor_parallel.ts';
+import { shardKind, unshardParam } from '../../src/parallel/tp_table.ts';
+import { ModelStages } from '../../src/parallel/stages.ts';
+import { RankContext } from '../../src/parallel/rank_context.ts';
 import { TensorParallelTrainer } from '../../src/parallel/tp_trainer.ts';
 import { gptParamSpecs } from '../../src/models/gpt.ts';
-import { withRankWorld } from '../dist/world.ts';
+import { withRankWorld } from '../comm/world.ts';
 
 export type Named = Record<string, Float32Array>;
 
@@ -50,9 +52,9 @@ export async function tpReference(gpu: Gpu, over: Partial<TrainConfig>, text: st
     const all = await gpu.read(flat) as Float32Array;
     return Object.fromEntries(model.params.params.map((p) => [p.name, all.slice(p.offset, p.offset + p.size)]));
   };
-  trainer.step(0);
+  await trainer.step(0);
   const grads0 = await named(model.params.grads);
-  for (let s = 1; s < cfg.steps; s++) trainer.step(s);
+  for (let s = 1; s < cfg.steps; s++) await trainer.step(s);
   const recs = await trainer.drain();
   const params = await named(model.params.values);
   model.params.destroy();
@@ -70,11 +72,11 @@ export interface TpRunResult {
 }
 
 /** Trains `cfg` on one tp rank of `group` (every rank calls it with the same arguments). */
-export async function trainRank(gpu: Gpu, group: Communicator, over: Partial<TrainConfig>, text: string, sp: boolean, full?: Map<string, Float32Array>): Promise<TpRunResult> {
+export async function trainRank(gpu: Gpu, group: Communicator, over: Partial<TrainConfig>, text: string, sp: boolean): Promise<TpRunResult> {
   const cfg = parseConfig(over);
   const { tok, data } = tinyData(text, cfg.blockSize);
-  full ??= await fullWeights(gpu, (g) => createModel(g, cfg, tok.vocabSize));
-  const model = new TensorParallelGPT(gpu, gptConfigOf(cfg, tok.vocabSize), full, group, { sequenceParallel: sp });
+  const ctx = new RankContext({ tp: group, vocabSize: tok.vocabSize, sequenceParallel: sp });
+  const model = new ModelStages(gpu, cfg, tok.vocabSize, ctx, { ppRank: 0, pp: 1, v: 1 });
   const trainer = new TensorParallelTrainer(gpu, model, data, cfg);
   const res: TpRunResult = { losses: [], gradNorms: [], sent: [], grads0: {}, params: {} };
   for (let s = 0; s < cfg.steps; s++) {
@@ -92,11 +94,9 @@ export async function trainRank(gpu: Gpu, group: Communicator, over: Partial<Tra
 
 /** A tp run whose `size` ranks are in-process communicators sharing `gpu`. */
 export async function localTpRun(gpu: Gpu, size: number, over: Partial<TrainConfig>, text: string, sp: boolean): Promise<TpRunResult[]> {
-  const cfg = parseConfig(over);
-  const full = await fullWeights(gpu, (g) => createModel(g, cfg, tinyData(text, cfg.blockSize).tok.vocabSize));
   const world = localWorld(size, { timeoutMs: 120_000 });
   try {
-    return await onEveryRank(world, (c) => trainRank(gpu, c, over, text, sp, full));
+    return await onEveryRank(world, (c) => trainRank(gpu, c, over, text, sp));
   } finally {
     closeLocalWorld(world);
   }
@@ -105,7 +105,7 @@ export async function localTpRun(gpu: Gpu, size: number, over: Partial<TrainConf
 /** Every rank's shards joined into full parameters (padded vocabulary rows dropped), by name. */
 export function gather(shards: Named[], over: Partial<TrainConfig>, vocabSize: number): Named {
   const cfg = parseConfig(over);
-  return Object.fromEntries(gptParamSpecs(gptConfigOf(cfg, vocabSize)).map((s) => [s.name, unshardParam(shardKind(s.name), shards.map((x) => x[s.name]), s.shape)]));
+  return Object.fromEntries(gptParamSpecs({ ...cfg, vocabSize }).map((s) => [s.name, unshardParam(shardKind(s.name), shards.map((x) => x[s.name]), s.shape)]));
 }
 
 /** Concatenation of named arrays in `names` order. */

@@ -1,16 +1,16 @@
 /**
- * Issue 5 acceptance: "the bytes each run's trace records per step equal the analytical formula
- * for the algorithm used (exactly, counted in elements)". Every strategy runs 2 steps through
+ * The contract of docs/design.md §18: the bytes each run's trace records per step equal the
+ * analytical formula for the algorithm used, exactly, counted in elements. Every strategy runs 2 steps through
  * src/parallel/run.ts trainRank (what the CLI's workers run), its ranks' spans are merged into
- * the Chrome trace trace.json holds, read back with src/dist/trace_bytes.ts, and for every rank
+ * the Chrome trace trace.json holds, read back with src/comm/trace_bytes.ts, and for every rank
  * and step the elements per collective must equal cost.ts stepTraffic and the TrafficMeter.
  * A tampered trace (a dropped send, a wrong count, a send moved to another step) must fail.
  * Then the same through the real trace.json of `train --dp 2` in a subprocess.
  * (dp and pp 1F1B are covered in run.test.ts.)
  */
 import { deepStrictEqual, equal, notDeepStrictEqual, ok, throws } from 'node:assert/strict';
-import { type ChromeTrace, type TraceEvent, WALL_PID } from '../../src/dist/trace.ts';
-import { sentElements, traceSends } from '../../src/dist/trace_bytes.ts';
+import { type ChromeTrace, type TraceEvent, WALL_PID } from '../../src/comm/trace.ts';
+import { sentElements, traceSends } from '../../src/comm/trace_bytes.ts';
 import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 import { runCli } from '../util/cli.ts';
@@ -144,7 +144,7 @@ Deno.test({
   fn: async () => {
     const dir = await Deno.makeTempDir({ prefix: 'trace-bytes-' });
     try {
-      const r = await runCli('train_parallel.ts', ['--dp', '2', ...TINY, '--out', dir]);
+      const r = await runCli('train.ts', ['--dp', '2', ...TINY, '--out', dir]);
       equal(r.code, 0, `exit 0\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);
       const trace = JSON.parse(await Deno.readTextFile(`${dir}/trace.json`)) as ChromeTrace;
       const acc = JSON.parse(await Deno.readTextFile(`${dir}/accounting.json`)) as AccountingFile;

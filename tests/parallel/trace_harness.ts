@@ -4,9 +4,9 @@
  * holds, and compares what the trace says each rank sent per step with the TrafficMeter and
  * with cost.ts `stepTraffic` (the summary's `predicted`).
  */
-import { closeLocalWorld, localWorld, onEveryRank } from '../../src/dist/local.ts';
-import { type ChromeTrace, toChromeTrace } from '../../src/dist/trace.ts';
-import { sentElements, traceSends } from '../../src/dist/trace_bytes.ts';
+import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
+import { type ChromeTrace, toChromeTrace } from '../../src/comm/trace.ts';
+import { sentElements, traceSends } from '../../src/comm/trace_bytes.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 import { type ParallelPlan, planWorldSize } from '../../src/parallel/plan.ts';
 import { dimOfKey, type RankSummary, trainRank } from '../../src/parallel/run.ts';

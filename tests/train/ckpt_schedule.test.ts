@@ -1,7 +1,7 @@
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
 import { checkpointSteps, isCheckpointStep } from '../../src/train/checkpoint.ts';
 import { assertSteps, readLosses, runCli } from '../util/cli.ts';
-import { exists } from '../../src/cli/run_dir.ts';
+import { exists } from '../../src/io/atomic.ts';
 
 Deno.test('pythia checkpoint steps: 1, 2, 4 … 512, then every interval, and the last step', () => {
   deepStrictEqual(checkpointSteps(2000, 1000, 'pythia'), [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000, 2000]);

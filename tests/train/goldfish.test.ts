@@ -74,10 +74,10 @@ gpuTest('goldfish: evaluation scores every token, and a short run still trains',
   // The same initial weights and batch: the masked step averages over fewer tokens, so its loss differs.
   const twin = new GPT(gpu, { vocabSize: tok.vocabSize, blockSize: cfg.blockSize, nLayer: 1, nHead: 2, nEmbd: 32, bias: true }, 1);
   const unmaskedTrainer = new Trainer(gpu, twin, data, parseConfig(base));
-  unmaskedTrainer.step(0);
+  await unmaskedTrainer.step(0);
   const [unmasked] = await unmaskedTrainer.drain();
   twin.params.destroy();
-  for (let s = 0; s < cfg.steps; s++) trainer.step(s);
+  for (let s = 0; s < cfg.steps; s++) await trainer.step(s);
   const recs = await trainer.drain();
   ok(recs[0].loss !== unmasked.loss && Math.abs(recs[0].loss - unmasked.loss) < 0.3, `step 0 loss: masked ${recs[0].loss} vs all tokens ${unmasked.loss}`);
   const first = recs.slice(0, 5).reduce((a, r) => a + r.loss, 0) / 5;

@@ -37,7 +37,7 @@ gpuTest('greedy decoding: batched equals one prompt at a time; a memorized corpu
   deepStrictEqual(Array.from(batched), single);
   const before = await measureMemorization(gpu, model, data, { samples: 16, seed: 0, promptLen: 8, continuation: 8 });
   const trainer = new Trainer(gpu, model, data, cfg);
-  for (let s = 0; s < cfg.steps; s++) trainer.step(s);
+  for (let s = 0; s < cfg.steps; s++) await trainer.step(s);
   await trainer.drain();
   const after = await measureMemorization(gpu, model, data, { samples: 16, seed: 0, promptLen: 8, continuation: 8 });
   ok(before.train.exactMatch < 0.2, `untrained exact match ${before.train.exactMatch}`);

@@ -66,7 +66,7 @@ gpuTest('NEFTune: scale α/√(T·C); evaluation unaffected; training loss diffe
     const model = new GPT(gpu, mcfg, 1);
     const trainer = new Trainer(gpu, model, data, parseConfig({ ...base, neftuneAlpha: alpha }));
     const val0 = await trainer.evaluate('val');
-    for (let s = 0; s < 3; s++) trainer.step(s);
+    for (let s = 0; s < 3; s++) await trainer.step(s);
     const recs = await trainer.drain();
     const val1 = await trainer.evaluate('val');
     model.params.destroy();

@@ -1,6 +1,6 @@
 import { equal, ok } from 'node:assert/strict';
 import { assertSteps, readLosses, runCli, spawnCli } from '../util/cli.ts';
-import { exists } from '../../src/cli/run_dir.ts';
+import { exists } from '../../src/io/atomic.ts';
 
 const ARGS = ['--n-layer', '1', '--n-embd', '32', '--n-head', '2', '--block-size', '16', '--batch-size', '4',
   '--steps', '150', '--log-interval', '1', '--ckpt-interval', '20', '--eval-interval', '1000', '--eval-batches', '1',

@@ -16,11 +16,11 @@ gpuTest('a training step allocates no GPU buffer after the first; loss starts at
   const trainer = new Trainer(gpu, model, data, cfg);
   const init = await trainer.evaluate('val');
   ok(Math.abs(init - Math.log(tok.vocabSize)) < 0.15, `initial val loss ${init} ≈ ln(${tok.vocabSize}) = ${Math.log(tok.vocabSize)}`);
-  trainer.step(0);
+  await trainer.step(0);
   await trainer.drain();
   const created = gpu.pool.stats.createdCount;
   const bytes = gpu.pool.stats.createdBytes;
-  for (let s = 1; s < cfg.steps; s++) trainer.step(s);
+  for (let s = 1; s < cfg.steps; s++) await trainer.step(s);
   const recs = await trainer.drain();
   equal(gpu.pool.stats.createdCount, created, 'no new buffers after step 0');
   equal(gpu.pool.stats.createdBytes, bytes);

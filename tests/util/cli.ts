@@ -12,7 +12,7 @@ export interface CliResult {
 }
 
 /** CLIs whose runs open a GPU, and (plan) the flag under which it does. */
-const GPU_CLIS: Record<string, string | null> = { 'train.ts': null, 'train_parallel.ts': null, 'memorization.ts': null, 'experiment.ts': null, 'plan.ts': '--measure' };
+const GPU_CLIS: Record<string, string | null> = { 'train.ts': null, 'memorization.ts': null, 'experiment.ts': null, 'plan.ts': '--measure' };
 
 /**
  * `args` plus `--gpu=<the suite's backend>` for a CLI that opens a GPU, so `GPU=dawn` runs the

@@ -4,7 +4,7 @@
  * a rank whose backend is missing fails instead of quietly running on another.
  */
 import { Gpu } from '../../src/gpu/context.ts';
-import type { World } from '../../src/dist/launch.ts';
+import type { World } from '../../src/comm/launch.ts';
 import { deviceImpl, testBackend } from './gpu.ts';
 
 let gpu: Promise<Gpu> | undefined;

@@ -4,7 +4,7 @@
  * bytes per collective measured beside the analytical prediction of `stepTraffic`
  * (src/parallel/cost.ts) summed over every rank and the traced steps.
  */
-import { type Span, traceTotals } from '../../dist/trace.ts';
+import { type Span, traceTotals } from '../../comm/trace.ts';
 import { type ParallelPlan, type PlanModel, planWorldSize } from '../../parallel/plan.ts';
 import { stepTraffic } from '../../parallel/cost.ts';
 import { fmtBytes } from './trace_io.ts';

@@ -1,13 +1,13 @@
 /**
  * Learn: ring allReduce step by step, replayed from a real run. "Run" launches a world of
- * browser rank workers, makes one traced ring allReduce (src/dist/algorithms.ts: p−1
+ * browser rank workers, makes one traced ring allReduce (src/comm/algorithms.ts: p−1
  * reduce-scatter steps, then p−1 all-gather steps, one chunk to the right neighbour per step)
  * and replays its send spans in the order each rank sent them. Which chunk a message carries
  * follows the algorithm (reduce-scatter step s: rank r sends chunk r−s−1; all-gather step s:
  * chunk r−s, mod p); peers, bytes and times come from the trace, and a message whose peer is
  * not the right neighbour stops the replay with an error instead of drawing a wrong picture.
  */
-import type { Span } from '../../dist/trace.ts';
+import type { Span } from '../../comm/trace.ts';
 import { fmtBytes } from './trace_io.ts';
 
 /** One step of the replay: every rank's message of that step. */

@@ -6,7 +6,7 @@
  * a tp run's trace when one is loaded (collective spans of a `tp` group), else from the plan's
  * traffic rows (src/parallel/cost.ts `stepTraffic` for tp 2).
  */
-import type { Span } from '../../dist/trace.ts';
+import type { Span } from '../../comm/trace.ts';
 import { stepTraffic } from '../../parallel/cost.ts';
 import { makePlan, type PlanModel, planProblems } from '../../parallel/plan.ts';
 import { fmtBytes } from './trace_io.ts';

@@ -4,8 +4,8 @@
  * of the trace's sends: each message lights the link between its two ranks at its (scaled)
  * time, so the links that carry the run's bytes pulse in the order they did.
  */
-import type { Span } from '../../dist/trace.ts';
-import type { MeshDim } from '../../dist/mesh.ts';
+import type { Span } from '../../comm/trace.ts';
+import type { MeshDim } from '../../comm/mesh.ts';
 import { MeshView } from '../mesh_view.ts';
 
 type Shape = [number, number, number, number];

@@ -4,7 +4,7 @@
  * to the page, which shows them in the same charts, timeline, communication, memory and mesh
  * panels as a live run.
  */
-import type { Span } from '../../dist/trace.ts';
+import type { Span } from '../../comm/trace.ts';
 import { fromChromeTrace, type Metrics, parseMetricsJsonl } from './trace_io.ts';
 
 /** What a load produced; any part may be missing. `meta` is the trace's otherData. */

@@ -7,8 +7,8 @@
  * ranks' spans are collected after every batch (and cleared on the ranks) so the timeline,
  * communication and mesh panels update while the run goes on.
  */
-import { World } from '../../dist/launch.ts';
-import type { Span } from '../../dist/trace.ts';
+import { World } from '../../comm/launch.ts';
+import type { Span } from '../../comm/trace.ts';
 import type { RankSummary } from '../../parallel/run.ts';
 import { runParallel, type StepReport } from '../../parallel/run_host.ts';
 import type { TrainConfig } from '../../train/config.ts';

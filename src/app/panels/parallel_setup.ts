@@ -3,9 +3,9 @@
  * pipeline schedule and micro-batches, sequence parallelism, context-parallel kind, and the
  * network model (a preset or intra/inter-node bandwidth and latency). Validated on every edit
  * with the trainer's own `planProblems` (src/parallel/plan.ts) and `parseNetwork`
- * (src/dist/network.ts), so the page shows exactly the CLI's messages before anything starts.
+ * (src/comm/network.ts), so the page shows exactly the CLI's messages before anything starts.
  */
-import { NET_PRESETS, parseNetwork } from '../../dist/network.ts';
+import { NET_PRESETS, parseNetwork } from '../../comm/network.ts';
 import { CP_KINDS, makePlan, type ParallelPlan, type PlanModel, planProblems, describePlan } from '../../parallel/plan.ts';
 import { SCHEDULE_KINDS } from '../../parallel/pipeline_schedule.ts';
 

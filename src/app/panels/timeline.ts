@@ -3,9 +3,9 @@
  * communication (orange) and idle gaps (hatched grey; pipeline bubbles), with a thin row of
  * the rank's messages underneath. Wheel or the +/− buttons zoom around the pointer / centre,
  * drag or ←/→ pans, hovering names the op, bytes, peer and group. "Export trace.json" writes
- * the spans as Chrome Trace Event JSON for Perfetto (src/dist/trace.ts `toChromeTrace`).
+ * the spans as Chrome Trace Event JSON for Perfetto (src/comm/trace.ts `toChromeTrace`).
  */
-import { type Span, toChromeTrace } from '../../dist/trace.ts';
+import { type Span, toChromeTrace } from '../../comm/trace.ts';
 import { buildLanes, type Clock, fmtBytes, idleShare, type Lane, laneTotals, type Segment } from './trace_io.ts';
 
 /** A time on the axis: three significant digits without exponents. */

@@ -1,10 +1,10 @@
 /**
  * The data every panel draws from, in the shapes a live run and a headless run's files share:
- * trace spans (src/dist/trace.ts `Span`), step records (metrics.jsonl lines) and lanes of
+ * trace spans (src/comm/trace.ts `Span`), step records (metrics.jsonl lines) and lanes of
  * compute / communication / idle segments per rank. Pure functions, so the live page and the
  * "Open run" loader feed the same charts and timeline.
  */
-import { type ChromeTrace, type Span, type SpanKind, WALL_PID } from '../../dist/trace.ts';
+import { type ChromeTrace, type Span, type SpanKind, WALL_PID } from '../../comm/trace.ts';
 
 /** One optimizer step as the charts need it (a metrics.jsonl train line). */
 export interface StepRecord {

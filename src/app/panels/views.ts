@@ -3,7 +3,7 @@
  * fed from the same data whether it comes from a live run or from opened files: the trace
  * spans, the plan and model (for predictions) and the per-rank memory a run reports.
  */
-import type { Span } from '../../dist/trace.ts';
+import type { Span } from '../../comm/trace.ts';
 import type { ParallelPlan, PlanModel } from '../../parallel/plan.ts';
 import { CommPanel } from './comm_panel.ts';
 import { MemoryPanel, type RankMemory } from './memory_panel.ts';

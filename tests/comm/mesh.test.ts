@@ -1,6 +1,6 @@
 /** DeviceMesh: picotron's [dp, pp, cp, tp] layout, its groups and validation. */
 import { deepStrictEqual, throws } from 'node:assert/strict';
-import { DeviceMesh } from '../../src/dist/mesh.ts';
+import { DeviceMesh } from '../../src/comm/mesh.ts';
 import { withWorld, WORKER_TEST } from './world.ts';
 
 Deno.test('DeviceMesh [2,2,1,2]: coordinates and groups follow rank = ((dp·pp + pp)·cp + cp)·tp + tp', () => {

@@ -4,9 +4,9 @@
  * 4-worker ring allReduce merged on the host shows 2(p−1) steps per rank on both timelines.
  */
 import { deepStrictEqual, equal, ok } from 'node:assert/strict';
-import { chunkOffsets } from '../../src/dist/algorithms.ts';
-import { closeLocalWorld, localWorld, onEveryRank } from '../../src/dist/local.ts';
-import { type ChromeTrace, SIM_PID, toChromeTrace, traceTotals, validateChromeTrace, WALL_PID } from '../../src/dist/trace.ts';
+import { chunkOffsets } from '../../src/comm/algorithms.ts';
+import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
+import { type ChromeTrace, SIM_PID, toChromeTrace, traceTotals, validateChromeTrace, WALL_PID } from '../../src/comm/trace.ts';
 import { withWorld, WORKER_TEST } from './world.ts';
 
 /** Bytes rank r sends to r+1 in a ring allReduce of n f32 over p ranks (reduce-scatter + all-gather). */

@@ -1,5 +1,5 @@
 /**
- * Tensor collectives (src/dist/tensor_comm.ts) in worlds of 2 and 3 Deno workers, each rank
+ * Tensor collectives (src/comm/tensor_comm.ts) in worlds of 2 and 3 Deno workers, each rank
  * with its own GPUDevice: read back, exchange, write back — bit-exact on integer-valued inputs,
  * in place and out of place — and the errors for tensors the wire cannot carry.
  */

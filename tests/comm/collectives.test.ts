@@ -1,11 +1,11 @@
 /**
  * Every collective × algorithm × op × dtype × in/out of place, bit-exact against the CPU
  * reference (integer-valued inputs), in worlds of 1…8 ranks and in subset groups. Each world is
- * launched once and runs the whole matrix (tests/dist/scenario.worker.ts checks on each rank).
+ * launched once and runs the whole matrix (tests/comm/scenario.worker.ts checks on each rank).
  */
 import { deepStrictEqual, ok } from 'node:assert/strict';
 import { type Report, withWorld, WORKER_TEST } from './world.ts';
-import { chunkOffsets, fold } from '../../src/dist/algorithms.ts';
+import { chunkOffsets, fold } from '../../src/comm/algorithms.ts';
 
 const opts = WORKER_TEST;
 

@@ -1,5 +1,5 @@
 /**
- * Launching a world of ranks (DESIGN.md §2): N module workers, a full mesh of
+ * Launching a world of ranks (docs/design.md §13): N module workers, a full mesh of
  * `MessageChannel`s between them (the data plane, see transport.ts) and comlink as the
  * control plane (init / run / shutdown), as the browser demo drives workers/rank.worker.ts.
  *

@@ -1,5 +1,5 @@
 /**
- * The collective test scenarios, shared by the Deno tests (tests/dist/scenario.worker.ts) and
+ * The collective test scenarios, shared by the Deno tests (tests/comm/scenario.worker.ts) and
  * the Chromium page (collectives.html, through workers/rank.worker.ts), so both runtimes run
  * the same matrix: every collective × algorithm × op × dtype × in/out of place, checked on each
  * rank bit for bit against a CPU reference (f64 arithmetic, rounded once to the output dtype)

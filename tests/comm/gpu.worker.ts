@@ -1,12 +1,12 @@
 /**
  * Test-only rank worker with a GPU: every rank opens its own device (on the backend the test
- * passes in task openGpu) and runs the tensor collectives of src/dist/tensor_comm.ts on small
+ * passes in task openGpu) and runs the tensor collectives of src/comm/tensor_comm.ts on small
  * integer-valued tensors, checking the read-back results bit for bit against
- * tests/dist/reference.ts on the rank itself.
+ * tests/comm/reference.ts on the rank itself.
  */
-import { serveRank } from '../../src/dist/launch.ts';
-import { ALGORITHMS, type NumArray, type ReduceOp } from '../../src/dist/communicator.ts';
-import { TensorComm } from '../../src/dist/tensor_comm.ts';
+import { serveRank } from '../../src/comm/launch.ts';
+import { ALGORITHMS, type NumArray, type ReduceOp } from '../../src/comm/communicator.ts';
+import { TensorComm } from '../../src/comm/tensor_comm.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
 import { as, diff, type DT, input, reduceRef } from './reference.ts';
 import { RANK_GPU_TASKS, rankGpu } from '../util/rank_gpu.ts';

@@ -1,5 +1,5 @@
 /**
- * The data plane of one rank (DESIGN.md §2, §6): a full mesh of `MessagePort`s, one
+ * The data plane of one rank (docs/design.md §13): a full mesh of `MessagePort`s, one
  * `MessageChannel` per pair of ranks, created by the launcher and transferred to each worker.
  *
  * Every message is an {@link Envelope}: a {@link Header} naming the call it belongs to plus a

@@ -3,7 +3,7 @@
  * run whose rows carry busbw = algbw × factor and a simulated time equal to the α-β formula.
  */
 import { deepStrictEqual, equal, match, ok, throws } from 'node:assert/strict';
-import { bandwidths, busBwFactor } from '../../src/dist/cost.ts';
+import { bandwidths, busBwFactor } from '../../src/comm/cost.ts';
 import { type CommBenchRow, parseBytes, parseCommArgs } from '../../src/bench/comm.ts';
 import { runCli } from '../util/cli.ts';
 

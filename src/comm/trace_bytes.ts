@@ -1,6 +1,6 @@
 /**
- * Byte accounting read back from a trace (issue 5, DESIGN.md §7: "the bytes each run's trace
- * records per step equal the analytical formula, exactly, counted in elements"): the elements
+ * Byte accounting read back from a trace (docs/design.md §18: the bytes each run's trace
+ * records per step equal the analytical formula, exactly, counted in elements): the elements
  * and bytes every rank sent, per optimizer step and per `group/op` — the key src/parallel/
  * traffic.ts's TrafficMeter uses, so a trace and a meter can be compared key by key, and
  * src/parallel/run.ts `dimOfKey` maps either onto cost.ts's `dim/collective` rows.

@@ -1,14 +1,14 @@
 /**
- * src/dist/trace_bytes.ts and the Tracer's step stamping (trace.ts), without a GPU: collectives
+ * src/comm/trace_bytes.ts and the Tracer's step stamping (trace.ts), without a GPU: collectives
  * inside `step N` spans of a local world are read back from the Chrome trace per rank, step and
  * `group/op` with the element counts the algorithms define; traces without `args.step` (written
  * before it existed) attribute by wall-time containment to the same result; malformed traces
  * are refused with the event named.
  */
 import { deepStrictEqual, equal, throws } from 'node:assert/strict';
-import { closeLocalWorld, localWorld, onEveryRank } from '../../src/dist/local.ts';
-import { type ChromeTrace, stepOfSpanName, toChromeTrace, WALL_PID } from '../../src/dist/trace.ts';
-import { sentElements, traceSends } from '../../src/dist/trace_bytes.ts';
+import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
+import { type ChromeTrace, stepOfSpanName, toChromeTrace, WALL_PID } from '../../src/comm/trace.ts';
+import { sentElements, traceSends } from '../../src/comm/trace_bytes.ts';
 
 /** 3 ranks: a set-up broadcast, then steps 0 and 1 (each a ring allReduce of n and a p2p send 0→1 of k·(step+1) i32). */
 async function traced(n: number, k: number): Promise<ChromeTrace> {

@@ -1,5 +1,5 @@
 /**
- * Collectives on GPU tensors (DESIGN.md §6): each call reads the rank's tensor back to the
+ * Collectives on GPU tensors (docs/design.md §13): each call reads the rank's tensor back to the
  * host, runs the CPU {@link Communicator} collective on the copy, and writes the result into
  * the output tensor — the honest cost of ranks that share no device memory. The read-back and
  * write are traced as `gpu.read` / `gpu.write` compute spans that leave the simulated clock

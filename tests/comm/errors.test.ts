@@ -4,7 +4,7 @@
  * message well within its timeout — never hang.
  */
 import { equal, match, ok } from 'node:assert/strict';
-import { World } from '../../src/dist/launch.ts';
+import { World } from '../../src/comm/launch.ts';
 import { withWorld, WORKER_TEST, workerUrl } from './world.ts';
 
 /** Asserts that `p` rejects with an Error whose message matches `re`; returns the message. */

@@ -1,13 +1,13 @@
 /**
  * The network model and the simulated clock: parsing and presets; each algorithm's simulated
- * time equals its α-β formula (DESIGN.md §6) on a flat network; a two-level topology charges
+ * time equals its α-β formula (docs/design.md §14) on a flat network; a two-level topology charges
  * the inter-node link across nodes and slows ring allReduce by the expected amount.
  */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
-import { NET_PRESETS, NetworkModel, parseNetwork, SimClock } from '../../src/dist/network.ts';
-import { closeLocalWorld, localWorld, onEveryRank } from '../../src/dist/local.ts';
-import { ALGORITHMS, type Communicator } from '../../src/dist/communicator.ts';
-import { predictUs, type SizedCollective } from '../../src/dist/cost.ts';
+import { NET_PRESETS, NetworkModel, parseNetwork, SimClock } from '../../src/comm/network.ts';
+import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
+import { ALGORITHMS, type Communicator } from '../../src/comm/communicator.ts';
+import { predictUs, type SizedCollective } from '../../src/comm/cost.ts';
 
 Deno.test('parseNetwork reads two-level specs, units and presets', () => {
   deepStrictEqual(parseNetwork('intra=300GB/s,1us;inter=25GB/s,5us;node=4'), {

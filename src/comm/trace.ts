@@ -1,5 +1,5 @@
 /**
- * Tracing of the collective layer (DESIGN.md §6, §8): every send, receive, collective call and
+ * Tracing of the collective layer (docs/design.md §14, §15): every send, receive, collective call and
  * traced compute step of a rank is a {@link Span} on two timelines, the wall clock (epoch ms,
  * comparable across workers) and the simulated clock of the network model (µs, see
  * network.ts). Spans export to the Chrome Trace Event format (the JSON Perfetto and

@@ -1,5 +1,5 @@
 /**
- * Test helper: launches worlds of tests/dist/scenario.worker.ts.
+ * Test helper: launches worlds of tests/comm/scenario.worker.ts.
  *
  * `deno test` type-checks every module worker it starts, from scratch, per worker (≈4 s each on
  * the 2-core machine; its check cache is not used for workers), which would make a world of 8
@@ -7,14 +7,14 @@
  * JS: nothing to check) — its types are still checked by `deno check tests`. If bundling fails
  * the TypeScript worker is used directly (correct, just slow).
  */
-import { type LaunchOptions, World } from '../../src/dist/launch.ts';
+import { type LaunchOptions, World } from '../../src/comm/launch.ts';
 import { openRankGpus } from '../util/rank_gpu.ts';
 import { bundleWorker } from '../../src/cli/worker_bundle.ts';
 
 const bundled = new Map<string, Promise<URL>>();
 
 /**
- * URL of the bundled worker tests/dist/`name` (or `name` relative to tests/dist when it has a slash; built on first use, in a temp directory laid out
+ * URL of the bundled worker tests/comm/`name` (or `name` relative to tests/comm when it has a slash; built on first use, in a temp directory laid out
  * like the repository — `<tmp>/a/b/<name>.js` beside `<tmp>/shaders` and `<tmp>/public` links —
  * so the `new URL('../../shaders/…', import.meta.url)` that src/kernels/shaders.ts fetches, and
  * the test texts under public/data, resolve).

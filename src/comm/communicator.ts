@@ -1,6 +1,6 @@
 /**
  * `Communicator`: NCCL / torch.distributed collectives on CPU typed arrays (Float32Array,
- * Int32Array) over a {@link Transport} mesh (DESIGN.md §6). Ranks passed to and returned by a
+ * Int32Array) over a {@link Transport} mesh (docs/design.md §13). Ranks passed to and returned by a
  * communicator are *group-local* (0 … size−1), as in NCCL communicators; `ranks[i]` maps
  * them to world ranks.
  *

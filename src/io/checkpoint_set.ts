@@ -10,7 +10,7 @@
  * before any rank starts.
  */
 import { z } from 'zod';
-import { exists, writeAtomic } from './run_dir.ts';
+import { exists, writeAtomic } from './atomic.ts';
 import { CorruptCheckpointError, type DecodeOptions, LegacyCheckpointError, upgradeLegacySafetensors } from '../train/safetensors.ts';
 import { canonicalJson, SHA256_HEX, sha256Hex, zodIssues } from '../train/digest.ts';
 import { decodeRankState } from '../parallel/rank_checkpoint.ts';

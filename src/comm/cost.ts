@@ -1,7 +1,7 @@
 /**
  * What one collective call costs: the exact elements and messages each rank sends in every
  * algorithm of algorithms.ts ({@link collectiveTraffic}), α-β cost formulas of the collective
- * algorithms (DESIGN.md §6; Thakur, Rabenseifner & Gropp, "Optimization of Collective
+ * algorithms (docs/design.md §14; Thakur, Rabenseifner & Gropp, "Optimization of Collective
  * Communication Operations in MPICH", IJHPCA 2005) and the bandwidth figures of nccl-tests
  * (doc/PERFORMANCE.md): algbw = S / t, busbw = algbw × factor.
  *
@@ -125,7 +125,7 @@ function binomialBcastSent(n: number, p: number, r: number, root: number): Traff
 /**
  * Exact elements and messages group rank `r` of `p` sends in one call of `coll` with
  * `algorithm` on a buffer of `n` elements (see the module doc), mirroring
- * src/dist/algorithms.ts step by step (chunks from `chunkOffsets`, MPICH's non-power-of-two
+ * src/comm/algorithms.ts step by step (chunks from `chunkOffsets`, MPICH's non-power-of-two
  * fold). Ring allReduce on rank r sends 2n − chunk(r) − chunk(r+1).
  * @throws Error for an algorithm the collective does not accept or bad sizes.
  */

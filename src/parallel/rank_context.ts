@@ -1,0 +1,158 @@
+/**
+ * The model context of one rank of a tensor-, sequence- and context-parallel group
+ * (src/models/context.ts; docs/design.md §16, §23): the same architecture code as the single-rank
+ * model, with each op that a split changes replaced here.
+ * - linear: the role of `${name}.weight` in tp_table.ts picks Megatron's f before a column-
+ *   parallel layer (the sequence-parallel all-gather when its input is the residual stream) and g
+ *   after a row-parallel one (the reduce-scatter under sequence parallelism); a row-parallel bias
+ *   is added once, after the sum.
+ * - attention: FlashAttention over this rank's nh/tp heads, or ring attention / Ulysses over the
+ *   context-parallel group when the rank holds T/cp tokens of every sequence.
+ * - embed / head: the vocab-parallel embedding and cross-entropy (vocab_parallel.ts); the
+ *   learned positions looked up at this rank's global positions.
+ * With tp = 1 and no context parallelism every op is the single-rank one.
+ */
+import type { Tensor } from '../gpu/tensor.ts';
+import type { Tape } from '../autograd/tape.ts';
+import { add, crossEntropy, embedding, flashAttention, linear } from '../autograd/ops.ts';
+import type { Communicator } from '../comm/communicator.ts';
+import type { ParamStore } from '../nn/params.ts';
+import { type ContextAttnDims, LOCAL, type ModelContext, type ModelInput, uploadIds } from '../models/context.ts';
+import type { ForwardOptions, ForwardResult } from '../models/model.ts';
+import { subGroup } from './data_parallel.ts';
+import { copyToTensorParallelRegion, gatherFromSequenceParallelRegion, localSequenceRows, reduceFromTensorParallelRegion, reduceScatterToSequenceParallelRegion } from './tp_comm.ts';
+import { type VocabShard, vocabParallelCrossEntropy, vocabParallelEmbedding, vocabShard } from './vocab_parallel.ts';
+import { ringAttention } from './ring_attention.ts';
+import { ulyssesAttention } from './ulysses.ts';
+import type { CpKind } from './plan.ts';
+import { tpRole } from './tp_table.ts';
+
+/** Where a rank sits: its tp group (size 1 without tp), sequence parallelism, context parallelism. */
+export interface RankContextOptions {
+  tp: Communicator;
+  vocabSize: number;
+  /** Megatron sequence parallelism (needs tp > 1 and B·T divisible by tp). */
+  sequenceParallel?: boolean;
+  /** This rank holds the tokens at global `positions` of every sequence; attention runs over `group`. */
+  context?: { group: Communicator; kind: CpKind; positions: Int32Array };
+}
+
+/** The parallel context of one rank (see the module doc). */
+export class RankContext implements ModelContext {
+  readonly tp: number;
+  readonly sequenceParallel: boolean;
+  readonly shard: VocabShard;
+  private readonly act: Communicator;
+  private readonly ce: Communicator;
+  /** Row-parallel bias values → their (C, 1) views, the weight of a 1-input linear: y = 1·bᵀ. */
+  private readonly biasCols = new Map<Tensor, Tensor>();
+
+  /** @throws Error for sequence parallelism without tp > 1. */
+  constructor(readonly o: RankContextOptions) {
+    this.tp = o.tp.size;
+    this.sequenceParallel = !!o.sequenceParallel;
+    if (this.sequenceParallel && this.tp === 1) throw new Error('sequence parallel requires tp > 1');
+    this.shard = vocabShard(o.vocabSize, this.tp, o.tp.rank);
+    this.act = subGroup(o.tp, 'act');
+    this.ce = subGroup(o.tp, 'ce');
+  }
+
+  /** Whether every op is the single-rank one. */
+  private get plain(): boolean {
+    return this.tp === 1 && !this.o.context;
+  }
+
+  /** The store's value → gradient map for tapes, plus the row-parallel biases' (C, 1) views. */
+  gradMap(store: ParamStore): Map<Tensor, Tensor> {
+    const map = store.gradMap();
+    if (this.tp === 1) return map;
+    for (const p of store.params) {
+      if (!p.name.endsWith('.bias') || !isRow(p.name.replace(/\.bias$/, '.weight'))) continue;
+      const col = p.value.view([p.size, 1]);
+      this.biasCols.set(p.value, col);
+      map.set(col, p.grad.view([p.size, 1]));
+    }
+    return map;
+  }
+
+  /** Shape (B·T, C), or (B·T/tp, C) under sequence parallelism, of the residual stream. */
+  actShape(b: number, t: number, c: number): number[] {
+    return [this.sequenceParallel ? (b * t) / this.tp : b * t, c];
+  }
+
+  local(width: number): number {
+    return width / this.tp;
+  }
+
+  async linear(tape: Tape, x: Tensor, name: string, w: Tensor, b: Tensor | null, label: string): Promise<Tensor> {
+    if (this.tp === 1) return linear(tape, x, w, b, label);
+    const role = tpRole(`${name}.weight`);
+    if (role === 'column-inner' || role === 'channel') return linear(tape, x, w, b, label); // input from a row-inner layer: its backward already sums
+    if (role !== 'row' && role !== 'row-inner') {
+      // Column-parallel: f (or the SP all-gather) on the input; the bias is sharded with the rows.
+      const xin = this.sequenceParallel ? await gatherFromSequenceParallelRegion(tape, x, this.act) : await copyToTensorParallelRegion(tape, x, this.act);
+      return linear(tape, xin, w, b, label);
+    }
+    const part = linear(tape, x, w, null, label);
+    if (role === 'row-inner') {
+      // g, then f: the summed output feeds ops split by channel, whose input gradients are partial.
+      if (b) throw new Error(`tensor parallel: '${name}' is row-parallel inside a block and has a bias; tp_table.ts has no rule for it`);
+      return await copyToTensorParallelRegion(tape, await reduceFromTensorParallelRegion(tape, part, this.act), this.act);
+    }
+    const y = this.sequenceParallel ? await reduceScatterToSequenceParallelRegion(tape, part, this.act) : await reduceFromTensorParallelRegion(tape, part, this.act);
+    if (!b) return y;
+    const col = this.biasCols.get(b);
+    if (!col) throw new Error(`tensor parallel: bias of '${name}' has no column view; build the tape's gradients with RankContext.gradMap`);
+    const rows = y.size / y.shape[y.shape.length - 1];
+    const ones = tape.gpu.upload(new Float32Array(rows).fill(1), [rows, 1], 'f32', 'tp.ones');
+    tape.onDispose(() => ones.release());
+    return add(tape, y, linear(tape, ones, col, null, `${label}.bias`), `${label}.biased`);
+  }
+
+  async attention(tape: Tape, qkv: Tensor, dims: ContextAttnDims, label: string, naive?: boolean): Promise<Tensor> {
+    if (this.plain) return LOCAL.attention(tape, qkv, dims, label, naive);
+    const local = { b: dims.b, t: dims.t, c: dims.c / this.tp, nh: dims.nh / this.tp }, cx = this.o.context;
+    if (!cx) return flashAttention(tape, qkv, local, label); // (B, T, C/tp): this rank's heads
+    const ring = { ...local, causal: true };
+    return cx.kind === 'ring' ? await ringAttention(tape, qkv, ring, cx.group, label) : await ulyssesAttention(tape, qkv, ring, cx.group, label);
+  }
+
+  async embed(tape: Tape, input: ModelInput, wte: Tensor, positions: Tensor, learned: boolean, b: number, t: number): Promise<Tensor> {
+    if (this.plain) return LOCAL.embed(tape, input, wte, positions, learned, b, t);
+    const n = b * t, c = wte.shape[1];
+    if (this.sequenceParallel && n % this.tp) throw new Error(`sequence parallel: B·T = ${n} rows do not split over tp ${this.tp}`);
+    // The embedding op always adds a row-indexed (T, C) table: a frozen zero one stands in.
+    const zero = this.tp === 1 || learned ? tape.gpu.zeros([t, c], 'f32', 'emb.zero') : null;
+    if (zero) tape.onDispose(() => zero.release());
+    const tok = this.tp > 1
+      ? await vocabParallelEmbedding(tape, wte, input.hostTokens, this.shard, this.o.vocabSize, this.act, b, t, this.sequenceParallel)
+      : embedding(tape, uploadIds(tape, input.hostTokens, [b, t], 'cp.tokens'), input.hostTokens, wte, zero!, b, t);
+    if (!learned) return tok;
+    // wpe at this rank's global positions, looked up as a token table indexed by position.
+    const at = this.o.context?.positions ?? Int32Array.from({ length: t }, (_, i) => i);
+    if (at.length !== t) throw new Error(`context parallel: ${at.length} positions for ${t} tokens per row`);
+    const host = Int32Array.from({ length: n }, (_, i) => at[i % t]);
+    const pos = embedding(tape, uploadIds(tape, host, [b, t], 'pos.ids'), host, positions, zero!, b, t); // (B·T, C)
+    return add(tape, tok, this.sequenceParallel ? await localSequenceRows(tape, pos, this.act) : pos, 'emb');
+  }
+
+  async head(tape: Tape, xf: Tensor, wte: Tensor, input: ModelInput, opts: ForwardOptions): Promise<ForwardResult> {
+    if (this.plain) return LOCAL.head(tape, xf, wte, input, opts);
+    const gradScale = opts.gradScale ?? 1;
+    if (this.tp === 1) {
+      const logits = linear(tape, xf, wte, null, 'lm_head');
+      if (!input.hostTargets) return { logits, loss: null };
+      return { logits, loss: crossEntropy(tape, logits, uploadIds(tape, input.hostTargets, [input.hostTargets.length], 'cp.targets'), gradScale) };
+    }
+    const x = this.sequenceParallel ? await gatherFromSequenceParallelRegion(tape, xf, this.act) : await copyToTensorParallelRegion(tape, xf, this.act);
+    const logits = linear(tape, x, wte, null, 'lm_head'); // (N, V_p/tp): this rank's vocabulary columns
+    if (!input.hostTargets) return { logits, loss: null };
+    const { loss } = await vocabParallelCrossEntropy(tape, logits, input.hostTargets, this.shard, this.o.vocabSize, this.ce, gradScale);
+    return { logits, loss };
+  }
+}
+
+function isRow(name: string): boolean {
+  const role = tpRole(name);
+  return role === 'row' || role === 'row-inner';
+}

@@ -1,0 +1,143 @@
+/**
+ * One rank's part of any layered model (src/models/model.ts LayeredModel; docs/design.md §23):
+ * the blocks of its pipeline stages, the embedding on the first stage, the head on the last,
+ * each parameter as this rank's tensor-parallel shard, run over the rank's RankContext. It is
+ * the one model object of every parallel trainer: a pipeline stage for the executor
+ * (pipeline_executor.ts), and with pp = 1 the whole model of a tp / cp / mesh rank.
+ *
+ * Parameters are the single-rank model's: every rank draws the whole model from the seed in
+ * declaration order and keeps its slice (nn/params.ts placeSpecs). As in Megatron-LM
+ * (`initialize_word_embeddings`), the last stage keeps its own copy of a tied embedding when it
+ * is not on the first rank; the two copies get the sum of both gradients each step (the
+ * embedding group), so they stay equal.
+ */
+import type { Gpu } from '../gpu/context.ts';
+import { Tensor } from '../gpu/tensor.ts';
+import type { Tape } from '../autograd/tape.ts';
+import type { ParamSpec, ParamStore, Placement } from '../nn/params.ts';
+import type { TrainConfig } from '../train/config.ts';
+import { createModel, PIECES } from '../models/registry.ts';
+import type { ForwardResult, LayeredModel, Piece } from '../models/model.ts';
+import type { ModelInput } from '../models/context.ts';
+import { runPieces } from '../models/model.ts';
+import { checkPipelineSplit, type PipelineStageModel, stageLayers } from './pipeline_stage.ts';
+import type { RankContext } from './rank_context.ts';
+import { shardKind, shardParam, shardShape } from './tp_table.ts';
+
+/** Where a rank sits in the pipeline (stage rank ppRank of pp, v chunks each). */
+export interface StagePlace {
+  ppRank: number;
+  pp: number;
+  v: number;
+}
+
+/**
+ * The placement of one pipeline rank with a tp shard: which parameters it keeps (by the piece
+ * that uses them) and its tensor-parallel slice of each.
+ * @throws Error when the architecture is not layered, or a parameter shared by several blocks
+ *   (the hybrid's attention) meets pp > 1.
+ */
+export function stagePlacement(arch: string, nLayer: number, at: StagePlace, tp: number, tpRank: number): Placement {
+  const pieceOf = (PIECES as Record<string, ((n: string) => Piece) | null>)[arch];
+  if (!pieceOf) throw new Error(`arch '${arch}' is not written as pieces over a parallel context yet; tensor and pipeline parallelism do not apply to it`);
+  const S = at.pp * at.v, first = at.ppRank === 0, last = (S - 1) % at.pp === at.ppRank;
+  const owner = (layer: number) => Math.floor(layer / (nLayer / S)) % at.pp;
+  return (s: ParamSpec) => {
+    const piece = pieceOf(s.name);
+    if (piece === 'shared' && at.pp > 1) throw new Error(`pipeline: parameter '${s.name}' is used by several stages (a shared block); pp must be 1 for arch '${arch}'`);
+    const held = typeof piece === 'number' ? owner(piece) === at.ppRank : piece === 'embed' ? first : piece === 'head' ? last : piece === 'tied' ? first || last : true;
+    if (!held) return null;
+    const kind = tp > 1 ? shardKind(s.name) : 'replicated';
+    return { shape: shardShape(kind, s.shape, tp), slice: (full) => shardParam(kind, full, s.shape, tp, tpRank), copy: piece === 'tied' && !first };
+  };
+}
+
+/**
+ * Checks, without a device, that `arch` can be split into pp pipeline ranks.
+ * @throws Error naming the rule: the architecture must be written as pieces (not the MoE models
+ *   yet), and a block shared by several stages (the hybrid's attention) needs pp = 1.
+ */
+export function checkStageArch(arch: string, pp: number): void {
+  const pieceOf = (PIECES as Record<string, ((n: string) => Piece) | null>)[arch];
+  if (!pieceOf) throw new Error(`pipeline: arch '${arch}' is not written as pieces over a parallel context yet; pp must be 1`);
+  if (arch === 'hybrid' && pp > 1) throw new Error(`pipeline: arch 'hybrid' shares one attention block between layers of different stages; pp must be 1`);
+}
+
+/** A rank's stages of a layered model over its RankContext (see the module doc). */
+export class ModelStages implements PipelineStageModel {
+  readonly model: LayeredModel;
+  readonly params: ParamStore;
+  readonly gradMap: Map<Tensor, Tensor>;
+  /** Total stages S = pp·v. */
+  readonly S: number;
+  /** Global stage indices held by this rank, ascending. */
+  readonly stages: number[];
+  /** The tied embedding's name, when the architecture has one. */
+  readonly tied: string | null;
+  /** True when this rank holds the head's copy of the tied embedding (last stage ≠ first rank); the store's last parameter. */
+  readonly headCopy: boolean;
+
+  /**
+   * @throws Error from checkPipelineSplit (layers not divisible by pp·v), for heads not
+   *   divisible by tp, from stagePlacement, the tensor-parallel shapes (a width not divisible
+   *   by tp) or the model's own config check.
+   */
+  constructor(readonly gpu: Gpu, readonly cfg: TrainConfig, vocabSize: number, readonly ctx: RankContext, readonly at: StagePlace) {
+    checkPipelineSplit(cfg.nLayer, at.pp, at.v);
+    if (ctx.tp > 1 && (cfg.arch === 'gpt' || cfg.arch === 'hybrid') && cfg.nHead % ctx.tp) throw new Error(`tensor parallel: heads ${cfg.nHead} not divisible by tp ${ctx.tp}`);
+    this.S = at.pp * at.v;
+    this.stages = [...Array(at.v).keys()].map((c) => c * at.pp + at.ppRank);
+    const whole = at.pp === 1 && ctx.tp === 1;
+    const place = whole ? undefined : stagePlacement(cfg.arch, cfg.nLayer, at, ctx.tp, ctx.o.tp.rank);
+    const model = createModel(gpu, cfg, vocabSize, cfg.seed, place);
+    if (!('block' in model)) throw new Error(`arch '${cfg.arch}' is not written as pieces over a parallel context yet`);
+    this.model = model as LayeredModel;
+    this.params = model.params;
+    this.gradMap = ctx.gradMap(model.params);
+    const pieceOf = PIECES[cfg.arch as keyof typeof PIECES];
+    this.tied = pieceOf ? model.params.params.map((p) => p.name).find((n) => pieceOf(n) === 'tied') ?? null : null;
+    this.headCopy = this.holds(this.S - 1) && at.ppRank !== 0 && this.tied !== null;
+  }
+
+  holds(s: number): boolean {
+    return s >= 0 && s < this.S && s % this.at.pp === this.at.ppRank;
+  }
+
+  actShape(b: number, t: number): number[] {
+    return this.ctx.actShape(b, t, this.cfg.nEmbd);
+  }
+
+  embed(tape: Tape, hostTokens: Int32Array, b: number, t: number): Promise<Tensor> {
+    return this.model.embed(this.ctx, tape, input(hostTokens, null), b, t, {});
+  }
+
+  async blocks(tape: Tape, x: Tensor, stage: number, b: number, t: number): Promise<Tensor> {
+    const [lo, hi] = stageLayers(this.cfg.nLayer, this.S, stage);
+    for (let i = lo; i < hi; i++) x = await this.model.block(this.ctx, tape, x, i, b, t);
+    return x;
+  }
+
+  async head(tape: Tape, x: Tensor, hostTargets: Int32Array, gradScale: number): Promise<Tensor> {
+    return (await this.model.head(this.ctx, tape, x, input(new Int32Array(0), hostTargets), { gradScale })).loss!;
+  }
+
+  /**
+   * The whole forward (pp = 1): tokens and targets (B·T) host ids of this rank's rows and tokens.
+   * Returns this rank's logits and, with targets, the loss (2) on the GPU.
+   */
+  forward(tape: Tape, hostTokens: Int32Array, hostTargets: Int32Array | null, b: number, t: number, gradScale = 1): Promise<ForwardResult> {
+    return runPieces(this.model, this.ctx, tape, input(hostTokens, hostTargets), b, t, { gradScale });
+  }
+
+  /** Flat-gradient slice a global grad norm counts: everything but the head's copy of the tied embedding. */
+  normGrads(): Tensor {
+    const { params } = this;
+    if (!this.headCopy) return params.grads;
+    const len = params.params[params.params.length - 1].offset; // the copy is last; the head's norm precedes it
+    return new Tensor(this.gpu, params.grads.buffer, [len], 'f32', params.grads.offset, false, `grads[0:${len}]`);
+  }
+}
+
+function input(hostTokens: Int32Array, hostTargets: Int32Array | null): ModelInput {
+  return { hostTokens, tokens: null, targets: null, hostTargets };
+}
