@@ -193,10 +193,10 @@ export function activationMemory(plan: ParallelPlan, model: PlanModel, rank: num
     b: microBatchSize(plan, model), s: model.blockSize / plan.cp, T: model.blockSize, C: model.nEmbd, nh: model.nHead, V: model.vocabSize,
     t: plan.tp, sp: plan.sp, cp: plan.cp, cpKind: plan.cpKind, bias: o.bias ?? true, naive: o.attention === 'naive',
   };
-  const L = model.nLayer, tp = (kind === 'tp' || kind === 'mesh') && plan.tp > 1; // tp 1: rank_context.ts runs the plain ops
+  const L = model.nLayer, tp = kind === 'mesh' && plan.tp > 1; // tp 1: rank_context.ts runs the plain ops
   const layer = tp ? tpLayer(g) : gptLayer(g);
   const times = (items: ActivationItem[], k: number) => items.map((x) => ({ ...x, count: x.count * k }));
-  if (kind !== 'pp' && kind !== 'mesh') {
+  if (kind !== 'mesh') {
     const items = [...(tp ? tpEmbed(g) : gptEmbed(g)), ...times(layer, L), ...head(g, tp, g.cp > 1)]; // cp uploads its targets in the head
     const bytes = raw(items);
     return { kind, bytes, pooledBytes: pooled(items), perMicroBatch: bytes, inFlight: 1, perLayer: raw(layer), stages: [{ stage: -1, items }] };

@@ -116,10 +116,10 @@ export interface TrafficOptions {
    */
   buckets?: number[];
   /**
-   * The trainer that will run the plan (run.ts `strategyOf`): its small scalar allReduces follow
-   * it (tp: 1-element norm over tp; pp: 2-element [norm, loss] over pp; ep: 1-element expert
-   * norm over the EP group; mesh: 2-element [norm, loss] over the world instead of the dp loss
-   * average and ZeRO's norm). Absent: only the dp loss average and ZeRO's norm.
+   * The trainer that will run the plan (plan.ts `strategyOf`): its small scalar allReduces follow
+   * it (ep: 1-element expert norm over the EP group; mesh: 2-element [norm, loss] over the world
+   * instead of the dp loss average and ZeRO's norm). Absent: only the dp loss average and ZeRO's
+   * norm.
    */
   trainer?: StrategyKind;
 }
@@ -194,8 +194,6 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
     push('dp', 'loss average', 'allReduce', dpGroup, 1, 1);
     if (zero > 0) push('dp', 'gradient norm (ZeRO)', 'allReduce', dpGroup, 1, 1);
   }
-  if (trainer === 'tp') push('tp', 'gradient-norm partial sum', 'allReduce', mesh.group('tp', rank), 1, 1);
-  if (trainer === 'pp') push('pp', 'gradient norm + loss', 'allReduce', mesh.group('pp', rank), 2, 1);
   if (trainer === 'ep') push('dp', 'expert gradient norm', 'allReduce', planGroup(plan, 'ep', rank), 1, 1);
   sync('dense', dpGroup, par.dense, o.buckets);
   sync('expert', dpcp((d) => d % ep === me.dp % ep), expertParams);

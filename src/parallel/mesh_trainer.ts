@@ -1,7 +1,7 @@
 /**
- * One trainer over the whole [dp, pp, cp, tp] DeviceMesh (docs/design.md §16–§18),
- * composing the strategies that work alone elsewhere in src/parallel the way Megatron-LM and
- * picotron compose them (Narayanan et al., arXiv 2104.04473, "PTD-P"):
+ * One trainer over the whole [dp, pp, cp, tp] DeviceMesh (docs/design.md §16–§18): the trainer
+ * of every split model (tp, pp or cp alone as well as combined), composing the strategies the
+ * way Megatron-LM and picotron compose them (Narayanan et al., arXiv 2104.04473, "PTD-P"):
  *
  * STABLE API (the CLI and workers code against this; added fields may appear, none go away):
  *

@@ -1,8 +1,8 @@
 /**
  * One pipeline rank's program run for one step (pipeline.ts's module doc gives the semantics:
  * a tape per (micro, stage), `sendForward` as the autograd function whose backward is the
- * received gradient, buffered point-to-point sends on the pp group). Shared by PipelineTrainer
- * and the mesh trainer (mesh_trainer.ts), whose stages are tensor-parallel.
+ * received gradient, buffered point-to-point sends on the pp group). Run by the mesh trainer
+ * (mesh_trainer.ts) over its ModelStages (stages.ts), with pp = 1 too.
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -30,9 +30,8 @@ interface Slot {
 export type SpanFn = (kind: Span['kind'], start: number, label: string, action?: PipeAction) => void;
 
 /**
- * Runs one pipeline rank's program of a schedule over its stage model for one step: the part
- * of the pipeline shared by PipelineTrainer and the mesh trainer (mesh_trainer.ts), whose
- * stages are tensor-parallel. Messages go over `p2p` (the pp group; group rank = pipeline rank).
+ * Runs one pipeline rank's program of a schedule over its stage model for one step. Messages go
+ * over `p2p` (the pp group; group rank = pipeline rank).
  */
 export class PipelineExecutor {
   /**

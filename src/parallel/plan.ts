@@ -17,8 +17,8 @@ import { DeviceMesh, type MeshCoords, type MeshDim } from '../comm/mesh.ts';
 import { SCHEDULE_KINDS, type ScheduleKind } from './pipeline_schedule.ts';
 
 export type CpKind = 'ring' | 'ulysses';
-/** The trainer that runs a plan (src/parallel/run.ts `strategyOf`): one per dimension, or the dp × pp × tp (+sp) mesh. */
-export type StrategyKind = 'dp' | 'zero' | 'tp' | 'pp' | 'cp' | 'ep' | 'mesh';
+/** The trainer that runs a plan ({@link strategyOf}): data parallel, ZeRO, expert parallel, or the mesh for every split model. */
+export type StrategyKind = 'dp' | 'zero' | 'ep' | 'mesh';
 export const CP_KINDS: readonly CpKind[] = ['ring', 'ulysses'];
 
 export interface ParallelPlan {
@@ -236,16 +236,18 @@ export function checkArchSplit(plan: ParallelPlan, arch: string): void {
 }
 
 /**
- * The trainer for `plan`: one per single dimension, the mesh trainer for dp × pp × tp (+sp).
- * @throws Error "not supported yet: …" for a combination with cp, ep or ZeRO (ep < dp, inside
- *   the DP dimension, is supported), or from {@link checkArchSplit}.
+ * The trainer for `plan`: the mesh trainer (mesh_trainer.ts) whenever the model is split — any
+ * of pp, cp, tp > 1, with dp and ZeRO-1 — else dp (ZeRO 0), zero (ZeRO-1/2/3 over dp), or ep.
+ * @throws Error "not supported yet: …" for ZeRO-2/3 or ep with a split model, or from
+ *   {@link checkArchSplit}.
  */
 export function strategyOf(plan: ParallelPlan, arch: string): StrategyKind {
   if (plan.ep <= 1) checkArchSplit(plan, arch);
-  const on = (['dp', 'pp', 'cp', 'tp'] as const).filter((k) => plan[k] > 1);
-  if (on.length > 1) {
-    const other = [plan.cp > 1 && `cp ${plan.cp}`, plan.ep > 1 && `ep ${plan.ep}`, plan.zero > 0 && `zero ${plan.zero}`].filter(Boolean);
-    if (other.length) throw new Error(`not supported yet: ${other.join(', ')} combined with ${on.filter((k) => k !== 'cp').map((k) => `${k} ${plan[k]}`).join(' × ')} (the mesh trainer composes dp × pp × tp (+sp) only)`);
+  const split = (['pp', 'cp', 'tp'] as const).filter((k) => plan[k] > 1);
+  if (split.length) {
+    const other = [plan.ep > 1 && `ep ${plan.ep}`, plan.zero > 1 && `zero ${plan.zero}`].filter(Boolean);
+    const dims = (['dp', 'pp', 'cp', 'tp'] as const).filter((k) => plan[k] > 1).map((k) => `${k} ${plan[k]}`).join(' × ');
+    if (other.length) throw new Error(`not supported yet: ${other.join(', ')} combined with ${dims} (the mesh trainer composes dp × pp × cp × tp (+sp) with ZeRO-1)`);
     return 'mesh';
   }
   if (plan.ep > 1) {
@@ -254,9 +256,5 @@ export function strategyOf(plan: ParallelPlan, arch: string): StrategyKind {
     if (arch !== 'gpt-moe' && arch !== 'mamba-moe') throw new Error(`ep ${plan.ep} needs --arch gpt-moe or mamba-moe, got ${arch}`);
     return 'ep';
   }
-  if (plan.zero > 0) return 'zero';
-  if (plan.tp > 1) return 'tp';
-  if (plan.pp > 1) return 'pp';
-  if (plan.cp > 1) return 'cp';
-  return 'dp';
+  return plan.zero > 0 ? 'zero' : 'dp';
 }

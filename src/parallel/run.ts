@@ -4,18 +4,18 @@
  * run_host.ts). Runtime-neutral (browser and Deno module workers): no Deno APIs; the data
  * arrives as text or tokens.
  *
- * - Dispatch ({@link strategyOf}, run_build.ts): dp → DataParallelTrainer, dp + zero → ZeroTrainer, tp (+sp)
- *   → TensorParallelTrainer, pp → PipelineTrainer, cp → ContextParallelTrainer, ep (dividing dp)
- *   on a gpt-moe or mamba-moe → ExpertParallelTrainer; two or more of dp, pp, tp (+sp) →
- *   MeshTrainer (mesh_trainer.ts). Combinations with cp, ep or ZeRO are refused: "not supported yet: …".
+ * - Dispatch ({@link strategyOf}, run_build.ts): any split model (pp, cp or tp > 1, with dp and
+ *   ZeRO-1) → MeshTrainer (mesh_trainer.ts); otherwise dp → DataParallelTrainer, dp + zero →
+ *   ZeroTrainer, ep (dividing dp) on a gpt-moe or mamba-moe → ExpertParallelTrainer. ZeRO-2/3 or
+ *   ep with a split model are refused: "not supported yet: …".
  * - Batch convention (as `npm run plan`): the global batch of one optimizer step is
  *   G = cfg.batchSize × cfg.gradAccum sequences, split into plan.microBatches micro-batches of
- *   G/m (each split over dp). Trainers other than the pipeline and the mesh see batchSize G/m
- *   with gradAccum m; those two see batchSize G, gradAccum 1 and their own m ({@link trainerConfig}).
- * - Validation loss: world rank 0 evaluates it where it holds the whole model (dp, ZeRO-1/2,
- *   cp), at every evalInterval and the last step, on the fixed batches of Trainer.evaluate;
- *   under ZeRO-3 every rank gathers the layers for it (group `eval`, outside the step's
- *   accounting). Other sharded models (tp, pp, ep, mesh) report the training loss only.
+ *   G/m (each split over dp). The dp, ZeRO and ep trainers see batchSize G/m with gradAccum m;
+ *   the mesh sees batchSize G, gradAccum 1 and its own m ({@link trainerConfig}).
+ * - Validation loss: world rank 0 evaluates it where it holds the whole model (dp, ZeRO-1/2, a
+ *   mesh without tp and pp), at every evalInterval and the last step, on the fixed batches of
+ *   Trainer.evaluate; under ZeRO-3 every rank gathers the layers for it (group `eval`, outside
+ *   the step's accounting). Other sharded models (tp, pp, ep) report the training loss only.
  * - Accounting: every step record carries the elements the rank sent by `group/op` (traffic.ts)
  *   and by `dim/collective`; the summary carries the analytical prediction of cost.ts
  *   `stepTraffic` (with the trainer's real bucket sizes and `trainer: kind`, so its scalar
@@ -106,7 +106,7 @@ export interface RankSummary {
 /** The config a rank's trainer runs with (see the module doc's batch convention). */
 export function trainerConfig(plan: ParallelPlan, cfg: TrainConfig): TrainConfig {
   const g = cfg.batchSize * cfg.gradAccum, m = plan.microBatches;
-  const whole = plan.pp > 1 || [plan.dp, plan.pp, plan.tp].filter((x) => x > 1).length > 1; // pipeline or mesh
+  const whole = plan.pp > 1 || plan.cp > 1 || plan.tp > 1; // the mesh trainer
   return parseConfig(whole ? { ...cfg, batchSize: g, gradAccum: 1 } : { ...cfg, batchSize: g / m, gradAccum: m });
 }
 
@@ -123,8 +123,7 @@ export function dimOfKey(kind: StrategyKind, key: string): PlanDim {
   const m = /^(dp|pp|cp|tp|ep)\[/.exec(key);
   if (m) return m[1] as PlanDim;
   if (key.startsWith('embedding[')) return 'pp'; // the mesh's tied-embedding group (cost.ts counts it under pp)
-  if (kind === 'cp') return key.includes('/attn') ? 'cp' : 'dp'; // gradients and loss sync over dp·cp
-  return kind === 'zero' || kind === 'mesh' ? 'dp' : kind;
+  return 'dp';
 }
 
 /** One step's predicted traffic of `rank`: cost.ts stepTraffic with the trainer's buckets and scalar collectives. */

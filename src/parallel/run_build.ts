@@ -14,11 +14,6 @@ import { expertOf } from '../models/moe.ts';
 import type { ParamStore } from '../nn/params.ts';
 import { DataParallelTrainer } from './data_parallel.ts';
 import { type ZeroStage, ZeroTrainer } from './zero.ts';
-import { ModelStages } from './stages.ts';
-import { RankContext } from './rank_context.ts';
-import { TensorParallelTrainer } from './tp_trainer.ts';
-import { PipelineTrainer } from './pipeline.ts';
-import { ContextParallelTrainer } from './context_parallel.ts';
 import { ExpertParallelTrainer, expertParallelGroups, expertShard } from './expert_parallel.ts';
 import { MeshTrainer } from './mesh_trainer.ts';
 import type { ParallelPlan, StrategyKind } from './plan.ts';
@@ -58,19 +53,6 @@ export async function buildTrainer(gpu: Gpu, world: Communicator, plan: Parallel
       const model = replica(), t = await ZeroTrainer.create(gpu, model, data, cfg, world, { bucketBytes, stage: plan.zero as ZeroStage });
       return own((s) => t.step(s), model.params, { memory: t.memory(), evalModel: plan.zero < 3 ? model : undefined, evaluate: plan.zero === 3 ? () => t.evaluate(data, cfg) : undefined, buckets: t.pieces.map((p) => p.c * world.size), state: () => t.trainingState() }, () => t.destroy());
     }
-    case 'tp': {
-      const model = new ModelStages(gpu, cfg, v, new RankContext({ tp: world, vocabSize: v, sequenceParallel: plan.sp }), { ppRank: 0, pp: 1, v: 1 });
-      const t = new TensorParallelTrainer(gpu, model, data, cfg);
-      return own((s) => t.step(s), model.params, {}, () => (t.dispose(), model.params.destroy()));
-    }
-    case 'pp': {
-      const t = new PipelineTrainer(gpu, data, cfg, v, world, { schedule: plan.schedule, microBatches: plan.microBatches, virtualStages: plan.schedule === 'interleaved' ? plan.virtualStages : undefined });
-      return own((s) => t.step(s), t.model.params, {}, () => t.destroy());
-    }
-    case 'cp': {
-      const model = replica(), t = new ContextParallelTrainer(gpu, model, data, cfg, world, plan.cpKind);
-      return own((s) => t.step(s), model.params, { evalModel: model, buckets: [model.params.grads.size] });
-    }
     case 'ep': {
       // gpt-moe or mamba-moe; experts sharded over each EP group, replicated across the dp/ep groups.
       const groups = expertParallelGroups(world, plan);
@@ -81,7 +63,9 @@ export async function buildTrainer(gpu: Gpu, world: Communicator, plan: Parallel
     }
     case 'mesh': {
       const t = new MeshTrainer(gpu, cfg, plan, world, data, v);
-      return own((s) => t.step(s), t.stages.params, {}, () => t.destroy());
+      // Without tp or pp every rank holds the whole model (dp and cp replicas): rank 0 validates it.
+      const whole = plan.tp === 1 && plan.pp === 1 ? { evalModel: t.stages.model } : {};
+      return own((s) => t.step(s), t.stages.params, whole, () => t.destroy());
     }
   }
 }

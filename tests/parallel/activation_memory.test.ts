@@ -68,7 +68,7 @@ Deno.test('activation formula: dp splits the batch, tp halves the attention/MLP 
 Deno.test('activation formula: 1F1B keeps ≤ p micro-batches in flight, GPipe all m; the schedule walk matches peakInFlight', () => {
   const m = 8, p = 4;
   for (const rank of [0, 1, 2, 3]) {
-    const at = (schedule: 'gpipe' | '1f1b') => act({ pp: p, microBatches: m, schedule }, {}, rank, { trainer: 'pp' });
+    const at = (schedule: 'gpipe' | '1f1b') => act({ pp: p, microBatches: m, schedule }, {}, rank, { trainer: 'mesh' });
     const g = at('gpipe'), f = at('1f1b');
     equal(g.inFlight, m);
     ok(f.inFlight <= p && f.inFlight === p - rank, `rank ${rank}: 1F1B in flight ${f.inFlight}`);
@@ -78,7 +78,7 @@ Deno.test('activation formula: 1F1B keeps ≤ p micro-batches in flight, GPipe a
     ok(f.bytes >= f.inFlight * f.perMicroBatch && f.bytes <= f.inFlight * f.perMicroBatch + ahead, `rank ${rank}: ${f.bytes}`);
     ok(f.bytes < g.bytes);
   }
-  const inter = act({ pp: 2, microBatches: 4, schedule: 'interleaved', virtualStages: 2 }, {}, 0, { trainer: 'pp' });
+  const inter = act({ pp: 2, microBatches: 4, schedule: 'interleaved', virtualStages: 2 }, {}, 0, { trainer: 'mesh' });
   equal(inter.stages.map((s) => s.stage).join(), '0,2');
 });
 
@@ -159,13 +159,13 @@ for (const [name, over] of twoRanks) {
   });
 }
 
-gpuTest('pipeline stages (pp and mesh, pp 2): one micro-batch of each stage = the formula\'s stage items exactly', async (gpu) => {
-  const BT = 2, TT = 8, cfg = gcfg({ blockSize: TT }), world = localWorld(1), x = tokens(BT * TT, 0), y = tokens(BT * TT, 5);
+gpuTest('pipeline stages (pp 2, with and without biases): one micro-batch of each stage = the formula\'s stage items exactly', async (gpu) => {
+  const BT = 2, TT = 8, world = localWorld(1), x = tokens(BT * TT, 0), y = tokens(BT * TT, 5);
   const plan = makePlan({ pp: 2, microBatches: 2 }), pm: PlanModel = { nLayer: 2, nHead: 2, nEmbd: 24, blockSize: TT, batchSize: 2 * BT, vocabSize: V };
   try {
-    for (const trainer of ['pp', 'mesh'] as const) {
+    for (const bias of [true, false]) {
+      const cfg = gcfg({ blockSize: TT, bias });
       for (const rank of [0, 1]) {
-        // pp and the mesh at tp 1 build the same stages: the formula must agree for both trainers.
         const m: PipelineStageModel = new ModelStages(gpu, tcfg(cfg), V, new RankContext({ tp: world[0], vocabSize: V }), { ppRank: rank, pp: 2, v: 1 });
         const delta = await grown(gpu, async () => {
           const tape = new Tape(gpu, m.gradMap);
@@ -180,9 +180,9 @@ gpuTest('pipeline stages (pp and mesh, pp 2): one micro-batch of each stage = th
           else sendForward(tape, out, () => new Float32Array(out.size));
           return [tape];
         });
-        const mem = activationMemory(plan, pm, rank, { trainer });
+        const mem = activationMemory(plan, pm, rank, { trainer: 'mesh', bias });
         equal(mem.stages.length, 1);
-        equal(delta, itemBytes(mem.stages[0].items, true), `${trainer} stage ${rank}`);
+        equal(delta, itemBytes(mem.stages[0].items, true), `bias ${bias} stage ${rank}`);
         equal(mem.perMicroBatch, itemBytes(mem.stages[0].items));
         m.params.destroy();
       }

@@ -9,7 +9,7 @@ import { equal, ok, throws } from 'node:assert/strict';
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertRelRms } from '../util/assert.ts';
 import { maxRel, TEXT, tinyConfig } from './harness.ts';
-import { tpReference } from './tp_harness.ts';
+import { singleRankRun } from './single_rank.ts';
 import { localMeshRun } from './mesh_harness.ts';
 import type { Named } from './mesh_rank.ts';
 import { checkArchSplit, makePlan, type ParallelPlan, planGroup, planMesh } from '../../src/parallel/plan.ts';
@@ -51,7 +51,7 @@ const CASES: [string, Partial<TrainConfig>, Partial<ParallelPlan>][] = [
 for (const [what, arch, over] of CASES) {
   gpuTest(`${what} matches the single-rank run of the same architecture`, async (gpu) => {
     const cfg = tinyConfig({ ...arch, dState: 4, expand: 2, dConv: 4 });
-    const plan = makePlan(over), ref = await tpReference(gpu, cfg, TEXT);
+    const plan = makePlan(over), ref = await singleRankRun(gpu, cfg, TEXT);
     const res = await localMeshRun(gpu, plan, cfg, TEXT);
     for (const [r, x] of res.entries()) ok(maxRel(x.losses, ref.losses) < 1e-4, `${what} rank ${r}: losses ${x.losses} vs ${ref.losses}`);
     const shapes = shapesOf(gpu, cfg, ref.vocabSize), names = [...shapes.keys()];

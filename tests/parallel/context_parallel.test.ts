@@ -1,19 +1,22 @@
 /**
  * Context parallelism: zig-zag ring attention and DeepSpeed-Ulysses, first as single attention
  * calls on a cp-rank world against the f64 reference (outputs, gradients, elements sent), then
- * as the context-parallel GPT on 2 ranks against the single-rank Trainer for 10 steps (losses
- * within 1e-4 relative, step-0 gradients within RMS 5e-3) with the traffic of every step equal
- * to the stated formula and to cost.ts's stepTraffic for the cp trainer.
+ * as the context-parallel GPT on 2 ranks (the mesh trainer) against the single-rank Trainer for
+ * 10 steps (mesh_harness.ts checkMeshRun: losses within 1e-4 relative, gradients, parameters)
+ * with the traffic of every step equal to the formula and to cost.ts's stepTraffic.
  */
 import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { testGpu } from '../util/gpu.ts';
 import { assertClose, assertRelRms, assertThrows, randn } from '../util/assert.ts';
-import { maxRel, reference, ringAllReduceSent, TEXT, tinyConfig, WORKER_TEST } from './harness.ts';
-import { type AttnArgs, type AttnResult, type CpRunResult, withCpWorld } from './cp_harness.ts';
+import { TEXT, tinyConfig, WORKER_TEST } from './harness.ts';
+import { type AttnArgs, type AttnResult, withCpWorld } from './cp_harness.ts';
+import { singleRankRun } from './single_rank.ts';
+import { checkMeshRun, localMeshRun } from './mesh_harness.ts';
+import { checkMeshPlan } from '../../src/parallel/mesh_trainer.ts';
 import { attentionBackwardRef, attentionForwardRef } from '../../src/reference/attention.ts';
-import { checkContextParallel, cpPositions } from '../../src/parallel/context_parallel.ts';
+import { cpPositions } from '../../src/parallel/context_parallel.ts';
 import { zigzagPositions } from '../../src/parallel/ring_attention.ts';
-import { DEFAULT_PLAN } from '../../src/parallel/plan.ts';
+import { makePlan } from '../../src/parallel/plan.ts';
 import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
 import { chunkOffsets } from '../../src/comm/algorithms.ts';
 import { parseConfig } from '../../src/train/config.ts';
@@ -32,8 +35,8 @@ Deno.test('zig-zag positions: rank r holds chunks r and 2cp−1−r; every posit
   deepStrictEqual([...cpPositions('ulysses', 1, 2, 8)], [4, 5, 6, 7]);
   assertThrows(() => zigzagPositions(0, 4, 12), 'not divisible by 2·cp = 8');
   assertThrows(() => cpPositions('ulysses', 0, 3, 16), 'not divisible by cp 3');
-  assertThrows(() => checkContextParallel(parseConfig(tinyConfig()), 4, 'ulysses'), 'heads 2 not divisible by cp 4');
-  assertThrows(() => checkContextParallel(parseConfig(tinyConfig({ goldfishK: 4 })), 2, 'ring'), 'goldfishK');
+  assertThrows(() => checkMeshPlan(makePlan({ cp: 4, cpKind: 'ulysses' }), parseConfig(tinyConfig()), 65, 4), 'heads 2 not divisible by the Ulysses degree cp 4');
+  assertThrows(() => checkMeshPlan(makePlan({ cp: 2 }), parseConfig(tinyConfig({ goldfishK: 4 })), 65, 2), 'goldfishK');
 });
 
 /** Reassembles every rank's rows (global positions) of a (B, T/cp, w) result into (B, T, w). */
@@ -89,47 +92,16 @@ Deno.test({
 });
 
 Deno.test({
-  name: 'cp2 ring (zig-zag; also × gradAccum 2) and cp2 Ulysses GPT match the single-rank run for 10 steps; traffic = formula and cost.ts',
+  name: 'cp2 ring (zig-zag; also over 2 micro-batches) and cp2 Ulysses GPT match the single-rank run for 10 steps; traffic = formula and cost.ts',
   ...WORKER_TEST,
   fn: async () => {
     const gpu = await testGpu();
-    const runs = [{ kind: 'ring', over: tinyConfig() }, { kind: 'ulysses', over: tinyConfig() }, { kind: 'ring', over: tinyConfig({ gradAccum: 2 }) }] as const;
-    const refs = [await reference(gpu, runs[0].over), await reference(gpu, runs[2].over)];
-    const vocabSize = CharTokenizer.fromText(TEXT).vocabSize;
-    await withCpWorld(2, async (w) => {
-      for (const [i, { kind, over }] of runs.entries()) {
-        const cfg = parseConfig(over), ref = refs[i === 2 ? 1 : 0], m = cfg.gradAccum;
-        const cp = 2, L = m * cfg.nLayer, b = cfg.batchSize, s = cfg.blockSize / cp, C = cfg.nEmbd, n = b * s * C;
-        const res = await w.run<CpRunResult>('train', { cfg: over, text: TEXT, kind });
-        for (const [rank, r] of res.entries()) {
-          const what = `cp2 ${kind} gradAccum ${m} rank ${rank}`;
-          ok(maxRel(r.losses, ref.losses) < 1e-4, `${what}: losses ${r.losses} vs ${ref.losses}`);
-          ok(maxRel(r.gradNorms, ref.gradNorms) < 1e-3, `${what}: grad norms ${r.gradNorms} vs ${ref.gradNorms}`);
-          assertRelRms(r.grads0, ref.grads0, `${what}: averaged gradients of step 0`);
-          assertClose(r.params, ref.params, `${what}: parameters after 10 steps`);
-
-          // Per step and micro-batch (L counts layers × micro-batches): ring 2n(cp−1) fwd + 2n(cp−1) + 2n·cp bwd per layer; Ulysses (cp−1)/cp·4n each way per layer.
-          const attn = kind === 'ring'
-            ? { 'world/attn:p2p/send': L * (2 * n * (cp - 1) + 2 * n * (cp - 1) + 2 * n * cp) }
-            : { 'world/attn/allToAll': L * 2 * (allToAllSent(3 * n, cp, rank) + allToAllSent(n, cp, rank)) };
-          const want = { ...attn, 'world/grads/allReduce': ringAllReduceSent(r.flat, cp, rank), 'world/loss/allReduce': ringAllReduceSent(1, cp, rank) };
-          for (const [step, sent] of r.sent.entries()) deepStrictEqual(sent, want, `${what} step ${step}`);
-
-          // cost.ts stepTraffic for the cp trainer predicts all of it exactly: attention on cp
-          // (ring: K,V cp−1 hops each pass + dK,dV cp hops; Ulysses: packed q,k,v + output), the
-          // gradient and loss sums on dp (the dp·cp group).
-          // Not the whole config: its MoE field nExpert would make plan.ts count experts.
-          const model = { nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: C, blockSize: cfg.blockSize, batchSize: cfg.batchSize * m, vocabSize };
-          const rows = stepTraffic({ ...DEFAULT_PLAN, cp, cpKind: kind, microBatches: m }, model, rank, { buckets: [r.flat], trainer: 'cp' });
-          ok(rows.every((x) => x.exact), `${what}: every stepTraffic row exact`);
-          const measured: Record<string, number> = {};
-          for (const [k, v] of Object.entries(want)) {
-            const key = `${k.includes('/attn') ? 'cp' : 'dp'}/${k.split('/').pop()}`;
-            measured[key] = (measured[key] ?? 0) + v;
-          }
-          deepStrictEqual(Object.fromEntries(trafficByKind(rows)), measured, `${what}: stepTraffic = measured, by dim/collective`);
-        }
-      }
-    });
+    const over = tinyConfig(), ref = await singleRankRun(gpu, over, TEXT);
+    for (const p of [{ cp: 2, cpKind: 'ring' }, { cp: 2, cpKind: 'ring', microBatches: 2 }, { cp: 2, cpKind: 'ulysses' }] as const) {
+      const plan = makePlan(p), what = `cp2 ${plan.cpKind} m ${plan.microBatches}`;
+      // mesh_harness.ts expectedMeshSent: per layer and micro-batch, ring 2n(cp−1) K,V forward, 2n(cp−1)
+      // K,V + 2n·cp dK,dV backward; Ulysses (cp−1)/cp of 3n and n each way; the dp·cp gradient average.
+      checkMeshRun(what, plan, over, await localMeshRun(gpu, plan, over, TEXT), ref);
+    }
   },
 });

@@ -4,7 +4,6 @@
  * and tests/parallel/context_parallel.test.ts share.
  */
 import type { World } from '../../src/comm/launch.ts';
-import type { TrainConfig } from '../../src/train/config.ts';
 import type { CpKind } from '../../src/parallel/plan.ts';
 import type { Sent } from '../../src/parallel/traffic.ts';
 import { withRankWorld } from '../comm/world.ts';
@@ -28,23 +27,6 @@ export interface AttnResult {
   sentForward: Sent;
   sentBackward: Sent;
 }
-
-export interface CpRunArgs {
-  cfg: Partial<TrainConfig>;
-  text: string;
-  kind: CpKind;
-}
-
-export interface CpRunResult {
-  losses: number[];
-  gradNorms: number[];
-  sent: Sent[];
-  /** Averaged flat gradient of step 0. */
-  grads0: Float32Array;
-  params: Float32Array;
-  flat: number;
-}
-
 
 /** Launches `size` cp workers (see {@link withRankWorld}). */
 export const withCpWorld = <T>(size: number, body: (w: World) => Promise<T>): Promise<T> => withRankWorld('cp_worker.ts', size, body);

@@ -1,23 +1,19 @@
 /**
  * Test-only rank worker for context parallelism: `attn` runs one ring / Ulysses attention call
- * (forward, then backward of a given dy) on the rank's rows of a seeded random qkv; `train`
- * runs the context-parallel GPT for cfg.steps steps.
+ * (forward, then backward of a given dy) on the rank's rows of a seeded random qkv (the
+ * context-parallel GPT itself runs in the mesh trainer's tests).
  */
 import { serveRank } from '../../src/comm/launch.ts';
 import { Tape } from '../../src/autograd/tape.ts';
 import { RULES } from '../../src/autograd/rules.ts';
 import { collectiveOp } from '../../src/autograd/collective.ts';
-import { parseConfig } from '../../src/train/config.ts';
-import { createModel } from '../../src/models/registry.ts';
-import { CharTokenizer } from '../../src/data/tokenizer.ts';
-import { TextDataset } from '../../src/data/dataset.ts';
-import { ContextParallelTrainer, cpPositions } from '../../src/parallel/context_parallel.ts';
+import { cpPositions } from '../../src/parallel/context_parallel.ts';
 import { ringAttention } from '../../src/parallel/ring_attention.ts';
 import { ulyssesAttention } from '../../src/parallel/ulysses.ts';
 import { subGroup } from '../../src/parallel/data_parallel.ts';
 import { TrafficMeter } from '../../src/parallel/traffic.ts';
 import { randn } from '../util/assert.ts';
-import type { AttnArgs, AttnResult, CpRunArgs, CpRunResult } from './cp_harness.ts';
+import type { AttnArgs, AttnResult } from './cp_harness.ts';
 import { RANK_GPU_TASKS, rankGpu } from '../util/rank_gpu.ts';
 
 /** Rows `pos` of every sequence of a (B, T, w) array. */
@@ -50,25 +46,5 @@ serveRank({
     tape.dispose();
     qkv.release();
     return { pos: [...pos], y: yHost, dqkv, sentForward, sentBackward };
-  },
-
-  async train(world, args: CpRunArgs): Promise<CpRunResult> {
-    const g = await rankGpu();
-    const cfg = parseConfig(args.cfg);
-    const tok = CharTokenizer.fromText(args.text);
-    const data = new TextDataset(tok.encode(args.text), cfg.blockSize);
-    const model = createModel(g, cfg, tok.vocabSize);
-    const t = new ContextParallelTrainer(g, model, data, cfg, world, args.kind);
-    const res: CpRunResult = { losses: [], gradNorms: [], sent: [], grads0: new Float32Array(), params: new Float32Array(), flat: model.params.grads.size };
-    for (let s = 0; s < cfg.steps; s++) {
-      const rec = await t.step(s);
-      res.losses.push(rec.loss);
-      res.gradNorms.push(rec.gradNorm);
-      res.sent.push(rec.sent);
-      if (s === 0) res.grads0 = await t.gradients();
-    }
-    res.params = await t.parameters();
-    model.params.destroy();
-    return res;
   },
 });

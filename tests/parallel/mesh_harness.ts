@@ -17,6 +17,13 @@ import type { Sent } from '../../src/parallel/traffic.ts';
 import { ringAllReduceSent } from './harness.ts';
 import { type MeshRunResult, type Named, trainMeshRank } from './mesh_rank.ts';
 import { withRankWorld } from '../comm/world.ts';
+import { deepStrictEqual, equal, ok } from 'node:assert/strict';
+import { assertClose, assertRelRms } from '../util/assert.ts';
+import { maxRel } from './harness.ts';
+import { flat, singleRankRun } from './single_rank.ts';
+import { rankParams } from '../../src/parallel/plan.ts';
+import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
+import { dimOfKey } from '../../src/parallel/run.ts';
 
 export type { MeshRunResult };
 
@@ -115,3 +122,63 @@ export function expectedMeshSent(plan: ParallelPlan, over: Partial<TrainConfig>,
 
 /** d·c: ZeRO-1's call size for a flat buffer of F elements over d ranks (mesh_zero.ts). */
 export const zeroPadded = (flatLen: number, d: number) => Math.ceil(flatLen / (64 * d)) * 64 * d;
+
+/** The single-rank run a mesh run is checked against (single_rank.ts singleRankRun). */
+export type MeshReference = Awaited<ReturnType<typeof singleRankRun>>;
+
+const WTE = 'transformer.wte.weight';
+
+/**
+ * cost.ts `stepTraffic` for the mesh trainer equals the measured traffic exactly, by
+ * `dim/collective` (groups mapped to dimensions as run.ts `dimOfKey` does for the mesh): tp
+ * (with sp: the partial gradients including wpe's T·C on the first stage), pp p2p and the tied
+ * embedding, cp (ring: dK,dV's return hop included; Ulysses: packed q,k,v), the dp·cp sync and
+ * the 2-element [norm², loss] sum over the world.
+ */
+function compareWithCost(what: string, plan: ParallelPlan, over: Partial<TrainConfig>, V: number, r: number, sent: Record<string, number>, flatLen: number): void {
+  const cfg = parseConfig(over);
+  const model = { nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, blockSize: cfg.blockSize, batchSize: cfg.batchSize, vocabSize: V };
+  // ZeRO-1 pads the aligned flat buffer (mesh_zero.ts), not Ψ_r: passed as the one bucket's call size.
+  const dpcp = plan.dp * plan.cp, buckets = plan.zero ? [zeroPadded(flatLen, dpcp)] : undefined;
+  const rows = stepTraffic(plan, model, r, { buckets, trainer: 'mesh' });
+  deepStrictEqual(rows.filter((x) => !x.exact).map((x) => x.what), [], `${what} rank ${r}: every stepTraffic row exact`);
+  const measured: Record<string, number> = {};
+  for (const [k, n] of Object.entries(sent)) {
+    const key = `${dimOfKey('mesh', k)}/${k.split('/').pop()}`;
+    measured[key] = (measured[key] ?? 0) + n;
+  }
+  deepStrictEqual(Object.fromEntries(trafficByKind(rows)), measured, `${what} rank ${r}: stepTraffic = measured, by dim/collective`);
+}
+
+/**
+ * Checks a mesh run against the single-rank run of the same config: losses within 1e-4
+ * relative and norms within 1e-3 on every rank, the parameters each rank holds = plan.ts
+ * rankParams, the elements sent every step = {@link expectedMeshSent} and = cost.ts stepTraffic,
+ * the gathered step-0 gradients (RMS) and final parameters, dp/cp replicas and the tied
+ * embedding's copies identical.
+ */
+export function checkMeshRun(what: string, plan: ParallelPlan, over: Partial<TrainConfig>, res: MeshRunResult[], ref: MeshReference): void {
+  const cfg = parseConfig(over);
+  // Not the whole config: its MoE fields (nExpert) would make plan.ts count experts.
+  const model = { nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, blockSize: cfg.blockSize, batchSize: cfg.batchSize, vocabSize: ref.vocabSize };
+  for (const [r, x] of res.entries()) {
+    ok(maxRel(x.losses, ref.losses) < 1e-4, `${what} rank ${r}: losses ${x.losses} vs ${ref.losses}`);
+    ok(maxRel(x.gradNorms, ref.gradNorms) < 1e-3, `${what} rank ${r}: grad norms ${x.gradNorms} vs ${ref.gradNorms}`);
+    equal(x.count, rankParams(plan, model, r).dense, `${what} rank ${r}: parameters held ${x.count} vs plan.ts rankParams ${rankParams(plan, model, r).dense}`);
+    const want = expectedMeshSent(plan, over, ref.vocabSize, r, x.count, x.flat);
+    for (const [s, sent] of x.sent.entries()) deepStrictEqual(sent, want, `${what} rank ${r} step ${s}: elements sent`);
+    compareWithCost(what, plan, over, ref.vocabSize, r, x.sent[0], x.flat);
+  }
+  const names = Object.keys(ref.grads0);
+  // Under ZeRO-1 no rank holds the whole reduced gradient (the norms above check it globally).
+  if (!plan.zero) assertRelRms(flat(gatherMesh(plan, res.map((x) => x.grads0), over, ref.vocabSize), names), flat(ref.grads0, names), `${what}: step-0 gradients`);
+  assertClose(flat(gatherMesh(plan, res.map((x) => x.params), over, ref.vocabSize), names), flat(ref.params, names), `${what}: parameters after 10 steps`);
+  const mesh = planMesh(plan);
+  for (let r = 0; r < res.length; r++) {
+    const c = mesh.coords(r);
+    // dp replicas end bit-identical (same averaged gradients, same update).
+    if (c.dp > 0 || c.cp > 0) deepStrictEqual(res[r].params, res[mesh.rankOf({ ...c, dp: 0, cp: 0 })].params, `${what}: dp/cp replica ${r} diverged`);
+    // The head's wte copy stays equal to stage 0's (embedding-group gradient sum).
+    if (plan.pp > 1 && c.pp === plan.pp - 1) deepStrictEqual(res[r].params[WTE], res[mesh.rankOf({ ...c, pp: 0 })].params[WTE], `${what}: wte copy of rank ${r}`);
+  }
+}

@@ -11,6 +11,7 @@ import { TextDataset } from '../../src/data/dataset.ts';
 import { MeshTrainer } from '../../src/parallel/mesh_trainer.ts';
 import type { ParallelPlan } from '../../src/parallel/plan.ts';
 import type { Sent } from '../../src/parallel/traffic.ts';
+import type { Span } from '../../src/parallel/pipeline_sim.ts';
 
 export type Named = Record<string, Float32Array>;
 
@@ -24,6 +25,10 @@ export interface MeshRunResult {
   count: number;
   /** Length of the store's flat (aligned) buffer, for ZeRO-1's pieces. */
   flat: number;
+  /** Per step: this rank's compute / comm / idle spans (ms from `origins`). */
+  timelines: Span[][];
+  /** Per step: the wall clock (epoch ms) of the step's start. */
+  origins: number[];
 }
 
 /** Trains `over` for cfg.steps steps on this rank of `plan` (every rank calls it with the same arguments). */
@@ -32,13 +37,15 @@ export async function trainMeshRank(gpu: Gpu, comm: Communicator, plan: Parallel
   const tok = CharTokenizer.fromText(text);
   const data = new TextDataset(tok.encode(text), cfg.blockSize);
   const t = new MeshTrainer(gpu, cfg, plan, comm, data, tok.vocabSize);
-  const res: MeshRunResult = { losses: [], gradNorms: [], sent: [], grads0: {}, params: {}, count: t.stages.params.count, flat: t.stages.params.grads.size };
+  const res: MeshRunResult = { losses: [], gradNorms: [], sent: [], grads0: {}, params: {}, count: t.stages.params.count, flat: t.stages.params.grads.size, timelines: [], origins: [] };
   try {
     for (let s = 0; s < cfg.steps; s++) {
       const rec = await t.step(s);
       res.losses.push(rec.loss);
       res.gradNorms.push(rec.gradNorm);
       res.sent.push(rec.sent);
+      res.timelines.push(rec.timeline);
+      res.origins.push(rec.origin);
       if (s === 0) res.grads0 = Object.fromEntries(await t.gradients());
     }
     res.params = Object.fromEntries(await t.parameters());

@@ -14,8 +14,8 @@ import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
 import { testGpu } from '../util/gpu.ts';
 import { assertClose, assertRelRms } from '../util/assert.ts';
 import { maxRel, TEXT, tinyConfig, WORKER_TEST } from './harness.ts';
-import { flat, oddVocabText, tpReference } from './tp_harness.ts';
-import { expectedMeshSent, gatherMesh, localMeshRun, type MeshRunResult, workerMeshRun, zeroPadded } from './mesh_harness.ts';
+import { flat, oddVocabText, singleRankRun } from './single_rank.ts';
+import { checkMeshRun, localMeshRun, type MeshReference, workerMeshRun } from './mesh_harness.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { makePlan, type ParallelPlan, planMesh, rankParams } from '../../src/parallel/plan.ts';
 import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
@@ -24,55 +24,6 @@ import { checkMeshPlan } from '../../src/parallel/mesh_trainer.ts';
 const WTE = 'transformer.wte.weight';
 
 const TEXT_ODD = oddVocabText(TEXT);
-type Ref = Awaited<ReturnType<typeof tpReference>>;
-
-/**
- * cost.ts `stepTraffic` for the mesh trainer equals the measured traffic exactly, by
- * `dim/collective` (groups mapped to dimensions as run.ts `dimOfKey` does for the mesh): tp
- * (with sp: the partial gradients including wpe's T·C on the first stage), pp p2p and the tied
- * embedding, cp (ring: dK,dV's return hop included; Ulysses: packed q,k,v), the dp·cp sync and
- * the 2-element [norm², loss] sum over the world.
- */
-function compareWithCost(what: string, plan: ParallelPlan, over: Partial<TrainConfig>, V: number, r: number, sent: Record<string, number>, flatLen: number): void {
-  const cfg = parseConfig(over);
-  const model = { nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, blockSize: cfg.blockSize, batchSize: cfg.batchSize, vocabSize: V };
-  // ZeRO-1 pads the aligned flat buffer (mesh_zero.ts), not Ψ_r: passed as the one bucket's call size.
-  const dpcp = plan.dp * plan.cp, buckets = plan.zero ? [zeroPadded(flatLen, dpcp)] : undefined;
-  const rows = stepTraffic(plan, model, r, { buckets, trainer: 'mesh' });
-  deepStrictEqual(rows.filter((x) => !x.exact).map((x) => x.what), [], `${what} rank ${r}: every stepTraffic row exact`);
-  const measured: Record<string, number> = {};
-  for (const [k, n] of Object.entries(sent)) {
-    const key = `${dimOfKey('mesh', k)}/${k.split('/').pop()}`;
-    measured[key] = (measured[key] ?? 0) + n;
-  }
-  deepStrictEqual(Object.fromEntries(trafficByKind(rows)), measured, `${what} rank ${r}: stepTraffic = measured, by dim/collective`);
-}
-
-function checkRun(what: string, plan: ParallelPlan, over: Partial<TrainConfig>, res: MeshRunResult[], ref: Ref): void {
-  const cfg = parseConfig(over);
-  // Not the whole config: its MoE fields (nExpert) would make plan.ts count experts.
-  const model = { nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, blockSize: cfg.blockSize, batchSize: cfg.batchSize, vocabSize: ref.vocabSize };
-  for (const [r, x] of res.entries()) {
-    ok(maxRel(x.losses, ref.losses) < 1e-4, `${what} rank ${r}: losses ${x.losses} vs ${ref.losses}`);
-    ok(maxRel(x.gradNorms, ref.gradNorms) < 1e-3, `${what} rank ${r}: grad norms ${x.gradNorms} vs ${ref.gradNorms}`);
-    equal(x.count, rankParams(plan, model, r).dense, `${what} rank ${r}: parameters held ${x.count} vs plan.ts rankParams ${rankParams(plan, model, r).dense}`);
-    const want = expectedMeshSent(plan, over, ref.vocabSize, r, x.count, x.flat);
-    for (const [s, sent] of x.sent.entries()) deepStrictEqual(sent, want, `${what} rank ${r} step ${s}: elements sent`);
-    compareWithCost(what, plan, over, ref.vocabSize, r, x.sent[0], x.flat);
-  }
-  const names = Object.keys(ref.grads0);
-  // Under ZeRO-1 no rank holds the whole reduced gradient (the norms above check it globally).
-  if (!plan.zero) assertRelRms(flat(gatherMesh(plan, res.map((x) => x.grads0), over, ref.vocabSize), names), flat(ref.grads0, names), `${what}: step-0 gradients`);
-  assertClose(flat(gatherMesh(plan, res.map((x) => x.params), over, ref.vocabSize), names), flat(ref.params, names), `${what}: parameters after 10 steps`);
-  const mesh = planMesh(plan);
-  for (let r = 0; r < res.length; r++) {
-    const c = mesh.coords(r);
-    // dp replicas end bit-identical (same averaged gradients, same update).
-    if (c.dp > 0 || c.cp > 0) deepStrictEqual(res[r].params, res[mesh.rankOf({ ...c, dp: 0, cp: 0 })].params, `${what}: dp/cp replica ${r} diverged`);
-    // The head's wte copy stays equal to stage 0's (embedding-group gradient sum).
-    if (plan.pp > 1 && c.pp === plan.pp - 1) deepStrictEqual(res[r].params[WTE], res[mesh.rankOf({ ...c, pp: 0 })].params[WTE], `${what}: wte copy of rank ${r}`);
-  }
-}
 
 Deno.test({
   name: 'mesh trainer: dp2×tp2×pp2, dp2×pp2 (GPipe, 1F1B), tp2×pp2+sp, dp2×tp2, tp2×pp2 interleaved, cp2 ring / Ulysses + ZeRO-1 match the single-rank run; traffic exact',
@@ -80,8 +31,8 @@ Deno.test({
   fn: async () => {
     const gpu = await testGpu();
     const b8 = tinyConfig({ batchSize: 8 }), b4 = tinyConfig(), l4 = tinyConfig({ nLayer: 4 }), h4 = tinyConfig({ nHead: 4 });
-    const refs = new Map<Partial<TrainConfig>, Ref>();
-    for (const c of [b8, b4, l4, h4]) refs.set(c, await tpReference(gpu, c, TEXT_ODD));
+    const refs = new Map<Partial<TrainConfig>, MeshReference>();
+    for (const c of [b8, b4, l4, h4]) refs.set(c, await singleRankRun(gpu, c, TEXT_ODD));
     ok(refs.get(b8)!.vocabSize % 2 === 1, 'an odd vocabulary exercises the padded wte row under tp 2');
     ok(refs.get(b8)!.gradNorms.some((n) => n > 0.5), `clipping must be active on some step: ${refs.get(b8)!.gradNorms}`);
     const runs: [string, Partial<ParallelPlan>, Partial<TrainConfig>][] = [
@@ -97,7 +48,7 @@ Deno.test({
     for (const [what, p, over] of runs) {
       const plan = makePlan(p);
       const t0 = performance.now();
-      checkRun(what, plan, over, await localMeshRun(gpu, plan, over, TEXT_ODD), refs.get(over)!);
+      checkMeshRun(what, plan, over, await localMeshRun(gpu, plan, over, TEXT_ODD), refs.get(over)!);
       console.log(`${what}: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     }
   },
@@ -109,7 +60,7 @@ Deno.test({
   fn: async () => {
     const gpu = await testGpu();
     const over = tinyConfig(), plan = makePlan({ tp: 2, pp: 2, microBatches: 2 });
-    checkRun('tp2×pp2 on workers', plan, over, await workerMeshRun(plan, over, TEXT_ODD), await tpReference(gpu, over, TEXT_ODD));
+    checkMeshRun('tp2×pp2 on workers', plan, over, await workerMeshRun(plan, over, TEXT_ODD), await singleRankRun(gpu, over, TEXT_ODD));
   },
 });
 

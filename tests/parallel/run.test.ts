@@ -36,17 +36,13 @@ function exactMismatches(s: RankSummary): string[] {
   return out;
 }
 
-Deno.test('strategyOf picks one trainer per dimension, the mesh for dp × pp × tp, and refuses other combinations', () => {
+Deno.test('strategyOf: the mesh trainer for every split model, dp / ZeRO / ep over data parallelism, and refuses the rest by name', () => {
   equal(strategyOf(makePlan({ dp: 2 }), 'gpt'), 'dp');
   equal(strategyOf(makePlan({ dp: 2, zero: 2 }), 'gpt'), 'zero');
-  equal(strategyOf(makePlan({ tp: 2, sp: true }), 'gpt'), 'tp');
-  equal(strategyOf(makePlan({ pp: 2 }), 'gpt'), 'pp');
-  equal(strategyOf(makePlan({ cp: 2 }), 'gpt'), 'cp');
+  for (const p of [{ tp: 2, sp: true }, { pp: 2 }, { cp: 2 }, { dp: 2, pp: 2, tp: 2 }, { dp: 2, cp: 2 }, { dp: 2, tp: 2, zero: 1 }] as const) equal(strategyOf(makePlan(p), 'gpt'), 'mesh', JSON.stringify(p));
   equal(strategyOf(makePlan({ dp: 2, ep: 2 }), 'gpt-moe'), 'ep');
-  equal(strategyOf(makePlan({ dp: 2, pp: 2, tp: 2 }), 'gpt'), 'mesh');
-  throws(() => strategyOf(makePlan({ dp: 2, cp: 2 }), 'gpt'), /not supported yet: cp 2 combined with dp 2/);
-  throws(() => strategyOf(makePlan({ dp: 2, tp: 2, zero: 1 }), 'gpt'), /not supported yet: zero 1 combined with dp 2 × tp 2/);
-  equal(strategyOf(makePlan({ tp: 2 }), 'mamba'), 'tp', 'mamba splits its inner channels');
+  throws(() => strategyOf(makePlan({ dp: 2, tp: 2, zero: 2 }), 'gpt'), /not supported yet: zero 2 combined with dp 2 × tp 2/);
+  equal(strategyOf(makePlan({ tp: 2 }), 'mamba'), 'mesh', 'mamba splits its inner channels');
   equal(strategyOf(makePlan({ pp: 2, tp: 2 }), 'mamba'), 'mesh');
   throws(() => strategyOf(makePlan({ tp: 2 }), 'linear'), /tp 2 does not apply to --arch linear/);
   throws(() => strategyOf(makePlan({ cp: 2 }), 'hybrid'), /cp 2 does not apply to --arch hybrid/);
@@ -76,6 +72,6 @@ Deno.test({
     deepStrictEqual(pp.flatMap(exactMismatches), []);
     ok(pp[0].records[0].byDim['pp/send'] > 0 && pp[1].records[0].byDim['pp/send'] > 0);
     deepStrictEqual(pp.flatMap((s) => s.predicted.filter((r) => !r.exact)), [], 'every pp row is exact');
-    ok(pp.every((s) => s.predicted.some((r) => r.what === 'gradient norm + loss' && r.n === 2)), 'the pipeline\'s [norm, loss] sum is predicted by stepTraffic');
+    ok(pp.every((s) => s.kind === 'mesh' && s.predicted.some((r) => r.what === 'gradient norm + loss over the world' && r.n === 2)), 'the mesh\'s [norm, loss] sum is predicted by stepTraffic');
   },
 });

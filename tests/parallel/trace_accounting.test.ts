@@ -93,9 +93,9 @@ Deno.test({
   ...TEST,
   fn: async () => {
     const tp = await exact('tp', { tp: 2 });
-    ok(tp.ranks.every((s) => byDim('tp', s.records[0].sent)['tp/allReduce'] > 0));
+    ok(tp.ranks.every((s) => byDim('mesh', s.records[0].sent)['tp/allReduce'] > 0));
     const sp = await exact('tp + sp', { tp: 2, sp: true });
-    const d = byDim('tp', sp.ranks[0].records[1].sent);
+    const d = byDim('mesh', sp.ranks[0].records[1].sent);
     ok(d['tp/reduceScatter'] > 0 && d['tp/allGather'] > 0, `sp reduce-scatters and all-gathers: ${JSON.stringify(d)}`);
   },
 });
@@ -105,7 +105,7 @@ Deno.test({
   ...TEST,
   fn: async () => {
     const pp = await exact('pp gpipe', { pp: 2, microBatches: 2, schedule: 'gpipe' });
-    ok(pp.ranks.every((s) => s.records.every((r) => byDim('pp', r.sent)['pp/send'] === 2 * 2 * 16 * 32)), 'm·b·T·C activations or gradients per stage per step');
+    ok(pp.ranks.every((s) => s.records.every((r) => byDim('mesh', r.sent)['pp/send'] === 2 * 2 * 16 * 32)), 'm·b·T·C activations or gradients per stage per step');
     const mesh = await exact('mesh dp 2 × pp 2', { dp: 2, pp: 2, microBatches: 2 });
     equal(mesh.ranks.length, 4);
     ok(mesh.ranks.every((s) => s.kind === 'mesh' && s.records[0].byDim['dp/allReduce'] > 0 && s.records[0].byDim['pp/send'] > 0));
