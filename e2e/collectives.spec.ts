@@ -21,7 +21,9 @@ test('collectives are bit-exact in worlds of 1–8 browser workers; a mismatch n
   page.on('pageerror', (err) => errors.push(err.message));
   await page.goto('/collectives.html');
   await expect(page.locator('body')).toHaveAttribute('data-state', 'done', { timeout: 230_000 });
-  const results = await page.evaluate(() => (window as unknown as { collectiveResults: CollectiveResult[] }).collectiveResults);
+  const results = await page.evaluate(() =>
+    (window as unknown as { collectiveResults: CollectiveResult[] }).collectiveResults
+  );
   const byName = new Map(results.map((r) => [r.name, r]));
   for (let n = 1; n <= 8; n++) {
     const r = byName.get(`world-${n}`);
@@ -43,7 +45,9 @@ test('collectives are bit-exact in worlds of 1–8 browser workers; a mismatch n
   await page.getByTestId('trace-download').click();
   const file = await (await download).path();
   const { readFile } = await import('node:fs/promises');
-  const trace = JSON.parse(await readFile(file, 'utf8')) as { traceEvents: { ph: string; pid: number; tid: number; cat?: string }[] };
+  const trace = JSON.parse(await readFile(file, 'utf8')) as {
+    traceEvents: { ph: string; pid: number; tid: number; cat?: string }[];
+  };
   const sends = trace.traceEvents.filter((e) => e.ph === 'X' && e.cat === 'send');
   expect(new Set(sends.map((e) => `${e.pid}/${e.tid}`)).size).toBe(2 * 4);
   expect(sends.length).toBe(2 * 4 * 2 * 3); // 2 clocks × 4 ranks × 2(p−1)

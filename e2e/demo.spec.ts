@@ -15,9 +15,10 @@ test.beforeEach(async ({ page }) => {
     if (msg.type() === 'error') list.push(`console: ${msg.text()}`);
   });
   page.on('pageerror', (err) => list.push(`pageerror: ${err.message}`));
-  page.on('worker', (w) => w.on('console', (msg) => {
-    if (msg.type() === 'error') list.push(`worker console: ${msg.text()}`);
-  }));
+  page.on('worker', (w) =>
+    w.on('console', (msg) => {
+      if (msg.type() === 'error') list.push(`worker console: ${msg.text()}`);
+    }));
 });
 
 test.afterEach(async ({ page }, testInfo) => {
@@ -78,7 +79,9 @@ test('trains a tiny model: the loss falls and a sample appears', async ({ page }
   await expect(page.getByTestId('stop')).toBeEnabled();
   await expect(page.locator('body')).toHaveAttribute('data-state', 'done', { timeout: 160_000 });
 
-  const losses = await page.locator('#log .line.train').evaluateAll((rows) => rows.map((r) => Number((r as HTMLElement).dataset.loss)));
+  const losses = await page.locator('#log .line.train').evaluateAll((rows) =>
+    rows.map((r) => Number((r as HTMLElement).dataset.loss))
+  );
   expect(losses.length).toBe(TINY_RUN.steps / TINY_RUN.logInterval);
   for (const l of losses) expect(Number.isFinite(l)).toBe(true);
   expect(losses[0]).toBeGreaterThan(3.5); // ≈ ln(65) = 4.17 at initialisation
@@ -108,7 +111,10 @@ test('an invalid config shows its error and starts nothing', async ({ page }, te
   await page.waitForTimeout(300);
   await expect(page.locator('body')).toHaveAttribute('data-state', 'ready');
   await expect(page.locator('#log .line.train')).toHaveCount(0);
-  await testInfo.attach('errors shown', { body: await page.screenshot({ path: testInfo.outputPath('errors.png') }), contentType: 'image/png' });
+  await testInfo.attach('errors shown', {
+    body: await page.screenshot({ path: testInfo.outputPath('errors.png') }),
+    contentType: 'image/png',
+  });
   // Fixing the fields clears the errors and enables Start again.
   await fill(page, { nHead: 4, steps: 10 });
   await expect(page.getByTestId('config-errors')).toBeHidden();
@@ -142,7 +148,9 @@ test('the recurrent architectures train in the browser too: linear, mamba, hybri
     await page.getByTestId('start').click();
     await expect(page.locator('body')).toHaveAttribute('data-state', 'done', { timeout: 70_000 });
     await expect(page.getByTestId('log')).toContainText(`model: ${arch}`);
-    const losses = await page.locator('#log .line.train').evaluateAll((rows) => rows.map((r) => Number((r as HTMLElement).dataset.loss)));
+    const losses = await page.locator('#log .line.train').evaluateAll((rows) =>
+      rows.map((r) => Number((r as HTMLElement).dataset.loss))
+    );
     const last = losses.slice(-run.steps / run.logInterval);
     expect(last.every(Number.isFinite), `${arch}: finite losses ${last}`).toBe(true);
     expect(last[0], `${arch} starts near ln(65)`).toBeGreaterThan(3.5);

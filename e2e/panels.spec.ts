@@ -18,9 +18,10 @@ test.beforeEach(async ({ page }) => {
     if (msg.type() === 'error') list.push(`console: ${msg.text()}`);
   });
   page.on('pageerror', (err) => list.push(`pageerror: ${err.message}`));
-  page.on('worker', (w) => w.on('console', (msg) => {
-    if (msg.type() === 'error') list.push(`worker console: ${msg.text()}`);
-  }));
+  page.on('worker', (w) =>
+    w.on('console', (msg) => {
+      if (msg.type() === 'error') list.push(`worker console: ${msg.text()}`);
+    }));
 });
 
 function expectNoErrors(page: Page): void {
@@ -42,10 +43,12 @@ async function shoot(page: Page, info: TestInfo, tab: string, name: string): Pro
 }
 
 /** A model SwiftShader trains in about a second per step per rank. */
-const TINY = 'preset=tiny&nLayer=1&nHead=2&nEmbd=32&blockSize=16&batchSize=8&lr=0.01&warmup=2&logInterval=1&evalBatches=1&sampleTokens=0';
+const TINY =
+  'preset=tiny&nLayer=1&nHead=2&nEmbd=32&blockSize=16&batchSize=8&lr=0.01&warmup=2&logInterval=1&evalBatches=1&sampleTokens=0';
 
 /** Loss values from the log (one line per step). */
-const losses = (page: Page) => page.locator('#log .line.train').evaluateAll((rows) => rows.map((r) => Number((r as HTMLElement).dataset.loss)));
+const losses = (page: Page) =>
+  page.locator('#log .line.train').evaluateAll((rows) => rows.map((r) => Number((r as HTMLElement).dataset.loss)));
 
 test('a 2-rank data-parallel run trains, and every view shows it', async ({ page }, info) => {
   test.setTimeout(150_000);
@@ -116,7 +119,10 @@ test('a 2-rank data-parallel run trains, and every view shows it', async ({ page
 test('a dp 2 × pp 2 run shows allReduce, send/recv and idle bubbles in the timeline', async ({ page }, info) => {
   test.setTimeout(240_000);
   const steps = 2;
-  await ready(page, `?${TINY}&nLayer=2&steps=${steps}&evalInterval=${steps}&world=4&dp=2&pp=2&microBatches=4&schedule=gpipe`);
+  await ready(
+    page,
+    `?${TINY}&nLayer=2&steps=${steps}&evalInterval=${steps}&world=4&dp=2&pp=2&microBatches=4&schedule=gpipe`,
+  );
   await expect(page.getByTestId('plan-errors')).toBeHidden();
   await page.getByTestId('start').click();
   await expect(page.locator('body')).toHaveAttribute('data-state', 'done', { timeout: 230_000 });
@@ -184,8 +190,14 @@ test('an invalid parallel plan shows the CLI message and starts nothing', async 
   // A text file of one's own replaces the corpus: its characters become the vocabulary.
   await page.getByTestId('dataset').selectOption('file');
   const text = 'to be or not to be, that is the question\n'.repeat(200);
-  await page.getByTestId('dataset-file').setInputFiles({ name: 'hamlet.txt', mimeType: 'text/plain', buffer: Buffer.from(text) });
-  await expect(page.getByTestId('dataset-note')).toHaveText(`${text.length.toLocaleString('en')} characters · vocabulary of ${new Set(text).size} characters`);
+  await page.getByTestId('dataset-file').setInputFiles({
+    name: 'hamlet.txt',
+    mimeType: 'text/plain',
+    buffer: Buffer.from(text),
+  });
+  await expect(page.getByTestId('dataset-note')).toHaveText(
+    `${text.length.toLocaleString('en')} characters · vocabulary of ${new Set(text).size} characters`,
+  );
   await expect(page.locator('body')).toHaveAttribute('data-state', 'ready');
   await expect(page.getByTestId('log')).toContainText('data: hamlet.txt');
   expectNoErrors(page);
@@ -227,38 +239,51 @@ test('Learn: a real ring allReduce replayed chunk by chunk, GPipe vs 1F1B, a TP 
   expectNoErrors(page);
 });
 
-test('Open run: a headless run’s metrics.jsonl and trace.json fill the charts and the timeline', async ({ page }, info) => {
-  await ready(page);
-  await page.getByTestId('tab-open').click();
-  const dir = fileURLToPath(new URL('./fixtures/', import.meta.url));
-  await page.getByTestId('open-files').setInputFiles([`${dir}metrics.jsonl`, `${dir}trace.json`, `${dir}config.json`]);
-  await expect(page.getByTestId('open-status')).toHaveAttribute('data-loaded', 'true');
-  await expect(page.getByTestId('open-status')).toContainText('4 train steps, 0 validation points · 928 trace spans on 4 ranks · the config');
-  await shoot(page, info, 'open', 'open-run');
-  await shoot(page, info, 'run', 'open-run-training');
-  await expect(page.locator('#log .line.train')).toHaveCount(4); // the fixture's 4 steps (dp 2 × pp 2, e2e/fixtures/README.md)
-  await expect(page.getByTestId('metric-step')).toHaveText('4');
-  await page.getByTestId('tab-timeline').click();
-  const summary = page.getByTestId('timeline-summary');
-  await expect(summary).toContainText('4 ranks');
-  const ops = (await summary.getAttribute('data-ops')) ?? '';
-  expect(ops).toContain('collective:allReduce');
-  expect(ops).toContain('send:send');
-  expect(Number(await summary.getAttribute('data-idle'))).toBeGreaterThan(0);
-  await shoot(page, info, 'timeline', 'open-run-timeline');
-  // With config.json the plan's prediction stands beside the measured traffic: equal, byte for byte.
-  await page.getByTestId('tab-comm').click();
-  for (const op of ['allReduce', 'send']) await expect(page.getByTestId('comm-totals').locator(`tr[data-op="${op}"] td`).nth(4)).toHaveText('1.000');
-  await shoot(page, info, 'comm', 'open-run-comm');
-  await page.getByTestId('tab-memory').click();
-  await expect(page.getByTestId('memory-bars').getByTestId('mem-formula')).toHaveCount(4);
-  await page.getByTestId('tab-mesh').click();
-  await expect(page.getByTestId('mesh-status')).toContainText('dp 2 × pp 2 × cp 1 × tp 1');
-  await page.getByTestId('mesh-replay').click();
-  await shoot(page, info, 'mesh', 'open-run-mesh');
-  // The example run shipped with the site opens the same way.
-  await page.getByTestId('tab-open').click();
-  await page.getByTestId('open-example').click();
-  await expect(page.getByTestId('open-status')).toContainText('Loaded metrics.jsonl + trace.json + config.json');
-  expectNoErrors(page);
-});
+test(
+  'Open run: a headless run’s metrics.jsonl and trace.json fill the charts and the timeline',
+  async ({ page }, info) => {
+    await ready(page);
+    await page.getByTestId('tab-open').click();
+    const dir = fileURLToPath(new URL('./fixtures/', import.meta.url));
+    await page.getByTestId('open-files').setInputFiles([
+      `${dir}metrics.jsonl`,
+      `${dir}trace.json`,
+      `${dir}config.json`,
+    ]);
+    await expect(page.getByTestId('open-status')).toHaveAttribute('data-loaded', 'true');
+    await expect(page.getByTestId('open-status')).toContainText(
+      '4 train steps, 0 validation points · 928 trace spans on 4 ranks · the config',
+    );
+    await shoot(page, info, 'open', 'open-run');
+    await shoot(page, info, 'run', 'open-run-training');
+    await expect(page.locator('#log .line.train')).toHaveCount(4); // the fixture's 4 steps (dp 2 × pp 2, e2e/fixtures/README.md)
+    await expect(page.getByTestId('metric-step')).toHaveText('4');
+    await page.getByTestId('tab-timeline').click();
+    const summary = page.getByTestId('timeline-summary');
+    await expect(summary).toContainText('4 ranks');
+    const ops = (await summary.getAttribute('data-ops')) ?? '';
+    expect(ops).toContain('collective:allReduce');
+    expect(ops).toContain('send:send');
+    expect(Number(await summary.getAttribute('data-idle'))).toBeGreaterThan(0);
+    await shoot(page, info, 'timeline', 'open-run-timeline');
+    // With config.json the plan's prediction stands beside the measured traffic: equal, byte for byte.
+    await page.getByTestId('tab-comm').click();
+    for (const op of ['allReduce', 'send']) {
+      await expect(
+        page.getByTestId('comm-totals').locator(`tr[data-op="${op}"] td`).nth(4),
+      ).toHaveText('1.000');
+    }
+    await shoot(page, info, 'comm', 'open-run-comm');
+    await page.getByTestId('tab-memory').click();
+    await expect(page.getByTestId('memory-bars').getByTestId('mem-formula')).toHaveCount(4);
+    await page.getByTestId('tab-mesh').click();
+    await expect(page.getByTestId('mesh-status')).toContainText('dp 2 × pp 2 × cp 1 × tp 1');
+    await page.getByTestId('mesh-replay').click();
+    await shoot(page, info, 'mesh', 'open-run-mesh');
+    // The example run shipped with the site opens the same way.
+    await page.getByTestId('tab-open').click();
+    await page.getByTestId('open-example').click();
+    await expect(page.getByTestId('open-status')).toContainText('Loaded metrics.jsonl + trace.json + config.json');
+    expectNoErrors(page);
+  },
+);

@@ -24,7 +24,7 @@ import { createModel } from '../src/models/registry.ts';
 import { Trainer } from '../src/train/trainer.ts';
 import { parseConfig, type TrainConfig } from '../src/train/config.ts';
 import { mixSeed, Random } from '../src/util/random.ts';
-import { rankControl, type RankControl } from '../src/comm/launch.ts';
+import { type RankControl, rankControl } from '../src/comm/launch.ts';
 import { SCENARIO_TASKS } from '../src/comm/scenarios.ts';
 import { TIMING_TASKS } from '../src/comm/timing.ts';
 import { PARALLEL_TASKS } from '../src/parallel/run.ts';
@@ -173,7 +173,11 @@ const api: RankApi = {
     backend = opts.backend ?? 'browser';
     const [g, t] = await Promise.all([
       gpu ? Promise.resolve(gpu) : openGpu(),
-      opts.text !== undefined ? Promise.resolve(opts.text) : opts.dataUrl ? fetchText(opts.dataUrl) : Promise.reject(new Error('rank.init: pass dataUrl or text')),
+      opts.text !== undefined
+        ? Promise.resolve(opts.text)
+        : opts.dataUrl
+        ? fetchText(opts.dataUrl)
+        : Promise.reject(new Error('rank.init: pass dataUrl or text')),
     ]);
     gpu = g;
     if (!t.length) throw new Error('Training data is empty');
@@ -209,7 +213,10 @@ const api: RankApi = {
       const model = createModel(g, cfg, tok.vocabSize);
       const trainer = new Trainer(g, model, data, cfg);
       run = { cfg, trainer, rng: new Random(mixSeed(cfg.seed, 0x5a3d1e)) };
-      emit({ kind: 'status', text: `model: ${model.describe()} · ${(model.numParams() / 1e6).toFixed(3)}M params · vocab ${tok.vocabSize}` });
+      emit({
+        kind: 'status',
+        text: `model: ${model.describe()} · ${(model.numParams() / 1e6).toFixed(3)}M params · vocab ${tok.vocabSize}`,
+      });
 
       const tokensPerStep = cfg.batchSize * cfg.blockSize * cfg.gradAccum;
       let firstLoss: number | null = null;
@@ -227,12 +234,23 @@ const api: RankApi = {
           const now = performance.now();
           const ms = (now - tLast) / recs.length;
           for (const r of recs) {
-            if (!Number.isFinite(r.loss)) throw new Error(`loss became ${r.loss} at step ${r.step}; lower the learning rate`);
+            if (!Number.isFinite(r.loss)) {
+              throw new Error(`loss became ${r.loss} at step ${r.step}; lower the learning rate`);
+            }
           }
           const r = recs[recs.length - 1];
           firstLoss ??= recs[0].loss;
           finalLoss = r.loss;
-          emit({ kind: 'train', step: r.step, loss: r.loss, gradNorm: r.gradNorm, lr: r.lr, ms, tokensPerSec: (tokensPerStep * 1000) / ms, points: recs.map((x) => [x.step, x.loss]) });
+          emit({
+            kind: 'train',
+            step: r.step,
+            loss: r.loss,
+            gradNorm: r.gradNorm,
+            lr: r.lr,
+            ms,
+            tokensPerSec: (tokensPerStep * 1000) / ms,
+            points: recs.map((x) => [x.step, x.loss]),
+          });
           if (evalNow && !stopRequested) {
             valLoss = await trainer.evaluate('val');
             emit({ kind: 'eval', step: r.step, valLoss });
@@ -251,7 +269,16 @@ const api: RankApi = {
         emit({ kind: 'status', text: `sampling ${cfg.sampleTokens} tokens` });
         sample = await generate(run, cfg.sampleTokens);
       }
-      return { steps: done, stopped, firstLoss, finalLoss, valLoss, sample, params: model.numParams(), ms: performance.now() - t0 };
+      return {
+        steps: done,
+        stopped,
+        firstLoss,
+        finalLoss,
+        valLoss,
+        sample,
+        params: model.numParams(),
+        ms: performance.now() - t0,
+      };
     } finally {
       training = false;
       paused = null;

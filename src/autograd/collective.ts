@@ -33,7 +33,9 @@ export async function collectiveOp(
   const host = (await tape.gpu.read(x)) as Float32Array;
   const out = await forward(host);
   const size = outShape.reduce((a, b) => a * b, 1);
-  if (out.length !== size) throw new Error(`${name}: forward produced ${out.length} elements for shape [${outShape}] (${size})`);
+  if (out.length !== size) {
+    throw new Error(`${name}: forward produced ${out.length} elements for shape [${outShape}] (${size})`);
+  }
   const y = tape.alloc(outShape, name);
   tape.gpu.write(y, out);
   tape.record({ op: 'collective', x, y, name, backward }, [x], [y]);
@@ -41,11 +43,16 @@ export async function collectiveOp(
 }
 
 /** The rule of `collective`: dx += backward(dy), with dy = 0 when nothing flowed into y. */
-export async function collectiveRule(g: GradContext, r: { x: Tensor; y: Tensor; name: string; backward: HostCollective }): Promise<void> {
+export async function collectiveRule(
+  g: GradContext,
+  r: { x: Tensor; y: Tensor; name: string; backward: HostCollective },
+): Promise<void> {
   const dy = g.grad(r.y);
   const host = dy ? ((await g.gpu.read(dy)) as Float32Array) : new Float32Array(r.y.size);
   const back = await r.backward(host);
-  if (back.length !== r.x.size) throw new Error(`${r.name}: backward produced ${back.length} elements for an input of ${r.x.size}`);
+  if (back.length !== r.x.size) {
+    throw new Error(`${r.name}: backward produced ${back.length} elements for an input of ${r.x.size}`);
+  }
   const dx = g.acc(r.x);
   if (!dx) return;
   const t = g.gpu.upload(back, r.x.shape, 'f32', `${r.name}.dx`);

@@ -4,7 +4,12 @@
  * depthwise conv1d. Same conventions as ops.ts: shapes checked here with a message, outputs
  * from the tape, one record per call for the rule in mixer_rules.ts.
  */
-import { LA_CHUNK, linearAttentionForward, type LinearAttentionDims, linearAttentionStateShape } from '../kernels/linear_attention.ts';
+import {
+  LA_CHUNK,
+  type LinearAttentionDims,
+  linearAttentionForward,
+  linearAttentionStateShape,
+} from '../kernels/linear_attention.ts';
 import { recurrentLinearAttentionForward } from '../kernels/linear_attention_recurrent.ts';
 import { type ScanDims, scanStateShape, selectiveScanForward } from '../kernels/selective_scan.ts';
 import { type Conv1dDims, conv1dForward } from '../kernels/conv1d.ts';
@@ -25,7 +30,15 @@ function expectSize(label: string, name: string, t: Tensor, size: number, shape:
  * @param q, k (B, T, H·K), v (B, T, H·V), g (B, T, H) log-decays ≤ 0.
  * @throws Error naming the input whose size does not match `d`.
  */
-export function linearAttention(tape: Tape, q: Tensor, k: Tensor, v: Tensor, g: Tensor, d: LinearAttentionDims, label = 'la'): Tensor {
+export function linearAttention(
+  tape: Tape,
+  q: Tensor,
+  k: Tensor,
+  v: Tensor,
+  g: Tensor,
+  d: LinearAttentionDims,
+  label = 'la',
+): Tensor {
   const { b, t, h, dk, dv } = d;
   expectSize(label, 'q', q, b * t * h * dk, `(B=${b}, T=${t}, H·K=${h * dk})`);
   expectSize(label, 'k', k, b * t * h * dk, `(B=${b}, T=${t}, H·K=${h * dk})`);
@@ -45,9 +58,20 @@ export function linearAttention(tape: Tape, q: Tensor, k: Tensor, v: Tensor, g: 
  * @param q, k, w (B, T, H·K), v (B, T, H·V), u (H·K) or null.
  * @throws Error naming the input whose size does not match `d`.
  */
-export function recurrentLinearAttention(tape: Tape, q: Tensor, k: Tensor, v: Tensor, w: Tensor, u: Tensor | null, d: LinearAttentionDims, label = 'wkv'): Tensor {
+export function recurrentLinearAttention(
+  tape: Tape,
+  q: Tensor,
+  k: Tensor,
+  v: Tensor,
+  w: Tensor,
+  u: Tensor | null,
+  d: LinearAttentionDims,
+  label = 'wkv',
+): Tensor {
   const { b, t, h, dk, dv } = d;
-  for (const [name, x] of [['q', q], ['k', k], ['w', w]] as const) expectSize(label, name, x, b * t * h * dk, `(B=${b}, T=${t}, H·K=${h * dk})`);
+  for (const [name, x] of [['q', q], ['k', k], ['w', w]] as const) {
+    expectSize(label, name, x, b * t * h * dk, `(B=${b}, T=${t}, H·K=${h * dk})`);
+  }
   expectSize(label, 'v', v, b * t * h * dv, `(B=${b}, T=${t}, H·V=${h * dv})`);
   if (u) expectSize(label, 'u', u, h * dk, `(H·K=${h * dk})`);
   const o = tape.alloc([b, t, h * dv], label);
@@ -78,15 +102,28 @@ export function selectiveScan(
   label = 'scan',
 ): Tensor {
   const { b, t, d, n } = s;
-  for (const [name, x] of [['u', u], ['delta', delta], ['z', z]] as const) if (x) expectSize(label, name, x, b * t * d, `(B=${b}, T=${t}, D=${d})`);
-  for (const [name, x] of [['B', Bm], ['C', Cm]] as const) expectSize(label, name, x, b * t * n, `(B=${b}, T=${t}, N=${n})`);
+  for (const [name, x] of [['u', u], ['delta', delta], ['z', z]] as const) {
+    if (x) expectSize(label, name, x, b * t * d, `(B=${b}, T=${t}, D=${d})`);
+  }
+  for (const [name, x] of [['B', Bm], ['C', Cm]] as const) {
+    expectSize(label, name, x, b * t * n, `(B=${b}, T=${t}, N=${n})`);
+  }
   expectSize(label, 'A', A, d * n, `(D=${d}, N=${n})`);
   expectSize(label, 'D', D, d, `(D=${d})`);
   expectSize(label, 'bias', bias, d, `(D=${d})`);
   const out = tape.alloc([b, t, d], label);
   const states = tape.alloc(scanStateShape(s), `${label}.states`);
   selectiveScanForward(tape.gpu, u, delta, A, Bm, Cm, D, bias, z, out, states, s);
-  tape.record({ op: 'selectiveScan', u, delta, A, Bm, Cm, D, bias, z, out, states, dims: s }, [u, delta, A, Bm, Cm, D, bias, z], [out]);
+  tape.record({ op: 'selectiveScan', u, delta, A, Bm, Cm, D, bias, z, out, states, dims: s }, [
+    u,
+    delta,
+    A,
+    Bm,
+    Cm,
+    D,
+    bias,
+    z,
+  ], [out]);
   return out;
 }
 

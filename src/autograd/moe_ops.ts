@@ -39,14 +39,38 @@ export interface MoERecords {
   /** y (N, C) = Σ_j gates[n, j] · src[slot[n, j]] over kept choices */
   moeCombine: { src: Tensor; gates: Tensor; slot: Tensor; slotSrc: Tensor; y: Tensor; n: number; k: number; c: number };
   /** y (E·R, Cout) = per expert block e: x_e (R, Cin) · ws[e]ᵀ + bs[e] */
-  moeExpertLinear: { x: Tensor; ws: Tensor[]; bs: (Tensor | null)[]; y: Tensor; rows: number; cin: number; cout: number };
+  moeExpertLinear: {
+    x: Tensor;
+    ws: Tensor[];
+    bs: (Tensor | null)[];
+    y: Tensor;
+    rows: number;
+    cin: number;
+    cout: number;
+  };
   /** out (3) = prev + [aux, 0, aux], the load-balancing loss; terminal like crossEntropy */
-  moeAuxLoss: { probs: Tensor; counts: Tensor; prev: Tensor; out: Tensor; plan: SlotPlan; alpha: number; gradScale: number };
+  moeAuxLoss: {
+    probs: Tensor;
+    counts: Tensor;
+    prev: Tensor;
+    out: Tensor;
+    plan: SlotPlan;
+    alpha: number;
+    gradScale: number;
+  };
 }
 
 /** Rows [start, start + rows) of a row-major (·, cols) tensor as a view (start·cols·4 bytes must be aligned). */
 export function rowBlock(t: Tensor, start: number, rows: number, cols: number): Tensor {
-  return new Tensor(t.gpu, t.buffer, [rows, cols], t.dtype, t.offset + start * cols * 4, false, `${t.label}[${start}:]`);
+  return new Tensor(
+    t.gpu,
+    t.buffer,
+    [rows, cols],
+    t.dtype,
+    t.offset + start * cols * 4,
+    false,
+    `${t.label}[${start}:]`,
+  );
 }
 
 /** probs (N, E) = softmax(logits (N, E)), the Switch router's distribution. */
@@ -58,7 +82,16 @@ export function routerSoftmax(tape: Tape, logits: Tensor, n: number, e: number, 
 }
 
 /** gates (N, k) = combine weights of the chosen experts top (N, k) (see kernels/moe.ts routerGates). */
-export function routerGatesOp(tape: Tape, probs: Tensor, top: Tensor, n: number, e: number, k: number, renormalise: boolean, label = 'router.gates'): Tensor {
+export function routerGatesOp(
+  tape: Tape,
+  probs: Tensor,
+  top: Tensor,
+  n: number,
+  e: number,
+  k: number,
+  renormalise: boolean,
+  label = 'router.gates',
+): Tensor {
   const gates = tape.alloc([n, k], label);
   routerGates(tape.gpu, probs, top, gates, n, e, k, renormalise);
   tape.record({ op: 'moeGates', probs, top, gates, n, e, k, renormalise }, [probs], [gates]);
@@ -69,7 +102,16 @@ export function routerGatesOp(tape: Tape, probs: Tensor, top: Tensor, n: number,
  * xe (S, C) = the token rows of x (N, C) in their expert slots: slotSrc (S) i32 holds n·k + j or
  * −1, slot (N, k) i32 its inverse (kernels/moe.ts assignSlots).
  */
-export function dispatchRows(tape: Tape, x: Tensor, slot: Tensor, slotSrc: Tensor, n: number, k: number, c: number, label = 'moe.dispatch'): Tensor {
+export function dispatchRows(
+  tape: Tape,
+  x: Tensor,
+  slot: Tensor,
+  slotSrc: Tensor,
+  n: number,
+  k: number,
+  c: number,
+  label = 'moe.dispatch',
+): Tensor {
   const y = tape.alloc([slotSrc.size, c], label);
   gatherRows(tape.gpu, x, slotSrc, y, c, k);
   tape.record({ op: 'moeDispatch', x, y, slot, slotSrc, n, k, c }, [x], [y]);
@@ -77,7 +119,17 @@ export function dispatchRows(tape: Tape, x: Tensor, slot: Tensor, slotSrc: Tenso
 }
 
 /** y (N, C) = Σ_j gates[n, j] · src[slot[n, j]], src (S, C) the expert outputs; dropped choices add 0. */
-export function combineRows(tape: Tape, src: Tensor, gates: Tensor, slot: Tensor, slotSrc: Tensor, n: number, k: number, c: number, label = 'moe.combine'): Tensor {
+export function combineRows(
+  tape: Tape,
+  src: Tensor,
+  gates: Tensor,
+  slot: Tensor,
+  slotSrc: Tensor,
+  n: number,
+  k: number,
+  c: number,
+  label = 'moe.combine',
+): Tensor {
   const y = tape.alloc([n, c], label);
   gatherSumRows(tape.gpu, src, slot, y, n, k, c, { weights: gates });
   tape.record({ op: 'moeCombine', src, gates, slot, slotSrc, y, n, k, c }, [src, gates], [y]);
@@ -91,17 +143,28 @@ export function combineRows(tape: Tape, src: Tensor, gates: Tensor, slot: Tensor
  * @throws Error when x is not (E·R, Cin) for E = ws.length, a weight has the wrong shape, or
  *   the blocks are not aligned views.
  */
-export function expertLinear(tape: Tape, x: Tensor, ws: Tensor[], bs: (Tensor | null)[], rows: number, label = 'moe.expert'): Tensor {
+export function expertLinear(
+  tape: Tape,
+  x: Tensor,
+  ws: Tensor[],
+  bs: (Tensor | null)[],
+  rows: number,
+  label = 'moe.expert',
+): Tensor {
   const [cout, cin] = ws[0].shape;
   const e = ws.length;
   if (x.size !== e * rows * cin) throw new Error(`${label}: x [${x.shape}] is not (E·R, Cin) = (${e}·${rows}, ${cin})`);
   ws.forEach((w, i) => {
-    if (w.shape[0] !== cout || w.shape[1] !== cin) throw new Error(`${label}: expert ${i} weight [${w.shape}] is not [${cout}, ${cin}]`);
+    if (w.shape[0] !== cout || w.shape[1] !== cin) {
+      throw new Error(`${label}: expert ${i} weight [${w.shape}] is not [${cout}, ${cin}]`);
+    }
     if (bs[i] && bs[i]!.size !== cout) throw new Error(`${label}: expert ${i} bias [${bs[i]!.shape}] is not [${cout}]`);
   });
   const align = Math.max(64, tape.gpu.device.limits.minStorageBufferOffsetAlignment / 4);
   if ((rows * cin) % align || (rows * cout) % align) {
-    throw new Error(`${label}: expert blocks of ${rows} rows are not storage-aligned views (rows·Cin and rows·Cout must be multiples of ${align}); pad rows as slotPlan does`);
+    throw new Error(
+      `${label}: expert blocks of ${rows} rows are not storage-aligned views (rows·Cin and rows·Cout must be multiples of ${align}); pad rows as slotPlan does`,
+    );
   }
   const y = tape.alloc([e * rows, cout], label);
   for (let i = 0; i < e; i++) {
@@ -118,7 +181,15 @@ export function expertLinear(tape: Tape, x: Tensor, ws: Tensor[], bs: (Tensor | 
  * P from probs (N, E) and f from counts (assignSlots' first-choice loads, constants). Like the
  * cross-entropy it is terminal: its rule adds gradScale·∂aux/∂probs without an incoming gradient.
  */
-export function auxLoss(tape: Tape, probs: Tensor, counts: Tensor, prev: Tensor, plan: SlotPlan, alpha: number, gradScale: number): Tensor {
+export function auxLoss(
+  tape: Tape,
+  probs: Tensor,
+  counts: Tensor,
+  prev: Tensor,
+  plan: SlotPlan,
+  alpha: number,
+  gradScale: number,
+): Tensor {
   const colsum = tape.alloc([plan.groups * plan.e], 'aux.colsum');
   tape.gpu.clear(colsum);
   groupColumnSum(tape.gpu, probs, colsum, plan);

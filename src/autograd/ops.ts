@@ -54,11 +54,16 @@ export function rowView(t: Tensor, r0: number, n: number, c: number, what = 'row
   const rows = t.size / c;
   expect(
     Number.isInteger(rows) && Number.isInteger(r0) && Number.isInteger(n) && r0 >= 0 && n >= 1 && r0 + n <= rows,
-    () => `${what}: rows [${r0}, ${r0 + n}) of [${t.shape}] viewed as (${rows}, ${c}); need integers 0 ≤ r0 < r0 + n ≤ N`,
+    () =>
+      `${what}: rows [${r0}, ${r0 + n}) of [${t.shape}] viewed as (${rows}, ${c}); need integers 0 ≤ r0 < r0 + n ≤ N`,
   );
   const offset = t.offset + r0 * c * 4;
   const align = t.gpu.device.limits.minStorageBufferOffsetAlignment;
-  expect(offset % align === 0, () => `${what}: row ${r0} of [${t.shape}] starts at byte ${offset}, not a multiple of minStorageBufferOffsetAlignment ${align}`);
+  expect(
+    offset % align === 0,
+    () =>
+      `${what}: row ${r0} of [${t.shape}] starts at byte ${offset}, not a multiple of minStorageBufferOffsetAlignment ${align}`,
+  );
   return new Tensor(t.gpu, t.buffer, c === 1 ? [n] : [n, c], t.dtype, offset, false, `${t.label}[${r0}:${r0 + n}]`);
 }
 
@@ -149,7 +154,10 @@ export function embedding(
   t: number,
 ): Tensor {
   const [vocab, c] = wte.shape;
-  expect(tokens.size === b * t && hostTokens.length === b * t, () => `embedding: tokens [${tokens.shape}] is not (B=${b}, T=${t})`);
+  expect(
+    tokens.size === b * t && hostTokens.length === b * t,
+    () => `embedding: tokens [${tokens.shape}] is not (B=${b}, T=${t})`,
+  );
   expect(t <= wpe.shape[0], () => `embedding: sequence length ${t} exceeds block size ${wpe.shape[0]}`);
   const y = tape.alloc([b, t, c], 'emb');
   embeddingForward(tape.gpu, tokens, wte, wpe, y, b, t);
@@ -186,7 +194,10 @@ export function crossEntropy(tape: Tape, logits: Tensor, targets: Tensor, gradSc
 export function rmsNorm(tape: Tape, x: Tensor, w: Tensor, label = 'rmsnorm'): Tensor {
   const c = w.size;
   const n = x.size / c;
-  expect(c > 0 && Number.isInteger(n), () => `${label}: x [${x.shape}] is not (N, C) for the gain w [${w.shape}] (C=${c})`);
+  expect(
+    c > 0 && Number.isInteger(n),
+    () => `${label}: x [${x.shape}] is not (N, C) for the gain w [${w.shape}] (C=${c})`,
+  );
   const eps = 1e-5;
   const y = tape.alloc([n, c], label);
   const rstd = tape.alloc([n], `${label}.rstd`);

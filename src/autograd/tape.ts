@@ -63,9 +63,29 @@ export interface OpRecords {
   /** o (B, T, H·V) = chunked scalar-decay linear attention; chunk-boundary states saved (mixer_ops.ts) */
   linearAttention: { q: Tensor; k: Tensor; v: Tensor; g: Tensor; o: Tensor; states: Tensor; dims: LinearAttentionDims };
   /** o (B, T, H·V) = per-channel-decay recurrence with bonus u (RWKV-6 / GLA) */
-  recurrentLinearAttention: { q: Tensor; k: Tensor; v: Tensor; w: Tensor; u: Tensor | null; o: Tensor; dims: LinearAttentionDims };
+  recurrentLinearAttention: {
+    q: Tensor;
+    k: Tensor;
+    v: Tensor;
+    w: Tensor;
+    u: Tensor | null;
+    o: Tensor;
+    dims: LinearAttentionDims;
+  };
   /** out (B, T, D) = Mamba selective scan, gated by silu(z); chunk-boundary states saved */
-  selectiveScan: { u: Tensor; delta: Tensor; A: Tensor; Bm: Tensor; Cm: Tensor; D: Tensor; bias: Tensor; z: Tensor | null; out: Tensor; states: Tensor; dims: ScanDims };
+  selectiveScan: {
+    u: Tensor;
+    delta: Tensor;
+    A: Tensor;
+    Bm: Tensor;
+    Cm: Tensor;
+    D: Tensor;
+    bias: Tensor;
+    z: Tensor | null;
+    out: Tensor;
+    states: Tensor;
+    dims: ScanDims;
+  };
   /** y (B, T, D) = causal depthwise conv1d of x with w (D, K) and bias (D) */
   conv1d: { x: Tensor; w: Tensor; bias: Tensor; y: Tensor; dims: Conv1dDims };
   /**
@@ -171,7 +191,13 @@ export class Tape {
   backward(rules: RuleTable, onNodeDone?: (node: Node) => void): void {
     // Refuse before any rule runs: a half-run backward would leave peers inside a collective.
     const comm = this.nodes.find((n) => n.node.op === 'collective');
-    if (comm) throw new Error(`backward(): the tape holds a collective ('${(comm.node as { name: string }).name}'), whose rule is asynchronous; call backwardAsync()`);
+    if (comm) {
+      throw new Error(
+        `backward(): the tape holds a collective ('${
+          (comm.node as { name: string }).name
+        }'), whose rule is asynchronous; call backwardAsync()`,
+      );
+    }
     for (const step of this.steps(rules, onNodeDone)) {
       const pending = step.run();
       if (pending) {
@@ -186,7 +212,11 @@ export class Tape {
    * {@link backward} for tapes with collectives on them: awaits each communication rule in turn.
    * @param beforeNode awaited before each node's rule: ZeRO-3 gathers the layer whose weights the rule reads.
    */
-  async backwardAsync(rules: RuleTable, onNodeDone?: (node: Node) => void, beforeNode?: (node: Node) => Promise<void>): Promise<void> {
+  async backwardAsync(
+    rules: RuleTable,
+    onNodeDone?: (node: Node) => void,
+    beforeNode?: (node: Node) => Promise<void>,
+  ): Promise<void> {
     for (const step of this.steps(rules, onNodeDone)) {
       await beforeNode?.(step.node);
       await step.run();
@@ -195,7 +225,10 @@ export class Tape {
   }
 
   /** The nodes in reverse order, each as its rule (`run`) and the release that follows it (`done`). */
-  private *steps(rules: RuleTable, onNodeDone?: (node: Node) => void): Generator<{ op: OpName; node: Node; run(): void | Promise<void>; done(): void }> {
+  private *steps(
+    rules: RuleTable,
+    onNodeDone?: (node: Node) => void,
+  ): Generator<{ op: OpName; node: Node; run(): void | Promise<void>; done(): void }> {
     if (!this.recording) throw new Error('backward() on a tape that was not recording (evaluation mode)');
     const ctx: GradContext = {
       gpu: this.gpu,

@@ -18,7 +18,14 @@ import { bandwidths, predictUs, type SizedCollective } from '../comm/cost.ts';
 import type { TimingResult } from '../comm/timing.ts';
 import { writeAtomic } from '../io/atomic.ts';
 
-export const COLLECTIVES: SizedCollective[] = ['allReduce', 'reduceScatter', 'allGather', 'broadcast', 'reduce', 'allToAll'];
+export const COLLECTIVES: SizedCollective[] = [
+  'allReduce',
+  'reduceScatter',
+  'allGather',
+  'broadcast',
+  'reduce',
+  'allToAll',
+];
 
 export interface CommBenchOptions {
   worlds: number[];
@@ -63,8 +70,12 @@ export async function benchComm(o: CommBenchOptions): Promise<CommBenchRow[]> {
   const rows: CommBenchRow[] = [];
   for (const p of o.worlds) {
     const world = await World.launch({
-      size: p, url: new URL('../../workers/rank.worker.ts', import.meta.url), net: net?.spec ?? null, trace: false,
-      timeoutMs: 60_000, runTimeoutMs: 600_000,
+      size: p,
+      url: new URL('../../workers/rank.worker.ts', import.meta.url),
+      net: net?.spec ?? null,
+      trace: false,
+      timeoutMs: 60_000,
+      runTimeoutMs: 600_000,
     });
     // The α-β prediction uses the slowest link this world has: inter once it spans nodes.
     const link = net ? net.spec[p > net.spec.ranksPerNode ? 'inter' : 'intra'] : null;
@@ -175,15 +186,32 @@ export function parseCommArgs(argv: string[]): CommBenchOptions & { json?: strin
     throw new Error(`--worlds expects comma-separated sizes in 1–16, got '${v.worlds}'`);
   }
   const collectives = v.ops.split(',').map((s) => s.trim()) as SizedCollective[];
-  for (const c of collectives) if (!COLLECTIVES.includes(c)) throw new Error(`--ops: unknown collective '${c}'; allowed: ${COLLECTIVES.join(', ')}`);
+  for (const c of collectives) {
+    if (!COLLECTIVES.includes(c)) {
+      throw new Error(`--ops: unknown collective '${c}'; allowed: ${COLLECTIVES.join(', ')}`);
+    }
+  }
   const step = Number(v.step);
   if (!Number.isInteger(step) || step < 2) throw new Error(`--step must be an integer ≥ 2, got '${v.step}'`);
   const iters = v.iters === undefined ? undefined : Number(v.iters);
-  if (iters !== undefined && (!Number.isInteger(iters) || iters < 1)) throw new Error(`--iters must be a positive integer, got '${v.iters}'`);
+  if (iters !== undefined && (!Number.isInteger(iters) || iters < 1)) {
+    throw new Error(`--iters must be a positive integer, got '${v.iters}'`);
+  }
   const minBytes = parseBytes(v['min-bytes'], '--min-bytes'), maxBytes = parseBytes(v['max-bytes'], '--max-bytes');
   if (maxBytes < minBytes) throw new Error(`--max-bytes (${maxBytes}) is below --min-bytes (${minBytes})`);
   if (v.net !== undefined) NetworkModel.parse(v.net);
-  return { worlds, minBytes, maxBytes, step, collectives, iters, net: v.net, json: v.json, help: v.help, log: console.log };
+  return {
+    worlds,
+    minBytes,
+    maxBytes,
+    step,
+    collectives,
+    iters,
+    net: v.net,
+    json: v.json,
+    help: v.help,
+    log: console.log,
+  };
 }
 
 /** The `comm` suite's entry point (it parses its own flags): returns the exit code. */
@@ -199,7 +227,11 @@ export async function commMain(argv: string[]): Promise<number> {
     console.log(COMM_HELP);
     return 0;
   }
-  console.log(`== comm: collectives × algorithms, S = ${fmtBytes(o.minBytes)} … ${fmtBytes(o.maxBytes)}, worlds ${o.worlds.join(', ')}`);
+  console.log(
+    `== comm: collectives × algorithms, S = ${fmtBytes(o.minBytes)} … ${fmtBytes(o.maxBytes)}, worlds ${
+      o.worlds.join(', ')
+    }`,
+  );
   const t0 = performance.now();
   const rows = await benchComm(o);
   console.log(`\n${rows.length} rows in ${((performance.now() - t0) / 1e3).toFixed(1)} s`);

@@ -5,7 +5,7 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { matmul, matmulPlain, matmulTuning, type MatmulOptions } from '../kernels/matmul.ts';
+import { matmul, type MatmulOptions, matmulPlain, matmulTuning } from '../kernels/matmul.ts';
 import { type BenchTiming, fill, timeKernels } from './timing.ts';
 
 export type { BenchTiming };
@@ -36,7 +36,13 @@ export interface MatmulShapeRow {
 }
 
 /** Runs `fn` on fresh A (M·K), B (K·N) and C (M,N) tensors, released afterwards. */
-function withOperands<T>(gpu: Gpu, m: number, n: number, k: number, fn: (a: Tensor, b: Tensor, c: Tensor) => Promise<T>): Promise<T> {
+function withOperands<T>(
+  gpu: Gpu,
+  m: number,
+  n: number,
+  k: number,
+  fn: (a: Tensor, b: Tensor, c: Tensor) => Promise<T>,
+): Promise<T> {
   const a = gpu.upload(fill(m * k, 1), [m * k], 'f32', 'bench.a');
   const b = gpu.upload(fill(k * n, 2), [k * n], 'f32', 'bench.b');
   const c = gpu.upload(fill(m * n, 3), [m, n], 'f32', 'bench.c');
@@ -89,7 +95,11 @@ export const TRAINING_SHAPES: { name: string; m: number; n: number; k: number; o
 ];
 
 /** Times the shipped kernel on `shapes` (default: {@link TRAINING_SHAPES}). */
-export async function benchMatmulShapes(gpu: Gpu, shapes = TRAINING_SHAPES, timing: BenchTiming = {}): Promise<MatmulShapeRow[]> {
+export async function benchMatmulShapes(
+  gpu: Gpu,
+  shapes = TRAINING_SHAPES,
+  timing: BenchTiming = {},
+): Promise<MatmulShapeRow[]> {
   const t = { reps: 5, minRepMs: 100, maxMsPerShape: 15_000, ...timing };
   const rows: MatmulShapeRow[] = [];
   for (const { name, m, n, k, opts } of shapes) {

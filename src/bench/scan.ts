@@ -6,9 +6,22 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { linearAttentionBackward, linearAttentionForward, type LinearAttentionDims, linearAttentionStateShape } from '../kernels/linear_attention.ts';
-import { recurrentLinearAttentionBackward, recurrentLinearAttentionForward } from '../kernels/linear_attention_recurrent.ts';
-import { type ScanDims, scanStateShape, selectiveScanBackward, selectiveScanForward } from '../kernels/selective_scan.ts';
+import {
+  linearAttentionBackward,
+  type LinearAttentionDims,
+  linearAttentionForward,
+  linearAttentionStateShape,
+} from '../kernels/linear_attention.ts';
+import {
+  recurrentLinearAttentionBackward,
+  recurrentLinearAttentionForward,
+} from '../kernels/linear_attention_recurrent.ts';
+import {
+  type ScanDims,
+  scanStateShape,
+  selectiveScanBackward,
+  selectiveScanForward,
+} from '../kernels/selective_scan.ts';
 import { type BenchTiming, fill, timeKernels } from './timing.ts';
 
 /** One row: both linear-attention forms and the selective scan at one T (ms, forward + backward). */
@@ -41,7 +54,12 @@ function decays(n: number, seed: number): Float32Array {
  * Times forward + backward of chunked vs sequential linear attention and of the selective scan
  * at each T of `ts`, on tensors allocated once per T and released after.
  */
-export async function benchScan(gpu: Gpu, ts: number[], shape: ScanBenchShape = {}, timing: BenchTiming = {}): Promise<ScanBenchRow[]> {
+export async function benchScan(
+  gpu: Gpu,
+  ts: number[],
+  shape: ScanBenchShape = {},
+  timing: BenchTiming = {},
+): Promise<ScanBenchRow[]> {
   const t = { reps: 3, minRepMs: 50, maxMsPerShape: 20_000, ...timing };
   const { b = 1, heads: h = 4, headSize: hs = 64, d = 256, n = 16 } = shape;
   const rows: ScanBenchRow[] = [];
@@ -68,15 +86,23 @@ export async function benchScan(gpu: Gpu, ts: number[], shape: ScanBenchShape = 
     const dg = zeros([b, T, h]);
 
     const sd: ScanDims = { b, t: T, d, n };
-    const u = up(fill(b * T * d, 7), [b, T, d]), delta = up(fill(b * T * d, 8), [b, T, d]), z = up(fill(b * T * d, 9), [b, T, d]);
+    const u = up(fill(b * T * d, 7), [b, T, d]),
+      delta = up(fill(b * T * d, 8), [b, T, d]),
+      z = up(fill(b * T * d, 9), [b, T, d]);
     const A = up(fill(d * n, 10).map((x) => -1 - 4 * (x + 1)), [d, n]);
     const Bm = up(fill(b * T * n, 11), [b, T, n]), Cm = up(fill(b * T * n, 12), [b, T, n]);
     const D = up(fill(d, 13), [d]), bias = up(fill(d, 14), [d]);
     const out = zeros([b, T, d]), dy = up(fill(b * T * d, 15), [b, T, d]);
     const sstates = zeros(scanStateShape(sd));
     const grads = {
-      du: zeros([b, T, d]), ddelta: zeros([b, T, d]), dA: zeros([d, n]), dB: zeros([b, T, n]), dC: zeros([b, T, n]),
-      dD: zeros([d]), dbias: zeros([d]), dz: zeros([b, T, d]),
+      du: zeros([b, T, d]),
+      ddelta: zeros([b, T, d]),
+      dA: zeros([d, n]),
+      dB: zeros([b, T, n]),
+      dC: zeros([b, T, n]),
+      dD: zeros([d]),
+      dbias: zeros([d]),
+      dz: zeros([b, T, d]),
     };
     try {
       const [chunkedMs, sequentialMs, scanMs] = await timeKernels(gpu, [
@@ -99,7 +125,14 @@ export async function benchScan(gpu: Gpu, ts: number[], shape: ScanBenchShape = 
           }
         },
       ], t);
-      rows.push({ t: T, chunkedMs, sequentialMs, ratio: sequentialMs / chunkedMs, scanMs, scanTokensPerSec: (b * T) / (scanMs / 1000) });
+      rows.push({
+        t: T,
+        chunkedMs,
+        sequentialMs,
+        ratio: sequentialMs / chunkedMs,
+        scanMs,
+        scanTokensPerSec: (b * T) / (scanMs / 1000),
+      });
     } finally {
       for (const x of owned) x.release();
     }

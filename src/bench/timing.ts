@@ -33,7 +33,11 @@ export function fill(n: number, seed: number): Float32Array {
  * time budget.
  * @returns the median time of one call in ms, per kernel.
  */
-export async function timeKernels(gpu: Gpu, runs: ((batch: number) => void)[], t: Required<BenchTiming>): Promise<number[]> {
+export async function timeKernels(
+  gpu: Gpu,
+  runs: ((batch: number) => void)[],
+  t: Required<BenchTiming>,
+): Promise<number[]> {
   const batches: number[] = [];
   for (const run of runs) {
     run(1);
@@ -56,4 +60,3 @@ export async function timeKernels(gpu: Gpu, runs: ((batch: number) => void)[], t
   }
   return times.map((ts) => ts.sort((a, b) => a - b)[ts.length >> 1]);
 }
-

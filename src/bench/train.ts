@@ -44,9 +44,16 @@ export interface TrainBenchOptions {
  * @throws Error for an unknown preset, steps < 1 or warmup < 0.
  */
 export async function benchTrain(
-  gpu: Gpu, text: string, preset = 'tiny', steps = 10, warmup = 2, opts: TrainBenchOptions = {},
+  gpu: Gpu,
+  text: string,
+  preset = 'tiny',
+  steps = 10,
+  warmup = 2,
+  opts: TrainBenchOptions = {},
 ): Promise<TrainBenchRow> {
-  if (!(preset in PRESETS)) throw new Error(`benchTrain: unknown preset '${preset}'; allowed: ${Object.keys(PRESETS).join(', ')}`);
+  if (!(preset in PRESETS)) {
+    throw new Error(`benchTrain: unknown preset '${preset}'; allowed: ${Object.keys(PRESETS).join(', ')}`);
+  }
   if (!Number.isInteger(steps) || steps < 1 || !Number.isInteger(warmup) || warmup < 0) {
     throw new Error(`benchTrain: steps and warmup must be integers ≥ 1 and ≥ 0, got ${steps} and ${warmup}`);
   }

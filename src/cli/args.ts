@@ -7,7 +7,16 @@
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { PRESETS, TrainConfigSchema } from '../train/config.ts';
-import { type FlagKey, flagKeys, helpLines, kebab, normalizeBooleans, parseArgsOptions, parseDecimal, readFlag } from './flags.ts';
+import {
+  type FlagKey,
+  flagKeys,
+  helpLines,
+  kebab,
+  normalizeBooleans,
+  parseArgsOptions,
+  parseDecimal,
+  readFlag,
+} from './flags.ts';
 
 export { kebab };
 
@@ -73,7 +82,8 @@ function neftune(text: string): number {
   return a;
 }
 
-const resumeStepError = (text: string) => `--resume-step expects a step number of a kept checkpoint (ckpt-<step>.safetensors) and needs --resume, got '${text}'`;
+const resumeStepError = (text: string) =>
+  `--resume-step expects a step number of a kept checkpoint (ckpt-<step>.safetensors) and needs --resume, got '${text}'`;
 
 /**
  * Parses `argv`. `more` adds raw flags of another command (e.g. the schedule preview's --svg),
@@ -84,14 +94,35 @@ const resumeStepError = (text: string) => `--resume-step expects a step number o
  *   hex, non-finite) or is out of its key's range, an unknown preset or GPU backend, naming the
  *   flag and what is allowed.
  */
-export function parseTrainArgs(argv: string[], more: Record<string, { type: 'string' | 'boolean' }> = {}, schema?: z.ZodObject): ParsedTrainArgs {
+export function parseTrainArgs(
+  argv: string[],
+  more: Record<string, { type: 'string' | 'boolean' }> = {},
+  schema?: z.ZodObject,
+): ParsedTrainArgs {
   const ownKeys = schema ? flagKeys(schema) : [];
-  const byFlag = new Map<string, { k: FlagKey; own: boolean }>([...TRAIN_KEYS.map((k) => [k.flag, { k, own: false }] as const), ...ownKeys.map((k) => [k.flag, { k, own: true }] as const)]);
-  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = { ...parseArgsOptions(TRAIN_KEYS), ...parseArgsOptions(ownKeys), ...EXTRA, ...more };
+  const byFlag = new Map<string, { k: FlagKey; own: boolean }>([
+    ...TRAIN_KEYS.map((k) => [k.flag, { k, own: false }] as const),
+    ...ownKeys.map((k) => [k.flag, { k, own: true }] as const),
+  ]);
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = {
+    ...parseArgsOptions(TRAIN_KEYS),
+    ...parseArgsOptions(ownKeys),
+    ...EXTRA,
+    ...more,
+  };
   const names = (t: string) => new Set(Object.entries(options).filter(([, o]) => o.type === t).map(([n]) => n));
-  let parsed: { values: Record<string, string | boolean | undefined>; tokens: { kind: string; name?: string; value?: string }[] };
+  let parsed: {
+    values: Record<string, string | boolean | undefined>;
+    tokens: { kind: string; name?: string; value?: string }[];
+  };
   try {
-    parsed = parseArgs({ args: normalizeBooleans(argv, names('boolean'), names('string')), options, strict: true, allowPositionals: false, tokens: true }) as typeof parsed;
+    parsed = parseArgs({
+      args: normalizeBooleans(argv, names('boolean'), names('string')),
+      options,
+      strict: true,
+      allowPositionals: false,
+      tokens: true,
+    }) as typeof parsed;
   } catch (e) {
     throw new Error(`${(e as Error).message.split('\n')[0]} (see --help)`);
   }
@@ -102,9 +133,11 @@ export function parseTrainArgs(argv: string[], more: Record<string, { type: 'str
     if (kind !== 'option' || !flag || flag in more) continue;
     if (flag === 'neftune') overrides.neftuneAlpha = neftune(String(value));
     else if (flag === 'goldfish') Object.assign(overrides, goldfish(String(value)));
-    else if (flag === 'preset' && !Object.hasOwn(PRESETS, String(value))) throw new Error(`--preset: Unknown preset '${value}'; allowed: ${Object.keys(PRESETS).join(', ')}`);
-    else if (flag === 'gpu' && !(GPUS as readonly string[]).includes(String(value))) throw new Error(`--gpu must be one of ${GPUS.join(', ')}, got '${value}'`);
-    else if (flag === 'resume-step' && !/^\d+$/.test(String(value))) throw new Error(resumeStepError(String(value)));
+    else if (flag === 'preset' && !Object.hasOwn(PRESETS, String(value))) {
+      throw new Error(`--preset: Unknown preset '${value}'; allowed: ${Object.keys(PRESETS).join(', ')}`);
+    } else if (flag === 'gpu' && !(GPUS as readonly string[]).includes(String(value))) {
+      throw new Error(`--gpu must be one of ${GPUS.join(', ')}, got '${value}'`);
+    } else if (flag === 'resume-step' && !/^\d+$/.test(String(value))) throw new Error(resumeStepError(String(value)));
     if (flag in EXTRA) continue;
     const negated = flag.startsWith('no-') && byFlag.get(flag.slice(3))?.k.kind === 'boolean';
     const entry = byFlag.get(negated ? flag.slice(3) : flag);
@@ -114,7 +147,9 @@ export function parseTrainArgs(argv: string[], more: Record<string, { type: 'str
   const rs = values['resume-step'] as string | undefined;
   const resumeStep = rs === undefined ? undefined : z.number().int().min(0).safeParse(parseDecimal(rs)).data;
   if (rs !== undefined && (resumeStep === undefined || !values.resume)) throw new Error(resumeStepError(rs));
-  if (values['allow-legacy-checkpoint'] && !values.resume) throw new Error('--allow-legacy-checkpoint reads an old checkpoint and needs --resume');
+  if (values['allow-legacy-checkpoint'] && !values.resume) {
+    throw new Error('--allow-legacy-checkpoint reads an old checkpoint and needs --resume');
+  }
   const gpu = (values.gpu as string | undefined) ?? 'auto';
   return {
     overrides,

@@ -63,29 +63,51 @@ export const SUITES: Record<string, Suite> = {
     },
   },
   train: {
-    description: 'ms/step and tokens/s of training steps of the tiny and nanogpt-cpu presets on Tiny Shakespeare; the bias add fused into the matmul vs a separate pass, alternating in the same run',
+    description:
+      'ms/step and tokens/s of training steps of the tiny and nanogpt-cpu presets on Tiny Shakespeare; the bias add fused into the matmul vs a separate pass, alternating in the same run',
     async run({ gpu, log }) {
       const text = await Deno.readTextFile(new URL('../../public/data/tinyshakespeare.txt', import.meta.url));
       const rows = [await benchTrain(gpu, text, 'tiny', 20, 3), await benchTrain(gpu, text, 'nanogpt-cpu', 10, 3)];
       log(table(
-        ['preset', 'params', 'tokens/step', 'ms/step', 'unfused-bias ms/step', 'fused speedup', 'tokens/s', 'model GFLOP/s'],
-        rows.map((r) => [r.preset, String(r.params), String(r.tokensPerStep), fmt(r.msPerStep),
-          r.unfusedMsPerStep ? fmt(r.unfusedMsPerStep) : '-', r.fusedSpeedup ? `${r.fusedSpeedup.toFixed(2)}×` : '-',
-          fmt(r.tokensPerSec), fmt(r.gflops)]),
+        [
+          'preset',
+          'params',
+          'tokens/step',
+          'ms/step',
+          'unfused-bias ms/step',
+          'fused speedup',
+          'tokens/s',
+          'model GFLOP/s',
+        ],
+        rows.map((
+          r,
+        ) => [
+          r.preset,
+          String(r.params),
+          String(r.tokensPerStep),
+          fmt(r.msPerStep),
+          r.unfusedMsPerStep ? fmt(r.unfusedMsPerStep) : '-',
+          r.fusedSpeedup ? `${r.fusedSpeedup.toFixed(2)}×` : '-',
+          fmt(r.tokensPerSec),
+          fmt(r.gflops),
+        ]),
       ));
       for (const r of rows.filter((x) => x.kernels.length)) {
         const total = r.kernels.reduce((a, k) => a + k.ms, 0);
         log(`\nGPU time of one ${r.preset} step by kernel (timestamp queries; ${fmt(total)} ms in all):`);
         log(table(
           ['kernel', 'dispatches', 'ms', 'share'],
-          r.kernels.slice(0, 12).map((k) => [k.key, String(k.count), fmt(k.ms), `${((100 * k.ms) / total).toFixed(1)}%`]),
+          r.kernels.slice(0, 12).map((
+            k,
+          ) => [k.key, String(k.count), fmt(k.ms), `${((100 * k.ms) / total).toFixed(1)}%`]),
         ));
       }
       return rows;
     },
   },
   attention: {
-    description: 'forward+backward of naive vs flash attention, T = 128…2048 (…8192 on GPUs): median ms and peak pool bytes',
+    description:
+      'forward+backward of naive vs flash attention, T = 128…2048 (…8192 on GPUs): median ms and peak pool bytes',
     async run({ gpu, sizes, attn, log }) {
       const opts = { sizes, ...parseAttentionFlag(attn ?? '') };
       const rows = await benchAttention(gpu, opts);
@@ -103,7 +125,16 @@ export const SUITES: Record<string, Suite> = {
       log('linear attention: B=1, 4 heads of 64; selective scan: B=1, D=256, N=16');
       log(table(
         ['T', 'chunked ms', 'sequential ms', 'sequential/chunked', 'scan ms', 'scan tokens/s'],
-        rows.map((r) => [String(r.t), fmt(r.chunkedMs), fmt(r.sequentialMs), `${r.ratio.toFixed(2)}×`, fmt(r.scanMs), fmt(r.scanTokensPerSec)]),
+        rows.map((
+          r,
+        ) => [
+          String(r.t),
+          fmt(r.chunkedMs),
+          fmt(r.sequentialMs),
+          `${r.ratio.toFixed(2)}×`,
+          fmt(r.scanMs),
+          fmt(r.scanTokensPerSec),
+        ]),
       ));
       return rows;
     },
@@ -112,7 +143,9 @@ export const SUITES: Record<string, Suite> = {
 
 const HELP = `Usage: npm run bench -- [suite] [options]
 
-Suites: comm (collective layer; see 'comm --help'), all (default), ${Object.entries(SUITES).map(([k, s]) => `${k} (${s.description})`).join(', ')}
+Suites: comm (collective layer; see 'comm --help'), all (default), ${
+  Object.entries(SUITES).map(([k, s]) => `${k} (${s.description})`).join(', ')
+}
 
 Options:
   --gpu=auto|wgpu|dawn   WebGPU implementation (default auto)
@@ -128,7 +161,8 @@ function fmt(x: number): string {
 /** A left-aligned first column and right-aligned numbers, padded to the widest cell. */
 function table(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
   return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
 }
 
@@ -165,7 +199,9 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
   }
   const { values, positionals } = parsed;
   const backends = ['auto', 'wgpu', 'dawn'];
-  if (!backends.includes(values.gpu)) throw new Error(`--gpu must be one of ${backends.join(', ')}, got '${values.gpu}'`);
+  if (!backends.includes(values.gpu)) {
+    throw new Error(`--gpu must be one of ${backends.join(', ')}, got '${values.gpu}'`);
+  }
   const names = positionals.length ? positionals : ['all'];
   const suites: string[] = [];
   for (const name of names) {
@@ -180,7 +216,14 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
       throw new Error(`--sizes expects comma-separated positive integers, got '${values.sizes}'`);
     }
   }
-  return { suites: [...new Set(suites)], backend: values.gpu as Backend, json: values.json, sizes, attn: values.attn, help: values.help };
+  return {
+    suites: [...new Set(suites)],
+    backend: values.gpu as Backend,
+    json: values.json,
+    sizes,
+    attn: values.attn,
+    help: values.help,
+  };
 }
 
 async function main(argv: string[]): Promise<number> {
@@ -206,7 +249,11 @@ async function main(argv: string[]): Promise<number> {
   } finally {
     gpu.destroy();
   }
-  const json = JSON.stringify({ backend: gpu.backend, adapter: gpu.adapterDescription, date: new Date().toISOString(), results }, null, 2);
+  const json = JSON.stringify(
+    { backend: gpu.backend, adapter: gpu.adapterDescription, date: new Date().toISOString(), results },
+    null,
+    2,
+  );
   if (args.json) await Deno.writeTextFile(args.json, json + '\n');
   console.log('\n' + json);
   return 0;

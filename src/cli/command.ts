@@ -20,9 +20,15 @@ export const MAX_TIMELINE_WIDTH = 400;
 
 /** `npm run plan`'s own flags, beside the parallel plan's and the training config's. */
 export const PlanCliSchema = z.object({
-  vocabSize: z.number().int().min(1).max(MAX_VOCAB).optional().describe('vocabulary (unset: distinct characters of --data, or 50257 for gpt2)'),
-  algorithm: z.enum(['ring', 'recursive-doubling', 'rabenseifner', 'direct']).default('ring').describe('collective algorithm priced'),
-  rank: z.number().int().min(0).max(MAX_PLAN_WORLD - 1).default(0).describe('rank whose collectives are listed in detail'),
+  vocabSize: z.number().int().min(1).max(MAX_VOCAB).optional().describe(
+    'vocabulary (unset: distinct characters of --data, or 50257 for gpt2)',
+  ),
+  algorithm: z.enum(['ring', 'recursive-doubling', 'rabenseifner', 'direct']).default('ring').describe(
+    'collective algorithm priced',
+  ),
+  rank: z.number().int().min(0).max(MAX_PLAN_WORLD - 1).default(0).describe(
+    'rank whose collectives are listed in detail',
+  ),
   forwardMs: z.number().min(0).max(1e6).default(1).describe('timeline: forward ms per stage and micro-batch'),
   backwardMs: z.number().min(0).max(1e6).default(2).describe('timeline: backward ms per stage and micro-batch'),
   width: z.number().int().min(8).max(MAX_TIMELINE_WIDTH).default(64).describe('timeline columns'),
@@ -33,7 +39,9 @@ export type PlanCliOptions = z.infer<typeof PlanCliSchema>;
 const PLAN_SCHEMA = PlanSchema.extend(PlanCliSchema.shape);
 
 /** Flag names of the parallel plan (`--no-sp` included): any of them makes `npm run train` a parallel run. */
-export const PARALLEL_FLAG_NAMES: readonly string[] = flagKeys(PlanSchema).flatMap((k) => (k.kind === 'boolean' ? [k.flag, `no-${k.flag}`] : [k.flag]));
+export const PARALLEL_FLAG_NAMES: readonly string[] = flagKeys(PlanSchema).flatMap((
+  k,
+) => (k.kind === 'boolean' ? [k.flag, `no-${k.flag}`] : [k.flag]));
 
 /** True when `argv` names any parallel flag, i.e. the run belongs to train_parallel.ts rather than the single-rank trainer. */
 export function isParallelArgv(argv: string[]): boolean {
@@ -46,8 +54,12 @@ export function isParallelArgv(argv: string[]): boolean {
  */
 function aliasSchedule(argv: string[]): string[] {
   return argv.map((a, i) =>
-    a === '--schedule' && SCHEDULE_KINDS.includes(argv[i + 1] as ScheduleKind) ? '--pp-schedule'
-    : SCHEDULE_KINDS.some((k) => a === `--schedule=${k}`) ? a.replace('--schedule', '--pp-schedule') : a);
+    a === '--schedule' && SCHEDULE_KINDS.includes(argv[i + 1] as ScheduleKind)
+      ? '--pp-schedule'
+      : SCHEDULE_KINDS.some((k) => a === `--schedule=${k}`)
+      ? a.replace('--schedule', '--pp-schedule')
+      : a
+  );
 }
 
 /**
@@ -68,7 +80,10 @@ export function parseCommandArgs(argv: string[], command: Command): ParsedTrainA
 }
 
 /** The most ranks `command` allows: a real run's, or plan's (a real one again with --measure). */
-export const maxWorldOf = (command: Command, options: Record<string, unknown>) => (command === 'plan' && !options.measure ? MAX_PLAN_WORLD : MAX_RUN_WORLD);
+export const maxWorldOf = (
+  command: Command,
+  options: Record<string, unknown>,
+) => (command === 'plan' && !options.measure ? MAX_PLAN_WORLD : MAX_RUN_WORLD);
 
 export interface CheckedCommand {
   args: ParsedTrainArgs;

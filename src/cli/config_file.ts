@@ -12,7 +12,9 @@ import type { parseTrainArgs } from './args.ts';
 import { firstIssue, issueText } from './flags.ts';
 import { checkResumeOverrides, runFiles } from './run_dir.ts';
 
-const kindOfJson = (v: unknown) => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v === 'object' ? 'an object' : `a ${typeof v}`);
+const kindOfJson = (
+  v: unknown,
+) => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v === 'object' ? 'an object' : `a ${typeof v}`);
 
 /**
  * Reads a --config file: a JSON object of config keys (camelCase), each checked by its schema.
@@ -33,7 +35,9 @@ export async function loadConfigFile(path: string): Promise<Record<string, unkno
     throw new Error(`--config ${path}: malformed JSON (${(e as Error).message})`);
   }
   if (json === null || typeof json !== 'object' || Array.isArray(json)) {
-    throw new Error(`--config ${path} must hold a JSON object of config keys, e.g. {"nLayer": 4}; got ${kindOfJson(json)}`);
+    throw new Error(
+      `--config ${path} must hold a JSON object of config keys, e.g. {"nLayer": 4}; got ${kindOfJson(json)}`,
+    );
   }
   const obj = json as Record<string, unknown>;
   const r = TrainConfigSchema.partial().strict().safeParse(obj);
@@ -44,7 +48,16 @@ export async function loadConfigFile(path: string): Promise<Record<string, unkno
         for (const k of issue.keys) byKey.set(k, `unknown key '${k}' (keys are the camelCase names of --help's flags)`);
       } else {
         const key = String(issue.path[0]);
-        if (!byKey.has(key)) byKey.set(key, issueText(key, obj[key], firstIssue(r.error.issues.filter((i) => i.path[0] === issue.path[0]))));
+        if (!byKey.has(key)) {
+          byKey.set(
+            key,
+            issueText(
+              key,
+              obj[key],
+              firstIssue(r.error.issues.filter((i) => i.path[0] === issue.path[0])),
+            ),
+          );
+        }
       }
     }
     throw new Error(`--config ${path}: ${[...byKey.values()].join('; ')}`);
@@ -75,16 +88,29 @@ export async function freshConfig(args: ConfigSources): Promise<TrainConfig> {
  *   written before whole-file digests without --allow-legacy-checkpoint; CorruptCheckpointError
  *   for one that fails verification (parseCheckpoint).
  */
-export async function resolveConfig(args: ReturnType<typeof parseTrainArgs>, outDir: string): Promise<{ cfg: TrainConfig; ckpt: LoadedCheckpoint | null }> {
+export async function resolveConfig(
+  args: ReturnType<typeof parseTrainArgs>,
+  outDir: string,
+): Promise<{ cfg: TrainConfig; ckpt: LoadedCheckpoint | null }> {
   const files = runFiles(outDir);
   if (args.resume) {
     if (!args.out) throw new Error('--resume needs --out DIR: the run directory to continue');
     const path = args.resumeStep === undefined ? files.checkpoint : files.checkpointAt(args.resumeStep);
     if (!(await exists(path))) throw new Error(`--resume: no checkpoint at ${path}`);
     const ckpt = await parseCheckpoint(await Deno.readFile(path), path, { allowLegacy: args.allowLegacyCheckpoint });
-    if (ckpt.legacy) console.log(`${path}: legacy checkpoint, its data_sha256 verified; the next checkpoint is written with the whole-file sha256`);
+    if (ckpt.legacy) {
+      console.log(
+        `${path}: legacy checkpoint, its data_sha256 verified; the next checkpoint is written with the whole-file sha256`,
+      );
+    }
     checkResumeOverrides(args);
-    return { cfg: resolveRewarm(parseConfig({ ...ckpt.state.config, ...args.overrides }), { step: ckpt.state.step, config: ckpt.state.config }), ckpt };
+    return {
+      cfg: resolveRewarm(parseConfig({ ...ckpt.state.config, ...args.overrides }), {
+        step: ckpt.state.step,
+        config: ckpt.state.config,
+      }),
+      ckpt,
+    };
   }
   if (await exists(files.checkpoint)) {
     throw new Error(`${outDir} already holds a checkpoint: pass --resume to continue it, or choose another --out`);

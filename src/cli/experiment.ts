@@ -17,9 +17,13 @@ import { runCli } from './main.ts';
 export const EXPERIMENTS: Record<string, Experiment> = { continual, goldfish, neftune };
 
 export function experimentHelp(): string {
-  return ['npm run experiment -- <name> [--out DIR] [--gpu auto|wgpu|dawn] [flags]', '',
-    'shared flags (defaults: 2 layers, 4 heads, width 64; block × batch 32 × 16, goldfish 64 × 8): --n-layer --n-embd --n-head --block-size --batch-size --eval-batches 4 --seed 1337', '',
-    ...Object.values(EXPERIMENTS).map((e) => e.help)].join('\n');
+  return [
+    'npm run experiment -- <name> [--out DIR] [--gpu auto|wgpu|dawn] [flags]',
+    '',
+    'shared flags (defaults: 2 layers, 4 heads, width 64; block × batch 32 × 16, goldfish 64 × 8): --n-layer --n-embd --n-head --block-size --batch-size --eval-batches 4 --seed 1337',
+    '',
+    ...Object.values(EXPERIMENTS).map((e) => e.help),
+  ].join('\n');
 }
 
 /**
@@ -29,7 +33,9 @@ export function experimentHelp(): string {
 export async function main(argv: string[]): Promise<string | null> {
   const shared = ['out', 'gpu', 'n-layer', 'n-embd', 'n-head', 'block-size', 'batch-size', 'eval-batches', 'seed'];
   const ownFlags = (e: Experiment) => [...e.help.matchAll(/--([a-z-]+)/g)].map((m) => m[1]);
-  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = { help: { type: 'boolean', short: 'h' } };
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = {
+    help: { type: 'boolean', short: 'h' },
+  };
   for (const k of [...shared, ...Object.values(EXPERIMENTS).flatMap(ownFlags)]) options[k] = { type: 'string' };
   let parsed;
   try {
@@ -43,7 +49,9 @@ export async function main(argv: string[]): Promise<string | null> {
     return null;
   }
   const name = positionals[0];
-  if (!name || positionals.length > 1) throw new Error(`give one experiment name; allowed: ${Object.keys(EXPERIMENTS).join(', ')}`);
+  if (!name || positionals.length > 1) {
+    throw new Error(`give one experiment name; allowed: ${Object.keys(EXPERIMENTS).join(', ')}`);
+  }
   const exp = EXPERIMENTS[name];
   if (!exp) throw new Error(`unknown experiment '${name}'; allowed: ${Object.keys(EXPERIMENTS).join(', ')}`);
   const flags: Record<string, string> = {};
@@ -53,8 +61,15 @@ export async function main(argv: string[]): Promise<string | null> {
   }
   const allowed = new Set([...shared, ...ownFlags(exp)]);
   const unknown = Object.keys(flags).filter((k) => !allowed.has(k));
-  if (unknown.length) throw new Error(`unknown flag ${unknown.map((k) => `--${k}`).join(', ')} for '${name}'; allowed: ${[...allowed].map((k) => `--${k}`).join(' ')}`);
-  const out = flags.out ?? `runs/experiment-${name}-${new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15)}`;
+  if (unknown.length) {
+    throw new Error(
+      `unknown flag ${unknown.map((k) => `--${k}`).join(', ')} for '${name}'; allowed: ${
+        [...allowed].map((k) => `--${k}`).join(' ')
+      }`,
+    );
+  }
+  const out = flags.out ??
+    `runs/experiment-${name}-${new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15)}`;
   await Deno.mkdir(out, { recursive: true });
   const gpu = await Gpu.create({ backend: (flags.gpu ?? 'auto') as Backend });
   try {

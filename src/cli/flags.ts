@@ -34,7 +34,9 @@ export function kindOf(field: z.ZodType): FlagKind {
   const t = inner(field);
   if (t instanceof z.ZodNumber) return 'number';
   if (t instanceof z.ZodBoolean) return 'boolean';
-  if (t instanceof z.ZodUnion && t.options.every((o) => o instanceof z.ZodLiteral && typeof o.value === 'number')) return 'number';
+  if (t instanceof z.ZodUnion && t.options.every((o) => o instanceof z.ZodLiteral && typeof o.value === 'number')) {
+    return 'number';
+  }
   return 'string';
 }
 
@@ -50,7 +52,9 @@ function expectation(field: z.ZodType): string {
 export function choicesOf(field: z.ZodType): string[] | undefined {
   const t = inner(field);
   if (t instanceof z.ZodEnum) return t.options.map(String);
-  if (t instanceof z.ZodUnion && t.options.every((o) => o instanceof z.ZodLiteral)) return t.options.map((o) => String((o as z.ZodLiteral).value));
+  if (t instanceof z.ZodUnion && t.options.every((o) => o instanceof z.ZodLiteral)) {
+    return t.options.map((o) => String((o as z.ZodLiteral).value));
+  }
   return undefined;
 }
 
@@ -62,11 +66,17 @@ export function issueText(name: string, value: unknown, issue: z.core.$ZodIssue)
   const v = typeof value === 'string' ? value : JSON.stringify(value);
   switch (issue.code) {
     case 'too_big':
-      return issue.inclusive ? `${name} ${v} exceeds the maximum ${issue.maximum}` : `${name} ${v} must be below ${issue.maximum}`;
+      return issue.inclusive
+        ? `${name} ${v} exceeds the maximum ${issue.maximum}`
+        : `${name} ${v} must be below ${issue.maximum}`;
     case 'too_small':
-      return issue.inclusive ? `${name} ${v} is below the minimum ${issue.minimum}` : `${name} ${v} must be above ${issue.minimum}`;
+      return issue.inclusive
+        ? `${name} ${v} is below the minimum ${issue.minimum}`
+        : `${name} ${v} must be above ${issue.minimum}`;
     case 'invalid_type':
-      return issue.expected === 'int' ? `${name} expects an integer, got '${v}'` : `${name} expects ${issue.expected === 'number' ? 'a number' : `a ${issue.expected}`}, got '${v}'`;
+      return issue.expected === 'int'
+        ? `${name} expects an integer, got '${v}'`
+        : `${name} expects ${issue.expected === 'number' ? 'a number' : `a ${issue.expected}`}, got '${v}'`;
     case 'invalid_value':
       return `${name} must be one of ${issue.values.map(String).join(', ')}, got '${v}'`;
     case 'invalid_union': {
@@ -79,7 +89,8 @@ export function issueText(name: string, value: unknown, issue: z.core.$ZodIssue)
 }
 
 /** The issue to report: zod's safe-integer bound only when no tighter bound fired. */
-export const firstIssue = (issues: z.core.$ZodIssue[]) => issues.find((i) => !(i.code === 'too_big' && 'note' in i && i.note)) ?? issues[0];
+export const firstIssue = (issues: z.core.$ZodIssue[]) =>
+  issues.find((i) => !(i.code === 'too_big' && 'note' in i && i.note)) ?? issues[0];
 
 /** One flag of a schema: its config key, kebab name, schema and how it takes its value. */
 export interface FlagKey {
@@ -91,7 +102,12 @@ export interface FlagKey {
 
 /** Every key of `schema` as a flag. */
 export function flagKeys(schema: z.ZodObject): FlagKey[] {
-  return Object.entries(schema.shape).map(([key, field]) => ({ key, flag: kebab(key), field: field as z.ZodType, kind: kindOf(field as z.ZodType) }));
+  return Object.entries(schema.shape).map(([key, field]) => ({
+    key,
+    flag: kebab(key),
+    field: field as z.ZodType,
+    kind: kindOf(field as z.ZodType),
+  }));
 }
 
 /** node:util parseArgs options of `keys`: booleans also get their `--no-` form. */
@@ -115,7 +131,9 @@ export function readFlag(k: FlagKey, raw: string | boolean, negated: boolean, de
   let value: unknown = raw;
   if (k.kind === 'number') {
     value = parseDecimal(String(raw));
-    if (value === undefined) throw new Error(`--${k.flag} expects ${describeRange ? expectation(k.field) : 'a number'}, got '${raw}'`);
+    if (value === undefined) {
+      throw new Error(`--${k.flag} expects ${describeRange ? expectation(k.field) : 'a number'}, got '${raw}'`);
+    }
   }
   const r = k.field.safeParse(value);
   if (!r.success) throw new Error(issueText(`--${k.flag}`, raw, firstIssue(r.error.issues)));
@@ -141,7 +159,9 @@ export function normalizeBooleans(argv: string[], booleans: Set<string>, strings
     if (!m || !booleans.has(m[1])) {
       out.push(a);
       // A string flag's value is its own token even when it reads `true` (`--data true`).
-      if (m && strings.has(m[1]) && m[2] === undefined && i + 1 < argv.length && !argv[i + 1].startsWith('-')) out.push(argv[++i]);
+      if (m && strings.has(m[1]) && m[2] === undefined && i + 1 < argv.length && !argv[i + 1].startsWith('-')) {
+        out.push(argv[++i]);
+      }
       continue;
     }
     const name = m[1];
@@ -151,8 +171,12 @@ export function normalizeBooleans(argv: string[], booleans: Set<string>, strings
       out.push(a);
       continue;
     }
-    if (name.startsWith('no-') && booleans.has(name.slice(3))) throw new Error(`--${name} takes no value, got '${value}' (use --${name.slice(3)}=true or --${name})`);
-    if (value !== 'true' && value !== 'false') throw new Error(`--${name} expects true or false (or no value), got '${value}'`);
+    if (name.startsWith('no-') && booleans.has(name.slice(3))) {
+      throw new Error(`--${name} takes no value, got '${value}' (use --${name.slice(3)}=true or --${name})`);
+    }
+    if (value !== 'true' && value !== 'false') {
+      throw new Error(`--${name} expects true or false (or no value), got '${value}'`);
+    }
     if (value === 'true') out.push(`--${name}`);
     else if (booleans.has(`no-${name}`)) out.push(`--no-${name}`);
   }
@@ -164,7 +188,9 @@ function helpHint(field: z.ZodType): string {
   const choices = choicesOf(field);
   if (choices) return `  (one of ${choices.join(' | ')})`;
   const t = inner(field);
-  return t instanceof z.ZodNumber && t.maxValue !== null && t.maxValue < Number.MAX_SAFE_INTEGER ? `  (max ${t.maxValue})` : '';
+  return t instanceof z.ZodNumber && t.maxValue !== null && t.maxValue < Number.MAX_SAFE_INTEGER
+    ? `  (max ${t.maxValue})`
+    : '';
 }
 
 /** --help lines of a schema's flags: `--bias / --no-bias`, the default (or `unset`) with choices or maximum, the description. */

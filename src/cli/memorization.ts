@@ -33,7 +33,11 @@ function count(flag: string, v: string | undefined, def: number, min: number): n
 
 /** One table line per split. */
 export function formatScores(r: Record<string, MemorizationScore>): string {
-  const rows = Object.entries(r).map(([s, v]) => `${s.padEnd(6)} ${String(v.n).padStart(7)} ${(v.exactMatch * 100).toFixed(2).padStart(10)}% ${v.score.toFixed(4).padStart(9)}`);
+  const rows = Object.entries(r).map(([s, v]) =>
+    `${s.padEnd(6)} ${String(v.n).padStart(7)} ${(v.exactMatch * 100).toFixed(2).padStart(10)}% ${
+      v.score.toFixed(4).padStart(9)
+    }`
+  );
   return ['split  samples exact match     score', ...rows].join('\n');
 }
 
@@ -45,8 +49,15 @@ export async function main(argv: string[]): Promise<Record<string, MemorizationS
       args: argv,
       strict: true,
       options: {
-        checkpoint: { type: 'string' }, samples: { type: 'string' }, prompt: { type: 'string' }, continuation: { type: 'string' },
-        batch: { type: 'string' }, seed: { type: 'string' }, json: { type: 'string' }, gpu: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+        checkpoint: { type: 'string' },
+        samples: { type: 'string' },
+        prompt: { type: 'string' },
+        continuation: { type: 'string' },
+        batch: { type: 'string' },
+        seed: { type: 'string' },
+        json: { type: 'string' },
+        gpu: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
         'allow-legacy-checkpoint': { type: 'boolean' },
       },
     }));
@@ -73,16 +84,28 @@ export async function main(argv: string[]): Promise<Record<string, MemorizationS
   const ckpt = await parseCheckpoint(bytes, path, { allowLegacy: values['allow-legacy-checkpoint'] === true });
   const cfg = parseConfig(ckpt.state.config);
   // Windows of prompt + continuation tokens must fit each split, whatever the model's block size.
-  const { tokenizer, data } = await loadTrainingData({ ...cfg, blockSize: promptLen + continuation }, ckpt.state.tokenizer);
+  const { tokenizer, data } = await loadTrainingData(
+    { ...cfg, blockSize: promptLen + continuation },
+    ckpt.state.tokenizer,
+  );
   const gpu = await Gpu.create({ backend: ((values.gpu as string) ?? 'auto') as Backend });
   try {
     const model = createModel(gpu, cfg, tokenizer.vocabSize);
     loadIntoStore(model.params, ckpt, path);
     const t0 = performance.now();
     const r = await measureMemorization(gpu, model, data, { samples, seed, promptLen, continuation, batch });
-    console.log(`memorization of ${path} (step ${ckpt.state.step}, data ${cfg.data}): prompt ${promptLen}, greedy ${continuation} tokens, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    console.log(
+      `memorization of ${path} (step ${ckpt.state.step}, data ${cfg.data}): prompt ${promptLen}, greedy ${continuation} tokens, ${
+        ((performance.now() - t0) / 1000).toFixed(1)
+      } s`,
+    );
     console.log(formatScores(r));
-    if (values.json) await Deno.writeTextFile(values.json as string, JSON.stringify({ checkpoint: path, step: ckpt.state.step, promptLen, continuation, ...r }, null, 2) + '\n');
+    if (values.json) {
+      await Deno.writeTextFile(
+        values.json as string,
+        JSON.stringify({ checkpoint: path, step: ckpt.state.step, promptLen, continuation, ...r }, null, 2) + '\n',
+      );
+    }
     return r;
   } finally {
     gpu.destroy();

@@ -12,7 +12,9 @@ export class Progress {
     const elapsed = (performance.now() - this.t0) / 1000;
     const rate = (done - this.start) / Math.max(elapsed, 1e-9);
     const eta = rate > 0 ? (this.total - done) / rate : 0;
-    const line = `[${'#'.repeat(fill)}${'.'.repeat(width - fill)}] ${done}/${this.total} ${(frac * 100).toFixed(0)}% ETA ${fmt(eta)}`;
+    const line = `[${'#'.repeat(fill)}${'.'.repeat(width - fill)}] ${done}/${this.total} ${
+      (frac * 100).toFixed(0)
+    }% ETA ${fmt(eta)}`;
     Deno.stderr.writeSync(new TextEncoder().encode(`\r${line}\x1b[K`));
   }
 

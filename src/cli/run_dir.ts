@@ -7,11 +7,27 @@ import { exists, writeAtomic } from '../io/atomic.ts';
  * pre-training: `--resume --steps N --schedule rewarm-cosine --lr X`).
  */
 export const RESUMABLE_KEYS: ReadonlySet<string> = new Set([
-  'steps', 'logInterval', 'evalInterval', 'ckptInterval', 'sampleTokens', 'temperature', 'topK', 'peakTflops',
-  'schedule', 'lr', 'minLr', 'warmup', 'decaySteps', 'cooldownFrac', 'cooldownShape', 'rewarmStart', 'rewarmFrom',
+  'steps',
+  'logInterval',
+  'evalInterval',
+  'ckptInterval',
+  'sampleTokens',
+  'temperature',
+  'topK',
+  'peakTflops',
+  'schedule',
+  'lr',
+  'minLr',
+  'warmup',
+  'decaySteps',
+  'cooldownFrac',
+  'cooldownShape',
+  'rewarmStart',
+  'rewarmFrom',
   // Continual pre-training changes the data (a new corpus, or a replay mixture); the tokenizer
   // stays the checkpoint's, and the batch order stays a function of (seed, step, data).
-  'data', 'ckptSchedule',
+  'data',
+  'ckptSchedule',
 ]);
 
 /**
@@ -21,7 +37,11 @@ export const RESUMABLE_KEYS: ReadonlySet<string> = new Set([
 export function checkResumeOverrides(args: { overrides: Record<string, unknown>; configFile?: string }): void {
   const bad = Object.keys(args.overrides).filter((k) => !RESUMABLE_KEYS.has(k));
   if (bad.length || args.configFile) {
-    throw new Error(`--resume continues the saved config; these flags would change it: ${bad.map((k) => `--${k}`).join(', ') || '--config'} (allowed: ${[...RESUMABLE_KEYS].join(', ')})`);
+    throw new Error(
+      `--resume continues the saved config; these flags would change it: ${
+        bad.map((k) => `--${k}`).join(', ') || '--config'
+      } (allowed: ${[...RESUMABLE_KEYS].join(', ')})`,
+    );
   }
 }
 

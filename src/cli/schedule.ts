@@ -13,7 +13,10 @@ import { runCli } from './main.ts';
 const fmt = (x: number) => x.toExponential(3);
 
 /** The first step worth showing: a re-warm's steps before its start belong to the old run. */
-const firstStep = (spec: ScheduleSpec, steps: number) => (spec.kind === 'rewarm-cosine' ? Math.min(spec.start, steps - 1) : 0);
+const firstStep = (
+  spec: ScheduleSpec,
+  steps: number,
+) => (spec.kind === 'rewarm-cosine' ? Math.min(spec.start, steps - 1) : 0);
 
 /** `n` evenly spaced steps from `first` to `last` inclusive. */
 const spaced = (first: number, last: number, n: number) =>
@@ -36,7 +39,10 @@ export function asciiPlot(spec: ScheduleSpec, steps: number, width = 64, height 
   ys.forEach((y, c) => (grid[height - 1 - Math.min(height - 1, Math.round((y / top) * (height - 1)))][c] = '*'));
   const label = (r: number) => (r === 0 ? fmt(top) : r === height - 1 ? fmt(0) : '').padStart(10);
   const rows = grid.map((row, r) => `${label(r)} |${row.join('')}`);
-  rows.push(`${''.padStart(10)} +${'-'.repeat(width)}`, `${''.padStart(12)}${String(first).padEnd(width / 2)}${String(steps - 1).padStart(width / 2)}`);
+  rows.push(
+    `${''.padStart(10)} +${'-'.repeat(width)}`,
+    `${''.padStart(12)}${String(first).padEnd(width / 2)}${String(steps - 1).padStart(width / 2)}`,
+  );
   return rows.join('\n');
 }
 

@@ -20,13 +20,14 @@ import { CliExit, runCli } from './main.ts';
 import { checkState, DivergenceError } from '../train/finite.ts';
 import { resumeCommand, StopListener, yieldToEvents } from './stop.ts';
 
-
 function stamp(): string {
   return new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
 }
 
 function fmtLine(step: number, loss: number, lr: number, ms: number, tps: number, mfu: number | null): string {
-  return `step ${String(step).padStart(5)} | loss ${loss.toFixed(4)} | lr ${lr.toExponential(2)} | ${ms.toFixed(1)} ms/step | ${Math.round(tps)} tokens/s` +
+  return `step ${String(step).padStart(5)} | loss ${loss.toFixed(4)} | lr ${lr.toExponential(2)} | ${
+    ms.toFixed(1)
+  } ms/step | ${Math.round(tps)} tokens/s` +
     (mfu !== null ? ` | MFU ${(mfu * 100).toFixed(2)}%` : '');
 }
 
@@ -53,7 +54,11 @@ export async function main(argv: string[]): Promise<number | null> {
     let valLoss: number | null = null;
     const sampleRng = new Random(mixSeed(cfg.seed, 0x5a3d1e));
     if (ckpt) {
-      loadIntoStore(model.params, ckpt, args.resumeStep === undefined ? files.checkpoint : files.checkpointAt(args.resumeStep));
+      loadIntoStore(
+        model.params,
+        ckpt,
+        args.resumeStep === undefined ? files.checkpoint : files.checkpointAt(args.resumeStep),
+      );
       start = ckpt.state.step;
       valLoss = ckpt.state.valLoss;
       sampleRng.state = ckpt.state.rngState;
@@ -61,27 +66,53 @@ export async function main(argv: string[]): Promise<number | null> {
     }
     await sweepTempWrites(outDir); // left by a writer killed mid-write
     await Deno.mkdir(outDir, { recursive: true });
-    await writeAtomic(files.config, new TextEncoder().encode(JSON.stringify({ ...cfg, tokenizer: tokenizer.toJSON().kind, vocabSize: tokenizer.vocabSize }, null, 2) + '\n'));
-    console.log(
-      `model: ${model.describe()} · ${(model.numParams() / 1e6).toFixed(3)}M params · vocab ${tokenizer.vocabSize} (${tokenizer.kind})`,
+    await writeAtomic(
+      files.config,
+      new TextEncoder().encode(
+        JSON.stringify({ ...cfg, tokenizer: tokenizer.toJSON().kind, vocabSize: tokenizer.vocabSize }, null, 2) + '\n',
+      ),
     );
-    await writeAtomic(files.data, new TextEncoder().encode(JSON.stringify({ spec: cfg.data, seed: cfg.seed, sources: data.describe() }, null, 2) + '\n'));
-    console.log(`data: ${cfg.data} · ${data.trainTokens} train / ${data.valTokens} val tokens · run: ${outDir}${ckpt ? ` · resuming at step ${start}` : ''}`);
+    console.log(
+      `model: ${model.describe()} · ${
+        (model.numParams() / 1e6).toFixed(3)
+      }M params · vocab ${tokenizer.vocabSize} (${tokenizer.kind})`,
+    );
+    await writeAtomic(
+      files.data,
+      new TextEncoder().encode(
+        JSON.stringify({ spec: cfg.data, seed: cfg.seed, sources: data.describe() }, null, 2) + '\n',
+      ),
+    );
+    console.log(
+      `data: ${cfg.data} · ${data.trainTokens} train / ${data.valTokens} val tokens · run: ${outDir}${
+        ckpt ? ` · resuming at step ${start}` : ''
+      }`,
+    );
 
     const tokensPerStep = cfg.batchSize * cfg.blockSize * cfg.gradAccum;
     const flopsPerStep = model.flopsPerToken(cfg.blockSize) * tokensPerStep;
     const progress = new Progress(cfg.steps, start);
     const metrics = await Deno.open(files.metrics, { append: true, create: true });
-    const writeMetric = (o: Record<string, unknown>) => metrics.writeSync(new TextEncoder().encode(JSON.stringify(o) + '\n'));
+    const writeMetric = (o: Record<string, unknown>) =>
+      metrics.writeSync(new TextEncoder().encode(JSON.stringify(o) + '\n'));
     // Steps done at the newest checkpoint known good (what a diverged run leaves on disk).
     let lastGood: number | null = ckpt ? start : null;
     const checkpoint = async (step: number) => {
       // Nothing non-finite or diverged is ever written over a good checkpoint (src/train/finite.ts).
       const why = await checkState(gpu, model.params.trainingState(), () => trainer.probe(step));
       if (why) throw new DivergenceError(step - 1, why, lastGood, outDir);
-      const bytes = await saveCheckpoint(model.params, { config: cfg, tokenizer: tokenizer.toJSON(), step, dataPosition: { seed: cfg.seed, step }, rngState: sampleRng.state, valLoss });
+      const bytes = await saveCheckpoint(model.params, {
+        config: cfg,
+        tokenizer: tokenizer.toJSON(),
+        step,
+        dataPosition: { seed: cfg.seed, step },
+        rngState: sampleRng.state,
+        valLoss,
+      });
       await writeAtomic(files.checkpoint, bytes);
-      if (keepsCheckpointFile(step, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule)) await writeAtomic(files.checkpointAt(step), bytes);
+      if (keepsCheckpointFile(step, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule)) {
+        await writeAtomic(files.checkpointAt(step), bytes);
+      }
       lastGood = step;
     };
 
@@ -104,7 +135,14 @@ export async function main(argv: string[]): Promise<number | null> {
         const mfu = cfg.peakTflops > 0 ? flopsPerStep / (ms / 1000) / (cfg.peakTflops * 1e12) : null;
         for (const r of recs) {
           if (!Number.isFinite(r.loss)) throw new DivergenceError(r.step, `loss became ${r.loss}`, lastGood, outDir);
-          writeMetric({ step: r.step, loss: r.loss, lr: r.lr, grad_norm: r.gradNorm, ms_per_step: ms, tokens_per_s: tps });
+          writeMetric({
+            step: r.step,
+            loss: r.loss,
+            lr: r.lr,
+            grad_norm: r.gradNorm,
+            ms_per_step: ms,
+            tokens_per_s: tps,
+          });
         }
         const r = recs[recs.length - 1];
         progress.clear();
@@ -113,9 +151,13 @@ export async function main(argv: string[]): Promise<number | null> {
           valLoss = await trainer.evaluate('val');
           // A mixture also reports each corpus (forgetting vs adaptation in continual pre-training).
           const bySource = trainer.sourceNames.length > 1 ? await trainer.evaluateSources('val') : null;
-          const perSource = bySource ? Object.fromEntries(trainer.sourceNames.map((n, i) => [n, bySource[i]])) : undefined;
+          const perSource = bySource
+            ? Object.fromEntries(trainer.sourceNames.map((n, i) => [n, bySource[i]]))
+            : undefined;
           writeMetric({ step: r.step, val_loss: valLoss, ...(perSource ? { val_loss_by_source: perSource } : {}) });
-          const extra = perSource ? ` (${Object.entries(perSource).map(([n, v]) => `${n} ${v.toFixed(4)}`).join(' · ')})` : '';
+          const extra = perSource
+            ? ` (${Object.entries(perSource).map(([n, v]) => `${n} ${v.toFixed(4)}`).join(' · ')})`
+            : '';
           console.log(`step ${String(r.step).padStart(5)} | val loss ${valLoss.toFixed(4)}${extra}`);
         }
         if (ckptNow) await checkpoint(done);
@@ -124,7 +166,9 @@ export async function main(argv: string[]): Promise<number | null> {
       if (stopNow) {
         progress.clear();
         metrics.close();
-        console.log(`stopped by ${stop.signal} after step ${s} (${done} steps done): checkpoint saved in ${files.checkpoint}`);
+        console.log(
+          `stopped by ${stop.signal} after step ${s} (${done} steps done): checkpoint saved in ${files.checkpoint}`,
+        );
         console.log(`resume with: ${resumeCommand(outDir)}`);
         throw new CliExit(stop.exitCode);
       }
@@ -135,8 +179,14 @@ export async function main(argv: string[]): Promise<number | null> {
     const prompt = texts[0].includes('\n') ? tokenizer.encode('\n') : data.sources[0].val.subarray(0, 1);
     const sample = tokenizer.decode(await trainer.sample(prompt, cfg.sampleTokens, sampleRng));
     await writeAtomic(files.sample, new TextEncoder().encode(sample + '\n'));
-    console.log(`\n---- sample (${cfg.sampleTokens} tokens, temperature ${cfg.temperature}, top-k ${cfg.topK}) ----\n${sample}\n----`);
-    console.log(`done: ${cfg.steps} steps · val loss ${valLoss?.toFixed(4)} · outputs in ${outDir}/ (metrics.jsonl, ckpt.safetensors, config.json, sample.txt)`);
+    console.log(
+      `\n---- sample (${cfg.sampleTokens} tokens, temperature ${cfg.temperature}, top-k ${cfg.topK}) ----\n${sample}\n----`,
+    );
+    console.log(
+      `done: ${cfg.steps} steps · val loss ${
+        valLoss?.toFixed(4)
+      } · outputs in ${outDir}/ (metrics.jsonl, ckpt.safetensors, config.json, sample.txt)`,
+    );
     return valLoss;
   } finally {
     stopper?.dispose();

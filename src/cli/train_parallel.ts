@@ -44,7 +44,8 @@ import { rankWorkerUrl } from './worker_bundle.ts';
 import { resumeCommand, StopListener } from './stop.ts';
 import { StepStop } from '../parallel/step_stop.ts';
 
-const HELP = `parallel flags (any of them makes a parallel run of dp·pp·cp·tp ≤ ${MAX_RUN_WORLD} ranks, one Deno worker + WebGPU device each;
+const HELP =
+  `parallel flags (any of them makes a parallel run of dp·pp·cp·tp ≤ ${MAX_RUN_WORLD} ranks, one Deno worker + WebGPU device each;
 dp × pp × tp (+sp) combine (mesh trainer; tp: gpt, mamba, hybrid; pp: gpt, linear, mamba; cp: gpt); cp, ep (dividing dp, --arch gpt-moe|mamba-moe) and zero run alone):
 ${helpLines(flagKeys(PlanSchema)).join('\n')}
 outputs: metrics.jsonl, trace.json, config.json, plan.txt, accounting.json, ckpt-parallel.json + ckpt-parallel-<step>/rank-<r>.safetensors
@@ -58,14 +59,26 @@ outputs: metrics.jsonl, trace.json, config.json, plan.txt, accounting.json, ckpt
  *   config, LegacyCheckpointError for a set written before digests without --allow-legacy-checkpoint,
  *   and CorruptCheckpointError for a manifest or rank file that fails verification (loadCheckpointSet).
  */
-async function resumeOrFresh(args: ReturnType<typeof parseTrainArgs>): Promise<{ cfg: TrainConfig; resume: Awaited<ReturnType<typeof loadCheckpointSet>> | null }> {
+async function resumeOrFresh(
+  args: ReturnType<typeof parseTrainArgs>,
+): Promise<{ cfg: TrainConfig; resume: Awaited<ReturnType<typeof loadCheckpointSet>> | null }> {
   if (!args.resume) return { cfg: await freshConfig(args), resume: null };
   if (!args.out) throw new Error('--resume needs --out DIR: the run directory to continue');
-  if (args.resumeStep !== undefined) throw new Error('--resume-step: parallel runs continue their latest checkpoint only');
+  if (args.resumeStep !== undefined) {
+    throw new Error('--resume-step: parallel runs continue their latest checkpoint only');
+  }
   const resume = await loadCheckpointSet(args.out, { allowLegacy: args.allowLegacyCheckpoint });
   checkResumeOverrides(args);
-  const { plan: _p, worldSize: _w, net: _n, tokenizer: _t, vocabSize: _v, ...saved } = JSON.parse(await Deno.readTextFile(runFiles(args.out).config));
-  return { cfg: resolveRewarm(parseConfig({ ...saved, ...args.overrides }), { step: resume.manifest.step, config: parseConfig(saved) }), resume };
+  const { plan: _p, worldSize: _w, net: _n, tokenizer: _t, vocabSize: _v, ...saved } = JSON.parse(
+    await Deno.readTextFile(runFiles(args.out).config),
+  );
+  return {
+    cfg: resolveRewarm(parseConfig({ ...saved, ...args.overrides }), {
+      step: resume.manifest.step,
+      config: parseConfig(saved),
+    }),
+    resume,
+  };
 }
 
 /**
@@ -86,73 +99,169 @@ export async function main(argv: string[]): Promise<number | null> {
   const { cfg, resume } = await resumeOrFresh(args);
   const plan = planFromFlags(args.options, cfg);
   if (resume && JSON.stringify(resume.manifest.plan) !== JSON.stringify(plan)) {
-    throw new Error(`--resume: the checkpoint was written by '${describePlan(resume.manifest.plan)}', the flags ask for '${describePlan(plan)}'; pass the checkpoint's parallel flags (rank files are not resharded)`);
+    throw new Error(
+      `--resume: the checkpoint was written by '${describePlan(resume.manifest.plan)}', the flags ask for '${
+        describePlan(plan)
+      }'; pass the checkpoint's parallel flags (rank files are not resharded)`,
+    );
   }
   const netText = args.options.net as string | undefined;
   const net = netText ? NetworkModel.parse(netText) : null;
   const { tokenizer, data, texts } = await loadTrainingData(cfg);
-  if (texts.length !== 1) throw new Error(`parallel runs train on one data file for now; got a mixture of ${texts.length} (${cfg.data})`);
+  if (texts.length !== 1) {
+    throw new Error(`parallel runs train on one data file for now; got a mixture of ${texts.length} (${cfg.data})`);
+  }
   const { model, kind } = checkRun(plan, cfg, tokenizer.vocabSize);
   const tokens = tokenizer.encode(texts[0]), size = planWorldSize(plan);
-  const outDir = args.out ?? `runs/parallel-${new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15)}`;
+  const outDir = args.out ??
+    `runs/parallel-${new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15)}`;
   const files = runFiles(outDir), enc = new TextEncoder();
-  if (!resume && await exists(parallelCheckpointFiles(outDir).manifest)) throw new Error(`${outDir} already holds a parallel checkpoint: pass --resume to continue it, or choose another --out`);
+  if (!resume && await exists(parallelCheckpointFiles(outDir).manifest)) {
+    throw new Error(
+      `${outDir} already holds a parallel checkpoint: pass --resume to continue it, or choose another --out`,
+    );
+  }
   await sweepTempWrites(outDir); // left by a writer killed mid-write
   await Deno.mkdir(outDir, { recursive: true });
-  await writeAtomic(files.config, enc.encode(JSON.stringify({ ...cfg, plan, worldSize: size, net: net?.toString() ?? null, tokenizer: tokenizer.kind, vocabSize: tokenizer.vocabSize }, null, 2) + '\n'));
-  console.log(`plan: ${describePlan(plan)} · ${kind} trainer · ${cfg.arch} · vocab ${tokenizer.vocabSize} (${tokenizer.kind})`);
-  console.log(`data: ${cfg.data} · ${data.trainTokens} train / ${data.valTokens} val tokens · run: ${outDir}${resume ? ` · resuming at step ${resume.manifest.step}` : ''}`);
+  await writeAtomic(
+    files.config,
+    enc.encode(
+      JSON.stringify(
+        {
+          ...cfg,
+          plan,
+          worldSize: size,
+          net: net?.toString() ?? null,
+          tokenizer: tokenizer.kind,
+          vocabSize: tokenizer.vocabSize,
+        },
+        null,
+        2,
+      ) + '\n',
+    ),
+  );
+  console.log(
+    `plan: ${describePlan(plan)} · ${kind} trainer · ${cfg.arch} · vocab ${tokenizer.vocabSize} (${tokenizer.kind})`,
+  );
+  console.log(
+    `data: ${cfg.data} · ${data.trainTokens} train / ${data.valTokens} val tokens · run: ${outDir}${
+      resume ? ` · resuming at step ${resume.manifest.step}` : ''
+    }`,
+  );
 
   // Listening before the launch: a signal while the world starts stops the run at its first step boundary.
   const stop = new StepStop(), stopper = new StopListener(() => stop.request());
   let world: World | null = null;
   let valLoss: number | null = null;
   try {
-    world = await World.launch({ size, url: await rankWorkerUrl(), net: net?.spec ?? null, trace: true, timeoutMs: 120_000, runTimeoutMs: 600_000 });
+    world = await World.launch({
+      size,
+      url: await rankWorkerUrl(),
+      net: net?.spec ?? null,
+      trace: true,
+      timeoutMs: 120_000,
+      runTimeoutMs: 600_000,
+    });
     if (resume) await truncateMetrics(files.metrics, resume.manifest.step);
-    const metrics = await Deno.open(files.metrics, resume ? { append: true, create: true } : { write: true, create: true, truncate: true });
+    const metrics = await Deno.open(
+      files.metrics,
+      resume ? { append: true, create: true } : { write: true, create: true, truncate: true },
+    );
     const write = (o: Record<string, unknown>) => metrics.writeSync(enc.encode(JSON.stringify(o) + '\n'));
-    const { steps, ranks, stoppedAt } = await runParallel(world, plan, cfg, { tokens, vocabSize: tokenizer.vocabSize }, (r) => {
-      const byKind: Record<string, number> = {};
-      for (const m of r.byDim) for (const [k, n] of Object.entries(m)) byKind[k] = (byKind[k] ?? 0) + n;
-      const bytes = Object.values(byKind).reduce((a, n) => a + 4 * n, 0);
-      write({ step: r.step, loss: r.loss, lr: r.lr, grad_norm: r.gradNorm, ms_per_step: r.ms, tokens_per_s: r.tokensPerSec, elements_by_collective: byKind, bytes_by_collective: Object.fromEntries(Object.entries(byKind).map(([k, n]) => [k, 4 * n])), sent_by_rank: r.sent });
-      if ((r.step + 1) % cfg.logInterval === 0 || r.step + 1 === cfg.steps || r.valLoss !== undefined) {
-        console.log(`step ${String(r.step).padStart(5)} | loss ${r.loss.toFixed(4)} | lr ${r.lr.toExponential(2)} | ${r.ms.toFixed(1)} ms/step | ${Math.round(r.tokensPerSec)} tokens/s | ${fmtBytes(bytes / size)} sent/rank`);
-      }
-      if (r.valLoss !== undefined) {
-        valLoss = r.valLoss;
-        write({ step: r.step, val_loss: r.valLoss });
-        console.log(`step ${String(r.step).padStart(5)} | val loss ${r.valLoss.toFixed(4)}`);
-      }
-    }, {
-      backend: args.gpu as Backend,
-      resume: resume ? { step: resume.manifest.step, shards: resume.shards } : undefined,
-      stop,
-      checkpoint: {
-        where: outDir,
-        at: (done) => isCheckpointStep(done, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule),
-        save: async (done, shards) => {
-          await saveCheckpointSet(outDir, done, shards, plan, keepsCheckpointFile(done, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule));
-          console.log(`step ${String(done - 1).padStart(5)} | checkpoint: ${shards.length} rank files in ${outDir}/${parallelCheckpointFiles(outDir).dirAt(done)}/`);
+    const { steps, ranks, stoppedAt } = await runParallel(
+      world,
+      plan,
+      cfg,
+      { tokens, vocabSize: tokenizer.vocabSize },
+      (r) => {
+        const byKind: Record<string, number> = {};
+        for (const m of r.byDim) for (const [k, n] of Object.entries(m)) byKind[k] = (byKind[k] ?? 0) + n;
+        const bytes = Object.values(byKind).reduce((a, n) => a + 4 * n, 0);
+        write({
+          step: r.step,
+          loss: r.loss,
+          lr: r.lr,
+          grad_norm: r.gradNorm,
+          ms_per_step: r.ms,
+          tokens_per_s: r.tokensPerSec,
+          elements_by_collective: byKind,
+          bytes_by_collective: Object.fromEntries(Object.entries(byKind).map(([k, n]) => [k, 4 * n])),
+          sent_by_rank: r.sent,
+        });
+        if ((r.step + 1) % cfg.logInterval === 0 || r.step + 1 === cfg.steps || r.valLoss !== undefined) {
+          console.log(
+            `step ${String(r.step).padStart(5)} | loss ${r.loss.toFixed(4)} | lr ${r.lr.toExponential(2)} | ${
+              r.ms.toFixed(1)
+            } ms/step | ${Math.round(r.tokensPerSec)} tokens/s | ${fmtBytes(bytes / size)} sent/rank`,
+          );
+        }
+        if (r.valLoss !== undefined) {
+          valLoss = r.valLoss;
+          write({ step: r.step, val_loss: r.valLoss });
+          console.log(`step ${String(r.step).padStart(5)} | val loss ${r.valLoss.toFixed(4)}`);
+        }
+      },
+      {
+        backend: args.gpu as Backend,
+        resume: resume ? { step: resume.manifest.step, shards: resume.shards } : undefined,
+        stop,
+        checkpoint: {
+          where: outDir,
+          at: (done) => isCheckpointStep(done, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule),
+          save: async (done, shards) => {
+            await saveCheckpointSet(
+              outDir,
+              done,
+              shards,
+              plan,
+              keepsCheckpointFile(done, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule),
+            );
+            console.log(
+              `step ${String(done - 1).padStart(5)} | checkpoint: ${shards.length} rank files in ${outDir}/${
+                parallelCheckpointFiles(outDir).dirAt(done)
+              }/`,
+            );
+          },
         },
       },
-    });
+    );
     metrics.close();
     if (stoppedAt !== null) {
-      console.log(`stopped by ${stopper.signal} after step ${stoppedAt - 1} (${stoppedAt} steps done): checkpoint saved in ${parallelCheckpointFiles(outDir).manifest}`);
+      console.log(
+        `stopped by ${stopper.signal} after step ${stoppedAt - 1} (${stoppedAt} steps done): checkpoint saved in ${
+          parallelCheckpointFiles(outDir).manifest
+        }`,
+      );
       console.log(`resume with: ${resumeCommand(outDir, argv, (a) => isParallelArgv([a]))}`);
       throw new CliExit(stopper.exitCode);
     }
-    await writeAtomic(`${outDir}/trace.json`, enc.encode(JSON.stringify(await world.chromeTrace({ plan, net: net?.toString() ?? null, kind }))));
+    await writeAtomic(
+      `${outDir}/trace.json`,
+      enc.encode(JSON.stringify(await world.chromeTrace({ plan, net: net?.toString() ?? null, kind }))),
+    );
     const acc = accounting(plan, model, cfg, steps, ranks);
     await writeAtomic(`${outDir}/accounting.json`, enc.encode(JSON.stringify({ plan, ranks: acc }, null, 2) + '\n'));
-    const text = accountingText(plan, cfg, net?.toString() ?? 'none (messages cost no simulated time; --net prices them)', acc);
+    const text = accountingText(
+      plan,
+      cfg,
+      net?.toString() ?? 'none (messages cost no simulated time; --net prices them)',
+      acc,
+    );
     await writeAtomic(`${outDir}/plan.txt`, enc.encode(text + '\n'));
-    const bad = acc.flatMap((a) => a.traffic.filter((t) => t.exact && t.measured !== t.predicted).map((t) => `rank ${a.rank} ${t.key}`));
-    console.log(`accounting: ${bad.length ? `measured ≠ predicted on ${bad.join(', ')}` : 'measured elements per collective = predicted on every exact row'} (see plan.txt)`);
+    const bad = acc.flatMap((a) =>
+      a.traffic.filter((t) => t.exact && t.measured !== t.predicted).map((t) => `rank ${a.rank} ${t.key}`)
+    );
+    console.log(
+      `accounting: ${
+        bad.length
+          ? `measured ≠ predicted on ${bad.join(', ')}`
+          : 'measured elements per collective = predicted on every exact row'
+      } (see plan.txt)`,
+    );
     if (valLoss === null) console.log(`(${kind} ranks hold shards only: training loss reported, no validation loss)`);
-    console.log(`done: ${cfg.steps} steps on ${size} ranks · outputs in ${outDir}/ (metrics.jsonl, trace.json, config.json, plan.txt, accounting.json, ckpt-parallel.json)`);
+    console.log(
+      `done: ${cfg.steps} steps on ${size} ranks · outputs in ${outDir}/ (metrics.jsonl, trace.json, config.json, plan.txt, accounting.json, ckpt-parallel.json)`,
+    );
   } finally {
     stopper.dispose();
     await world?.shutdown();

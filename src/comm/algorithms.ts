@@ -29,8 +29,8 @@ export interface Link {
 export function combine(acc: NumArray, x: NumArray, op: ReduceOp): void {
   if (acc.length !== x.length) throw new Error(`combine: ${acc.length} vs ${x.length} elements`);
   const n = acc.length;
-  if (op === 'sum' || op === 'avg') for (let i = 0; i < n; i++) acc[i] += x[i];
-  else if (op === 'max') for (let i = 0; i < n; i++) acc[i] = acc[i] >= x[i] ? acc[i] : x[i];
+  if (op === 'sum' || op === 'avg') { for (let i = 0; i < n; i++) acc[i] += x[i]; }
+  else if (op === 'max') { for (let i = 0; i < n; i++) acc[i] = acc[i] >= x[i] ? acc[i] : x[i]; }
   else for (let i = 0; i < n; i++) acc[i] = acc[i] <= x[i] ? acc[i] : x[i];
 }
 
@@ -252,7 +252,7 @@ export async function binomialReduce(l: Link, work: NumArray, root: number, op: 
 
 /** Direct broadcast: root sends to every rank. */
 export async function directBroadcast(l: Link, work: NumArray, root: number) {
-  if (l.r === root) for (let j = 0; j < l.p; j++) if (j !== root) l.send(j, work);
+  if (l.r === root) { for (let j = 0; j < l.p; j++) if (j !== root) l.send(j, work); }
   if (l.r !== root) work.set(await l.recv(root));
 }
 

@@ -83,7 +83,10 @@ export class Communicator {
    */
   newGroup(ranks: number[], name?: string): Communicator {
     const n = this.transport.worldSize;
-    if (ranks.length === 0 || new Set(ranks).size !== ranks.length || ranks.some((r) => !Number.isInteger(r) || r < 0 || r >= n)) {
+    if (
+      ranks.length === 0 || new Set(ranks).size !== ranks.length ||
+      ranks.some((r) => !Number.isInteger(r) || r < 0 || r >= n)
+    ) {
       throw new Error(`newGroup: ranks [${ranks}] must be distinct world ranks in 0…${n - 1}`);
     }
     if (!ranks.includes(this.transport.rank)) {
@@ -101,8 +104,13 @@ export class Communicator {
     const g = this.ranks[dst];
     const key = `${this.id}:p2p:${this.transport.rank}>${g}`;
     this.transport.send(g, {
-      group: `${this.id}:p2p`, seq: nextSeq(this.transport, key), op: 'send', detail: '',
-      dtype: dtypeOf(data), count: data.length, tag: opts.tag ?? 0,
+      group: `${this.id}:p2p`,
+      seq: nextSeq(this.transport, key),
+      op: 'send',
+      detail: '',
+      dtype: dtypeOf(data),
+      count: data.length,
+      tag: opts.tag ?? 0,
     }, data.slice().buffer);
     return Promise.resolve();
   }
@@ -113,8 +121,13 @@ export class Communicator {
     const g = this.ranks[src];
     const key = `${this.id}:p2p:${g}>${this.transport.rank}`;
     const buf = await this.transport.recv(g, {
-      group: `${this.id}:p2p`, seq: nextSeq(this.transport, key), op: 'send', detail: '',
-      dtype: dtypeOf(out), count: out.length, tag: opts.tag ?? 0,
+      group: `${this.id}:p2p`,
+      seq: nextSeq(this.transport, key),
+      op: 'send',
+      detail: '',
+      dtype: dtypeOf(out),
+      count: out.length,
+      tag: opts.tag ?? 0,
     }, opts.timeoutMs);
     out.set(dtypeOf(out) === 'f32' ? new Float32Array(buf) : new Int32Array(buf));
     return out;
@@ -127,8 +140,13 @@ export class Communicator {
     const work = opts.out ?? buf;
     if (opts.out) this.checkLen(opts.out, buf.length, 'broadcast out');
     if (this.rank === root && work !== buf) work.set(buf);
-    await this.call('broadcast', `root=${root}/${algo}`, buf, opts, (l) =>
-      algo === 'direct' ? A.directBroadcast(l, work, root) : A.binomialBroadcast(l, work, root));
+    await this.call(
+      'broadcast',
+      `root=${root}/${algo}`,
+      buf,
+      opts,
+      (l) => algo === 'direct' ? A.directBroadcast(l, work, root) : A.binomialBroadcast(l, work, root),
+    );
     return work;
   }
 
@@ -141,8 +159,13 @@ export class Communicator {
     const { algo, op } = this.pickReduce('reduce', buf, opts);
     if (opts.out) this.checkLen(opts.out, buf.length, 'reduce out');
     const work = buf.slice() as T;
-    await this.call('reduce', `${op}/root=${root}/${algo}`, buf, opts, (l) =>
-      algo === 'direct' ? A.directReduce(l, work, root, op) : A.binomialReduce(l, work, root, op));
+    await this.call(
+      'reduce',
+      `${op}/root=${root}/${algo}`,
+      buf,
+      opts,
+      (l) => algo === 'direct' ? A.directReduce(l, work, root, op) : A.binomialReduce(l, work, root, op),
+    );
     const res = opts.out ?? buf;
     if (this.rank === root) res.set(this.finish(work, op));
     return res;
@@ -177,17 +200,25 @@ export class Communicator {
    */
   async reduceScatter<T extends NumArray>(input: T, opts: ReduceOptions<T> = {}): Promise<T> {
     const { algo, op } = this.pickReduce('reduceScatter', input, opts);
-    if (input.length % this.size) throw new Error(`reduceScatter: ${input.length} elements do not split over ${this.size} ranks`);
+    if (input.length % this.size) {
+      throw new Error(`reduceScatter: ${input.length} elements do not split over ${this.size} ranks`);
+    }
     const c = input.length / this.size;
     if (opts.out) this.checkLen(opts.out, c, 'reduceScatter out');
     const work = opts.out ? input.slice() as T : input;
     const offs = A.chunkOffsets(input.length, this.size);
-    await this.call('reduceScatter', `${op}/${algo}`, input, opts, (l) =>
-      algo === 'ring'
-        ? A.ringReduceScatter(l, work, offs, op)
-        : algo === 'rabenseifner'
-        ? A.halvingReduceScatter(l, work, offs, op)
-        : A.directReduceScatter(l, work, offs, op));
+    await this.call(
+      'reduceScatter',
+      `${op}/${algo}`,
+      input,
+      opts,
+      (l) =>
+        algo === 'ring'
+          ? A.ringReduceScatter(l, work, offs, op)
+          : algo === 'rabenseifner'
+          ? A.halvingReduceScatter(l, work, offs, op)
+          : A.directReduceScatter(l, work, offs, op),
+    );
     const mine = this.finish(work.subarray(offs[this.rank], offs[this.rank + 1]), op) as T;
     if (!opts.out) return mine;
     opts.out.set(mine);
@@ -205,23 +236,37 @@ export class Communicator {
     this.checkLen(work, c * this.size, 'allGather out');
     work.set(input, c * this.rank);
     const offs = A.chunkOffsets(work.length, this.size);
-    await this.call('allGather', algo, input, opts, (l) =>
-      algo === 'ring'
-        ? A.ringAllGather(l, work, offs)
-        : algo === 'recursive-doubling'
-        ? A.doublingAllGather(l, work, offs)
-        : A.directAllGather(l, work, offs));
+    await this.call(
+      'allGather',
+      algo,
+      input,
+      opts,
+      (l) =>
+        algo === 'ring'
+          ? A.ringAllGather(l, work, offs)
+          : algo === 'recursive-doubling'
+          ? A.doublingAllGather(l, work, offs)
+          : A.directAllGather(l, work, offs),
+    );
     return work;
   }
 
   /** Chunk j of `input` (size × c elements) goes to rank j; chunk i of the result came from rank i. */
   async allToAll<T extends NumArray>(input: T, opts: GatherOptions<T> = {}): Promise<T> {
     this.pick('allToAll', opts);
-    if (input.length % this.size) throw new Error(`allToAll: ${input.length} elements do not split over ${this.size} ranks`);
+    if (input.length % this.size) {
+      throw new Error(`allToAll: ${input.length} elements do not split over ${this.size} ranks`);
+    }
     if (opts.out) this.checkLen(opts.out, input.length, 'allToAll out');
     const src = opts.out && opts.out !== input ? input : input.slice() as T;
     const out = opts.out ?? input;
-    await this.call('allToAll', 'direct', input, opts, (l) => A.pairwiseAllToAll(l, src, out, A.chunkOffsets(input.length, this.size)));
+    await this.call(
+      'allToAll',
+      'direct',
+      input,
+      opts,
+      (l) => A.pairwiseAllToAll(l, src, out, A.chunkOffsets(input.length, this.size)),
+    );
     return out;
   }
 
@@ -229,7 +274,13 @@ export class Communicator {
   async barrier(opts: CallOptions = {}): Promise<void> {
     const algo = this.pick('barrier', opts);
     const token = new Int32Array(0);
-    await this.call('barrier', algo, token, opts, (l) => algo === 'direct' ? A.directBarrier(l, token) : A.disseminationBarrier(l, token));
+    await this.call(
+      'barrier',
+      algo,
+      token,
+      opts,
+      (l) => algo === 'direct' ? A.directBarrier(l, token) : A.disseminationBarrier(l, token),
+    );
   }
 
   // ---- internals ----
@@ -250,7 +301,7 @@ export class Communicator {
 
   /** Divides by the group size for `avg`. */
   private finish<T extends NumArray>(x: T, op: ReduceOp): T {
-    if (op === 'avg') for (let i = 0; i < x.length; i++) x[i] /= this.size;
+    if (op === 'avg') { for (let i = 0; i < x.length; i++) x[i] /= this.size; }
     return x;
   }
 
@@ -277,13 +328,28 @@ export class Communicator {
   }
 
   /** Runs one collective call's `body` over its Link, recorded as a `collective` span. */
-  private async call(op: string, detail: string, x: NumArray, opts: CallOptions, body: (l: Link) => Promise<unknown>): Promise<void> {
+  private async call(
+    op: string,
+    detail: string,
+    x: NumArray,
+    opts: CallOptions,
+    body: (l: Link) => Promise<unknown>,
+  ): Promise<void> {
     const start = wallMs(), simStart = this.transport.clock.now;
     const seq = peekSeq(this.transport, this.id);
     await body(this.link(op, detail, x, opts));
     this.tracer.record({
-      kind: 'collective', op, group: this.id, algorithm: algorithmOf(detail), bytes: x.byteLength, peer: -1,
-      start, end: wallMs(), simStart, simEnd: this.transport.clock.now, seq,
+      kind: 'collective',
+      op,
+      group: this.id,
+      algorithm: algorithmOf(detail),
+      bytes: x.byteLength,
+      peer: -1,
+      start,
+      end: wallMs(),
+      simStart,
+      simEnd: this.transport.clock.now,
+      seq,
     });
   }
 

@@ -26,7 +26,12 @@ export function busBwFactor(coll: SizedCollective, p: number): number {
 }
 
 /** algbw and busbw in GB/s for S bytes moved in `ms` milliseconds. */
-export function bandwidths(coll: SizedCollective, bytes: number, ms: number, p: number): { algbw: number; busbw: number } {
+export function bandwidths(
+  coll: SizedCollective,
+  bytes: number,
+  ms: number,
+  p: number,
+): { algbw: number; busbw: number } {
   const algbw = bytes / (ms * 1e6);
   return { algbw, busbw: algbw * busBwFactor(coll, p) };
 }
@@ -88,7 +93,10 @@ export interface Traffic {
 }
 
 const ZERO: Traffic = { elements: 0, messages: 0 };
-const add = (a: Traffic, b: Traffic): Traffic => ({ elements: a.elements + b.elements, messages: a.messages + b.messages });
+const add = (a: Traffic, b: Traffic): Traffic => ({
+  elements: a.elements + b.elements,
+  messages: a.messages + b.messages,
+});
 const one = (elements: number): Traffic => ({ elements, messages: 1 });
 
 /** Elements recursive halving sends from new rank nr over super-chunk offsets `so` (algorithms.ts `halving`). */
@@ -129,7 +137,14 @@ function binomialBcastSent(n: number, p: number, r: number, root: number): Traff
  * fold). Ring allReduce on rank r sends 2n − chunk(r) − chunk(r+1).
  * @throws Error for an algorithm the collective does not accept or bad sizes.
  */
-export function collectiveTraffic(coll: Collective, algorithm: Algorithm, n: number, p: number, r: number, root = 0): Traffic {
+export function collectiveTraffic(
+  coll: Collective,
+  algorithm: Algorithm,
+  n: number,
+  p: number,
+  r: number,
+  root = 0,
+): Traffic {
   if (!Number.isInteger(n) || n < 0 || !Number.isInteger(p) || p < 1 || !Number.isInteger(r) || r < 0 || r >= p) {
     throw new Error(`collectiveTraffic: need integers n ≥ 0, p ≥ 1, 0 ≤ r < p; got n ${n}, p ${p}, r ${r}`);
   }
@@ -184,4 +199,7 @@ export function collectiveTraffic(coll: Collective, algorithm: Algorithm, n: num
 }
 
 /** One point-to-point message of `bytes` in µs: α + bytes/β. */
-export const p2pTimeUs = (bytes: number, link: LinkSpec) => (bytes === 0 ? 0 : link.alphaUs + bytes / (link.betaGBps * 1e3));
+export const p2pTimeUs = (
+  bytes: number,
+  link: LinkSpec,
+) => (bytes === 0 ? 0 : link.alphaUs + bytes / (link.betaGBps * 1e3));

@@ -12,7 +12,7 @@ import * as Comlink from 'comlink';
 import { Transport } from './transport.ts';
 import { Communicator } from './communicator.ts';
 import { NetworkModel, type NetworkSpec } from './network.ts';
-import { type Span, toChromeTrace, type ChromeTrace } from './trace.ts';
+import { type ChromeTrace, type Span, toChromeTrace } from './trace.ts';
 
 /** What a rank receives at init. `ports[j]` leads to rank j; `ports[rank]` is null. */
 export interface RankInit {
@@ -58,7 +58,9 @@ export function rankControl(tasks: Record<string, RankTask>): RankControl & { wo
     world: () => world,
     join(init) {
       const net = init.net ? new NetworkModel(init.net) : null;
-      world = Communicator.world(new Transport(init.rank, init.ports, { timeoutMs: init.timeoutMs, net, trace: init.trace }));
+      world = Communicator.world(
+        new Transport(init.rank, init.ports, { timeoutMs: init.timeoutMs, net, trace: init.trace }),
+      );
     },
     trace(clear = false) {
       const t = need().tracer;
@@ -74,7 +76,9 @@ export function rankControl(tasks: Record<string, RankTask>): RankControl & { wo
     async run(name, args) {
       if (!world) throw new Error('rank: run before init');
       const task = tasks[name];
-      if (!task) throw new Error(`rank ${world.transport.rank}: no task '${name}' (have ${Object.keys(tasks).join(', ')})`);
+      if (!task) {
+        throw new Error(`rank ${world.transport.rank}: no task '${name}' (have ${Object.keys(tasks).join(', ')})`);
+      }
       return await task(world, args);
     },
     shutdown() {
@@ -153,7 +157,9 @@ export class World {
     const { url, spawn } = opts;
     if (!url === !spawn) throw new Error('launch: give exactly one of url and spawn');
     const net = typeof opts.net === 'string' ? NetworkModel.parse(opts.net).spec : opts.net ?? null;
-    const workers = [...Array(n).keys()].map((r) => spawn ? spawn(r) : new Worker(url!, { type: 'module', name: `rank${r}` }));
+    const workers = [...Array(n).keys()].map((r) =>
+      spawn ? spawn(r) : new Worker(url!, { type: 'module', name: `rank${r}` })
+    );
     const world = new World(workers, opts.runTimeoutMs ?? 120_000);
     const ports: (MessagePort | null)[][] = [...Array(n)].map(() => new Array(n).fill(null));
     for (let i = 0; i < n; i++) {

@@ -12,7 +12,7 @@ const seqs = new WeakMap<Transport, Map<string, number>>();
 /** Takes the next sequence number of `key` on transport `t`. */
 export function nextSeq(t: Transport, key: string): number {
   let m = seqs.get(t);
-  if (!m) seqs.set(t, (m = new Map()));
+  if (!m) seqs.set(t, m = new Map());
   const s = m.get(key) ?? 0;
   m.set(key, s + 1);
   return s;
@@ -41,10 +41,17 @@ export function alloc<T extends NumArray>(like: T, n: number): T {
  * several messages between one pair in one call are matched in order.
  */
 export function callLink(
-t: Transport, ranks: readonly number[], rank: number, group: string, op: string, detail: string, x: NumArray, timeoutMs?: number,
+  t: Transport,
+  ranks: readonly number[],
+  rank: number,
+  group: string,
+  op: string,
+  detail: string,
+  x: NumArray,
+  timeoutMs?: number,
 ): Link {
-const dtype = dtypeOf(x);
-const base = { group, seq: nextSeq(t, group), op, detail, dtype, count: x.length };
+  const dtype = dtypeOf(x);
+  const base = { group, seq: nextSeq(t, group), op, detail, dtype, count: x.length };
   const sent = new Map<number, number>(), got = new Map<number, number>();
   const bump = (m: Map<number, number>, k: number) => {
     const v = m.get(k) ?? 0;

@@ -21,7 +21,9 @@ export interface LocalWorldOptions {
  * @throws Error for a size outside 1–16 or a bad network description.
  */
 export function localWorld(size: number, opts: LocalWorldOptions = {}): Communicator[] {
-  if (!Number.isInteger(size) || size < 1 || size > 16) throw new Error(`localWorld: world size ${size} is outside 1–16`);
+  if (!Number.isInteger(size) || size < 1 || size > 16) {
+    throw new Error(`localWorld: world size ${size} is outside 1–16`);
+  }
   const net = typeof opts.net === 'string' ? NetworkModel.parse(opts.net) : opts.net ?? null;
   const ports: (MessagePort | null)[][] = [...Array(size)].map(() => new Array(size).fill(null));
   for (let i = 0; i < size; i++) {

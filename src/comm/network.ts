@@ -41,13 +41,19 @@ export const NET_PRESETS: Record<string, string> = {
 };
 
 const SPEC_HELP = `expected 'intra=<β>GB/s,<α>us;inter=<β>GB/s,<α>us;node=<ranks>' ` +
-  `(optional ';peak=<GFLOP/s>'; a flat network: 'link=<β>GB/s,<α>us') or a preset: ${Object.keys(NET_PRESETS).join(', ')}`;
+  `(optional ';peak=<GFLOP/s>'; a flat network: 'link=<β>GB/s,<α>us') or a preset: ${
+    Object.keys(NET_PRESETS).join(', ')
+  }`;
 
 function parseLink(text: string, what: string): LinkSpec {
   let alphaUs: number | undefined, betaGBps: number | undefined;
   for (const part of text.split(',').map((s) => s.trim())) {
     const m = /^([0-9]*\.?[0-9]+(?:e[-+]?\d+)?)\s*(GB\/s|MB\/s|Gb\/s|us|µs|ns|ms)$/i.exec(part);
-    if (!m) throw new Error(`network: '${part}' in ${what} is not a bandwidth (e.g. 25GB/s) or latency (e.g. 5us); ${SPEC_HELP}`);
+    if (!m) {
+      throw new Error(
+        `network: '${part}' in ${what} is not a bandwidth (e.g. 25GB/s) or latency (e.g. 5us); ${SPEC_HELP}`,
+      );
+    }
     const v = Number(m[1]), unit = m[2];
     if (/\/s$/.test(unit)) {
       betaGBps = unit === 'GB/s' ? v : unit === 'MB/s' ? v / 1e3 : unit === 'Gb/s' ? v / 8 : NaN;
@@ -86,10 +92,18 @@ export function parseNetwork(text: string): NetworkSpec {
     const l = parseLink(fields.get('link')!, 'link');
     spec = { intra: l, inter: l, ranksPerNode: 1 };
   } else {
-    for (const k of ['intra', 'inter', 'node']) if (!fields.has(k)) throw new Error(`network: missing '${k}='; ${SPEC_HELP}`);
+    for (const k of ['intra', 'inter', 'node']) {
+      if (!fields.has(k)) throw new Error(`network: missing '${k}='; ${SPEC_HELP}`);
+    }
     const node = /^\d+$/.test(fields.get('node')!) ? Number(fields.get('node')) : NaN; // digits only: '' and hex are no count
-    if (!Number.isInteger(node) || node < 1) throw new Error(`network: node must be a positive integer (ranks per node), got '${fields.get('node')}'`);
-    spec = { intra: parseLink(fields.get('intra')!, 'intra'), inter: parseLink(fields.get('inter')!, 'inter'), ranksPerNode: node };
+    if (!Number.isInteger(node) || node < 1) {
+      throw new Error(`network: node must be a positive integer (ranks per node), got '${fields.get('node')}'`);
+    }
+    spec = {
+      intra: parseLink(fields.get('intra')!, 'intra'),
+      inter: parseLink(fields.get('inter')!, 'inter'),
+      ranksPerNode: node,
+    };
   }
   if (fields.has('peak')) {
     const m = /^([0-9]*\.?[0-9]+(?:e[-+]?\d+)?)\s*(?:GFLOP\/s)?$/i.exec(fields.get('peak')!);
@@ -107,9 +121,13 @@ export class NetworkModel {
   constructor(spec: NetworkSpec) {
     for (const k of ['intra', 'inter'] as const) {
       const l = spec[k];
-      if (!(l.alphaUs >= 0) || !(l.betaGBps > 0)) throw new Error(`network: ${k} needs α ≥ 0 µs and β > 0 GB/s, got ${JSON.stringify(l)}`);
+      if (!(l.alphaUs >= 0) || !(l.betaGBps > 0)) {
+        throw new Error(`network: ${k} needs α ≥ 0 µs and β > 0 GB/s, got ${JSON.stringify(l)}`);
+      }
     }
-    if (!Number.isInteger(spec.ranksPerNode) || spec.ranksPerNode < 1) throw new Error(`network: ranksPerNode must be a positive integer`);
+    if (!Number.isInteger(spec.ranksPerNode) || spec.ranksPerNode < 1) {
+      throw new Error(`network: ranksPerNode must be a positive integer`);
+    }
     this.spec = spec;
   }
 
@@ -144,7 +162,9 @@ export class NetworkModel {
   toString(): string {
     const f = (l: LinkSpec) => `${l.betaGBps}GB/s,${l.alphaUs}us`;
     const s = this.spec;
-    return `intra=${f(s.intra)};inter=${f(s.inter)};node=${s.ranksPerNode}${s.peakGflops ? `;peak=${s.peakGflops}` : ''}`;
+    return `intra=${f(s.intra)};inter=${f(s.inter)};node=${s.ranksPerNode}${
+      s.peakGflops ? `;peak=${s.peakGflops}` : ''
+    }`;
   }
 }
 

@@ -90,7 +90,11 @@ export async function matrix(g: Communicator): Promise<Report> {
             const x = xs[r].slice();
             const out = inPlace ? undefined : as(x, new Array(c).fill(0));
             const res = await g.reduceScatter(x, { op, algorithm, out });
-            check(`reduceScatter ${op}/${algorithm} ${mode} c=${c}`, res, as(x, reduceRef(xs, op).slice(r * c, r * c + c)));
+            check(
+              `reduceScatter ${op}/${algorithm} ${mode} c=${c}`,
+              res,
+              as(x, reduceRef(xs, op).slice(r * c, r * c + c)),
+            );
           }
         }
       }
@@ -122,7 +126,11 @@ export async function matrix(g: Communicator): Promise<Report> {
           for (const root of new Set([0, p - 1, p >> 1])) {
             const xs = all(dt, 7, ++seed);
             const x = xs[r].slice();
-            const res = await g.reduce(x, root, { op, algorithm, out: inPlace ? undefined : as(x, new Array(7).fill(0)) });
+            const res = await g.reduce(x, root, {
+              op,
+              algorithm,
+              out: inPlace ? undefined : as(x, new Array(7).fill(0)),
+            });
             if (r === root) check(`reduce ${op}/root=${root}/${algorithm} ${mode}`, res, as(x, reduceRef(xs, op)));
             if (r !== root || !inPlace) check(`reduce input kept`, x, xs[r]);
           }

@@ -52,7 +52,11 @@ export class TensorComm {
     const c = t.size / p;
     const dst = opts.out ? this.target(t, opts.out, c, 'reduceScatter') : this.chunk(t, this.comm.rank * c, c);
     const host = await this.read(t);
-    const mine = await this.comm.reduceScatter(host, { op: opts.op, algorithm: opts.algorithm, timeoutMs: opts.timeoutMs });
+    const mine = await this.comm.reduceScatter(host, {
+      op: opts.op,
+      algorithm: opts.algorithm,
+      timeoutMs: opts.timeoutMs,
+    });
     return await this.write(dst, mine);
   }
 

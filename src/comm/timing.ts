@@ -8,7 +8,12 @@ import type { RankTask } from './launch.ts';
 import type { SizedCollective } from './cost.ts';
 
 /** One call of `coll` with `algorithm` on a buffer of `bytes` f32 bytes (S as in cost.ts; root 0). */
-export function runCollective(c: Communicator, coll: SizedCollective, algorithm: string | undefined, buf: Float32Array): Promise<unknown> {
+export function runCollective(
+  c: Communicator,
+  coll: SizedCollective,
+  algorithm: string | undefined,
+  buf: Float32Array,
+): Promise<unknown> {
   const opts = { algorithm: algorithm as Algorithm | undefined };
   switch (coll) {
     case 'allReduce':
@@ -50,7 +55,10 @@ export interface TimingResult {
 
 function buffer(world: Communicator, args: TimingArgs): Float32Array {
   const n = args.bytes / 4;
-  if (!Number.isInteger(n) || (args.coll !== 'broadcast' && args.coll !== 'reduce' && args.coll !== 'allReduce' && n % world.size)) {
+  if (
+    !Number.isInteger(n) ||
+    (args.coll !== 'broadcast' && args.coll !== 'reduce' && args.coll !== 'allReduce' && n % world.size)
+  ) {
     throw new Error(`${args.coll}: ${args.bytes} bytes is not a whole number of f32 chunks over ${world.size} ranks`);
   }
   return new Float32Array(n).fill(1);

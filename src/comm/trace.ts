@@ -109,7 +109,11 @@ export class Tracer {
    * included. Only one step per rank may be open at a time besides nesting; concurrent
    * unrelated spans of one rank would otherwise be attributed to it.
    */
-  async span<T>(name: string, fn: () => T | Promise<T>, opts: { flops?: number; bytes?: number; sim?: boolean; step?: number } = {}): Promise<T> {
+  async span<T>(
+    name: string,
+    fn: () => T | Promise<T>,
+    opts: { flops?: number; bytes?: number; sim?: boolean; step?: number } = {},
+  ): Promise<T> {
     const start = wallMs(), simStart = this.clock.now;
     const step = opts.step ?? stepOfSpanName(name);
     if (step !== undefined) this.openSteps.push(step);
@@ -119,8 +123,16 @@ export class Tracer {
       const end = wallMs();
       if (opts.sim !== false) this.clock.compute((end - start) * 1e3, opts.flops);
       const span: Omit<Span, 'rank'> = {
-        kind: 'compute', op: name, group: '', algorithm: '', bytes: opts.bytes ?? 0, peer: -1,
-        start, end, simStart, simEnd: this.clock.now,
+        kind: 'compute',
+        op: name,
+        group: '',
+        algorithm: '',
+        bytes: opts.bytes ?? 0,
+        peer: -1,
+        start,
+        end,
+        simStart,
+        simEnd: this.clock.now,
       };
       this.record(step === undefined ? span : { ...span, step });
       if (step !== undefined) this.openSteps.splice(this.openSteps.lastIndexOf(step), 1);
@@ -210,18 +222,36 @@ export function toChromeTrace(spans: readonly Span[], meta: Record<string, unkno
     for (const r of ranks) ev.push({ name: 'thread_name', ph: 'M', pid, tid: r, args: { name: `rank ${r}` } });
   }
   for (const s of sorted) {
-    const args: Record<string, unknown> = { op: s.op, group: s.group, algorithm: s.algorithm, bytes: s.bytes, peer: s.peer };
+    const args: Record<string, unknown> = {
+      op: s.op,
+      group: s.group,
+      algorithm: s.algorithm,
+      bytes: s.bytes,
+      peer: s.peer,
+    };
     if (s.kind === 'send' || s.kind === 'recv') args.elements = s.bytes / BYTES_PER_ELEMENT;
     if (s.seq !== undefined) args.seq = s.seq;
     if (s.step !== undefined) args.step = s.step;
     if (s.simArrival !== undefined) args.simArrivalUs = s.simArrival;
     const name = eventName(s);
     ev.push({
-      name, cat: s.kind, ph: 'X', pid: WALL_PID, tid: s.rank, ts: (s.start - t0) * 1e3, dur: (s.end - s.start) * 1e3,
+      name,
+      cat: s.kind,
+      ph: 'X',
+      pid: WALL_PID,
+      tid: s.rank,
+      ts: (s.start - t0) * 1e3,
+      dur: (s.end - s.start) * 1e3,
       args: { ...args, simStartUs: s.simStart, simEndUs: s.simEnd },
     });
     ev.push({
-      name, cat: s.kind, ph: 'X', pid: SIM_PID, tid: s.rank, ts: s.simStart, dur: s.simEnd - s.simStart,
+      name,
+      cat: s.kind,
+      ph: 'X',
+      pid: SIM_PID,
+      tid: s.rank,
+      ts: s.simStart,
+      dur: s.simEnd - s.simStart,
       args: { ...args, wallMs: s.end - s.start },
     });
   }

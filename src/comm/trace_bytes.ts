@@ -56,7 +56,11 @@ function containing(windows: StepWindow[] | undefined, ts: number): number | nul
  */
 export function traceSends(trace: unknown): StepSends[] {
   const ev = (trace as ChromeTrace | null)?.traceEvents;
-  if (!Array.isArray(ev)) throw new Error('traceSends: no traceEvents array (expected the Chrome Trace Event JSON of trace.ts toChromeTrace)');
+  if (!Array.isArray(ev)) {
+    throw new Error(
+      'traceSends: no traceEvents array (expected the Chrome Trace Event JSON of trace.ts toChromeTrace)',
+    );
+  }
   const wall = (e: TraceEvent | null) => e?.ph === 'X' && e.pid === WALL_PID;
   const windows = new Map<number, StepWindow[]>();
   for (const e of ev as (TraceEvent | null)[]) {
@@ -71,11 +75,21 @@ export function traceSends(trace: unknown): StepSends[] {
     if (!wall(e) || e!.cat !== 'send') return;
     const a = (e!.args ?? {}) as Record<string, unknown>, where = `traceSends: send event ${i} (rank ${e!.tid})`;
     if (!isCount(e!.tid)) throw new Error(`${where}: tid is not a rank (a non-negative integer)`);
-    if (typeof a.op !== 'string' || typeof a.group !== 'string') throw new Error(`${where}: args.op and args.group must be strings`);
-    if (!isCount(a.bytes) || a.bytes % BYTES_PER_ELEMENT) throw new Error(`${where}: args.bytes ${a.bytes} is not a non-negative multiple of ${BYTES_PER_ELEMENT}`);
+    if (typeof a.op !== 'string' || typeof a.group !== 'string') {
+      throw new Error(`${where}: args.op and args.group must be strings`);
+    }
+    if (!isCount(a.bytes) || a.bytes % BYTES_PER_ELEMENT) {
+      throw new Error(`${where}: args.bytes ${a.bytes} is not a non-negative multiple of ${BYTES_PER_ELEMENT}`);
+    }
     const elements = a.bytes / BYTES_PER_ELEMENT;
-    if (a.elements !== undefined && a.elements !== elements) throw new Error(`${where}: args.elements ${a.elements} disagrees with args.bytes ${a.bytes} (${elements} elements)`);
-    if (a.step !== undefined && !isCount(a.step)) throw new Error(`${where}: args.step ${a.step} is not a non-negative integer`);
+    if (a.elements !== undefined && a.elements !== elements) {
+      throw new Error(
+        `${where}: args.elements ${a.elements} disagrees with args.bytes ${a.bytes} (${elements} elements)`,
+      );
+    }
+    if (a.step !== undefined && !isCount(a.step)) {
+      throw new Error(`${where}: args.step ${a.step} is not a non-negative integer`);
+    }
     const step = a.step !== undefined ? a.step as number : containing(windows.get(e!.tid), e!.ts ?? NaN);
     const rk = `${e!.tid}|${step}`;
     if (!rows.has(rk)) rows.set(rk, { rank: e!.tid, step, sent: {} });

@@ -14,7 +14,7 @@
  *
  * Runtime-neutral: no Deno APIs; runs in browser and Deno module workers alike.
  */
-import { SimClock, type NetworkModel } from './network.ts';
+import { type NetworkModel, SimClock } from './network.ts';
 import { algorithmOf, Tracer, wallMs } from './trace.ts';
 
 /** Element types carried on the wire. */
@@ -128,8 +128,18 @@ export class Transport {
     const simArrival = this.clock.send(dst, payload.byteLength);
     const env: Envelope = { header: { ...header, src: this.rank, simArrival }, payload };
     this.tracer.record({
-      kind: 'send', op: header.op, group: header.group, algorithm: algorithmOf(header.detail), bytes: payload.byteLength,
-      peer: dst, start, end: start, simStart, simEnd: simStart, simArrival, seq: header.seq,
+      kind: 'send',
+      op: header.op,
+      group: header.group,
+      algorithm: algorithmOf(header.detail),
+      bytes: payload.byteLength,
+      peer: dst,
+      start,
+      end: start,
+      simStart,
+      simEnd: simStart,
+      simArrival,
+      seq: header.seq,
     });
     port.postMessage(env, [payload]);
   }
@@ -193,8 +203,17 @@ export class Transport {
             out[i] = env.payload;
             this.clock.receive(env.header.simArrival ?? 0);
             this.tracer.record({
-              kind: 'recv', op: expect.op, group: expect.group, algorithm: algorithmOf(expect.detail),
-              bytes: env.payload.byteLength, peer: src, start, end: wallMs(), simStart, simEnd: this.clock.now, seq: expect.seq,
+              kind: 'recv',
+              op: expect.op,
+              group: expect.group,
+              algorithm: algorithmOf(expect.detail),
+              bytes: env.payload.byteLength,
+              peer: src,
+              start,
+              end: wallMs(),
+              simStart,
+              simEnd: this.clock.now,
+              seq: expect.seq,
             });
             if (--left === 0) finish();
           },
@@ -244,7 +263,9 @@ export class Transport {
         waiters.splice(wi, 1);
         w.reject(
           new Error(
-            `rank ${this.rank} called ${describeCall(e.op === 'send' ? { ...e, op: 'recv' } : e)} in group ${e.group}#${e.seq} ` +
+            `rank ${this.rank} called ${
+              describeCall(e.op === 'send' ? { ...e, op: 'recv' } : e)
+            } in group ${e.group}#${e.seq} ` +
               `but rank ${src} sent ${describeCall(h)}`,
           ),
         );

@@ -35,7 +35,9 @@ export class TextDataset {
     const minTotal = Math.ceil(need / Math.min(valFraction, 1 - valFraction));
     if (this.train.length < need || this.val.length < need) {
       throw new Error(
-        `${name} has ${tokens.length} tokens: too short for block size ${blockSize} with a ${Math.round((1 - valFraction) * 100)}/${Math.round(valFraction * 100)} split (need at least ${minTotal})`,
+        `${name} has ${tokens.length} tokens: too short for block size ${blockSize} with a ${
+          Math.round((1 - valFraction) * 100)
+        }/${Math.round(valFraction * 100)} split (need at least ${minTotal})`,
       );
     }
   }

@@ -6,7 +6,7 @@
  * (seed, split, step, micro-batch), as for one file: the exact data of any step of any run is
  * known from its config, like Pythia's data loader (Biderman et al. arXiv 2304.11158).
  */
-import { type Batch, SPLIT_ID, type Split, TextDataset } from './dataset.ts';
+import { type Batch, type Split, SPLIT_ID, TextDataset } from './dataset.ts';
 import { mixSeed, Random } from '../util/random.ts';
 
 /** One entry of a data spec: a text file and its share of the training sequences. */
@@ -35,23 +35,33 @@ export function parseDataSpec(spec: string): DataSource[] {
     if (i <= 0) throw new Error(`Invalid data spec '${spec}': '${p}' has no weight; ${form}`);
     const raw = p.slice(i + 1).trim();
     const weight = Number(raw);
-    if (raw === '' || !Number.isFinite(weight)) throw new Error(`Invalid data spec '${spec}': weight '${raw}' of '${p.slice(0, i)}' is not a number; ${form}`);
-    if (weight <= 0) throw new Error(`Invalid data spec '${spec}': weight ${weight} of '${p.slice(0, i)}' must be positive; ${form}`);
+    if (raw === '' || !Number.isFinite(weight)) {
+      throw new Error(`Invalid data spec '${spec}': weight '${raw}' of '${p.slice(0, i)}' is not a number; ${form}`);
+    }
+    if (weight <= 0) {
+      throw new Error(`Invalid data spec '${spec}': weight ${weight} of '${p.slice(0, i)}' must be positive; ${form}`);
+    }
     return { path: p.slice(0, i).trim(), weight };
   });
   const seen = new Set<string>();
   for (const s of out) {
-    if (seen.has(s.path)) throw new Error(`Invalid data spec '${spec}': '${s.path}' is listed twice; give it one weight`);
+    if (seen.has(s.path)) {
+      throw new Error(`Invalid data spec '${spec}': '${s.path}' is listed twice; give it one weight`);
+    }
     seen.add(s.path);
   }
   const sum = out.reduce((a, s) => a + s.weight, 0);
-  if (Math.abs(sum - 1) > SUM_TOLERANCE) throw new Error(`Invalid data spec '${spec}': weights sum to ${sum}, not 1; ${form}`);
+  if (Math.abs(sum - 1) > SUM_TOLERANCE) {
+    throw new Error(`Invalid data spec '${spec}': weights sum to ${sum}, not 1; ${form}`);
+  }
   return out;
 }
 
 /** Formats sources back into a spec string (the inverse of {@link parseDataSpec}). */
 export function formatDataSpec(sources: DataSource[]): string {
-  return sources.length === 1 && sources[0].weight === 1 ? sources[0].path : sources.map((s) => `${s.path}:${s.weight}`).join(',');
+  return sources.length === 1 && sources[0].weight === 1
+    ? sources[0].path
+    : sources.map((s) => `${s.path}:${s.weight}`).join(',');
 }
 
 /** One batch of a mixture: x, y (B, T) and the corpus index of each row (B). */
@@ -71,9 +81,13 @@ export class MixtureDataset {
    */
   constructor(readonly sources: TextDataset[], readonly weights: number[], readonly names: string[]) {
     if (!sources.length || sources.length !== weights.length || names.length !== sources.length) {
-      throw new Error(`MixtureDataset: ${sources.length} sources, ${weights.length} weights and ${names.length} names must match and be ≥ 1`);
+      throw new Error(
+        `MixtureDataset: ${sources.length} sources, ${weights.length} weights and ${names.length} names must match and be ≥ 1`,
+      );
     }
-    if (weights.some((w) => !(w > 0))) throw new Error(`MixtureDataset: weights must be positive, got ${weights.join(', ')}`);
+    if (weights.some((w) => !(w > 0))) {
+      throw new Error(`MixtureDataset: weights must be positive, got ${weights.join(', ')}`);
+    }
     let acc = 0;
     const total = weights.reduce((a, w) => a + w, 0);
     this.cdf = weights.map((w) => (acc += w / total));
@@ -83,7 +97,11 @@ export class MixtureDataset {
    * The mixture of tokenised corpora, each split `valFraction` from its tail.
    * @throws Error (from TextDataset) naming a corpus too short for the block size.
    */
-  static fromTokens(corpora: { name: string; tokens: Int32Array; weight: number }[], blockSize: number, valFraction = 0.1): MixtureDataset {
+  static fromTokens(
+    corpora: { name: string; tokens: Int32Array; weight: number }[],
+    blockSize: number,
+    valFraction = 0.1,
+  ): MixtureDataset {
     return new MixtureDataset(
       corpora.map((c) => new TextDataset(c.tokens, blockSize, valFraction, c.name)),
       corpora.map((c) => c.weight),
@@ -127,6 +145,11 @@ export class MixtureDataset {
 
   /** A description for the run directory (data.json): what each corpus holds and its weight. */
   describe(): { name: string; weight: number; trainTokens: number; valTokens: number }[] {
-    return this.sources.map((s, i) => ({ name: this.names[i], weight: this.weights[i], trainTokens: s.train.length, valTokens: s.val.length }));
+    return this.sources.map((s, i) => ({
+      name: this.names[i],
+      weight: this.weights[i],
+      trainTokens: s.train.length,
+      valTokens: s.val.length,
+    }));
   }
 }

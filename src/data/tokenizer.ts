@@ -42,7 +42,9 @@ export class CharTokenizer implements Tokenizer {
     const out = new Int32Array(chars.length);
     for (let i = 0; i < chars.length; i++) {
       const id = this.stoi.get(chars[i]);
-      if (id === undefined) throw new Error(`Character ${JSON.stringify(chars[i])} is not in the ${this.vocabSize}-character vocabulary`);
+      if (id === undefined) {
+        throw new Error(`Character ${JSON.stringify(chars[i])} is not in the ${this.vocabSize}-character vocabulary`);
+      }
       out[i] = id;
     }
     return out;

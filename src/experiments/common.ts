@@ -55,7 +55,9 @@ export async function trainWithEvals(
     const done = s + 1;
     if (done % every === 0 || done === to) {
       for (const r of await trainer.drain()) {
-        if (!Number.isFinite(r.loss)) throw new Error(`${label}: loss became ${r.loss} at step ${r.step}; lower the learning rate`);
+        if (!Number.isFinite(r.loss)) {
+          throw new Error(`${label}: loss became ${r.loss} at step ${r.step}; lower the learning rate`);
+        }
         losses.push([r.step, r.loss]);
       }
       const e = { step: done, ...(await evaluate(done)) };
@@ -68,8 +70,20 @@ export async function trainWithEvals(
 }
 
 /** Parameters and AdamW moments of a model, encoded as a checkpoint (restorable any number of times). */
-export async function snapshot(model: LanguageModel, cfg: TrainConfig, tokenizer: TokenizerJSON, step: number): Promise<Uint8Array> {
-  return await saveCheckpoint(model.params, { config: cfg, tokenizer, step, dataPosition: { seed: cfg.seed, step }, rngState: 0, valLoss: null });
+export async function snapshot(
+  model: LanguageModel,
+  cfg: TrainConfig,
+  tokenizer: TokenizerJSON,
+  step: number,
+): Promise<Uint8Array> {
+  return await saveCheckpoint(model.params, {
+    config: cfg,
+    tokenizer,
+    step,
+    dataPosition: { seed: cfg.seed, step },
+    rngState: 0,
+    valLoss: null,
+  });
 }
 
 /** Writes a snapshot back into the model. @throws CorruptCheckpointError when it does not fit. */
@@ -86,12 +100,21 @@ export function intFlag(flags: Record<string, string>, name: string, def: number
 }
 
 /** Reads a number flag. @throws Error naming the flag when it is not a number within [min, max] (or (min, max) when `open`). */
-export function numFlag(flags: Record<string, string>, name: string, def: number, min: number, max = Infinity, open = false): number {
+export function numFlag(
+  flags: Record<string, string>,
+  name: string,
+  def: number,
+  min: number,
+  max = Infinity,
+  open = false,
+): number {
   const v = flags[name];
   if (v === undefined) return def;
   const n = Number(v);
   const inside = open ? n > min && n < max : n >= min && n <= max;
-  if (v.trim() === '' || !Number.isFinite(n) || !inside) throw new Error(`--${name} expects a number ${open ? 'strictly ' : ''}between ${min} and ${max}, got '${v}'`);
+  if (v.trim() === '' || !Number.isFinite(n) || !inside) {
+    throw new Error(`--${name} expects a number ${open ? 'strictly ' : ''}between ${min} and ${max}, got '${v}'`);
+  }
   return n;
 }
 
@@ -100,7 +123,9 @@ export function listFlag(flags: Record<string, string>, name: string, def: numbe
   const v = flags[name];
   if (v === undefined) return def;
   const out = v.split(',').map((s) => Number(s.trim()));
-  if (!v.trim() || out.some((n) => !Number.isFinite(n) || n < min)) throw new Error(`--${name} expects comma-separated numbers ≥ ${min}, got '${v}'`);
+  if (!v.trim() || out.some((n) => !Number.isFinite(n) || n < min)) {
+    throw new Error(`--${name} expects comma-separated numbers ≥ ${min}, got '${v}'`);
+  }
   return out;
 }
 
@@ -115,7 +140,10 @@ export async function writeOut(ctx: ExperimentContext, name: string, text: strin
 }
 
 /** The model-shape flags every experiment takes, with its own defaults. */
-export function modelFlags(flags: Record<string, string>, d: { nLayer: number; nEmbd: number; nHead: number; blockSize: number; batchSize: number }) {
+export function modelFlags(
+  flags: Record<string, string>,
+  d: { nLayer: number; nEmbd: number; nHead: number; blockSize: number; batchSize: number },
+) {
   return {
     nLayer: intFlag(flags, 'n-layer', d.nLayer),
     nEmbd: intFlag(flags, 'n-embd', d.nEmbd),

@@ -35,7 +35,17 @@ export function ticks(lo: number, hi: number, n = 5): number[] {
  * series; the y range covers every point (or `yRange` when given).
  * @throws Error when no series has a point.
  */
-export function lineChart(o: { title: string; xLabel: string; yLabel: string; series: Series[]; yRange?: [number, number]; width?: number; height?: number }): string {
+export function lineChart(
+  o: {
+    title: string;
+    xLabel: string;
+    yLabel: string;
+    series: Series[];
+    yRange?: [number, number];
+    width?: number;
+    height?: number;
+  },
+): string {
   const pts = o.series.flatMap((s) => s.points);
   if (!pts.length) throw new Error(`lineChart '${o.title}': no points to draw`);
   const [w, h] = [o.width ?? 640, o.height ?? 360];
@@ -60,7 +70,9 @@ export function lineChart(o: { title: string; xLabel: string; yLabel: string; se
     parts.push(`<line x1="${l}" x2="${w - r}" y1="${py(v).toFixed(1)}" y2="${py(v).toFixed(1)}" stroke="#eee"/>`);
     parts.push(`<text x="${l - 6}" y="${(py(v) + 4).toFixed(1)}" text-anchor="end">${v}</text>`);
   }
-  for (const v of ticks(x0, x1)) parts.push(`<text x="${px(v).toFixed(1)}" y="${h - b + 16}" text-anchor="middle">${v}</text>`);
+  for (const v of ticks(x0, x1)) {
+    parts.push(`<text x="${px(v).toFixed(1)}" y="${h - b + 16}" text-anchor="middle">${v}</text>`);
+  }
   parts.push(
     `<path d="M${l},${t} V${h - b} H${w - r}" stroke="black" fill="none"/>`,
     `<text x="${(l + w - r) / 2}" y="${h - 8}" text-anchor="middle">${esc(o.xLabel)}</text>`,
@@ -70,9 +82,13 @@ export function lineChart(o: { title: string; xLabel: string; yLabel: string; se
     const color = PALETTE[(s.color ?? i) % PALETTE.length];
     const dash = s.dashed ? ' stroke-dasharray="5 3"' : '';
     const line = s.points.map(([x, y]) => `${px(x).toFixed(1)},${py(y).toFixed(1)}`).join(' ');
-    parts.push(`<polyline points="${line}" stroke="${color}" stroke-width="1.6" fill="none" clip-path="url(#plot)"${dash}/>`);
+    parts.push(
+      `<polyline points="${line}" stroke="${color}" stroke-width="1.6" fill="none" clip-path="url(#plot)"${dash}/>`,
+    );
     const ly = t + 6 + i * 16;
-    parts.push(`<line x1="${w - r + 10}" x2="${w - r + 30}" y1="${ly}" y2="${ly}" stroke="${color}" stroke-width="2"${dash}/>`);
+    parts.push(
+      `<line x1="${w - r + 10}" x2="${w - r + 30}" y1="${ly}" y2="${ly}" stroke="${color}" stroke-width="2"${dash}/>`,
+    );
     parts.push(`<text x="${w - r + 34}" y="${ly + 4}">${esc(s.name)}</text>`);
   });
   parts.push('</svg>');
@@ -81,8 +97,14 @@ export function lineChart(o: { title: string; xLabel: string; yLabel: string; se
 
 /** A markdown table; numbers are printed with `digits` decimals. */
 export function markdownTable(headers: string[], rows: (string | number)[][], digits = 4): string {
-  const cell = (v: string | number) => (typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toFixed(digits)) : v);
-  return [`| ${headers.join(' | ')} |`, `|${headers.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.map(cell).join(' | ')} |`)].join('\n') + '\n';
+  const cell = (
+    v: string | number,
+  ) => (typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toFixed(digits)) : v);
+  return [
+    `| ${headers.join(' | ')} |`,
+    `|${headers.map(() => '---').join('|')}|`,
+    ...rows.map((r) => `| ${r.map(cell).join(' | ')} |`),
+  ].join('\n') + '\n';
 }
 
 /** The same rows as CSV (fields with commas or quotes are quoted). */

@@ -101,7 +101,9 @@ export class Gpu {
    */
   write(t: Tensor, data: HostArray | readonly number[]): void {
     if (data.length !== t.size) throw new Error(`write: ${data.length} values for tensor [${t.shape}] of ${t.size}`);
-    const arr = Array.isArray(data) ? (t.dtype === 'f32' ? new Float32Array(data) : t.dtype === 'i32' ? new Int32Array(data) : new Uint32Array(data)) : data as HostArray;
+    const arr = Array.isArray(data)
+      ? (t.dtype === 'f32' ? new Float32Array(data) : t.dtype === 'i32' ? new Int32Array(data) : new Uint32Array(data))
+      : data as HostArray;
     this.flush();
     this.device.queue.writeBuffer(t.buffer, t.offset, arr as Float32Array<ArrayBuffer>);
   }
@@ -126,7 +128,10 @@ export class Gpu {
    */
   async read(t: Tensor): Promise<Float32Array | Int32Array | Uint32Array> {
     const bytes = Math.max(4, t.bytes);
-    const staging = this.device.createBuffer({ size: Math.ceil(bytes / 4) * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const staging = this.device.createBuffer({
+      size: Math.ceil(bytes / 4) * 4,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    });
     this.endPass();
     this.enc().copyBufferToBuffer(t.buffer, t.offset, staging, 0, bytes);
     this.flush();
@@ -135,7 +140,11 @@ export class Gpu {
     staging.unmap();
     staging.destroy();
     this.throwIfError();
-    const out = t.dtype === 'f32' ? new Float32Array(copy) : t.dtype === 'i32' ? new Int32Array(copy) : new Uint32Array(copy);
+    const out = t.dtype === 'f32'
+      ? new Float32Array(copy)
+      : t.dtype === 'i32'
+      ? new Int32Array(copy)
+      : new Uint32Array(copy);
     return out.subarray(0, t.size);
   }
 
@@ -161,7 +170,11 @@ export class Gpu {
     let p = this.pipelines.get(k.key);
     if (!p) {
       const module = this.device.createShaderModule({ code: k.code, label: k.key });
-      p = this.device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: k.entryPoint ?? 'main' }, label: k.key });
+      p = this.device.createComputePipeline({
+        layout: 'auto',
+        compute: { module, entryPoint: k.entryPoint ?? 'main' },
+        label: k.key,
+      });
       this.pipelines.set(k.key, p);
     }
     return p;
@@ -174,7 +187,12 @@ export class Gpu {
    * shapes create nothing new.
    * @throws DeviceLimitError when a workgroup count is over maxComputeWorkgroupsPerDimension.
    */
-  dispatch(k: KernelCode, bindings: readonly Binding[], params: Uint32Array | null, workgroups: readonly number[]): void {
+  dispatch(
+    k: KernelCode,
+    bindings: readonly Binding[],
+    params: Uint32Array | null,
+    workgroups: readonly number[],
+  ): void {
     checkWorkgroups(this.device, workgroups, k.key);
     if (workgroups.some((w) => w === 0)) return;
     const pipeline = this.pipeline(k);
@@ -244,7 +262,11 @@ export class Gpu {
     let buf = this.uniforms.get(key);
     if (!buf) {
       const size = Math.max(16, Math.ceil(params.byteLength / 16) * 16);
-      buf = this.device.createBuffer({ size, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST, mappedAtCreation: true });
+      buf = this.device.createBuffer({
+        size,
+        usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST,
+        mappedAtCreation: true,
+      });
       new Uint32Array(buf.getMappedRange()).set(params);
       buf.unmap();
       this.uniforms.set(key, buf);
@@ -254,7 +276,7 @@ export class Gpu {
 
   private bufferId(b: GPUBuffer): number {
     let id = this.bufferIds.get(b);
-    if (id === undefined) this.bufferIds.set(b, (id = this.nextBufferId++));
+    if (id === undefined) this.bufferIds.set(b, id = this.nextBufferId++);
     return id;
   }
 

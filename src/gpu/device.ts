@@ -156,7 +156,9 @@ export async function openDevice(opts: OpenOptions = {}): Promise<OpenedDevice> 
     if (!isDeno) throw new Error("--gpu=dawn needs Deno (it loads 'npm:webgpu'); in a browser use --gpu=browser");
     gpu = await dawnGpu();
   } else {
-    if (backend === 'wgpu' && !isDeno) throw new Error('--gpu=wgpu is Deno\'s built-in WebGPU; this runtime is not Deno');
+    if (backend === 'wgpu' && !isDeno) {
+      throw new Error("--gpu=wgpu is Deno's built-in WebGPU; this runtime is not Deno");
+    }
     gpu = nav?.gpu;
     if (!gpu) {
       throw new Error(

@@ -59,7 +59,7 @@ export class BufferPool {
     if (size === undefined) throw new Error('BufferPool.release: buffer was not acquired from this pool');
     this.stats.liveBytes -= size;
     let list = this.free.get(size);
-    if (!list) this.free.set(size, (list = []));
+    if (!list) this.free.set(size, list = []);
     list.push(buf);
   }
 

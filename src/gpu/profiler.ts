@@ -24,7 +24,10 @@ export class Profiler {
       throw new Error("Profiling needs the 'timestamp-query' feature, which this adapter does not offer");
     }
     this.querySet = device.createQuerySet({ type: 'timestamp', count: 2 * capacity });
-    this.resolve = device.createBuffer({ size: 16 * capacity, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+    this.resolve = device.createBuffer({
+      size: 16 * capacity,
+      usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC,
+    });
   }
 
   /** A compute pass that times one dispatch of `key`, or null when the window is full. */
@@ -41,7 +44,10 @@ export class Profiler {
   resolveInto(encoder: GPUCommandEncoder): { staging: GPUBuffer; keys: string[] } | null {
     const n = this.keys.length;
     if (!n) return null;
-    const staging = this.device.createBuffer({ size: 16 * n, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const staging = this.device.createBuffer({
+      size: 16 * n,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    });
     encoder.resolveQuerySet(this.querySet, 0, 2 * n, this.resolve, 0);
     encoder.copyBufferToBuffer(this.resolve, 0, staging, 0, 16 * n);
     const keys = this.keys;

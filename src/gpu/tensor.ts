@@ -32,7 +32,9 @@ export class Tensor {
   ) {
     this.size = shape.reduce((a, b) => a * b, 1);
     for (const d of shape) {
-      if (!Number.isInteger(d) || d < 0) throw new Error(`Tensor shape must hold non-negative integers, got [${shape}]`);
+      if (!Number.isInteger(d) || d < 0) {
+        throw new Error(`Tensor shape must hold non-negative integers, got [${shape}]`);
+      }
     }
   }
 

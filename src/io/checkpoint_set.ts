@@ -11,7 +11,12 @@
  */
 import { z } from 'zod';
 import { exists, writeAtomic } from './atomic.ts';
-import { CorruptCheckpointError, type DecodeOptions, LegacyCheckpointError, upgradeLegacySafetensors } from '../train/safetensors.ts';
+import {
+  CorruptCheckpointError,
+  type DecodeOptions,
+  LegacyCheckpointError,
+  upgradeLegacySafetensors,
+} from '../train/safetensors.ts';
 import { canonicalJson, SHA256_HEX, sha256Hex, zodIssues } from '../train/digest.ts';
 import { decodeRankState } from '../parallel/rank_checkpoint.ts';
 import { type ParallelPlan, planWorldSize } from '../parallel/plan.ts';
@@ -56,7 +61,8 @@ export const parallelCheckpointFiles = (outDir: string) => ({
 });
 
 /** The manifest's digest: SHA-256 of the canonical JSON of all its keys but `sha256`. */
-const manifestDigest = ({ sha256: _, ...body }: Record<string, unknown>) => sha256Hex(new TextEncoder().encode(canonicalJson(body)));
+const manifestDigest = ({ sha256: _, ...body }: Record<string, unknown>) =>
+  sha256Hex(new TextEncoder().encode(canonicalJson(body)));
 
 /**
  * Writes the world's rank files after `step` steps as a new set, then points the manifest
@@ -64,7 +70,13 @@ const manifestDigest = ({ sha256: _, ...body }: Record<string, unknown>) => sha2
  * it was kept).
  * @throws (rejects with) file-system errors; the previous set stays named until the new one is complete.
  */
-export async function saveCheckpointSet(outDir: string, step: number, shards: Uint8Array[], plan: ParallelPlan, keep: boolean): Promise<void> {
+export async function saveCheckpointSet(
+  outDir: string,
+  step: number,
+  shards: Uint8Array[],
+  plan: ParallelPlan,
+  keep: boolean,
+): Promise<void> {
   const paths = parallelCheckpointFiles(outDir), dir = paths.dirAt(step);
   // None yet, or unreadable: nothing to remove. A legacy one is still the previous set to replace.
   const previous = await readManifest(outDir, { allowLegacy: true }).catch(() => null);
@@ -75,7 +87,9 @@ export async function saveCheckpointSet(outDir: string, step: number, shards: Ui
   const body = { format: MANIFEST_FORMAT, step, dir, files, fileSha256, plan, keep };
   const manifest: CheckpointManifest = { ...body, sha256: await manifestDigest(body) };
   await writeAtomic(paths.manifest, new TextEncoder().encode(JSON.stringify(manifest, null, 2) + '\n'));
-  if (previous && previous.dir !== dir && !previous.keep) await Deno.remove(`${outDir}/${previous.dir}`, { recursive: true }).catch(() => {});
+  if (previous && previous.dir !== dir && !previous.keep) {
+    await Deno.remove(`${outDir}/${previous.dir}`, { recursive: true }).catch(() => {});
+  }
 }
 
 /**
@@ -100,17 +114,35 @@ export async function readManifest(outDir: string, opts: DecodeOptions = {}): Pr
   // The raw plan keeps its key order, which plan comparisons by JSON text rely on.
   const m: CheckpointManifest = { ...parsed.data, plan: raw.plan as ParallelPlan };
   if (m.sha256 === undefined || m.fileSha256 === undefined) {
-    if (m.sha256 !== undefined || m.fileSha256 !== undefined) throw new CorruptCheckpointError(path, `has only one of 'sha256' and 'fileSha256'; a manifest carries both`);
-    if (!opts.allowLegacy) throw new LegacyCheckpointError(path, `written before manifest digests: it has no 'sha256' nor 'fileSha256' (each rank file then needs its own legacy digest)`);
+    if (m.sha256 !== undefined || m.fileSha256 !== undefined) {
+      throw new CorruptCheckpointError(path, `has only one of 'sha256' and 'fileSha256'; a manifest carries both`);
+    }
+    if (!opts.allowLegacy) {
+      throw new LegacyCheckpointError(
+        path,
+        `written before manifest digests: it has no 'sha256' nor 'fileSha256' (each rank file then needs its own legacy digest)`,
+      );
+    }
   } else if (m.sha256 !== (await manifestDigest(raw))) {
-    throw new CorruptCheckpointError(path, `contents do not match its SHA-256 'sha256' (which covers every other key): the manifest was edited`);
+    throw new CorruptCheckpointError(
+      path,
+      `contents do not match its SHA-256 'sha256' (which covers every other key): the manifest was edited`,
+    );
   }
   const want = parallelCheckpointFiles(outDir).dirAt(m.step), ranks = planWorldSize(m.plan);
-  if (m.dir !== want) throw new CorruptCheckpointError(path, `names folder '${m.dir}', a set taken at step ${m.step} is in '${want}'`);
-  if (m.files.length !== ranks) throw new CorruptCheckpointError(path, `lists ${m.files.length} rank files, its plan has ${ranks} ranks`);
+  if (m.dir !== want) {
+    throw new CorruptCheckpointError(path, `names folder '${m.dir}', a set taken at step ${m.step} is in '${want}'`);
+  }
+  if (m.files.length !== ranks) {
+    throw new CorruptCheckpointError(path, `lists ${m.files.length} rank files, its plan has ${ranks} ranks`);
+  }
   const bad = m.files.findIndex((f, r) => f !== `rank-${r}.safetensors`);
-  if (bad >= 0) throw new CorruptCheckpointError(path, `file ${bad} is '${m.files[bad]}', expected 'rank-${bad}.safetensors'`);
-  if (m.fileSha256 && m.fileSha256.length !== m.files.length) throw new CorruptCheckpointError(path, `has ${m.fileSha256.length} file digests for ${m.files.length} files`);
+  if (bad >= 0) {
+    throw new CorruptCheckpointError(path, `file ${bad} is '${m.files[bad]}', expected 'rank-${bad}.safetensors'`);
+  }
+  if (m.fileSha256 && m.fileSha256.length !== m.files.length) {
+    throw new CorruptCheckpointError(path, `has ${m.fileSha256.length} file digests for ${m.files.length} files`);
+  }
   return m;
 }
 
@@ -123,7 +155,10 @@ export async function readManifest(outDir: string, opts: DecodeOptions = {}): Pr
  * @throws the errors of {@link readManifest}, LegacyCheckpointError for a legacy rank file without
  *   `opts.allowLegacy`, and CorruptCheckpointError naming a missing, altered, swapped or inconsistent rank file.
  */
-export async function loadCheckpointSet(outDir: string, opts: DecodeOptions = {}): Promise<{ manifest: CheckpointManifest; shards: Uint8Array[] }> {
+export async function loadCheckpointSet(
+  outDir: string,
+  opts: DecodeOptions = {},
+): Promise<{ manifest: CheckpointManifest; shards: Uint8Array[] }> {
   const manifest = await readManifest(outDir, opts);
   const mpath = parallelCheckpointFiles(outDir).manifest;
   const shards: Uint8Array[] = [];
@@ -134,7 +169,12 @@ export async function loadCheckpointSet(outDir: string, opts: DecodeOptions = {}
     const recorded = manifest.fileSha256?.[r];
     if (recorded !== undefined) {
       const got = await sha256Hex(bytes);
-      if (got !== recorded) throw new CorruptCheckpointError(path, `its SHA-256 ${got} is not the ${recorded} that ${mpath} records for rank ${r} (altered, truncated or swapped file)`);
+      if (got !== recorded) {
+        throw new CorruptCheckpointError(
+          path,
+          `its SHA-256 ${got} is not the ${recorded} that ${mpath} records for rank ${r} (altered, truncated or swapped file)`,
+        );
+      }
     }
     const { meta, legacy } = await decodeRankState(bytes, path, opts);
     const expect = `step ${manifest.step}, rank ${r} of ${manifest.files.length}, plan ${canonicalJson(manifest.plan)}`;

@@ -3,7 +3,7 @@
  * tokenised into a {@link MixtureDataset}. Deno file system only.
  */
 import type { TrainConfig } from '../train/config.ts';
-import { makeTokenizer, type Tokenizer, type TokenizerJSON, tokenizerFromJSON } from '../data/tokenizer.ts';
+import { makeTokenizer, type Tokenizer, tokenizerFromJSON, type TokenizerJSON } from '../data/tokenizer.ts';
 import { MixtureDataset, parseDataSpec } from '../data/mixture.ts';
 import { exists } from './atomic.ts';
 
@@ -25,7 +25,9 @@ export async function readCorpus(path: string): Promise<string> {
   try {
     bytes = await Deno.readFile(path);
   } catch (e) {
-    if (e instanceof Deno.errors.NotFound) throw new Error(`Data file '${path}' not found (--data expects a UTF-8 text file)`);
+    if (e instanceof Deno.errors.NotFound) {
+      throw new Error(`Data file '${path}' not found (--data expects a UTF-8 text file)`);
+    }
     throw new Error(`Cannot read data file '${path}': ${(e as Error).message}`);
   }
   let text: string;
@@ -47,7 +49,10 @@ export async function readCorpus(path: string): Promise<string> {
  * @throws Error naming a file that is missing, empty, not UTF-8, too short, or holds a
  *   character outside the given tokenizer; or a malformed spec (see parseDataSpec).
  */
-export async function loadTrainingData(cfg: Pick<TrainConfig, 'data' | 'tokenizer' | 'blockSize' | 'valFraction'>, saved: TokenizerJSON | null = null): Promise<{ tokenizer: Tokenizer; data: MixtureDataset; texts: string[] }> {
+export async function loadTrainingData(
+  cfg: Pick<TrainConfig, 'data' | 'tokenizer' | 'blockSize' | 'valFraction'>,
+  saved: TokenizerJSON | null = null,
+): Promise<{ tokenizer: Tokenizer; data: MixtureDataset; texts: string[] }> {
   const sources = parseDataSpec(cfg.data);
   const texts = await Promise.all(sources.map((s) => readCorpus(s.path)));
   const tokenizer = saved ? await tokenizerFromJSON(saved) : await makeTokenizer(cfg.tokenizer, texts.join(''));

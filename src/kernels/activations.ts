@@ -13,10 +13,26 @@ import { grid1d } from './grid.ts';
 import { columnSum, ROWS_PER_CHUNK } from './reduce.ts';
 
 type Entry =
-  | 'silu_fwd' | 'silu_bwd' | 'sigmoid_fwd' | 'sigmoid_bwd' | 'relu2_fwd' | 'relu2_bwd'
-  | 'logsigmoid_fwd' | 'logsigmoid_bwd' | 'softplus_fwd' | 'softplus_bwd'
-  | 'mul_fwd' | 'mul_acc' | 'scale_fwd' | 'scale_acc' | 'lerp_fwd' | 'lerp_bwd_a'
-  | 'shift_fwd' | 'shift_bwd' | 'colsum_mul' | 'colsum_mul_diff';
+  | 'silu_fwd'
+  | 'silu_bwd'
+  | 'sigmoid_fwd'
+  | 'sigmoid_bwd'
+  | 'relu2_fwd'
+  | 'relu2_bwd'
+  | 'logsigmoid_fwd'
+  | 'logsigmoid_bwd'
+  | 'softplus_fwd'
+  | 'softplus_bwd'
+  | 'mul_fwd'
+  | 'mul_acc'
+  | 'scale_fwd'
+  | 'scale_acc'
+  | 'lerp_fwd'
+  | 'lerp_bwd_a'
+  | 'shift_fwd'
+  | 'shift_bwd'
+  | 'colsum_mul'
+  | 'colsum_mul_diff';
 
 interface Extra {
   c?: number;
@@ -48,7 +64,11 @@ function run(
 function sameSize(fn: string, names: string[], ...ts: Tensor[]): void {
   for (let i = 1; i < ts.length; i++) {
     if (ts[i].size !== ts[0].size) {
-      throw new Error(`${fn}: ${names[i]} [${ts[i].shape}] must have as many elements as ${names[0]} [${ts[0].shape}] (${ts[0].size})`);
+      throw new Error(
+        `${fn}: ${names[i]} [${ts[i].shape}] must have as many elements as ${names[0]} [${ts[0].shape}] (${
+          ts[0].size
+        })`,
+      );
     }
   }
 }
@@ -57,7 +77,9 @@ function sameSize(fn: string, names: string[], ...ts: Tensor[]): void {
 function channels(fn: string, x: Tensor, v: Tensor, name: string): number {
   const c = v.size;
   if (c === 0 || x.size % c !== 0) {
-    throw new Error(`${fn}: ${name} [${v.shape}] must be a per-channel vector (C) with C > 0 dividing x's ${x.size} elements [${x.shape}]`);
+    throw new Error(
+      `${fn}: ${name} [${v.shape}] must be a per-channel vector (C) with C > 0 dividing x's ${x.size} elements [${x.shape}]`,
+    );
   }
   return c;
 }

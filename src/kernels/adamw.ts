@@ -151,9 +151,7 @@ export function adamwUpdate(
     for (let j = 0; j < named.length; j++) {
       if (i !== j && named[i][1].buffer === named[j][1].buffer) {
         throw new Error(
-          `${what}: ${named[i][0]} and ${
-            named[j][0]
-          } share one GPUBuffer; writable operands need buffers of their own`,
+          `${what}: ${named[i][0]} and ${named[j][0]} share one GPUBuffer; writable operands need buffers of their own`,
         );
       }
     }

@@ -121,10 +121,17 @@ export function conv1dBackward(
   const part = gpu.empty([nblk, c.d, c.k + 1], 'f32', 'conv1d.part');
   try {
     run(gpu, 'bwd_part', c, [x, undefined, undefined, dy, undefined, part], nblk * c.d, { rpb, nblk });
-    run(gpu, 'bwd_reduce', c, [undefined, undefined, undefined, undefined, undefined, part, dw, dbias], c.d * (c.k + 1), {
-      rpb,
-      nblk,
-    });
+    run(
+      gpu,
+      'bwd_reduce',
+      c,
+      [undefined, undefined, undefined, undefined, undefined, part, dw, dbias],
+      c.d * (c.k + 1),
+      {
+        rpb,
+        nblk,
+      },
+    );
   } finally {
     part.release();
   }

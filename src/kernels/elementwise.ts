@@ -2,13 +2,21 @@
  * Elementwise kernels: residual add, bias add, scaled accumulate and GELU forward/backward.
  * Backward kernels accumulate (`+=`) into their output, so fan-out gradients sum for free.
  */
-import { type Gpu, f32bits } from '../gpu/context.ts';
+import { f32bits, type Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { grid1d } from './grid.ts';
 
 type Entry = 'add' | 'add_bias' | 'add_bias_inplace' | 'axpy' | 'gelu_fwd' | 'gelu_bwd';
 
-function run(gpu: Gpu, entry: Entry, a: Tensor | undefined, b: Tensor | undefined, out: Tensor, c = 1, alpha = 1): void {
+function run(
+  gpu: Gpu,
+  entry: Entry,
+  a: Tensor | undefined,
+  b: Tensor | undefined,
+  out: Tensor,
+  c = 1,
+  alpha = 1,
+): void {
   const n = out.size;
   gpu.dispatch(
     { key: `elementwise.${entry}`, code: gpu.shaders.elementwise, entryPoint: entry },

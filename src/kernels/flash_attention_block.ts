@@ -74,10 +74,16 @@ type Entry = 'fwd' | 'dsum' | 'bdq' | 'bdkv';
 function checkBlock(what: string, name: string, r: RowBlock): void {
   for (const k of ['rows', 'first', 'n', 'pos'] as const) {
     if (!Number.isInteger(r[k]) || r[k] < (k === 'rows' || k === 'n' ? 1 : 0)) {
-      throw new Error(`${what}: ${name}.${k} must be a ${k === 'rows' || k === 'n' ? 'positive' : 'non-negative'} integer, got ${r[k]}`);
+      throw new Error(
+        `${what}: ${name}.${k} must be a ${k === 'rows' || k === 'n' ? 'positive' : 'non-negative'} integer, got ${
+          r[k]
+        }`,
+      );
     }
   }
-  if (r.first + r.n > r.rows) throw new Error(`${what}: ${name} rows ${r.first} … ${r.first + r.n - 1} are past the tensor's ${r.rows} rows`);
+  if (r.first + r.n > r.rows) {
+    throw new Error(`${what}: ${name} rows ${r.first} … ${r.first + r.n - 1} are past the tensor's ${r.rows} rows`);
+  }
 }
 
 function checkLayout(what: string, name: string, l: RowLayout, width: number, c: number): void {
@@ -90,7 +96,9 @@ function checkLayout(what: string, name: string, l: RowLayout, width: number, c:
 /** Checks dims; returns the head size. */
 function checkDims(what: string, d: FlashBlockDims): number {
   const hs = checkHeadDims(what, { b: d.b, t: 1, c: d.c, nh: d.nh });
-  if (hs > FLASH_MAX_HEAD_SIZE) throw new Error(`${what}: head size ${hs} is over the supported ${FLASH_MAX_HEAD_SIZE}`);
+  if (hs > FLASH_MAX_HEAD_SIZE) {
+    throw new Error(`${what}: head size ${hs} is over the supported ${FLASH_MAX_HEAD_SIZE}`);
+  }
   checkBlock(what, 'q', d.q);
   checkBlock(what, 'kv', d.kv);
   checkLayout(what, 'qLayout', qLayoutOf(d), d.c, d.c);
@@ -101,7 +109,14 @@ function checkDims(what: string, d: FlashBlockDims): number {
 const qLayoutOf = (d: FlashBlockDims): RowLayout => d.qLayout ?? { width: 3 * d.c, offset: 0 };
 const kvLayoutOf = (d: FlashBlockDims): RowLayout => d.kvLayout ?? { width: 3 * d.c, offset: d.c };
 
-function dispatch(gpu: Gpu, entry: Entry, hs: number, d: FlashBlockDims, bindings: (Tensor | undefined)[], extra: { acc?: boolean; out?: RowLayout; lo: number; hi: number }): void {
+function dispatch(
+  gpu: Gpu,
+  entry: Entry,
+  hs: number,
+  d: FlashBlockDims,
+  bindings: (Tensor | undefined)[],
+  extra: { acc?: boolean; out?: RowLayout; lo: number; hi: number },
+): void {
   const ql = qLayoutOf(d), kl = kvLayoutOf(d), ol = extra.out ?? { width: d.c, offset: 0 };
   const rows = d.b * d.nh * (entry === 'bdkv' ? d.kv.n : d.q.n);
   // deno-fmt-ignore
@@ -116,13 +131,20 @@ function dispatch(gpu: Gpu, entry: Entry, hs: number, d: FlashBlockDims, binding
   const slots: (Tensor | undefined)[] = new Array(7).fill(undefined);
   bindings.forEach((b, i) => (slots[i] = b));
   const code = specialise(gpu.shaders.flash_attention_block, { HS: `${hs}u` });
-  gpu.dispatch({ key: `flash_attention_block.${entry}.hs${hs}`, code, entryPoint: entry }, slots, params, grid1d(rows, 64));
+  gpu.dispatch(
+    { key: `flash_attention_block.${entry}.hs${hs}`, code, entryPoint: entry },
+    slots,
+    params,
+    grid1d(rows, 64),
+  );
 }
 
 /** Runs `entry` over the streamed rows [0, n) in dispatches of at most the chunk size (one on GPUs). */
 function streamed(gpu: Gpu, n: number, hs: number, each: (lo: number, hi: number, first: boolean) => void): void {
   const forced = flashBlockTuning.chunk;
-  if (forced !== null && (!Number.isInteger(forced) || forced < 1)) throw new Error(`flashBlockTuning.chunk must be a positive integer, got ${forced}`);
+  if (forced !== null && (!Number.isInteger(forced) || forced < 1)) {
+    throw new Error(`flashBlockTuning.chunk must be a positive integer, got ${forced}`);
+  }
   const step = forced ?? (gpu.isCpu ? flashBlockChunk(hs) : n);
   for (let lo = 0; lo < n; lo += step) each(lo, Math.min(n, lo + step), lo === 0);
 }
@@ -136,7 +158,15 @@ function streamed(gpu: Gpu, n: number, hs: number, each: (lo: number, hi: number
  * @throws Error when a dimension, block range, layout or tensor size is inconsistent, the head
  *   size is over 128, or o / lse share a GPUBuffer with an input.
  */
-export function flashBlockForward(gpu: Gpu, q: Tensor, kv: Tensor, o: Tensor, lse: Tensor, dims: FlashBlockDims, opts: { accumulate?: boolean } = {}): void {
+export function flashBlockForward(
+  gpu: Gpu,
+  q: Tensor,
+  kv: Tensor,
+  o: Tensor,
+  lse: Tensor,
+  dims: FlashBlockDims,
+  opts: { accumulate?: boolean } = {},
+): void {
   const what = 'flashBlockForward';
   const hs = checkDims(what, dims);
   const { b, c, nh } = dims;
@@ -146,7 +176,11 @@ export function flashBlockForward(gpu: Gpu, q: Tensor, kv: Tensor, o: Tensor, ls
   checkSize(what, 'lse', lse, [b, nh, dims.q.rows]);
   checkDistinct(what, [['o', o], ['lse', lse]], [['q', q], ['kv', kv]]);
   streamed(gpu, dims.kv.n, hs, (lo, hi, first) => {
-    dispatch(gpu, 'fwd', hs, dims, [q, kv, undefined, undefined, undefined, o, lse], { acc: !first || opts.accumulate, lo, hi });
+    dispatch(gpu, 'fwd', hs, dims, [q, kv, undefined, undefined, undefined, o, lse], {
+      acc: !first || opts.accumulate,
+      lo,
+      hi,
+    });
   });
 }
 
@@ -183,7 +217,16 @@ export interface BlockGrads {
  * Accumulates; a null output is skipped.
  * @throws Error on inconsistent sizes or layouts, or when an output shares a GPUBuffer with an input.
  */
-export function flashBlockBackward(gpu: Gpu, q: Tensor, kv: Tensor, dy: Tensor, lse: Tensor, dsum: Tensor, grads: BlockGrads, dims: FlashBlockDims): void {
+export function flashBlockBackward(
+  gpu: Gpu,
+  q: Tensor,
+  kv: Tensor,
+  dy: Tensor,
+  lse: Tensor,
+  dsum: Tensor,
+  grads: BlockGrads,
+  dims: FlashBlockDims,
+): void {
   const what = 'flashBlockBackward';
   const hs = checkDims(what, dims);
   const { b, c, nh } = dims;

@@ -6,14 +6,7 @@
 import { f32bits, type Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { grid1d } from './grid.ts';
-import {
-  addColumnSums,
-  bindingSlots,
-  expectSize,
-  rowKernel,
-  ROWS_PER_CHUNK,
-  rowShape,
-} from './reduce.ts';
+import { addColumnSums, bindingSlots, expectSize, rowKernel, ROWS_PER_CHUNK, rowShape } from './reduce.ts';
 
 /** Elements of a row each invocation handles, roughly, on GPUs (see rowLanes). */
 const PER_LANE = 8;

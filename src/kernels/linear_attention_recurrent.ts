@@ -64,9 +64,7 @@ function sweep(
   const ranges: [number, number][] = [];
   for (let lo = 0; lo < d.t; lo += steps) ranges.push([lo, Math.min(d.t, lo + steps)]);
   if (reverse) ranges.reverse();
-  ranges.forEach(([lo, hi], n) =>
-    gpu.dispatch(k, slots, params(d, lo, hi, n === 0, hasU, off), grid1d(items, WG))
-  );
+  ranges.forEach(([lo, hi], n) => gpu.dispatch(k, slots, params(d, lo, hi, n === 0, hasU, off), grid1d(items, WG)));
 }
 
 function checkInputs(
@@ -155,9 +153,7 @@ export function recurrentLinearAttentionBackward(
   checkInputs(what, q, k, v, w, u, d);
   if ((u === null) !== (du === null)) {
     throw new Error(
-      `${what}: u and du must both be given or both be null (u ${u ? 'given' : 'null'}, du ${
-        du ? 'given' : 'null'
-      })`,
+      `${what}: u and du must both be given or both be null (u ${u ? 'given' : 'null'}, du ${du ? 'given' : 'null'})`,
     );
   }
   const qs = [d.b, d.t, d.h * d.dk];

@@ -77,7 +77,9 @@ function shaderFor(gpu: Gpu, key: string, consts: Record<string, string>): strin
 function checkTensor(what: string, t: Tensor, rows: number, cols: number, stored: string): void {
   if (t.dtype !== 'f32') throw new Error(`${what} must be f32, got ${t.dtype}`);
   if (t.size !== rows * cols) {
-    throw new Error(`${what} is [${t.shape}] (${t.size} elements) but must hold ${stored} = ${rows}×${cols} = ${rows * cols}`);
+    throw new Error(
+      `${what} is [${t.shape}] (${t.size} elements) but must hold ${stored} = ${rows}×${cols} = ${rows * cols}`,
+    );
   }
 }
 
@@ -179,7 +181,16 @@ function alignedRows(gpu: Gpu, scratch: Scratch, t: Tensor, rows: number, cols: 
  * @throws Error when a dimension is not a non-negative integer, a tensor's size does not
  *   match its stored shape, a tensor is not f32, or C overlaps A, B or the bias.
  */
-export function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, m: number, n: number, k: number, opts: MatmulOptions = {}): void {
+export function matmul(
+  gpu: Gpu,
+  a: Tensor,
+  b: Tensor,
+  c: Tensor,
+  m: number,
+  n: number,
+  k: number,
+  opts: MatmulOptions = {},
+): void {
   const transA = opts.transA ?? false;
   const transB = opts.transB ?? false;
   const alpha = opts.alpha ?? 1;
@@ -192,7 +203,9 @@ export function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, m: number, n: 
   checkTensor('matmul: C', c, m, n, '(M,N)');
   const bias = opts.bias ?? null;
   if (bias && (bias.dtype !== 'f32' || bias.size !== n)) {
-    throw new Error(`matmul: the bias must be f32 of N = ${n} elements (one per column of C), got ${bias.dtype} [${bias.shape}]`);
+    throw new Error(
+      `matmul: the bias must be f32 of N = ${n} elements (one per column of C), got ${bias.dtype} [${bias.shape}]`,
+    );
   }
   if (m === 0 || n === 0) return;
   if (k === 0 && beta === 0 && !bias) {
@@ -200,7 +213,9 @@ export function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, m: number, n: 
     return;
   }
   for (const [what, t] of [['A', a], ['B', b], ['the bias', bias]] as const) {
-    if (t && overlaps(exactRange(c), exactRange(t))) throw new Error(`matmul: C overlaps ${what} (in-place matmul is not supported)`);
+    if (t && overlaps(exactRange(c), exactRange(t))) {
+      throw new Error(`matmul: C overlaps ${what} (in-place matmul is not supported)`);
+    }
   }
   if (bias && !matmulTuning.fuseBias) {
     matmul(gpu, a, b, c, m, n, k, { ...opts, bias: null });
@@ -245,7 +260,12 @@ export function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, m: number, n: 
   if (direct) {
     // The kernel stores alpha·AB (+ beta·C + bias) as whole vec4 rows straight into C (its
     // size is a multiple of 16 bytes since N % 4 == 0).
-    gpu.dispatch({ key, code }, [A.bind, B.bind, exactRange(c), biasBind], params({ ...shape, alpha, beta, ldc: n, mnPad: m * n, hasBias }), grid);
+    gpu.dispatch(
+      { key, code },
+      [A.bind, B.bind, exactRange(c), biasBind],
+      params({ ...shape, alpha, beta, ldc: n, mnPad: m * n, hasBias }),
+      grid,
+    );
   } else {
     // Partials: rows padded to ldc = N rounded up to 4, split z at element z·mnPad, raw sums.
     // Released right after encoding: the pool may hand the buffer out again at once, but GPU
@@ -254,7 +274,10 @@ export function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, m: number, n: 
     const mnPad = m * ldc;
     const partial = scratch.empty(splits * mnPad, 'matmul.partials');
     // The partials get raw sums only; the bias is added once, by the reduce.
-    gpu.dispatch({ key, code }, [A.bind, B.bind, partial, A.bind], params({ ...shape, alpha: 1, ldc, mnPad }), [...grid, splits]);
+    gpu.dispatch({ key, code }, [A.bind, B.bind, partial, A.bind], params({ ...shape, alpha: 1, ldc, mnPad }), [
+      ...grid,
+      splits,
+    ]);
     // The reduce writes C through a vec4 view rounded up to 16 B; a slice at the very end of
     // its buffer goes through a staging copy instead.
     let cBind = vecRange(c);
@@ -278,8 +301,20 @@ export function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, m: number, n: 
 
 /** The GPU path: shaders/matmul_tiled.wgsl, 64×64 blocks of C per 16×16 workgroup. */
 function matmulTiled(
-  gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, m: number, n: number, k: number,
-  transA: boolean, transB: boolean, alpha: number, beta: number, lda: number, ldb: number, bias: Tensor | null,
+  gpu: Gpu,
+  a: Tensor,
+  b: Tensor,
+  c: Tensor,
+  m: number,
+  n: number,
+  k: number,
+  transA: boolean,
+  transB: boolean,
+  alpha: number,
+  beta: number,
+  lda: number,
+  ldb: number,
+  bias: Tensor | null,
 ): void {
   const key = `matmul_tiled.${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}`;
   let code = specialised.get(key);
@@ -315,8 +350,19 @@ interface ParamFields {
 /** The shader's Params struct (13 words, in declaration order). */
 function params(f: ParamFields): Uint32Array {
   return new Uint32Array([
-    f.m, f.n, f.k ?? 0, f.kSplit ?? 0, f32bits(f.alpha ?? 1), f32bits(f.beta ?? 0),
-    f.splits ?? 1, f.ldc ?? 0, f.mnPad ?? 0, f.lda ?? 0, f.ldb ?? 0, f.wgX ?? 1, f.hasBias ?? 0,
+    f.m,
+    f.n,
+    f.k ?? 0,
+    f.kSplit ?? 0,
+    f32bits(f.alpha ?? 1),
+    f32bits(f.beta ?? 0),
+    f.splits ?? 1,
+    f.ldc ?? 0,
+    f.mnPad ?? 0,
+    f.lda ?? 0,
+    f.ldb ?? 0,
+    f.wgX ?? 1,
+    f.hasBias ?? 0,
   ]);
 }
 

@@ -19,8 +19,19 @@ import type { Tensor } from '../gpu/tensor.ts';
 import { grid1d } from './grid.ts';
 
 type Entry =
-  | 'softmax_fwd' | 'softmax_bwd' | 'topk' | 'gates_fwd' | 'gates_bwd' | 'fill_i32' | 'assign'
-  | 'gather_rows' | 'gather_sum' | 'row_dots' | 'group_colsum' | 'aux_fwd' | 'aux_bwd';
+  | 'softmax_fwd'
+  | 'softmax_bwd'
+  | 'topk'
+  | 'gates_fwd'
+  | 'gates_bwd'
+  | 'fill_i32'
+  | 'assign'
+  | 'gather_rows'
+  | 'gather_sum'
+  | 'row_dots'
+  | 'group_colsum'
+  | 'aux_fwd'
+  | 'aux_bwd';
 
 /** Tokens one `assign` / `group_colsum` dispatch walks per invocation (lavapipe's 65 535-iteration cap). */
 export const TOKENS_PER_DISPATCH = 16384;
@@ -57,15 +68,27 @@ function run(gpu: Gpu, entry: Entry, b: Bind, p: P, count: number): void {
     { key: `moe.${entry}`, code: gpu.shaders.moe, entryPoint: entry },
     [b.fa, b.fb, b.ia, b.fout, b.iout, b.iout2, b.icnt],
     new Uint32Array([
-      p.n ?? 0, p.c ?? 0, p.k ?? 1, p.e ?? 0, p.j ?? 0, p.n0 ?? 0, p.n1 ?? 0, p.gs ?? 1,
-      p.cap ?? 0, p.rows ?? 0, p.flags ?? 0, f32bits(p.alpha ?? 0),
+      p.n ?? 0,
+      p.c ?? 0,
+      p.k ?? 1,
+      p.e ?? 0,
+      p.j ?? 0,
+      p.n0 ?? 0,
+      p.n1 ?? 0,
+      p.gs ?? 1,
+      p.cap ?? 0,
+      p.rows ?? 0,
+      p.flags ?? 0,
+      f32bits(p.alpha ?? 0),
     ]),
     grid1d(count, 64),
   );
 }
 
 function need(fn: string, name: string, t: Tensor, size: number, dtype: 'f32' | 'i32', shape: string): void {
-  if (t.size !== size) throw new Error(`${fn}: ${name} [${t.shape}] must hold ${shape} = ${size} elements, got ${t.size}`);
+  if (t.size !== size) {
+    throw new Error(`${fn}: ${name} [${t.shape}] must hold ${shape} = ${size} elements, got ${t.size}`);
+  }
   if (t.dtype !== dtype) throw new Error(`${fn}: ${name} must be ${dtype}, got ${t.dtype}`);
 }
 
@@ -104,7 +127,15 @@ export function expertCapacity(tokens: number, e: number, k: number, capacityFac
  * multiple of `alignElems` (every expert block a storage-offset-aligned view for widths c and 4c).
  * @throws Error when groups does not divide n, or k is not in 1 … E.
  */
-export function slotPlan(n: number, e: number, k: number, groups: number, capacityFactor: number, c: number, alignElems = 64): SlotPlan {
+export function slotPlan(
+  n: number,
+  e: number,
+  k: number,
+  groups: number,
+  capacityFactor: number,
+  c: number,
+  alignElems = 64,
+): SlotPlan {
   positive('slotPlan', { n, e, k, groups, c });
   if (n % groups) throw new Error(`slotPlan: ${groups} token groups must divide the ${n} tokens`);
   if (k > e) throw new Error(`slotPlan: topK ${k} must be at most the ${e} experts`);
@@ -125,7 +156,9 @@ export function softmaxRows(gpu: Gpu, x: Tensor, y: Tensor, n: number, e: number
 /** dx (N, E) += y ∘ (dy − ⟨y, dy⟩_row), y the softmax output. @throws Error on a size mismatch. */
 export function softmaxRowsBackward(gpu: Gpu, y: Tensor, dy: Tensor, dx: Tensor, n: number, e: number): void {
   positive('softmaxRowsBackward', { n, e });
-  for (const [name, t] of [['y', y], ['dy', dy], ['dx', dx]] as const) need('softmaxRowsBackward', name, t, n * e, 'f32', '(N, E)');
+  for (const [name, t] of [['y', y], ['dy', dy], ['dx', dx]] as const) {
+    need('softmaxRowsBackward', name, t, n * e, 'f32', '(N, E)');
+  }
   run(gpu, 'softmax_bwd', { fa: y, fb: dy, fout: dx }, { n, c: e }, n);
 }
 
@@ -142,7 +175,16 @@ export function topKExperts(gpu: Gpu, probs: Tensor, top: Tensor, n: number, e: 
  * gates (N, k) = probs[n, top[n, j]], divided by their sum over j when `renormalise`
  * (Mixtral / GShard top-2) — Switch's top-1 keeps the raw probability.
  */
-export function routerGates(gpu: Gpu, probs: Tensor, top: Tensor, gates: Tensor, n: number, e: number, k: number, renormalise: boolean): void {
+export function routerGates(
+  gpu: Gpu,
+  probs: Tensor,
+  top: Tensor,
+  gates: Tensor,
+  n: number,
+  e: number,
+  k: number,
+  renormalise: boolean,
+): void {
   need('routerGates', 'probs', probs, n * e, 'f32', '(N, E)');
   need('routerGates', 'top', top, n * k, 'i32', '(N, k)');
   need('routerGates', 'gates', gates, n * k, 'f32', '(N, k)');
@@ -150,12 +192,27 @@ export function routerGates(gpu: Gpu, probs: Tensor, top: Tensor, gates: Tensor,
 }
 
 /** dprobs (N, E) += the VJP of {@link routerGates} for dgates (N, k). */
-export function routerGatesBackward(gpu: Gpu, probs: Tensor, top: Tensor, dgates: Tensor, dprobs: Tensor, n: number, e: number, k: number, renormalise: boolean): void {
+export function routerGatesBackward(
+  gpu: Gpu,
+  probs: Tensor,
+  top: Tensor,
+  dgates: Tensor,
+  dprobs: Tensor,
+  n: number,
+  e: number,
+  k: number,
+  renormalise: boolean,
+): void {
   need('routerGatesBackward', 'probs', probs, n * e, 'f32', '(N, E)');
   need('routerGatesBackward', 'dprobs', dprobs, n * e, 'f32', '(N, E)');
   need('routerGatesBackward', 'top', top, n * k, 'i32', '(N, k)');
   need('routerGatesBackward', 'dgates', dgates, n * k, 'f32', '(N, k)');
-  run(gpu, 'gates_bwd', { fa: probs, fb: dgates, ia: top, fout: dprobs }, { n, c: e, k, flags: renormalise ? RENORM : 0 }, n);
+  run(gpu, 'gates_bwd', { fa: probs, fb: dgates, ia: top, fout: dprobs }, {
+    n,
+    c: e,
+    k,
+    flags: renormalise ? RENORM : 0,
+  }, n);
 }
 
 /**
@@ -165,7 +222,14 @@ export function routerGatesBackward(gpu: Gpu, probs: Tensor, top: Tensor, dgates
  * whose load part is Switch's f_e·(N/G). First choices are placed before second choices.
  * @throws Error on a size or dtype mismatch.
  */
-export function assignSlots(gpu: Gpu, top: Tensor, slot: Tensor, slotSrc: Tensor, counts: Tensor, plan: SlotPlan): void {
+export function assignSlots(
+  gpu: Gpu,
+  top: Tensor,
+  slot: Tensor,
+  slotSrc: Tensor,
+  counts: Tensor,
+  plan: SlotPlan,
+): void {
   const { n, e, k, groups, capacity, rows } = plan;
   need('assignSlots', 'top', top, n * k, 'i32', '(N, k)');
   need('assignSlots', 'slot', slot, n * k, 'i32', '(N, k)');
@@ -176,7 +240,17 @@ export function assignSlots(gpu: Gpu, top: Tensor, slot: Tensor, slotSrc: Tensor
   for (let j = 0; j < k; j++) {
     for (let n0 = 0; n0 < n; n0 += TOKENS_PER_DISPATCH) {
       const n1 = Math.min(n, n0 + TOKENS_PER_DISPATCH);
-      run(gpu, 'assign', { ia: top, iout: slot, iout2: slotSrc, icnt: counts }, { n, e, k, j, n0, n1, gs: n / groups, cap: capacity, rows }, groups * e);
+      run(gpu, 'assign', { ia: top, iout: slot, iout2: slotSrc, icnt: counts }, {
+        n,
+        e,
+        k,
+        j,
+        n0,
+        n1,
+        gs: n / groups,
+        cap: capacity,
+        rows,
+      }, groups * e);
     }
   }
 }
@@ -194,7 +268,15 @@ export interface GatherOptions {
  * With div = k it maps slots back to tokens through slotSrc (n·k + j).
  * @throws Error on a size or dtype mismatch.
  */
-export function gatherRows(gpu: Gpu, x: Tensor, index: Tensor, out: Tensor, c: number, div = 1, o: GatherOptions = {}): void {
+export function gatherRows(
+  gpu: Gpu,
+  x: Tensor,
+  index: Tensor,
+  out: Tensor,
+  c: number,
+  div = 1,
+  o: GatherOptions = {},
+): void {
   positive('gatherRows', { c, div });
   const s = index.size;
   if (x.size % c) throw new Error(`gatherRows: x [${x.shape}] is not (M, C=${c})`);
@@ -210,7 +292,16 @@ export function gatherRows(gpu: Gpu, x: Tensor, index: Tensor, out: Tensor, c: n
  * The scatter-add of slot rows into tokens, run as a gather over the token → slot index.
  * @throws Error on a size or dtype mismatch.
  */
-export function gatherSumRows(gpu: Gpu, src: Tensor, index: Tensor, out: Tensor, n: number, k: number, c: number, o: GatherOptions = {}): void {
+export function gatherSumRows(
+  gpu: Gpu,
+  src: Tensor,
+  index: Tensor,
+  out: Tensor,
+  n: number,
+  k: number,
+  c: number,
+  o: GatherOptions = {},
+): void {
   positive('gatherSumRows', { n, k, c });
   if (src.size % c) throw new Error(`gatherSumRows: src [${src.shape}] is not (S, C=${c})`);
   need('gatherSumRows', 'index', index, n * k, 'i32', '(N, k)');
@@ -221,7 +312,17 @@ export function gatherSumRows(gpu: Gpu, src: Tensor, index: Tensor, out: Tensor,
 }
 
 /** out (N, k) (+)= ⟨a[n], src[index[n·k+j]]⟩ (0 where index < 0); a (N, C), src (S, C). */
-export function rowDots(gpu: Gpu, a: Tensor, src: Tensor, index: Tensor, out: Tensor, n: number, k: number, c: number, accumulate = true): void {
+export function rowDots(
+  gpu: Gpu,
+  a: Tensor,
+  src: Tensor,
+  index: Tensor,
+  out: Tensor,
+  n: number,
+  k: number,
+  c: number,
+  accumulate = true,
+): void {
   positive('rowDots', { n, k, c });
   need('rowDots', 'a', a, n * c, 'f32', '(N, C)');
   need('rowDots', 'index', index, n * k, 'i32', '(N, k)');
@@ -236,22 +337,34 @@ export function rowDots(gpu: Gpu, a: Tensor, src: Tensor, index: Tensor, out: Te
  * longest) and the sum runs as {@link gatherSumRows}, so no atomics are needed.
  * @throws Error when an index is outside −1 … N−1 or sizes disagree.
  */
-export function scatterAddRows(gpu: Gpu, src: Tensor, index: Int32Array, out: Tensor, n: number, c: number, weights?: Float32Array): void {
+export function scatterAddRows(
+  gpu: Gpu,
+  src: Tensor,
+  index: Int32Array,
+  out: Tensor,
+  n: number,
+  c: number,
+  weights?: Float32Array,
+): void {
   const s = index.length;
   need('scatterAddRows', 'src', src, s * c, 'f32', `(S=${s}, C=${c})`);
   if (weights && weights.length !== s) throw new Error(`scatterAddRows: ${weights.length} weights for ${s} rows`);
   const lists: number[][] = Array.from({ length: n }, () => []);
   index.forEach((t, i) => {
-    if (!Number.isInteger(t) || t < -1 || t >= n) throw new Error(`scatterAddRows: index[${i}] = ${t} is outside −1 … ${n - 1}`);
+    if (!Number.isInteger(t) || t < -1 || t >= n) {
+      throw new Error(`scatterAddRows: index[${i}] = ${t} is outside −1 … ${n - 1}`);
+    }
     if (t >= 0) lists[t].push(i);
   });
   const k = Math.max(1, ...lists.map((l) => l.length));
   const inv = new Int32Array(n * k).fill(-1);
   const w = new Float32Array(n * k);
-  lists.forEach((l, t) => l.forEach((i, j) => {
-    inv[t * k + j] = i;
-    w[t * k + j] = weights ? weights[i] : 1;
-  }));
+  lists.forEach((l, t) =>
+    l.forEach((i, j) => {
+      inv[t * k + j] = i;
+      w[t * k + j] = weights ? weights[i] : 1;
+    })
+  );
   const invT = gpu.upload(inv, [n, k], 'i32', 'scatter.inverse');
   const wT = gpu.upload(w, [n, k], 'f32', 'scatter.weights');
   gatherSumRows(gpu, src, invT, out, n, k, c, { weights: wT, accumulate: true });
@@ -265,7 +378,13 @@ export function groupColumnSum(gpu: Gpu, probs: Tensor, out: Tensor, plan: SlotP
   need('groupColumnSum', 'probs', probs, n * e, 'f32', '(N, E)');
   need('groupColumnSum', 'out', out, groups * e, 'f32', '(G·E)');
   for (let n0 = 0; n0 < n; n0 += TOKENS_PER_DISPATCH) {
-    run(gpu, 'group_colsum', { fa: probs, fout: out }, { n, e, n0, n1: Math.min(n, n0 + TOKENS_PER_DISPATCH), gs: n / groups }, groups * e);
+    run(gpu, 'group_colsum', { fa: probs, fout: out }, {
+      n,
+      e,
+      n0,
+      n1: Math.min(n, n0 + TOKENS_PER_DISPATCH),
+      gs: n / groups,
+    }, groups * e);
   }
 }
 
@@ -274,21 +393,50 @@ export function groupColumnSum(gpu: Gpu, probs: Tensor, out: Tensor, plan: SlotP
  * (Switch eq. 4 averaged over groups), f from counts' load part, P from colsum (G·E);
  * prev (2) is a cross-entropy [mean, count] or (3) a previous aux op's output.
  */
-export function auxLossForward(gpu: Gpu, colsum: Tensor, counts: Tensor, prev: Tensor, out: Tensor, plan: SlotPlan, alpha: number): void {
+export function auxLossForward(
+  gpu: Gpu,
+  colsum: Tensor,
+  counts: Tensor,
+  prev: Tensor,
+  out: Tensor,
+  plan: SlotPlan,
+  alpha: number,
+): void {
   const { n, e, groups } = plan;
   need('auxLossForward', 'colsum', colsum, groups * e, 'f32', '(G·E)');
   need('auxLossForward', 'counts', counts, 2 * groups * e, 'i32', '(2·G·E)');
   need('auxLossForward', 'out', out, 3, 'f32', '(3)');
-  if (prev.size !== 2 && prev.size !== 3) throw new Error(`auxLossForward: prev must be a loss (2) or (3), got [${prev.shape}]`);
+  if (prev.size !== 2 && prev.size !== 3) {
+    throw new Error(`auxLossForward: prev must be a loss (2) or (3), got [${prev.shape}]`);
+  }
   const gs = n / groups;
-  run(gpu, 'aux_fwd', { fa: colsum, fb: prev, ia: counts, fout: out }, { n, e, gs, flags: prev.size === 3 ? PREV_AUX : 0, alpha: (alpha * e) / (groups * gs * gs) }, 1);
+  run(gpu, 'aux_fwd', { fa: colsum, fb: prev, ia: counts, fout: out }, {
+    n,
+    e,
+    gs,
+    flags: prev.size === 3 ? PREV_AUX : 0,
+    alpha: (alpha * e) / (groups * gs * gs),
+  }, 1);
 }
 
 /** dprobs (N, E) += scale·(α·E/G)·f_ge/(N/G): the gradient of {@link auxLossForward} through P. */
-export function auxLossBackward(gpu: Gpu, counts: Tensor, dprobs: Tensor, plan: SlotPlan, alpha: number, scale: number): void {
+export function auxLossBackward(
+  gpu: Gpu,
+  counts: Tensor,
+  dprobs: Tensor,
+  plan: SlotPlan,
+  alpha: number,
+  scale: number,
+): void {
   const { n, e, groups } = plan;
   need('auxLossBackward', 'counts', counts, 2 * groups * e, 'i32', '(2·G·E)');
   need('auxLossBackward', 'dprobs', dprobs, n * e, 'f32', '(N, E)');
   const gs = n / groups;
-  run(gpu, 'aux_bwd', { ia: counts, fout: dprobs }, { n, e, gs, alpha: (scale * alpha * e) / (groups * gs * gs) }, n * e);
+  run(
+    gpu,
+    'aux_bwd',
+    { ia: counts, fout: dprobs },
+    { n, e, gs, alpha: (scale * alpha * e) / (groups * gs * gs) },
+    n * e,
+  );
 }

@@ -4,7 +4,7 @@
  * uniform noise ε ~ U(−1, 1) scaled by α/√(T·C). The noise comes from a counter-based hash of
  * (seed, element index), so it needs no state and is reproducible from the seed alone.
  */
-import { type Gpu, f32bits } from '../gpu/context.ts';
+import { f32bits, type Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { hash32 } from '../util/random.ts';
 import { grid1d } from './grid.ts';
@@ -26,7 +26,9 @@ export function noiseValue(seed: number, i: number): number {
  */
 export function addUniformNoise(gpu: Gpu, x: Tensor, scale: number, seed: number): void {
   if (x.dtype !== 'f32') throw new Error(`addUniformNoise: x must be f32, got ${x.dtype}`);
-  if (!Number.isFinite(scale) || scale < 0) throw new Error(`addUniformNoise: scale must be a finite number ≥ 0, got ${scale}`);
+  if (!Number.isFinite(scale) || scale < 0) {
+    throw new Error(`addUniformNoise: scale must be a finite number ≥ 0, got ${scale}`);
+  }
   if (scale === 0 || x.size === 0) return;
   gpu.dispatch(
     { key: 'noise.add_uniform', code: gpu.shaders.noise, entryPoint: 'add_uniform' },
@@ -43,9 +45,18 @@ export function addUniformNoise(gpu: Gpu, x: Tensor, scale: number, seed: number
  * @param opts α ≥ 0 (0 = off; the paper uses 5, 10 or 15) and the noise seed; undefined = off.
  * @throws Error when x is not (B, T, C) or α is negative.
  */
-export function applyNeftune(gpu: Gpu, x: Tensor, b: number, t: number, c: number, opts: { alpha: number; seed: number } | undefined): void {
+export function applyNeftune(
+  gpu: Gpu,
+  x: Tensor,
+  b: number,
+  t: number,
+  c: number,
+  opts: { alpha: number; seed: number } | undefined,
+): void {
   if (!opts || opts.alpha === 0) return;
-  if (!(opts.alpha > 0) || !Number.isFinite(opts.alpha)) throw new Error(`NEFTune: alpha must be a finite number ≥ 0, got ${opts.alpha}`);
+  if (!(opts.alpha > 0) || !Number.isFinite(opts.alpha)) {
+    throw new Error(`NEFTune: alpha must be a finite number ≥ 0, got ${opts.alpha}`);
+  }
   if (x.size !== b * t * c) throw new Error(`NEFTune: x [${x.shape}] is not (B=${b}, T=${t}, C=${c})`);
   addUniformNoise(gpu, x, opts.alpha / Math.sqrt(t * c), opts.seed);
 }

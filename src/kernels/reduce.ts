@@ -74,9 +74,7 @@ export function rowKernel(
     if (2 * Math.ceil(rowLength / lanes) + 16 > LAVAPIPE_LOOP_CAP) {
       throw new Error(
         `${name}.${entry}: rows of ${rowLength} elements exceed what a CPU adapter's invocation can loop over ` +
-          `(lavapipe stops at ${LAVAPIPE_LOOP_CAP} iterations; at most ${
-            256 * 32000
-          } elements per row)`,
+          `(lavapipe stops at ${LAVAPIPE_LOOP_CAP} iterations; at most ${256 * 32000} elements per row)`,
       );
     }
   } else [lanes, wg] = [rowLanes(rowLength, perLane), 256];
@@ -216,7 +214,9 @@ export function countNonFinite(gpu: Gpu, x: Tensor, count: Tensor): void {
   expectDtype('countNonFinite', 'count', count, 'u32');
   if (count.size < 1) throw new Error('countNonFinite: count must hold at least one element');
   if (x.buffer === count.buffer) {
-    throw new Error('countNonFinite: x and count share one GPUBuffer; WebGPU cannot bind it read-only and writable at once');
+    throw new Error(
+      'countNonFinite: x and count share one GPUBuffer; WebGPU cannot bind it read-only and writable at once',
+    );
   }
   if (x.size === 0) return;
   const groups = Math.max(1, Math.min(MAX_COUNT_GROUPS, Math.ceil(x.size / (256 * 16))));

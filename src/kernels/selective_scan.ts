@@ -65,8 +65,17 @@ function checkInputs(what: string, s: ScanDims, ts: Record<string, Tensor | null
   checkDims(what, s);
   const { b, t, d, n } = s;
   const shapes: Record<string, number[]> = {
-    u: [b, t, d], delta: [b, t, d], z: [b, t, d], out: [b, t, d], dout: [b, t, d],
-    Bm: [b, t, n], Cm: [b, t, n], A: [d, n], Dskip: [d], bias: [d], states: scanStateShape(s),
+    u: [b, t, d],
+    delta: [b, t, d],
+    z: [b, t, d],
+    out: [b, t, d],
+    dout: [b, t, d],
+    Bm: [b, t, n],
+    Cm: [b, t, n],
+    A: [d, n],
+    Dskip: [d],
+    bias: [d],
+    states: scanStateShape(s),
   };
   for (const k of ['u', 'delta', 'z', 'A', 'Bm', 'Cm', 'Dskip', 'bias']) shapes[`d${k}`] = shapes[k];
   shapes.dB = shapes.Bm;
@@ -119,7 +128,15 @@ function at(base: Tensor, off: number, n: number): Tensor {
 }
 
 /** Pooled [A | Dskip | bias | extra…] scratch, so the kernels bind one buffer for the small operands. */
-function packParams(gpu: Gpu, A: Tensor, Dskip: Tensor, bias: Tensor, s: ScanDims, extra: number, label: string): Tensor {
+function packParams(
+  gpu: Gpu,
+  A: Tensor,
+  Dskip: Tensor,
+  bias: Tensor,
+  s: ScanDims,
+  extra: number,
+  label: string,
+): Tensor {
   const dn = s.d * s.n;
   const w = gpu.zeros([dn + 2 * s.d + extra], 'f32', label);
   gpu.copy(A, at(w, 0, dn));
@@ -145,13 +162,26 @@ function forwardChunks(gpu: Gpu, s: ScanDims, slots: Record<number, Tensor>, has
  *   GPUBuffer with another operand.
  */
 export function selectiveScanForward(
-  gpu: Gpu, u: Tensor, delta: Tensor, A: Tensor, Bm: Tensor, Cm: Tensor, Dskip: Tensor, bias: Tensor,
-  z: Tensor | null, out: Tensor, states: Tensor, s: ScanDims,
+  gpu: Gpu,
+  u: Tensor,
+  delta: Tensor,
+  A: Tensor,
+  Bm: Tensor,
+  Cm: Tensor,
+  Dskip: Tensor,
+  bias: Tensor,
+  z: Tensor | null,
+  out: Tensor,
+  states: Tensor,
+  s: ScanDims,
 ): void {
   const what = 'selectiveScanForward';
   checkInputs(what, s, { u, delta, A, Bm, Cm, Dskip, bias, z, out, states });
   checkCpuN(what, gpu, s);
-  const ins: [string, Tensor][] = [['u', u], ['delta', delta], ['A', A], ['Bm', Bm], ['Cm', Cm], ['Dskip', Dskip], ['bias', bias]];
+  const ins: [string, Tensor][] = [['u', u], ['delta', delta], ['A', A], ['Bm', Bm], ['Cm', Cm], ['Dskip', Dskip], [
+    'bias',
+    bias,
+  ]];
   if (z) ins.push(['z', z]);
   checkDistinct(what, [['out', out], ['states', states]], ins);
   const prm = packParams(gpu, A, Dskip, bias, s, 0, 'selective_scan.prm');
@@ -164,7 +194,9 @@ export function selectiveScanForward(
 
 function checkCpuN(what: string, gpu: Gpu, s: ScanDims): void {
   if (gpu.isCpu && s.n > SCAN_MAX_N_CPU) {
-    throw new Error(`${what}: state size n=${s.n} is over ${SCAN_MAX_N_CPU}, the most a CPU-adapter dispatch can loop over`);
+    throw new Error(
+      `${what}: state size n=${s.n} is over ${SCAN_MAX_N_CPU}, the most a CPU-adapter dispatch can loop over`,
+    );
   }
 }
 
@@ -178,25 +210,60 @@ function checkCpuN(what: string, gpu: Gpu, s: ScanDims): void {
  *   or when a gradient shares a GPUBuffer with another operand.
  */
 export function selectiveScanBackward(
-  gpu: Gpu, u: Tensor, delta: Tensor, A: Tensor, Bm: Tensor, Cm: Tensor, Dskip: Tensor, bias: Tensor,
-  z: Tensor | null, states: Tensor, dout: Tensor,
-  grads: { du: Tensor; ddelta: Tensor; dA: Tensor; dB: Tensor; dC: Tensor; dD: Tensor; dbias: Tensor; dz: Tensor | null },
+  gpu: Gpu,
+  u: Tensor,
+  delta: Tensor,
+  A: Tensor,
+  Bm: Tensor,
+  Cm: Tensor,
+  Dskip: Tensor,
+  bias: Tensor,
+  z: Tensor | null,
+  states: Tensor,
+  dout: Tensor,
+  grads: {
+    du: Tensor;
+    ddelta: Tensor;
+    dA: Tensor;
+    dB: Tensor;
+    dC: Tensor;
+    dD: Tensor;
+    dbias: Tensor;
+    dz: Tensor | null;
+  },
   s: ScanDims,
 ): void {
   const what = 'selectiveScanBackward';
   checkInputs(what, s, { u, delta, A, Bm, Cm, Dskip, bias, z, states, dout });
   checkCpuN(what, gpu, s);
   const { du, ddelta, dA, dB, dC, dD, dbias, dz } = grads;
-  if ((z === null) !== (dz === null)) throw new Error(`${what}: dz must be given exactly when z is (z ${z ? 'given' : 'null'})`);
+  if ((z === null) !== (dz === null)) {
+    throw new Error(`${what}: dz must be given exactly when z is (z ${z ? 'given' : 'null'})`);
+  }
   checkInputs(what, s, { du, ddelta, dA, dB, dC, dD, dbias, dz });
-  const ins: [string, Tensor][] = [['u', u], ['delta', delta], ['A', A], ['Bm', Bm], ['Cm', Cm], ['Dskip', Dskip], ['bias', bias], ['states', states], ['dout', dout]];
+  const ins: [string, Tensor][] = [
+    ['u', u],
+    ['delta', delta],
+    ['A', A],
+    ['Bm', Bm],
+    ['Cm', Cm],
+    ['Dskip', Dskip],
+    ['bias', bias],
+    ['states', states],
+    ['dout', dout],
+  ];
   if (z) ins.push(['z', z]);
-  const outs: [string, Tensor][] = [['du', du], ['ddelta', ddelta], ['dA', dA], ['dB', dB], ['dC', dC], ['dD', dD], ['dbias', dbias]];
+  const outs: [string, Tensor][] = [['du', du], ['ddelta', ddelta], ['dA', dA], ['dB', dB], ['dC', dC], ['dD', dD], [
+    'dbias',
+    dbias,
+  ]];
   if (dz) outs.push(['dz', dz]);
   checkDistinct(what, outs, ins);
 
   const { b, d, n } = s;
-  if (gpu.isCpu && 3 * b > CPU_LOOP_BUDGET) throw new Error(`${what}: batch b=${b} is over what one CPU-adapter dispatch can sum`);
+  if (gpu.isCpu && 3 * b > CPU_LOOP_BUDGET) {
+    throw new Error(`${what}: batch b=${b} is over what one CPU-adapter dispatch can sum`);
+  }
   const nc = Math.ceil(s.t / SCAN_CHUNK);
   const sz = b * d * nc * n;
   const dn = d * n;
@@ -214,21 +281,46 @@ export function selectiveScanBackward(
       const st2 = gpu.empty(scanStateShape(s), 'f32', 'selective_scan.states2');
       owned.push(y, st2);
       forwardChunks(gpu, s, { 0: u, 1: delta, 2: Bm, 3: Cm, 4: u, 5: wk, 6: y, 7: st2 }, false);
-      dispatch(gpu, 'selective_scan_bwd', 'gate_bwd', s, { 4: z, 8: dout, 12: y, 13: dz }, b * s.t * d, { c_lo: 0, c_hi: 0, d_lo: 0, d_hi: 0 });
+      dispatch(gpu, 'selective_scan_bwd', 'gate_bwd', s, { 4: z, 8: dout, 12: y, 13: dz }, b * s.t * d, {
+        c_lo: 0,
+        c_hi: 0,
+        d_lo: 0,
+        d_hi: 0,
+      });
       g = y;
     }
     const common = { 0: u, 1: delta, 2: Bm, 3: Cm, 8: g, 9: wk };
     const perChunk = 2 * SCAN_CHUNK + n * (2 * SCAN_CHUNK + 3) + 2;
     const chunks = pieces(nc, Math.floor(CPU_LOOP_BUDGET / perChunk), scanTuning.chunksPerDispatch, gpu.isCpu);
     for (const [lo, hi] of chunks.reverse()) {
-      dispatch(gpu, 'selective_scan_bwd', 'bwd_main', s, { ...common, 10: du, 11: ddelta }, b * d, { c_lo: lo, c_hi: hi, d_lo: 0, d_hi: 0 }, { offs });
+      dispatch(gpu, 'selective_scan_bwd', 'bwd_main', s, { ...common, 10: du, 11: ddelta }, b * d, {
+        c_lo: lo,
+        c_hi: hi,
+        d_lo: 0,
+        d_hi: 0,
+      }, { offs });
     }
     const perChannel = 2 * SCAN_CHUNK + 1;
-    const chans = pieces(d, Math.floor((CPU_LOOP_BUDGET - SCAN_CHUNK) / perChannel), scanTuning.channelsPerDispatch, gpu.isCpu);
+    const chans = pieces(
+      d,
+      Math.floor((CPU_LOOP_BUDGET - SCAN_CHUNK) / perChannel),
+      scanTuning.channelsPerDispatch,
+      gpu.isCpu,
+    );
     for (const [lo, hi] of chans) {
-      dispatch(gpu, 'selective_scan_bwd', 'bwd_bc', s, { ...common, 14: dB, 15: dC }, b * nc * n, { c_lo: 0, c_hi: nc, d_lo: lo, d_hi: hi }, { offs });
+      dispatch(gpu, 'selective_scan_bwd', 'bwd_bc', s, { ...common, 14: dB, 15: dC }, b * nc * n, {
+        c_lo: 0,
+        c_hi: nc,
+        d_lo: lo,
+        d_hi: hi,
+      }, { offs });
     }
-    dispatch(gpu, 'selective_scan_bwd', 'bwd_reduce', s, { 9: wk, 16: dA, 17: dD, 18: dbias }, dn, { c_lo: 0, c_hi: 0, d_lo: 0, d_hi: 0 }, { offs });
+    dispatch(gpu, 'selective_scan_bwd', 'bwd_reduce', s, { 9: wk, 16: dA, 17: dD, 18: dbias }, dn, {
+      c_lo: 0,
+      c_hi: 0,
+      d_lo: 0,
+      d_hi: 0,
+    }, { offs });
   } finally {
     for (const t of owned) t.release();
   }

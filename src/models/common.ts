@@ -33,6 +33,8 @@ export function checkPositive(what: string, cfg: object, keys: string[]): void {
   const rec = cfg as Record<string, unknown>;
   for (const k of keys) {
     const v = rec[k];
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) throw new Error(`${what}: ${k} must be a positive integer, got ${v}`);
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) {
+      throw new Error(`${what}: ${k} must be a positive integer, got ${v}`);
+    }
   }
 }

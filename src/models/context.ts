@@ -56,7 +56,15 @@ export interface ModelContext {
    * x (B·T, C) = wte[tokens] + positions[pos] where pos are the global positions of this rank's
    * tokens: the learned table wpe (`learned`), or a frozen zero table for models without one.
    */
-  embed(tape: Tape, input: ModelInput, wte: Tensor, positions: Tensor, learned: boolean, b: number, t: number): Maybe<Tensor>;
+  embed(
+    tape: Tape,
+    input: ModelInput,
+    wte: Tensor,
+    positions: Tensor,
+    learned: boolean,
+    b: number,
+    t: number,
+  ): Maybe<Tensor>;
   /**
    * The tied LM head on the final hidden states xf (N, C): logits (N, V) and, with targets, the
    * mean cross-entropy loss (2) = [mean, count] with its gradient seeded by `opts.gradScale`.
@@ -76,7 +84,8 @@ export const LOCAL: ModelContext = {
   },
   head(tape, xf, wte, input, opts) {
     // Weight tied to wte; with targets the head runs in row chunks when (B·T, V) exceeds a binding.
-    const targets = input.targets ?? (input.hostTargets ? uploadIds(tape, input.hostTargets, [input.hostTargets.length], 'targets') : null);
+    const targets = input.targets ??
+      (input.hostTargets ? uploadIds(tape, input.hostTargets, [input.hostTargets.length], 'targets') : null);
     if (targets) return lmHeadLoss(tape, xf, wte, targets, opts.gradScale ?? 1);
     return { logits: linear(tape, xf, wte, null, 'lm_head'), loss: null }; // (B·T, V)
   },

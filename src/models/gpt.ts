@@ -115,13 +115,36 @@ export class GPT implements LayeredModel {
   }
 
   /** See {@link LanguageModel.forward}. */
-  forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): Promise<ForwardResult> {
+  forward(
+    tape: Tape,
+    tokens: Tensor,
+    hostTokens: Int32Array,
+    targets: Tensor | null,
+    b: number,
+    t: number,
+    opts: ForwardOptions = {},
+  ): Promise<ForwardResult> {
     return localForward(this, tape, tokens, hostTokens, targets, b, t, opts);
   }
 
   /** x (B, T, C) = wte[tokens] + wpe[positions], plus NEFTune noise in training passes. */
-  async embed(ctx: ModelContext, tape: Tape, input: ModelInput, b: number, t: number, opts: ForwardOptions): Promise<Tensor> {
-    const x = await ctx.embed(tape, input, this.p('transformer.wte.weight'), this.p('transformer.wpe.weight'), true, b, t); // (B, T, C)
+  async embed(
+    ctx: ModelContext,
+    tape: Tape,
+    input: ModelInput,
+    b: number,
+    t: number,
+    opts: ForwardOptions,
+  ): Promise<Tensor> {
+    const x = await ctx.embed(
+      tape,
+      input,
+      this.p('transformer.wte.weight'),
+      this.p('transformer.wpe.weight'),
+      true,
+      b,
+      t,
+    ); // (B, T, C)
     applyNeftune(this.gpu, x, b, t, this.cfg.nEmbd, opts.neftune); // in place: the embedding backward does not read x
     return x;
   }
@@ -164,7 +187,9 @@ export class GPT implements LayeredModel {
 
   describe(): string {
     const { nLayer, nHead, nEmbd, blockSize } = this.cfg;
-    return `gpt · ${nLayer} layers · ${nHead} heads · width ${nEmbd} · block ${blockSize} · ${this.cfg.attention ?? 'flash'} attention`;
+    return `gpt · ${nLayer} layers · ${nHead} heads · width ${nEmbd} · block ${blockSize} · ${
+      this.cfg.attention ?? 'flash'
+    } attention`;
   }
 
   /** Training FLOPs per token (forward + backward): 6N + 12·L·C·T, as nanoGPT's estimate_mfu (PaLM, arXiv 2204.02311, appendix B). */

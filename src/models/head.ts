@@ -37,13 +37,20 @@ export function headRowGranule(gpu: Gpu): number {
  * @throws Error when V is not a positive integer.
  */
 export function headChunkRows(gpu: Gpu, vocab: number): number {
-  if (!Number.isInteger(vocab) || vocab < 1) throw new Error(`headChunkRows: vocabulary size must be a positive integer, got ${vocab}`);
+  if (!Number.isInteger(vocab) || vocab < 1) {
+    throw new Error(`headChunkRows: vocabulary size must be a positive integer, got ${vocab}`);
+  }
   const g = headRowGranule(gpu);
   const lim = gpu.device.limits;
   const fit = Math.floor(Math.min(lim.maxStorageBufferBindingSize, lim.maxBufferSize) / (4 * vocab));
   let rows = Math.floor(fit / g) * g;
   if (rows < g) {
-    throw new DeviceLimitError('maxStorageBufferBindingSize', g * vocab * 4, lim.maxStorageBufferBindingSize, `LM head logits of ${g} rows × vocabulary ${vocab} (the smallest aligned chunk)`);
+    throw new DeviceLimitError(
+      'maxStorageBufferBindingSize',
+      g * vocab * 4,
+      lim.maxStorageBufferBindingSize,
+      `LM head logits of ${g} rows × vocabulary ${vocab} (the smallest aligned chunk)`,
+    );
   }
   const cap = headTuning.maxRows;
   if (cap > 0) rows = Math.min(rows, Math.max(g, Math.floor(cap / g) * g));
@@ -75,11 +82,21 @@ function element(t: Tensor, i: number): Tensor {
  * @throws Error when the shapes disagree; DeviceLimitError when even one aligned chunk of rows
  *   does not fit a binding.
  */
-export function lmHeadLoss(tape: Tape, xf: Tensor, wte: Tensor, targets: Tensor, gradScale = 1): { logits: Tensor | null; loss: Tensor } {
+export function lmHeadLoss(
+  tape: Tape,
+  xf: Tensor,
+  wte: Tensor,
+  targets: Tensor,
+  gradScale = 1,
+): { logits: Tensor | null; loss: Tensor } {
   const [vocab, c] = wte.shape;
   const n = targets.size;
-  if (wte.shape.length !== 2 || xf.size !== n * c || xf.shape[xf.shape.length - 1] !== c || xf.shape.length < 2 || n < 1) {
-    throw new Error(`lmHeadLoss: xf [${xf.shape}] must be (N, C) for targets [${targets.shape}] (N=${n} ≥ 1) and wte [${wte.shape}] (V, C)`);
+  if (
+    wte.shape.length !== 2 || xf.size !== n * c || xf.shape[xf.shape.length - 1] !== c || xf.shape.length < 2 || n < 1
+  ) {
+    throw new Error(
+      `lmHeadLoss: xf [${xf.shape}] must be (N, C) for targets [${targets.shape}] (N=${n} ≥ 1) and wte [${wte.shape}] (V, C)`,
+    );
   }
   if (targets.dtype !== 'i32') throw new Error(`lmHeadLoss: targets must be i32, got ${targets.dtype}`);
   const lim = tape.gpu.device.limits;

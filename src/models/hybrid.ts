@@ -33,7 +33,9 @@ export class Hybrid extends Mamba {
     if (!Number.isInteger(cfg.nHead) || cfg.nHead < 1 || cfg.nEmbd % cfg.nHead !== 0) {
       throw new Error(`hybrid model: nEmbd (${cfg.nEmbd}) must be divisible by nHead (${cfg.nHead})`);
     }
-    if (!Number.isInteger(cfg.attnEvery) || cfg.attnEvery < 1) throw new Error(`hybrid model: attnEvery must be a positive integer, got ${cfg.attnEvery}`);
+    if (!Number.isInteger(cfg.attnEvery) || cfg.attnEvery < 1) {
+      throw new Error(`hybrid model: attnEvery must be a positive integer, got ${cfg.attnEvery}`);
+    }
     const C = cfg.nEmbd;
     const uses = Math.floor(cfg.nLayer / cfg.attnEvery);
     super(gpu, cfg, seed, (s) => {
@@ -48,10 +50,18 @@ export class Hybrid extends Mamba {
   }
 
   /** The shared pre-norm attention + MLP block after every attnEvery-th Mamba layer. */
-  protected override async afterLayer(ctx: ModelContext, tape: Tape, x: Tensor, i: number, b: number, t: number): Promise<Tensor> {
+  protected override async afterLayer(
+    ctx: ModelContext,
+    tape: Tape,
+    x: Tensor,
+    i: number,
+    b: number,
+    t: number,
+  ): Promise<Tensor> {
     if ((i + 1) % this.cfg.attnEvery !== 0) return x;
     const p = this.p, c = this.cfg.nEmbd, n = `shared@${i}`;
-    const lin = (x: Tensor, name: string, label: string) => ctx.linear(tape, x, `shared.${name}`, p(`shared.${name}.weight`), null, `${n}.${label}`);
+    const lin = (x: Tensor, name: string, label: string) =>
+      ctx.linear(tape, x, `shared.${name}`, p(`shared.${name}.weight`), null, `${n}.${label}`);
     const a = rmsNorm(tape, x, p('shared.norm_1.weight'), `${n}.norm_1`); // (B·T, C)
     const qkv = await lin(a, 'attn.c_attn', 'c_attn'); // (B·T, 3C)
     const y = await ctx.attention(tape, qkv, { b, t, c, nh: this.cfg.nHead }, `${n}.attn`); // (B, T, C)
@@ -72,6 +82,8 @@ export class Hybrid extends Mamba {
   }
 
   override describe(): string {
-    return `${super.describe().replace(/^mamba/, 'hybrid (Zamba-style)')} · shared attention (${this.cfg.nHead} heads) every ${this.cfg.attnEvery} layers`;
+    return `${
+      super.describe().replace(/^mamba/, 'hybrid (Zamba-style)')
+    } · shared attention (${this.cfg.nHead} heads) every ${this.cfg.attnEvery} layers`;
   }
 }

@@ -15,7 +15,7 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { add, logSigmoid, lerp, mul, reluSquared, rmsNorm, sigmoid, silu, tokenShift } from '../autograd/ops.ts';
+import { add, lerp, logSigmoid, mul, reluSquared, rmsNorm, sigmoid, silu, tokenShift } from '../autograd/ops.ts';
 import { linearAttention, recurrentLinearAttention } from '../autograd/mixer_ops.ts';
 import type { Tape } from '../autograd/tape.ts';
 import { ParamStore, type Placement, placeSpecs } from '../nn/params.ts';
@@ -90,7 +90,9 @@ export class LinearLM implements LayeredModel {
    */
   constructor(readonly gpu: Gpu, readonly cfg: LinearConfig, seed: number, place?: Placement) {
     checkPositive('linear model', cfg, ['vocabSize', 'blockSize', 'nLayer', 'nHead', 'nEmbd']);
-    if (cfg.nEmbd % cfg.nHead !== 0) throw new Error(`linear model: nEmbd (${cfg.nEmbd}) must be divisible by nHead (${cfg.nHead})`);
+    if (cfg.nEmbd % cfg.nHead !== 0) {
+      throw new Error(`linear model: nEmbd (${cfg.nEmbd}) must be divisible by nHead (${cfg.nHead})`);
+    }
     this.nLayer = cfg.nLayer;
     const rng = new Random(seed), random = () => rng.normal(), specs = linearParamSpecs(cfg).specs;
     this.params = new ParamStore(gpu, place ? placeSpecs(specs, random, place) : specs, random);
@@ -99,12 +101,27 @@ export class LinearLM implements LayeredModel {
   }
 
   /** See {@link LanguageModel.forward}. */
-  forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): Promise<ForwardResult> {
+  forward(
+    tape: Tape,
+    tokens: Tensor,
+    hostTokens: Int32Array,
+    targets: Tensor | null,
+    b: number,
+    t: number,
+    opts: ForwardOptions = {},
+  ): Promise<ForwardResult> {
     return localForward(this, tape, tokens, hostTokens, targets, b, t, opts);
   }
 
   /** x (B, T, C) = emb[tokens] (+ NEFTune noise in training passes); the decays carry position. */
-  async embed(ctx: ModelContext, tape: Tape, input: ModelInput, b: number, t: number, opts: ForwardOptions): Promise<Tensor> {
+  async embed(
+    ctx: ModelContext,
+    tape: Tape,
+    input: ModelInput,
+    b: number,
+    t: number,
+    opts: ForwardOptions,
+  ): Promise<Tensor> {
     const x = await ctx.embed(tape, input, this.p('emb.weight'), this.noPositions, false, b, t); // (B, T, C)
     applyNeftune(this.gpu, x, b, t, this.cfg.nEmbd, opts.neftune);
     return x;
@@ -114,7 +131,8 @@ export class LinearLM implements LayeredModel {
   async block(ctx: ModelContext, tape: Tape, x: Tensor, i: number, b: number, t: number): Promise<Tensor> {
     const { nHead: h, nEmbd: c, decay } = this.cfg, p = this.p, hs = c / h, n = `blocks.${i}`;
     const dims = { b, t, h, dk: hs, dv: hs, scale: 1 / Math.sqrt(hs) };
-    const lin = (x: Tensor, name: string, label: string, bias = false) => ctx.linear(tape, x, `${n}.${name}`, p(`${n}.${name}.weight`), bias ? p(`${n}.${name}.bias`) : null, label);
+    const lin = (x: Tensor, name: string, label: string, bias = false) =>
+      ctx.linear(tape, x, `${n}.${name}`, p(`${n}.${name}.weight`), bias ? p(`${n}.${name}.bias`) : null, label);
     // ---- time mixing
     const a = rmsNorm(tape, x, p(`${n}.ln1.weight`), `${n}.ln1`); // (B·T, C)
     const sa = tokenShift(tape, a, b, t, `${n}.att.shift`); // (B·T, C): token t−1

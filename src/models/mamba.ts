@@ -63,7 +63,11 @@ export function mambaBlockSpecs(s: SpecList, p: string, cfg: MambaConfig, projSt
   s.matrix(`${p}.mixer.x_proj_C.weight`, [N, D], std);
   s.matrix(`${p}.mixer.dt_proj.weight`, [D, R], 1 / Math.sqrt(3 * R)); // dt_init "random": U(±R^-½)
   const dtMin = 1e-3, dtMax = 1e-1;
-  s.values(`${p}.mixer.dt_proj.bias`, [D], (d) => softplusInverse(dtMin * Math.pow(dtMax / dtMin, D > 1 ? d / (D - 1) : 0.5)));
+  s.values(
+    `${p}.mixer.dt_proj.bias`,
+    [D],
+    (d) => softplusInverse(dtMin * Math.pow(dtMax / dtMin, D > 1 ? d / (D - 1) : 0.5)),
+  );
   s.values(`${p}.mixer.A_raw`, [D, N], (i) => -softplusInverse(1 + (i % N))); // logσ(A_raw) = −(n+1)
   s.constant(`${p}.mixer.D`, [D], 1);
   s.matrix(`${p}.mixer.out_proj.weight`, [C, D], projStd);
@@ -76,10 +80,20 @@ export function mambaBlockSpecs(s: SpecList, p: string, cfg: MambaConfig, projSt
  * (B·T, R + 2N) output summed), dt_proj column-parallel, out_proj row-parallel.
  * @param x (B·T, C) residual stream. @returns the new residual stream (B·T, C).
  */
-export async function mambaBlock(ctx: ModelContext, tape: Tape, x: Tensor, p: (name: string) => Tensor, n: string, cfg: MambaConfig, b: number, t: number): Promise<Tensor> {
+export async function mambaBlock(
+  ctx: ModelContext,
+  tape: Tape,
+  x: Tensor,
+  p: (name: string) => Tensor,
+  n: string,
+  cfg: MambaConfig,
+  b: number,
+  t: number,
+): Promise<Tensor> {
   const { dState: N, dConv: K } = cfg;
   const m = `${n}.mixer`;
-  const lin = (x: Tensor, name: string) => ctx.linear(tape, x, `${m}.${name}`, p(`${m}.${name}.weight`), null, `${m}.${name}`);
+  const lin = (x: Tensor, name: string) =>
+    ctx.linear(tape, x, `${m}.${name}`, p(`${m}.${name}.weight`), null, `${m}.${name}`);
   const a = rmsNorm(tape, x, p(`${n}.norm.weight`), `${n}.norm`); // (B·T, C)
   const xi = await lin(a, 'in_proj_x'); // (B·T, D), D = this rank's inner channels
   const z = await lin(a, 'in_proj_z'); // (B·T, D)
@@ -90,7 +104,19 @@ export async function mambaBlock(ctx: ModelContext, tape: Tape, x: Tensor, p: (n
   const Bm = await lin(u, 'x_proj_B'); // (B·T, N)
   const Cm = await lin(u, 'x_proj_C'); // (B·T, N)
   const A = logSigmoid(tape, p(`${m}.A_raw`), 1, `${m}.A`); // (D, N), < 0
-  const y = selectiveScan(tape, u, delta, A, Bm, Cm, p(`${m}.D`), p(`${m}.dt_proj.bias`), z, { b, t, d: D, n: N }, `${m}.scan`); // (B, T, D)
+  const y = selectiveScan(
+    tape,
+    u,
+    delta,
+    A,
+    Bm,
+    Cm,
+    p(`${m}.D`),
+    p(`${m}.dt_proj.bias`),
+    z,
+    { b, t, d: D, n: N },
+    `${m}.scan`,
+  ); // (B, T, D)
   return add(tape, x, await lin(y, 'out_proj'), `${n}.res`);
 }
 
@@ -99,7 +125,11 @@ export async function mambaBlock(ctx: ModelContext, tape: Tape, x: Tensor, p: (n
  * {@link mambaBlockSpecs}, then `perLayer(s, i)`'s (mamba-moe's MoE sub-layer); norm_f; then
  * `extra`'s (the hybrid's shared block).
  */
-export function mambaParamSpecs(cfg: MambaConfig, extra?: (s: SpecList) => void, perLayer?: (s: SpecList, i: number) => void): SpecList {
+export function mambaParamSpecs(
+  cfg: MambaConfig,
+  extra?: (s: SpecList) => void,
+  perLayer?: (s: SpecList, i: number) => void,
+): SpecList {
   const s = new SpecList(), L = cfg.nLayer;
   s.matrix('backbone.embedding.weight', [cfg.vocabSize, cfg.nEmbd], 0.02);
   for (let i = 0; i < L; i++) {
@@ -138,7 +168,14 @@ export class Mamba implements LayeredModel {
    * `extraSpecs` appends parameters after Mamba's (the hybrid's shared block); `specs` replaces
    * the whole list, for a subclass that interleaves its own per layer (mamba-moe).
    */
-  constructor(readonly gpu: Gpu, readonly cfg: MambaConfig, seed: number, extraSpecs?: (s: SpecList) => void, place?: Placement, specs?: ParamSpec[]) {
+  constructor(
+    readonly gpu: Gpu,
+    readonly cfg: MambaConfig,
+    seed: number,
+    extraSpecs?: (s: SpecList) => void,
+    place?: Placement,
+    specs?: ParamSpec[],
+  ) {
     validateMambaConfig(cfg);
     this.nLayer = cfg.nLayer;
     const all = specs ?? mambaParamSpecs(cfg, extraSpecs).specs;
@@ -149,12 +186,27 @@ export class Mamba implements LayeredModel {
   }
 
   /** See {@link LanguageModel.forward}. */
-  forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): Promise<ForwardResult> {
+  forward(
+    tape: Tape,
+    tokens: Tensor,
+    hostTokens: Int32Array,
+    targets: Tensor | null,
+    b: number,
+    t: number,
+    opts: ForwardOptions = {},
+  ): Promise<ForwardResult> {
     return localForward(this, tape, tokens, hostTokens, targets, b, t, opts);
   }
 
   /** x (B, T, C) = wte[tokens] (+ NEFTune noise in training passes); no positional table. */
-  async embed(ctx: ModelContext, tape: Tape, input: ModelInput, b: number, t: number, opts: ForwardOptions): Promise<Tensor> {
+  async embed(
+    ctx: ModelContext,
+    tape: Tape,
+    input: ModelInput,
+    b: number,
+    t: number,
+    opts: ForwardOptions,
+  ): Promise<Tensor> {
     const x = await ctx.embed(tape, input, this.p('backbone.embedding.weight'), this.noPositions, false, b, t); // (B, T, C)
     applyNeftune(this.gpu, x, b, t, this.cfg.nEmbd, opts.neftune);
     return x;
@@ -177,7 +229,14 @@ export class Mamba implements LayeredModel {
   }
 
   /** Hook for subclasses (hybrid, mamba-moe): runs after Mamba layer `i` on its output x (B·T, C). */
-  protected afterLayer(_ctx: ModelContext, _tape: Tape, x: Tensor, _i: number, _b: number, _t: number): Promise<Tensor> {
+  protected afterLayer(
+    _ctx: ModelContext,
+    _tape: Tape,
+    x: Tensor,
+    _i: number,
+    _b: number,
+    _t: number,
+  ): Promise<Tensor> {
     return Promise.resolve(x);
   }
 
@@ -193,6 +252,8 @@ export class Mamba implements LayeredModel {
 
   describe(): string {
     const { nLayer, nEmbd, dState, expand, dConv, blockSize } = this.cfg;
-    return `mamba · ${nLayer} layers · width ${nEmbd} (inner ${expand * nEmbd}) · state ${dState} · conv ${dConv} · block ${blockSize}`;
+    return `mamba · ${nLayer} layers · width ${nEmbd} (inner ${
+      expand * nEmbd
+    }) · state ${dState} · conv ${dConv} · block ${blockSize}`;
   }
 }

@@ -24,15 +24,15 @@ import { Mamba, type MambaConfig, mambaParamSpecs, validateMambaConfig } from '.
 import type { ModelContext } from './context.ts';
 import type { ForwardOptions, ForwardResult } from './model.ts';
 import {
-  type ExpertShard,
   expertPlacement,
+  type ExpertShard,
   forwardLocal,
   inactiveExpertParams,
   isMoELayer,
   type MoEConfig,
   type MoEFn,
-  MoELayers,
   type MoELanguageModel,
+  MoELayers,
   moeLayerSpecs,
   moeOf,
   moeSteps,
@@ -68,7 +68,14 @@ export class MambaMoE extends Mamba implements MoELanguageModel {
    * are kept, equal to the full model's; with `place`, that placement of what the shard keeps.
    * @throws Error from the Mamba and MoE config checks, or for a shard outside 0 … E.
    */
-  constructor(gpu: Gpu, override readonly cfg: MambaMoEConfig, readonly moe: MoEConfig, seed: number, shard?: ExpertShard, place?: Placement) {
+  constructor(
+    gpu: Gpu,
+    override readonly cfg: MambaMoEConfig,
+    readonly moe: MoEConfig,
+    seed: number,
+    shard?: ExpertShard,
+    place?: Placement,
+  ) {
     validateMambaConfig(cfg);
     validateMoEConfig(moe);
     const own = shard ?? { first: 0, count: moe.nExpert };
@@ -80,17 +87,41 @@ export class MambaMoE extends Mamba implements MoELanguageModel {
   }
 
   /** See {@link LanguageModel.forward}. @throws Error on a sharded model (use the expert-parallel forward). */
-  override forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): Promise<ForwardResult> {
+  override forward(
+    tape: Tape,
+    tokens: Tensor,
+    hostTokens: Int32Array,
+    targets: Tensor | null,
+    b: number,
+    t: number,
+    opts: ForwardOptions = {},
+  ): Promise<ForwardResult> {
     return forwardLocal(this, tape, tokens, hostTokens, targets, b, t, opts);
   }
 
   /** See {@link MoELanguageModel.steps}: Mamba's pieces over LOCAL with `moe`, plus the load-balancing loss. */
-  steps(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions, moe: MoEFn): Promise<ForwardResult> {
+  steps(
+    tape: Tape,
+    tokens: Tensor,
+    hostTokens: Int32Array,
+    targets: Tensor | null,
+    b: number,
+    t: number,
+    opts: ForwardOptions,
+    moe: MoEFn,
+  ): Promise<ForwardResult> {
     return moeSteps(this, tape, tokens, hostTokens, targets, b, t, opts, moe);
   }
 
   /** After a MoE block's mixer: x + MoE(RMSNorm' x) through the context's MoE function; x (B·T, C). */
-  protected override async afterLayer(ctx: ModelContext, tape: Tape, x: Tensor, i: number, _b: number, _t: number): Promise<Tensor> {
+  protected override async afterLayer(
+    ctx: ModelContext,
+    tape: Tape,
+    x: Tensor,
+    i: number,
+    _b: number,
+    _t: number,
+  ): Promise<Tensor> {
     if (!isMoELayer(this.moe, i)) return x;
     const n = `backbone.layers.${i}`;
     const m = rmsNorm(tape, x, this.p(`${n}.moe_norm.weight`), `${n}.moe_norm`); // (B·T, C)
@@ -106,6 +137,8 @@ export class MambaMoE extends Mamba implements MoELanguageModel {
   override describe(): string {
     const { nLayer, nEmbd, dState, expand, blockSize } = this.cfg;
     const { nExpert, topK, capacityFactor, moeEvery } = this.moe;
-    return `mamba-moe · ${nLayer} layers · width ${nEmbd} (inner ${expand * nEmbd}) · state ${dState} · block ${blockSize} · ${nExpert} experts top-${topK} every ${moeEvery} · capacity ×${capacityFactor}`;
+    return `mamba-moe · ${nLayer} layers · width ${nEmbd} (inner ${
+      expand * nEmbd
+    }) · state ${dState} · block ${blockSize} · ${nExpert} experts top-${topK} every ${moeEvery} · capacity ×${capacityFactor}`;
   }
 }

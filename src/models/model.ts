@@ -22,7 +22,11 @@ export interface ForwardResult {
  * @throws Error when they are null (a forward with targets whose head ran in row chunks).
  */
 export function logitsOf(r: ForwardResult, what: string): Tensor {
-  if (!r.logits) throw new Error(`${what}: the forward pass returned no logits (a chunked LM head with targets); call forward with targets = null to get logits`);
+  if (!r.logits) {
+    throw new Error(
+      `${what}: the forward pass returned no logits (a chunked LM head with targets); call forward with targets = null to get logits`,
+    );
+  }
   return r.logits;
 }
 
@@ -55,7 +59,15 @@ export interface LanguageModel {
    * targets the logits are null when the LM head ran in row chunks (see {@link ForwardResult}).
    * @throws Error when T exceeds the block size.
    */
-  forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts?: ForwardOptions): Promise<ForwardResult>;
+  forward(
+    tape: Tape,
+    tokens: Tensor,
+    hostTokens: Int32Array,
+    targets: Tensor | null,
+    b: number,
+    t: number,
+    opts?: ForwardOptions,
+  ): Promise<ForwardResult>;
   /** Parameter count without positional tables (nanoGPT's get_num_params convention). */
   numParams(): number;
   /** Training FLOPs per token (forward + backward) at sequence length t. */
@@ -89,13 +101,30 @@ export interface LayeredModel extends LanguageModel {
  * embed → every block → head over `ctx`: the whole forward of a layered model.
  * @throws Error when T exceeds the block size (from the embedding) or a piece's own check.
  */
-export async function runPieces(m: LayeredModel, ctx: ModelContext, tape: Tape, input: ModelInput, b: number, t: number, opts: ForwardOptions = {}): Promise<ForwardResult> {
+export async function runPieces(
+  m: LayeredModel,
+  ctx: ModelContext,
+  tape: Tape,
+  input: ModelInput,
+  b: number,
+  t: number,
+  opts: ForwardOptions = {},
+): Promise<ForwardResult> {
   let x = await m.embed(ctx, tape, input, b, t, opts);
   for (let i = 0; i < m.nLayer; i++) x = await m.block(ctx, tape, x, i, b, t);
   return await m.head(ctx, tape, x, input, opts);
 }
 
 /** {@link LanguageModel.forward} of a layered model: its pieces over the identity context. */
-export function localForward(m: LayeredModel, tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): Promise<ForwardResult> {
+export function localForward(
+  m: LayeredModel,
+  tape: Tape,
+  tokens: Tensor,
+  hostTokens: Int32Array,
+  targets: Tensor | null,
+  b: number,
+  t: number,
+  opts: ForwardOptions = {},
+): Promise<ForwardResult> {
   return runPieces(m, LOCAL, tape, gpuInput(tokens, hostTokens, targets), b, t, opts);
 }

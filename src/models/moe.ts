@@ -14,16 +14,16 @@ import { GPT, type GPTConfig, gptParamSpecs, validateGPTConfig } from './gpt.ts'
 import type { ModelContext } from './context.ts';
 import type { ForwardOptions, ForwardResult } from './model.ts';
 import {
-  type ExpertShard,
   expertPlacement,
+  type ExpertShard,
   forwardLocal,
   inactiveExpertParams,
   isMoELayer,
   type MoECall,
   type MoEConfig,
   type MoEFn,
-  MoELayers,
   type MoELanguageModel,
+  MoELayers,
   moeLayerSpecs,
   moeOf,
   moeSteps,
@@ -33,8 +33,8 @@ import {
 
 export {
   DEFAULT_MOE,
-  type ExpertShard,
   expertOf,
+  type ExpertShard,
   isMoELayer,
   type MoECall,
   moeCombine,
@@ -56,7 +56,15 @@ export function moeParamSpecs(cfg: GPTConfig, moe: MoEConfig): ParamSpec[] {
     const m = /^transformer\.h\.(\d+)\.mlp\.(c_fc|c_proj)\.(weight|bias)$/.exec(s.name);
     if (!m || !isMoELayer(moe, Number(m[1]))) out.push(s);
     else if (m[2] === 'c_fc' && m[3] === 'weight') {
-      out.push(...moeLayerSpecs(`transformer.h.${m[1]}.mlp`, cfg.nEmbd, moe.nExpert, cfg.bias, 0.02 / Math.sqrt(2 * cfg.nLayer)));
+      out.push(
+        ...moeLayerSpecs(
+          `transformer.h.${m[1]}.mlp`,
+          cfg.nEmbd,
+          moe.nExpert,
+          cfg.bias,
+          0.02 / Math.sqrt(2 * cfg.nLayer),
+        ),
+      );
     }
   }
   return out;
@@ -83,7 +91,14 @@ export class GPTMoE extends GPT implements MoELanguageModel {
     const own = shard ?? { first: 0, count: moe.nExpert };
     super(gpu, cfg, seed, expertPlacement(moe.nExpert, own, 'GPTMoE', place), moeParamSpecs(cfg, moe));
     this.shard = own;
-    this.moeLayers = new MoELayers(moe, own, cfg.nEmbd, cfg.bias, (name) => this.p(name), (i) => `transformer.h.${i}.mlp`);
+    this.moeLayers = new MoELayers(
+      moe,
+      own,
+      cfg.nEmbd,
+      cfg.bias,
+      (name) => this.p(name),
+      (i) => `transformer.h.${i}.mlp`,
+    );
   }
 
   /** The routing of every MoE layer in the last forward pass (valid until that tape is disposed). */
@@ -92,12 +107,29 @@ export class GPTMoE extends GPT implements MoELanguageModel {
   }
 
   /** See {@link LanguageModel.forward}. @throws Error on a sharded model (use the expert-parallel forward). */
-  override forward(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): Promise<ForwardResult> {
+  override forward(
+    tape: Tape,
+    tokens: Tensor,
+    hostTokens: Int32Array,
+    targets: Tensor | null,
+    b: number,
+    t: number,
+    opts: ForwardOptions = {},
+  ): Promise<ForwardResult> {
     return forwardLocal(this, tape, tokens, hostTokens, targets, b, t, opts);
   }
 
   /** See {@link MoELanguageModel.steps}: GPT's pieces over LOCAL with `moe`, plus the load-balancing loss. */
-  steps(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions, moe: MoEFn): Promise<ForwardResult> {
+  steps(
+    tape: Tape,
+    tokens: Tensor,
+    hostTokens: Int32Array,
+    targets: Tensor | null,
+    b: number,
+    t: number,
+    opts: ForwardOptions,
+    moe: MoEFn,
+  ): Promise<ForwardResult> {
     return moeSteps(this, tape, tokens, hostTokens, targets, b, t, opts, moe);
   }
 
@@ -121,7 +153,8 @@ export class GPTMoE extends GPT implements MoELanguageModel {
   /** Training FLOPs per token: 6·(active parameters: dense + router + topK experts per MoE layer) + 12·L·C·T. */
   override flopsPerToken(t: number): number {
     const { nLayer: L, nEmbd: C, bias } = this.cfg;
-    const full = moeParamSpecs(this.cfg, this.moe).reduce((a, s) => a + s.shape.reduce((x, y) => x * y, 1), 0) - this.cfg.blockSize * C;
+    const full = moeParamSpecs(this.cfg, this.moe).reduce((a, s) => a + s.shape.reduce((x, y) => x * y, 1), 0) -
+      this.cfg.blockSize * C;
     return 6 * (full - inactiveExpertParams(this.moe, L, C, bias)) + 12 * L * C * t;
   }
 }

@@ -47,7 +47,13 @@ export interface MoEConfig {
 }
 
 /** Switch Transformer's defaults: top-1, capacity factor 1.25, α = 0.01, every block. */
-export const DEFAULT_MOE: Readonly<MoEConfig> = { nExpert: 4, topK: 1, capacityFactor: 1.25, auxLossWeight: 0.01, moeEvery: 1 };
+export const DEFAULT_MOE: Readonly<MoEConfig> = {
+  nExpert: 4,
+  topK: 1,
+  capacityFactor: 1.25,
+  auxLossWeight: 0.01,
+  moeEvery: 1,
+};
 
 /**
  * Checks a MoE config and returns it.
@@ -56,7 +62,9 @@ export const DEFAULT_MOE: Readonly<MoEConfig> = { nExpert: 4, topK: 1, capacityF
  */
 export function validateMoEConfig(moe: MoEConfig): MoEConfig {
   const int = (k: keyof MoEConfig, v: number | undefined) => {
-    if (v !== undefined && (!Number.isInteger(v) || v < 1)) throw new Error(`moe: ${k} must be a positive integer, got ${v}`);
+    if (v !== undefined && (!Number.isInteger(v) || v < 1)) {
+      throw new Error(`moe: ${k} must be a positive integer, got ${v}`);
+    }
   };
   int('nExpert', moe.nExpert);
   int('moeEvery', moe.moeEvery);
@@ -84,7 +92,12 @@ export interface ExpertShard {
  * shapes and init (GPT-2), so a Mamba or hybrid block can declare the same layer.
  */
 export function moeLayerSpecs(prefix: string, c: number, nExpert: number, bias: boolean, projStd: number): ParamSpec[] {
-  const out: ParamSpec[] = [{ name: `${prefix}.router.weight`, shape: [nExpert, c], init: { kind: 'normal', std: 0.02 }, decay: true }];
+  const out: ParamSpec[] = [{
+    name: `${prefix}.router.weight`,
+    shape: [nExpert, c],
+    init: { kind: 'normal', std: 0.02 },
+    decay: true,
+  }];
   const lin = (n: string, shape: number[], std: number) => {
     out.push({ name: `${n}.weight`, shape, init: { kind: 'normal', std }, decay: true });
     if (bias) out.push({ name: `${n}.bias`, shape: [shape[0]], init: { kind: 'const', value: 0 }, decay: false });
@@ -144,7 +157,14 @@ export interface MoEWeights {
  * routing and xe (E·rows, C), expert e's block at rows [e·rows, (e+1)·rows).
  * @throws Error when groups does not divide N (kernels/moe.ts slotPlan).
  */
-export function moeRoute(tape: Tape, x: Tensor, router: Tensor, moe: MoEConfig, groups: number, label = 'moe'): { routing: Routing; xe: Tensor } {
+export function moeRoute(
+  tape: Tape,
+  x: Tensor,
+  router: Tensor,
+  moe: MoEConfig,
+  groups: number,
+  label = 'moe',
+): { routing: Routing; xe: Tensor } {
   const gpu = tape.gpu;
   const { nExpert: e, topK: k, capacityFactor } = moe;
   const c = router.shape[1], n = x.size / c;
@@ -179,10 +199,19 @@ export function moeCombine(tape: Tape, ye: Tensor, r: Routing, c: number, label 
 }
 
 /** A whole MoE MLP on one device (w holds every expert): y (N, C) and its routing. */
-export function moeMlp(tape: Tape, x: Tensor, w: MoEWeights, moe: MoEConfig, label = 'moe'): { y: Tensor; routing: Routing } {
+export function moeMlp(
+  tape: Tape,
+  x: Tensor,
+  w: MoEWeights,
+  moe: MoEConfig,
+  label = 'moe',
+): { y: Tensor; routing: Routing } {
   const { routing, xe } = moeRoute(tape, x, w.router, moe, moe.groups ?? 1, label);
   const c = w.router.shape[1];
-  return { y: moeCombine(tape, moeExperts(tape, xe, w, routing.plan.rows, `${label}.experts`), routing, c, `${label}.combine`), routing };
+  return {
+    y: moeCombine(tape, moeExperts(tape, xe, w, routing.plan.rows, `${label}.experts`), routing, c, `${label}.combine`),
+    routing,
+  };
 }
 
 /**
@@ -196,7 +225,6 @@ export function withAuxLoss(tape: Tape, loss: Tensor, routings: Routing[], moe: 
   return new Tensor(tape.gpu, out.buffer, [2], 'f32', out.offset, false, 'loss');
 }
 
-
 /**
  * The MoE sub-layers of one model: block `layer`'s weights live under `prefix(layer)`
  * (`transformer.h.{i}.mlp` in GPT, `backbone.layers.{i}.moe` in Mamba) and this device holds
@@ -207,7 +235,14 @@ export class MoELayers {
   lastRouting: Routing[] = [];
 
   /** @param c width C; @param bias whether the experts' Linears have biases. */
-  constructor(readonly moe: MoEConfig, readonly shard: ExpertShard, readonly c: number, readonly bias: boolean, private readonly p: (name: string) => Tensor, readonly prefix: (layer: number) => string) {}
+  constructor(
+    readonly moe: MoEConfig,
+    readonly shard: ExpertShard,
+    readonly c: number,
+    readonly bias: boolean,
+    private readonly p: (name: string) => Tensor,
+    readonly prefix: (layer: number) => string,
+  ) {}
 
   /** Block `layer`'s MoE weights (this shard's experts). */
   weights(layer: number): MoEWeights {
@@ -215,7 +250,13 @@ export class MoELayers {
     const ids = [...Array(this.shard.count).keys()].map((i) => i + this.shard.first);
     const get = (n: string) => ids.map((e) => this.p(`${h}.experts.${e}.${n}`));
     const bias = (n: string) => (this.bias ? get(`${n}.bias`) : ids.map(() => null));
-    return { router: this.p(`${h}.router.weight`), fc: get('c_fc.weight'), fcBias: bias('c_fc'), proj: get('c_proj.weight'), projBias: bias('c_proj') };
+    return {
+      router: this.p(`${h}.router.weight`),
+      fc: get('c_fc.weight'),
+      fcBias: bias('c_fc'),
+      proj: get('c_proj.weight'),
+      projBias: bias('c_proj'),
+    };
   }
 
   /** {@link moeRoute} for block `layer`, recorded in {@link lastRouting}. */
@@ -252,15 +293,37 @@ export interface MoELanguageModel extends LanguageModel {
    * The forward pass with each MoE MLP computed by `moe` (its output (N, C)), so the local
    * driver ({@link forwardLocal}) and the expert-parallel one share it.
    */
-  steps(tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions, moe: MoEFn): Promise<ForwardResult>;
+  steps(
+    tape: Tape,
+    tokens: Tensor,
+    hostTokens: Int32Array,
+    targets: Tensor | null,
+    b: number,
+    t: number,
+    opts: ForwardOptions,
+    moe: MoEFn,
+  ): Promise<ForwardResult>;
 }
 
 /** Computes one MoE MLP: on this device, or across an expert-parallel group. */
 export type MoEFn = (call: MoECall) => Tensor | Promise<Tensor>;
 
 /** {@link MoELanguageModel.steps} with every MoE MLP on this device. @throws Error on a model holding a shard of the experts. */
-export function forwardLocal(model: MoELanguageModel, tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions = {}): Promise<ForwardResult> {
-  if (model.shard.count !== model.moe.nExpert) throw new Error(`${model.arch}.forward: this model holds a shard of the experts; run it with forwardExpertParallel (src/parallel/expert_parallel.ts)`);
+export function forwardLocal(
+  model: MoELanguageModel,
+  tape: Tape,
+  tokens: Tensor,
+  hostTokens: Int32Array,
+  targets: Tensor | null,
+  b: number,
+  t: number,
+  opts: ForwardOptions = {},
+): Promise<ForwardResult> {
+  if (model.shard.count !== model.moe.nExpert) {
+    throw new Error(
+      `${model.arch}.forward: this model holds a shard of the experts; run it with forwardExpertParallel (src/parallel/expert_parallel.ts)`,
+    );
+  }
   return model.steps(tape, tokens, hostTokens, targets, b, t, opts, (call) => model.moeLayers.local(tape, call));
 }
 
@@ -293,7 +356,11 @@ export interface MoEContext extends ModelContext {
 /** The MoE function `ctx` carries. @throws Error when it carries none (`what` names the model). */
 export function moeOf(ctx: ModelContext, what: string): MoEFn {
   const moe = (ctx as Partial<MoEContext>).moe;
-  if (!moe) throw new Error(`${what}: this context has no MoE function (ctx.moe); run the model through its forward or steps (models/moe_layer.ts MoEContext)`);
+  if (!moe) {
+    throw new Error(
+      `${what}: this context has no MoE function (ctx.moe); run the model through its forward or steps (models/moe_layer.ts MoEContext)`,
+    );
+  }
   return moe;
 }
 
@@ -302,11 +369,24 @@ export function moeOf(ctx: ModelContext, what: string): MoEFn {
  * computing the MoE MLPs, then every MoE layer's load-balancing term added to the loss
  * ({@link withAuxLoss}; recording tapes only).
  */
-export async function moeSteps(model: MoELanguageModel & LayeredModel, tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, opts: ForwardOptions, moe: MoEFn): Promise<ForwardResult> {
+export async function moeSteps(
+  model: MoELanguageModel & LayeredModel,
+  tape: Tape,
+  tokens: Tensor,
+  hostTokens: Int32Array,
+  targets: Tensor | null,
+  b: number,
+  t: number,
+  opts: ForwardOptions,
+  moe: MoEFn,
+): Promise<ForwardResult> {
   model.moeLayers.lastRouting = [];
   const ctx: MoEContext = { ...LOCAL, moe };
   const out = await runPieces(model, ctx, tape, gpuInput(tokens, hostTokens, targets), b, t, opts);
-  return { logits: out.logits, loss: out.loss && withAuxLoss(tape, out.loss, model.moeLayers.lastRouting, model.moe, opts.gradScale ?? 1) };
+  return {
+    logits: out.logits,
+    loss: out.loss && withAuxLoss(tape, out.loss, model.moeLayers.lastRouting, model.moe, opts.gradScale ?? 1),
+  };
 }
 
 /** Elements of the experts' parameters in the MoE layers a forward does not use: (E − topK) experts per MoE layer. */

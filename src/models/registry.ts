@@ -21,15 +21,34 @@ export { ARCH_NAMES, type ArchName, MOE_ARCHS };
  * Builds one architecture from a validated training config and the tokenizer's vocabulary size;
  * with `place`, only a rank's shards of the parameters it holds (layered models only).
  */
-export type ModelFactory = (gpu: Gpu, cfg: TrainConfig, vocabSize: number, seed: number, place?: Placement) => LanguageModel;
+export type ModelFactory = (
+  gpu: Gpu,
+  cfg: TrainConfig,
+  vocabSize: number,
+  seed: number,
+  place?: Placement,
+) => LanguageModel;
 
 /** Architectures by `--arch` name; the Record type makes a missing one a compile error. */
 export const ARCHS: Record<ArchName, ModelFactory> = {
   gpt: (gpu, cfg, vocabSize, seed, place) => new GPT(gpu, gptShape(cfg, vocabSize), seed, place),
   linear: (gpu, cfg, vocabSize, seed, place) =>
-    new LinearLM(gpu, { vocabSize, blockSize: cfg.blockSize, nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, decay: cfg.linearDecay }, seed, place),
+    new LinearLM(
+      gpu,
+      {
+        vocabSize,
+        blockSize: cfg.blockSize,
+        nLayer: cfg.nLayer,
+        nHead: cfg.nHead,
+        nEmbd: cfg.nEmbd,
+        decay: cfg.linearDecay,
+      },
+      seed,
+      place,
+    ),
   mamba: (gpu, cfg, vocabSize, seed, place) => new Mamba(gpu, mambaShape(cfg, vocabSize), seed, undefined, place),
-  hybrid: (gpu, cfg, vocabSize, seed, place) => new Hybrid(gpu, { ...mambaShape(cfg, vocabSize), nHead: cfg.nHead, attnEvery: cfg.attnEvery }, seed, place),
+  hybrid: (gpu, cfg, vocabSize, seed, place) =>
+    new Hybrid(gpu, { ...mambaShape(cfg, vocabSize), nHead: cfg.nHead, attnEvery: cfg.attnEvery }, seed, place),
   'gpt-moe': (gpu, cfg, vocabSize, seed, place) => createMoEModel(gpu, cfg, vocabSize, { seed, place }),
   'mamba-moe': (gpu, cfg, vocabSize, seed, place) => createMoEModel(gpu, cfg, vocabSize, { seed, place }),
 };
@@ -49,18 +68,40 @@ export const PIECES: Record<ArchName, ((name: string) => Piece) | null> = {
 };
 
 function gptShape(cfg: TrainConfig, vocabSize: number) {
-  return { vocabSize, blockSize: cfg.blockSize, nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, bias: cfg.bias, attention: cfg.attention };
+  return {
+    vocabSize,
+    blockSize: cfg.blockSize,
+    nLayer: cfg.nLayer,
+    nHead: cfg.nHead,
+    nEmbd: cfg.nEmbd,
+    bias: cfg.bias,
+    attention: cfg.attention,
+  };
 }
 
 function mambaShape(cfg: TrainConfig, vocabSize: number) {
-  return { vocabSize, blockSize: cfg.blockSize, nLayer: cfg.nLayer, nEmbd: cfg.nEmbd, dState: cfg.dState, expand: cfg.expand, dConv: cfg.dConv };
+  return {
+    vocabSize,
+    blockSize: cfg.blockSize,
+    nLayer: cfg.nLayer,
+    nEmbd: cfg.nEmbd,
+    dState: cfg.dState,
+    expand: cfg.expand,
+    dConv: cfg.dConv,
+  };
 }
 
 /**
  * Builds the model `cfg.arch` names with weights drawn from `seed`.
  * @throws Error naming the allowed architectures for an unknown one, or the model's own shape error.
  */
-export function createModel(gpu: Gpu, cfg: TrainConfig, vocabSize: number, seed = cfg.seed, place?: Placement): LanguageModel {
+export function createModel(
+  gpu: Gpu,
+  cfg: TrainConfig,
+  vocabSize: number,
+  seed = cfg.seed,
+  place?: Placement,
+): LanguageModel {
   const make = (ARCHS as Record<string, ModelFactory | undefined>)[cfg.arch];
   if (!make) throw new Error(`unknown arch '${cfg.arch}'; allowed: ${ARCH_NAMES.join(', ')}`);
   return make(gpu, cfg, vocabSize, seed, place);
@@ -68,7 +109,13 @@ export function createModel(gpu: Gpu, cfg: TrainConfig, vocabSize: number, seed 
 
 /** The MoE knobs of a training config (nExpert, moeTopK, capacityFactor, auxLossWeight, moeEvery). */
 export function moeConfigOf(cfg: TrainConfig): MoEConfig {
-  return { nExpert: cfg.nExpert, topK: cfg.moeTopK, capacityFactor: cfg.capacityFactor, auxLossWeight: cfg.auxLossWeight, moeEvery: cfg.moeEvery };
+  return {
+    nExpert: cfg.nExpert,
+    topK: cfg.moeTopK,
+    capacityFactor: cfg.capacityFactor,
+    auxLossWeight: cfg.auxLossWeight,
+    moeEvery: cfg.moeEvery,
+  };
 }
 
 /**
@@ -77,10 +124,22 @@ export function moeConfigOf(cfg: TrainConfig): MoEConfig {
  * twin of an expert-parallel run). Weights come from `seed` (default cfg.seed).
  * @throws Error naming the MoE architectures for any other arch, or the model's own config error.
  */
-export function createMoEModel(gpu: Gpu, cfg: TrainConfig, vocabSize: number, o: { shard?: ExpertShard; groups?: number; seed?: number; place?: Placement } = {}): MoELanguageModel {
-  if (o.place) throw new Error(`arch '${cfg.arch}': tensor and pipeline parallelism do not place its parameters yet (its experts split by expert parallelism only)`);
-  const moe = { ...moeConfigOf(cfg), ...(o.groups !== undefined ? { groups: o.groups } : {}) }, seed = o.seed ?? cfg.seed;
+export function createMoEModel(
+  gpu: Gpu,
+  cfg: TrainConfig,
+  vocabSize: number,
+  o: { shard?: ExpertShard; groups?: number; seed?: number; place?: Placement } = {},
+): MoELanguageModel {
+  if (o.place) {
+    throw new Error(
+      `arch '${cfg.arch}': tensor and pipeline parallelism do not place its parameters yet (its experts split by expert parallelism only)`,
+    );
+  }
+  const moe = { ...moeConfigOf(cfg), ...(o.groups !== undefined ? { groups: o.groups } : {}) },
+    seed = o.seed ?? cfg.seed;
   if (cfg.arch === 'gpt-moe') return new GPTMoE(gpu, gptShape(cfg, vocabSize), moe, seed, o.shard);
-  if (cfg.arch === 'mamba-moe') return new MambaMoE(gpu, { ...mambaShape(cfg, vocabSize), bias: cfg.bias }, moe, seed, o.shard);
+  if (cfg.arch === 'mamba-moe') {
+    return new MambaMoE(gpu, { ...mambaShape(cfg, vocabSize), bias: cfg.bias }, moe, seed, o.shard);
+  }
   throw new Error(`arch '${cfg.arch}' has no mixture-of-experts layers; allowed: ${MOE_ARCHS.join(', ')}`);
 }

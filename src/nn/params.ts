@@ -54,7 +54,9 @@ export function storageTensor(gpu: Gpu, elements: number, label: string): Tensor
  */
 export function drawValues(s: ParamSpec, random: () => number): Float32Array {
   const init = s.init, out = new Float32Array(s.shape.reduce((a, b) => a * b, 1));
-  for (let j = 0; j < out.length; j++) out[j] = init.kind === 'normal' ? random() * init.std : init.kind === 'const' ? init.value : init.at(j);
+  for (let j = 0; j < out.length; j++) {
+    out[j] = init.kind === 'normal' ? random() * init.std : init.kind === 'const' ? init.value : init.at(j);
+  }
   return out;
 }
 
@@ -64,7 +66,9 @@ export function drawValues(s: ParamSpec, random: () => number): Float32Array {
  * `copy` marks a second copy of a parameter another rank owns (a pipeline's head copy of a tied
  * embedding): it is stored after every owned parameter, so a norm can skip it with one slice.
  */
-export type Placement = (s: ParamSpec) => { shape: number[]; slice: (full: Float32Array) => Float32Array; copy?: boolean } | null;
+export type Placement = (
+  s: ParamSpec,
+) => { shape: number[]; slice: (full: Float32Array) => Float32Array; copy?: boolean } | null;
 
 /**
  * The parameters a rank holds under `place`, each initialised with its slice of the whole
@@ -78,7 +82,9 @@ export function placeSpecs(specs: ParamSpec[], random: () => number, place: Plac
     const values = drawValues(s, random), where = place(s);
     if (!where) continue;
     const local = where.slice(values);
-    if (local.length !== where.shape.reduce((a, b) => a * b, 1)) throw new Error(`placeSpecs: '${s.name}' slice of ${local.length} elements for shape [${where.shape}]`);
+    if (local.length !== where.shape.reduce((a, b) => a * b, 1)) {
+      throw new Error(`placeSpecs: '${s.name}' slice of ${local.length} elements for shape [${where.shape}]`);
+    }
     (where.copy ? copies : own).push({ ...s, shape: where.shape, init: { kind: 'values', at: (j) => local[j] } });
   }
   return [...own, ...copies];
@@ -129,9 +135,18 @@ export class ParamStore {
     specs.forEach((s, i) => {
       const size = s.shape.reduce((a, b) => a * b, 1);
       const off = offsets[i];
-      const slice = (t: Tensor, kind: string) => new Tensor(gpu, t.buffer, s.shape, 'f32', off * 4, false, `${kind}${s.name}`);
+      const slice = (t: Tensor, kind: string) =>
+        new Tensor(gpu, t.buffer, s.shape, 'f32', off * 4, false, `${kind}${s.name}`);
       host.set(drawValues(s, random), off);
-      this.params.push({ ...s, value: slice(this.values, ''), grad: slice(this.grads, 'grad.'), m: slice(this.m, 'm.'), v: slice(this.v, 'v.'), offset: off, size });
+      this.params.push({
+        ...s,
+        value: slice(this.values, ''),
+        grad: slice(this.grads, 'grad.'),
+        m: slice(this.m, 'm.'),
+        v: slice(this.v, 'v.'),
+        offset: off,
+        size,
+      });
       count += size;
     });
     this.count = count;
@@ -173,11 +188,18 @@ export class ParamStore {
     const flat = this.flatOf(field);
     for (const p of this.params) {
       if (!place) {
-        Object.defineProperty(p, field, { get: () => { throw new Error(`ParamStore: ${p.name}.${field} is gone: ${why}`); }, configurable: true });
+        Object.defineProperty(p, field, {
+          get: () => {
+            throw new Error(`ParamStore: ${p.name}.${field} is gone: ${why}`);
+          },
+          configurable: true,
+        });
         continue;
       }
       const t = place(p);
-      if (t.size !== p.size) throw new Error(`ParamStore.rehome: ${p.name}'s new ${field} has ${t.size} elements, the parameter ${p.size}`);
+      if (t.size !== p.size) {
+        throw new Error(`ParamStore.rehome: ${p.name}'s new ${field} has ${t.size} elements, the parameter ${p.size}`);
+      }
       p[field] = t;
     }
     // Work already encoded against the flat buffer (its initial clear) may still be running, and
@@ -204,7 +226,9 @@ export class ParamStore {
   /** Bytes of GPU memory each field holds now: the flat buffer, or what {@link rehome} gave it. */
   allocatedBytes(): Record<ParamField, number> {
     const out = {} as Record<ParamField, number>;
-    for (const f of FIELDS) out[f] = this.flat[f]?.buffer.size ?? (this.moved[f]?.owned ?? []).reduce((a, t) => a + t.bytes, 0);
+    for (const f of FIELDS) {
+      out[f] = this.flat[f]?.buffer.size ?? (this.moved[f]?.owned ?? []).reduce((a, t) => a + t.bytes, 0);
+    }
     return out;
   }
 

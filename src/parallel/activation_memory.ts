@@ -40,7 +40,15 @@
  * pool peak therefore exceeds this figure. GPT only (src/models/gpt.ts and the parallel
  * models built from it); other architectures throw.
  */
-import { microBatchSize, type ParallelPlan, paddedVocab, planMesh, type PlanModel, strategyOf, type StrategyKind } from './plan.ts';
+import {
+  microBatchSize,
+  paddedVocab,
+  type ParallelPlan,
+  planMesh,
+  type PlanModel,
+  type StrategyKind,
+  strategyOf,
+} from './plan.ts';
 import { makeSchedule, peakInFlight } from './pipeline_schedule.ts';
 import { POOL_GRANULE } from '../gpu/pool.ts';
 
@@ -80,7 +88,13 @@ export interface ActivationMemory {
 const it = (what: string, elements: number, count = 1): ActivationItem => ({ what, elements, count });
 /** Bytes of `items` at 4 B per element; `pooled`: each allocation rounded up as src/gpu/pool.ts does. */
 export const itemBytes = (items: ActivationItem[], pooled = false): number =>
-  items.reduce((a, x) => a + x.count * (pooled ? Math.max(POOL_GRANULE, Math.ceil((4 * x.elements) / POOL_GRANULE) * POOL_GRANULE) : 4 * x.elements), 0);
+  items.reduce(
+    (a, x) =>
+      a +
+      x.count *
+        (pooled ? Math.max(POOL_GRANULE, Math.ceil((4 * x.elements) / POOL_GRANULE) * POOL_GRANULE) : 4 * x.elements),
+    0,
+  );
 const raw = (items: ActivationItem[]) => itemBytes(items);
 const pooled = (items: ActivationItem[]) => itemBytes(items, true);
 
@@ -104,27 +118,50 @@ interface Geo {
 function attentionItems(g: Geo, c: number, nh: number, naive: boolean): ActivationItem[] {
   const N = g.b * g.s;
   if (g.cp > 1 && g.cpKind === 'ulysses') {
-    return [it('Ulysses q,k,v all-to-all output', 3 * N * c), it('attention output O (heads split)', N * c), it('attention log-sum-exp', N * nh), it('Ulysses output all-to-all', N * c)];
+    return [
+      it('Ulysses q,k,v all-to-all output', 3 * N * c),
+      it('attention output O (heads split)', N * c),
+      it('attention log-sum-exp', N * nh),
+      it('Ulysses output all-to-all', N * c),
+    ];
   }
-  if (naive && g.cp === 1) return [it('attention output', N * c), it('attention probabilities (T×T)', g.b * nh * g.s * g.s)];
-  return [it(g.cp > 1 ? 'ring attention output O' : 'flash attention output O', N * c), it('attention log-sum-exp', N * nh)];
+  if (naive && g.cp === 1) {
+    return [it('attention output', N * c), it('attention probabilities (T×T)', g.b * nh * g.s * g.s)];
+  }
+  return [
+    it(g.cp > 1 ? 'ring attention output O' : 'flash attention output O', N * c),
+    it('attention log-sum-exp', N * nh),
+  ];
 }
 
 /** One block of gpt.ts (also pipeline_stage.ts and context_parallel.ts, which repeat its op order). */
 function gptLayer(g: Geo): ActivationItem[] {
   const N = g.b * g.s, C = g.C;
   return [
-    it('ln_1, ln_2 outputs', N * C, 2), it('LayerNorm mean, rstd', N, 4), it('c_attn output q,k,v', 3 * N * C),
-    ...attentionItems(g, C, g.nh, g.naive), it('attn c_proj output', N * C), it('residual sums', N * C, 2),
-    it('c_fc output, GELU output', 4 * N * C, 2), it('mlp c_proj output', N * C),
+    it('ln_1, ln_2 outputs', N * C, 2),
+    it('LayerNorm mean, rstd', N, 4),
+    it('c_attn output q,k,v', 3 * N * C),
+    ...attentionItems(g, C, g.nh, g.naive),
+    it('attn c_proj output', N * C),
+    it('residual sums', N * C, 2),
+    it('c_fc output, GELU output', 4 * N * C, 2),
+    it('mlp c_proj output', N * C),
   ];
 }
 
 /** One gpt.ts block over a tensor-parallel RankContext (rank_context.ts) on tp rank (Nl = N/t rows under sp). */
 function tpLayer(g: Geo): ActivationItem[] {
-  const N = g.b * g.s, C = g.C, t = g.t, Nl = g.sp ? N / t : N, out: ActivationItem[] = [it('ln_1, ln_2 outputs', Nl * C, 2), it('LayerNorm mean, rstd', Nl, 4)];
+  const N = g.b * g.s,
+    C = g.C,
+    t = g.t,
+    Nl = g.sp ? N / t : N,
+    out: ActivationItem[] = [it('ln_1, ln_2 outputs', Nl * C, 2), it('LayerNorm mean, rstd', Nl, 4)];
   if (t > 1) out.push(it(g.sp ? 'sequence-parallel all-gather outputs' : 'f (copy to tp region) outputs', N * C, 2));
-  out.push(it('c_attn output q,k,v (heads / tp)', (3 * N * C) / t), ...attentionItems(g, C / t, g.nh / t, false), it('row-parallel partial sums', N * C, 2));
+  out.push(
+    it('c_attn output q,k,v (heads / tp)', (3 * N * C) / t),
+    ...attentionItems(g, C / t, g.nh / t, false),
+    it('row-parallel partial sums', N * C, 2),
+  );
   if (t > 1) out.push(it(g.sp ? 'reduce-scatter outputs' : 'allReduce outputs', Nl * C, 2));
   if (g.bias) out.push(it('bias ones column', Nl, 2), it('bias rows', Nl * C, 2), it('biased sums', Nl * C, 2));
   out.push(it('residual sums', Nl * C, 2), it('c_fc output, GELU output (/ tp)', (4 * N * C) / t, 2));
@@ -134,10 +171,22 @@ function tpLayer(g: Geo): ActivationItem[] {
 /** gpt.ts embedding (+ the token index its backward reads); `uploads` adds stage / cp inputs. */
 function gptEmbed(g: Geo): ActivationItem[] {
   const N = g.b * g.s, C = g.C;
-  if (g.cp === 1) return [it('token + position embedding', N * C), it('token index offsets', g.V + 1), it('token index positions', N)];
+  if (g.cp === 1) {
+    return [
+      it('token + position embedding', N * C),
+      it('token index offsets', g.V + 1),
+      it('token index positions', N),
+    ];
+  }
   return [
-    it('token, position ids', N, 2), it('zero position table', g.s * C), it('token embedding', N * C), it('token index offsets', g.V + 1),
-    it('position embedding (wpe by global position)', N * C), it('position index offsets', g.T + 1), it('index positions', N, 2), it('embedding sum', N * C),
+    it('token, position ids', N, 2),
+    it('zero position table', g.s * C),
+    it('token embedding', N * C),
+    it('token index offsets', g.V + 1),
+    it('position embedding (wpe by global position)', N * C),
+    it('position index offsets', g.T + 1),
+    it('index positions', N, 2),
+    it('embedding sum', N * C),
   ];
 }
 
@@ -145,9 +194,17 @@ function gptEmbed(g: Geo): ActivationItem[] {
 function tpEmbed(g: Geo): ActivationItem[] {
   const N = g.b * g.s, C = g.C, Nl = g.sp ? N / g.t : N, Vt = paddedVocab(g.V, g.t) / g.t;
   const out = [
-    it('vocab shard ids, position ids', N, 2), it('zero position table', g.s * C), it('vocab mask', N * C), it('token embedding (shard)', N * C),
-    it('token index offsets', Vt + 1), it('index positions', N, 2), it('masked partial embedding', N * C), it(g.sp ? 'embedding reduce-scatter' : 'embedding allReduce', Nl * C),
-    it('zero token table', g.s * C), it('position index offsets', g.T + 1), it('position embedding', N * C),
+    it('vocab shard ids, position ids', N, 2),
+    it('zero position table', g.s * C),
+    it('vocab mask', N * C),
+    it('token embedding (shard)', N * C),
+    it('token index offsets', Vt + 1),
+    it('index positions', N, 2),
+    it('masked partial embedding', N * C),
+    it(g.sp ? 'embedding reduce-scatter' : 'embedding allReduce', Nl * C),
+    it('zero token table', g.s * C),
+    it('position index offsets', g.T + 1),
+    it('position embedding', N * C),
   ];
   if (g.sp) out.push(it('position rows of this rank', Nl * C));
   return [...out, it('embedding sum', Nl * C)];
@@ -161,7 +218,13 @@ function head(g: Geo, tp: boolean, targets: boolean): ActivationItem[] {
     if (g.t > 1) out.push(it(g.sp ? 'sequence-parallel all-gather output' : 'f (copy) output', N * C));
     return [...out, it('logits (vocab / tp)', (N * paddedVocab(g.V, g.t)) / g.t), it('loss', 2)];
   }
-  return [...out, ...(targets ? [it('targets', N)] : []), it('logits', N * g.V), it('cross-entropy log-sum-exp', N), it('loss', 2)];
+  return [
+    ...out,
+    ...(targets ? [it('targets', N)] : []),
+    it('logits', N * g.V),
+    it('cross-entropy log-sum-exp', N),
+    it('loss', 2),
+  ];
 }
 
 /** Korthikanti et al.'s per-layer bytes (fp16, dropout, softmax saved): sbh(34 + 5as/h), with tp t: sbh(10 + 24/t + 5as/(ht)), with sp: sbh/t·(34 + 5as/h). */
@@ -177,9 +240,18 @@ export function korthikantiLayerBytes(s: number, b: number, h: number, a: number
  * of b = batchSize/(dp·m) rows of s = T/cp tokens, times what is in flight.
  * @throws Error for an architecture other than gpt, or an invalid plan (validatePlan's rules).
  */
-export function activationMemory(plan: ParallelPlan, model: PlanModel, rank: number, o: ActivationOptions = {}): ActivationMemory {
+export function activationMemory(
+  plan: ParallelPlan,
+  model: PlanModel,
+  rank: number,
+  o: ActivationOptions = {},
+): ActivationMemory {
   const arch = o.arch ?? 'gpt';
-  if (arch !== 'gpt') throw new Error(`activation memory: the analytical count covers the GPT of src/models/gpt.ts only, got --arch ${arch}`);
+  if (arch !== 'gpt') {
+    throw new Error(
+      `activation memory: the analytical count covers the GPT of src/models/gpt.ts only, got --arch ${arch}`,
+    );
+  }
   let kind = o.trainer;
   if (!kind) {
     try {
@@ -188,10 +260,22 @@ export function activationMemory(plan: ParallelPlan, model: PlanModel, rank: num
       kind = 'mesh'; // a combination no trainer runs yet: count it as the mesh trainer composes it
     }
   }
-  if (kind === 'ep') throw new Error('activation memory: expert parallelism runs gpt-moe, which the analytical count does not cover');
+  if (kind === 'ep') {
+    throw new Error('activation memory: expert parallelism runs gpt-moe, which the analytical count does not cover');
+  }
   const g: Geo = {
-    b: microBatchSize(plan, model), s: model.blockSize / plan.cp, T: model.blockSize, C: model.nEmbd, nh: model.nHead, V: model.vocabSize,
-    t: plan.tp, sp: plan.sp, cp: plan.cp, cpKind: plan.cpKind, bias: o.bias ?? true, naive: o.attention === 'naive',
+    b: microBatchSize(plan, model),
+    s: model.blockSize / plan.cp,
+    T: model.blockSize,
+    C: model.nEmbd,
+    nh: model.nHead,
+    V: model.vocabSize,
+    t: plan.tp,
+    sp: plan.sp,
+    cp: plan.cp,
+    cpKind: plan.cpKind,
+    bias: o.bias ?? true,
+    naive: o.attention === 'naive',
   };
   const L = model.nLayer, tp = kind === 'mesh' && plan.tp > 1; // tp 1: rank_context.ts runs the plain ops
   const layer = tp ? tpLayer(g) : gptLayer(g);
@@ -199,10 +283,20 @@ export function activationMemory(plan: ParallelPlan, model: PlanModel, rank: num
   if (kind !== 'mesh') {
     const items = [...(tp ? tpEmbed(g) : gptEmbed(g)), ...times(layer, L), ...head(g, tp, g.cp > 1)]; // cp uploads its targets in the head
     const bytes = raw(items);
-    return { kind, bytes, pooledBytes: pooled(items), perMicroBatch: bytes, inFlight: 1, perLayer: raw(layer), stages: [{ stage: -1, items }] };
+    return {
+      kind,
+      bytes,
+      pooledBytes: pooled(items),
+      perMicroBatch: bytes,
+      inFlight: 1,
+      perLayer: raw(layer),
+      stages: [{ stage: -1, items }],
+    };
   }
   // Pipelines: a tape per (micro, stage), from its input's arrival to its backward.
-  const v = plan.schedule === 'interleaved' ? plan.virtualStages : 1, S = plan.pp * v, ppRank = planMesh(plan).coords(rank).pp;
+  const v = plan.schedule === 'interleaved' ? plan.virtualStages : 1,
+    S = plan.pp * v,
+    ppRank = planMesh(plan).coords(rank).pp;
   const sched = makeSchedule(plan.schedule, plan.pp, plan.microBatches, v);
   const N = g.b * g.s, input = [it('received activation', tp && g.sp ? (N / g.t) * g.C : N * g.C)];
   const stageItems = (s: number): ActivationItem[] => [
@@ -210,7 +304,10 @@ export function activationMemory(plan: ParallelPlan, model: PlanModel, rank: num
     ...times(layer, L / S),
     ...(s === S - 1 ? head(g, tp, true) : [it('send marker', 1)]),
   ];
-  const stages = [...Array(v).keys()].map((c) => c * plan.pp + ppRank).map((stage) => ({ stage, items: [...(stage > 0 ? input : []), ...stageItems(stage)] }));
+  const stages = [...Array(v).keys()].map((c) => c * plan.pp + ppRank).map((stage) => ({
+    stage,
+    items: [...(stage > 0 ? input : []), ...stageItems(stage)],
+  }));
   const live = new Map<string, ActivationItem[]>();
   let peakRaw = 0, peakPooled = 0;
   for (const a of sched.ranks[ppRank]) {
@@ -223,10 +320,20 @@ export function activationMemory(plan: ParallelPlan, model: PlanModel, rank: num
     peakPooled = Math.max(peakPooled, pooled(now));
   }
   return {
-    kind, bytes: peakRaw, pooledBytes: peakPooled, perMicroBatch: stages.reduce((a, x) => a + raw(x.items), 0),
-    inFlight: peakInFlight(sched)[ppRank], perLayer: raw(layer), stages,
+    kind,
+    bytes: peakRaw,
+    pooledBytes: peakPooled,
+    perMicroBatch: stages.reduce((a, x) => a + raw(x.items), 0),
+    inFlight: peakInFlight(sched)[ppRank],
+    perLayer: raw(layer),
+    stages,
   };
 }
 
 /** {@link activationMemory}'s peak bytes (4 B per element, unrounded). @throws as activationMemory. */
-export const activationBytes = (plan: ParallelPlan, model: PlanModel, rank: number, o: ActivationOptions = {}): number => activationMemory(plan, model, rank, o).bytes;
+export const activationBytes = (
+  plan: ParallelPlan,
+  model: PlanModel,
+  rank: number,
+  o: ActivationOptions = {},
+): number => activationMemory(plan, model, rank, o).bytes;

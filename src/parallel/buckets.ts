@@ -49,7 +49,9 @@ export function planBuckets(store: ParamStore, by: number | 'layer'): Bucket[] {
       else groups.push([p]);
     }
   } else {
-    if (!(typeof by === 'number' && by > 0)) throw new Error(`planBuckets: bucket size must be a positive number of bytes or 'layer', got ${by}`);
+    if (!(typeof by === 'number' && by > 0)) {
+      throw new Error(`planBuckets: bucket size must be a positive number of bytes or 'layer', got ${by}`);
+    }
     let cur: Param[] = [];
     let bytes = 0;
     for (let i = ps.length - 1; i >= 0; i--) {
@@ -86,7 +88,15 @@ function paddedSize(store: ParamStore, i: number): number {
 
 /** A view of flat buffer `flat` over elements [start, end) (start must be 256-byte aligned to be bound). */
 export function sliceOf(flat: Tensor, start: number, end: number, label = ''): Tensor {
-  return new Tensor(flat.gpu, flat.buffer, [end - start], 'f32', flat.offset + start * 4, false, label || `${flat.label}[${start}:${end}]`);
+  return new Tensor(
+    flat.gpu,
+    flat.buffer,
+    [end - start],
+    'f32',
+    flat.offset + start * 4,
+    false,
+    label || `${flat.label}[${start}:${end}]`,
+  );
 }
 
 /** A tape that also keeps every node offered to it, so the last use of each parameter is known before backward. */

@@ -10,7 +10,17 @@
 import type { Algorithm } from '../comm/communicator.ts';
 import { type Collective, collectiveTraffic } from '../comm/cost.ts';
 import type { MeshCoords } from '../comm/mesh.ts';
-import { microBatchSize, type ParallelPlan, planGroup, planMesh, type PlanModel, planWorldSize, rankParams, type StrategyKind, zeroWorkingElements } from './plan.ts';
+import {
+  microBatchSize,
+  type ParallelPlan,
+  planGroup,
+  planMesh,
+  type PlanModel,
+  planWorldSize,
+  rankParams,
+  type StrategyKind,
+  zeroWorkingElements,
+} from './plan.ts';
 
 /** Bytes per rank of parameters, gradients and optimizer state. */
 export interface MemoryBytes {
@@ -20,7 +30,12 @@ export interface MemoryBytes {
   total: number;
 }
 
-const mem = (params: number, grads: number, optimizer: number): MemoryBytes => ({ params, grads, optimizer, total: params + grads + optimizer });
+const mem = (params: number, grads: number, optimizer: number): MemoryBytes => ({
+  params,
+  grads,
+  optimizer,
+  total: params + grads + optimizer,
+});
 
 function checkZero(psi: number, d: number, zero: number, what: string): void {
   if (!Number.isInteger(psi) || psi < 0 || !Number.isInteger(d) || d < 1 || ![0, 1, 2, 3].includes(zero)) {
@@ -41,7 +56,11 @@ function checkZero(psi: number, d: number, zero: number, what: string): void {
 export function zeroMemoryFp32(psi: number, d: number, zero: 0 | 1 | 2 | 3, working = 0): MemoryBytes {
   checkZero(psi, d, zero, 'zeroMemoryFp32');
   const shard = Math.ceil(psi / d);
-  return mem(4 * (zero >= 3 ? shard + working : psi), 4 * (zero >= 2 ? shard + working : psi), 8 * (zero >= 1 ? shard : psi));
+  return mem(
+    4 * (zero >= 3 ? shard + working : psi),
+    4 * (zero >= 2 ? shard + working : psi),
+    8 * (zero >= 1 ? shard : psi),
+  );
 }
 
 /**
@@ -50,11 +69,19 @@ export function zeroMemoryFp32(psi: number, d: number, zero: 0 | 1 | 2 | 3, work
  * working buffers (plan.ts zeroWorkingElements), and its experts over the dp·cp/ep ranks that
  * hold the same ones. `paramElements` = dense + expert elements.
  */
-export function rankMemory(plan: ParallelPlan, model: PlanModel, rank: number, bias = true): MemoryBytes & { paramElements: number } {
+export function rankMemory(
+  plan: ParallelPlan,
+  model: PlanModel,
+  rank: number,
+  bias = true,
+): MemoryBytes & { paramElements: number } {
   const p = rankParams(plan, model, rank, bias), d = plan.dp * plan.cp;
   const dense = zeroMemoryFp32(p.dense, d, plan.zero, plan.zero >= 2 ? zeroWorkingElements(model, bias) : 0);
   const ex = zeroMemoryFp32(p.expert, d / plan.ep, plan.zero);
-  return { ...mem(dense.params + ex.params, dense.grads + ex.grads, dense.optimizer + ex.optimizer), paramElements: p.dense + p.expert };
+  return {
+    ...mem(dense.params + ex.params, dense.grads + ex.grads, dense.optimizer + ex.optimizer),
+    paramElements: p.dense + p.expert,
+  };
 }
 
 /**
@@ -74,7 +101,9 @@ export function zeroMemoryMixed(psi: number, d: number, zero: 0 | 1 | 2 | 3, k =
  * interleaved 1F1B shrinks the bubble v-fold). @throws Error on non-positive inputs.
  */
 export function bubbleFraction(p: number, m: number, v = 1): number {
-  if (![p, m, v].every((x) => Number.isInteger(x) && x >= 1)) throw new Error(`bubbleFraction: p ${p}, m ${m}, v ${v} must be positive integers`);
+  if (![p, m, v].every((x) => Number.isInteger(x) && x >= 1)) {
+    throw new Error(`bubbleFraction: p ${p}, m ${m}, v ${v} must be positive integers`);
+  }
   return (p - 1) / (v * m + p - 1);
 }
 
@@ -159,27 +188,73 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   const C = model.nEmbd, b = microBatchSize(plan, model), s = model.blockSize / cp, L = model.nLayer / P;
   const par = rankParams(plan, model, rank, o.bias ?? true);
   // rankParams counts experts in every block; only this stage's MoE blocks (o.moeEvery) have them.
-  const every = o.moeEvery ?? 1, moeLayers = [...Array(L).keys()].filter((i) => (me.pp * L + i) % every === every - 1).length;
+  const every = o.moeEvery ?? 1,
+    moeLayers = [...Array(L).keys()].filter((i) => (me.pp * L + i) % every === every - 1).length;
   const expertParams = (par.expert / L) * moeLayers;
   const at = (c: Partial<MeshCoords>) => mesh.rankOf({ ...me, ...c });
-  const push = (dim: PlanDim, what: string, coll: Collective, group: number[], n: number, calls: number, exact = true) => {
+  const push = (
+    dim: PlanDim,
+    what: string,
+    coll: Collective,
+    group: number[],
+    n: number,
+    calls: number,
+    exact = true,
+  ) => {
     if (group.length < 2 || calls === 0 || n === 0) return;
-    const a: Algorithm = coll === 'allToAll' || (coll === 'reduceScatter' && algo === 'recursive-doubling') ? 'direct' : coll === 'allGather' && algo === 'rabenseifner' ? 'recursive-doubling' : algo;
+    const a: Algorithm = coll === 'allToAll' || (coll === 'reduceScatter' && algo === 'recursive-doubling')
+      ? 'direct'
+      : coll === 'allGather' && algo === 'rabenseifner'
+      ? 'recursive-doubling'
+      : algo;
     const tr = collectiveTraffic(coll, a, n, group.length, group.indexOf(rank));
-    rows.push({ dim, what, collective: coll, algorithm: a, group, calls, n, elements: tr.elements * calls, messages: tr.messages * calls, exact });
+    rows.push({
+      dim,
+      what,
+      collective: coll,
+      algorithm: a,
+      group,
+      calls,
+      n,
+      elements: tr.elements * calls,
+      messages: tr.messages * calls,
+      exact,
+    });
   };
   const sends = (dim: PlanDim, what: string, group: number[], n: number, count: number, exact = true) => {
-    if (count > 0 && n > 0) rows.push({ dim, what, collective: 'send', algorithm: 'p2p', group, calls: count, n, elements: n * count, messages: count, exact });
+    if (count > 0 && n > 0) {
+      rows.push({
+        dim,
+        what,
+        collective: 'send',
+        algorithm: 'p2p',
+        group,
+        calls: count,
+        n,
+        elements: n * count,
+        messages: count,
+        exact,
+      });
+    }
   };
   // dp: gradient synchronisation (and ZeRO's parameter gathers).
-  const dpcp = (keep: (d: number) => boolean) => [...Array(dp).keys()].filter(keep).flatMap((d) => [...Array(cp).keys()].map((c) => at({ dp: d, cp: c })));
+  const dpcp = (keep: (d: number) => boolean) =>
+    [...Array(dp).keys()].filter(keep).flatMap((d) => [...Array(cp).keys()].map((c) => at({ dp: d, cp: c })));
   const sync = (what: string, group: number[], psi: number, buckets?: number[]) => {
     const d = group.length, calls = (buckets ?? [psi]).map((n) => ({ n, padded: buckets ? n : Math.ceil(n / d) * d }));
     for (const { n, padded } of calls) {
       if (zero === 0) push('dp', `${what} gradients`, 'allReduce', group, n, 1);
       else if (zero < 3) {
         // ZeRO-2 reduces per 'layer' unit, whose 256-byte padding the formula cannot see without the buckets.
-        push('dp', `${what} gradients (ZeRO-${zero})`, 'reduceScatter', group, padded, zero === 2 ? m : 1, zero === 1 || !!buckets);
+        push(
+          'dp',
+          `${what} gradients (ZeRO-${zero})`,
+          'reduceScatter',
+          group,
+          padded,
+          zero === 2 ? m : 1,
+          zero === 1 || !!buckets,
+        );
         push('dp', `${what} parameters (ZeRO-${zero})`, 'allGather', group, padded, 1, zero === 1 || !!buckets);
       } else {
         push('dp', `${what} parameters, forward + backward (ZeRO-3)`, 'allGather', group, padded, 2 * m, !!buckets);
@@ -189,15 +264,18 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   };
   const dpGroup = dpcp(() => true), trainer = o.trainer;
   // Scalar allReduces: each trainer sums its loss and gradient-norm shares its own way.
-  if (trainer === 'mesh') push('dp', 'gradient norm + loss over the world', 'allReduce', [...Array(planWorldSize(plan)).keys()], 2, 1);
-  else {
+  if (trainer === 'mesh') {
+    push('dp', 'gradient norm + loss over the world', 'allReduce', [...Array(planWorldSize(plan)).keys()], 2, 1);
+  } else {
     push('dp', 'loss average', 'allReduce', dpGroup, 1, 1);
     if (zero > 0) push('dp', 'gradient norm (ZeRO)', 'allReduce', dpGroup, 1, 1);
   }
   if (trainer === 'ep') push('dp', 'expert gradient norm', 'allReduce', planGroup(plan, 'ep', rank), 1, 1);
   sync('dense', dpGroup, par.dense, o.buckets);
   sync('expert', dpcp((d) => d % ep === me.dp % ep), expertParams);
-  if (P > 1 && (me.pp === 0 || me.pp === P - 1)) push('pp', 'tied embedding gradients', 'allReduce', [at({ pp: 0 }), at({ pp: P - 1 })], par.embedding, 1);
+  if (P > 1 && (me.pp === 0 || me.pp === P - 1)) {
+    push('pp', 'tied embedding gradients', 'allReduce', [at({ pp: 0 }), at({ pp: P - 1 })], par.embedding, 1);
+  }
   // tp: Megatron's f/g operators, or sequence parallelism's all-gather / reduce-scatter.
   const tpGroup = mesh.group('tp', rank), bsh = b * s * C, first = me.pp === 0, last = me.pp === P - 1;
   if (!sp) {
@@ -233,7 +311,14 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   if (model.nExpert && ep > 1) {
     const E = model.nExpert, tokens = sp ? (b * s) / t : b * s;
     const cap = Math.ceil(((o.capacityFactor ?? 1.25) * tokens * (o.topK ?? 1)) / E);
-    push('ep', `MoE dispatch + combine (capacity ${cap})`, 'allToAll', planGroup(plan, 'ep', rank), E * cap * C, 4 * moeLayers * m);
+    push(
+      'ep',
+      `MoE dispatch + combine (capacity ${cap})`,
+      'allToAll',
+      planGroup(plan, 'ep', rank),
+      E * cap * C,
+      4 * moeLayers * m,
+    );
   }
   return rows;
 }

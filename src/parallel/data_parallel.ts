@@ -29,7 +29,7 @@ import type { LanguageModel } from '../models/model.ts';
 import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { AdamW } from '../train/optimizer.ts';
-import { lrAt, type ScheduleSpec, scheduleFromConfig, validateSchedule } from '../train/schedules.ts';
+import { lrAt, scheduleFromConfig, type ScheduleSpec, validateSchedule } from '../train/schedules.ts';
 import type { StepRecord } from '../train/trainer.ts';
 import { backwardWithBuckets, type Bucket, LoggingTape, type OverlapStats, planBuckets, sliceOf } from './buckets.ts';
 import { type Sent, TrafficMeter } from './traffic.ts';
@@ -55,10 +55,14 @@ export interface ParallelStepRecord extends StepRecord {
 export function checkDataParallel(cfg: TrainConfig, dp: number): void {
   if (!Number.isInteger(dp) || dp < 1) throw new Error(`data parallel: dp must be a positive integer, got ${dp}`);
   if (cfg.batchSize % dp) {
-    throw new Error(`data parallel: batchSize (${cfg.batchSize}) must be divisible by dp (${dp}); each rank takes batchSize/dp rows`);
+    throw new Error(
+      `data parallel: batchSize (${cfg.batchSize}) must be divisible by dp (${dp}); each rank takes batchSize/dp rows`,
+    );
   }
   if (cfg.goldfishK) {
-    throw new Error('data parallel: goldfishK must be 0; masked targets differ per rank, so averaging per-rank means would not give the global mean');
+    throw new Error(
+      'data parallel: goldfishK must be 0; masked targets differ per rank, so averaging per-rank means would not give the global mean',
+    );
   }
 }
 
@@ -73,7 +77,14 @@ export class LocalBatches {
   private readonly targets: Tensor;
   private readonly lossAcc: Tensor;
 
-  constructor(readonly gpu: Gpu, readonly model: LanguageModel, readonly data: TextDataset, readonly cfg: TrainConfig, readonly rank: number, readonly size: number) {
+  constructor(
+    readonly gpu: Gpu,
+    readonly model: LanguageModel,
+    readonly data: TextDataset,
+    readonly cfg: TrainConfig,
+    readonly rank: number,
+    readonly size: number,
+  ) {
     checkDataParallel(cfg, size);
     this.rows = cfg.batchSize / size;
     this.tokens = gpu.zeros([this.rows, cfg.blockSize], 'i32', 'dp.tokens');
@@ -97,7 +108,9 @@ export class LocalBatches {
     const x = batch.x.slice(this.rank * b * t, (this.rank + 1) * b * t);
     gpu.write(this.tokens, x);
     gpu.write(this.targets, batch.y.slice(this.rank * b * t, (this.rank + 1) * b * t));
-    const { loss } = await this.model.forward(tape, this.tokens, x, this.targets, b, t, { gradScale: 1 / cfg.gradAccum });
+    const { loss } = await this.model.forward(tape, this.tokens, x, this.targets, b, t, {
+      gradScale: 1 / cfg.gradAccum,
+    });
     axpy(gpu, 1 / cfg.gradAccum, loss!, this.lossAcc);
   }
 
@@ -132,7 +145,14 @@ export class DataParallelTrainer {
    * @param comm the dp group; its size d must divide cfg.batchSize.
    * @throws Error from {@link checkDataParallel}, from the schedule check, or for a bad bucket size.
    */
-  constructor(readonly gpu: Gpu, readonly model: LanguageModel, data: TextDataset, readonly cfg: TrainConfig, readonly comm: Communicator, opts: DataParallelOptions = {}) {
+  constructor(
+    readonly gpu: Gpu,
+    readonly model: LanguageModel,
+    data: TextDataset,
+    readonly cfg: TrainConfig,
+    readonly comm: Communicator,
+    opts: DataParallelOptions = {},
+  ) {
     this.schedule = scheduleFromConfig(cfg);
     validateSchedule(this.schedule, cfg.steps);
     this.batches = new LocalBatches(gpu, model, data, cfg, comm.rank, comm.size);
@@ -161,10 +181,17 @@ export class DataParallelTrainer {
       const tape = last ? new LoggingTape(gpu, this.paramGrads) : new Tape(gpu, this.paramGrads);
       await this.batches.forward(tape, step, micro);
       if (last) {
-        overlap = await backwardWithBuckets(gpu, model.params, this.buckets, tape as LoggingTape, RULES, async (b, host) => {
-          await this.gradGroup.allReduce(host, { op: 'avg' });
-          gpu.write(sliceOf(model.params.grads, b.start, b.end), host);
-        });
+        overlap = await backwardWithBuckets(
+          gpu,
+          model.params,
+          this.buckets,
+          tape as LoggingTape,
+          RULES,
+          async (b, host) => {
+            await this.gradGroup.allReduce(host, { op: 'avg' });
+            gpu.write(sliceOf(model.params.grads, b.start, b.end), host);
+          },
+        );
       } else tape.backward(RULES);
       tape.dispose();
     }

@@ -42,9 +42,9 @@ import { adamwUpdate, packAdamHyper } from '../kernels/adamw.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from '../train/config.ts';
-import { lrAt, type ScheduleSpec, scheduleFromConfig, validateSchedule } from '../train/schedules.ts';
+import { lrAt, scheduleFromConfig, type ScheduleSpec, validateSchedule } from '../train/schedules.ts';
 import type { ForwardOptions, ForwardResult } from '../models/model.ts';
-import { type ExpertShard, expertOf, type MoECall, type MoELanguageModel } from '../models/moe_layer.ts';
+import { expertOf, type ExpertShard, type MoECall, type MoELanguageModel } from '../models/moe_layer.ts';
 import { checkDataParallel, type ParallelStepRecord, subGroup } from './data_parallel.ts';
 import { TrafficMeter } from './traffic.ts';
 import { type ParallelPlan, planGroup } from './plan.ts';
@@ -55,8 +55,12 @@ import { clipScale } from '../train/optimizer.ts';
  * @throws Error when ep does not divide E or index is outside 0 … ep−1.
  */
 export function expertShard(nExpert: number, ep: number, index: number): ExpertShard {
-  if (!Number.isInteger(ep) || ep < 1 || nExpert % ep) throw new Error(`expert parallel: ep ${ep} must divide the ${nExpert} experts`);
-  if (!Number.isInteger(index) || index < 0 || index >= ep) throw new Error(`expert parallel: rank index ${index} is outside 0 … ${ep - 1}`);
+  if (!Number.isInteger(ep) || ep < 1 || nExpert % ep) {
+    throw new Error(`expert parallel: ep ${ep} must divide the ${nExpert} experts`);
+  }
+  if (!Number.isInteger(index) || index < 0 || index >= ep) {
+    throw new Error(`expert parallel: rank index ${index} is outside 0 … ${ep - 1}`);
+  }
   return { first: (index * nExpert) / ep, count: nExpert / ep };
 }
 
@@ -77,7 +81,9 @@ export interface ExpertParallelGroups {
 export function expertParallelGroups(world: Communicator, plan: ParallelPlan): ExpertParallelGroups {
   const { dp, ep, pp, cp, tp, zero } = plan;
   if (!(ep >= 1 && dp % ep === 0) || pp !== 1 || cp !== 1 || tp !== 1 || zero !== 0 || world.size !== dp) {
-    throw new Error(`expert parallel: supported plans are ep dividing dp on a world of dp ranks with pp = cp = tp = 1 and zero 0; got dp ${dp}, ep ${ep}, pp ${pp}, cp ${cp}, tp ${tp}, zero ${zero} on ${world.size} ranks`);
+    throw new Error(
+      `expert parallel: supported plans are ep dividing dp on a world of dp ranks with pp = cp = tp = 1 and zero 0; got dp ${dp}, ep ${ep}, pp ${pp}, cp ${cp}, tp ${tp}, zero ${zero} on ${world.size} ranks`,
+    );
   }
   const named = (kind: string, ranks: number[]) => world.newGroup(ranks, `${kind}[${ranks.join(',')}]`);
   const all = planGroup(plan, 'dp', world.rank), epRanks = planGroup(plan, 'ep', world.rank);
@@ -99,24 +105,36 @@ export interface ExchangeGeometry {
  * (E, localRows, C) slot rows of this rank → (E/ep, expertRows, C) rows of its experts, row
  * l·expertRows + s·cap + i holding source rank s's slot i of local expert l (padding rows 0).
  */
-export async function allToAllToExperts(comm: Communicator, x: Float32Array, g: ExchangeGeometry): Promise<Float32Array> {
+export async function allToAllToExperts(
+  comm: Communicator,
+  x: Float32Array,
+  g: ExchangeGeometry,
+): Promise<Float32Array> {
   const { e, ep, cap, c, localRows, expertRows } = g, el = e / ep, row = cap * c;
   const send = new Float32Array(e * row);
   for (let x0 = 0; x0 < e; x0++) send.set(x.subarray(x0 * localRows * c, x0 * localRows * c + row), x0 * row);
   const recv = await comm.allToAll(send);
   const out = new Float32Array(el * expertRows * c);
   for (let s = 0; s < ep; s++) {
-    for (let l = 0; l < el; l++) out.set(recv.subarray((s * el + l) * row, (s * el + l + 1) * row), (l * expertRows + s * cap) * c);
+    for (let l = 0; l < el; l++) {
+      out.set(recv.subarray((s * el + l) * row, (s * el + l + 1) * row), (l * expertRows + s * cap) * c);
+    }
   }
   return out;
 }
 
 /** The inverse of {@link allToAllToExperts}: expert outputs (E/ep, expertRows, C) back to the ranks their tokens came from, (E, localRows, C). */
-export async function allToAllFromExperts(comm: Communicator, y: Float32Array, g: ExchangeGeometry): Promise<Float32Array> {
+export async function allToAllFromExperts(
+  comm: Communicator,
+  y: Float32Array,
+  g: ExchangeGeometry,
+): Promise<Float32Array> {
   const { e, ep, cap, c, localRows, expertRows } = g, el = e / ep, row = cap * c;
   const send = new Float32Array(e * row);
   for (let s = 0; s < ep; s++) {
-    for (let l = 0; l < el; l++) send.set(y.subarray((l * expertRows + s * cap) * c, (l * expertRows + s * cap) * c + row), (s * el + l) * row);
+    for (let l = 0; l < el; l++) {
+      send.set(y.subarray((l * expertRows + s * cap) * c, (l * expertRows + s * cap) * c + row), (s * el + l) * row);
+    }
   }
   const recv = await comm.allToAll(send);
   const out = new Float32Array(e * localRows * c);
@@ -126,16 +144,35 @@ export async function allToAllFromExperts(comm: Communicator, y: Float32Array, g
 
 /** Dispatch as an autograd function: forward {@link allToAllToExperts}, backward its inverse. */
 export function dispatchToExperts(tape: Tape, xe: Tensor, comm: Communicator, g: ExchangeGeometry): Promise<Tensor> {
-  return collectiveOp(tape, xe, [(g.e / g.ep) * g.expertRows, g.c], 'moe.dispatch.allToAll', (x) => allToAllToExperts(comm, x, g), (dy) => allToAllFromExperts(comm, dy, g));
+  return collectiveOp(
+    tape,
+    xe,
+    [(g.e / g.ep) * g.expertRows, g.c],
+    'moe.dispatch.allToAll',
+    (x) => allToAllToExperts(comm, x, g),
+    (dy) => allToAllFromExperts(comm, dy, g),
+  );
 }
 
 /** Combine's exchange as an autograd function: forward {@link allToAllFromExperts}, backward {@link allToAllToExperts}. */
 export function combineFromExperts(tape: Tape, ye: Tensor, comm: Communicator, g: ExchangeGeometry): Promise<Tensor> {
-  return collectiveOp(tape, ye, [g.e * g.localRows, g.c], 'moe.combine.allToAll', (y) => allToAllFromExperts(comm, y, g), (dx) => allToAllToExperts(comm, dx, g));
+  return collectiveOp(
+    tape,
+    ye,
+    [g.e * g.localRows, g.c],
+    'moe.combine.allToAll',
+    (y) => allToAllFromExperts(comm, y, g),
+    (dx) => allToAllToExperts(comm, dx, g),
+  );
 }
 
 /** One MoE MLP across the EP group `comm` (model holds this rank's shard of the experts). */
-export async function moeExpertParallel(tape: Tape, model: MoELanguageModel, call: MoECall, comm: Communicator): Promise<Tensor> {
+export async function moeExpertParallel(
+  tape: Tape,
+  model: MoELanguageModel,
+  call: MoECall,
+  comm: Communicator,
+): Promise<Tensor> {
   const layers = model.moeLayers;
   const { routing, xe } = layers.route(tape, call.x, call.layer, 1);
   const ep = comm.size, { e, capacity: cap, rows: localRows } = routing.plan, c = layers.c;
@@ -153,11 +190,34 @@ export async function moeExpertParallel(tape: Tape, model: MoELanguageModel, cal
  * The model's forward with every MoE MLP run across the EP group `comm` (see {@link MoELanguageModel.steps}).
  * @throws Error when the group size differs from the model's shard (E / count).
  */
-export async function forwardExpertParallel(model: MoELanguageModel, tape: Tape, tokens: Tensor, hostTokens: Int32Array, targets: Tensor | null, b: number, t: number, comm: Communicator, opts: ForwardOptions = {}): Promise<ForwardResult> {
+export async function forwardExpertParallel(
+  model: MoELanguageModel,
+  tape: Tape,
+  tokens: Tensor,
+  hostTokens: Int32Array,
+  targets: Tensor | null,
+  b: number,
+  t: number,
+  comm: Communicator,
+  opts: ForwardOptions = {},
+): Promise<ForwardResult> {
   if (model.shard.count * comm.size !== model.moe.nExpert) {
-    throw new Error(`expert parallel: a group of ${comm.size} ranks needs ${model.moe.nExpert / comm.size} experts per rank, the model holds ${model.shard.count}`);
+    throw new Error(
+      `expert parallel: a group of ${comm.size} ranks needs ${
+        model.moe.nExpert / comm.size
+      } experts per rank, the model holds ${model.shard.count}`,
+    );
   }
-  return await model.steps(tape, tokens, hostTokens, targets, b, t, opts, (call) => moeExpertParallel(tape, model, call, comm));
+  return await model.steps(
+    tape,
+    tokens,
+    hostTokens,
+    targets,
+    b,
+    t,
+    opts,
+    (call) => moeExpertParallel(tape, model, call, comm),
+  );
 }
 
 /**
@@ -174,18 +234,34 @@ export class ExpertParallelTrainer {
   private readonly lossAcc: Tensor;
   private readonly norm: Tensor;
   private readonly hyper: Tensor;
-  private readonly groups: { moe: Communicator; grads: Communicator; experts: Communicator; loss: Communicator; norm: Communicator };
+  private readonly groups: {
+    moe: Communicator;
+    grads: Communicator;
+    experts: Communicator;
+    loss: Communicator;
+    norm: Communicator;
+  };
   private readonly meter: TrafficMeter;
 
   /**
    * @param model built with `expertShard(E, g.ep.size, g.ep.rank)` (every expert param present).
    * @throws Error when the batch does not split over the dp ranks, goldfish masking is on, or the shard does not match the rank.
    */
-  constructor(readonly gpu: Gpu, readonly model: MoELanguageModel, readonly data: TextDataset, readonly cfg: TrainConfig, readonly g: ExpertParallelGroups) {
+  constructor(
+    readonly gpu: Gpu,
+    readonly model: MoELanguageModel,
+    readonly data: TextDataset,
+    readonly cfg: TrainConfig,
+    readonly g: ExpertParallelGroups,
+  ) {
     checkDataParallel(cfg, g.dp.size);
     const want = expertShard(model.moe.nExpert, g.ep.size, g.ep.rank);
     if (model.shard.first !== want.first || model.shard.count !== want.count) {
-      throw new Error(`expert parallel: EP rank ${g.ep.rank} of ${g.ep.size} must hold experts [${want.first}, ${want.first + want.count}), the model holds [${model.shard.first}, ${model.shard.first + model.shard.count})`);
+      throw new Error(
+        `expert parallel: EP rank ${g.ep.rank} of ${g.ep.size} must hold experts [${want.first}, ${
+          want.first + want.count
+        }), the model holds [${model.shard.first}, ${model.shard.first + model.shard.count})`,
+      );
     }
     this.schedule = scheduleFromConfig(cfg);
     validateSchedule(this.schedule, cfg.steps);
@@ -195,7 +271,13 @@ export class ExpertParallelTrainer {
     this.lossAcc = gpu.zeros([2], 'f32', 'ep.loss');
     this.norm = gpu.zeros([2], 'f32', 'ep.norm');
     this.hyper = gpu.zeros([8], 'f32', 'ep.hyper');
-    this.groups = { moe: subGroup(g.ep, 'moe'), grads: subGroup(g.dp, 'grads'), experts: subGroup(g.edp, 'experts'), loss: subGroup(g.dp, 'scalars'), norm: subGroup(g.ep, 'norm') };
+    this.groups = {
+      moe: subGroup(g.ep, 'moe'),
+      grads: subGroup(g.dp, 'grads'),
+      experts: subGroup(g.edp, 'experts'),
+      loss: subGroup(g.dp, 'scalars'),
+      norm: subGroup(g.ep, 'norm'),
+    };
     this.meter = TrafficMeter.of(g.dp);
   }
 
@@ -217,7 +299,9 @@ export class ExpertParallelTrainer {
       gpu.write(this.tokens, x);
       gpu.write(this.targets, batch.y.slice(at, at + b * t));
       const tape = new Tape(gpu, model.params.gradMap());
-      const { loss } = await forwardExpertParallel(model, tape, this.tokens, x, this.targets, b, t, this.groups.moe, { gradScale: 1 / cfg.gradAccum });
+      const { loss } = await forwardExpertParallel(model, tape, this.tokens, x, this.targets, b, t, this.groups.moe, {
+        gradScale: 1 / cfg.gradAccum,
+      });
       axpy(gpu, 1 / cfg.gradAccum, loss!, this.lossAcc);
       await tape.backwardAsync(RULES);
       tape.dispose();
@@ -225,7 +309,14 @@ export class ExpertParallelTrainer {
     const gradNorm = await this.syncAndUpdate(lrAt(this.schedule, step), step + 1);
     const local = (await gpu.read(this.lossAcc)).slice(0, 1) as Float32Array;
     const loss = (await this.groups.loss.allReduce(local, { op: 'avg' }))[0];
-    return { step, lr: lrAt(this.schedule, step), loss, gradNorm, sent: this.meter.take(), overlap: { launchedDuringBackward: 0, order: [] } };
+    return {
+      step,
+      lr: lrAt(this.schedule, step),
+      loss,
+      gradNorm,
+      sent: this.meter.take(),
+      overlap: { launchedDuringBackward: 0, order: [] },
+    };
   }
 
   /** Averages dense gradients over dp, sums expert ones over the edp group and divides them by dp, clips by the global norm and runs AdamW. Returns ‖g‖₂. */
@@ -267,7 +358,9 @@ export class ExpertParallelTrainer {
     gpu.write(model.params.grads, grads);
     gpu.write(this.norm, new Float32Array([norm, scale]));
     gpu.write(this.hyper, packAdamHyper({ lr, beta1: cfg.beta1, beta2: cfg.beta2, eps: cfg.eps, step: t }));
-    for (const p of model.params.params) adamwUpdate(gpu, p.value, p.grad, p.m, p.v, this.hyper, this.norm, p.decay ? cfg.weightDecay : 0);
+    for (const p of model.params.params) {
+      adamwUpdate(gpu, p.value, p.grad, p.m, p.v, this.hyper, this.norm, p.decay ? cfg.weightDecay : 0);
+    }
     return norm;
   }
 

@@ -33,7 +33,12 @@ export function checkRun(plan: ParallelPlan, cfg: TrainConfig, vocabSize: number
  * (src/io/corpus.ts loadTrainingData); plan.ts parses the flags, reads the data and calls it.
  * @throws Error for a plan that cannot run (see {@link checkRun}) or a rank's failure.
  */
-export async function measure(plan: ParallelPlan, cfg: TrainConfig, data: { tokens: Int32Array; vocabSize: number }, backend: Backend = 'wgpu'): Promise<{ text: string; ranks: RankSummary[] }> {
+export async function measure(
+  plan: ParallelPlan,
+  cfg: TrainConfig,
+  data: { tokens: Int32Array; vocabSize: number },
+  backend: Backend = 'wgpu',
+): Promise<{ text: string; ranks: RankSummary[] }> {
   const { model } = checkRun(plan, cfg, data.vocabSize);
   const world = localWorld(planWorldSize(plan), { timeoutMs: 120_000 });
   let ranks: RankSummary[];
@@ -51,8 +56,18 @@ export async function measure(plan: ParallelPlan, cfg: TrainConfig, data: { toke
     closeLocalWorld(world);
   }
   const r0 = ranks[0].records[0];
-  const step: StepReport = { ...r0, ms: Math.max(...ranks.map((s) => s.records[0].ms)), sent: ranks.map((s) => s.records[0].sent), byDim: ranks.map((s) => s.records[0].byDim) };
+  const step: StepReport = {
+    ...r0,
+    ms: Math.max(...ranks.map((s) => s.records[0].ms)),
+    sent: ranks.map((s) => s.records[0].sent),
+    byDim: ranks.map((s) => s.records[0].byDim),
+  };
   const text = `measured: one real step on ${ranks.length} in-process ranks (loss ${r0.loss.toFixed(4)})\n` +
-    accountingText(plan, cfg, 'not modelled in a measurement (elements are network-independent)', accounting(plan, model, cfg, [step], ranks));
+    accountingText(
+      plan,
+      cfg,
+      'not modelled in a measurement (elements are network-independent)',
+      accounting(plan, model, cfg, [step], ranks),
+    );
   return { text, ranks };
 }

@@ -58,7 +58,7 @@ import type { MeshCoords, MeshDim } from '../comm/mesh.ts';
 import { wallMs } from '../comm/trace.ts';
 import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from '../train/config.ts';
-import { lrAt, type ScheduleSpec, scheduleFromConfig, validateSchedule } from '../train/schedules.ts';
+import { lrAt, scheduleFromConfig, type ScheduleSpec, validateSchedule } from '../train/schedules.ts';
 import type { StepRecord } from '../train/trainer.ts';
 import { checkPipeline } from './pipeline.ts';
 import { PipelineExecutor, type SpanFn } from './pipeline_executor.ts';
@@ -92,24 +92,35 @@ export interface MeshStepRecord extends StepRecord {
  *   not composed yet …"), then validatePlan's list of broken rules, then checkPipeline's
  *   (arch gpt, gradAccum 1, no goldfish / NEFTune, a valid schedule).
  */
-export function checkMeshPlan(plan: ParallelPlan, cfg: TrainConfig, vocabSize: number, worldSize: number): PipelineSchedule {
+export function checkMeshPlan(
+  plan: ParallelPlan,
+  cfg: TrainConfig,
+  vocabSize: number,
+  worldSize: number,
+): PipelineSchedule {
   const unsupported: string[] = [];
   if (plan.ep > 1) unsupported.push(`expert parallelism (ep ${plan.ep}) with ${describeOthers(plan, 'ep')}`);
   if (plan.zero > 1) unsupported.push(`ZeRO-${plan.zero} with ${describeOthers(plan, 'zero')} (stage 1 only)`);
   if (unsupported.length) {
-    throw new Error(`mesh trainer: ${unsupported.join('; ')} is not supported (it composes dp × pp × cp × tp (+ sp) only; ` +
-      `use the ZeRO or expert-parallel trainers alone)`);
+    throw new Error(
+      `mesh trainer: ${unsupported.join('; ')} is not supported (it composes dp × pp × cp × tp (+ sp) only; ` +
+        `use the ZeRO or expert-parallel trainers alone)`,
+    );
   }
   const { nLayer, nHead, nEmbd, blockSize, batchSize } = cfg;
   validatePlan(plan, { nLayer, nHead, nEmbd, blockSize, batchSize, vocabSize }, worldSize);
   return checkPipeline({ ...cfg, batchSize: batchSize / plan.dp }, plan.pp, {
-    schedule: plan.schedule, microBatches: plan.microBatches, virtualStages: plan.schedule === 'interleaved' ? plan.virtualStages : undefined,
+    schedule: plan.schedule,
+    microBatches: plan.microBatches,
+    virtualStages: plan.schedule === 'interleaved' ? plan.virtualStages : undefined,
   });
 }
 
 /** "pp 2 · tp 2" — the plan's other non-trivial degrees, for error messages. */
 function describeOthers(plan: ParallelPlan, skip: string): string {
-  const parts = (['dp', 'pp', 'cp', 'tp'] as const).filter((d) => d !== skip && plan[d] > 1).map((d) => `${d} ${plan[d]}`);
+  const parts = (['dp', 'pp', 'cp', 'tp'] as const).filter((d) => d !== skip && plan[d] > 1).map((d) =>
+    `${d} ${plan[d]}`
+  );
   return parts.length ? parts.join(' · ') : 'this trainer';
 }
 
@@ -146,7 +157,14 @@ export class MeshTrainer {
    *   with the same config, plan and data and calls {@link step} with the same steps.
    * @throws Error from {@link checkMeshPlan} or the LR schedule check.
    */
-  constructor(readonly gpu: Gpu, readonly cfg: TrainConfig, readonly plan: ParallelPlan, world: Communicator, readonly data: TextDataset, vocabSize: number) {
+  constructor(
+    readonly gpu: Gpu,
+    readonly cfg: TrainConfig,
+    readonly plan: ParallelPlan,
+    world: Communicator,
+    readonly data: TextDataset,
+    vocabSize: number,
+  ) {
     this.program = checkMeshPlan(plan, cfg, vocabSize, world.size);
     this.schedule = scheduleFromConfig(cfg);
     validateSchedule(this.schedule, cfg.steps);
@@ -156,11 +174,22 @@ export class MeshTrainer {
     const pp = group('pp'), ends = [...new Set([pp[0], pp[pp.length - 1]])];
     // Megatron's data-parallel group with context parallelism: every cp rank of every dp replica.
     const dpcp = group('dp').flatMap((r) => planGroup(plan, 'cp', r));
-    this.groups = { dp: group('dp'), pp, cp: group('cp'), tp: group('tp'), dpcp, embedding: ends.length > 1 && ends.includes(rank) ? ends : [] };
+    this.groups = {
+      dp: group('dp'),
+      pp,
+      cp: group('cp'),
+      tp: group('tp'),
+      dpcp,
+      embedding: ends.length > 1 && ends.includes(rank) ? ends : [],
+    };
     const comm = (dim: MeshDim) => world.newGroup(this.groups[dim], `${dim}[${this.groups[dim].join(',')}]`);
     const tp = comm('tp'), T = cfg.blockSize;
-    this.positions = plan.cp > 1 ? cpPositions(plan.cpKind, this.coords.cp, plan.cp, T) : Int32Array.from({ length: T }, (_, i) => i);
-    const context = plan.cp > 1 ? { group: subGroup(comm('cp'), 'attn'), kind: plan.cpKind, positions: this.positions } : undefined;
+    this.positions = plan.cp > 1
+      ? cpPositions(plan.cpKind, this.coords.cp, plan.cp, T)
+      : Int32Array.from({ length: T }, (_, i) => i);
+    const context = plan.cp > 1
+      ? { group: subGroup(comm('cp'), 'attn'), kind: plan.cpKind, positions: this.positions }
+      : undefined;
     const ctx = new RankContext({ tp, vocabSize, sequenceParallel: plan.sp, context });
     this.stages = new ModelStages(gpu, cfg, vocabSize, ctx, { ppRank: this.coords.pp, pp: plan.pp, v: this.program.v });
     this.rows = cfg.batchSize / (plan.dp * plan.microBatches);
@@ -188,7 +217,8 @@ export class MeshTrainer {
     const { gpu, cfg, plan, stages } = this;
     this.meter.take();
     const t0 = wallMs(), timeline: Span[] = [];
-    const span: SpanFn = (kind, start, label, action) => timeline.push({ kind, start: start - t0, end: wallMs() - t0, label, action });
+    const span: SpanFn = (kind, start, label, action) =>
+      timeline.push({ kind, start: start - t0, end: wallMs() - t0, label, action });
     stages.params.zeroGrad();
     gpu.clear(this.lossAcc);
     const batch = this.data.batch('train', cfg.batchSize, cfg.blockSize, cfg.seed, step, 0);
@@ -229,7 +259,9 @@ export class MeshTrainer {
     gpu.write(this.norm, new Float32Array([norm, scale]));
     gpu.write(this.hyper, packAdamHyper({ lr, beta1: cfg.beta1, beta2: cfg.beta2, eps: cfg.eps, step: step + 1 }));
     if (this.zero) this.zero.update(this.hyper, this.norm, cfg.weightDecay);
-    else for (const p of stages.params.params) adamwUpdate(gpu, p.value, p.grad, p.m, p.v, this.hyper, this.norm, p.decay ? cfg.weightDecay : 0);
+    else {for (const p of stages.params.params) {
+        adamwUpdate(gpu, p.value, p.grad, p.m, p.v, this.hyper, this.norm, p.decay ? cfg.weightDecay : 0);
+      }}
     await gpu.sync();
     span('compute', start, 'AdamW');
     if (this.zero) {
@@ -264,14 +296,16 @@ export class MeshTrainer {
   private pack(flat: Float32Array): Float32Array {
     const out = new Float32Array(this.stages.params.count);
     let off = 0;
-    for (const p of this.stages.params.params) out.set(flat.subarray(p.offset, p.offset + p.size), (off += p.size) - p.size);
+    for (const p of this.stages.params.params) {
+      out.set(flat.subarray(p.offset, p.offset + p.size), (off += p.size) - p.size);
+    }
     return out;
   }
 
   /** Inverse of {@link pack}, into `flat` (gaps untouched). */
   private unpack(packed: Float32Array, flat: Float32Array): Float32Array {
     let off = 0;
-    for (const p of this.stages.params.params) flat.set(packed.subarray(off, (off += p.size)), p.offset);
+    for (const p of this.stages.params.params) flat.set(packed.subarray(off, off += p.size), p.offset);
     return flat;
   }
 

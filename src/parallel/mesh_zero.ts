@@ -55,7 +55,14 @@ export class MeshZero1 {
       const a = Math.max(p.offset, this.lo), b = Math.min(p.offset + p.size, this.hi);
       if (a >= b) continue;
       const view = (t: Tensor) => sliceOf(t, a, b, `${p.name}[${a - p.offset}:${b - p.offset}]`);
-      this.updates.push({ name: p.name, decay: p.decay, value: view(store.values), grad: view(store.grads), m: view(store.m), v: view(store.v) });
+      this.updates.push({
+        name: p.name,
+        decay: p.decay,
+        value: view(store.values),
+        grad: view(store.grads),
+        m: view(store.m),
+        v: view(store.v),
+      });
     }
     this.grads = subGroup(group, 'grads');
     this.params = subGroup(group, 'params');
@@ -86,13 +93,17 @@ export class MeshZero1 {
 
   /** Encodes AdamW on this rank's piece (hyper (8) and norm (2) as adamw.ts takes them). */
   update(hyper: Tensor, norm: Tensor, weightDecay: number): void {
-    for (const u of this.updates) adamwUpdate(this.gpu, u.value, u.grad, u.m, u.v, hyper, norm, u.decay ? weightDecay : 0);
+    for (const u of this.updates) {
+      adamwUpdate(this.gpu, u.value, u.grad, u.m, u.v, hyper, norm, u.decay ? weightDecay : 0);
+    }
   }
 
   /** All-gathers the updated pieces into every rank's full value buffer. */
   async allGather(): Promise<void> {
     const mine = new Float32Array(this.c);
-    if (this.hi > this.lo) mine.set((await this.gpu.read(sliceOf(this.store.values, this.lo, this.hi))) as Float32Array);
+    if (this.hi > this.lo) {
+      mine.set((await this.gpu.read(sliceOf(this.store.values, this.lo, this.hi))) as Float32Array);
+    }
     const all = await this.params.allGather(mine);
     this.gpu.write(this.store.values, all.subarray(0, this.flat));
   }

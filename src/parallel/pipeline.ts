@@ -47,8 +47,14 @@ export interface PipelineOptions {
  */
 export function checkPipeline(cfg: TrainConfig, p: number, o: PipelineOptions): PipelineSchedule {
   checkStageArch(cfg.arch, p);
-  if (cfg.gradAccum !== 1) throw new Error(`pipeline: gradAccum must be 1 (micro-batching is the schedule's m), got ${cfg.gradAccum}`);
-  if (cfg.goldfishK) throw new Error('pipeline: goldfishK must be 0; uneven target counts per micro-batch would break the mean over micro-batches');
+  if (cfg.gradAccum !== 1) {
+    throw new Error(`pipeline: gradAccum must be 1 (micro-batching is the schedule's m), got ${cfg.gradAccum}`);
+  }
+  if (cfg.goldfishK) {
+    throw new Error(
+      'pipeline: goldfishK must be 0; uneven target counts per micro-batch would break the mean over micro-batches',
+    );
+  }
   if (cfg.neftuneAlpha) throw new Error('pipeline: neftuneAlpha must be 0 (the noise is seeded per full batch)');
   const v = o.schedule === 'interleaved' ? o.virtualStages ?? 2 : 1;
   if (o.schedule !== 'interleaved' && o.virtualStages !== undefined && o.virtualStages !== 1) {

@@ -38,7 +38,14 @@ export class PipelineExecutor {
    * @param rows b, rows per micro-batch. @param t tokens per row.
    * @param p2p the pp group, used for send/recv only.
    */
-  constructor(readonly gpu: Gpu, readonly model: PipelineStageModel, readonly p2p: Communicator, readonly plan: PipelineSchedule, readonly rows: number, readonly t: number) {}
+  constructor(
+    readonly gpu: Gpu,
+    readonly model: PipelineStageModel,
+    readonly p2p: Communicator,
+    readonly plan: PipelineSchedule,
+    readonly rows: number,
+    readonly t: number,
+  ) {}
 
   /**
    * Runs this rank's program over micro-batches of `x`, `y` (m·b·t host ids, micro i = rows
@@ -52,7 +59,14 @@ export class PipelineExecutor {
   }
 
   /** Executes one action of this rank's program. */
-  private async action(a: PipeAction, bx: Int32Array, by: Int32Array, lossAcc: Tensor, slots: Map<string, Slot>, span: SpanFn): Promise<void> {
+  private async action(
+    a: PipeAction,
+    bx: Int32Array,
+    by: Int32Array,
+    lossAcc: Tensor,
+    slots: Map<string, Slot>,
+    span: SpanFn,
+  ): Promise<void> {
     const { gpu, model } = this;
     const key = (micro: number, stage: number) => `${micro}:${stage}`;
     const b = this.rows, t = this.t, shape = model.actShape(b, t), size = shape.reduce((u, w) => u * w, 1);
@@ -81,7 +95,11 @@ export class PipelineExecutor {
         } else {
           slot.output = out;
           sendForward(tape, out, () => {
-            if (!slot.dOut) throw new Error(`pipeline: backward of micro ${a.micro} stage ${a.stage} has no output gradient (recv-grad missing)`);
+            if (!slot.dOut) {
+              throw new Error(
+                `pipeline: backward of micro ${a.micro} stage ${a.stage} has no output gradient (recv-grad missing)`,
+              );
+            }
             return slot.dOut;
           });
         }
@@ -133,4 +151,3 @@ export class PipelineExecutor {
     slot.tape.requireGrad(slot.input);
   }
 }
-

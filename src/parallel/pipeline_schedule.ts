@@ -29,7 +29,6 @@
  */
 import { describeAction, isComm, messageKey, simulate } from './pipeline_sim.ts';
 
-
 export type ActionKind = 'forward' | 'backward' | 'send-act' | 'recv-act' | 'send-grad' | 'recv-grad';
 export type ScheduleKind = 'gpipe' | '1f1b' | 'interleaved';
 export const SCHEDULE_KINDS: readonly ScheduleKind[] = ['gpipe', '1f1b', 'interleaved'];
@@ -55,7 +54,9 @@ export interface PipelineSchedule {
 export const rankOfStage = (stage: number, p: number) => stage % p;
 function checkShape(p: number, m: number, v: number): void {
   const bad = ([['p', p], ['m', m], ['v', v]] as const).filter(([, x]) => !Number.isInteger(x) || x < 1);
-  if (bad.length) throw new Error(`pipeline schedule: ${bad.map(([n, x]) => `${n} = ${x}`).join(', ')} must be positive integers`);
+  if (bad.length) {
+    throw new Error(`pipeline schedule: ${bad.map(([n, x]) => `${n} = ${x}`).join(', ')} must be positive integers`);
+  }
 }
 
 type Compute = { kind: 'forward' | 'backward'; micro: number; stage: number };
@@ -82,7 +83,13 @@ function withComm(kind: ScheduleKind, p: number, m: number, v: number, compute: 
     for (let i = 0; i < out.length;) {
       let j = i;
       while (j < out.length && isComm(out[j].kind)) j++;
-      if (j > i) out.splice(i, j - i, ...out.slice(i, j).sort((a, b) => Number(a.kind.startsWith('recv')) - Number(b.kind.startsWith('recv'))));
+      if (j > i) {
+        out.splice(
+          i,
+          j - i,
+          ...out.slice(i, j).sort((a, b) => Number(a.kind.startsWith('recv')) - Number(b.kind.startsWith('recv'))),
+        );
+      }
       i = j + 1;
     }
     return out;
@@ -97,18 +104,30 @@ const range = (n: number) => [...Array(n).keys()];
 /** GPipe: every forward, then every backward (micro-batch order 0…m−1). @throws on p, m < 1. */
 export function gpipe(p: number, m: number): PipelineSchedule {
   checkShape(p, m, 1);
-  return withComm('gpipe', p, m, 1, range(p).map((r) => [...range(m).map((i) => F(i, r)), ...range(m).map((i) => B(i, r))]));
+  return withComm(
+    'gpipe',
+    p,
+    m,
+    1,
+    range(p).map((r) => [...range(m).map((i) => F(i, r)), ...range(m).map((i) => B(i, r))]),
+  );
 }
 
 /** 1F1B (PipeDream-Flush): min(p−r−1, m) warm-up forwards, alternate F/B, drain backwards. @throws on p, m < 1. */
 export function oneFOneB(p: number, m: number): PipelineSchedule {
   checkShape(p, m, 1);
-  return withComm('1f1b', p, m, 1, range(p).map((r) => {
-    const warm = Math.min(p - r - 1, m), list: Compute[] = range(warm).map((i) => F(i, r));
-    for (let i = 0; i < m - warm; i++) list.push(F(warm + i, r), B(i, r));
-    for (let i = m - warm; i < m; i++) list.push(B(i, r));
-    return list;
-  }));
+  return withComm(
+    '1f1b',
+    p,
+    m,
+    1,
+    range(p).map((r) => {
+      const warm = Math.min(p - r - 1, m), list: Compute[] = range(warm).map((i) => F(i, r));
+      for (let i = 0; i < m - warm; i++) list.push(F(warm + i, r), B(i, r));
+      for (let i = m - warm; i < m; i++) list.push(B(i, r));
+      return list;
+    }),
+  );
 }
 
 /**
@@ -122,14 +141,21 @@ export function interleaved(p: number, m: number, v: number): PipelineSchedule {
   if (m % p) throw new Error(`interleaved 1F1B: micro-batches ${m} must be a multiple of pp ${p}`);
   const micro = (k: number) => Math.floor(k / (p * v)) * p + (k % p);
   const chunk = (k: number, back: boolean) => (back ? v - 1 - (Math.floor(k / p) % v) : Math.floor(k / p) % v);
-  return hoistReceives(withComm('interleaved', p, m, v, range(p).map((r) => {
-    const total = m * v, warm = Math.min(2 * (p - r - 1) + (v - 1) * p, total);
-    const f = (k: number) => F(micro(k), chunk(k, false) * p + r), b = (k: number) => B(micro(k), chunk(k, true) * p + r);
-    const list = range(warm).map(f);
-    for (let i = 0; i < total - warm; i++) list.push(f(warm + i), b(i));
-    for (let i = total - warm; i < total; i++) list.push(b(i));
-    return list;
-  })));
+  return hoistReceives(withComm(
+    'interleaved',
+    p,
+    m,
+    v,
+    range(p).map((r) => {
+      const total = m * v, warm = Math.min(2 * (p - r - 1) + (v - 1) * p, total);
+      const f = (k: number) => F(micro(k), chunk(k, false) * p + r),
+        b = (k: number) => B(micro(k), chunk(k, true) * p + r);
+      const list = range(warm).map(f);
+      for (let i = 0; i < total - warm; i++) list.push(f(warm + i), b(i));
+      for (let i = total - warm; i < total; i++) list.push(b(i));
+      return list;
+    }),
+  ));
 }
 
 /**
@@ -184,14 +210,20 @@ export function scheduleProblems(s: PipelineSchedule): string[] {
     const at = new Map<string, number>();
     const where = (i: number) => `rank ${r} action ${i} (${describeAction(list[i])})`;
     list.forEach((a, i) => {
-      if (!Number.isInteger(a.micro) || a.micro < 0 || a.micro >= m) return out.push(`${where(i)}: micro-batch outside 0…${m - 1}`);
+      if (!Number.isInteger(a.micro) || a.micro < 0 || a.micro >= m) {
+        return out.push(`${where(i)}: micro-batch outside 0…${m - 1}`);
+      }
       if (!Number.isInteger(a.stage) || a.stage < 0 || a.stage >= S || rankOfStage(a.stage, p) !== r) {
         return out.push(`${where(i)}: stage is not one of this rank's stages`);
       }
       if (isComm(a.kind)) {
         const other = a.kind === 'send-act' || a.kind === 'recv-grad' ? a.stage + 1 : a.stage - 1;
-        if (other < 0 || other >= S || rankOfStage(other, p) === r) return out.push(`${where(i)}: no remote stage ${other} to talk to`);
-        if (a.peer !== rankOfStage(other, p)) return out.push(`${where(i)}: peer should be rank ${rankOfStage(other, p)} (stage ${other})`);
+        if (other < 0 || other >= S || rankOfStage(other, p) === r) {
+          return out.push(`${where(i)}: no remote stage ${other} to talk to`);
+        }
+        if (a.peer !== rankOfStage(other, p)) {
+          return out.push(`${where(i)}: peer should be rank ${rankOfStage(other, p)} (stage ${other})`);
+        }
       } else if (a.kind !== 'forward' && a.kind !== 'backward') return out.push(`${where(i)}: unknown action kind`);
       const key = `${a.kind}:${a.micro}:${a.stage}`;
       if (at.has(key)) return out.push(`${where(i)}: repeats action ${at.get(key)}`);
@@ -210,7 +242,9 @@ export function scheduleProblems(s: PipelineSchedule): string[] {
         const order = (kind: ActionKind, stage: number, after: boolean, x: number, what: string) => {
           const j = need(kind, i, stage);
           if (j === undefined) out.push(`${tag}: missing ${kind} ${what}`);
-          else if (after ? j < x : j > x) out.push(`${tag}: ${kind} (action ${j}) must come ${after ? 'after' : 'before'} ${what}`);
+          else if (after ? j < x : j > x) {
+            out.push(`${tag}: ${kind} (action ${j}) must come ${after ? 'after' : 'before'} ${what}`);
+          }
         };
         const local = (t: number) => t >= 0 && t < S && rankOfStage(t, p) === r;
         const remote = (t: number) => t >= 0 && t < S && rankOfStage(t, p) !== r;
@@ -218,8 +252,12 @@ export function scheduleProblems(s: PipelineSchedule): string[] {
         if (remote(st + 1)) order('send-act', st, true, f, `its forward (action ${f})`);
         if (remote(st + 1)) order('recv-grad', st, false, b, `its backward (action ${b})`);
         if (remote(st - 1)) order('send-grad', st, true, b, `its backward (action ${b})`);
-        if (local(st - 1) && (need('forward', i, st - 1) ?? Infinity) > f) out.push(`${tag}: forward runs before stage ${st - 1}'s forward`);
-        if (local(st + 1) && (need('backward', i, st + 1) ?? Infinity) > b) out.push(`${tag}: backward runs before stage ${st + 1}'s backward`);
+        if (local(st - 1) && (need('forward', i, st - 1) ?? Infinity) > f) {
+          out.push(`${tag}: forward runs before stage ${st - 1}'s forward`);
+        }
+        if (local(st + 1) && (need('backward', i, st + 1) ?? Infinity) > b) {
+          out.push(`${tag}: backward runs before stage ${st + 1}'s backward`);
+        }
       }
     }
   });
@@ -241,7 +279,11 @@ export function checkSchedule(s: PipelineSchedule): PipelineSchedule {
   const problems = scheduleProblems(s);
   if (problems.length) {
     const more = problems.length > 20 ? [`… and ${problems.length - 20} more`] : [];
-    throw new Error(`invalid ${s.kind} schedule (p ${s.p}, m ${s.m}, v ${s.v}):\n  ${[...problems.slice(0, 20), ...more].join('\n  ')}`);
+    throw new Error(
+      `invalid ${s.kind} schedule (p ${s.p}, m ${s.m}, v ${s.v}):\n  ${
+        [...problems.slice(0, 20), ...more].join('\n  ')
+      }`,
+    );
   }
   return s;
 }

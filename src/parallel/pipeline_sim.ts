@@ -37,7 +37,8 @@ export interface DryRun {
 export const isComm = (k: ActionKind) => k !== 'forward' && k !== 'backward';
 /** `F3`, `B0`, `sa2@1`: an action's span label; `withStage` adds `@stage` to compute too (measured timelines, where a rank runs several stages). */
 export const label = (a: PipeAction, withStage = false) =>
-  ({ forward: 'F', backward: 'B', 'send-act': 'sa', 'recv-act': 'ra', 'send-grad': 'sg', 'recv-grad': 'rg' })[a.kind] + a.micro +
+  ({ forward: 'F', backward: 'B', 'send-act': 'sa', 'recv-act': 'ra', 'send-grad': 'sg', 'recv-grad': 'rg' })[a.kind] +
+  a.micro +
   (withStage || !(a.kind === 'forward' || a.kind === 'backward') ? `@${a.stage}` : '');
 /** `send-act micro 2 stage 1 peer 2`, as error messages name an action. */
 export const describeAction = (a: PipeAction) =>
@@ -56,7 +57,11 @@ function messageKey(a: PipeAction): string {
  * p2pMs after both ends are posted, the batch when all its pairs have. Ranks left unfinished
  * are reported in `stuck` (a deadlock) with the action each waits on.
  */
-export function simulate(s: PipelineSchedule, c: StageCosts, mode: SimMode): { ranks: Span[][]; stuck: string[]; pc: number[] } {
+export function simulate(
+  s: PipelineSchedule,
+  c: StageCosts,
+  mode: SimMode,
+): { ranks: Span[][]; stuck: string[]; pc: number[] } {
   const pc = s.ranks.map(() => 0), now = s.ranks.map(() => 0), spans: Span[][] = s.ranks.map(() => []);
   const sent = new Map<string, number>(); // buffered: key → arrival; rendezvous: key → post time of the send
   const posted = new Map<string, number>(); // rendezvous: key → post time of the receive
@@ -137,8 +142,8 @@ export function dryRun(s: PipelineSchedule, costs: StageCosts, mode: SimMode = '
     const end = l.length ? l[l.length - 1].end : 0;
     if (end < makespan) l.push({ kind: 'idle', start: end, end: makespan, label: '.' });
   });
-  const total = (kind: Span['kind']) => ranks.flat().filter((x) => x.kind === kind).reduce((a, x) => a + x.end - x.start, 0);
+  const total = (kind: Span['kind']) =>
+    ranks.flat().filter((x) => x.kind === kind).reduce((a, x) => a + x.end - x.start, 0);
   const denom = s.p * makespan || 1;
   return { ranks, makespan, bubble: total('idle') / denom, comm: total('comm') / denom };
 }
-

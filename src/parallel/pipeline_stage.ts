@@ -17,7 +17,11 @@ export function checkPipelineSplit(nLayer: number, p: number, v = 1): void {
     if (!Number.isInteger(x) || x < 1) throw new Error(`pipeline: ${k} must be a positive integer, got ${x}`);
   }
   if (nLayer % (p * v)) {
-    throw new Error(`pipeline: nLayer (${nLayer}) must be divisible by pp·v (${p}·${v} = ${p * v}) so every stage holds the same number of blocks`);
+    throw new Error(
+      `pipeline: nLayer (${nLayer}) must be divisible by pp·v (${p}·${v} = ${
+        p * v
+      }) so every stage holds the same number of blocks`,
+    );
   }
 }
 
@@ -59,12 +63,23 @@ export interface PipelineStageModel {
  */
 export function sendForward(tape: Tape, y: Tensor, received: () => Float32Array): void {
   const marker = tape.alloc([1], 'pp.sent');
-  tape.record({
-    op: 'collective', x: y, y: marker, name: 'pp.sendForward',
-    backward: () => {
-      const g = received();
-      if (g.length !== y.size) throw new Error(`pp.sendForward: received gradient of ${g.length} elements for an output of ${y.size}`);
-      return Promise.resolve(g);
+  tape.record(
+    {
+      op: 'collective',
+      x: y,
+      y: marker,
+      name: 'pp.sendForward',
+      backward: () => {
+        const g = received();
+        if (g.length !== y.size) {
+          throw new Error(
+            `pp.sendForward: received gradient of ${g.length} elements for an output of ${y.size}`,
+          );
+        }
+        return Promise.resolve(g);
+      },
     },
-  }, [y], [marker]);
+    [y],
+    [marker],
+  );
 }

@@ -55,7 +55,17 @@ export interface PlanModel {
 
 /** Single rank, no sharding, 1F1B with one micro-batch, ring attention when cp > 1. */
 export const DEFAULT_PLAN: Readonly<ParallelPlan> = {
-  dp: 1, pp: 1, cp: 1, tp: 1, ep: 1, zero: 0, sp: false, schedule: '1f1b', virtualStages: 1, microBatches: 1, cpKind: 'ring',
+  dp: 1,
+  pp: 1,
+  cp: 1,
+  tp: 1,
+  ep: 1,
+  zero: 0,
+  sp: false,
+  schedule: '1f1b',
+  virtualStages: 1,
+  microBatches: 1,
+  cpKind: 'ring',
 };
 
 /** `DEFAULT_PLAN` with `over` applied (no checks; see {@link validatePlan}). */
@@ -69,7 +79,9 @@ export function planProblems(plan: ParallelPlan, model: PlanModel, worldSize?: n
   const out: string[] = [];
   const { dp, pp, cp, tp, ep, zero, sp, schedule, virtualStages: v, microBatches: m, cpKind } = plan;
   const degrees = { dp, pp, cp, tp, ep, virtualStages: v, microBatches: m };
-  for (const [k, x] of Object.entries(degrees)) if (!Number.isInteger(x) || x < 1) out.push(`${k} must be a positive integer, got ${x}`);
+  for (const [k, x] of Object.entries(degrees)) {
+    if (!Number.isInteger(x) || x < 1) out.push(`${k} must be a positive integer, got ${x}`);
+  }
   for (const k of ['nLayer', 'nHead', 'nEmbd', 'blockSize', 'batchSize', 'vocabSize'] as const) {
     if (!Number.isInteger(model[k]) || model[k] < 1) out.push(`model ${k} must be a positive integer, got ${model[k]}`);
   }
@@ -85,7 +97,11 @@ export function planProblems(plan: ParallelPlan, model: PlanModel, worldSize?: n
   if (zero > 0 && dp === 1) out.push(`zero ${zero} shards over the DP group and requires dp > 1`);
   const stages = pp * v;
   if (!div(nLayer, stages)) {
-    out.push(v > 1 ? `layers ${nLayer} not divisible by pp·virtualStages = ${pp}·${v}` : `layers ${nLayer} not divisible by pp ${pp}`);
+    out.push(
+      v > 1
+        ? `layers ${nLayer} not divisible by pp·virtualStages = ${pp}·${v}`
+        : `layers ${nLayer} not divisible by pp ${pp}`,
+    );
   }
   if (v > 1 && schedule !== 'interleaved') out.push(`virtualStages ${v} needs schedule interleaved (got ${schedule})`);
   if (schedule === 'interleaved') {
@@ -93,14 +109,22 @@ export function planProblems(plan: ParallelPlan, model: PlanModel, worldSize?: n
     if (v < 2) out.push('schedule interleaved requires virtualStages ≥ 2');
     if (!div(m, pp)) out.push(`interleaved 1F1B needs micro-batches ${m} divisible by pp ${pp}`);
   }
-  if (cp > 1 && cpKind === 'ring' && !div(T, 2 * cp)) out.push(`sequence ${T} not divisible by cp·2 = ${2 * cp} for zig-zag ring attention`);
+  if (cp > 1 && cpKind === 'ring' && !div(T, 2 * cp)) {
+    out.push(`sequence ${T} not divisible by cp·2 = ${2 * cp} for zig-zag ring attention`);
+  }
   if (cp > 1 && cpKind === 'ulysses') {
     if (!div(T, cp)) out.push(`sequence ${T} not divisible by cp ${cp}`);
     if (div(nHead, tp) && !div(nHead / tp, cp)) {
-      out.push(tp > 1 ? `heads per TP rank ${nHead / tp} not divisible by the Ulysses degree cp ${cp}` : `heads ${nHead} not divisible by the Ulysses degree cp ${cp}`);
+      out.push(
+        tp > 1
+          ? `heads per TP rank ${nHead / tp} not divisible by the Ulysses degree cp ${cp}`
+          : `heads ${nHead} not divisible by the Ulysses degree cp ${cp}`,
+      );
     }
   }
-  if (sp && tp > 1 && div(T, cp) && !div(T / cp, tp)) out.push(`sequence ${T / cp} per CP rank not divisible by tp ${tp} for sequence parallelism`);
+  if (sp && tp > 1 && div(T, cp) && !div(T / cp, tp)) {
+    out.push(`sequence ${T / cp} per CP rank not divisible by tp ${tp} for sequence parallelism`);
+  }
   if (!div(batchSize, m * dp)) out.push(`batch ${batchSize} not divisible by micro-batches × dp (${m} × ${dp})`);
   if (!div(dp, ep)) out.push(`ep must divide dp (ep ${ep}, dp ${dp})`);
   if (ep > 1 && !nExpert) out.push(`ep ${ep} needs a mixture-of-experts model (nExpert)`);
@@ -154,7 +178,9 @@ export const microBatchSize = (plan: ParallelPlan, model: PlanModel) => model.ba
 /** One line such as `dp 2 · pp 2 · cp 1 · tp 2 · zero 0 · sp off · 1f1b × 4 micro-batches`. */
 export function describePlan(p: ParallelPlan): string {
   const sched = p.schedule === 'interleaved' ? `interleaved (v ${p.virtualStages})` : p.schedule;
-  return `dp ${p.dp} · pp ${p.pp} · cp ${p.cp}${p.cp > 1 ? ` (${p.cpKind})` : ''} · tp ${p.tp} · ep ${p.ep} · zero ${p.zero} · ` +
+  return `dp ${p.dp} · pp ${p.pp} · cp ${p.cp}${
+    p.cp > 1 ? ` (${p.cpKind})` : ''
+  } · tp ${p.tp} · ep ${p.ep} · zero ${p.zero} · ` +
     `sp ${p.sp ? 'on' : 'off'} · ${sched} × ${p.microBatches} micro-batches (${planWorldSize(p)} ranks)`;
 }
 
@@ -190,12 +216,15 @@ export function rankParams(plan: ParallelPlan, model: PlanModel, rank: number, b
   const attnLayer = 4 * C + (4 * C * C) / t + B * ((3 * C) / t + C);
   // Blocks of this stage with experts: global block i (0-based) has them when (i + 1) % moeEvery = 0.
   const every = model.moeEvery ?? 1, firstBlock = pp * layers;
-  const moeLayers = model.nExpert ? [...Array(layers).keys()].filter((i) => (firstBlock + i + 1) % every === 0).length : 0;
+  const moeLayers = model.nExpert
+    ? [...Array(layers).keys()].filter((i) => (firstBlock + i + 1) % every === 0).length
+    : 0;
   const spPerLayer = 4 * C + B * 2 * C;
   const first = pp === 0, last = pp === P - 1;
   const embedding = (first ? wte : 0) + (last && P > 1 ? wte : 0);
   return {
-    dense: layers * attnLayer + moeLayers * C * (model.nExpert ?? 0) + (layers - moeLayers) * mlp + embedding + (first ? model.blockSize * C : 0) + (last ? 2 * C : 0),
+    dense: layers * attnLayer + moeLayers * C * (model.nExpert ?? 0) + (layers - moeLayers) * mlp + embedding +
+      (first ? model.blockSize * C : 0) + (last ? 2 * C : 0),
     expert: model.nExpert ? moeLayers * (model.nExpert / plan.ep) * mlp : 0,
     spReplicated: layers * spPerLayer + (last ? 2 * C : 0) + (first ? model.blockSize * C : 0),
     embedding,
@@ -226,12 +255,26 @@ export function zeroWorkingElements(model: PlanModel, bias = true): number {
  */
 export function checkArchSplit(plan: ParallelPlan, arch: string): void {
   const rules: [keyof ParallelPlan, readonly string[], string][] = [
-    ['tp', ['gpt', 'mamba', 'hybrid'], 'tensor parallelism splits gpt, mamba (inner channels) and hybrid; linear\'s ln_x normalises over every head'],
-    ['pp', ['gpt', 'linear', 'mamba'], 'pipeline stages split gpt, linear and mamba; hybrid shares one attention block between stages'],
-    ['cp', ['gpt'], 'context parallelism splits attention only; the recurrent mixers would need a sequence-parallel scan'],
+    [
+      'tp',
+      ['gpt', 'mamba', 'hybrid'],
+      "tensor parallelism splits gpt, mamba (inner channels) and hybrid; linear's ln_x normalises over every head",
+    ],
+    [
+      'pp',
+      ['gpt', 'linear', 'mamba'],
+      'pipeline stages split gpt, linear and mamba; hybrid shares one attention block between stages',
+    ],
+    [
+      'cp',
+      ['gpt'],
+      'context parallelism splits attention only; the recurrent mixers would need a sequence-parallel scan',
+    ],
   ];
   for (const [dim, archs, why] of rules) {
-    if ((plan[dim] as number) > 1 && !archs.includes(arch)) throw new Error(`${dim} ${plan[dim]} does not apply to --arch ${arch}: ${why} (allowed: ${archs.join(', ')})`);
+    if ((plan[dim] as number) > 1 && !archs.includes(arch)) {
+      throw new Error(`${dim} ${plan[dim]} does not apply to --arch ${arch}: ${why} (allowed: ${archs.join(', ')})`);
+    }
   }
 }
 
@@ -246,14 +289,28 @@ export function strategyOf(plan: ParallelPlan, arch: string): StrategyKind {
   const split = (['pp', 'cp', 'tp'] as const).filter((k) => plan[k] > 1);
   if (split.length) {
     const other = [plan.ep > 1 && `ep ${plan.ep}`, plan.zero > 1 && `zero ${plan.zero}`].filter(Boolean);
-    const dims = (['dp', 'pp', 'cp', 'tp'] as const).filter((k) => plan[k] > 1).map((k) => `${k} ${plan[k]}`).join(' × ');
-    if (other.length) throw new Error(`not supported yet: ${other.join(', ')} combined with ${dims} (the mesh trainer composes dp × pp × cp × tp (+sp) with ZeRO-1)`);
+    const dims = (['dp', 'pp', 'cp', 'tp'] as const).filter((k) => plan[k] > 1).map((k) => `${k} ${plan[k]}`).join(
+      ' × ',
+    );
+    if (other.length) {
+      throw new Error(
+        `not supported yet: ${
+          other.join(', ')
+        } combined with ${dims} (the mesh trainer composes dp × pp × cp × tp (+sp) with ZeRO-1)`,
+      );
+    }
     return 'mesh';
   }
   if (plan.ep > 1) {
     // ep < dp is DeepSpeed-MoE's layout (experts replicated over dp/ep groups); ZeRO over it is not built.
-    if (plan.zero) throw new Error(`not supported yet: zero ${plan.zero} combined with ep ${plan.ep} (expert parallelism runs with zero 0)`);
-    if (arch !== 'gpt-moe' && arch !== 'mamba-moe') throw new Error(`ep ${plan.ep} needs --arch gpt-moe or mamba-moe, got ${arch}`);
+    if (plan.zero) {
+      throw new Error(
+        `not supported yet: zero ${plan.zero} combined with ep ${plan.ep} (expert parallelism runs with zero 0)`,
+      );
+    }
+    if (arch !== 'gpt-moe' && arch !== 'mamba-moe') {
+      throw new Error(`ep ${plan.ep} needs --arch gpt-moe or mamba-moe, got ${arch}`);
+    }
     return 'ep';
   }
   return plan.zero > 0 ? 'zero' : 'dp';

@@ -39,14 +39,20 @@ export const PlanSchema = z.object({
   pp: degree('pipeline stages (divide nLayer)'),
   cp: degree('context-parallel degree (ring: divides blockSize/2; ulysses: blockSize and heads)'),
   ep: degree('expert-parallel degree inside dp (divides dp and nExpert; --arch gpt-moe | mamba-moe)'),
-  zero: z.number().int().min(0).max(3).default(0).describe('ZeRO stage over dp: 1 optimizer state, 2 + gradients, 3 + parameters'),
+  zero: z.number().int().min(0).max(3).default(0).describe(
+    'ZeRO stage over dp: 1 optimizer state, 2 + gradients, 3 + parameters',
+  ),
   sp: z.boolean().default(false).describe('Megatron sequence parallelism (needs tp > 1)'),
   microBatches: z.number().int().min(1).max(MAX_MICRO_BATCHES).optional()
     .describe('micro-batches splitting the global batch batchSize × gradAccum (unset: gradAccum)'),
-  ppSchedule: z.enum(SCHEDULE_KINDS as [ScheduleKind, ...ScheduleKind[]]).default('1f1b').describe('pipeline schedule (--schedule gpipe|1f1b|interleaved also works)'),
+  ppSchedule: z.enum(SCHEDULE_KINDS as [ScheduleKind, ...ScheduleKind[]]).default('1f1b').describe(
+    'pipeline schedule (--schedule gpipe|1f1b|interleaved also works)',
+  ),
   virtualStages: z.number().int().min(1).max(1024).default(1).describe('model chunks per pipeline rank (interleaved)'),
   cpKind: z.enum(CP_KINDS as [CpKind, ...CpKind[]]).default('ring').describe('context-parallel attention'),
-  net: netSpec.optional().describe(`network model: ${Object.keys(NET_PRESETS).join(' | ')} or 'intra=…GB/s,…us;inter=…;node=N'`),
+  net: netSpec.optional().describe(
+    `network model: ${Object.keys(NET_PRESETS).join(' | ')} or 'intra=…GB/s,…us;inter=…;node=N'`,
+  ),
 });
 
 export type PlanOptions = z.infer<typeof PlanSchema>;
@@ -57,20 +63,39 @@ export type PlanOptions = z.infer<typeof PlanSchema>;
  * @param maxWorld the most ranks allowed: {@link MAX_RUN_WORLD} for a real run, {@link MAX_PLAN_WORLD} for a prediction.
  * @throws Error naming the flags when the world size or the pipeline schedule exceeds its maximum.
  */
-export function planFromOptions(options: Partial<PlanOptions>, cfg: { gradAccum: number }, maxWorld: number): ParallelPlan {
+export function planFromOptions(
+  options: Partial<PlanOptions>,
+  cfg: { gradAccum: number },
+  maxWorld: number,
+): ParallelPlan {
   const o = PlanSchema.parse(options);
   const plan = makePlan({
-    dp: o.dp, tp: o.tp, pp: o.pp, cp: o.cp, ep: o.ep, zero: o.zero as ParallelPlan['zero'], sp: o.sp,
-    microBatches: o.microBatches ?? cfg.gradAccum, schedule: o.ppSchedule, virtualStages: o.virtualStages, cpKind: o.cpKind,
+    dp: o.dp,
+    tp: o.tp,
+    pp: o.pp,
+    cp: o.cp,
+    ep: o.ep,
+    zero: o.zero as ParallelPlan['zero'],
+    sp: o.sp,
+    microBatches: o.microBatches ?? cfg.gradAccum,
+    schedule: o.ppSchedule,
+    virtualStages: o.virtualStages,
+    cpKind: o.cpKind,
   });
   const world = planWorldSize(plan);
   if (world > maxWorld) {
-    const what = maxWorld === MAX_RUN_WORLD ? 'a real run (npm run plan predicts up to ' + MAX_PLAN_WORLD + ')' : 'a prediction';
-    throw new Error(`world size --dp·--pp·--cp·--tp = ${plan.dp}·${plan.pp}·${plan.cp}·${plan.tp} = ${world} exceeds the maximum ${maxWorld} ranks of ${what}`);
+    const what = maxWorld === MAX_RUN_WORLD
+      ? 'a real run (npm run plan predicts up to ' + MAX_PLAN_WORLD + ')'
+      : 'a prediction';
+    throw new Error(
+      `world size --dp·--pp·--cp·--tp = ${plan.dp}·${plan.pp}·${plan.cp}·${plan.tp} = ${world} exceeds the maximum ${maxWorld} ranks of ${what}`,
+    );
   }
   const slots = plan.pp * plan.virtualStages * plan.microBatches;
   if (slots > MAX_PIPELINE_SLOTS) {
-    throw new Error(`--pp × --virtual-stages × --micro-batches = ${plan.pp} × ${plan.virtualStages} × ${plan.microBatches} = ${slots} exceeds the maximum ${MAX_PIPELINE_SLOTS} pipeline slots (micro-batches default to --grad-accum)`);
+    throw new Error(
+      `--pp × --virtual-stages × --micro-batches = ${plan.pp} × ${plan.virtualStages} × ${plan.microBatches} = ${slots} exceeds the maximum ${MAX_PIPELINE_SLOTS} pipeline slots (micro-batches default to --grad-accum)`,
+    );
   }
   return plan;
 }

@@ -11,7 +11,12 @@
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { z } from 'zod';
-import { CorruptCheckpointError, decodeSafetensors, type DecodeOptions, encodeSafetensors } from '../train/safetensors.ts';
+import {
+  CorruptCheckpointError,
+  type DecodeOptions,
+  decodeSafetensors,
+  encodeSafetensors,
+} from '../train/safetensors.ts';
 import { zodIssues } from '../train/digest.ts';
 import { describePlan, type ParallelPlan, planWorldSize } from './plan.ts';
 
@@ -34,14 +39,21 @@ export interface RankCheckpointMeta {
  * Reads `state` (name → GPU tensor, e.g. `params`, `adam.m`, `zero.m`) and encodes it with `meta`.
  * @throws (rejects with) the GPU's read errors.
  */
-export async function encodeRankState(gpu: Gpu, state: Record<string, Tensor>, meta: RankCheckpointMeta): Promise<Uint8Array> {
+export async function encodeRankState(
+  gpu: Gpu,
+  state: Record<string, Tensor>,
+  meta: RankCheckpointMeta,
+): Promise<Uint8Array> {
   const host: Record<string, Float32Array> = {};
   for (const [name, t] of Object.entries(state)) host[name] = (await gpu.read(t)) as Float32Array;
   return await encodeRankTensors(host, meta);
 }
 
 /** Encodes host copies of a rank's state (name → values) with `meta`: {@link encodeRankState} without the GPU read. */
-export async function encodeRankTensors(state: Record<string, Float32Array>, meta: RankCheckpointMeta): Promise<Uint8Array> {
+export async function encodeRankTensors(
+  state: Record<string, Float32Array>,
+  meta: RankCheckpointMeta,
+): Promise<Uint8Array> {
   const tensors = Object.entries(state).map(([name, data]) => ({ name, shape: [data.length], data }));
   return await encodeSafetensors(tensors, {
     format: RANK_CHECKPOINT_FORMAT,
@@ -77,24 +89,43 @@ const MetaSchema = z.object({
  * @throws LegacyCheckpointError for a legacy file without `opts.allowLegacy`, and
  *   CorruptCheckpointError (naming `what`) for a damaged file, another format, or unreadable or inconsistent metadata.
  */
-export async function decodeRankState(bytes: Uint8Array, what: string, opts: DecodeOptions = {}): Promise<LoadedRankState> {
+export async function decodeRankState(
+  bytes: Uint8Array,
+  what: string,
+  opts: DecodeOptions = {},
+): Promise<LoadedRankState> {
   const { tensors, metadata: m, legacy } = await decodeSafetensors(bytes, what, opts);
-  if (m.format !== RANK_CHECKPOINT_FORMAT) throw new CorruptCheckpointError(what, `format is '${m.format}', expected '${RANK_CHECKPOINT_FORMAT}'`);
+  if (m.format !== RANK_CHECKPOINT_FORMAT) {
+    throw new CorruptCheckpointError(what, `format is '${m.format}', expected '${RANK_CHECKPOINT_FORMAT}'`);
+  }
   for (const k of ['rank', 'world_size', 'step'] as const) {
-    if (!/^\d+$/.test(m[k] ?? '')) throw new CorruptCheckpointError(what, `metadata '${k}' is '${m[k]}', expected a whole number`);
+    if (!/^\d+$/.test(m[k] ?? '')) {
+      throw new CorruptCheckpointError(what, `metadata '${k}' is '${m[k]}', expected a whole number`);
+    }
   }
   let raw: Record<string, unknown>;
   try {
-    raw = { plan: JSON.parse(m.plan), config: JSON.parse(m.config), rank: Number(m.rank), worldSize: Number(m.world_size), step: Number(m.step), kind: m.kind };
+    raw = {
+      plan: JSON.parse(m.plan),
+      config: JSON.parse(m.config),
+      rank: Number(m.rank),
+      worldSize: Number(m.world_size),
+      step: Number(m.step),
+      kind: m.kind,
+    };
   } catch (e) {
     throw new CorruptCheckpointError(what, `metadata unreadable: ${(e as Error).message}`);
   }
   const parsed = MetaSchema.safeParse(raw);
   if (!parsed.success) throw new CorruptCheckpointError(what, `metadata malformed: ${zodIssues(parsed.error)}`);
   const meta = { ...parsed.data, plan: raw.plan } as RankCheckpointMeta;
-  if (meta.rank >= meta.worldSize) throw new CorruptCheckpointError(what, `rank ${meta.rank} is outside its world of ${meta.worldSize} ranks`);
+  if (meta.rank >= meta.worldSize) {
+    throw new CorruptCheckpointError(what, `rank ${meta.rank} is outside its world of ${meta.worldSize} ranks`);
+  }
   const planned = planWorldSize(meta.plan);
-  if (planned !== meta.worldSize) throw new CorruptCheckpointError(what, `world size ${meta.worldSize} is not its plan's ${planned} ranks`);
+  if (planned !== meta.worldSize) {
+    throw new CorruptCheckpointError(what, `world size ${meta.worldSize} is not its plan's ${planned} ranks`);
+  }
   return { meta, tensors: new Map([...tensors].map(([k, t]) => [k, t.data])), legacy };
 }
 
@@ -104,17 +135,36 @@ export async function decodeRankState(bytes: Uint8Array, what: string, opts: Dec
  * @throws Error when the file was written by another plan, rank or trainer ("resume with the
  *   same plan"), and CorruptCheckpointError when a tensor is missing or has another length.
  */
-export function restoreRankState(gpu: Gpu, state: Record<string, Tensor>, loaded: LoadedRankState, expect: Omit<RankCheckpointMeta, 'step' | 'config'>, what: string): number {
+export function restoreRankState(
+  gpu: Gpu,
+  state: Record<string, Tensor>,
+  loaded: LoadedRankState,
+  expect: Omit<RankCheckpointMeta, 'step' | 'config'>,
+  what: string,
+): number {
   const { meta } = loaded;
   const same = JSON.stringify(meta.plan) === JSON.stringify(expect.plan);
   if (!same || meta.worldSize !== expect.worldSize || meta.kind !== expect.kind) {
-    throw new Error(`${what} was written by '${describePlan(meta.plan)}' (${meta.kind} trainer, ${meta.worldSize} ranks); this run is '${describePlan(expect.plan)}' (${expect.kind}, ${expect.worldSize}): resume with the same plan`);
+    throw new Error(
+      `${what} was written by '${
+        describePlan(meta.plan)
+      }' (${meta.kind} trainer, ${meta.worldSize} ranks); this run is '${
+        describePlan(expect.plan)
+      }' (${expect.kind}, ${expect.worldSize}): resume with the same plan`,
+    );
   }
-  if (meta.rank !== expect.rank) throw new Error(`${what} holds rank ${meta.rank}'s state, loaded on rank ${expect.rank}`);
+  if (meta.rank !== expect.rank) {
+    throw new Error(`${what} holds rank ${meta.rank}'s state, loaded on rank ${expect.rank}`);
+  }
   for (const [name, t] of Object.entries(state)) {
     const data = loaded.tensors.get(name);
     if (!data) throw new CorruptCheckpointError(what, `tensor '${name}' is missing`);
-    if (data.length !== t.size) throw new CorruptCheckpointError(what, `tensor '${name}' has ${data.length} elements, this rank's buffer ${t.size}`);
+    if (data.length !== t.size) {
+      throw new CorruptCheckpointError(
+        what,
+        `tensor '${name}' has ${data.length} elements, this rank's buffer ${t.size}`,
+      );
+    }
   }
   for (const [name, t] of Object.entries(state)) gpu.write(t, loaded.tensors.get(name)!);
   return meta.step;

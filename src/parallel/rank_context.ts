@@ -20,8 +20,14 @@ import type { ParamStore } from '../nn/params.ts';
 import { type ContextAttnDims, LOCAL, type ModelContext, type ModelInput, uploadIds } from '../models/context.ts';
 import type { ForwardOptions, ForwardResult } from '../models/model.ts';
 import { subGroup } from './data_parallel.ts';
-import { copyToTensorParallelRegion, gatherFromSequenceParallelRegion, localSequenceRows, reduceFromTensorParallelRegion, reduceScatterToSequenceParallelRegion } from './tp_comm.ts';
-import { type VocabShard, vocabParallelCrossEntropy, vocabParallelEmbedding, vocabShard } from './vocab_parallel.ts';
+import {
+  copyToTensorParallelRegion,
+  gatherFromSequenceParallelRegion,
+  localSequenceRows,
+  reduceFromTensorParallelRegion,
+  reduceScatterToSequenceParallelRegion,
+} from './tp_comm.ts';
+import { vocabParallelCrossEntropy, vocabParallelEmbedding, type VocabShard, vocabShard } from './vocab_parallel.ts';
 import { ringAttention } from './ring_attention.ts';
 import { ulyssesAttention } from './ulysses.ts';
 import type { CpKind } from './plan.ts';
@@ -90,19 +96,35 @@ export class RankContext implements ModelContext {
     if (role === 'column-inner' || role === 'channel') return linear(tape, x, w, b, label); // input from a row-inner layer: its backward already sums
     if (role !== 'row' && role !== 'row-inner') {
       // Column-parallel: f (or the SP all-gather) on the input; the bias is sharded with the rows.
-      const xin = this.sequenceParallel ? await gatherFromSequenceParallelRegion(tape, x, this.act) : await copyToTensorParallelRegion(tape, x, this.act);
+      const xin = this.sequenceParallel
+        ? await gatherFromSequenceParallelRegion(tape, x, this.act)
+        : await copyToTensorParallelRegion(tape, x, this.act);
       return linear(tape, xin, w, b, label);
     }
     const part = linear(tape, x, w, null, label);
     if (role === 'row-inner') {
       // g, then f: the summed output feeds ops split by channel, whose input gradients are partial.
-      if (b) throw new Error(`tensor parallel: '${name}' is row-parallel inside a block and has a bias; tp_table.ts has no rule for it`);
-      return await copyToTensorParallelRegion(tape, await reduceFromTensorParallelRegion(tape, part, this.act), this.act);
+      if (b) {
+        throw new Error(
+          `tensor parallel: '${name}' is row-parallel inside a block and has a bias; tp_table.ts has no rule for it`,
+        );
+      }
+      return await copyToTensorParallelRegion(
+        tape,
+        await reduceFromTensorParallelRegion(tape, part, this.act),
+        this.act,
+      );
     }
-    const y = this.sequenceParallel ? await reduceScatterToSequenceParallelRegion(tape, part, this.act) : await reduceFromTensorParallelRegion(tape, part, this.act);
+    const y = this.sequenceParallel
+      ? await reduceScatterToSequenceParallelRegion(tape, part, this.act)
+      : await reduceFromTensorParallelRegion(tape, part, this.act);
     if (!b) return y;
     const col = this.biasCols.get(b);
-    if (!col) throw new Error(`tensor parallel: bias of '${name}' has no column view; build the tape's gradients with RankContext.gradMap`);
+    if (!col) {
+      throw new Error(
+        `tensor parallel: bias of '${name}' has no column view; build the tape's gradients with RankContext.gradMap`,
+      );
+    }
     const rows = y.size / y.shape[y.shape.length - 1];
     const ones = tape.gpu.upload(new Float32Array(rows).fill(1), [rows, 1], 'f32', 'tp.ones');
     tape.onDispose(() => ones.release());
@@ -114,18 +136,40 @@ export class RankContext implements ModelContext {
     const local = { b: dims.b, t: dims.t, c: dims.c / this.tp, nh: dims.nh / this.tp }, cx = this.o.context;
     if (!cx) return flashAttention(tape, qkv, local, label); // (B, T, C/tp): this rank's heads
     const ring = { ...local, causal: true };
-    return cx.kind === 'ring' ? await ringAttention(tape, qkv, ring, cx.group, label) : await ulyssesAttention(tape, qkv, ring, cx.group, label);
+    return cx.kind === 'ring'
+      ? await ringAttention(tape, qkv, ring, cx.group, label)
+      : await ulyssesAttention(tape, qkv, ring, cx.group, label);
   }
 
-  async embed(tape: Tape, input: ModelInput, wte: Tensor, positions: Tensor, learned: boolean, b: number, t: number): Promise<Tensor> {
+  async embed(
+    tape: Tape,
+    input: ModelInput,
+    wte: Tensor,
+    positions: Tensor,
+    learned: boolean,
+    b: number,
+    t: number,
+  ): Promise<Tensor> {
     if (this.plain) return LOCAL.embed(tape, input, wte, positions, learned, b, t);
     const n = b * t, c = wte.shape[1];
-    if (this.sequenceParallel && n % this.tp) throw new Error(`sequence parallel: B·T = ${n} rows do not split over tp ${this.tp}`);
+    if (this.sequenceParallel && n % this.tp) {
+      throw new Error(`sequence parallel: B·T = ${n} rows do not split over tp ${this.tp}`);
+    }
     // The embedding op always adds a row-indexed (T, C) table: a frozen zero one stands in.
     const zero = this.tp === 1 || learned ? tape.gpu.zeros([t, c], 'f32', 'emb.zero') : null;
     if (zero) tape.onDispose(() => zero.release());
     const tok = this.tp > 1
-      ? await vocabParallelEmbedding(tape, wte, input.hostTokens, this.shard, this.o.vocabSize, this.act, b, t, this.sequenceParallel)
+      ? await vocabParallelEmbedding(
+        tape,
+        wte,
+        input.hostTokens,
+        this.shard,
+        this.o.vocabSize,
+        this.act,
+        b,
+        t,
+        this.sequenceParallel,
+      )
       : embedding(tape, uploadIds(tape, input.hostTokens, [b, t], 'cp.tokens'), input.hostTokens, wte, zero!, b, t);
     if (!learned) return tok;
     // wpe at this rank's global positions, looked up as a token table indexed by position.
@@ -142,12 +186,30 @@ export class RankContext implements ModelContext {
     if (this.tp === 1) {
       const logits = linear(tape, xf, wte, null, 'lm_head');
       if (!input.hostTargets) return { logits, loss: null };
-      return { logits, loss: crossEntropy(tape, logits, uploadIds(tape, input.hostTargets, [input.hostTargets.length], 'cp.targets'), gradScale) };
+      return {
+        logits,
+        loss: crossEntropy(
+          tape,
+          logits,
+          uploadIds(tape, input.hostTargets, [input.hostTargets.length], 'cp.targets'),
+          gradScale,
+        ),
+      };
     }
-    const x = this.sequenceParallel ? await gatherFromSequenceParallelRegion(tape, xf, this.act) : await copyToTensorParallelRegion(tape, xf, this.act);
+    const x = this.sequenceParallel
+      ? await gatherFromSequenceParallelRegion(tape, xf, this.act)
+      : await copyToTensorParallelRegion(tape, xf, this.act);
     const logits = linear(tape, x, wte, null, 'lm_head'); // (N, V_p/tp): this rank's vocabulary columns
     if (!input.hostTargets) return { logits, loss: null };
-    const { loss } = await vocabParallelCrossEntropy(tape, logits, input.hostTargets, this.shard, this.o.vocabSize, this.ce, gradScale);
+    const { loss } = await vocabParallelCrossEntropy(
+      tape,
+      logits,
+      input.hostTargets,
+      this.shard,
+      this.o.vocabSize,
+      this.ce,
+      gradScale,
+    );
     return { logits, loss };
   }
 }

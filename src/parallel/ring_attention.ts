@@ -22,7 +22,12 @@ import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from '../autograd/tape.ts';
 import type { Communicator } from '../comm/communicator.ts';
-import { flashBlockBackward, flashBlockDsum, type FlashBlockDims, flashBlockForward } from '../kernels/flash_attention_block.ts';
+import {
+  flashBlockBackward,
+  type FlashBlockDims,
+  flashBlockDsum,
+  flashBlockForward,
+} from '../kernels/flash_attention_block.ts';
 
 /** Local attention geometry: batch, the rank's T/cp rows, width C, heads. */
 export interface RingDims {
@@ -36,7 +41,9 @@ export interface RingDims {
 
 /** The two chunks (of 2cp) that rank r of cp holds under zig-zag: [r, 2cp−1−r]. */
 export function zigzagChunks(r: number, cp: number): [number, number] {
-  if (!Number.isInteger(cp) || cp < 1 || !Number.isInteger(r) || r < 0 || r >= cp) throw new Error(`zigzag: rank ${r} must be an integer in [0, cp = ${cp})`);
+  if (!Number.isInteger(cp) || cp < 1 || !Number.isInteger(r) || r < 0 || r >= cp) {
+    throw new Error(`zigzag: rank ${r} must be an integer in [0, cp = ${cp})`);
+  }
   return [r, 2 * cp - 1 - r];
 }
 
@@ -45,7 +52,9 @@ export function zigzagChunks(r: number, cp: number): [number, number] {
  * @throws Error when T is not divisible by 2cp.
  */
 export function zigzagPositions(r: number, cp: number, t: number): Int32Array {
-  if (!Number.isInteger(t) || t < 1 || t % (2 * cp)) throw new Error(`zig-zag ring attention: sequence ${t} is not divisible by 2·cp = ${2 * cp}`);
+  if (!Number.isInteger(t) || t < 1 || t % (2 * cp)) {
+    throw new Error(`zig-zag ring attention: sequence ${t} is not divisible by 2·cp = ${2 * cp}`);
+  }
   const n = t / (2 * cp), out = new Int32Array(2 * n);
   zigzagChunks(r, cp).forEach((c, k) => {
     for (let i = 0; i < n; i++) out[k * n + i] = c * n + i;
@@ -56,10 +65,14 @@ export function zigzagPositions(r: number, cp: number, t: number): Int32Array {
 /** Checks dims against the group. @throws Error naming the violated rule. */
 function checkRing(d: RingDims, qkv: Tensor): void {
   for (const k of ['b', 't', 'c', 'nh'] as const) {
-    if (!Number.isInteger(d[k]) || d[k] < 1) throw new Error(`ringAttention: dims.${k} must be a positive integer, got ${d[k]}`);
+    if (!Number.isInteger(d[k]) || d[k] < 1) {
+      throw new Error(`ringAttention: dims.${k} must be a positive integer, got ${d[k]}`);
+    }
   }
   if (d.t % 2) throw new Error(`ringAttention: local rows ${d.t} must be even (two zig-zag chunks)`);
-  if (qkv.size !== d.b * d.t * 3 * d.c) throw new Error(`ringAttention: qkv has shape [${qkv.shape}], expected [${d.b}, ${d.t}, ${3 * d.c}]`);
+  if (qkv.size !== d.b * d.t * 3 * d.c) {
+    throw new Error(`ringAttention: qkv has shape [${qkv.shape}], expected [${d.b}, ${d.t}, ${3 * d.c}]`);
+  }
 }
 
 /** K and V of every row of a (B·T, 3C) host array, packed as (B·T, 2C). */
@@ -76,7 +89,10 @@ function eachPair(d: RingDims, r: number, src: number, cp: number, fn: (dims: Fl
     for (let ki = 0; ki < 2; ki++) {
       if (causal && theirs[ki] > mine[qi]) continue; // every key after every query: nothing visible
       fn({
-        b: d.b, c: d.c, nh: d.nh, causal,
+        b: d.b,
+        c: d.c,
+        nh: d.nh,
+        causal,
         q: { rows: d.t, first: qi * n, n, pos: mine[qi] * n },
         kv: { rows: d.t, first: ki * n, n, pos: theirs[ki] * n },
         kvLayout: { width: 2 * d.c, offset: 0 },
@@ -94,7 +110,13 @@ const KV_TAG = 41, DKV_TAG = 42;
  * Every rank of `group` must call it with the same dims in the same order.
  * @throws Error (rejects) on bad dims (local rows odd, sizes inconsistent) or a failed exchange.
  */
-export async function ringAttention(tape: Tape, qkv: Tensor, dims: RingDims, group: Communicator, label = 'ring_attn'): Promise<Tensor> {
+export async function ringAttention(
+  tape: Tape,
+  qkv: Tensor,
+  dims: RingDims,
+  group: Communicator,
+  label = 'ring_attn',
+): Promise<Tensor> {
   checkRing(dims, qkv);
   const gpu = tape.gpu, { b, t, c, nh } = dims, cp = group.size, r = group.rank;
   const next = (r + 1) % cp, prev = (r + cp - 1) % cp, rows = b * t;
@@ -108,20 +130,44 @@ export async function ringAttention(tape: Tape, qkv: Tensor, dims: RingDims, gro
     for (let i = 0; i < cp; i++) {
       if (i < cp - 1) await group.send(kvHost, next, { tag: KV_TAG });
       eachPair(dims, r, (r - i + cp) % cp, cp, (d) => flashBlockForward(gpu, qkv, kv, y, lse, d, { accumulate: true }));
-      if (i < cp - 1) gpu.write(kv, (kvHost = await group.recv(new Float32Array(kvHost.length), prev, { tag: KV_TAG })));
+      if (i < cp - 1) gpu.write(kv, kvHost = await group.recv(new Float32Array(kvHost.length), prev, { tag: KV_TAG }));
     }
   } finally {
     kv.release();
   }
-  tape.record({ op: 'collective', x: qkv, y, name: label, backward: (dy) => ringBackward(gpu, qkv, y, lse, dy, dims, group) }, [qkv], [y]);
+  tape.record(
+    {
+      op: 'collective',
+      x: qkv,
+      y,
+      name: label,
+      backward: (dy) => ringBackward(gpu, qkv, y, lse, dy, dims, group),
+    },
+    [qkv],
+    [y],
+  );
   return y;
 }
 
 /** dqkv (B·T/cp·3C, host) of the ring: dQ locally, dK and dV summed around the ring back to their owner. */
-async function ringBackward(gpu: Gpu, qkv: Tensor, y: Tensor, lse: Tensor, dyHost: Float32Array, dims: RingDims, group: Communicator): Promise<Float32Array> {
+async function ringBackward(
+  gpu: Gpu,
+  qkv: Tensor,
+  y: Tensor,
+  lse: Tensor,
+  dyHost: Float32Array,
+  dims: RingDims,
+  group: Communicator,
+): Promise<Float32Array> {
   const { b, t, c, nh } = dims, cp = group.size, r = group.rank, rows = b * t;
   const next = (r + 1) % cp, prev = (r + cp - 1) % cp;
-  const whole: FlashBlockDims = { b, c, nh, q: { rows: t, first: 0, n: t, pos: 0 }, kv: { rows: t, first: 0, n: t, pos: 0 } };
+  const whole: FlashBlockDims = {
+    b,
+    c,
+    nh,
+    q: { rows: t, first: 0, n: t, pos: 0 },
+    kv: { rows: t, first: 0, n: t, pos: 0 },
+  };
   const dy = gpu.upload(dyHost, [b, t, c], 'f32', 'ring.dy');
   const dsum = gpu.empty([b, nh, t], 'f32', 'ring.D');
   const dqkv = gpu.zeros([b, t, 3 * c], 'f32', 'ring.dqkv');
@@ -142,7 +188,7 @@ async function ringBackward(gpu: Gpu, qkv: Tensor, y: Tensor, lse: Tensor, dyHos
       const acc = await gpu.read(dkv) as Float32Array;
       if (cp === 1) own = acc;
       else await group.send(acc, next, { tag: DKV_TAG });
-      if (i < cp - 1) gpu.write(kv, (kvHost = await group.recv(new Float32Array(kvHost.length), prev, { tag: KV_TAG })));
+      if (i < cp - 1) gpu.write(kv, kvHost = await group.recv(new Float32Array(kvHost.length), prev, { tag: KV_TAG }));
     }
     own ??= await group.recv(new Float32Array(rows * 2 * c), prev, { tag: DKV_TAG });
     const dx = await gpu.read(dqkv) as Float32Array;

@@ -34,15 +34,15 @@ import { TextDataset } from '../data/dataset.ts';
 import { parseConfig, type TrainConfig } from '../train/config.ts';
 import { meanLoss } from '../train/evaluate.ts';
 import { MOE_ARCHS } from '../models/archs.ts';
-import { type ParallelPlan, type PlanModel, strategyOf, type StrategyKind, validatePlan } from './plan.ts';
+import { type ParallelPlan, type PlanModel, type StrategyKind, strategyOf, validatePlan } from './plan.ts';
 import { type CommRow, type PlanDim, stepTraffic } from './cost.ts';
 import type { Sent } from './traffic.ts';
-import { type Built, buildTrainer } from './run_build.ts';
+import { buildTrainer, type Built } from './run_build.ts';
 import { decodeRankState, encodeRankState, restoreRankState } from './rank_checkpoint.ts';
 import { StepStop } from './step_stop.ts';
 import { checkedCheckpoint } from './run_save.ts';
 
-export { strategyOf, type StrategyKind } from './plan.ts';
+export { type StrategyKind, strategyOf } from './plan.ts';
 /** The corpus: text (char tokenizer built from it) or tokens already encoded on the host. */
 export type RunData = { text: string } | { tokens: Int32Array; vocabSize: number };
 
@@ -114,7 +114,15 @@ export function trainerConfig(plan: ParallelPlan, cfg: TrainConfig): TrainConfig
 export function planModelOf(plan: ParallelPlan, cfg: TrainConfig, vocabSize: number): PlanModel {
   const { nLayer, nHead, nEmbd, blockSize } = cfg;
   const moe = plan.ep > 1 && (MOE_ARCHS as readonly string[]).includes(cfg.arch);
-  return { nLayer, nHead, nEmbd, blockSize, batchSize: cfg.batchSize * cfg.gradAccum, vocabSize, ...(moe ? { nExpert: cfg.nExpert, moeEvery: cfg.moeEvery } : {}) };
+  return {
+    nLayer,
+    nHead,
+    nEmbd,
+    blockSize,
+    batchSize: cfg.batchSize * cfg.gradAccum,
+    vocabSize,
+    ...(moe ? { nExpert: cfg.nExpert, moeEvery: cfg.moeEvery } : {}),
+  };
 }
 
 /** The parallel dimension of a measured `group/op` key for a trainer of `kind` (mesh groups name their dimension). */
@@ -127,8 +135,22 @@ export function dimOfKey(kind: StrategyKind, key: string): PlanDim {
 }
 
 /** One step's predicted traffic of `rank`: cost.ts stepTraffic with the trainer's buckets and scalar collectives. */
-export function predictedTraffic(kind: StrategyKind, plan: ParallelPlan, model: PlanModel, cfg: TrainConfig, rank: number, buckets?: number[]): CommRow[] {
-  return stepTraffic(plan, model, rank, { buckets, bias: cfg.bias, topK: cfg.moeTopK, capacityFactor: cfg.capacityFactor, moeEvery: cfg.moeEvery, trainer: kind });
+export function predictedTraffic(
+  kind: StrategyKind,
+  plan: ParallelPlan,
+  model: PlanModel,
+  cfg: TrainConfig,
+  rank: number,
+  buckets?: number[],
+): CommRow[] {
+  return stepTraffic(plan, model, rank, {
+    buckets,
+    bias: cfg.bias,
+    topK: cfg.moeTopK,
+    capacityFactor: cfg.capacityFactor,
+    moeEvery: cfg.moeEvery,
+    trainer: kind,
+  });
 }
 
 /** Token ids and vocabulary of the run's data (a char tokenizer over the text when given text). */
@@ -145,7 +167,16 @@ export class RankRun {
   stop: StepStop | null = null;
   /** Why the run can no longer step (a probe step moved its state past the saved one, run_save.ts), or null. */
   ended: string | null = null;
-  private constructor(readonly world: Communicator, readonly gpu: Gpu, readonly kind: StrategyKind, readonly plan: ParallelPlan, readonly cfg: TrainConfig, readonly data: TextDataset, readonly built: Built, readonly predicted: CommRow[]) {}
+  private constructor(
+    readonly world: Communicator,
+    readonly gpu: Gpu,
+    readonly kind: StrategyKind,
+    readonly plan: ParallelPlan,
+    readonly cfg: TrainConfig,
+    readonly data: TextDataset,
+    readonly built: Built,
+    readonly predicted: CommRow[],
+  ) {}
 
   /**
    * Validates the plan against the model, opens this rank's device and builds its shard and trainer.
@@ -166,8 +197,15 @@ export class RankRun {
       const run = new RankRun(world, gpu, kind, args.plan, cfg, data, built, predicted);
       if (args.resume) {
         const what = `rank ${rank}'s checkpoint`;
-        run.next = restoreRankState(gpu, run.state(), await decodeRankState(args.resume, what), { plan: args.plan, rank, worldSize: world.size, kind }, what);
-        if (run.next > cfg.steps) throw new Error(`${what} is at step ${run.next}, past this run's ${cfg.steps} steps; pass a larger --steps`);
+        run.next = restoreRankState(gpu, run.state(), await decodeRankState(args.resume, what), {
+          plan: args.plan,
+          rank,
+          worldSize: world.size,
+          kind,
+        }, what);
+        if (run.next > cfg.steps) {
+          throw new Error(`${what} is at step ${run.next}, past this run's ${cfg.steps} steps; pass a larger --steps`);
+        }
       }
       if (args.stop) run.stop = new StepStop(args.stop);
       gpu.pool.resetPeak();
@@ -186,7 +224,14 @@ export class RankRun {
   /** This rank's checkpoint file after {@link next} steps (rank_checkpoint.ts). */
   async checkpoint(): Promise<Uint8Array> {
     const rank = this.world.transport.rank;
-    return await encodeRankState(this.gpu, this.state(), { plan: this.plan, config: { ...this.cfg }, rank, worldSize: this.world.size, step: this.next, kind: this.kind });
+    return await encodeRankState(this.gpu, this.state(), {
+      plan: this.plan,
+      config: { ...this.cfg },
+      rank,
+      worldSize: this.world.size,
+      step: this.next,
+      kind: this.kind,
+    });
   }
 
   /** Runs the next optimizer step (and rank 0's validation when due). */
@@ -201,20 +246,37 @@ export class RankRun {
       byDim[key] = (byDim[key] ?? 0) + n;
     }
     const tokens = this.cfg.batchSize * this.cfg.gradAccum * this.cfg.blockSize;
-    const rec: RankStepRecord = { step: s, loss: r.loss, lr: r.lr, gradNorm: r.gradNorm, ms, tokensPerSec: (tokens * 1000) / ms, sent: r.sent, byDim };
+    const rec: RankStepRecord = {
+      step: s,
+      loss: r.loss,
+      lr: r.lr,
+      gradNorm: r.gradNorm,
+      ms,
+      tokensPerSec: (tokens * 1000) / ms,
+      sent: r.sent,
+      byDim,
+    };
     const due = (s + 1) % this.cfg.evalInterval === 0 || s + 1 === this.cfg.steps;
     const rank0 = this.world.transport.rank === 0;
     if (due && this.built.evaluate) {
       const v = await this.built.evaluate();
       if (rank0) rec.valLoss = v;
-    } else if (due && this.built.evalModel && rank0) rec.valLoss = await meanLoss(this.gpu, this.built.evalModel, this.data, this.cfg);
+    } else if (due && this.built.evalModel && rank0) {
+      rec.valLoss = await meanLoss(this.gpu, this.built.evalModel, this.data, this.cfg);
+    }
     return rec;
   }
 
   summary(records: RankStepRecord[] = []): RankSummary {
     const p = this.built.params, flat = p.flatSize * 4;
     const own = this.built.memory ?? { params: flat, grads: flat, optimizer: 2 * flat };
-    return { rank: this.world.transport.rank, kind: this.kind, memory: { ...own, peakPool: this.gpu.pool.stats.peakBytes, paramElements: p.count }, predicted: this.predicted, records };
+    return {
+      rank: this.world.transport.rank,
+      kind: this.kind,
+      memory: { ...own, peakPool: this.gpu.pool.stats.peakBytes, paramElements: p.count },
+      predicted: this.predicted,
+      records,
+    };
   }
 
   /** Frees the model and the device, after the queued work (the last update) has finished: wgpu panics on destroyed buffers in flight. */
@@ -230,7 +292,11 @@ export class RankRun {
  * (each handed to `onRecord` as it completes) and returns the records and the accounting.
  * @throws (rejects with) the errors of {@link RankRun.open} or a collective's (a peer failed).
  */
-export async function trainRank(args: TrainRankArgs, world: Communicator, onRecord?: (r: RankStepRecord) => void): Promise<RankSummary> {
+export async function trainRank(
+  args: TrainRankArgs,
+  world: Communicator,
+  onRecord?: (r: RankStepRecord) => void,
+): Promise<RankSummary> {
   const run = await RankRun.open(world, args);
   try {
     const records: RankStepRecord[] = [];

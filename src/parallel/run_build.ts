@@ -14,7 +14,7 @@ import { expertOf } from '../models/moe.ts';
 import type { ParamStore } from '../nn/params.ts';
 import { DataParallelTrainer } from './data_parallel.ts';
 import { type ZeroStage, ZeroTrainer } from './zero.ts';
-import { ExpertParallelTrainer, expertParallelGroups, expertShard } from './expert_parallel.ts';
+import { expertParallelGroups, ExpertParallelTrainer, expertShard } from './expert_parallel.ts';
 import { MeshTrainer } from './mesh_trainer.ts';
 import type { ParallelPlan, StrategyKind } from './plan.ts';
 import type { Sent } from './traffic.ts';
@@ -41,17 +41,38 @@ export interface Built {
  * @param v vocabulary size; `bucketBytes` DP / ZeRO gradient buckets.
  * @throws Error from the trainer's constructor (e.g. a batch not divisible by the ranks).
  */
-export async function buildTrainer(gpu: Gpu, world: Communicator, plan: ParallelPlan, kind: StrategyKind, cfg: TrainConfig, data: TextDataset, v: number, bucketBytes?: number | 'layer'): Promise<Built> {
+export async function buildTrainer(
+  gpu: Gpu,
+  world: Communicator,
+  plan: ParallelPlan,
+  kind: StrategyKind,
+  cfg: TrainConfig,
+  data: TextDataset,
+  v: number,
+  bucketBytes?: number | 'layer',
+): Promise<Built> {
   const replica = () => createModel(gpu, cfg, v);
-  const own = (t: Built['step'], params: ParamStore, extra: Partial<Built> = {}, dispose = () => params.destroy()): Built => ({ step: t, params, dispose, ...extra });
+  const own = (
+    t: Built['step'],
+    params: ParamStore,
+    extra: Partial<Built> = {},
+    dispose = () => params.destroy(),
+  ): Built => ({ step: t, params, dispose, ...extra });
   switch (kind) {
     case 'dp': {
       const model = replica(), t = new DataParallelTrainer(gpu, model, data, cfg, world, { bucketBytes });
       return own((s) => t.step(s), model.params, { evalModel: model, buckets: t.buckets.map((b) => b.end - b.start) });
     }
     case 'zero': {
-      const model = replica(), t = await ZeroTrainer.create(gpu, model, data, cfg, world, { bucketBytes, stage: plan.zero as ZeroStage });
-      return own((s) => t.step(s), model.params, { memory: t.memory(), evalModel: plan.zero < 3 ? model : undefined, evaluate: plan.zero === 3 ? () => t.evaluate(data, cfg) : undefined, buckets: t.pieces.map((p) => p.c * world.size), state: () => t.trainingState() }, () => t.destroy());
+      const model = replica(),
+        t = await ZeroTrainer.create(gpu, model, data, cfg, world, { bucketBytes, stage: plan.zero as ZeroStage });
+      return own((s) => t.step(s), model.params, {
+        memory: t.memory(),
+        evalModel: plan.zero < 3 ? model : undefined,
+        evaluate: plan.zero === 3 ? () => t.evaluate(data, cfg) : undefined,
+        buckets: t.pieces.map((p) => p.c * world.size),
+        state: () => t.trainingState(),
+      }, () => t.destroy());
     }
     case 'ep': {
       // gpt-moe or mamba-moe; experts sharded over each EP group, replicated across the dp/ep groups.
@@ -69,4 +90,3 @@ export async function buildTrainer(gpu: Gpu, world: Communicator, plan: Parallel
     }
   }
 }
-

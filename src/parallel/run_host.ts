@@ -57,10 +57,22 @@ export async function runParallel(
   cfg: TrainConfig,
   data: RunData,
   onStep?: (r: StepReport) => void | Promise<void>,
-  opts: { backend?: Backend; bucketBytes?: number | 'layer'; resume?: { step: number; shards: Uint8Array[] }; checkpoint?: ParallelCheckpointing; stop?: StepStop } = {},
+  opts: {
+    backend?: Backend;
+    bucketBytes?: number | 'layer';
+    resume?: { step: number; shards: Uint8Array[] };
+    checkpoint?: ParallelCheckpointing;
+    stop?: StepStop;
+  } = {},
 ): Promise<{ steps: StepReport[]; ranks: RankSummary[]; stoppedAt: number | null }> {
-  if (world.size !== planWorldSize(plan)) throw new Error(`runParallel: the world has ${world.size} ranks, the plan needs ${planWorldSize(plan)}`);
-  if (opts.resume && opts.resume.shards.length !== world.size) throw new Error(`runParallel: the checkpoint has ${opts.resume.shards.length} rank files, the world ${world.size} ranks`);
+  if (world.size !== planWorldSize(plan)) {
+    throw new Error(`runParallel: the world has ${world.size} ranks, the plan needs ${planWorldSize(plan)}`);
+  }
+  if (opts.resume && opts.resume.shards.length !== world.size) {
+    throw new Error(
+      `runParallel: the checkpoint has ${opts.resume.shards.length} rank files, the world ${world.size} ranks`,
+    );
+  }
   const { checkpoint: ckpt, stop } = opts;
   const base = { plan, cfg, data, backend: opts.backend, bucketBytes: opts.bucketBytes, stop: stop?.buffer };
   await world.run('trainStart', (r: number) => ({ ...base, resume: opts.resume?.shards[r] }) satisfies TrainRankArgs);
@@ -77,7 +89,10 @@ export async function runParallel(
     const res = await world.run<RankSave>('trainSave', { probe });
     if (res[0].total > 0) {
       const by = res.flatMap((r, rank) => (r.local ? [`rank ${rank}: ${fmtCount(r.local)}`] : [])).join(', ');
-      throw diverged(done - 1, `${fmtCount(res[0].total)} non-finite values in parameters/optimizer state after the update (${by})`);
+      throw diverged(
+        done - 1,
+        `${fmtCount(res[0].total)} non-finite values in parameters/optimizer state after the update (${by})`,
+      );
     }
     const why = probe ? probeReason(res[0].probe!) : null;
     if (why) throw diverged(done - 1, why);
@@ -86,15 +101,24 @@ export async function runParallel(
   let from = opts.resume?.step ?? 0, stopped = false;
   while (from < cfg.steps) {
     let to = Math.min(cfg.steps, from + cfg.logInterval);
-    if (ckpt) for (let d = from + 1; d < to; d++) if (ckpt.at(d)) to = d;
+    if (ckpt) { for (let d = from + 1; d < to; d++) if (ckpt.at(d)) to = d; }
     const recs = await world.run<RankStepRecord[]>('trainSteps', { to });
     const n = recs[0].length;
     if (recs.some((r) => r.length !== n) || (n === 0 && !stop?.requested)) {
-      throw new Error(`runParallel: the ranks ran ${recs.map((r) => r.length).join(', ')} steps of the batch ${from}…${to}; they must agree`);
+      throw new Error(
+        `runParallel: the ranks ran ${
+          recs.map((r) => r.length).join(', ')
+        } steps of the batch ${from}…${to}; they must agree`,
+      );
     }
     for (let i = 0; i < n; i++) {
       const r0 = recs[0][i];
-      const rep: StepReport = { ...r0, ms: Math.max(...recs.map((r) => r[i].ms)), sent: recs.map((r) => r[i].sent), byDim: recs.map((r) => r[i].byDim) };
+      const rep: StepReport = {
+        ...r0,
+        ms: Math.max(...recs.map((r) => r[i].ms)),
+        sent: recs.map((r) => r[i].sent),
+        byDim: recs.map((r) => r[i].byDim),
+      };
       rep.tokensPerSec = (cfg.batchSize * cfg.gradAccum * cfg.blockSize * 1000) / rep.ms;
       if (!Number.isFinite(rep.loss) || !Number.isFinite(rep.gradNorm)) {
         // The step right after a checkpoint tests the state that checkpoint holds.

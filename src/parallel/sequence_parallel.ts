@@ -51,7 +51,11 @@ export function sequenceParallelGradElements(nLayer: number, nEmbd: number, bloc
  * @returns the number of elements reduced.
  * @throws (rejects with) the collective's error, e.g. a peer that timed out.
  */
-export async function allReduceSequenceParallelGrads(gpu: Gpu, store: ParamStore, group: Communicator): Promise<number> {
+export async function allReduceSequenceParallelGrads(
+  gpu: Gpu,
+  store: ParamStore,
+  group: Communicator,
+): Promise<number> {
   const params = sequenceParallelPartials(store);
   const total = params.reduce((a, p) => a + p.size, 0);
   const flat = new Float32Array(total);

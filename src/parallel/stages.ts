@@ -39,16 +39,36 @@ export interface StagePlace {
  */
 export function stagePlacement(arch: string, nLayer: number, at: StagePlace, tp: number, tpRank: number): Placement {
   const pieceOf = (PIECES as Record<string, ((n: string) => Piece) | null>)[arch];
-  if (!pieceOf) throw new Error(`arch '${arch}' is not written as pieces over a parallel context yet; tensor and pipeline parallelism do not apply to it`);
+  if (!pieceOf) {
+    throw new Error(
+      `arch '${arch}' is not written as pieces over a parallel context yet; tensor and pipeline parallelism do not apply to it`,
+    );
+  }
   const S = at.pp * at.v, first = at.ppRank === 0, last = (S - 1) % at.pp === at.ppRank;
   const owner = (layer: number) => Math.floor(layer / (nLayer / S)) % at.pp;
   return (s: ParamSpec) => {
     const piece = pieceOf(s.name);
-    if (piece === 'shared' && at.pp > 1) throw new Error(`pipeline: parameter '${s.name}' is used by several stages (a shared block); pp must be 1 for arch '${arch}'`);
-    const held = typeof piece === 'number' ? owner(piece) === at.ppRank : piece === 'embed' ? first : piece === 'head' ? last : piece === 'tied' ? first || last : true;
+    if (piece === 'shared' && at.pp > 1) {
+      throw new Error(
+        `pipeline: parameter '${s.name}' is used by several stages (a shared block); pp must be 1 for arch '${arch}'`,
+      );
+    }
+    const held = typeof piece === 'number'
+      ? owner(piece) === at.ppRank
+      : piece === 'embed'
+      ? first
+      : piece === 'head'
+      ? last
+      : piece === 'tied'
+      ? first || last
+      : true;
     if (!held) return null;
     const kind = tp > 1 ? shardKind(s.name) : 'replicated';
-    return { shape: shardShape(kind, s.shape, tp), slice: (full) => shardParam(kind, full, s.shape, tp, tpRank), copy: piece === 'tied' && !first };
+    return {
+      shape: shardShape(kind, s.shape, tp),
+      slice: (full) => shardParam(kind, full, s.shape, tp, tpRank),
+      copy: piece === 'tied' && !first,
+    };
   };
 }
 
@@ -59,8 +79,14 @@ export function stagePlacement(arch: string, nLayer: number, at: StagePlace, tp:
  */
 export function checkStageArch(arch: string, pp: number): void {
   const pieceOf = (PIECES as Record<string, ((n: string) => Piece) | null>)[arch];
-  if (!pieceOf) throw new Error(`pipeline: arch '${arch}' is not written as pieces over a parallel context yet; pp must be 1`);
-  if (arch === 'hybrid' && pp > 1) throw new Error(`pipeline: arch 'hybrid' shares one attention block between layers of different stages; pp must be 1`);
+  if (!pieceOf) {
+    throw new Error(`pipeline: arch '${arch}' is not written as pieces over a parallel context yet; pp must be 1`);
+  }
+  if (arch === 'hybrid' && pp > 1) {
+    throw new Error(
+      `pipeline: arch 'hybrid' shares one attention block between layers of different stages; pp must be 1`,
+    );
+  }
 }
 
 /** A rank's stages of a layered model over its RankContext (see the module doc). */
@@ -82,9 +108,17 @@ export class ModelStages implements PipelineStageModel {
    *   divisible by tp, from stagePlacement, the tensor-parallel shapes (a width not divisible
    *   by tp) or the model's own config check.
    */
-  constructor(readonly gpu: Gpu, readonly cfg: TrainConfig, vocabSize: number, readonly ctx: RankContext, readonly at: StagePlace) {
+  constructor(
+    readonly gpu: Gpu,
+    readonly cfg: TrainConfig,
+    vocabSize: number,
+    readonly ctx: RankContext,
+    readonly at: StagePlace,
+  ) {
     checkPipelineSplit(cfg.nLayer, at.pp, at.v);
-    if (ctx.tp > 1 && (cfg.arch === 'gpt' || cfg.arch === 'hybrid') && cfg.nHead % ctx.tp) throw new Error(`tensor parallel: heads ${cfg.nHead} not divisible by tp ${ctx.tp}`);
+    if (ctx.tp > 1 && (cfg.arch === 'gpt' || cfg.arch === 'hybrid') && cfg.nHead % ctx.tp) {
+      throw new Error(`tensor parallel: heads ${cfg.nHead} not divisible by tp ${ctx.tp}`);
+    }
     this.S = at.pp * at.v;
     this.stages = [...Array(at.v).keys()].map((c) => c * at.pp + at.ppRank);
     const whole = at.pp === 1 && ctx.tp === 1;
@@ -125,7 +159,14 @@ export class ModelStages implements PipelineStageModel {
    * The whole forward (pp = 1): tokens and targets (B·T) host ids of this rank's rows and tokens.
    * Returns this rank's logits and, with targets, the loss (2) on the GPU.
    */
-  forward(tape: Tape, hostTokens: Int32Array, hostTargets: Int32Array | null, b: number, t: number, gradScale = 1): Promise<ForwardResult> {
+  forward(
+    tape: Tape,
+    hostTokens: Int32Array,
+    hostTargets: Int32Array | null,
+    b: number,
+    t: number,
+    gradScale = 1,
+  ): Promise<ForwardResult> {
     return runPieces(this.model, this.ctx, tape, input(hostTokens, hostTargets), b, t, { gradScale });
   }
 

@@ -25,7 +25,9 @@ function rowsOf(x: Tensor, what: string, group: Communicator, split: boolean): {
   const n = x.size / c;
   if (!Number.isInteger(n) || c < 1) throw new Error(`${what}: input [${x.shape}] is not (N, C)`);
   if (split && n % group.size) {
-    throw new Error(`${what}: ${n} rows do not split over the ${group.size} ranks of group ${group.id}; B·T must be a multiple of tp`);
+    throw new Error(
+      `${what}: ${n} rows do not split over the ${group.size} ranks of group ${group.id}; B·T must be a multiple of tp`,
+    );
   }
   return { n, c };
 }
@@ -39,7 +41,14 @@ function rowsOf(x: Tensor, what: string, group: Communicator, split: boolean): {
  */
 export function copyToTensorParallelRegion(tape: Tape, x: Tensor, group: Communicator): Promise<Tensor> {
   const { n, c } = rowsOf(x, 'copyToTensorParallelRegion', group, false);
-  return collectiveOp(tape, x, [n, c], 'copyToTensorParallelRegion', (h) => Promise.resolve(h), (dy) => group.allReduce(dy));
+  return collectiveOp(
+    tape,
+    x,
+    [n, c],
+    'copyToTensorParallelRegion',
+    (h) => Promise.resolve(h),
+    (dy) => group.allReduce(dy),
+  );
 }
 
 /**
@@ -49,7 +58,14 @@ export function copyToTensorParallelRegion(tape: Tape, x: Tensor, group: Communi
  */
 export function reduceFromTensorParallelRegion(tape: Tape, x: Tensor, group: Communicator): Promise<Tensor> {
   const { n, c } = rowsOf(x, 'reduceFromTensorParallelRegion', group, false);
-  return collectiveOp(tape, x, [n, c], 'reduceFromTensorParallelRegion', (h) => group.allReduce(h), (dy) => Promise.resolve(dy));
+  return collectiveOp(
+    tape,
+    x,
+    [n, c],
+    'reduceFromTensorParallelRegion',
+    (h) => group.allReduce(h),
+    (dy) => Promise.resolve(dy),
+  );
 }
 
 /**
@@ -59,7 +75,14 @@ export function reduceFromTensorParallelRegion(tape: Tape, x: Tensor, group: Com
  */
 export function gatherFromSequenceParallelRegion(tape: Tape, x: Tensor, group: Communicator): Promise<Tensor> {
   const { n, c } = rowsOf(x, 'gatherFromSequenceParallelRegion', group, false);
-  return collectiveOp(tape, x, [n * group.size, c], 'gatherFromSequenceParallelRegion', (h) => group.allGather(h), async (dy) => (await group.reduceScatter(dy)).slice());
+  return collectiveOp(
+    tape,
+    x,
+    [n * group.size, c],
+    'gatherFromSequenceParallelRegion',
+    (h) => group.allGather(h),
+    async (dy) => (await group.reduceScatter(dy)).slice(),
+  );
 }
 
 /**
@@ -71,7 +94,14 @@ export function gatherFromSequenceParallelRegion(tape: Tape, x: Tensor, group: C
  */
 export function reduceScatterToSequenceParallelRegion(tape: Tape, x: Tensor, group: Communicator): Promise<Tensor> {
   const { n, c } = rowsOf(x, 'reduceScatterToSequenceParallelRegion', group, true);
-  return collectiveOp(tape, x, [n / group.size, c], 'reduceScatterToSequenceParallelRegion', async (h) => (await group.reduceScatter(h)).slice(), (dy) => group.allGather(dy));
+  return collectiveOp(
+    tape,
+    x,
+    [n / group.size, c],
+    'reduceScatterToSequenceParallelRegion',
+    async (h) => (await group.reduceScatter(h)).slice(),
+    (dy) => group.allGather(dy),
+  );
 }
 
 /**
@@ -85,7 +115,14 @@ export function reduceScatterToSequenceParallelRegion(tape: Tape, x: Tensor, gro
 export function scatterToSequenceParallelRegion(tape: Tape, x: Tensor, group: Communicator): Promise<Tensor> {
   const { n, c } = rowsOf(x, 'scatterToSequenceParallelRegion', group, true);
   const rows = n / group.size, r = group.rank;
-  return collectiveOp(tape, x, [rows, c], 'scatterToSequenceParallelRegion', (h) => Promise.resolve(h.slice(r * rows * c, (r + 1) * rows * c)), (dy) => group.allGather(dy));
+  return collectiveOp(
+    tape,
+    x,
+    [rows, c],
+    'scatterToSequenceParallelRegion',
+    (h) => Promise.resolve(h.slice(r * rows * c, (r + 1) * rows * c)),
+    (dy) => group.allGather(dy),
+  );
 }
 
 /**
@@ -100,9 +137,16 @@ export function scatterToSequenceParallelRegion(tape: Tape, x: Tensor, group: Co
 export function localSequenceRows(tape: Tape, x: Tensor, group: Communicator): Promise<Tensor> {
   const { n, c } = rowsOf(x, 'localSequenceRows', group, true);
   const rows = n / group.size, r = group.rank;
-  return collectiveOp(tape, x, [rows, c], 'localSequenceRows', (h) => Promise.resolve(h.slice(r * rows * c, (r + 1) * rows * c)), (dy) => {
-    const dx = new Float32Array(n * c);
-    dx.set(dy, r * rows * c);
-    return Promise.resolve(dx);
-  });
+  return collectiveOp(
+    tape,
+    x,
+    [rows, c],
+    'localSequenceRows',
+    (h) => Promise.resolve(h.slice(r * rows * c, (r + 1) * rows * c)),
+    (dy) => {
+      const dx = new Float32Array(n * c);
+      dx.set(dy, r * rows * c);
+      return Promise.resolve(dx);
+    },
+  );
 }

@@ -24,7 +24,15 @@
 import type { ParamSpec } from '../nn/params.ts';
 
 /** How a parameter takes part in tensor parallelism (see the module doc). */
-export type TpRole = 'replicated' | 'vocab' | 'column' | 'column-qkv' | 'column-inner' | 'row' | 'row-inner' | 'channel';
+export type TpRole =
+  | 'replicated'
+  | 'vocab'
+  | 'column'
+  | 'column-qkv'
+  | 'column-inner'
+  | 'row'
+  | 'row-inner'
+  | 'channel';
 
 /** How a parameter is split: not at all, by vocabulary rows, by head rows of q/k/v, by rows, by columns. */
 export type ShardKind = 'replicated' | 'vocab' | 'qkv' | 'rows' | 'cols';
@@ -84,7 +92,9 @@ function shardRanges(kind: ShardKind, shape: readonly number[], tp: number, r: n
   if (kind === 'replicated') return [[0, rows * width]];
   if (kind === 'rows') return [block(r * rows / tp, rows / tp)];
   if (kind === 'qkv') return [0, 1, 2].map((k) => block(k * rows / 3 + r * rows / 3 / tp, rows / 3 / tp));
-  if (kind === 'cols') return [...Array(rows).keys()].map((i) => [i * width + r * width / tp, i * width + (r + 1) * width / tp]);
+  if (kind === 'cols') {
+    return [...Array(rows).keys()].map((i) => [i * width + r * width / tp, i * width + (r + 1) * width / tp]);
+  }
   const n = Math.ceil(rows / tp); // vocab: rows past V are padding, clipped here and zero in the shard
   return [block(Math.min(rows, r * n), Math.max(0, Math.min(n, rows - r * n)))];
 }
@@ -107,7 +117,13 @@ export function shardShape(kind: ShardKind, shape: readonly number[], tp: number
 }
 
 /** Rank r's shard of a full parameter (vocab: padded rows are zero). */
-export function shardParam(kind: ShardKind, full: Float32Array, shape: readonly number[], tp: number, r: number): Float32Array {
+export function shardParam(
+  kind: ShardKind,
+  full: Float32Array,
+  shape: readonly number[],
+  tp: number,
+  r: number,
+): Float32Array {
   const out = new Float32Array(shardShape(kind, shape, tp).reduce((x, y) => x * y, 1));
   let off = 0;
   for (const [from, to] of shardRanges(kind, shape, tp, r)) {

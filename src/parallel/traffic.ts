@@ -32,7 +32,7 @@ export class TrafficMeter {
   /** The meter of `comm`'s transport (installed on first use, then shared). */
   static of(comm: Communicator): TrafficMeter {
     let m = meters.get(comm.transport);
-    if (!m) meters.set(comm.transport, (m = new TrafficMeter(comm.transport)));
+    if (!m) meters.set(comm.transport, m = new TrafficMeter(comm.transport));
     return m;
   }
 

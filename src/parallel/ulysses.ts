@@ -85,7 +85,13 @@ function unpackSeq(chunks: Float32Array, b: number, tl: number, w: number, cp: n
  * Sequence-sharded x (B, T/cp, parts·C) → head-sharded (B, T, parts·C/cp) by one all-to-all
  * (DeepSpeed's `_SeqAllToAll` scattering heads and gathering the sequence); backward the inverse.
  */
-export function seqToHeadAllToAll(tape: Tape, x: Tensor, d: UlyssesDims, parts: number, group: Communicator): Promise<Tensor> {
+export function seqToHeadAllToAll(
+  tape: Tape,
+  x: Tensor,
+  d: UlyssesDims,
+  parts: number,
+  group: Communicator,
+): Promise<Tensor> {
   const cp = group.size, rows = d.b * d.t, w = (parts * d.c) / cp;
   return collectiveOp(tape, x, [d.b, cp * d.t, w], 'ulysses.seqToHead', async (host) => {
     const res = await group.allToAll(packHeads(host, rows, parts, d.c, cp));
@@ -114,13 +120,25 @@ export function headToSeqAllToAll(tape: Tape, z: Tensor, d: UlyssesDims, group: 
  * with the same dims in the same order; the tape then needs backwardAsync.
  * @throws Error (rejects) when nh is not divisible by cp, or qkv's size does not match dims.
  */
-export async function ulyssesAttention(tape: Tape, qkv: Tensor, dims: UlyssesDims, group: Communicator, label = 'ulysses_attn'): Promise<Tensor> {
+export async function ulyssesAttention(
+  tape: Tape,
+  qkv: Tensor,
+  dims: UlyssesDims,
+  group: Communicator,
+  label = 'ulysses_attn',
+): Promise<Tensor> {
   const cp = group.size, { b, t, c, nh } = dims;
   for (const k of ['b', 't', 'c', 'nh'] as const) {
-    if (!Number.isInteger(dims[k]) || dims[k] < 1) throw new Error(`ulyssesAttention: dims.${k} must be a positive integer, got ${dims[k]}`);
+    if (!Number.isInteger(dims[k]) || dims[k] < 1) {
+      throw new Error(`ulyssesAttention: dims.${k} must be a positive integer, got ${dims[k]}`);
+    }
   }
-  if (nh % cp || c % nh) throw new Error(`ulyssesAttention: heads ${nh} must divide width ${c} and be divisible by cp ${cp}`);
-  if (qkv.size !== b * t * 3 * c) throw new Error(`ulyssesAttention: qkv has shape [${qkv.shape}], expected [${b}, ${t}, ${3 * c}]`);
+  if (nh % cp || c % nh) {
+    throw new Error(`ulyssesAttention: heads ${nh} must divide width ${c} and be divisible by cp ${cp}`);
+  }
+  if (qkv.size !== b * t * 3 * c) {
+    throw new Error(`ulyssesAttention: qkv has shape [${qkv.shape}], expected [${b}, ${t}, ${3 * c}]`);
+  }
   const heads = await seqToHeadAllToAll(tape, qkv, dims, 3, group);
   const z = flashAttention(tape, heads, { b, t: cp * t, c: c / cp, nh: nh / cp, causal: dims.causal ?? true }, label);
   return await headToSeqAllToAll(tape, z, dims, group);

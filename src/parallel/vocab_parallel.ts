@@ -33,7 +33,10 @@ export interface VocabShard {
  * @throws Error on non-positive sizes or a rank outside [0, tp).
  */
 export function vocabShard(vocabSize: number, tp: number, rank: number): VocabShard {
-  if (!Number.isInteger(vocabSize) || vocabSize < 1 || !Number.isInteger(tp) || tp < 1 || !Number.isInteger(rank) || rank < 0 || rank >= tp) {
+  if (
+    !Number.isInteger(vocabSize) || vocabSize < 1 || !Number.isInteger(tp) || tp < 1 || !Number.isInteger(rank) ||
+    rank < 0 || rank >= tp
+  ) {
     throw new Error(`vocabShard: need vocabSize ≥ 1, tp ≥ 1 and 0 ≤ rank < tp; got ${vocabSize}, ${tp}, ${rank}`);
   }
   const rows = Math.ceil(vocabSize / tp), start = rank * rows;
@@ -60,13 +63,17 @@ export async function vocabParallelEmbedding(
 ): Promise<Tensor> {
   const [rows, c] = wte.shape;
   if (rows !== shard.rows || hostTokens.length !== b * t) {
-    throw new Error(`vocabParallelEmbedding: wte [${wte.shape}] vs a shard of ${shard.rows} rows, ${hostTokens.length} tokens vs B·T = ${b}·${t}`);
+    throw new Error(
+      `vocabParallelEmbedding: wte [${wte.shape}] vs a shard of ${shard.rows} rows, ${hostTokens.length} tokens vs B·T = ${b}·${t}`,
+    );
   }
   const gpu = tape.gpu, n = b * t;
   const local = new Int32Array(n), mask = new Float32Array(n * c);
   for (let i = 0; i < n; i++) {
     const id = hostTokens[i];
-    if (!(id >= 0 && id < vocabSize)) throw new Error(`vocabParallelEmbedding: token ${id} at ${i} is outside [0, ${vocabSize})`);
+    if (!(id >= 0 && id < vocabSize)) {
+      throw new Error(`vocabParallelEmbedding: token ${id} at ${i} is outside [0, ${vocabSize})`);
+    }
     const j = id - shard.start;
     if (j >= 0 && j < shard.valid) {
       local[i] = j;
@@ -81,7 +88,9 @@ export async function vocabParallelEmbedding(
   // Tokens of other ranks looked up row 0; the mask zeroes both their rows and their gradient.
   // (B, T, C) is passed on as is: a view would be a new tensor the tape has no gradient for.
   const partial = mul(tape, embedding(tape, ids, local, wte, noPos, b, t), maskT, 'vpe.partial');
-  return await (sequenceParallel ? reduceScatterToSequenceParallelRegion(tape, partial, group) : reduceFromTensorParallelRegion(tape, partial, group));
+  return await (sequenceParallel
+    ? reduceScatterToSequenceParallelRegion(tape, partial, group)
+    : reduceFromTensorParallelRegion(tape, partial, group));
 }
 
 /** The loss tensor of {@link vocabParallelCrossEntropy} and its value on the host. */
@@ -111,8 +120,12 @@ export async function vocabParallelCrossEntropy(
   gradScale = 1,
 ): Promise<VocabParallelLoss> {
   const n = targets.length, cols = logits.size / Math.max(n, 1);
-  if (cols !== shard.rows) throw new Error(`vocabParallelCrossEntropy: logits [${logits.shape}] are not (N=${n}, ${shard.rows})`);
-  for (const y of targets) if (y >= vocabSize) throw new Error(`vocabParallelCrossEntropy: target ${y} ≥ vocabulary ${vocabSize}`);
+  if (cols !== shard.rows) {
+    throw new Error(`vocabParallelCrossEntropy: logits [${logits.shape}] are not (N=${n}, ${shard.rows})`);
+  }
+  for (const y of targets) {
+    if (y >= vocabSize) throw new Error(`vocabParallelCrossEntropy: target ${y} ≥ vocabulary ${vocabSize}`);
+  }
   const { start, valid } = shard;
   let z: Float32Array = new Float32Array(0), max = z, sum = z, count = 0, value = NaN;
   const loss = await collectiveOp(tape, logits, [2], 'vocabParallelCrossEntropy', async (h) => {

@@ -48,8 +48,16 @@ import type { Communicator } from '../comm/communicator.ts';
 import type { LanguageModel } from '../models/model.ts';
 import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from '../train/config.ts';
-import { lrAt, type ScheduleSpec, scheduleFromConfig, validateSchedule } from '../train/schedules.ts';
-import { backwardWithBuckets, type Bucket, type BucketHooks, LoggingTape, type OverlapStats, planBuckets, sliceOf } from './buckets.ts';
+import { lrAt, scheduleFromConfig, type ScheduleSpec, validateSchedule } from '../train/schedules.ts';
+import {
+  backwardWithBuckets,
+  type Bucket,
+  type BucketHooks,
+  LoggingTape,
+  type OverlapStats,
+  planBuckets,
+  sliceOf,
+} from './buckets.ts';
 import { LayerUnits } from './zero_units.ts';
 import { storageTensor } from '../nn/params.ts';
 import { type DataParallelOptions, LocalBatches, type ParallelStepRecord, subGroup } from './data_parallel.ts';
@@ -111,7 +119,15 @@ export class ZeroTrainer {
    * Every rank of `comm` builds the same model (same seed) first; {@link ZeroTrainer.create}
    * then frees what the stage shards away.
    */
-  private constructor(readonly gpu: Gpu, readonly model: LanguageModel, data: TextDataset, readonly cfg: TrainConfig, readonly comm: Communicator, opts: ZeroOptions, initial: Float32Array) {
+  private constructor(
+    readonly gpu: Gpu,
+    readonly model: LanguageModel,
+    data: TextDataset,
+    readonly cfg: TrainConfig,
+    readonly comm: Communicator,
+    opts: ZeroOptions,
+    initial: Float32Array,
+  ) {
     this.stage = opts.stage;
     this.schedule = scheduleFromConfig(cfg);
     validateSchedule(this.schedule, cfg.steps);
@@ -158,7 +174,12 @@ export class ZeroTrainer {
     store.rehome('m', null, [], why);
     store.rehome('v', null, [], why);
     this.units = this.stage > 1 ? new LayerUnits(gpu, store, this.buckets, this.stage === 3) : null;
-    this.groups = { grads: subGroup(comm, 'grads'), params: subGroup(comm, 'params'), scalars: subGroup(comm, 'scalars'), eval: subGroup(comm, 'eval') };
+    this.groups = {
+      grads: subGroup(comm, 'grads'),
+      params: subGroup(comm, 'params'),
+      scalars: subGroup(comm, 'scalars'),
+      eval: subGroup(comm, 'eval'),
+    };
     this.meter = TrafficMeter.of(comm);
     this.paramGrads = store.gradMap();
   }
@@ -170,10 +191,19 @@ export class ZeroTrainer {
    * @throws Error for a stage other than 1, 2, 3, stage 2–3 with byte-sized buckets (they need
    *   'layer' units), and the errors of LocalBatches (batch not divisible by the ranks, goldfish).
    */
-  static async create(gpu: Gpu, model: LanguageModel, data: TextDataset, cfg: TrainConfig, comm: Communicator, opts: ZeroOptions): Promise<ZeroTrainer> {
+  static async create(
+    gpu: Gpu,
+    model: LanguageModel,
+    data: TextDataset,
+    cfg: TrainConfig,
+    comm: Communicator,
+    opts: ZeroOptions,
+  ): Promise<ZeroTrainer> {
     if (![1, 2, 3].includes(opts.stage)) throw new Error(`ZeRO: stage must be 1, 2 or 3, got ${opts.stage}`);
     if (opts.stage > 1 && opts.bucketBytes !== undefined && opts.bucketBytes !== 'layer') {
-      throw new Error(`ZeRO-${opts.stage}: buckets must be 'layer' (got ${opts.bucketBytes} bytes); gradients and values are kept one layer at a time`);
+      throw new Error(
+        `ZeRO-${opts.stage}: buckets must be 'layer' (got ${opts.bucketBytes} bytes); gradients and values are kept one layer at a time`,
+      );
     }
     const initial = opts.stage === 3 ? (await gpu.read(model.params.values) as Float32Array) : new Float32Array(0);
     return new ZeroTrainer(gpu, model, data, cfg, comm, opts, initial);
@@ -195,13 +225,18 @@ export class ZeroTrainer {
       const last = micro === cfg.gradAccum - 1;
       const reduce = stage > 1 || last;
       const tape = reduce ? new LoggingTape(gpu, this.paramGrads) : new Tape(gpu, this.paramGrads);
-      if (own && units) await units.forwardAsync(await this.gatherAll(own), () => this.batches.forward(tape, step, micro));
-      else await this.batches.forward(tape, step, micro);
+      if (own && units) {
+        await units.forwardAsync(await this.gatherAll(own), () => this.batches.forward(tape, step, micro));
+      } else await this.batches.forward(tape, step, micro);
       if (reduce) {
         let hooks: BucketHooks = {};
         if (units) {
           units.startBackward();
-          if (own) for (const [k, resident] of units.resident.entries()) if (resident) gpu.write(units.regionOf(k, 'value'), await this.gather(own, k));
+          if (own) {
+            for (const [k, resident] of units.resident.entries()) {
+              if (resident) gpu.write(units.regionOf(k, 'value'), await this.gather(own, k));
+            }
+          }
           const open = async (k: number) => {
             if (units.needsOpen(k)) units.open(k, own ? await this.gather(own, k) : null);
           };
@@ -213,15 +248,23 @@ export class ZeroTrainer {
             beforeLateLaunch: open,
           };
         }
-        overlap = await backwardWithBuckets(gpu, model.params, this.buckets, tape as LoggingTape, RULES, async (b, host) => {
-          const pc = this.pieces[b.index];
-          const padded = new Float32Array(pc.c * this.comm.size);
-          padded.set(host);
-          // avg: the mean over ranks of per-rank mean-loss gradients is the global mean's gradient.
-          const mine = await this.groups.grads.reduceScatter(padded, { op: 'avg' });
-          if (micro === 0 || stage === 1) this.gHost.set(mine, pc.at);
-          else for (let i = 0; i < pc.c; i++) this.gHost[pc.at + i] += mine[i];
-        }, hooks);
+        overlap = await backwardWithBuckets(
+          gpu,
+          model.params,
+          this.buckets,
+          tape as LoggingTape,
+          RULES,
+          async (b, host) => {
+            const pc = this.pieces[b.index];
+            const padded = new Float32Array(pc.c * this.comm.size);
+            padded.set(host);
+            // avg: the mean over ranks of per-rank mean-loss gradients is the global mean's gradient.
+            const mine = await this.groups.grads.reduceScatter(padded, { op: 'avg' });
+            if (micro === 0 || stage === 1) this.gHost.set(mine, pc.at);
+            else for (let i = 0; i < pc.c; i++) this.gHost[pc.at + i] += mine[i];
+          },
+          hooks,
+        );
       } else tape.backward(RULES);
       tape.dispose();
     }
@@ -246,9 +289,15 @@ export class ZeroTrainer {
       if (this.shard) gpu.write(this.g, this.gHost);
     } else {
       // Stage 1: the reduced pieces go back into the rank's own ranges of the full gradient buffer.
-      for (const pc of this.pieces) if (pc.hi > pc.lo) gpu.write(sliceOf(this.model.params.grads, pc.lo, pc.hi), this.gHost.subarray(pc.at, pc.at + pc.hi - pc.lo));
+      for (const pc of this.pieces) {
+        if (pc.hi > pc.lo) {
+          gpu.write(sliceOf(this.model.params.grads, pc.lo, pc.hi), this.gHost.subarray(pc.at, pc.at + pc.hi - pc.lo));
+        }
+      }
     }
-    for (const u of this.updates) adamwUpdate(gpu, u.value, u.grad, u.m, u.v, this.hyper, this.norm, u.decay ? cfg.weightDecay : 0);
+    for (const u of this.updates) {
+      adamwUpdate(gpu, u.value, u.grad, u.m, u.v, this.hyper, this.norm, u.decay ? cfg.weightDecay : 0);
+    }
     return norm;
   }
 
@@ -289,7 +338,9 @@ export class ZeroTrainer {
   /** Stages 1–2: every rank's updated pieces to everyone. */
   private async allGatherUpdated(): Promise<void> {
     const own = await this.readOwn();
-    for (const b of this.buckets) this.gpu.write(sliceOf(this.model.params.values, b.start, b.end), await this.gather(own, b.index));
+    for (const b of this.buckets) {
+      this.gpu.write(sliceOf(this.model.params.values, b.start, b.end), await this.gather(own, b.index));
+    }
   }
 
   /**

@@ -49,7 +49,13 @@ export class LayerUnits {
     let root = 0, slot = 0;
     this.resident = buckets.map((b) => {
       const layers = new Set(b.params.map((p) => layerOf(p.name)));
-      if (layers.size > 1) throw new Error(`ZeRO units: bucket ${b.index} holds parameters of several blocks (${[...layers].join(', ')}); ZeRO-2/3 need 'layer' buckets`);
+      if (layers.size > 1) {
+        throw new Error(
+          `ZeRO units: bucket ${b.index} holds parameters of several blocks (${
+            [...layers].join(', ')
+          }); ZeRO-2/3 need 'layer' buckets`,
+        );
+      }
       const n = b.end - b.start, resident = layers.has(null);
       this.base.push(resident ? root : 0);
       if (resident) root += n;
@@ -58,10 +64,20 @@ export class LayerUnits {
       return resident;
     });
     // Resident elements R side by side in the root, the largest rotating unit S sizing the slot.
-    const make = (what: string) => ({ root: storageTensor(gpu, root, `zero.${what}.root`), slot: storageTensor(gpu, slot, `zero.${what}.slot`) });
+    const make = (what: string) => ({
+      root: storageTensor(gpu, root, `zero.${what}.root`),
+      slot: storageTensor(gpu, slot, `zero.${what}.slot`),
+    });
     this.homes = { value: values ? make('values') : null, grad: make('grads') };
     const why = 'ZeRO keeps them per layer in working buffers (zero_units.ts)';
-    if (values) store.rehome('value', (p) => this.viewOf(p, 'value'), [this.homes.value!.root, this.homes.value!.slot], why);
+    if (values) {
+      store.rehome(
+        'value',
+        (p) => this.viewOf(p, 'value'),
+        [this.homes.value!.root, this.homes.value!.slot],
+        why,
+      );
+    }
     store.rehome('grad', (p) => this.viewOf(p, 'grad'), [this.homes.grad.root, this.homes.grad.slot], why);
     if (values) store.onAccess = (p) => this.touch(this.unitOf.get(p)!);
   }
@@ -82,7 +98,15 @@ export class LayerUnits {
 
   private viewOf(p: Param, field: 'value' | 'grad'): Tensor {
     const k = this.unitOf.get(p)!, region = this.regionOf(k, field);
-    return new Tensor(this.gpu, region.buffer, p.shape, 'f32', region.offset + (p.offset - this.buckets[k].start) * 4, false, `${field === 'grad' ? 'grad.' : ''}${p.name}`);
+    return new Tensor(
+      this.gpu,
+      region.buffer,
+      p.shape,
+      'f32',
+      region.offset + (p.offset - this.buckets[k].start) * 4,
+      false,
+      `${field === 'grad' ? 'grad.' : ''}${p.name}`,
+    );
   }
 
   /**
@@ -118,7 +142,13 @@ export class LayerUnits {
   private touch(k: number): void {
     if (this.resident[k] || this.inSlot.value === k) return;
     const host = this.pending[k];
-    if (!host) throw new Error(`ZeRO-3: '${this.buckets[k].params[0].name}' was read outside a training pass; the weights are sharded over the data-parallel group (ZeroTrainer.parameters() gathers them)`);
+    if (!host) {
+      throw new Error(
+        `ZeRO-3: '${
+          this.buckets[k].params[0].name
+        }' was read outside a training pass; the weights are sharded over the data-parallel group (ZeroTrainer.parameters() gathers them)`,
+      );
+    }
     this.gpu.write(this.regionOf(k, 'value'), host);
     this.inSlot.value = k;
   }
@@ -145,7 +175,11 @@ export class LayerUnits {
   open(k: number, values: Float32Array | null): void {
     const prev = this.inSlot.grad;
     if (prev >= 0 && prev !== k && !this.launched.has(prev)) {
-      throw new Error(`ZeRO: '${this.buckets[k].params[0].name}' needs the working slot while '${this.buckets[prev].params[0].name}' still collects gradients; a block's weights must only be used inside that block`);
+      throw new Error(
+        `ZeRO: '${this.buckets[k].params[0].name}' needs the working slot while '${
+          this.buckets[prev].params[0].name
+        }' still collects gradients; a block's weights must only be used inside that block`,
+      );
     }
     if (values) this.gpu.write(this.regionOf(k, 'value'), values);
     this.gpu.clear(this.regionOf(k, 'grad'));

@@ -73,7 +73,11 @@ export function mulRef(a: Float64Array, b: Float64Array): Float64Array {
 }
 
 /** da = dy ∘ b, db = dy ∘ a. */
-export function mulBackwardRef(a: Float64Array, b: Float64Array, dy: Float64Array): { da: Float64Array; db: Float64Array } {
+export function mulBackwardRef(
+  a: Float64Array,
+  b: Float64Array,
+  dy: Float64Array,
+): { da: Float64Array; db: Float64Array } {
   return { da: mulRef(dy, b), db: mulRef(dy, a) };
 }
 

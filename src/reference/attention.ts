@@ -117,7 +117,12 @@ export interface RefBlock {
  * O (B, q.n, C) and its log-sum-exp L (B, nh, q.n) of the query rows `q` of qkv (B, T, 3C)
  * against the key/value rows `kv` only; a row that sees no key gets O = 0 and L = −∞.
  */
-export function blockAttentionForwardRef(qkv: Float64Array, d: AttentionRefDims, q: RefBlock, kv: RefBlock): { o: Float64Array; lse: Float64Array } {
+export function blockAttentionForwardRef(
+  qkv: Float64Array,
+  d: AttentionRefDims,
+  q: RefBlock,
+  kv: RefBlock,
+): { o: Float64Array; lse: Float64Array } {
   const { b: B, t: T, c: C, nh: NH } = d;
   const causal = d.causal ?? true;
   const hs = C / NH, scale = 1 / Math.sqrt(hs);
@@ -130,11 +135,14 @@ export function blockAttentionForwardRef(qkv: Float64Array, d: AttentionRefDims,
         let mx = -Infinity;
         for (let j = 0; j < kv.n; j++) {
           const s = kv.first + j;
-          if (causal && s > t) { row[j] = -Infinity; continue; }
+          if (causal && s > t) {
+            row[j] = -Infinity;
+            continue;
+          }
           const ka = (b * T + s) * 3 * C + C + h * hs;
           let dot = 0;
           for (let x = 0; x < hs; x++) dot += qkv[qa + x] * qkv[ka + x];
-          mx = Math.max(mx, (row[j] = dot * scale));
+          mx = Math.max(mx, row[j] = dot * scale);
         }
         if (mx === -Infinity) continue;
         let sum = 0;
@@ -156,7 +164,11 @@ export function blockAttentionForwardRef(qkv: Float64Array, d: AttentionRefDims,
  * L = log Σ_i e^{L_i}, O = Σ_i e^{L_i − L} O_i (Ring Attention; FlashAttention's rescaling).
  * O parts (B, n, C), L parts (B, nh, n).
  */
-export function mergeAttentionRef(parts: { o: Float64Array; lse: Float64Array }[], d: { b: number; c: number; nh: number }, n: number): { o: Float64Array; lse: Float64Array } {
+export function mergeAttentionRef(
+  parts: { o: Float64Array; lse: Float64Array }[],
+  d: { b: number; c: number; nh: number },
+  n: number,
+): { o: Float64Array; lse: Float64Array } {
   const { b: B, c: C, nh: NH } = d, hs = C / NH;
   const o = new Float64Array(B * n * C), lse = new Float64Array(B * NH * n);
   for (let b = 0; b < B; b++) {
@@ -182,7 +194,15 @@ export function mergeAttentionRef(parts: { o: Float64Array; lse: Float64Array }[
  * lse and D = rowsum(dy ∘ y) (B, nh, T): returns the pair's contribution to ∂L/∂qkv (B, T, 3C)
  * (dQ of rows `q`, dK and dV of rows `kv`); summed over all pairs it is attentionBackwardRef.
  */
-export function blockAttentionBackwardRef(qkv: Float64Array, dy: Float64Array, lse: Float64Array, dsum: Float64Array, d: AttentionRefDims, q: RefBlock, kv: RefBlock): Float64Array {
+export function blockAttentionBackwardRef(
+  qkv: Float64Array,
+  dy: Float64Array,
+  lse: Float64Array,
+  dsum: Float64Array,
+  d: AttentionRefDims,
+  q: RefBlock,
+  kv: RefBlock,
+): Float64Array {
   const { b: B, t: T, c: C, nh: NH } = d;
   const causal = d.causal ?? true;
   const hs = C / NH, scale = 1 / Math.sqrt(hs);

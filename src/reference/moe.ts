@@ -20,7 +20,12 @@ export function softmaxRowsRef(x: ArrayLike<number>, n: number, e: number): Floa
 }
 
 /** dx (N, E) = y ∘ (dy − ⟨y, dy⟩_row). */
-export function softmaxRowsBackwardRef(y: ArrayLike<number>, dy: ArrayLike<number>, n: number, e: number): Float64Array {
+export function softmaxRowsBackwardRef(
+  y: ArrayLike<number>,
+  dy: ArrayLike<number>,
+  n: number,
+  e: number,
+): Float64Array {
   const dx = new Float64Array(n * e);
   for (let r = 0; r < n; r++) {
     let d = 0;
@@ -41,7 +46,14 @@ export function topKRef(probs: ArrayLike<number>, n: number, e: number, k: numbe
 }
 
 /** gates (N, k) = probs[n, top_j] (/ Σ_j when renormalising). */
-export function gatesRef(probs: ArrayLike<number>, top: Int32Array, n: number, e: number, k: number, renorm: boolean): Float64Array {
+export function gatesRef(
+  probs: ArrayLike<number>,
+  top: Int32Array,
+  n: number,
+  e: number,
+  k: number,
+  renorm: boolean,
+): Float64Array {
   const g = new Float64Array(n * k);
   for (let r = 0; r < n; r++) {
     let s = 0;
@@ -52,7 +64,15 @@ export function gatesRef(probs: ArrayLike<number>, top: Int32Array, n: number, e
 }
 
 /** dprobs (N, E) of {@link gatesRef} for dgates (N, k). */
-export function gatesBackwardRef(probs: ArrayLike<number>, top: Int32Array, dg: ArrayLike<number>, n: number, e: number, k: number, renorm: boolean): Float64Array {
+export function gatesBackwardRef(
+  probs: ArrayLike<number>,
+  top: Int32Array,
+  dg: ArrayLike<number>,
+  n: number,
+  e: number,
+  k: number,
+  renorm: boolean,
+): Float64Array {
   const dp = new Float64Array(n * e);
   for (let r = 0; r < n; r++) {
     let s = 0, q = 0;
@@ -67,7 +87,10 @@ export function gatesBackwardRef(probs: ArrayLike<number>, top: Int32Array, dg: 
 }
 
 /** Slots as the GPU assigns them: slot (N, k), slotSrc (E·rows), load (G·E) of first choices. */
-export function assignSlotsRef(top: Int32Array, plan: SlotPlan): { slot: Int32Array; slotSrc: Int32Array; load: Int32Array } {
+export function assignSlotsRef(
+  top: Int32Array,
+  plan: SlotPlan,
+): { slot: Int32Array; slotSrc: Int32Array; load: Int32Array } {
   const { n, e, k, groups, capacity, rows } = plan;
   const gs = n / groups;
   const slot = new Int32Array(n * k).fill(-1);
@@ -89,7 +112,13 @@ export function assignSlotsRef(top: Int32Array, plan: SlotPlan): { slot: Int32Ar
 }
 
 /** out (S, C) = w[index[s]] · x[index[s] / div] (0 for index < 0). */
-export function gatherRowsRef(x: ArrayLike<number>, index: Int32Array, c: number, div = 1, w?: ArrayLike<number>): Float64Array {
+export function gatherRowsRef(
+  x: ArrayLike<number>,
+  index: Int32Array,
+  c: number,
+  div = 1,
+  w?: ArrayLike<number>,
+): Float64Array {
   const out = new Float64Array(index.length * c);
   index.forEach((q, s) => {
     if (q < 0) return;
@@ -100,7 +129,14 @@ export function gatherRowsRef(x: ArrayLike<number>, index: Int32Array, c: number
 }
 
 /** out (N, C) = Σ_j w[n·k+j] · src[index[n·k+j]] (index ≥ 0). */
-export function gatherSumRowsRef(src: ArrayLike<number>, index: Int32Array, n: number, k: number, c: number, w?: ArrayLike<number>): Float64Array {
+export function gatherSumRowsRef(
+  src: ArrayLike<number>,
+  index: Int32Array,
+  n: number,
+  k: number,
+  c: number,
+  w?: ArrayLike<number>,
+): Float64Array {
   const out = new Float64Array(n * c);
   for (let r = 0; r < n; r++) {
     for (let j = 0; j < k; j++) {
@@ -113,7 +149,14 @@ export function gatherSumRowsRef(src: ArrayLike<number>, index: Int32Array, n: n
 }
 
 /** out (N, k) = ⟨a[n], src[index[n·k+j]]⟩ (0 for index < 0). */
-export function rowDotsRef(a: ArrayLike<number>, src: ArrayLike<number>, index: Int32Array, n: number, k: number, c: number): Float64Array {
+export function rowDotsRef(
+  a: ArrayLike<number>,
+  src: ArrayLike<number>,
+  index: Int32Array,
+  n: number,
+  k: number,
+  c: number,
+): Float64Array {
   const out = new Float64Array(n * k);
   for (let q = 0; q < n * k; q++) {
     const s = index[q], r = Math.floor(q / k);
@@ -124,7 +167,13 @@ export function rowDotsRef(a: ArrayLike<number>, src: ArrayLike<number>, index: 
 }
 
 /** out (N, C) = Σ_{s: index[s] = n} w[s]·src[s], the plain scatter-add. */
-export function scatterAddRowsRef(src: ArrayLike<number>, index: Int32Array, n: number, c: number, w?: ArrayLike<number>): Float64Array {
+export function scatterAddRowsRef(
+  src: ArrayLike<number>,
+  index: Int32Array,
+  n: number,
+  c: number,
+  w?: ArrayLike<number>,
+): Float64Array {
   const out = new Float64Array(n * c);
   index.forEach((t, s) => {
     if (t < 0) return;
@@ -137,7 +186,12 @@ export function scatterAddRowsRef(src: ArrayLike<number>, index: Int32Array, n: 
  * Load-balancing loss (α/G)·Σ_g E·Σ_e f_ge·P_ge (Switch eq. 4 per group): f = first-choice
  * load / (N/G), P = mean router probability over the group; and its gradient in probs (N, E).
  */
-export function auxLossRef(probs: ArrayLike<number>, load: Int32Array, plan: SlotPlan, alpha: number): { loss: number; grad: Float64Array } {
+export function auxLossRef(
+  probs: ArrayLike<number>,
+  load: Int32Array,
+  plan: SlotPlan,
+  alpha: number,
+): { loss: number; grad: Float64Array } {
   const { n, e, groups } = plan;
   const gs = n / groups;
   let loss = 0;
@@ -168,10 +222,19 @@ const geluRef = (x: number) => 0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI) *
  * A whole MoE MLP on x (N, C): routes with router (E, C), sends each token's kept choices to
  * their experts and sums gate·expert(x). Returns y (N, C) and the slots used.
  */
-export function moeMlpRef(x: ArrayLike<number>, router: ArrayLike<number>, experts: ExpertWeights[], plan: SlotPlan, c: number, renorm: boolean): { y: Float64Array; slot: Int32Array; probs: Float64Array } {
+export function moeMlpRef(
+  x: ArrayLike<number>,
+  router: ArrayLike<number>,
+  experts: ExpertWeights[],
+  plan: SlotPlan,
+  c: number,
+  renorm: boolean,
+): { y: Float64Array; slot: Int32Array; probs: Float64Array } {
   const { n, e, k } = plan;
   const logits = new Float64Array(n * e);
-  for (let r = 0; r < n; r++) for (let q = 0; q < e; q++) for (let i = 0; i < c; i++) logits[r * e + q] += x[r * c + i] * router[q * c + i];
+  for (let r = 0; r < n; r++) {
+    for (let q = 0; q < e; q++) for (let i = 0; i < c; i++) logits[r * e + q] += x[r * c + i] * router[q * c + i];
+  }
   const probs = softmaxRowsRef(logits, n, e);
   const top = topKRef(probs, n, e, k);
   const gates = gatesRef(probs, top, n, e, k, renorm);

@@ -7,7 +7,13 @@ import type { ParamStore } from '../nn/params.ts';
 import type { TrainConfig } from './config.ts';
 import type { TokenizerJSON } from '../data/tokenizer.ts';
 import { z } from 'zod';
-import { CorruptCheckpointError, decodeSafetensors, type DecodeOptions, encodeSafetensors, type NamedTensor } from './safetensors.ts';
+import {
+  CorruptCheckpointError,
+  type DecodeOptions,
+  decodeSafetensors,
+  encodeSafetensors,
+  type NamedTensor,
+} from './safetensors.ts';
 import { zodIssues } from './digest.ts';
 
 export const CHECKPOINT_FORMAT = 'webgpu-train-sandbox/gpt/1';
@@ -28,11 +34,19 @@ export interface CheckpointState {
 
 /** Reads parameters and moments from the GPU and encodes a checkpoint. */
 export async function saveCheckpoint(store: ParamStore, state: CheckpointState): Promise<Uint8Array> {
-  const [values, m, v] = await Promise.all([store.gpu.read(store.values), store.gpu.read(store.m), store.gpu.read(store.v)]);
+  const [values, m, v] = await Promise.all([
+    store.gpu.read(store.values),
+    store.gpu.read(store.m),
+    store.gpu.read(store.v),
+  ]);
   const tensors: NamedTensor[] = [];
   for (const [prefix, flat] of [['', values], ['optim.m.', m], ['optim.v.', v]] as const) {
     for (const p of store.params) {
-      tensors.push({ name: prefix + p.name, shape: p.shape, data: (flat as Float32Array).slice(p.offset, p.offset + p.size) });
+      tensors.push({
+        name: prefix + p.name,
+        shape: p.shape,
+        data: (flat as Float32Array).slice(p.offset, p.offset + p.size),
+      });
     }
   }
   return encodeCheckpoint(tensors, state);
@@ -77,13 +91,19 @@ const StateSchema = z.object({
  * @throws LegacyCheckpointError for a legacy file without `opts.allowLegacy`, and
  *   CorruptCheckpointError (naming `what`) when the bytes, digest, metadata or consistency are wrong.
  */
-export async function parseCheckpoint(bytes: Uint8Array, what: string, opts: DecodeOptions = {}): Promise<LoadedCheckpoint & { legacy: boolean }> {
+export async function parseCheckpoint(
+  bytes: Uint8Array,
+  what: string,
+  opts: DecodeOptions = {},
+): Promise<LoadedCheckpoint & { legacy: boolean }> {
   const { tensors, metadata, legacy } = await decodeSafetensors(bytes, what, opts);
   if (metadata.format !== CHECKPOINT_FORMAT) {
     throw new CorruptCheckpointError(what, `format is '${metadata.format}', expected '${CHECKPOINT_FORMAT}'`);
   }
   for (const k of ['step', 'rng_state'] as const) {
-    if (!/^\d+$/.test(metadata[k] ?? '')) throw new CorruptCheckpointError(what, `metadata '${k}' is '${metadata[k]}', expected a whole number`);
+    if (!/^\d+$/.test(metadata[k] ?? '')) {
+      throw new CorruptCheckpointError(what, `metadata '${k}' is '${metadata[k]}', expected a whole number`);
+    }
   }
   let raw: Record<string, unknown>;
   try {
@@ -102,16 +122,31 @@ export async function parseCheckpoint(bytes: Uint8Array, what: string, opts: Dec
   if (!parsed.success) throw new CorruptCheckpointError(what, `metadata malformed: ${zodIssues(parsed.error)}`);
   const state = { ...parsed.data, config: raw.config, tokenizer: raw.tokenizer } as CheckpointState;
   const { config, dataPosition, step } = parsed.data;
-  if (dataPosition.step !== step) throw new CorruptCheckpointError(what, `data position is at step ${dataPosition.step}, the checkpoint at step ${step}; they must be equal`);
-  if (dataPosition.seed !== config.seed) throw new CorruptCheckpointError(what, `data position seed ${dataPosition.seed} is not the config's seed ${config.seed}`);
-  if (step > config.steps) throw new CorruptCheckpointError(what, `step ${step} is past the config's ${config.steps} steps`);
+  if (dataPosition.step !== step) {
+    throw new CorruptCheckpointError(
+      what,
+      `data position is at step ${dataPosition.step}, the checkpoint at step ${step}; they must be equal`,
+    );
+  }
+  if (dataPosition.seed !== config.seed) {
+    throw new CorruptCheckpointError(
+      what,
+      `data position seed ${dataPosition.seed} is not the config's seed ${config.seed}`,
+    );
+  }
+  if (step > config.steps) {
+    throw new CorruptCheckpointError(what, `step ${step} is past the config's ${config.steps} steps`);
+  }
   for (const [name, t] of tensors) {
     const param = name.replace(/^optim\.[mv]\./, '');
     const pair = name === param ? [`optim.m.${name}`, `optim.v.${name}`] : [param];
     for (const other of pair) {
       const o = tensors.get(other);
       if (!o || o.shape.join(',') !== t.shape.join(',')) {
-        throw new CorruptCheckpointError(what, `tensor '${name}' [${t.shape}] has no '${other}' of the same shape (every parameter carries both AdamW moments)`);
+        throw new CorruptCheckpointError(
+          what,
+          `tensor '${name}' [${t.shape}] has no '${other}' of the same shape (every parameter carries both AdamW moments)`,
+        );
       }
     }
   }
@@ -123,13 +158,20 @@ export async function parseCheckpoint(bytes: Uint8Array, what: string, opts: Dec
  * @throws CorruptCheckpointError when a tensor is missing or has another shape.
  */
 export function loadIntoStore(store: ParamStore, ckpt: LoadedCheckpoint, what: string): void {
-  const flat = { '': new Float32Array(store.values.size), 'optim.m.': new Float32Array(store.m.size), 'optim.v.': new Float32Array(store.v.size) };
+  const flat = {
+    '': new Float32Array(store.values.size),
+    'optim.m.': new Float32Array(store.m.size),
+    'optim.v.': new Float32Array(store.v.size),
+  };
   for (const [prefix, host] of Object.entries(flat)) {
     for (const p of store.params) {
       const t = ckpt.tensors.get(prefix + p.name);
       if (!t) throw new CorruptCheckpointError(what, `tensor '${prefix + p.name}' is missing`);
       if (t.shape.join(',') !== p.shape.join(',')) {
-        throw new CorruptCheckpointError(what, `tensor '${prefix + p.name}' has shape [${t.shape}], the model expects [${p.shape}]`);
+        throw new CorruptCheckpointError(
+          what,
+          `tensor '${prefix + p.name}' has shape [${t.shape}], the model expects [${p.shape}]`,
+        );
       }
       host.set(t.data, p.offset);
     }
@@ -148,14 +190,24 @@ export const PYTHIA_EARLY = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512] as const;
  * log-spaced early steps. Those are kept as separate `ckpt-<done>` files (see
  * {@link keepsCheckpointFile}).
  */
-export function isCheckpointStep(done: number, steps: number, interval: number, schedule: 'interval' | 'pythia'): boolean {
+export function isCheckpointStep(
+  done: number,
+  steps: number,
+  interval: number,
+  schedule: 'interval' | 'pythia',
+): boolean {
   if (done === steps) return true;
   if (interval > 0 && done % interval === 0) return true;
   return schedule === 'pythia' && (PYTHIA_EARLY as readonly number[]).includes(done);
 }
 
 /** Whether the checkpoint after `done` steps is also kept as its own `ckpt-<done>` file. */
-export function keepsCheckpointFile(done: number, steps: number, interval: number, schedule: 'interval' | 'pythia'): boolean {
+export function keepsCheckpointFile(
+  done: number,
+  steps: number,
+  interval: number,
+  schedule: 'interval' | 'pythia',
+): boolean {
   return schedule === 'pythia' && isCheckpointStep(done, steps, interval, schedule);
 }
 
@@ -164,8 +216,12 @@ export function keepsCheckpointFile(done: number, steps: number, interval: numbe
  * @throws Error when steps is not a positive integer or interval is negative.
  */
 export function checkpointSteps(steps: number, interval: number, schedule: 'interval' | 'pythia'): number[] {
-  if (!Number.isInteger(steps) || steps < 1) throw new Error(`checkpointSteps: steps must be a positive integer, got ${steps}`);
-  if (!Number.isInteger(interval) || interval < 0) throw new Error(`checkpointSteps: interval must be an integer ≥ 0, got ${interval}`);
+  if (!Number.isInteger(steps) || steps < 1) {
+    throw new Error(`checkpointSteps: steps must be a positive integer, got ${steps}`);
+  }
+  if (!Number.isInteger(interval) || interval < 0) {
+    throw new Error(`checkpointSteps: interval must be an integer ≥ 0, got ${interval}`);
+  }
   const out: number[] = [];
   for (let d = 1; d <= steps; d++) if (isCheckpointStep(d, steps, interval, schedule)) out.push(d);
   return out;

@@ -3,7 +3,7 @@
  * with zod so every bad value is reported with its name and the allowed range.
  */
 import { z } from 'zod';
-import { scheduleFromConfig, SCHEDULE_KINDS, validateSchedule } from './schedules.ts';
+import { SCHEDULE_KINDS, scheduleFromConfig, validateSchedule } from './schedules.ts';
 import { ARCH_NAMES } from '../models/archs.ts';
 import { parseDataSpec } from '../data/mixture.ts';
 
@@ -15,7 +15,16 @@ const pos = z.number().positive();
  * typo (`--n-embd 1e9`) is an error naming the key rather than an out-of-memory crash.
  * Generous: far beyond what this sandbox trains, within what the analytical plan can model.
  */
-export const CONFIG_MAXIMA = { nLayer: 1024, nEmbd: 65_536, blockSize: 131_072, batchSize: 65_536, gradAccum: 65_536, dState: 1024, expand: 64, nExpert: 4096 } as const;
+export const CONFIG_MAXIMA = {
+  nLayer: 1024,
+  nEmbd: 65_536,
+  blockSize: 131_072,
+  batchSize: 65_536,
+  gradAccum: 65_536,
+  dState: 1024,
+  expand: 64,
+  nExpert: 4096,
+} as const;
 
 export const TrainConfigSchema = z.object({
   // ---- model -------------------------------------------------------------
@@ -25,20 +34,32 @@ export const TrainConfigSchema = z.object({
   nEmbd: int(1).max(CONFIG_MAXIMA.nEmbd).default(64).describe('width C'),
   blockSize: int(1).max(CONFIG_MAXIMA.blockSize).default(64).describe('context length T'),
   bias: z.boolean().default(true).describe('biases in Linear layers'),
-  attention: z.enum(['flash', 'naive']).default('flash').describe('attention kernel: FlashAttention-2 or the materialised T×T one'),
-  linearDecay: z.enum(['head', 'channel']).default('head').describe('linear: decay per head (chunked kernel) or per channel with bonus u (recurrent, RWKV-6)'),
+  attention: z.enum(['flash', 'naive']).default('flash').describe(
+    'attention kernel: FlashAttention-2 or the materialised T×T one',
+  ),
+  linearDecay: z.enum(['head', 'channel']).default('head').describe(
+    'linear: decay per head (chunked kernel) or per channel with bonus u (recurrent, RWKV-6)',
+  ),
   dState: int(1).max(CONFIG_MAXIMA.dState).default(16).describe('mamba/hybrid: SSM state size N per channel'),
   expand: int(1).max(CONFIG_MAXIMA.expand).default(2).describe('mamba/hybrid: inner width = expand · nEmbd'),
   dConv: int(1).default(4).describe('mamba/hybrid: causal conv1d kernel size'),
   nExpert: int(1).max(CONFIG_MAXIMA.nExpert).default(4).describe('gpt-moe, mamba-moe: experts per MoE layer'),
-  moeTopK: z.union([z.literal(1), z.literal(2)]).default(1).describe('gpt-moe, mamba-moe: experts per token (1 = Switch, 2 = GShard/Mixtral)'),
-  capacityFactor: pos.default(1.25).describe('gpt-moe, mamba-moe: expert capacity = ⌈factor · k · tokens / experts⌉; overflow tokens are dropped'),
-  auxLossWeight: z.number().min(0).default(0.01).describe('gpt-moe, mamba-moe: weight α of the load-balancing loss α·E·Σ f_e·P_e'),
+  moeTopK: z.union([z.literal(1), z.literal(2)]).default(1).describe(
+    'gpt-moe, mamba-moe: experts per token (1 = Switch, 2 = GShard/Mixtral)',
+  ),
+  capacityFactor: pos.default(1.25).describe(
+    'gpt-moe, mamba-moe: expert capacity = ⌈factor · k · tokens / experts⌉; overflow tokens are dropped',
+  ),
+  auxLossWeight: z.number().min(0).default(0.01).describe(
+    'gpt-moe, mamba-moe: weight α of the load-balancing loss α·E·Σ f_e·P_e',
+  ),
   moeEvery: int(1).default(1).describe('gpt-moe, mamba-moe: every moeEvery-th block has an MoE MLP'),
   attnEvery: int(1).default(2).describe('hybrid: the shared attention block runs after every attnEvery-th Mamba layer'),
   tokenizer: z.enum(['char', 'gpt2']).default('char').describe('char-level or GPT-2 BPE'),
   // ---- data --------------------------------------------------------------
-  data: z.string().min(1).default('public/data/tinyshakespeare.txt').describe('UTF-8 text file, or a weighted mixture a.txt:0.95,b.txt:0.05 (char vocabulary over all files)'),
+  data: z.string().min(1).default('public/data/tinyshakespeare.txt').describe(
+    'UTF-8 text file, or a weighted mixture a.txt:0.95,b.txt:0.05 (char vocabulary over all files)',
+  ),
   valFraction: z.number().gt(0).lt(1).default(0.1).describe('tail share held out for validation'),
   // ---- optimisation ------------------------------------------------------
   batchSize: int(1).max(CONFIG_MAXIMA.batchSize).default(16).describe('sequences per micro-batch B'),
@@ -48,15 +69,25 @@ export const TrainConfigSchema = z.object({
   minLr: z.number().min(0).default(3e-4).describe('floor of the cosine decay / end of a cooldown'),
   warmup: int(0).default(50).describe('linear warmup steps (re-warm length for rewarm-cosine)'),
   decaySteps: int(0).default(0).describe('step where the cosine decay ends; 0 = at `steps`'),
-  schedule: z.enum(SCHEDULE_KINDS).default('cosine').describe('LR schedule (src/train/schedules.ts); cosine = nanoGPT\'s'),
-  cooldownFrac: z.number().min(0).max(1).default(0.2).describe('wsd/constant: share of `steps` spent cooling down (Hägele et al. use 0.2)'),
+  schedule: z.enum(SCHEDULE_KINDS).default('cosine').describe(
+    "LR schedule (src/train/schedules.ts); cosine = nanoGPT's",
+  ),
+  cooldownFrac: z.number().min(0).max(1).default(0.2).describe(
+    'wsd/constant: share of `steps` spent cooling down (Hägele et al. use 0.2)',
+  ),
   cooldownShape: z.enum(['linear', 'sqrt']).default('linear').describe('wsd/constant cooldown: linear or 1−sqrt'),
-  rewarmStart: int(-1).default(-1).describe('rewarm-cosine: step the re-warm starts; −1 = the checkpoint\'s step on --resume (0 fresh)'),
-  rewarmFrom: z.number().min(-1).default(-1).describe('rewarm-cosine: LR it starts from; −1 = the resumed run\'s LR at that step, 0 = from zero'),
+  rewarmStart: int(-1).default(-1).describe(
+    "rewarm-cosine: step the re-warm starts; −1 = the checkpoint's step on --resume (0 fresh)",
+  ),
+  rewarmFrom: z.number().min(-1).default(-1).describe(
+    "rewarm-cosine: LR it starts from; −1 = the resumed run's LR at that step, 0 = from zero",
+  ),
   // Goldfish loss (Hans et al. arXiv 2406.10209): drop 1/k of training targets, chosen by a hash
   // of the h preceding tokens, so verbatim passages are never fully learned. 0 = off; k = 1 would drop all.
-  goldfishK: int(0).refine((k) => k !== 1, 'must be 0 (off) or at least 2').default(0).describe('goldfish loss: drop 1/k of targets; 0 = off'),
-  goldfishH: int(1).default(13).describe('context tokens hashed per decision (the paper\'s h = 13)'),
+  goldfishK: int(0).refine((k) => k !== 1, 'must be 0 (off) or at least 2').default(0).describe(
+    'goldfish loss: drop 1/k of targets; 0 = off',
+  ),
+  goldfishH: int(1).default(13).describe("context tokens hashed per decision (the paper's h = 13)"),
   // NEFTune (Jain et al. arXiv 2310.05914): U(−1, 1)·α/√(T·C) noise on the input embeddings, training passes only.
   neftuneAlpha: z.number().min(0).default(0).describe('NEFTune noise α (the paper uses 5–15); 0 = off'),
   weightDecay: z.number().min(0).default(0.1).describe('AdamW decoupled decay (matrices only)'),
@@ -69,7 +100,9 @@ export const TrainConfigSchema = z.object({
   evalBatches: int(1).default(10).describe('fixed validation batches averaged per evaluation'),
   logInterval: int(1).default(10).describe('steps per log line (and per GPU readback)'),
   ckptInterval: int(0).default(100).describe('steps between checkpoints; 0 = only at the end'),
-  ckptSchedule: z.enum(['interval', 'pythia']).default('interval').describe('pythia: also keep ckpt-<step> files at steps 1, 2, 4 … 512 and every ckptInterval'),
+  ckptSchedule: z.enum(['interval', 'pythia']).default('interval').describe(
+    'pythia: also keep ckpt-<step> files at steps 1, 2, 4 … 512 and every ckptInterval',
+  ),
   sampleTokens: int(0).default(200).describe('tokens generated in the final sample'),
   temperature: pos.default(0.8).describe('sampling temperature'),
   topK: int(0).default(40).describe('0 = no top-k filter'),

@@ -14,7 +14,14 @@ export const EVAL_STEP = 0x7fff_0000;
 
 /** Anything that draws (B, T) batches as a pure function of (split, seed, step, micro). */
 export interface BatchSource {
-  batch(split: 'train' | 'val', b: number, t: number, seed: number, step: number, micro: number): { x: Int32Array; y: Int32Array };
+  batch(
+    split: 'train' | 'val',
+    b: number,
+    t: number,
+    seed: number,
+    step: number,
+    micro: number,
+  ): { x: Int32Array; y: Int32Array };
 }
 
 /**
@@ -44,6 +51,6 @@ export async function meanLoss(
   }
   const v = (await gpu.read(acc))[0];
   acc.release();
-  if (!io) for (const x of [tokens, targets]) x.release();
+  if (!io) { for (const x of [tokens, targets]) x.release(); }
   return v;
 }

@@ -37,9 +37,7 @@ export function fmtCount(n: number): string {
 
 /** Why a state after the update of step `step` is not saved: non-finite values, else null. */
 export function nonFiniteReason(count: number): string | null {
-  return count > 0
-    ? `${fmtCount(count)} non-finite values in parameters/optimizer state after the update`
-    : null;
+  return count > 0 ? `${fmtCount(count)} non-finite values in parameters/optimizer state after the update` : null;
 }
 
 /** The loss and gradient norm computed from a state: the next step's, before its update. */

@@ -28,7 +28,9 @@ export interface MemorizationScore {
  */
 export function scoreContinuations(generated: Int32Array, truth: Int32Array, length: number): MemorizationScore {
   if (generated.length !== truth.length || length < 1 || truth.length % length !== 0) {
-    throw new Error(`scoreContinuations: generated (${generated.length}) and truth (${truth.length}) must be equal whole rows of ${length}`);
+    throw new Error(
+      `scoreContinuations: generated (${generated.length}) and truth (${truth.length}) must be equal whole rows of ${length}`,
+    );
   }
   const n = truth.length / length;
   let exact = 0;
@@ -52,8 +54,19 @@ const MAX_READ = 1 << 24;
  * Ties go to the lowest token id.
  * @throws Error when the prompt length is 0 or the prompts are not whole rows.
  */
-export async function greedyGenerate(gpu: Gpu, model: LanguageModel, prompts: Int32Array, promptLen: number, steps: number, batch = 32): Promise<Int32Array> {
-  if (promptLen < 1 || prompts.length % promptLen !== 0) throw new Error(`greedyGenerate: prompts (${prompts.length}) must be whole rows of a prompt length ≥ 1 (${promptLen})`);
+export async function greedyGenerate(
+  gpu: Gpu,
+  model: LanguageModel,
+  prompts: Int32Array,
+  promptLen: number,
+  steps: number,
+  batch = 32,
+): Promise<Int32Array> {
+  if (promptLen < 1 || prompts.length % promptLen !== 0) {
+    throw new Error(
+      `greedyGenerate: prompts (${prompts.length}) must be whole rows of a prompt length ≥ 1 (${promptLen})`,
+    );
+  }
   const n = prompts.length / promptLen;
   const V = model.cfg.vocabSize;
   const T = Math.min(model.cfg.blockSize, promptLen + steps - 1);
@@ -62,7 +75,10 @@ export async function greedyGenerate(gpu: Gpu, model: LanguageModel, prompts: In
   const tokens = gpu.zeros([B, T], 'i32', 'greedy_ctx');
   for (let r0 = 0; r0 < n; r0 += B) {
     const rows = Math.min(B, n - r0);
-    const seqs = Array.from({ length: rows }, (_, i) => Array.from(prompts.subarray((r0 + i) * promptLen, (r0 + i + 1) * promptLen)));
+    const seqs = Array.from(
+      { length: rows },
+      (_, i) => Array.from(prompts.subarray((r0 + i) * promptLen, (r0 + i + 1) * promptLen)),
+    );
     for (let k = 0; k < steps; k++) {
       const len = Math.min(T, promptLen + k);
       const host = new Int32Array(B * T);
@@ -107,7 +123,9 @@ export async function measureMemorization(
 ): Promise<Record<Split, MemorizationScore>> {
   const p = o.promptLen ?? 32;
   const c = o.continuation ?? 32;
-  if (!Number.isInteger(o.samples) || o.samples < 1) throw new Error(`memorization: samples must be a positive integer, got ${o.samples}`);
+  if (!Number.isInteger(o.samples) || o.samples < 1) {
+    throw new Error(`memorization: samples must be a positive integer, got ${o.samples}`);
+  }
   const result = {} as Record<Split, MemorizationScore>;
   for (const split of ['train', 'val'] as const) {
     const { x } = data.batch(split, o.samples, p + c, mixSeed(o.seed, MEM_SALT), 0);

@@ -9,7 +9,10 @@ import type { TrainConfig } from './config.ts';
  * `decaySteps`, constant after (nanoGPT get_lr; Loshchilov & Hutter arXiv 1608.03983).
  * Step counts from 0; warmup reaches lr·(step+1)/(warmup+1) as nanoGPT does.
  */
-export function cosineWithWarmup(step: number, o: { lr: number; minLr: number; warmup: number; decaySteps: number }): number {
+export function cosineWithWarmup(
+  step: number,
+  o: { lr: number; minLr: number; warmup: number; decaySteps: number },
+): number {
   if (step < o.warmup) return (o.lr * (step + 1)) / (o.warmup + 1);
   if (step > o.decaySteps) return o.minLr;
   const ratio = o.decaySteps === o.warmup ? 1 : (step - o.warmup) / (o.decaySteps - o.warmup);
@@ -24,7 +27,15 @@ export type CooldownShape = 'linear' | 'sqrt';
 export type ScheduleSpec =
   | { kind: 'cosine'; lr: number; minLr: number; warmup: number; decaySteps: number }
   | { kind: 'wsd'; lr: number; minLr: number; warmup: number; steps: number; cooldown: number; shape: CooldownShape }
-  | { kind: 'constant'; lr: number; minLr: number; warmup: number; steps: number; cooldown: number; shape: CooldownShape }
+  | {
+    kind: 'constant';
+    lr: number;
+    minLr: number;
+    warmup: number;
+    steps: number;
+    cooldown: number;
+    shape: CooldownShape;
+  }
   | { kind: 'inverse-sqrt'; lr: number; warmup: number }
   | { kind: 'rewarm-cosine'; start: number; startLr: number; lr: number; minLr: number; warmup: number; decay: number };
 
@@ -47,7 +58,10 @@ function cool(p: number, lr: number, minLr: number, shape: CooldownShape): numbe
  * warmup as nanoGPT, `lr` held constant, then a cooldown over the last `cooldown` steps that
  * reaches `minLr` at step `steps` (the step after the last one trained, as cosine does).
  */
-export function warmupStableDecay(step: number, o: { lr: number; minLr: number; warmup: number; steps: number; cooldown: number; shape: CooldownShape }): number {
+export function warmupStableDecay(
+  step: number,
+  o: { lr: number; minLr: number; warmup: number; steps: number; cooldown: number; shape: CooldownShape },
+): number {
   if (step < o.warmup) return warm(step, o.lr, o.warmup);
   const begin = o.steps - o.cooldown;
   if (step <= begin || o.cooldown === 0) return o.lr;
@@ -60,7 +74,10 @@ export function warmupStableDecay(step: number, o: { lr: number; minLr: number; 
  * cosine of Hägele et al. arXiv 2405.18392 (Zhai et al. arXiv 2106.04560 used it for ViT
  * scaling). `cooldown = 0` keeps it flat; with both set it is the same curve as WSD.
  */
-export function constantCooldown(step: number, o: { lr: number; minLr: number; warmup: number; steps: number; cooldown: number; shape: CooldownShape }): number {
+export function constantCooldown(
+  step: number,
+  o: { lr: number; minLr: number; warmup: number; steps: number; cooldown: number; shape: CooldownShape },
+): number {
   return warmupStableDecay(step, o);
 }
 
@@ -83,7 +100,10 @@ export function inverseSqrt(step: number, o: { lr: number; warmup: number }): nu
  * cosine-decay to `minLr` over `decay` steps, constant after. Before `start` it returns
  * `startLr` (those steps belong to the previous schedule, which this one does not know).
  */
-export function rewarmCosine(step: number, o: { start: number; startLr: number; lr: number; minLr: number; warmup: number; decay: number }): number {
+export function rewarmCosine(
+  step: number,
+  o: { start: number; startLr: number; lr: number; minLr: number; warmup: number; decay: number },
+): number {
   const s = step - o.start;
   if (s <= 0) return o.startLr;
   if (s < o.warmup) return o.startLr + ((o.lr - o.startLr) * s) / o.warmup;
@@ -120,18 +140,28 @@ export function validateSchedule(spec: ScheduleSpec, steps: number): void {
   switch (spec.kind) {
     case 'wsd':
       if (spec.warmup + spec.cooldown > spec.steps) {
-        bad(`warmup (${spec.warmup}) plus cooldown (${spec.cooldown} steps = cooldownFrac × steps) is longer than the run (${spec.steps} steps); lower --warmup or --cooldown-frac, or raise --steps`);
+        bad(
+          `warmup (${spec.warmup}) plus cooldown (${spec.cooldown} steps = cooldownFrac × steps) is longer than the run (${spec.steps} steps); lower --warmup or --cooldown-frac, or raise --steps`,
+        );
       }
       break;
     case 'constant':
       if (spec.warmup + spec.cooldown > spec.steps) {
-        bad(`warmup (${spec.warmup}) plus cooldown (${spec.cooldown}) is longer than the run (${spec.steps} steps); lower --warmup or --cooldown-frac, or raise --steps`);
+        bad(
+          `warmup (${spec.warmup}) plus cooldown (${spec.cooldown}) is longer than the run (${spec.steps} steps); lower --warmup or --cooldown-frac, or raise --steps`,
+        );
       }
       break;
     case 'rewarm-cosine':
-      if (spec.start > steps) bad(`rewarmStart (${spec.start}) is after the end of the run (${steps} steps); raise --steps`);
+      if (spec.start > steps) {
+        bad(`rewarmStart (${spec.start}) is after the end of the run (${steps} steps); raise --steps`);
+      }
       if (spec.decay < 0) {
-        bad(`the re-warm (from step ${spec.start}, ${spec.warmup} warmup steps) ends after the decay end (step ${spec.start + spec.warmup + spec.decay}); raise --steps or --decay-steps, or lower --warmup`);
+        bad(
+          `the re-warm (from step ${spec.start}, ${spec.warmup} warmup steps) ends after the decay end (step ${
+            spec.start + spec.warmup + spec.decay
+          }); raise --steps or --decay-steps, or lower --warmup`,
+        );
       }
       if (spec.startLr > spec.lr) bad(`rewarmFrom (${spec.startLr}) must not exceed lr (${spec.lr})`);
       break;
@@ -139,7 +169,19 @@ export function validateSchedule(spec: ScheduleSpec, steps: number): void {
 }
 
 /** Config keys a schedule reads (so tools can build one without a whole TrainConfig). */
-export type ScheduleConfig = Pick<TrainConfig, 'schedule' | 'lr' | 'minLr' | 'warmup' | 'decaySteps' | 'steps' | 'cooldownFrac' | 'cooldownShape' | 'rewarmStart' | 'rewarmFrom'>;
+export type ScheduleConfig = Pick<
+  TrainConfig,
+  | 'schedule'
+  | 'lr'
+  | 'minLr'
+  | 'warmup'
+  | 'decaySteps'
+  | 'steps'
+  | 'cooldownFrac'
+  | 'cooldownShape'
+  | 'rewarmStart'
+  | 'rewarmFrom'
+>;
 
 /**
  * The schedule a config describes. An unresolved re-warm (`rewarmStart` or `rewarmFrom` = −1,
@@ -151,15 +193,39 @@ export function scheduleFromConfig(c: ScheduleConfig): ScheduleSpec {
     case 'cosine':
       return { kind: 'cosine', lr: c.lr, minLr: c.minLr, warmup: c.warmup, decaySteps: c.decaySteps || c.steps };
     case 'wsd':
-      return { kind: 'wsd', lr: c.lr, minLr: c.minLr, warmup: c.warmup, steps: c.steps, cooldown, shape: c.cooldownShape };
+      return {
+        kind: 'wsd',
+        lr: c.lr,
+        minLr: c.minLr,
+        warmup: c.warmup,
+        steps: c.steps,
+        cooldown,
+        shape: c.cooldownShape,
+      };
     case 'constant':
-      return { kind: 'constant', lr: c.lr, minLr: c.minLr, warmup: c.warmup, steps: c.steps, cooldown, shape: c.cooldownShape };
+      return {
+        kind: 'constant',
+        lr: c.lr,
+        minLr: c.minLr,
+        warmup: c.warmup,
+        steps: c.steps,
+        cooldown,
+        shape: c.cooldownShape,
+      };
     case 'inverse-sqrt':
       return { kind: 'inverse-sqrt', lr: c.lr, warmup: c.warmup };
     case 'rewarm-cosine': {
       const start = Math.max(0, c.rewarmStart);
       const end = c.decaySteps || c.steps;
-      return { kind: 'rewarm-cosine', start, startLr: Math.max(0, c.rewarmFrom), lr: c.lr, minLr: c.minLr, warmup: c.warmup, decay: end - start - c.warmup };
+      return {
+        kind: 'rewarm-cosine',
+        start,
+        startLr: Math.max(0, c.rewarmFrom),
+        lr: c.lr,
+        minLr: c.minLr,
+        warmup: c.warmup,
+        decay: end - start - c.warmup,
+      };
     }
   }
 }

@@ -15,7 +15,7 @@ import type { Batch, TextDataset } from '../data/dataset.ts';
 import { MixtureDataset } from '../data/mixture.ts';
 import type { TrainConfig } from './config.ts';
 import { AdamW } from './optimizer.ts';
-import { lrAt, type ScheduleSpec, scheduleFromConfig, validateSchedule } from './schedules.ts';
+import { lrAt, scheduleFromConfig, type ScheduleSpec, validateSchedule } from './schedules.ts';
 import { goldfishMask } from './goldfish.ts';
 import { mixSeed, Random } from '../util/random.ts';
 import { meanLoss } from './evaluate.ts';
@@ -100,8 +100,13 @@ export class Trainer {
       gpu.write(this.targets, goldfishMask(batch.y, batch.x, t, cfg.goldfishK, cfg.goldfishH));
       const tape = new Tape(gpu, this.paramGrads);
       // NEFTune noise only in training passes, seeded per (seed, step, micro) so resumes replay it.
-      const neftune = cfg.neftuneAlpha > 0 ? { alpha: cfg.neftuneAlpha, seed: mixSeed(cfg.seed, NEFTUNE_SALT, step, micro) } : undefined;
-      const { loss } = await model.forward(tape, this.tokens, batch.x, this.targets, b, t, { gradScale: 1 / gradAccum, neftune });
+      const neftune = cfg.neftuneAlpha > 0
+        ? { alpha: cfg.neftuneAlpha, seed: mixSeed(cfg.seed, NEFTUNE_SALT, step, micro) }
+        : undefined;
+      const { loss } = await model.forward(tape, this.tokens, batch.x, this.targets, b, t, {
+        gradScale: 1 / gradAccum,
+        neftune,
+      });
       axpy(gpu, 1 / gradAccum, loss!, this.lossAcc);
       tape.backward(RULES);
       tape.dispose();
@@ -153,7 +158,13 @@ export class Trainer {
    * padded to a fixed (1, T) shape (causality makes the padding invisible), and the next
    * token is drawn from softmax(logits / temperature) restricted to the top-k.
    */
-  async sample(prompt: Int32Array, n: number, rng: Random, temperature = this.cfg.temperature, topK = this.cfg.topK): Promise<Int32Array> {
+  async sample(
+    prompt: Int32Array,
+    n: number,
+    rng: Random,
+    temperature = this.cfg.temperature,
+    topK = this.cfg.topK,
+  ): Promise<Int32Array> {
     const { gpu, model } = this;
     const T = model.cfg.blockSize;
     const V = model.cfg.vocabSize;
@@ -186,7 +197,9 @@ export class Trainer {
 
   private sourceData(k: number): TextDataset {
     const n = this.sourceNames.length;
-    if (!Number.isInteger(k) || k < 0 || k >= n) throw new Error(`evaluate: source ${k} does not exist; allowed 0 … ${n - 1} (${this.sourceNames.join(', ')})`);
+    if (!Number.isInteger(k) || k < 0 || k >= n) {
+      throw new Error(`evaluate: source ${k} does not exist; allowed 0 … ${n - 1} (${this.sourceNames.join(', ')})`);
+    }
     return this.data instanceof MixtureDataset ? this.data.sources[k] : this.data;
   }
 

@@ -34,7 +34,14 @@ gpuTest('collective op: forward on the host, dx += backward(dy) through backward
   // The same graph again, run with backwardAsync; compare with the chain rule done by hand.
   const tape2 = new Tape(gpu, new Map([[w, dw]]));
   const h2 = linear(tape2, x, w, null);
-  const y2 = await collectiveOp(tape2, h2, [2, 3], 'double', (v) => Promise.resolve(v.map((a) => 2 * a)), (dy) => Promise.resolve(dy.map((a) => 2 * a)));
+  const y2 = await collectiveOp(
+    tape2,
+    h2,
+    [2, 3],
+    'double',
+    (v) => Promise.resolve(v.map((a) => 2 * a)),
+    (dy) => Promise.resolve(dy.map((a) => 2 * a)),
+  );
   crossEntropy(tape2, y2, targets);
   await tape2.backwardAsync(RULES);
   const logits = Array.from(await gpu.read(y2));
@@ -52,7 +59,9 @@ gpuTest('collective op: forward on the host, dx += backward(dy) through backward
     }
   });
   got.forEach((g, i) => {
-    if (Math.abs(g - want[i]) > 1e-5 + 1e-4 * Math.abs(want[i])) throw new Error(`dw[${i}] = ${g}, expected ${want[i]}`);
+    if (Math.abs(g - want[i]) > 1e-5 + 1e-4 * Math.abs(want[i])) {
+      throw new Error(`dw[${i}] = ${g}, expected ${want[i]}`);
+    }
   });
   tape2.dispose();
   equal(calls.join(), 'fwd');
@@ -75,6 +84,9 @@ gpuTest('collective op: the conjugate runs with zeros when no gradient reached y
   tape.dispose();
   const t2 = new Tape(gpu, new Map([[w, dw]]));
   const h2 = linear(t2, x, w, null);
-  await rejects(collectiveOp(t2, h2, [3], 'bad', (v) => Promise.resolve(v), (d) => Promise.resolve(d)), /bad: forward produced 1 elements for shape \[3\]/);
+  await rejects(
+    collectiveOp(t2, h2, [3], 'bad', (v) => Promise.resolve(v), (d) => Promise.resolve(d)),
+    /bad: forward produced 1 elements for shape \[3\]/,
+  );
   t2.dispose();
 });

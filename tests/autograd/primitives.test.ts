@@ -98,12 +98,15 @@ async function onGpu(gpu: Tape['gpu'], p: Inputs, targets: Int32Array, want: rea
 }
 
 for (const seed of [1, 2]) {
-  gpuTest(`composed primitives: tape gradients match finite differences of the f64 graph (seed ${seed})`, async (gpu) => {
-    const p = inputs(seed * 10), targets = targetsOf(seed);
-    const { loss, grads } = await onGpu(gpu, p, targets, NAMES);
-    assertClose([loss], [lossRef(p, targets)], 'loss');
-    for (const k of NAMES) assertRelRms(grads.get(k)!, fdGrad(p, targets, k), `d${k}`);
-  });
+  gpuTest(
+    `composed primitives: tape gradients match finite differences of the f64 graph (seed ${seed})`,
+    async (gpu) => {
+      const p = inputs(seed * 10), targets = targetsOf(seed);
+      const { loss, grads } = await onGpu(gpu, p, targets, NAMES);
+      assertClose([loss], [lossRef(p, targets)], 'loss');
+      for (const k of NAMES) assertRelRms(grads.get(k)!, fdGrad(p, targets, k), `d${k}`);
+    },
+  );
 }
 
 gpuTest('composed primitives: gradients for parameters only (x a constant input)', async (gpu) => {

@@ -21,7 +21,16 @@ interface HeadOut {
 }
 
 /** One head forward + backward with x (N, C) a leaf and w (V, C) a parameter; `maxRows` 0 = device limits only. */
-async function runHead(gpu: Gpu, x: Float64Array, w: Float64Array, targets: Int32Array, c: number, v: number, maxRows: number, gradScale: number): Promise<HeadOut> {
+async function runHead(
+  gpu: Gpu,
+  x: Float64Array,
+  w: Float64Array,
+  targets: Int32Array,
+  c: number,
+  v: number,
+  maxRows: number,
+  gradScale: number,
+): Promise<HeadOut> {
   const n = targets.length;
   headTuning.maxRows = maxRows;
   try {
@@ -68,33 +77,39 @@ const CASES: { n: number; c: number; v: number; maxRows: number; ignoredTargets:
 ];
 
 for (const { n, c, v, maxRows, ignoredTargets } of CASES) {
-  gpuTest(`chunked LM head = unchunked: loss and gradients (N=${n}, C=${c}, V=${v}, ≤${maxRows} rows, ignored targets: ${ignoredTargets})`, async (gpu) => {
-    const g = headRowGranule(gpu);
-    const r = rng(n + c);
-    const targets = Int32Array.from({ length: n }, (_, i) => (ignoredTargets && ((i >= g && i < 2 * g) || r() < 0.2) ? -1 : Math.floor(r() * v)));
-    const x = randn(n * c, 7 * n, -2, 2), w = randn(v * c, 11 * v, -1, 1);
-    const gradScale = 0.7;
-    const ref = await runHead(gpu, x, w, targets, c, v, 0, gradScale);
-    const got = await runHead(gpu, x, w, targets, c, v, maxRows, gradScale);
-    ok(!ref.chunked && got.chunked, 'the forced run is chunked and the reference is not');
-    equal(got.loss[1], ref.loss[1], 'count of counted targets');
-    if (!ignoredTargets) assertClose([got.loss[0]], [ref.loss[0]], 'mean loss');
-    else {
-      // Documented: with ignored rows the reported mean is Σ (n_i/N)·mean_i over chunks.
-      const rows = Math.min(Math.floor(maxRows / g) * g, n), per = rowLosses(x, w, targets, c, v);
-      let want = 0;
-      for (let r0 = 0; r0 < n; r0 += rows) {
-        const part = [...per.subarray(r0, r0 + rows)].filter((l) => !Number.isNaN(l));
-        if (part.length) want += (Math.min(rows, n - r0) / n) * part.reduce((a, l) => a + l, 0) / part.length;
+  gpuTest(
+    `chunked LM head = unchunked: loss and gradients (N=${n}, C=${c}, V=${v}, ≤${maxRows} rows, ignored targets: ${ignoredTargets})`,
+    async (gpu) => {
+      const g = headRowGranule(gpu);
+      const r = rng(n + c);
+      const targets = Int32Array.from(
+        { length: n },
+        (_, i) => (ignoredTargets && ((i >= g && i < 2 * g) || r() < 0.2) ? -1 : Math.floor(r() * v)),
+      );
+      const x = randn(n * c, 7 * n, -2, 2), w = randn(v * c, 11 * v, -1, 1);
+      const gradScale = 0.7;
+      const ref = await runHead(gpu, x, w, targets, c, v, 0, gradScale);
+      const got = await runHead(gpu, x, w, targets, c, v, maxRows, gradScale);
+      ok(!ref.chunked && got.chunked, 'the forced run is chunked and the reference is not');
+      equal(got.loss[1], ref.loss[1], 'count of counted targets');
+      if (!ignoredTargets) assertClose([got.loss[0]], [ref.loss[0]], 'mean loss');
+      else {
+        // Documented: with ignored rows the reported mean is Σ (n_i/N)·mean_i over chunks.
+        const rows = Math.min(Math.floor(maxRows / g) * g, n), per = rowLosses(x, w, targets, c, v);
+        let want = 0;
+        for (let r0 = 0; r0 < n; r0 += rows) {
+          const part = [...per.subarray(r0, r0 + rows)].filter((l) => !Number.isNaN(l));
+          if (part.length) want += (Math.min(rows, n - r0) / n) * part.reduce((a, l) => a + l, 0) / part.length;
+        }
+        assertClose([got.loss[0]], [want], 'row-weighted mean of chunk means');
       }
-      assertClose([got.loss[0]], [want], 'row-weighted mean of chunk means');
-    }
-    for (const [name, a, b] of [['dx', got.dx, ref.dx], ['dw', got.dw, ref.dw]] as const) {
-      ok(b.some((e) => e !== 0), `${name} reference is non-zero`);
-      assertClose(a, b, name);
-      assertRelRms(a, b, name);
-    }
-  });
+      for (const [name, a, b] of [['dx', got.dx, ref.dx], ['dw', got.dw, ref.dw]] as const) {
+        ok(b.some((e) => e !== 0), `${name} reference is non-zero`);
+        assertClose(a, b, name);
+        assertRelRms(a, b, name);
+      }
+    },
+  );
 }
 
 gpuTest('one chunk is the unchunked linear + crossEntropy, bit for bit', async (gpu) => {
@@ -133,14 +148,20 @@ gpuTest('rowSlice and headChunkRows reject what they cannot do', async (gpu) => 
   deepEqual([y.shape, y.offset, y.buffer === x.buffer], [[g, 3], g * 12, true]);
   const lim = Math.min(gpu.device.limits.maxStorageBufferBindingSize, gpu.device.limits.maxBufferSize);
   const rows = headChunkRows(gpu, 50257);
-  ok(rows % g === 0 && rows * 50257 * 4 <= lim && (rows + g) * 50257 * 4 > lim, `chunk of ${rows} rows is the largest aligned one under ${lim} bytes`);
+  ok(
+    rows % g === 0 && rows * 50257 * 4 <= lim && (rows + g) * 50257 * 4 > lim,
+    `chunk of ${rows} rows is the largest aligned one under ${lim} bytes`,
+  );
   let err: unknown = null;
   try {
     headChunkRows(gpu, Math.floor(lim / (4 * g)) + 1);
   } catch (e) {
     err = e;
   }
-  ok(err instanceof DeviceLimitError && err.limit === 'maxStorageBufferBindingSize', `a vocabulary too wide for ${g} rows fails naming the limit: ${err}`);
+  ok(
+    err instanceof DeviceLimitError && err.limit === 'maxStorageBufferBindingSize',
+    `a vocabulary too wide for ${g} rows fails naming the limit: ${err}`,
+  );
   tape.dispose();
   x.release();
 });

@@ -3,7 +3,18 @@ import { parseTrainArgs } from '../../src/cli/args.ts';
 import { parseConfig, PRESETS } from '../../src/train/config.ts';
 
 Deno.test('train flags map to config keys', () => {
-  const a = parseTrainArgs(['--n-layer', '3', '--lr=0.002', '--no-bias', '--preset', 'nanogpt-cpu', '--gpu=dawn', '--out', 'runs/x', '--resume']);
+  const a = parseTrainArgs([
+    '--n-layer',
+    '3',
+    '--lr=0.002',
+    '--no-bias',
+    '--preset',
+    'nanogpt-cpu',
+    '--gpu=dawn',
+    '--out',
+    'runs/x',
+    '--resume',
+  ]);
   deepStrictEqual(a.overrides, { nLayer: 3, lr: 0.002, bias: false });
   equal(a.preset, 'nanogpt-cpu');
   equal(a.gpu, 'dawn');
@@ -25,20 +36,46 @@ Deno.test('impossible configs are rejected with the violated rule', () => {
   throws(() => parseConfig({ lr: 1e-4, minLr: 1e-3 }), /minLr .* must not exceed lr/);
 });
 
-Deno.test('nanogpt-cpu preset is nanoGPT\'s CPU Shakespeare config', () => {
+Deno.test("nanogpt-cpu preset is nanoGPT's CPU Shakespeare config", () => {
   const c = parseConfig(PRESETS['nanogpt-cpu']);
   deepStrictEqual(
-    [c.nLayer, c.nHead, c.nEmbd, c.blockSize, c.bias, c.batchSize, c.gradAccum, c.lr, c.steps, c.decaySteps, c.warmup, c.minLr, c.weightDecay, c.beta1, c.beta2, c.gradClip, c.evalInterval, c.logInterval],
+    [
+      c.nLayer,
+      c.nHead,
+      c.nEmbd,
+      c.blockSize,
+      c.bias,
+      c.batchSize,
+      c.gradAccum,
+      c.lr,
+      c.steps,
+      c.decaySteps,
+      c.warmup,
+      c.minLr,
+      c.weightDecay,
+      c.beta1,
+      c.beta2,
+      c.gradClip,
+      c.evalInterval,
+      c.logInterval,
+    ],
     [4, 4, 128, 64, false, 12, 1, 1e-3, 2000, 2000, 100, 1e-4, 0.1, 0.9, 0.99, 1, 250, 1],
   );
 });
 
 Deno.test('recipe short flags: --neftune α and --goldfish k,h; bad values and --resume-step misuse are errors', () => {
-  deepStrictEqual(parseTrainArgs(['--neftune', '5', '--goldfish', '4,13']).overrides, { neftuneAlpha: 5, goldfishK: 4, goldfishH: 13 });
+  deepStrictEqual(parseTrainArgs(['--neftune', '5', '--goldfish', '4,13']).overrides, {
+    neftuneAlpha: 5,
+    goldfishK: 4,
+    goldfishH: 13,
+  });
   deepStrictEqual(parseTrainArgs(['--goldfish=3']).overrides, { goldfishK: 3 });
   throws(() => parseTrainArgs(['--goldfish', '4;13']), /--goldfish expects k or k,h/);
   throws(() => parseTrainArgs(['--neftune', 'lots']), /--neftune expects the noise α/);
-  throws(() => parseConfig(parseTrainArgs(['--goldfish', '1']).overrides), /goldfishK: must be 0 \(off\) or at least 2/);
+  throws(
+    () => parseConfig(parseTrainArgs(['--goldfish', '1']).overrides),
+    /goldfishK: must be 0 \(off\) or at least 2/,
+  );
   throws(() => parseConfig(parseTrainArgs(['--neftune=-1']).overrides), /neftuneAlpha/);
   throws(() => parseTrainArgs(['--resume-step', '4']), /--resume-step .* needs --resume/);
   equal(parseTrainArgs(['--resume', '--out', 'x', '--resume-step', '8']).resumeStep, 8);

@@ -3,7 +3,12 @@ import { runCli } from '../util/cli.ts';
 import { csv, lineChart, markdownTable, ticks } from '../../src/experiments/report.ts';
 
 Deno.test('report: SVG chart, markdown and CSV tables', () => {
-  const svg = lineChart({ title: 'a < b', xLabel: 'step', yLabel: 'loss', series: [{ name: 'x', points: [[0, 4], [10, 2]] }, { name: 'y', points: [[0, 3], [10, 1]], dashed: true }] });
+  const svg = lineChart({
+    title: 'a < b',
+    xLabel: 'step',
+    yLabel: 'loss',
+    series: [{ name: 'x', points: [[0, 4], [10, 2]] }, { name: 'y', points: [[0, 3], [10, 1]], dashed: true }],
+  });
   ok(svg.startsWith('<svg') && svg.trim().endsWith('</svg>'));
   equal(svg.match(/<polyline/g)?.length, 2);
   ok(svg.includes('a &lt; b') && svg.includes('stroke-dasharray'));
@@ -16,35 +21,89 @@ Deno.test('report: SVG chart, markdown and CSV tables', () => {
 
 const TINY = ['--n-layer', '1', '--n-embd', '16', '--n-head', '2', '--batch-size', '2', '--eval-batches', '1'];
 
-Deno.test({ name: 'experiment CLI: each experiment runs end to end at a tiny size and writes its table, CSV and SVG', sanitizeResources: false, fn: async () => {
-  const runs: [string, string[], string[]][] = [
-    ['continual', ['--block-size', '16', '--pretrain-steps', '4', '--continue-steps', '4', '--eval-every', '2', '--rewarm-steps', '1', '--maxima', '1e-3,3e-3'], ['continual.svg', 'continual.csv']],
-    ['goldfish', ['--block-size', '16', '--steps', '4', '--eval-every', '2', '--passage', '64', '--prompt', '8', '--continuation', '8', '--samples', '2'], ['goldfish.svg', 'goldfish_val.svg', 'goldfish.csv']],
-    ['neftune', ['--block-size', '16', '--pretrain-steps', '2', '--finetune-chars', '2000', '--steps', '4', '--eval-every', '2', '--alphas', '0,5'], ['neftune.svg', 'neftune.csv']],
-  ];
-  for (const [name, flags, files] of runs) {
-    const out = await Deno.makeTempDir();
-    const r = await runCli('experiment.ts', [name, ...TINY, ...flags, '--out', out]);
-    equal(r.code, 0, `${name}: ${r.stderr}`);
-    const md = await Deno.readTextFile(`${out}/results.md`);
-    ok(md.startsWith(`## ${name}`) && /\n\|---/.test(md), md);
-    for (const f of files) ok((await Deno.stat(`${out}/${f}`)).size > 100, `${name} wrote ${f}`);
-  }
-}});
+Deno.test({
+  name: 'experiment CLI: each experiment runs end to end at a tiny size and writes its table, CSV and SVG',
+  sanitizeResources: false,
+  fn: async () => {
+    const runs: [string, string[], string[]][] = [
+      ['continual', [
+        '--block-size',
+        '16',
+        '--pretrain-steps',
+        '4',
+        '--continue-steps',
+        '4',
+        '--eval-every',
+        '2',
+        '--rewarm-steps',
+        '1',
+        '--maxima',
+        '1e-3,3e-3',
+      ], ['continual.svg', 'continual.csv']],
+      ['goldfish', [
+        '--block-size',
+        '16',
+        '--steps',
+        '4',
+        '--eval-every',
+        '2',
+        '--passage',
+        '64',
+        '--prompt',
+        '8',
+        '--continuation',
+        '8',
+        '--samples',
+        '2',
+      ], ['goldfish.svg', 'goldfish_val.svg', 'goldfish.csv']],
+      ['neftune', [
+        '--block-size',
+        '16',
+        '--pretrain-steps',
+        '2',
+        '--finetune-chars',
+        '2000',
+        '--steps',
+        '4',
+        '--eval-every',
+        '2',
+        '--alphas',
+        '0,5',
+      ], ['neftune.svg', 'neftune.csv']],
+    ];
+    for (const [name, flags, files] of runs) {
+      const out = await Deno.makeTempDir();
+      const r = await runCli('experiment.ts', [name, ...TINY, ...flags, '--out', out]);
+      equal(r.code, 0, `${name}: ${r.stderr}`);
+      const md = await Deno.readTextFile(`${out}/results.md`);
+      ok(md.startsWith(`## ${name}`) && /\n\|---/.test(md), md);
+      for (const f of files) ok((await Deno.stat(`${out}/${f}`)).size > 100, `${name} wrote ${f}`);
+    }
+  },
+});
 
-Deno.test({ name: 'experiment CLI: unknown name, unknown flag and bad values are one-line errors', sanitizeResources: false, fn: async () => {
-  for (const [args, pattern] of [
-    [['nope'], /unknown experiment 'nope'; allowed: continual, goldfish, neftune/],
-    [[], /give one experiment name/],
-    [['neftune', '--maxima', '1'], /unknown flag --maxima for 'neftune'/],
-    [['continual', '--replay', '1.5'], /--replay expects a number strictly between 0 and 1, got '1.5'/],
-    [['goldfish', '--k', '1'], /--k expects an integer ≥ 2, got '1'/],
-    [['continual', '--continue-steps', '10', '--rewarm-steps', '10'], /--rewarm-steps \(10\) must be shorter than --continue-steps \(10\)/],
-  ] as const) {
-    const r = await runCli('experiment.ts', [...args]);
-    equal(r.code, 1, `${args.join(' ')}: ${r.stdout}`);
-    const lines = r.stderr.trim().split('\n').filter((l) => l.startsWith('error:'));
-    equal(lines.length, 1, r.stderr);
-    match(lines[0], pattern);
-  }
-}});
+Deno.test({
+  name: 'experiment CLI: unknown name, unknown flag and bad values are one-line errors',
+  sanitizeResources: false,
+  fn: async () => {
+    for (
+      const [args, pattern] of [
+        [['nope'], /unknown experiment 'nope'; allowed: continual, goldfish, neftune/],
+        [[], /give one experiment name/],
+        [['neftune', '--maxima', '1'], /unknown flag --maxima for 'neftune'/],
+        [['continual', '--replay', '1.5'], /--replay expects a number strictly between 0 and 1, got '1.5'/],
+        [['goldfish', '--k', '1'], /--k expects an integer ≥ 2, got '1'/],
+        [
+          ['continual', '--continue-steps', '10', '--rewarm-steps', '10'],
+          /--rewarm-steps \(10\) must be shorter than --continue-steps \(10\)/,
+        ],
+      ] as const
+    ) {
+      const r = await runCli('experiment.ts', [...args]);
+      equal(r.code, 1, `${args.join(' ')}: ${r.stdout}`);
+      const lines = r.stderr.trim().split('\n').filter((l) => l.startsWith('error:'));
+      equal(lines.length, 1, r.stderr);
+      match(lines[0], pattern);
+    }
+  },
+});

@@ -23,7 +23,24 @@ const IN_PROCESS = 1200;
 const VALID = ['1', '2', '4', '8', '16', '64', '0', '0.5', '1e-3', '3e-4', '0.9', '2e1'];
 const SMALL = ['1', '2', '4', '0', '0.5', '1e-3'];
 /** Texts that are not a finite decimal: each must be refused, never read as 0. */
-const BAD = ['', ' ', '  ', '\t', '0x10', '0X1f', 'NaN', 'Infinity', '-Infinity', '1e999', 'abc', '1,5', '1_000', '12px', ' 4', '4 '];
+const BAD = [
+  '',
+  ' ',
+  '  ',
+  '\t',
+  '0x10',
+  '0X1f',
+  'NaN',
+  'Infinity',
+  '-Infinity',
+  '1e999',
+  'abc',
+  '1,5',
+  '1_000',
+  '12px',
+  ' 4',
+  '4 ',
+];
 const HUGE = ['1e9', '1e20', '99999999999999999999', '65537', '4097', '1e300', '131073'];
 const NEGATIVE = ['-1', '-0.5', '-1e9', '-0'];
 const UNKNOWN = ['--bogus', '--n-layers', '-x', '--dp2', '--learning-rate', '--vocab', '--'];
@@ -65,19 +82,43 @@ function randomCase(r: Random, configs: string[], small = false): Case {
       else if (form === 3) argv.push(`--${k.flag}`, pick(['true', 'false', '1', 'no']));
       else argv.push(`--no-${k.flag}=${pick(['true', 'false'])}`);
     } else if (roll < 0.27) {
-      const [flag, values] = pick([['preset', ['tiny', 'nanogpt-cpu', 'huge', '', 'toString']], ['gpu', ['auto', 'wgpu', 'x', ' ']], ['neftune', ['5', ' ', '0x5', '-1']],
-        ['goldfish', ['4,13', '3', '4;13', ' ', '1']], ['resume-step', ['3', ' ', '0x3']], ['config', configs], ['schedule', ['gpipe', '1f1b', 'wsd', ' ']]] as const);
+      const [flag, values] = pick(
+        [
+          ['preset', ['tiny', 'nanogpt-cpu', 'huge', '', 'toString']],
+          ['gpu', ['auto', 'wgpu', 'x', ' ']],
+          ['neftune', ['5', ' ', '0x5', '-1']],
+          ['goldfish', ['4,13', '3', '4;13', ' ', '1']],
+          ['resume-step', ['3', ' ', '0x3']],
+          ['config', configs],
+          ['schedule', ['gpipe', '1f1b', 'wsd', ' ']],
+        ] as const,
+      );
       const v = pick(values as readonly string[]);
       if (['neftune', 'resume-step'].includes(flag) && parseDecimal(v) === undefined) bad.push(flag);
       put(flag, v);
     } else {
       const k = pick(pool.filter((x) => x.kind !== 'boolean'));
       if (k.kind === 'string') {
-        put(k.flag, pick([...choices(k), '', ' ', 'bogus', ...(k.flag === 'net' ? ['nvlink-ib', 'node=0', 'intra=1GB/s,1us;inter=1GB/s,1us;node=1e999'] : [])]));
+        put(
+          k.flag,
+          pick([
+            ...choices(k),
+            '',
+            ' ',
+            'bogus',
+            ...(k.flag === 'net' ? ['nvlink-ib', 'node=0', 'intra=1GB/s,1us;inter=1GB/s,1us;node=1e999'] : []),
+          ]),
+        );
         continue;
       }
       const kind = r.uniform();
-      const v = kind < 0.5 ? pick(small ? SMALL : VALID) : kind < 0.75 ? pick(BAD) : kind < 0.9 ? pick(small ? ['1e9', '1e20', '4097'] : HUGE) : pick(NEGATIVE);
+      const v = kind < 0.5
+        ? pick(small ? SMALL : VALID)
+        : kind < 0.75
+        ? pick(BAD)
+        : kind < 0.9
+        ? pick(small ? ['1e9', '1e20', '4097'] : HUGE)
+        : pick(NEGATIVE);
       if (parseDecimal(v) === undefined) bad.push(k.flag);
       put(k.flag, v);
     }
@@ -87,14 +128,25 @@ function randomCase(r: Random, configs: string[], small = false): Case {
 }
 
 /** Words the parallel plan's rules (src/parallel/plan.ts) use for a flag. */
-const RULE_WORDS: Record<string, string> = { 'pp-schedule': 'schedule', schedule: 'schedule', 'n-head': 'heads', 'n-layer': 'layers', 'block-size': 'sequence', 'batch-size': 'batch', 'grad-accum': 'batch', 'n-expert': 'experts' };
+const RULE_WORDS: Record<string, string> = {
+  'pp-schedule': 'schedule',
+  schedule: 'schedule',
+  'n-head': 'heads',
+  'n-layer': 'layers',
+  'block-size': 'sequence',
+  'batch-size': 'batch',
+  'grad-accum': 'batch',
+  'n-expert': 'experts',
+};
 
 /** True when `message` names one of the flags of `argv` (kebab, camelCase or a plan rule's word for it). */
 function namesAFlag(message: string, argv: string[]): boolean {
   return argv.filter((a) => a.startsWith('-')).map((a) => a.split('=')[0]).some((name) => {
-    const bare = name.replace(/^-+/, '').replace(/^no-/, ''), camel = bare.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+    const bare = name.replace(/^-+/, '').replace(/^no-/, ''),
+      camel = bare.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
     const word = (w: string) => new RegExp(`(^|[^\\w-])${w}([^\\w-]|$)`).test(message);
-    return message.includes(name) || (camel.length > 1 && message.includes(camel)) || word(bare) || (bare in RULE_WORDS && word(RULE_WORDS[bare]));
+    return message.includes(name) || (camel.length > 1 && message.includes(camel)) || word(bare) ||
+      (bare in RULE_WORDS && word(RULE_WORDS[bare]));
   });
 }
 
@@ -111,7 +163,15 @@ async function outcome(c: Case): Promise<{ error?: unknown; cfg?: Record<string,
 const show = (c: Case) => `${c.command} ${JSON.stringify(c.argv)}`;
 
 async function configFiles(dir: string): Promise<string[]> {
-  const files = { 'null.json': 'null', 'array.json': '[1, 2]', 'number.json': '7', 'malformed.json': '{"nLayer": ', 'good.json': '{"nLayer": 1}', 'big.json': '{"nEmbd": 1e9}', 'unknown.json': '{"colour": 1}' };
+  const files = {
+    'null.json': 'null',
+    'array.json': '[1, 2]',
+    'number.json': '7',
+    'malformed.json': '{"nLayer": ',
+    'good.json': '{"nLayer": 1}',
+    'big.json': '{"nEmbd": 1e9}',
+    'unknown.json': '{"colour": 1}',
+  };
   for (const [name, text] of Object.entries(files)) await Deno.writeTextFile(`${dir}/${name}`, text);
   return [...Object.keys(files).map((n) => `${dir}/${n}`), `${dir}/missing.json`, ' '];
 }
@@ -125,13 +185,30 @@ Deno.test(`fuzz: ${IN_PROCESS} random command lines through the CLIs' parse-and-
     const { error, cfg } = await outcome(c);
     if (error === undefined) {
       equal(c.bad.length, 0, `${show(c)}: accepted although ${c.bad.join(', ')} is not a number`);
-      for (const k of train.filter((k) => k.kind === 'number' && cfg && !c.argv.includes('--help') && !c.argv.some((a) => /^--(neftune|goldfish|config)\b/.test(a)) && !/^rewarm/.test(k.key))) {
-        const given = c.argv.map((a, j) => (a === `--${k.flag}` ? c.argv[j + 1] : a.startsWith(`--${k.flag}=`) ? a.slice(k.flag.length + 3) : undefined)).filter((v) => v !== undefined).at(-1);
+      for (
+        const k of train.filter((k) =>
+          k.kind === 'number' && cfg && !c.argv.includes('--help') && !c.argv.some((a) =>
+            /^--(neftune|goldfish|config)\b/.test(a)
+          ) && !/^rewarm/.test(k.key)
+        )
+      ) {
+        const given = c.argv.map((
+          a,
+          j,
+        ) => (a === `--${k.flag}`
+          ? c.argv[j + 1]
+          : a.startsWith(`--${k.flag}=`)
+          ? a.slice(k.flag.length + 3)
+          : undefined)
+        ).filter((v) => v !== undefined).at(-1);
         if (given !== undefined) equal(cfg![k.key], parseDecimal(given), `${show(c)}: ${k.key}`);
       }
       passed++;
     } else {
-      ok(error instanceof Error && error.constructor === Error, `${show(c)}: ${(error as Error)?.constructor?.name}: ${error}`);
+      ok(
+        error instanceof Error && error.constructor === Error,
+        `${show(c)}: ${(error as Error)?.constructor?.name}: ${error}`,
+      );
       ok(namesAFlag(error.message, c.argv), `${show(c)}: the error names no flag: ${error.message}`);
       refused++;
     }
@@ -154,9 +231,46 @@ async function pool<T>(jobs: (() => Promise<T>)[], limit: number): Promise<T[]> 
   return out;
 }
 
-const TINY = ['--n-layer', '1', '--n-embd', '16', '--n-head', '2', '--block-size', '16', '--batch-size', '2', '--eval-interval', '1', '--sample-tokens', '0'];
-const TRAIN_OK = [['--seed', '7'], ['--bias', 'false'], ['--no-bias'], ['--bias=true'], ['--lr', '1e-3'], ['--weight-decay', '0'], ['--min-lr', '0'], ['--warmup', '0'], ['--grad-accum', '2'], ['--attention', 'naive']];
-const TRAIN_BAD = [['--seed', ' '], ['--n-embd', '1e9'], ['--bias=yes'], ['--bogus'], ['--weight-decay', '0x10'], ['--min-lr', ''], ['--steps', 'Infinity'], ['--dp', '128'], ['--zero', ' ', '--dp', '2'], ['--block-size', '-16']];
+const TINY = [
+  '--n-layer',
+  '1',
+  '--n-embd',
+  '16',
+  '--n-head',
+  '2',
+  '--block-size',
+  '16',
+  '--batch-size',
+  '2',
+  '--eval-interval',
+  '1',
+  '--sample-tokens',
+  '0',
+];
+const TRAIN_OK = [
+  ['--seed', '7'],
+  ['--bias', 'false'],
+  ['--no-bias'],
+  ['--bias=true'],
+  ['--lr', '1e-3'],
+  ['--weight-decay', '0'],
+  ['--min-lr', '0'],
+  ['--warmup', '0'],
+  ['--grad-accum', '2'],
+  ['--attention', 'naive'],
+];
+const TRAIN_BAD = [
+  ['--seed', ' '],
+  ['--n-embd', '1e9'],
+  ['--bias=yes'],
+  ['--bogus'],
+  ['--weight-decay', '0x10'],
+  ['--min-lr', ''],
+  ['--steps', 'Infinity'],
+  ['--dp', '128'],
+  ['--zero', ' ', '--dp', '2'],
+  ['--block-size', '-16'],
+];
 
 Deno.test({
   name: 'fuzz: plan and train subprocesses exit 0, or 1 with one error line naming the flag',
@@ -172,14 +286,23 @@ Deno.test({
     }
     for (let i = 0; i < 9; i++) {
       const good = i < 5, pick = <T>(xs: T[]) => xs[r.int(xs.length)];
-      const flags = good ? [...pick(TRAIN_OK), ...(r.int(2) ? pick(TRAIN_OK) : [])] : [...pick(TRAIN_BAD), ...(r.int(2) ? pick(TRAIN_OK) : [])];
-      cases.push({ command: 'train', argv: [...TINY, ...flags, '--steps', '1', '--out', `${dir}/run-${i}`], bad: good ? [] : ['*'] });
+      const flags = good
+        ? [...pick(TRAIN_OK), ...(r.int(2) ? pick(TRAIN_OK) : [])]
+        : [...pick(TRAIN_BAD), ...(r.int(2) ? pick(TRAIN_OK) : [])];
+      cases.push({
+        command: 'train',
+        argv: [...TINY, ...flags, '--steps', '1', '--out', `${dir}/run-${i}`],
+        bad: good ? [] : ['*'],
+      });
     }
     const started = performance.now();
-    const results = await pool(cases.map((c) => async () => {
-      const t0 = performance.now(), res = await runCli(`${c.command}.ts`, c.argv);
-      return { ...res, s: (performance.now() - t0) / 1000 };
-    }), 2);
+    const results = await pool(
+      cases.map((c) => async () => {
+        const t0 = performance.now(), res = await runCli(`${c.command}.ts`, c.argv);
+        return { ...res, s: (performance.now() - t0) / 1000 };
+      }),
+      2,
+    );
     for (const [i, c] of cases.entries()) {
       const res = results[i], where = `${show(c)}\nexit ${res.code}\nstderr: ${res.stderr}`;
       ok(res.code === 0 || res.code === 1, `exit 0 or 1 (no crash): ${where}`);
@@ -194,13 +317,23 @@ Deno.test({
       } else if (c.command === 'train') ok(!c.bad.length, where);
       if (c.command === 'plan') {
         const inProcess = await outcome(c);
-        if (inProcess.error) equal(res.stderr.trim(), `error: ${(inProcess.error as Error).message.split('\n').join(' ')}`, `same error in and out of process: ${where}`);
+        if (inProcess.error) {
+          equal(
+            res.stderr.trim(),
+            `error: ${(inProcess.error as Error).message.split('\n').join(' ')}`,
+            `same error in and out of process: ${where}`,
+          );
+        }
       }
     }
     const trained = cases.filter((c, i) => c.command === 'train' && results[i].code === 0).length;
     ok(trained >= 5, `${trained} of the train runs trained`);
     const slowest = results.reduce((a, x, i) => (x.s > results[a].s ? i : a), 0);
-    console.log(`${cases.length} subprocesses in ${((performance.now() - started) / 1000).toFixed(1)} s; slowest ${results[slowest].s.toFixed(1)} s: ${show(cases[slowest])}`);
+    console.log(
+      `${cases.length} subprocesses in ${((performance.now() - started) / 1000).toFixed(1)} s; slowest ${
+        results[slowest].s.toFixed(1)
+      } s: ${show(cases[slowest])}`,
+    );
     await Deno.remove(dir, { recursive: true });
   },
 });

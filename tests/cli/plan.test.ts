@@ -20,66 +20,134 @@ const bytes = (s: string) => {
   return Number(m[1]) * { B: 1, KiB: 1024, MiB: 2 ** 20, GiB: 2 ** 30 }[m[2] as 'B'];
 };
 
-Deno.test({ name: 'plan CLI: dp2×tp2×pp2 prints plan, memory, traffic per dimension, bubble and timeline', sanitizeResources: false, fn: async () => {
-  const r = await runCli('plan.ts', ['--dp', '2', '--tp', '2', '--pp', '2', '--micro-batches', '4', '--preset', 'tiny', '--vocab-size', '65', '--net', 'pcie-eth']);
-  equal(r.code, 0, r.stderr);
-  match(r.stdout, /^plan {5}dp 2 · pp 2 · cp 1 · tp 2 · ep 1 · zero 0 · sp off · 1f1b × 4 micro-batches \(8 ranks\)$/m);
-  match(r.stdout, /vocab 65 \(padded to 66\)/);
-  match(r.stdout, /network {2}intra=16GB\/s,5us;inter=1.25GB\/s,50us;node=4/);
-  const rows = (head: RegExp) => {
-    const lines = r.stdout.split('\n'), i = lines.findIndex((l) => head.test(l));
-    ok(i >= 0, `table ${head}`);
-    const out: string[][] = [];
-    for (let j = i + 1; j < lines.length && /^\d+\s/.test(lines[j]); j++) out.push(lines[j].trim().split(/\s{2,}/));
-    return out;
-  };
-  const mem = rows(/^rank\s+dp\s+pp\s+cp\s+tp\s+elements\s+params/);
-  equal(mem.length, 8);
-  match(r.stdout, /^rank\s+dp\s+pp\s+cp\s+tp\s+elements\s+params\s+grads\s+optimizer\s+total\s+activations\s+in flight\s+total \+ act\.$/m);
-  match(r.stdout, /^ {2}rank 0 \(mesh trainer\): [\d.]+ KiB per micro-batch, [\d.]+ KiB per layer — Korthikanti et al\. \(arXiv 2205\.05198\) fp16 sbh\(10 \+ 24\/t \+ 5as\/\(ht\)\)/m);
-  const traffic = rows(/^rank\s+dp\s+tp\s+pp\s+cp\s+ep\s+total/);
-  equal(traffic.length, 8);
-  const model = { nLayer: 2, nHead: 2, nEmbd: 64, blockSize: 64, batchSize: 16, vocabSize: 65 };
-  const plan = makePlan({ dp: 2, tp: 2, pp: 2, microBatches: 4 });
-  for (let rank = 0; rank < 8; rank++) {
-    // dp × tp × pp runs on the mesh trainer: its [norm, loss] sum over the world replaces the dp loss average.
-    const t = stepTraffic(plan, model, rank, { trainer: 'mesh' }), sum = (d: string) => t.filter((x) => x.dim === d).reduce((a, x) => a + x.elements, 0);
-    equal(num(traffic[rank][1]), sum('dp'), `rank ${rank} dp`);
-    equal(num(traffic[rank][2]), sum('tp'), `rank ${rank} tp`);
-    equal(num(traffic[rank][3]), sum('pp'), `rank ${rank} pp`);
-  }
-  for (let rank = 0; rank < 8; rank++) {
-    // The activation column is activation_memory.ts's peak (1F1B: 2 micro-batches on the first stage, 1 on the last).
-    const a = activationMemory(makePlan({ dp: 2, tp: 2, pp: 2, microBatches: 4 }), { ...model }, rank, { trainer: 'mesh' });
-    equal(mem[rank][11], String(a.inFlight), `rank ${rank} in flight`);
-    equal(a.inFlight, rank % 4 < 2 ? 2 : 1);
-    ok(Math.abs(bytes(mem[rank][10]) - a.bytes) <= 0.005 * 2 ** 20, `rank ${rank} activations ${mem[rank][10]} vs ${a.bytes}`);
-  }
-  match(r.stdout, /pipeline 1f1b: p 2, m 4 · bubble formula \(p−1\)\/\(v·m\+p−1\) = 20\.0% · dry run 2\d\.\d% idle/);
-  match(r.stdout, /peak in-flight activations per pipeline rank: 2, 1 \(micro-batches\)/);
-  const chart = r.stdout.split('\n').filter((l) => /^ {2}stage rank \d/.test(l));
-  equal(chart.length, 2);
-  for (const c of chart) match(c, /\|[a-dA-D.~]{64}\|$/);
-  ok(!/measured/i.test(r.stdout), 'no measured numbers are printed');
-}});
+Deno.test({
+  name: 'plan CLI: dp2×tp2×pp2 prints plan, memory, traffic per dimension, bubble and timeline',
+  sanitizeResources: false,
+  fn: async () => {
+    const r = await runCli('plan.ts', [
+      '--dp',
+      '2',
+      '--tp',
+      '2',
+      '--pp',
+      '2',
+      '--micro-batches',
+      '4',
+      '--preset',
+      'tiny',
+      '--vocab-size',
+      '65',
+      '--net',
+      'pcie-eth',
+    ]);
+    equal(r.code, 0, r.stderr);
+    match(
+      r.stdout,
+      /^plan {5}dp 2 · pp 2 · cp 1 · tp 2 · ep 1 · zero 0 · sp off · 1f1b × 4 micro-batches \(8 ranks\)$/m,
+    );
+    match(r.stdout, /vocab 65 \(padded to 66\)/);
+    match(r.stdout, /network {2}intra=16GB\/s,5us;inter=1.25GB\/s,50us;node=4/);
+    const rows = (head: RegExp) => {
+      const lines = r.stdout.split('\n'), i = lines.findIndex((l) => head.test(l));
+      ok(i >= 0, `table ${head}`);
+      const out: string[][] = [];
+      for (let j = i + 1; j < lines.length && /^\d+\s/.test(lines[j]); j++) out.push(lines[j].trim().split(/\s{2,}/));
+      return out;
+    };
+    const mem = rows(/^rank\s+dp\s+pp\s+cp\s+tp\s+elements\s+params/);
+    equal(mem.length, 8);
+    match(
+      r.stdout,
+      /^rank\s+dp\s+pp\s+cp\s+tp\s+elements\s+params\s+grads\s+optimizer\s+total\s+activations\s+in flight\s+total \+ act\.$/m,
+    );
+    match(
+      r.stdout,
+      /^ {2}rank 0 \(mesh trainer\): [\d.]+ KiB per micro-batch, [\d.]+ KiB per layer — Korthikanti et al\. \(arXiv 2205\.05198\) fp16 sbh\(10 \+ 24\/t \+ 5as\/\(ht\)\)/m,
+    );
+    const traffic = rows(/^rank\s+dp\s+tp\s+pp\s+cp\s+ep\s+total/);
+    equal(traffic.length, 8);
+    const model = { nLayer: 2, nHead: 2, nEmbd: 64, blockSize: 64, batchSize: 16, vocabSize: 65 };
+    const plan = makePlan({ dp: 2, tp: 2, pp: 2, microBatches: 4 });
+    for (let rank = 0; rank < 8; rank++) {
+      // dp × tp × pp runs on the mesh trainer: its [norm, loss] sum over the world replaces the dp loss average.
+      const t = stepTraffic(plan, model, rank, { trainer: 'mesh' }),
+        sum = (d: string) => t.filter((x) => x.dim === d).reduce((a, x) => a + x.elements, 0);
+      equal(num(traffic[rank][1]), sum('dp'), `rank ${rank} dp`);
+      equal(num(traffic[rank][2]), sum('tp'), `rank ${rank} tp`);
+      equal(num(traffic[rank][3]), sum('pp'), `rank ${rank} pp`);
+    }
+    for (let rank = 0; rank < 8; rank++) {
+      // The activation column is activation_memory.ts's peak (1F1B: 2 micro-batches on the first stage, 1 on the last).
+      const a = activationMemory(makePlan({ dp: 2, tp: 2, pp: 2, microBatches: 4 }), { ...model }, rank, {
+        trainer: 'mesh',
+      });
+      equal(mem[rank][11], String(a.inFlight), `rank ${rank} in flight`);
+      equal(a.inFlight, rank % 4 < 2 ? 2 : 1);
+      ok(
+        Math.abs(bytes(mem[rank][10]) - a.bytes) <= 0.005 * 2 ** 20,
+        `rank ${rank} activations ${mem[rank][10]} vs ${a.bytes}`,
+      );
+    }
+    match(r.stdout, /pipeline 1f1b: p 2, m 4 · bubble formula \(p−1\)\/\(v·m\+p−1\) = 20\.0% · dry run 2\d\.\d% idle/);
+    match(r.stdout, /peak in-flight activations per pipeline rank: 2, 1 \(micro-batches\)/);
+    const chart = r.stdout.split('\n').filter((l) => /^ {2}stage rank \d/.test(l));
+    equal(chart.length, 2);
+    for (const c of chart) match(c, /\|[a-dA-D.~]{64}\|$/);
+    ok(!/measured/i.test(r.stdout), 'no measured numbers are printed');
+  },
+});
 
-Deno.test({ name: 'plan CLI: --schedule gpipe is the pipeline schedule; ZeRO-3 shards memory', sanitizeResources: false, fn: async () => {
-  const r = await runCli('plan.ts', ['--pp', '2', '--schedule=gpipe', '--micro-batches', '2', '--dp', '2', '--zero', '3', '--vocab-size', '65', '--width', '40']);
-  equal(r.code, 0, r.stderr);
-  match(r.stdout, /pipeline gpipe: p 2, m 2 · bubble formula .* = 33\.3%/);
-  match(r.stdout, /peak in-flight activations per pipeline rank: 2, 2/);
-  match(r.stdout, /ZeRO-3 over dp·cp = 2/);
-  match(r.stdout, /allGather .*≈/);
-  for (const c of r.stdout.split('\n').filter((l) => /^ {2}stage rank/.test(l))) match(c, /\|.{40}\|$/);
-}});
+Deno.test({
+  name: 'plan CLI: --schedule gpipe is the pipeline schedule; ZeRO-3 shards memory',
+  sanitizeResources: false,
+  fn: async () => {
+    const r = await runCli('plan.ts', [
+      '--pp',
+      '2',
+      '--schedule=gpipe',
+      '--micro-batches',
+      '2',
+      '--dp',
+      '2',
+      '--zero',
+      '3',
+      '--vocab-size',
+      '65',
+      '--width',
+      '40',
+    ]);
+    equal(r.code, 0, r.stderr);
+    match(r.stdout, /pipeline gpipe: p 2, m 2 · bubble formula .* = 33\.3%/);
+    match(r.stdout, /peak in-flight activations per pipeline rank: 2, 2/);
+    match(r.stdout, /ZeRO-3 over dp·cp = 2/);
+    match(r.stdout, /allGather .*≈/);
+    for (const c of r.stdout.split('\n').filter((l) => /^ {2}stage rank/.test(l))) match(c, /\|.{40}\|$/);
+  },
+});
 
-Deno.test({ name: 'plan CLI: invalid plans and flags are one error line naming the rule', sanitizeResources: false, fn: async () => {
-  oneLineError(await runCli('plan.ts', ['--tp', '3', '--vocab-size', '65']), /^error: invalid parallel plan: nEmbd 64 is not divisible by tp 3; heads 2 not divisible by tp 3$/);
-  oneLineError(await runCli('plan.ts', ['--dp', '2', '--micro-batches', '3', '--vocab-size', '65']), /batch 16 not divisible by micro-batches × dp \(3 × 2\)/);
-  oneLineError(await runCli('plan.ts', ['--sp', '--cp', '3', '--vocab-size', '65']), /sequence parallel \(sp\) requires tp > 1; sequence 64 not divisible by cp·2 = 6 for zig-zag ring attention/);
-  oneLineError(await runCli('plan.ts', ['--pp-schedule', 'zigzag']), /--pp-schedule must be one of gpipe, 1f1b, interleaved, got 'zigzag'/);
-  oneLineError(await runCli('plan.ts', ['--dp', 'two']), /--dp expects an integer ≥ 1, got 'two'/);
-}});
+Deno.test({
+  name: 'plan CLI: invalid plans and flags are one error line naming the rule',
+  sanitizeResources: false,
+  fn: async () => {
+    oneLineError(
+      await runCli('plan.ts', ['--tp', '3', '--vocab-size', '65']),
+      /^error: invalid parallel plan: nEmbd 64 is not divisible by tp 3; heads 2 not divisible by tp 3$/,
+    );
+    oneLineError(
+      await runCli('plan.ts', ['--dp', '2', '--micro-batches', '3', '--vocab-size', '65']),
+      /batch 16 not divisible by micro-batches × dp \(3 × 2\)/,
+    );
+    oneLineError(
+      await runCli('plan.ts', ['--sp', '--cp', '3', '--vocab-size', '65']),
+      /sequence parallel \(sp\) requires tp > 1; sequence 64 not divisible by cp·2 = 6 for zig-zag ring attention/,
+    );
+    oneLineError(
+      await runCli('plan.ts', ['--pp-schedule', 'zigzag']),
+      /--pp-schedule must be one of gpipe, 1f1b, interleaved, got 'zigzag'/,
+    );
+    oneLineError(await runCli('plan.ts', ['--dp', 'two']), /--dp expects an integer ≥ 1, got 'two'/);
+  },
+});
 
 Deno.test('measuredComparison puts measured counts beside the prediction, keyed dim/collective', async () => {
   const { measuredComparison } = await import('../../src/parallel/plan_report.ts');
@@ -88,29 +156,57 @@ Deno.test('measuredComparison puts measured counts beside the prediction, keyed 
   const predicted = rows.filter((x) => x.collective === 'allReduce').reduce((a, x) => a + x.elements, 0);
   const text = measuredComparison(rows, { 'dp/allReduce': predicted + 3 });
   const line = text.split('\n').find((l) => l.startsWith('dp/allReduce'))!;
-  deepEqualCells(line, ['dp/allReduce', predicted.toLocaleString('en-US'), (predicted + 3).toLocaleString('en-US'), '3']);
+  deepEqualCells(line, [
+    'dp/allReduce',
+    predicted.toLocaleString('en-US'),
+    (predicted + 3).toLocaleString('en-US'),
+    '3',
+  ]);
 });
 
 function deepEqualCells(line: string, want: string[]): void {
   equal(line.trim().split(/\s{2,}/).join('|'), want.join('|'));
 }
 
-Deno.test({ name: 'plan CLI: a non-GPT architecture says the activation figure is GPT-only', sanitizeResources: false, fn: async () => {
-  const r = await runCli('plan.ts', ['--arch', 'mamba', '--vocab-size', '65']);
-  equal(r.code, 0, r.stderr);
-  match(r.stdout, /^ {2}activations: not predicted — .*covers the GPT of src\/models\/gpt\.ts only, got --arch mamba$/m);
-  match(r.stdout, /^0 .* – +– +–$/m);
-}});
+Deno.test({
+  name: 'plan CLI: a non-GPT architecture says the activation figure is GPT-only',
+  sanitizeResources: false,
+  fn: async () => {
+    const r = await runCli('plan.ts', ['--arch', 'mamba', '--vocab-size', '65']);
+    equal(r.code, 0, r.stderr);
+    match(
+      r.stdout,
+      /^ {2}activations: not predicted — .*covers the GPT of src\/models\/gpt\.ts only, got --arch mamba$/m,
+    );
+    match(r.stdout, /^0 .* – +– +–$/m);
+  },
+});
 
-Deno.test({ name: 'plan CLI --measure: predicted activations beside the measured pool peak, which holds more (ratio ≥ 1)', sanitizeResources: false, sanitizeOps: false, fn: async () => {
-  const r = await runCli('plan.ts', ['--n-layer', '2', '--n-head', '2', '--n-embd', '32', '--block-size', '16', '--batch-size', '4', '--measure']);
-  equal(r.code, 0, r.stderr);
-  const row = r.stdout.split('\n').find((l) => /^0 +[\d.]+ \w+ +[\d.]+ \w+ +[\d.]+ \w+ +[\d.]+×$/.test(l));
-  ok(row, `a comparison row for rank 0 in:\n${r.stdout}`);
-  const [, predicted, , measured, ratio] = row.trim().split(/\s{2,}/);
-  const model = { nLayer: 2, nHead: 2, nEmbd: 32, blockSize: 16, batchSize: 4, vocabSize: 65 };
-  ok(Math.abs(bytes(predicted) - activationMemory(makePlan(), model, 0).bytes) <= 0.05 * 1024, `${predicted}`);
-  ok(bytes(measured) >= bytes(predicted), `measured ${measured} ≥ predicted ${predicted}`);
-  ok(Math.abs(Number(ratio.slice(0, -1)) - bytes(measured) / bytes(predicted)) < 0.01, ratio);
-}});
-
+Deno.test({
+  name: 'plan CLI --measure: predicted activations beside the measured pool peak, which holds more (ratio ≥ 1)',
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const r = await runCli('plan.ts', [
+      '--n-layer',
+      '2',
+      '--n-head',
+      '2',
+      '--n-embd',
+      '32',
+      '--block-size',
+      '16',
+      '--batch-size',
+      '4',
+      '--measure',
+    ]);
+    equal(r.code, 0, r.stderr);
+    const row = r.stdout.split('\n').find((l) => /^0 +[\d.]+ \w+ +[\d.]+ \w+ +[\d.]+ \w+ +[\d.]+×$/.test(l));
+    ok(row, `a comparison row for rank 0 in:\n${r.stdout}`);
+    const [, predicted, , measured, ratio] = row.trim().split(/\s{2,}/);
+    const model = { nLayer: 2, nHead: 2, nEmbd: 32, blockSize: 16, batchSize: 4, vocabSize: 65 };
+    ok(Math.abs(bytes(predicted) - activationMemory(makePlan(), model, 0).bytes) <= 0.05 * 1024, `${predicted}`);
+    ok(bytes(measured) >= bytes(predicted), `measured ${measured} ≥ predicted ${predicted}`);
+    ok(Math.abs(Number(ratio.slice(0, -1)) - bytes(measured) / bytes(predicted)) < 0.01, ratio);
+  },
+});

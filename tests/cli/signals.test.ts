@@ -47,9 +47,7 @@ async function stopAndResume(signal: 'SIGINT' | 'SIGTERM', parallel: string[], s
     assertEquals(m[1], signal);
     const done = Number(m[3]);
     assert(done >= 3 && done < steps, `stopped after ${done} of ${steps} steps`);
-    const resume = `npm run train -- --out ${dir} --resume${
-      parallel.length ? ` ${parallel.join(' ')}` : ''
-    }`;
+    const resume = `npm run train -- --out ${dir} --resume${parallel.length ? ` ${parallel.join(' ')}` : ''}`;
     assert(r.stdout.includes(`resume with: ${resume}\n`), `expected '${resume}' in:\n${r.stdout}`);
     // The checkpoint holds exactly the finished steps, and so do the metrics.
     if (parallel.length) {

@@ -7,9 +7,11 @@ import { bandwidths, busBwFactor } from '../../src/comm/cost.ts';
 import { type CommBenchRow, parseBytes, parseCommArgs } from '../../src/bench/comm.ts';
 import { runCli } from '../util/cli.ts';
 
-Deno.test('busbw factors are nccl-tests\': 2(p−1)/p allReduce, (p−1)/p gather/scatter/all-to-all, 1 rooted', () => {
+Deno.test("busbw factors are nccl-tests': 2(p−1)/p allReduce, (p−1)/p gather/scatter/all-to-all, 1 rooted", () => {
   deepStrictEqual(
-    (['allReduce', 'reduceScatter', 'allGather', 'allToAll', 'broadcast', 'reduce'] as const).map((c) => busBwFactor(c, 8)),
+    (['allReduce', 'reduceScatter', 'allGather', 'allToAll', 'broadcast', 'reduce'] as const).map((c) =>
+      busBwFactor(c, 8)
+    ),
     [1.75, 0.875, 0.875, 0.875, 1, 1],
   );
   deepStrictEqual(bandwidths('allReduce', 2e9, 1000, 4), { algbw: 2, busbw: 3 }); // 2 GB in 1 s
@@ -37,8 +39,21 @@ Deno.test({
   fn: async () => {
     const json = await Deno.makeTempFile({ suffix: '.json' });
     const res = await runCli('bench.ts', [
-      'comm', '--worlds', '2,3', '--ops', 'allReduce,broadcast', '--max-bytes', '4KiB', '--step', '32',
-      '--net', 'link=10GB/s,2us', '--iters', '2', '--json', json,
+      'comm',
+      '--worlds',
+      '2,3',
+      '--ops',
+      'allReduce,broadcast',
+      '--max-bytes',
+      '4KiB',
+      '--step',
+      '32',
+      '--net',
+      'link=10GB/s,2us',
+      '--iters',
+      '2',
+      '--json',
+      json,
     ]);
     equal(res.code, 0, res.stderr);
     match(res.stdout, /world size 3 · network intra=10GB\/s,2us/);
@@ -50,7 +65,10 @@ Deno.test({
       ok(Math.abs(r.busbw - r.algbw * busBwFactor(r.coll, r.p)) < 1e-12 * r.busbw);
       // The formulas assume equal chunks (S a multiple of 4p bytes) and, for the trees, p a power of two.
       if (r.bytes % (4 * r.p) === 0 && (r.p === 2 || r.algorithm === 'ring' || r.algorithm === 'direct')) {
-        ok(Math.abs(r.simUs! - r.predictedUs!) < 1e-6 * r.predictedUs!, `${r.coll}/${r.algorithm} p=${r.p} S=${r.bytes}: ${r.simUs} vs ${r.predictedUs}`);
+        ok(
+          Math.abs(r.simUs! - r.predictedUs!) < 1e-6 * r.predictedUs!,
+          `${r.coll}/${r.algorithm} p=${r.p} S=${r.bytes}: ${r.simUs} vs ${r.predictedUs}`,
+        );
       }
     }
     const bad = await runCli('bench.ts', ['comm', '--step', '1']);

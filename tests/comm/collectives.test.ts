@@ -39,7 +39,7 @@ Deno.test('chunkOffsets splits unevenly, larger chunks first', () => {
   deepStrictEqual(chunkOffsets(2, 4), [0, 1, 2, 2, 2]);
 });
 
-Deno.test("MPICH fold: 6 ranks → pof2 4, even ranks below 2·rem sit out", () => {
+Deno.test('MPICH fold: 6 ranks → pof2 4, even ranks below 2·rem sit out', () => {
   deepStrictEqual([...Array(6).keys()].map((r) => fold(6, r).newRank), [-1, 0, -1, 1, 2, 3]);
   const f = fold(6, 0);
   deepStrictEqual([0, 1, 2, 3].map(f.real), [1, 3, 4, 5]);

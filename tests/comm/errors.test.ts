@@ -49,14 +49,17 @@ Deno.test({
       const ms = performance.now() - t0;
       equal(got[3], 'skipped');
       for (let r = 0; r < 3; r++) {
-        equal(got[r], `rank ${r} timed out after 300 ms in allReduce(sum/direct, f32×8) (group world#0) waiting for rank(s) 3`);
+        equal(
+          got[r],
+          `rank ${r} timed out after 300 ms in allReduce(sum/direct, f32×8) (group world#0) waiting for rank(s) 3`,
+        );
       }
       ok(ms >= 290 && ms < 3000, `took ${ms} ms`);
     }),
 });
 
 Deno.test({
-  name: 'a timeout aborts the whole world with the timed-out rank\'s error',
+  name: "a timeout aborts the whole world with the timed-out rank's error",
   ...WORKER_TEST,
   fn: () =>
     withWorld(3, async (w) => {
@@ -86,9 +89,14 @@ Deno.test({
   name: 'a task that never returns is ended by the run limit, naming the ranks still running',
   ...WORKER_TEST,
   fn: () =>
-    withWorld(2, async (w) => {
-      await rejects(w.run('hang'), /^world: 'hang' ran past 300 ms on rank\(s\) 0$/);
-    }, 10_000, 300),
+    withWorld(
+      2,
+      async (w) => {
+        await rejects(w.run('hang'), /^world: 'hang' ran past 300 ms on rank\(s\) 0$/);
+      },
+      10_000,
+      300,
+    ),
 });
 
 Deno.test({

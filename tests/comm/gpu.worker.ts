@@ -45,7 +45,11 @@ serveRank({
           const c = 3, xs = all(dt, c * p, ++seed);
           const t = up(xs[r]), out = outOf(c);
           const res = await tc.reduceScatter(t, { algorithm, out });
-          await check(`reduceScatter sum/${algorithm} ${mode}`, res, as(xs[r], reduceRef(xs, 'sum').slice(r * c, r * c + c)));
+          await check(
+            `reduceScatter sum/${algorithm} ${mode}`,
+            res,
+            as(xs[r], reduceRef(xs, 'sum').slice(r * c, r * c + c)),
+          );
           if (inPlace) {
             const whole = xs[r].slice();
             whole.set(as(xs[r], reduceRef(xs, 'sum').slice(r * c, r * c + c)), r * c);
@@ -68,7 +72,9 @@ serveRank({
           const root = p - 1, xs = all(dt, 7, ++seed);
           const t = up(xs[r]), out = outOf(7);
           const res = await tc.reduce(t, root, { op: 'max', algorithm, out });
-          if (r === root) await check(`reduce max/root=${root}/${algorithm} ${mode}`, res, as(xs[r], reduceRef(xs, 'max')));
+          if (r === root) {
+            await check(`reduce max/root=${root}/${algorithm} ${mode}`, res, as(xs[r], reduceRef(xs, 'max')));
+          }
           await check(`reduce input kept`, t, r === root && inPlace ? as(xs[r], reduceRef(xs, 'max')) : xs[r]);
         }
         {

@@ -26,7 +26,7 @@ Deno.test('DeviceMesh validates its shape against the world size', () => {
 });
 
 Deno.test({
-  name: 'DeviceMesh [2,2,1,2] on 8 workers: each dimension\'s communicator reduces over its group',
+  name: "DeviceMesh [2,2,1,2] on 8 workers: each dimension's communicator reduces over its group",
   ...WORKER_TEST,
   fn: () =>
     withWorld(8, async (w) => {

@@ -33,13 +33,24 @@ Deno.test('parseNetwork reads two-level specs, units and presets', () => {
 });
 
 Deno.test('parseNetwork errors name the bad part and the accepted syntax', () => {
-  throws(() => parseNetwork('intra=300GB/s;inter=25GB/s,5us;node=4'), /intra needs both a bandwidth and a latency, got '300GB\/s'/);
+  throws(
+    () => parseNetwork('intra=300GB/s;inter=25GB/s,5us;node=4'),
+    /intra needs both a bandwidth and a latency, got '300GB\/s'/,
+  );
   throws(() => parseNetwork('intra=300GB,1us;inter=25GB/s,5us;node=4'), /'300GB' in intra is not a bandwidth/);
   throws(() => parseNetwork('intra=300GB/s,1us;inter=25GB/s,5us'), /missing 'node='/);
   throws(() => parseNetwork('intra=300GB/s,1us;inter=25GB/s,5us;node=0'), /node must be a positive integer/);
   // Number('') is 0 and Number('0x4') is 4: neither a blank nor hex may read as a count.
-  for (const node of ['', ' ', '0x4', '2.5', '1e1']) throws(() => parseNetwork(`intra=300GB/s,1us;inter=25GB/s,5us;node=${node}`), /node must be a positive integer|missing 'node='/, node);
-  for (const peak of ['', '0x10', 'lots']) throws(() => parseNetwork(`link=1GB/s,1us;peak=${peak}`), /peak must be a positive GFLOP\/s figure/, peak);
+  for (const node of ['', ' ', '0x4', '2.5', '1e1']) {
+    throws(
+      () => parseNetwork(`intra=300GB/s,1us;inter=25GB/s,5us;node=${node}`),
+      /node must be a positive integer|missing 'node='/,
+      node,
+    );
+  }
+  for (const peak of ['', '0x10', 'lots']) {
+    throws(() => parseNetwork(`link=1GB/s,1us;peak=${peak}`), /peak must be a positive GFLOP\/s figure/, peak);
+  }
   equal(parseNetwork('link=1GB/s,1us;peak=2.5e3GFLOP/s').peakGflops, 2500);
   throws(() => parseNetwork('fast'), /unknown field 'fast'.*nvlink-ib/);
   throws(() => parseNetwork('link=0GB/s,1us'), /bandwidth in link must be positive/);
@@ -61,7 +72,13 @@ Deno.test('SimClock: α + bytes/β per message, back-to-back sends share the egr
 });
 
 /** Runs one collective of `bytes` on every rank of a fresh world; returns the max simulated end. */
-async function simTime(p: number, net: string, coll: SizedCollective, algorithm: string, bytes: number): Promise<number> {
+async function simTime(
+  p: number,
+  net: string,
+  coll: SizedCollective,
+  algorithm: string,
+  bytes: number,
+): Promise<number> {
   const world = localWorld(p, { net, trace: false });
   const n = bytes / 4;
   const run = (c: Communicator) => {
@@ -121,7 +138,9 @@ Deno.test('allReduce below 4p bytes: unequal ring chunks make the simulation at 
   // chunk, ⌈n/p⌉ elements; the gap is that one element's wire time against the step latency.
   for (const p of [2, 4, 8]) {
     for (const bytes of [4, 8, 16].filter((b) => b % (4 * p))) {
-      for (const [what, gap] of await gaps(p, bytes, 'allReduce')) ok(gap >= -1e-12 && gap < 4e-5, `${what} (gap ${gap})`);
+      for (const [what, gap] of await gaps(p, bytes, 'allReduce')) {
+        ok(gap >= -1e-12 && gap < 4e-5, `${what} (gap ${gap})`);
+      }
     }
   }
 });

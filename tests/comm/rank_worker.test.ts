@@ -15,15 +15,21 @@ Deno.test({
   name: 'rank.worker.ts joins a world of 3 and passes the collective matrix',
   ...WORKER_TEST,
   fn: () =>
-    withWorld(3, async (w) => {
-      const reps = await w.run<Report>('matrix', null);
-      deepStrictEqual(reps.flatMap((r) => r.failures), []);
-      ok(reps.every((r) => r.cases > 500));
-      await w.setNetwork('link=25GB/s,1us', true); // the matrix advanced the clocks: restart them at 0
-      const clocks = await w.run<number>('one', { coll: 'allReduce', algorithm: 'ring', bytes: 3 * 4096 });
-      // 4 steps of 1 µs + 4 KiB / 25 GB/s on a flat network.
-      ok(clocks.every((t) => Math.abs(t - 4 * (1 + 4096 / 25e3)) < 1e-9), `${clocks}`);
-    }, 10_000, 60_000, { worker: RANK_WORKER, net: 'link=25GB/s,1us' }),
+    withWorld(
+      3,
+      async (w) => {
+        const reps = await w.run<Report>('matrix', null);
+        deepStrictEqual(reps.flatMap((r) => r.failures), []);
+        ok(reps.every((r) => r.cases > 500));
+        await w.setNetwork('link=25GB/s,1us', true); // the matrix advanced the clocks: restart them at 0
+        const clocks = await w.run<number>('one', { coll: 'allReduce', algorithm: 'ring', bytes: 3 * 4096 });
+        // 4 steps of 1 µs + 4 KiB / 25 GB/s on a flat network.
+        ok(clocks.every((t) => Math.abs(t - 4 * (1 + 4096 / 25e3)) < 1e-9), `${clocks}`);
+      },
+      10_000,
+      60_000,
+      { worker: RANK_WORKER, net: 'link=25GB/s,1us' },
+    ),
 });
 
 Deno.test({

@@ -6,7 +6,14 @@
 import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { chunkOffsets } from '../../src/comm/algorithms.ts';
 import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
-import { type ChromeTrace, SIM_PID, toChromeTrace, traceTotals, validateChromeTrace, WALL_PID } from '../../src/comm/trace.ts';
+import {
+  type ChromeTrace,
+  SIM_PID,
+  toChromeTrace,
+  traceTotals,
+  validateChromeTrace,
+  WALL_PID,
+} from '../../src/comm/trace.ts';
 import { withWorld, WORKER_TEST } from './world.ts';
 
 /** Bytes rank r sends to r+1 in a ring allReduce of n f32 over p ranks (reduce-scatter + all-gather). */
@@ -34,7 +41,12 @@ Deno.test('ring allReduce spans: 2(p−1) sends per rank, bytes per pair from ch
       equal(mine.filter((s) => s.kind === 'recv').length, 2 * (p - 1));
       const coll = mine.filter((s) => s.kind === 'collective');
       equal(coll.length, 1);
-      deepStrictEqual([coll[0].op, coll[0].algorithm, coll[0].group, coll[0].bytes], ['allReduce', 'ring', 'world', n * 4]);
+      deepStrictEqual([coll[0].op, coll[0].algorithm, coll[0].group, coll[0].bytes], [
+        'allReduce',
+        'ring',
+        'world',
+        n * 4,
+      ]);
       ok(mine.every((s) => s.end >= s.start && s.simEnd >= s.simStart));
     }
     closeLocalWorld(world);
@@ -82,23 +94,33 @@ Deno.test({
   name: 'a 4-worker ring allReduce merges into one trace.json with 2(p−1) steps per rank',
   ...WORKER_TEST,
   fn: () =>
-    withWorld(4, async (w) => {
-      const p = 4, n = 1 << 16;
-      await w.run('one', { coll: 'allReduce', algorithm: 'ring', bytes: n * 4 });
-      const json = JSON.parse(JSON.stringify(await w.chromeTrace({ run: 'ring' }))) as ChromeTrace;
-      deepStrictEqual(validateChromeTrace(json), []);
-      for (let r = 0; r < p; r++) {
-        for (const pid of [WALL_PID, SIM_PID]) {
-          const sends = json.traceEvents.filter((e) => e.ph === 'X' && e.pid === pid && e.tid === r && e.cat === 'send');
-          equal(sends.length, 2 * (p - 1), `rank ${r} pid ${pid}`);
-          ok(sends.every((e) => e.args?.bytes === (n / p) * 4 && e.args?.peer === (r + 1) % p));
+    withWorld(
+      4,
+      async (w) => {
+        const p = 4, n = 1 << 16;
+        await w.run('one', { coll: 'allReduce', algorithm: 'ring', bytes: n * 4 });
+        const json = JSON.parse(JSON.stringify(await w.chromeTrace({ run: 'ring' }))) as ChromeTrace;
+        deepStrictEqual(validateChromeTrace(json), []);
+        for (let r = 0; r < p; r++) {
+          for (const pid of [WALL_PID, SIM_PID]) {
+            const sends = json.traceEvents.filter((e) =>
+              e.ph === 'X' && e.pid === pid && e.tid === r && e.cat === 'send'
+            );
+            equal(sends.length, 2 * (p - 1), `rank ${r} pid ${pid}`);
+            ok(sends.every((e) => e.args?.bytes === (n / p) * 4 && e.args?.peer === (r + 1) % p));
+          }
         }
-      }
-      // Simulated: 2(p−1) steps of α + (n/p)·4 bytes / β on nvlink-ib's intra link (node of 8).
-      const ends = json.traceEvents.filter((e) => e.pid === SIM_PID && e.cat === 'collective').map((e) => e.ts! + e.dur!);
-      const want = 2 * (p - 1) * (1 + (n / p) * 4 / 300e3);
-      ok(ends.length === p && ends.every((t) => Math.abs(t - want) < 1e-6 * want), `${ends} vs ${want}`);
-      equal((await w.trace(true)).length, 4 * (1 + 4 * (p - 1)));
-      equal((await w.trace()).length, 0);
-    }, 10_000, 60_000, { net: 'nvlink-ib' }),
+        // Simulated: 2(p−1) steps of α + (n/p)·4 bytes / β on nvlink-ib's intra link (node of 8).
+        const ends = json.traceEvents.filter((e) => e.pid === SIM_PID && e.cat === 'collective').map((e) =>
+          e.ts! + e.dur!
+        );
+        const want = 2 * (p - 1) * (1 + (n / p) * 4 / 300e3);
+        ok(ends.length === p && ends.every((t) => Math.abs(t - want) < 1e-6 * want), `${ends} vs ${want}`);
+        equal((await w.trace(true)).length, 4 * (1 + 4 * (p - 1)));
+        equal((await w.trace()).length, 0);
+      },
+      10_000,
+      60_000,
+      { net: 'nvlink-ib' },
+    ),
 });

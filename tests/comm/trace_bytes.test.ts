@@ -49,23 +49,39 @@ function expected(rows: ReturnType<typeof traceSends>, n: number, k: number) {
 }
 
 Deno.test('stepOfSpanName reads `step N` only', () => {
-  deepStrictEqual(['step 0', 'step 12', 'step', 'step -1', 'stepping 3', 'step 3 fwd'].map(stepOfSpanName), [0, 12, undefined, undefined, undefined, undefined]);
+  deepStrictEqual(['step 0', 'step 12', 'step', 'step -1', 'stepping 3', 'step 3 fwd'].map(stepOfSpanName), [
+    0,
+    12,
+    undefined,
+    undefined,
+    undefined,
+    undefined,
+  ]);
 });
 
 Deno.test('traceSends: per rank, step and group/op, the elements the algorithms send; set-up sends have step null', async () => {
   const n = 12, k = 7, trace = await traced(n, k);
   const rows = traceSends(trace);
   expected(rows, n, k);
-  deepStrictEqual(rows.filter((r) => r.step !== null).map((r) => [r.rank, r.step]), [[0, 0], [0, 1], [1, 0], [1, 1], [2, 0], [2, 1]]);
+  deepStrictEqual(rows.filter((r) => r.step !== null).map((r) => [r.rank, r.step]), [[0, 0], [0, 1], [1, 0], [1, 1], [
+    2,
+    0,
+  ], [2, 1]]);
   for (const r of rows) for (const c of Object.values(r.sent)) equal(c.bytes, 4 * c.elements);
   // Messages and the nested compute span carry their step; the step spans carry their own.
   const wall = trace.traceEvents.filter((e) => e.ph === 'X' && e.pid === WALL_PID);
   equal(wall.filter((e) => e.name === 'gpu.read').map((e) => e.args?.step).join(), '0,1,0,1,0,1');
-  deepStrictEqual([...new Set(wall.filter((e) => /^step /.test(e.name)).map((e) => `${e.name}=${e.args?.step}`))].sort(), ['step 0=0', 'step 1=1']);
-  deepStrictEqual(wall.filter((e) => e.cat === 'send' && e.args?.op === 'broadcast').map((e) => e.args?.step), [undefined, undefined]);
+  deepStrictEqual(
+    [...new Set(wall.filter((e) => /^step /.test(e.name)).map((e) => `${e.name}=${e.args?.step}`))].sort(),
+    ['step 0=0', 'step 1=1'],
+  );
+  deepStrictEqual(wall.filter((e) => e.cat === 'send' && e.args?.op === 'broadcast').map((e) => e.args?.step), [
+    undefined,
+    undefined,
+  ]);
 });
 
-Deno.test('traceSends: a trace without args.step (older trace.json) is attributed by the step spans\' wall times, to the same counts', async () => {
+Deno.test("traceSends: a trace without args.step (older trace.json) is attributed by the step spans' wall times, to the same counts", async () => {
   const n = 6, k = 3, trace = await traced(n, k);
   const legacy = structuredClone(trace);
   for (const e of legacy.traceEvents) {
@@ -87,13 +103,19 @@ Deno.test('traceSends: an explicit step option wins over the span name; tamperin
     const before = sentElements(rows, 1, 7)['world/allReduce'];
     const dropped = structuredClone(trace);
     dropped.traceEvents.splice(i, 1);
-    equal(sentElements(traceSends(dropped), 1, 7)['world/allReduce'], before - (trace.traceEvents[i].args!.elements as number));
+    equal(
+      sentElements(traceSends(dropped), 1, 7)['world/allReduce'],
+      before - (trace.traceEvents[i].args!.elements as number),
+    );
     const t = (f: (a: Record<string, unknown>) => void) => {
       const c = structuredClone(trace);
       f(c.traceEvents[i].args!);
       return () => traceSends(c);
     };
-    throws(t((a) => (a.elements = (a.elements as number) + 1)), /send event \d+ \(rank 1\): args\.elements \d+ disagrees with args\.bytes/);
+    throws(
+      t((a) => (a.elements = (a.elements as number) + 1)),
+      /send event \d+ \(rank 1\): args\.elements \d+ disagrees with args\.bytes/,
+    );
     throws(t((a) => (a.bytes = 6)), /args\.bytes 6 is not a non-negative multiple of 4/);
     throws(t((a) => (a.step = -1)), /args\.step -1 is not a non-negative integer/);
     throws(t((a) => delete a.op), /args\.op and args\.group must be strings/);
@@ -106,10 +128,28 @@ Deno.test('traceSends: an explicit step option wins over the span name; tamperin
 
 Deno.test('traceSends on e2e/fixtures/trace.json (a real dp 2 × pp 2 trace written before args.step): every send falls in a step, the same every step', async () => {
   const trace = JSON.parse(await Deno.readTextFile(new URL('../../e2e/fixtures/trace.json', import.meta.url)));
-  equal(trace.traceEvents.some((e: { args?: { step?: number } }) => e.args?.step !== undefined), false, 'the fixture predates args.step');
+  equal(
+    trace.traceEvents.some((e: { args?: { step?: number } }) => e.args?.step !== undefined),
+    false,
+    'the fixture predates args.step',
+  );
   const rows = traceSends(trace);
-  deepStrictEqual(rows.map((r) => `${r.rank}:${r.step}`), [0, 1, 2, 3].flatMap((r) => [0, 1, 2, 3].map((s) => `${r}:${s}`)));
-  for (const r of rows) deepStrictEqual(sentElements(rows, r.rank, r.step), sentElements(rows, r.rank, 0), `rank ${r.rank} step ${r.step} sends what step 0 sent`);
+  deepStrictEqual(
+    rows.map((r) => `${r.rank}:${r.step}`),
+    [0, 1, 2, 3].flatMap((r) => [0, 1, 2, 3].map((s) => `${r}:${s}`)),
+  );
+  for (const r of rows) {
+    deepStrictEqual(
+      sentElements(rows, r.rank, r.step),
+      sentElements(rows, r.rank, 0),
+      `rank ${r.rank} step ${r.step} sends what step 0 sent`,
+    );
+  }
   // The [norm, loss] ring allReduce over the 4 ranks moves 2(p−1)·n = 12 elements in all, whatever the chunking.
-  for (const s of [0, 1, 2, 3]) equal(rows.filter((r) => r.step === s).reduce((a, r) => a + (r.sent['world/scalars/allReduce']?.elements ?? 0), 0), 2 * 3 * 2);
+  for (const s of [0, 1, 2, 3]) {
+    equal(
+      rows.filter((r) => r.step === s).reduce((a, r) => a + (r.sent['world/scalars/allReduce']?.elements ?? 0), 0),
+      2 * 3 * 2,
+    );
+  }
 });

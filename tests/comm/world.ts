@@ -53,7 +53,12 @@ export const WORKER_TEST = { sanitizeResources: false, sanitizeOps: false };
  * (task `close`) and always shuts the world down.
  */
 export async function withRankWorld<T>(worker: string, size: number, body: (w: World) => Promise<T>): Promise<T> {
-  const w = await World.launch({ size, url: await workerUrl(`../parallel/${worker}`), timeoutMs: 60_000, runTimeoutMs: 240_000 });
+  const w = await World.launch({
+    size,
+    url: await workerUrl(`../parallel/${worker}`),
+    timeoutMs: 60_000,
+    runTimeoutMs: 240_000,
+  });
   try {
     await openRankGpus(w);
     const out = await body(w);

@@ -40,5 +40,8 @@ Deno.test('dataset: 90/10 split, targets are inputs shifted by one, batches repr
 });
 
 Deno.test('dataset: a too-short corpus is a clear error', () => {
-  throws(() => new TextDataset(new Int32Array(50), 64, 0.1, 'data file x.txt'), /x\.txt has 50 tokens: too short for block size 64/);
+  throws(
+    () => new TextDataset(new Int32Array(50), 64, 0.1, 'data file x.txt'),
+    /x\.txt has 50 tokens: too short for block size 64/,
+  );
 });

@@ -15,7 +15,12 @@ gpuTest('a tensor over a device limit fails with the limit name and the sizes', 
     throw new Error('expected a DeviceLimitError');
   })();
   ok(err instanceof DeviceLimitError);
-  match(err.message, new RegExp(`tensor huge \\[${n}\\] \\(bytes\\) needs ${n * 4} but the device's maxStorageBufferBindingSize is ${max}`));
+  match(
+    err.message,
+    new RegExp(
+      `tensor huge \\[${n}\\] \\(bytes\\) needs ${n * 4} but the device's maxStorageBufferBindingSize is ${max}`,
+    ),
+  );
   throws(() => gpu.dispatch({ key: 'x', code: '' }, [], null, [70_000]), /maxComputeWorkgroupsPerDimension is 65535/);
 });
 

@@ -18,8 +18,20 @@ const UNARY: {
 }[] = [
   { name: 'silu', fwd: K.siluForward, bwd: K.siluBackward, ref: R.siluRef, bref: R.siluBackwardRef },
   { name: 'sigmoid', fwd: K.sigmoidForward, bwd: K.sigmoidBackward, ref: R.sigmoidRef, bref: R.sigmoidBackwardRef },
-  { name: 'relu²', fwd: K.reluSquaredForward, bwd: K.reluSquaredBackward, ref: R.reluSquaredRef, bref: R.reluSquaredBackwardRef },
-  { name: 'softplus', fwd: K.softplusForward, bwd: K.softplusBackward, ref: R.softplusRef, bref: R.softplusBackwardRef },
+  {
+    name: 'relu²',
+    fwd: K.reluSquaredForward,
+    bwd: K.reluSquaredBackward,
+    ref: R.reluSquaredRef,
+    bref: R.reluSquaredBackwardRef,
+  },
+  {
+    name: 'softplus',
+    fwd: K.softplusForward,
+    bwd: K.softplusBackward,
+    ref: R.softplusRef,
+    bref: R.softplusBackwardRef,
+  },
   {
     name: 'logsigmoid/τ',
     fwd: (gpu, x, y) => K.logSigmoidForward(gpu, x, y, 1 / TAU),
@@ -48,7 +60,12 @@ Deno.test('activation references: backward matches finite differences', () => {
   assertFiniteDiff((v) => dot(R.scaleChannelsRef(v, s), dy), a, sc.dx, 'scale dx');
   assertFiniteDiff((v) => dot(R.scaleChannelsRef(a, v), dy), s, sc.ds, 'scale ds');
   // (B, T, C) = (2, 3, 4)
-  assertFiniteDiff((v) => dot(R.tokenShiftRef(v, 2, 3, 4), dy), a, R.tokenShiftBackwardRef(dy.subarray(0, 24), 2, 3, 4), 'shift dx');
+  assertFiniteDiff(
+    (v) => dot(R.tokenShiftRef(v, 2, 3, 4), dy),
+    a,
+    R.tokenShiftBackwardRef(dy.subarray(0, 24), 2, 3, 4),
+    'shift dx',
+  );
 });
 
 /** Reads a gradient pre-filled with `fill`; checks it elementwise and by relative RMS of the gradient alone. */

@@ -1,5 +1,5 @@
 import { gpuTest } from '../util/gpu.ts';
-import { assertClose, assertRelRms, randn, assertThrows } from '../util/assert.ts';
+import { assertClose, assertRelRms, assertThrows, randn } from '../util/assert.ts';
 import { Tensor } from '../../src/gpu/tensor.ts';
 import { adamwUpdate, gradNorm, packAdamHyper } from '../../src/kernels/adamw.ts';
 import { adamwStepRef, gradNormRef } from '../../src/reference/adamw.ts';
@@ -98,9 +98,7 @@ for (const cfg of CONFIGS) {
     const rp = Float64Array.from(p0), rm = new Float64Array(total), rv = new Float64Array(total);
     for (let step = 1; step <= 6; step++) {
       const g = new Float64Array(total);
-      SIZES.forEach((s, i) =>
-        g.set(randn(s, step * 10 + i, -cfg.gradScale, cfg.gradScale), offsets[i])
-      );
+      SIZES.forEach((s, i) => g.set(randn(s, step * 10 + i, -cfg.gradScale, cfg.gradScale), offsets[i]));
       const h = { lr: 1e-2 * (1 - step / 10), beta1: 0.9, beta2: 0.95, eps: cfg.eps, step };
       gpu.write(flatG, Float32Array.from(g));
       gpu.write(hyper, packAdamHyper(h));

@@ -1,6 +1,6 @@
 import { gpuTest } from '../util/gpu.ts';
 import { Tensor } from '../../src/gpu/tensor.ts';
-import { assertClose, assertFiniteDiff, assertRelRms, dot, randn, assertThrows } from '../util/assert.ts';
+import { assertClose, assertFiniteDiff, assertRelRms, assertThrows, dot, randn } from '../util/assert.ts';
 import { attentionBackward, attentionForward } from '../../src/kernels/attention.ts';
 import { attentionBackwardRef, attentionForwardRef } from '../../src/reference/attention.ts';
 
@@ -101,8 +101,7 @@ gpuTest('attention on tensors at byte offsets inside larger buffers', async (gpu
   const outBuf = gpu.zeros([pad + n1 + pad]);
   const attBuf = gpu.zeros([pad + na]);
   const gradBuf = gpu.zeros([pad + n3]);
-  const at = (t: Tensor, off: number, shape: number[]) =>
-    new Tensor(gpu, t.buffer, shape, 'f32', off * 4, false);
+  const at = (t: Tensor, off: number, shape: number[]) => new Tensor(gpu, t.buffer, shape, 'f32', off * 4, false);
   const tqkv = at(inBuf, pad, [d.b, d.t, 3 * d.c]), tdy = at(inBuf, dyOff, [d.b, d.t, d.c]);
   const ty = at(outBuf, pad, [d.b, d.t, d.c]), tatt = at(attBuf, pad, [d.b, d.nh, d.t, d.t]);
   const tdqkv = at(gradBuf, pad, [d.b, d.t, 3 * d.c]);

@@ -1,6 +1,6 @@
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertFiniteDiff, assertRelRms, assertThrows, dot, f64, randn } from '../util/assert.ts';
-import { type Conv1dDims, conv1dBackward, conv1dForward } from '../../src/kernels/conv1d.ts';
+import { conv1dBackward, type Conv1dDims, conv1dForward } from '../../src/kernels/conv1d.ts';
 import { conv1dBackwardRef, conv1dRef } from '../../src/reference/conv1d.ts';
 
 Deno.test('conv1d reference backward matches finite differences (x, w, bias)', () => {
@@ -54,7 +54,13 @@ for (const c of CASES) {
     conv1dBackward(gpu, tx, tw, tdy, dx, dw, db, c);
     const g = conv1dBackwardRef(x, w, dy, c);
     const plus = (a: Float64Array, b: Float64Array) => a.map((v, i) => v + b[i]);
-    for (const [name, t, ref] of [['dx', dx, plus(g.dx, dx0)], ['dw', dw, plus(g.dw, dw0)], ['dbias', db, plus(g.dbias, db0)]] as const) {
+    for (
+      const [name, t, ref] of [['dx', dx, plus(g.dx, dx0)], ['dw', dw, plus(g.dw, dw0)], [
+        'dbias',
+        db,
+        plus(g.dbias, db0),
+      ]] as const
+    ) {
       const got = f64(await gpu.read(t));
       assertClose(got, ref, name);
       assertRelRms(got, ref, name);

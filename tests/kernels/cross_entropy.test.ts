@@ -1,5 +1,5 @@
 import { gpuTest } from '../util/gpu.ts';
-import { assertClose, assertFiniteDiff, assertRelRms, randn, rng, assertThrows } from '../util/assert.ts';
+import { assertClose, assertFiniteDiff, assertRelRms, assertThrows, randn, rng } from '../util/assert.ts';
 import { crossEntropyBackward, crossEntropyForward } from '../../src/kernels/cross_entropy.ts';
 import { crossEntropyBackwardRef, crossEntropyRef } from '../../src/reference/cross_entropy.ts';
 import { rowTuning } from '../../src/kernels/reduce.ts';

@@ -1,6 +1,6 @@
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertFiniteDiff, assertRelRms, dot, randn } from '../util/assert.ts';
-import { addBias, addBiasInPlace, add, axpy, geluBackward, geluForward } from '../../src/kernels/elementwise.ts';
+import { add, addBias, addBiasInPlace, axpy, geluBackward, geluForward } from '../../src/kernels/elementwise.ts';
 import { addBiasRef, geluBackwardRef, geluRef } from '../../src/reference/elementwise.ts';
 
 Deno.test('gelu reference backward matches finite differences', () => {

@@ -1,11 +1,6 @@
 import { gpuTest } from '../util/gpu.ts';
-import { assertClose, assertFiniteDiff, assertRelRms, dot, randn, rng, assertThrows } from '../util/assert.ts';
-import {
-  buildTokenIndex,
-  embeddingBackward,
-  embeddingForward,
-  type TokenIndex,
-} from '../../src/kernels/embedding.ts';
+import { assertClose, assertFiniteDiff, assertRelRms, assertThrows, dot, randn, rng } from '../util/assert.ts';
+import { buildTokenIndex, embeddingBackward, embeddingForward, type TokenIndex } from '../../src/kernels/embedding.ts';
 import { embeddingBackwardRef, embeddingRef } from '../../src/reference/embedding.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 

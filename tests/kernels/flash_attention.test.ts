@@ -253,8 +253,7 @@ gpuTest('flash attention on tensors at byte offsets inside larger buffers', asyn
   const inBuf = gpu.zeros([dyOff + n1]);
   const outBuf = gpu.zeros([lseOff + nl + pad]);
   const gradBuf = gpu.zeros([pad + n3 + pad]);
-  const at = (t: Tensor, off: number, shape: number[]) =>
-    new Tensor(gpu, t.buffer, shape, 'f32', off * 4, false);
+  const at = (t: Tensor, off: number, shape: number[]) => new Tensor(gpu, t.buffer, shape, 'f32', off * 4, false);
   const tqkv = at(inBuf, pad, [d.b, d.t, 3 * d.c]), tdy = at(inBuf, dyOff, [d.b, d.t, d.c]);
   // y and lse slices of one buffer.
   const ty = at(outBuf, pad, [d.b, d.t, d.c]), tlse = at(outBuf, lseOff, [d.b, d.nh, d.t]);
@@ -377,9 +376,7 @@ if (Deno.env.get('FLASH_BENCH')) {
       const nf = await time(() => attentionForward(gpu, qkv, y, att, d));
       const nb = await time(() => attentionBackward(gpu, qkv, att, dy, g, d));
       console.log(
-        `T=${t} B=${b} nh=${nh} hs=${hs} causal: flash fwd ${ff.toFixed(1)} ms, bwd ${
-          fb.toFixed(1)
-        } ms; ` +
+        `T=${t} B=${b} nh=${nh} hs=${hs} causal: flash fwd ${ff.toFixed(1)} ms, bwd ${fb.toFixed(1)} ms; ` +
           `naive fwd ${nf.toFixed(1)} ms, bwd ${nb.toFixed(1)} ms`,
       );
       for (const x of [qkv, dy, y, lse, att, g]) x.release();

@@ -1,7 +1,13 @@
 import { gpuTest } from '../util/gpu.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import { assertClose, assertFiniteDiff, assertRelRms, assertThrows, dot, randn } from '../util/assert.ts';
-import { flashBlockBackward, flashBlockDsum, type FlashBlockDims, flashBlockForward, flashBlockTuning } from '../../src/kernels/flash_attention_block.ts';
+import {
+  flashBlockBackward,
+  type FlashBlockDims,
+  flashBlockDsum,
+  flashBlockForward,
+  flashBlockTuning,
+} from '../../src/kernels/flash_attention_block.ts';
 import {
   attentionBackwardRef,
   attentionForwardRef,
@@ -21,7 +27,11 @@ function blocks(sizes: number[]): RefBlock[] {
 /** Rows [first, first+n) of a (B, T, w) array, as (B, n, w). */
 function rowsOf(a: ArrayLike<number>, b: number, t: number, w: number, blk: RefBlock): Float64Array {
   const out = new Float64Array(b * blk.n * w);
-  for (let i = 0; i < b; i++) for (let r = 0; r < blk.n; r++) for (let x = 0; x < w; x++) out[(i * blk.n + r) * w + x] = a[(i * t + blk.first + r) * w + x];
+  for (let i = 0; i < b; i++) {
+    for (let r = 0; r < blk.n; r++) {
+      for (let x = 0; x < w; x++) out[(i * blk.n + r) * w + x] = a[(i * t + blk.first + r) * w + x];
+    }
+  }
   return out;
 }
 
@@ -33,12 +43,20 @@ function headRowsOf(a: ArrayLike<number>, bh: number, t: number, blk: RefBlock):
 }
 
 /** Merged block forward: each query block's partials over every key block, merged by LSE. */
-function mergedForward(qkv: Float64Array, d: AttentionRefDims, parts: RefBlock[]): { y: Float64Array; lse: Float64Array } {
+function mergedForward(
+  qkv: Float64Array,
+  d: AttentionRefDims,
+  parts: RefBlock[],
+): { y: Float64Array; lse: Float64Array } {
   const { b, t, c, nh } = d;
   const y = new Float64Array(b * t * c), lse = new Float64Array(b * nh * t);
   for (const q of parts) {
     const m = mergeAttentionRef(parts.map((kv) => blockAttentionForwardRef(qkv, d, q, kv)), d, q.n);
-    for (let i = 0; i < b; i++) for (let r = 0; r < q.n; r++) for (let x = 0; x < c; x++) y[(i * t + q.first + r) * c + x] = m.o[(i * q.n + r) * c + x];
+    for (let i = 0; i < b; i++) {
+      for (let r = 0; r < q.n; r++) {
+        for (let x = 0; x < c; x++) y[(i * t + q.first + r) * c + x] = m.o[(i * q.n + r) * c + x];
+      }
+    }
     for (let i = 0; i < b * nh; i++) for (let r = 0; r < q.n; r++) lse[i * t + q.first + r] = m.lse[i * q.n + r];
   }
   return { y, lse };
@@ -46,10 +64,14 @@ function mergedForward(qkv: Float64Array, d: AttentionRefDims, parts: RefBlock[]
 
 function dsumRef(y: Float64Array, dy: Float64Array, d: AttentionRefDims): Float64Array {
   const { b, t, c, nh } = d, hs = c / nh, out = new Float64Array(b * nh * t);
-  for (let i = 0; i < b; i++) for (let h = 0; h < nh; h++) for (let r = 0; r < t; r++) {
-    let s = 0;
-    for (let x = 0; x < hs; x++) s += y[(i * t + r) * c + h * hs + x] * dy[(i * t + r) * c + h * hs + x];
-    out[(i * nh + h) * t + r] = s;
+  for (let i = 0; i < b; i++) {
+    for (let h = 0; h < nh; h++) {
+      for (let r = 0; r < t; r++) {
+        let s = 0;
+        for (let x = 0; x < hs; x++) s += y[(i * t + r) * c + h * hs + x] * dy[(i * t + r) * c + h * hs + x];
+        out[(i * nh + h) * t + r] = s;
+      }
+    }
   }
   return out;
 }
@@ -57,7 +79,9 @@ function dsumRef(y: Float64Array, dy: Float64Array, d: AttentionRefDims): Float6
 function blockwiseBackward(qkv: Float64Array, dy: Float64Array, d: AttentionRefDims, parts: RefBlock[]): Float64Array {
   const { y, lse } = mergedForward(qkv, d, parts);
   const D = dsumRef(y, dy, d), g = new Float64Array(qkv.length);
-  for (const q of parts) for (const kv of parts) blockAttentionBackwardRef(qkv, dy, lse, D, d, q, kv).forEach((v, i) => (g[i] += v));
+  for (const q of parts) {
+    for (const kv of parts) blockAttentionBackwardRef(qkv, dy, lse, D, d, q, kv).forEach((v, i) => (g[i] += v));
+  }
   return g;
 }
 
@@ -94,9 +118,18 @@ async function checkGpu(gpu: Gpu, [b, t, nh, hs, causal, sizes, chunk]: (typeof 
   for (let r = 0; r < b * t; r++) for (let x = 0; x < 2 * c; x++) kvHost[r * 2 * c + x] = qkv[r * 3 * c + c + x];
   const qkvT = gpu.upload(Float32Array.from(qkv), [b, t, 3 * c]);
   const kvT = gpu.upload(kvHost, [b, t, 2 * c]);
-  const o = gpu.zeros([b, t, c]), lse = gpu.zeros([b, nh, t]), oAcc = gpu.zeros([b, t, c]), lAcc = gpu.zeros([b, nh, t]);
+  const o = gpu.zeros([b, t, c]),
+    lse = gpu.zeros([b, nh, t]),
+    oAcc = gpu.zeros([b, t, c]),
+    lAcc = gpu.zeros([b, nh, t]);
   const dims = (q: RefBlock, kv: RefBlock): FlashBlockDims => ({
-    b, c, nh, causal, q: { rows: t, first: q.first, n: q.n, pos: q.first }, kv: { rows: t, first: kv.first, n: kv.n, pos: kv.first }, kvLayout: { width: 2 * c, offset: 0 },
+    b,
+    c,
+    nh,
+    causal,
+    q: { rows: t, first: q.first, n: q.n, pos: q.first },
+    kv: { rows: t, first: kv.first, n: kv.n, pos: kv.first },
+    kvLayout: { width: 2 * c, offset: 0 },
   });
   flashBlockTuning.chunk = chunk;
   try {
@@ -122,9 +155,21 @@ async function checkGpu(gpu: Gpu, [b, t, nh, hs, causal, sizes, chunk]: (typeof 
     const dRef = dsumRef(full.y, dy, d);
     assertClose(await gpu.read(D), dRef, 'D = rowsum(dO ∘ O)');
     const dqInit = randn(b * t * 3 * c, seed + 2), dkvInit = randn(b * t * 2 * c, seed + 3);
-    const dq = gpu.upload(Float32Array.from(dqInit), [b, t, 3 * c]), dkv = gpu.upload(Float32Array.from(dkvInit), [b, t, 2 * c]);
+    const dq = gpu.upload(Float32Array.from(dqInit), [b, t, 3 * c]),
+      dkv = gpu.upload(Float32Array.from(dkvInit), [b, t, 2 * c]);
     for (const q of parts) {
-      for (const kv of parts) flashBlockBackward(gpu, qkvT, kvT, dyT, lAcc, D, { dq, dkv, dkvLayout: { width: 2 * c, offset: 0 } }, dims(q, kv));
+      for (const kv of parts) {
+        flashBlockBackward(
+          gpu,
+          qkvT,
+          kvT,
+          dyT,
+          lAcc,
+          D,
+          { dq, dkv, dkvLayout: { width: 2 * c, offset: 0 } },
+          dims(q, kv),
+        );
+      }
     }
     const g = attentionBackwardRef(qkv, full.att, dy, d);
     const gq = await gpu.read(dq), gkv = await gpu.read(dkv);
@@ -150,17 +195,40 @@ async function checkGpu(gpu: Gpu, [b, t, nh, hs, causal, sizes, chunk]: (typeof 
 }
 
 for (const cs of CASES) {
-  gpuTest(`flash block attention B${cs[0]} T${cs[1]} nh${cs[2]} hs${cs[3]} causal ${cs[4]} chunks [${cs[5]}]${cs[6] ? ` streamed ${cs[6]} rows/dispatch` : ''}`, (gpu) => checkGpu(gpu, cs));
+  gpuTest(
+    `flash block attention B${cs[0]} T${cs[1]} nh${cs[2]} hs${cs[3]} causal ${cs[4]} chunks [${cs[5]}]${
+      cs[6] ? ` streamed ${cs[6]} rows/dispatch` : ''
+    }`,
+    (gpu) => checkGpu(gpu, cs),
+  );
 }
 
 gpuTest('flash block attention rejects inconsistent blocks and layouts', async (gpu) => {
   const qkv = gpu.zeros([1, 8, 24]), o = gpu.zeros([1, 8, 8]), lse = gpu.zeros([1, 2, 8]);
-  const base: FlashBlockDims = { b: 1, c: 8, nh: 2, q: { rows: 8, first: 0, n: 8, pos: 0 }, kv: { rows: 8, first: 0, n: 8, pos: 0 } };
-  assertThrows(() => flashBlockForward(gpu, qkv, qkv, o, lse, { ...base, q: { rows: 8, first: 4, n: 8, pos: 0 } }), 'past the tensor');
-  assertThrows(() => flashBlockForward(gpu, qkv, qkv, o, lse, { ...base, kv: { rows: 8, first: 0, n: 8, pos: -1 } }), 'kv.pos must be');
-  assertThrows(() => flashBlockForward(gpu, qkv, qkv, o, lse, { ...base, kvLayout: { width: 24, offset: 12 } }), 'do not fit');
+  const base: FlashBlockDims = {
+    b: 1,
+    c: 8,
+    nh: 2,
+    q: { rows: 8, first: 0, n: 8, pos: 0 },
+    kv: { rows: 8, first: 0, n: 8, pos: 0 },
+  };
+  assertThrows(
+    () => flashBlockForward(gpu, qkv, qkv, o, lse, { ...base, q: { rows: 8, first: 4, n: 8, pos: 0 } }),
+    'past the tensor',
+  );
+  assertThrows(
+    () => flashBlockForward(gpu, qkv, qkv, o, lse, { ...base, kv: { rows: 8, first: 0, n: 8, pos: -1 } }),
+    'kv.pos must be',
+  );
+  assertThrows(
+    () => flashBlockForward(gpu, qkv, qkv, o, lse, { ...base, kvLayout: { width: 24, offset: 12 } }),
+    'do not fit',
+  );
   assertThrows(() => flashBlockForward(gpu, qkv, qkv, o, lse, { ...base, c: 9 }), 'not divisible');
-  assertThrows(() => flashBlockBackward(gpu, qkv, qkv, o, lse, lse, { dq: qkv, dkv: null }, base), 'share one GPUBuffer');
+  assertThrows(
+    () => flashBlockBackward(gpu, qkv, qkv, o, lse, lse, { dq: qkv, dkv: null }, base),
+    'share one GPUBuffer',
+  );
   assertThrows(() => flashBlockBackward(gpu, qkv, qkv, o, lse, lse, { dq: o, dkv: null }, base), 'dq has shape');
   await Promise.resolve();
   for (const x of [qkv, o, lse]) x.release();

@@ -110,11 +110,10 @@ const CASES: Case[] = [
 ];
 for (const [b, t, nh, hs, causal, storageBytes, chunk, br, range] of CASES) {
   gpuTest(
-    `tiled flash attention B=${b} T=${t} nh=${nh} hs=${hs} causal=${causal} storage=${
-      storageBytes ?? 'device'
-    } chunk=${chunk ?? 'default'} Br=${br ?? 'auto'}`,
-    (gpu) =>
-      tiled(gpu, { storageBytes, chunk, br }, () => checkCase(gpu, b, t, nh, hs, causal, range)),
+    `tiled flash attention B=${b} T=${t} nh=${nh} hs=${hs} causal=${causal} storage=${storageBytes ?? 'device'} chunk=${
+      chunk ?? 'default'
+    } Br=${br ?? 'auto'}`,
+    (gpu) => tiled(gpu, { storageBytes, chunk, br }, () => checkCase(gpu, b, t, nh, hs, causal, range)),
   );
 }
 
@@ -156,8 +155,7 @@ gpuTest(
 
 gpuTest(
   'tiled flash attention allocates nothing of size T×T (T=257, pool accounting)',
-  (gpu) =>
-    tiled(gpu, { storageBytes: null, chunk: null, br: null }, () => checkNoQuadraticAllocation(gpu)),
+  (gpu) => tiled(gpu, { storageBytes: null, chunk: null, br: null }, () => checkNoQuadraticAllocation(gpu)),
 );
 
 Deno.test('flashTiles: tiles fit the workgroup-storage budget and are the largest that do', () => {

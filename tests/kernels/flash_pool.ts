@@ -28,7 +28,9 @@ export async function checkNoQuadraticAllocation(gpu: Gpu): Promise<void> {
   await gpu.sync();
   const { largestBytes, peakBytes } = gpu.pool.stats;
   const rowBytes = Math.ceil((b * nh * t * 4) / 256) * 256;
-  if (largestBytes > rowBytes) throw new Error(`largest request ${largestBytes} B > one (B, nh, T) row's ${rowBytes} B`);
+  if (largestBytes > rowBytes) {
+    throw new Error(`largest request ${largestBytes} B > one (B, nh, T) row's ${rowBytes} B`);
+  }
   if (peakBytes - live > rowBytes) throw new Error(`peak grew by ${peakBytes - live} B > ${rowBytes} B`);
   if (gpu.pool.stats.liveBytes !== live) throw new Error('scratch not released');
   // For scale: the naive kernels need a (B, nh, T, T) buffer for P and another for dS.

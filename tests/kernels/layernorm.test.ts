@@ -1,5 +1,5 @@
 import { gpuTest } from '../util/gpu.ts';
-import { assertClose, assertFiniteDiff, assertRelRms, dot, randn, assertThrows } from '../util/assert.ts';
+import { assertClose, assertFiniteDiff, assertRelRms, assertThrows, dot, randn } from '../util/assert.ts';
 import { layerNormBackward, layerNormForward } from '../../src/kernels/layernorm.ts';
 import { layerNormBackwardRef, layerNormRef } from '../../src/reference/layernorm.ts';
 import { Tensor } from '../../src/gpu/tensor.ts';
@@ -89,8 +89,7 @@ gpuTest('layernorm on slices of flat parameter and gradient buffers', async (gpu
   const x = randn(n * c, 7), w = randn(c, 8, 0.5, 1.5), b = randn(c, 9), dy = randn(n * c, 10);
   // Parameters and grads at 256-byte-aligned offsets inside one buffer each, as the model lays them out.
   const flatP = gpu.zeros([512]), flatG = gpu.zeros([512]);
-  const slice = (t: Tensor, elems: number, len: number) =>
-    new Tensor(gpu, t.buffer, [len], 'f32', elems * 4, false);
+  const slice = (t: Tensor, elems: number, len: number) => new Tensor(gpu, t.buffer, [len], 'f32', elems * 4, false);
   const tw = slice(flatP, 64, c),
     tb = slice(flatP, 128, c),
     tdw = slice(flatG, 192, c),

@@ -2,14 +2,7 @@
 // differences, then the GPU kernels against the reference (docs/design.md §7 tolerances).
 import { gpuTest } from '../util/gpu.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
-import {
-  assertClose,
-  assertFiniteDiff,
-  assertRelRms,
-  assertThrows,
-  dot,
-  randn,
-} from '../util/assert.ts';
+import { assertClose, assertFiniteDiff, assertRelRms, assertThrows, dot, randn } from '../util/assert.ts';
 import {
   LA_CHUNK,
   laTuning,
@@ -22,11 +15,7 @@ import {
   recurrentLinearAttentionBackward,
   recurrentLinearAttentionForward,
 } from '../../src/kernels/linear_attention_recurrent.ts';
-import {
-  broadcastDecay,
-  simpleGlaBackwardRef,
-  simpleGlaForwardRef,
-} from '../../src/reference/linear_attention.ts';
+import { broadcastDecay, simpleGlaBackwardRef, simpleGlaForwardRef } from '../../src/reference/linear_attention.ts';
 
 /**
  * Log-decays g = logsigmoid(x)/τ. Strong (x in [−3, 3), τ = 0.1: g down to about −30 per row)
@@ -85,8 +74,7 @@ async function runChunked(gpu: Gpu, d: LinearAttentionDims, x: ReturnType<typeof
   const gs = [d.b, d.t, d.h];
   const up = (a: Float64Array, s: number[]) => gpu.upload(Float32Array.from(a), s);
   const [q, k, v, g, dout] = [up(x.q, qs), up(x.k, qs), up(x.v, vs), up(x.g, gs), up(x.dout, vs)];
-  const nan = (s: number[]) =>
-    gpu.upload(new Float32Array(s.reduce((a, b) => a * b, 1)).fill(NaN), s);
+  const nan = (s: number[]) => gpu.upload(new Float32Array(s.reduce((a, b) => a * b, 1)).fill(NaN), s);
   const o = nan(vs);
   const states = nan(linearAttentionStateShape(d));
   const [dq, dk, dv, dg] = [up(x.pre.dq, qs), up(x.pre.dk, qs), up(x.pre.dv, vs), up(x.pre.dg, gs)];

@@ -3,14 +3,7 @@
 // kernel is checked against this one in linear_attention.test.ts.
 import { gpuTest } from '../util/gpu.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
-import {
-  assertClose,
-  assertFiniteDiff,
-  assertRelRms,
-  assertThrows,
-  dot,
-  randn,
-} from '../util/assert.ts';
+import { assertClose, assertFiniteDiff, assertRelRms, assertThrows, dot, randn } from '../util/assert.ts';
 import { laTuning, type LinearAttentionDims } from '../../src/kernels/linear_attention.ts';
 import {
   recurrentLinearAttentionBackward,
@@ -123,8 +116,7 @@ function prefill(d: LinearAttentionDims, seed: number) {
   };
 }
 
-const fresh = (got: ArrayLike<number>, pre: Float64Array) =>
-  Float64Array.from(pre, (p, i) => got[i] - p);
+const fresh = (got: ArrayLike<number>, pre: Float64Array) => Float64Array.from(pre, (p, i) => got[i] - p);
 
 // [B, T, H, K, V, steps per dispatch (null: the budget's), strong decay]: ragged T, K = V of
 // {32, 64, 128}, K ≠ V, K and V not multiples of 4 (masked vec4 lanes), and forced short
@@ -141,9 +133,7 @@ const CASES: [number, number, number, number, number, number | null, boolean][] 
 ];
 
 for (const [b, t, h, dk, dv, steps, strong] of CASES) {
-  const name = `B=${b} T=${t} H=${h} K=${dk} V=${dv} steps=${steps} ${
-    strong ? 'strong' : 'mild'
-  } decay`;
+  const name = `B=${b} T=${t} H=${h} K=${dk} V=${dv} steps=${steps} ${strong ? 'strong' : 'mild'} decay`;
   gpuTest(`recurrent linear attention ${name} with random u vs f64 reference`, async (gpu) => {
     const d: LinearAttentionDims = { b, t, h, dk, dv, scale: 1.3 / Math.sqrt(dk) };
     const c = makeCase(d, 10 * t + dk, true, strong);

@@ -1,6 +1,6 @@
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertRelRms, randn } from '../util/assert.ts';
-import { matmul, matmulPlain, type MatmulOptions } from '../../src/kernels/matmul.ts';
+import { matmul, type MatmulOptions, matmulPlain } from '../../src/kernels/matmul.ts';
 import { matmulRef } from '../../src/reference/matmul.ts';
 import { Tensor } from '../../src/gpu/tensor.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
@@ -10,14 +10,18 @@ function assertThrows(fn: () => unknown, part: string): void {
   try {
     fn();
   } catch (e) {
-    if (!(e instanceof Error) || !e.message.includes(part)) throw new Error(`expected an error containing '${part}', got: ${e}`);
+    if (!(e instanceof Error) || !e.message.includes(part)) {
+      throw new Error(`expected an error containing '${part}', got: ${e}`);
+    }
     return;
   }
   throw new Error(`expected an error containing '${part}', but nothing was thrown`);
 }
 
 function assertEquals<T>(actual: T, expected: T, what = 'value'): void {
-  if (JSON.stringify(actual) !== JSON.stringify(expected)) throw new Error(`${what}: got ${JSON.stringify(actual)}, expected ${JSON.stringify(expected)}`);
+  if (JSON.stringify(actual) !== JSON.stringify(expected)) {
+    throw new Error(`${what}: got ${JSON.stringify(actual)}, expected ${JSON.stringify(expected)}`);
+  }
 }
 
 /** Explicit transpose of a rows×cols row-major matrix. */
@@ -30,16 +34,31 @@ function transpose(x: Float64Array, rows: number, cols: number): Float64Array {
 Deno.test('matmulRef: hand-computed product, and transpose flags equal explicit transposes', () => {
   // [1 2; 3 4] · [5 6; 7 8] = [19 22; 43 50]
   assertEquals(Array.from(matmulRef([1, 2, 3, 4], [5, 6, 7, 8], 2, 2, 2)), [19, 22, 43, 50]);
-  assertEquals(Array.from(matmulRef([1, 2, 3, 4], [5, 6, 7, 8], 2, 2, 2, { alpha: 2, beta: -1, c: [1, 1, 1, 1] })), [37, 43, 85, 99]);
+  assertEquals(Array.from(matmulRef([1, 2, 3, 4], [5, 6, 7, 8], 2, 2, 2, { alpha: 2, beta: -1, c: [1, 1, 1, 1] })), [
+    37,
+    43,
+    85,
+    99,
+  ]);
   const [m, n, k] = [5, 3, 4];
   const a = randn(m * k, 1), b = randn(k * n, 2);
   const nn = matmulRef(a, b, m, n, k);
   assertClose(matmulRef(transpose(a, m, k), b, m, n, k, { transA: true }), nn, 'TN', 1e-12, 0);
   assertClose(matmulRef(a, transpose(b, k, n), m, n, k, { transB: true }), nn, 'NT', 1e-12, 0);
-  assertClose(matmulRef(transpose(a, m, k), transpose(b, k, n), m, n, k, { transA: true, transB: true }), nn, 'TT', 1e-12, 0);
+  assertClose(
+    matmulRef(transpose(a, m, k), transpose(b, k, n), m, n, k, { transA: true, transB: true }),
+    nn,
+    'TT',
+    1e-12,
+    0,
+  );
 });
 
-const LAYOUTS: [string, boolean, boolean][] = [['NN', false, false], ['NT', false, true], ['TN', true, false], ['TT', true, true]];
+const LAYOUTS: [string, boolean, boolean][] = [['NN', false, false], ['NT', false, true], ['TN', true, false], [
+  'TT',
+  true,
+  true,
+]];
 const RAGGED = [1, 7, 63, 65, 127, 257];
 /** (alpha, beta) pairs: plain product, accumulate (beta = 1, as gradients do), both scaled. */
 const SCALES: [number, number][] = [[1, 0], [-0.75, 1], [2, 0.5]];
@@ -48,7 +67,15 @@ const SCALES: [number, number][] = [[1, 0], [-0.75, 1], [2, 0.5]];
  * Runs matmul on fresh tensors and checks it against the f64 reference (docs/design.md §7
  * tolerances). C starts as `c0` when beta ≠ 0, else as NaNs: beta = 0 must not read C.
  */
-async function check(gpu: Gpu, m: number, n: number, k: number, opts: MatmulOptions, seed: number, what: string): Promise<void> {
+async function check(
+  gpu: Gpu,
+  m: number,
+  n: number,
+  k: number,
+  opts: MatmulOptions,
+  seed: number,
+  what: string,
+): Promise<void> {
   const a = randn(m * k, seed), b = randn(k * n, seed + 1), c0 = randn(m * n, seed + 2);
   const ta = gpu.upload(Float32Array.from(a), [m * k]);
   const tb = gpu.upload(Float32Array.from(b), [k * n]);
@@ -65,11 +92,22 @@ for (const [name, transA, transB] of LAYOUTS) {
   gpuTest(`matmul ${name}: ragged M, N, K from {1, 7, 63, 65, 127, 257} with alpha/beta`, async (gpu) => {
     // Each size takes each position, plus squares: every ragged edge of the 64×16 tile and of
     // the vec4 rows, and all three (alpha, beta) kinds, in 8 products per layout.
-    const cases: [number, number, number][] = RAGGED.map((_, i) => [RAGGED[i], RAGGED[(i + 1) % 6], RAGGED[(i + 2) % 6]]);
+    const cases: [number, number, number][] = RAGGED.map((
+      _,
+      i,
+    ) => [RAGGED[i], RAGGED[(i + 1) % 6], RAGGED[(i + 2) % 6]]);
     cases.push([65, 65, 65], [128, 64, 32]);
     for (const [i, [m, n, k]] of cases.entries()) {
       const [alpha, beta] = SCALES[i % SCALES.length];
-      await check(gpu, m, n, k, { transA, transB, alpha, beta }, 10 * i + 1, `${name} ${m}×${n}×${k} alpha ${alpha} beta ${beta}`);
+      await check(
+        gpu,
+        m,
+        n,
+        k,
+        { transA, transB, alpha, beta },
+        10 * i + 1,
+        `${name} ${m}×${n}×${k} alpha ${alpha} beta ${beta}`,
+      );
     }
   });
 }
@@ -108,15 +146,25 @@ gpuTest('matmul: operands and output as slices at non-zero offsets of shared buf
   matmul(gpu, ta, tb, tc, m, n, k, { beta: 1 });
   const after = await gpu.read(whole);
   assertClose(after.subarray(offC / 4, offC / 4 + m * n), ref, 'slice product');
-  for (const [from, to] of [[0, offA / 4], [offA / 4 + m * k, offB / 4], [offB / 4 + k * n, offC / 4], [offC / 4 + m * n, host.length]]) {
-    for (let i = from; i < to; i++) if (after[i] !== guard) throw new Error(`word ${i} outside A, B, C changed to ${after[i]}`);
+  for (
+    const [from, to] of [[0, offA / 4], [offA / 4 + m * k, offB / 4], [offB / 4 + k * n, offC / 4], [
+      offC / 4 + m * n,
+      host.length,
+    ]]
+  ) {
+    for (let i = from; i < to; i++) {
+      if (after[i] !== guard) throw new Error(`word ${i} outside A, B, C changed to ${after[i]}`);
+    }
   }
   whole.release();
 
   // Slices ending exactly at the end of a buffer whose size is not a multiple of 16 bytes:
   // the kernel's 16-byte-rounded vec4 views would not fit, so they go through staging copies.
   const tight = (data: Float64Array): Tensor => {
-    const buf = gpu.device.createBuffer({ size: 256 + data.length * 4, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+    const buf = gpu.device.createBuffer({
+      size: 256 + data.length * 4,
+      usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
+    });
     const t = new Tensor(gpu, buf, [data.length], 'f32', 256, false, 'tight slice');
     gpu.write(t, Float32Array.from(data));
     return t;
@@ -143,9 +191,15 @@ gpuTest('matmul: mismatched sizes and overlapping output throw clear errors', as
   const a = gpu.empty([6, 4]), b = gpu.empty([4, 5]), c = gpu.empty([6, 5]);
   assertThrows(() => matmul(gpu, a, b, c, 6, 5, 3), 'matmul: A is [6,4] (24 elements) but must hold (M,K) = 6×3');
   const b15 = gpu.empty([3, 5]);
-  assertThrows(() => matmul(gpu, a, b15, c, 6, 5, 4, { transB: true }), 'matmul: B is [3,5] (15 elements) but must hold (N,K) = 5×4 = 20');
+  assertThrows(
+    () => matmul(gpu, a, b15, c, 6, 5, 4, { transB: true }),
+    'matmul: B is [3,5] (15 elements) but must hold (N,K) = 5×4 = 20',
+  );
   const c24 = gpu.empty([6, 4]);
-  assertThrows(() => matmul(gpu, a, b, c24, 6, 5, 4), 'matmul: C is [6,4] (24 elements) but must hold (M,N) = 6×5 = 30');
+  assertThrows(
+    () => matmul(gpu, a, b, c24, 6, 5, 4),
+    'matmul: C is [6,4] (24 elements) but must hold (M,N) = 6×5 = 30',
+  );
   assertThrows(() => matmul(gpu, a, b, c, 6, 5, 4.5), 'k must be a non-negative integer');
   const square = gpu.empty([4, 4]);
   assertThrows(() => matmul(gpu, square, square, square, 4, 4, 4), 'C overlaps A');
@@ -157,7 +211,9 @@ gpuTest('matmul: mismatched sizes and overlapping output throw clear errors', as
 gpuTest('matmulPlain (the bench baseline) matches the reference on ragged sizes', async (gpu) => {
   for (const [i, [m, n, k]] of ([[1, 7, 63], [65, 63, 127], [257, 17, 1]] as const).entries()) {
     const a = randn(m * k, 501 + i), b = randn(k * n, 601 + i);
-    const ta = gpu.upload(Float32Array.from(a), [m, k]), tb = gpu.upload(Float32Array.from(b), [k, n]), tc = gpu.empty([m, n]);
+    const ta = gpu.upload(Float32Array.from(a), [m, k]),
+      tb = gpu.upload(Float32Array.from(b), [k, n]),
+      tc = gpu.empty([m, n]);
     matmulPlain(gpu, ta, tb, tc, m, n, k);
     assertClose(await gpu.read(tc), matmulRef(a, b, m, n, k), `plain ${m}×${n}×${k}`);
     for (const t of [ta, tb, tc]) t.release();

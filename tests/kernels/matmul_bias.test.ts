@@ -4,7 +4,7 @@
 // on the CPU adapter), and the unfused two-pass fallback. Reference: f64 matmulRef + bias.
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertRelRms, randn } from '../util/assert.ts';
-import { matmul, matmulTuning, type MatmulOptions } from '../../src/kernels/matmul.ts';
+import { matmul, type MatmulOptions, matmulTuning } from '../../src/kernels/matmul.ts';
 import { matmulRef } from '../../src/reference/matmul.ts';
 import { Tensor } from '../../src/gpu/tensor.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
@@ -14,15 +14,31 @@ function assertThrows(fn: () => unknown, part: string): void {
   try {
     fn();
   } catch (e) {
-    if (!(e instanceof Error) || !e.message.includes(part)) throw new Error(`expected an error containing '${part}', got: ${e}`);
+    if (!(e instanceof Error) || !e.message.includes(part)) {
+      throw new Error(`expected an error containing '${part}', got: ${e}`);
+    }
     return;
   }
   throw new Error(`expected an error containing '${part}', but nothing was thrown`);
 }
 
 /** The f64 reference: matmulRef plus bias[j] on column j of every row. */
-function biasRef(a: Float64Array, b: Float64Array, bias: Float64Array, m: number, n: number, k: number, opts: MatmulOptions & { c?: Float64Array }): Float64Array {
-  const out = matmulRef(a, b, m, n, k, { transA: opts.transA, transB: opts.transB, alpha: opts.alpha, beta: opts.beta, c: opts.c });
+function biasRef(
+  a: Float64Array,
+  b: Float64Array,
+  bias: Float64Array,
+  m: number,
+  n: number,
+  k: number,
+  opts: MatmulOptions & { c?: Float64Array },
+): Float64Array {
+  const out = matmulRef(a, b, m, n, k, {
+    transA: opts.transA,
+    transB: opts.transB,
+    alpha: opts.alpha,
+    beta: opts.beta,
+    c: opts.c,
+  });
   for (let i = 0; i < m; i++) for (let j = 0; j < n; j++) out[i * n + j] += bias[j];
   return out;
 }
@@ -33,9 +49,20 @@ function biasRef(a: Float64Array, b: Float64Array, bias: Float64Array, m: number
  * one flat buffer), so a read past its N values would show. C starts as NaNs when beta = 0.
  * @returns the number of dispatches the call encoded.
  */
-async function check(gpu: Gpu, m: number, n: number, k: number, opts: MatmulOptions, seed: number, what: string): Promise<number> {
+async function check(
+  gpu: Gpu,
+  m: number,
+  n: number,
+  k: number,
+  opts: MatmulOptions,
+  seed: number,
+  what: string,
+): Promise<number> {
   const transA = opts.transA ?? false, transB = opts.transB ?? false;
-  const a = randn(m * k, seed), b = randn(k * n, seed + 1), c0 = randn(m * n, seed + 2), bias = randn(n, seed + 3, -2, 2);
+  const a = randn(m * k, seed),
+    b = randn(k * n, seed + 1),
+    c0 = randn(m * n, seed + 2),
+    bias = randn(n, seed + 3, -2, 2);
   // Deno's WebGPU cannot write 0 bytes: K = 0 operands are empty pool tensors instead.
   const ta = k ? gpu.upload(Float32Array.from(a), transA ? [k, m] : [m, k]) : gpu.empty([0]);
   const tb = k ? gpu.upload(Float32Array.from(b), transB ? [n, k] : [k, n]) : gpu.empty([0]);
@@ -86,7 +113,9 @@ async function sweep(gpu: Gpu, tuning: Partial<typeof matmulTuning>, label: stri
   Object.assign(matmulTuning, tuning);
   try {
     for (const [i, [m, n, k]] of CASES.entries()) {
-      for (const [j, o] of VARIANTS.entries()) await check(gpu, m, n, k, o, 100 * i + 10 * j + 1, `${label} ${m}×${n}×${k} ${name(o)}`);
+      for (const [j, o] of VARIANTS.entries()) {
+        await check(gpu, m, n, k, o, 100 * i + 10 * j + 1, `${label} ${m}×${n}×${k} ${name(o)}`);
+      }
     }
     await check(gpu, 63, 17, 113, { transA: true, transB: true, beta: 1 }, 7, `${label} TT 63×17×113 beta 1`);
   } finally {
@@ -119,7 +148,9 @@ gpuTest('matmul bias: fused costs no extra dispatch, split-K adds it once in the
     matmulTuning.fuseBias = false;
     try {
       const unfused = await check(gpu, m, n, k, o, 911 + i, `${what} unfused`);
-      if (unfused !== want + 1) throw new Error(`${what} path, unfused: ${unfused} dispatches, expected ${want + 1} (add_bias after)`);
+      if (unfused !== want + 1) {
+        throw new Error(`${what} path, unfused: ${unfused} dispatches, expected ${want + 1} (add_bias after)`);
+      }
     } finally {
       matmulTuning.fuseBias = true;
     }
@@ -139,7 +170,10 @@ gpuTest('matmul bias with K = 0: C = beta·C + bias on both kernels', async (gpu
 
 gpuTest('matmul bias: wrong size or overlap with C throw clear errors', async (gpu) => {
   const a = gpu.empty([6, 4]), b = gpu.empty([5, 4]), c = gpu.empty([6, 5]), bias4 = gpu.empty([4]);
-  assertThrows(() => matmul(gpu, a, b, c, 6, 5, 4, { transB: true, bias: bias4 }), 'matmul: the bias must be f32 of N = 5 elements');
+  assertThrows(
+    () => matmul(gpu, a, b, c, 6, 5, 4, { transB: true, bias: bias4 }),
+    'matmul: the bias must be f32 of N = 5 elements',
+  );
   const cAndBias = gpu.empty([35]);
   const cv = new Tensor(gpu, cAndBias.buffer, [6, 5], 'f32', cAndBias.offset, false);
   const bv = new Tensor(gpu, cAndBias.buffer, [5], 'f32', cAndBias.offset + 4 * 28, false);

@@ -16,13 +16,19 @@ gpuTest('matmul GPU path (shared-memory tiles): every layout, ragged sizes, alph
         for (const [alpha, beta] of [[1, 0], [0.5, 1]]) {
           const a = randn(m * k, m + n + k), b = randn(k * n, 3 * m + k), c0 = randn(m * n, 7 + n);
           // A as a slice at a non-zero offset inside a bigger buffer.
-          const big = gpu.upload(new Float32Array(64 + m * k).fill(NaN).map((v, i) => (i >= 64 ? a[i - 64] : v)), [64 + m * k]);
+          const big = gpu.upload(new Float32Array(64 + m * k).fill(NaN).map((v, i) => (i >= 64 ? a[i - 64] : v)), [
+            64 + m * k,
+          ]);
           const ta = new Tensor(gpu, big.buffer, transA ? [k, m] : [m, k], 'f32', 256, false);
           const tb = gpu.upload(Float32Array.from(b), transB ? [n, k] : [k, n]);
           const tc = gpu.upload(beta ? Float32Array.from(c0) : new Float32Array(m * n).fill(NaN), [m, n]);
           matmul(gpu, ta, tb, tc, m, n, k, { transA, transB, alpha, beta });
           const ref = matmulRef(a, b, m, n, k, { transA, transB, alpha, beta, c: c0 });
-          assertClose(await gpu.read(tc), ref, `tiled ${transA ? 'T' : 'N'}${transB ? 'T' : 'N'} ${m}×${n}×${k} α=${alpha} β=${beta}`);
+          assertClose(
+            await gpu.read(tc),
+            ref,
+            `tiled ${transA ? 'T' : 'N'}${transB ? 'T' : 'N'} ${m}×${n}×${k} α=${alpha} β=${beta}`,
+          );
           for (const t of [big, tb, tc]) t.release();
         }
       }

@@ -49,12 +49,22 @@ Deno.test('reference backward passes match central finite differences', () => {
   const wg = randn(n * k, 3);
   for (const renorm of [false, true]) {
     const p = Float64Array.from(y);
-    assertFiniteDiff((v) => dot(gatesRef(v, top, n, e, k, renorm), wg), p, gatesBackwardRef(p, top, wg, n, e, k, renorm), `gates renorm=${renorm}`);
+    assertFiniteDiff(
+      (v) => dot(gatesRef(v, top, n, e, k, renorm), wg),
+      p,
+      gatesBackwardRef(p, top, wg, n, e, k, renorm),
+      `gates renorm=${renorm}`,
+    );
   }
   const plan = slotPlan(n * 2, e, 1, 2, 1, 4);
   const probs = softmaxRowsRef(randn(10 * e, 4, -2, 2), 10, e);
   const { load } = assignSlotsRef(topKRef(probs, 10, e, 1), plan);
-  assertFiniteDiff((v) => auxLossRef(v, load, plan, 0.3).loss, probs, auxLossRef(probs, load, plan, 0.3).grad, 'aux loss');
+  assertFiniteDiff(
+    (v) => auxLossRef(v, load, plan, 0.3).loss,
+    probs,
+    auxLossRef(probs, load, plan, 0.3).grad,
+    'aux loss',
+  );
 });
 
 async function readI(gpu: Gpu, t: { size: number }): Promise<Int32Array> {
@@ -91,7 +101,11 @@ gpuTest('router softmax, top-k and gates (forward and backward) match the refere
       const tdg = gpu.upload(f32(dg), [n, k]);
       const tdp = gpu.zeros([n, e]);
       routerGatesBackward(gpu, ty, top, tdg, tdp, n, e, k, renorm);
-      assertRelRms(await gpu.read(tdp), gatesBackwardRef(y, topHost, dg, n, e, k, renorm), `gates backward renorm=${renorm}`);
+      assertRelRms(
+        await gpu.read(tdp),
+        gatesBackwardRef(y, topHost, dg, n, e, k, renorm),
+        `gates backward renorm=${renorm}`,
+      );
       for (const t of [tg, tdg, tdp]) t.release();
     }
     for (const t of [tx, ty, tdy, tdx, top]) t.release();
@@ -106,7 +120,9 @@ gpuTest('slot assignment drops over capacity in token order, per group, first ch
     const probs = softmaxRowsRef(logits, n, e);
     const topRef = topKRef(probs, n, e, k);
     const top = gpu.upload(topRef, [n, k], 'i32');
-    const slot = gpu.empty([n, k], 'i32'), slotSrc = gpu.empty([e * plan.rows], 'i32'), counts = gpu.empty([2 * groups * e], 'i32');
+    const slot = gpu.empty([n, k], 'i32'),
+      slotSrc = gpu.empty([e * plan.rows], 'i32'),
+      counts = gpu.empty([2 * groups * e], 'i32');
     assignSlots(gpu, top, slot, slotSrc, counts, plan);
     const ref = assignSlotsRef(topRef, plan);
     const what = `n ${n} E ${e} k ${k} G ${groups} cf ${cf}`;
@@ -154,7 +170,9 @@ gpuTest('load-balancing loss and its gradient match the reference (two groups, c
   const topRef = topKRef(probs, n, e, k);
   const tp = gpu.upload(f32(probs), [n, e]);
   const top = gpu.upload(topRef, [n, k], 'i32');
-  const slot = gpu.empty([n, k], 'i32'), slotSrc = gpu.empty([e * plan.rows], 'i32'), counts = gpu.empty([2 * groups * e], 'i32');
+  const slot = gpu.empty([n, k], 'i32'),
+    slotSrc = gpu.empty([e * plan.rows], 'i32'),
+    counts = gpu.empty([2 * groups * e], 'i32');
   assignSlots(gpu, top, slot, slotSrc, counts, plan);
   const colsum = gpu.zeros([groups * e]);
   groupColumnSum(gpu, tp, colsum, plan);
@@ -178,7 +196,10 @@ gpuTest('bad shapes and plans are refused with what was wrong', async (gpu) => {
   const x = gpu.zeros([4, 3]);
   assertThrows(() => softmaxRows(gpu, x, gpu.zeros([4, 2]), 4, 3), 'y [4,2] must hold (N, E) = 12');
   assertThrows(() => topKExperts(gpu, x, gpu.zeros([4, 1]), 4, 3, 1), 'top must be i32');
-  assertThrows(() => scatterAddRows(gpu, x, Int32Array.from([0, 5, 1, 1]), gpu.zeros([2, 3]), 2, 3), 'index[1] = 5 is outside −1 … 1');
+  assertThrows(
+    () => scatterAddRows(gpu, x, Int32Array.from([0, 5, 1, 1]), gpu.zeros([2, 3]), 2, 3),
+    'index[1] = 5 is outside −1 … 1',
+  );
   x.release();
   await gpu.sync(); // the refused calls encoded nothing that fails validation
 });

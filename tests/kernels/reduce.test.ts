@@ -1,5 +1,5 @@
 import { gpuTest } from '../util/gpu.ts';
-import { assertClose, assertRelRms, randn, assertThrows } from '../util/assert.ts';
+import { assertClose, assertRelRms, assertThrows, randn } from '../util/assert.ts';
 import { columnSum, rowLanes } from '../../src/kernels/reduce.ts';
 import { Tensor } from '../../src/gpu/tensor.ts';
 

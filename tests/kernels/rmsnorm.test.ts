@@ -56,7 +56,9 @@ gpuTest('rmsnorm with 4 and 64 lanes per row', async (gpu) => {
   try {
     for (const lanes of [4, 64]) {
       rowTuning.lanes = lanes;
-      for (const [n, c] of [[1, 1], [7, 13], [65, 257]]) await check(gpu, n, c, { seed: n + c + lanes, eps: c === 1 ? 0.1 : 1e-5 });
+      for (const [n, c] of [[1, 1], [7, 13], [65, 257]]) {
+        await check(gpu, n, c, { seed: n + c + lanes, eps: c === 1 ? 0.1 : 1e-5 });
+      }
     }
   } finally {
     rowTuning.lanes = null;

@@ -37,7 +37,14 @@ function inputs(s: ScanDims, seed: number, gated: boolean, strong: boolean): Sca
 
 const KEYS = ['u', 'delta', 'A', 'Bm', 'Cm', 'Dskip', 'bias', 'z'] as const;
 const GRAD: Record<(typeof KEYS)[number], keyof ScanGrads> = {
-  u: 'du', delta: 'ddelta', A: 'dA', Bm: 'dB', Cm: 'dC', Dskip: 'dD', bias: 'dbias', z: 'dz',
+  u: 'du',
+  delta: 'ddelta',
+  A: 'dA',
+  Bm: 'dB',
+  Cm: 'dC',
+  Dskip: 'dD',
+  bias: 'dbias',
+  z: 'dz',
 };
 
 for (const [gated, strong] of [[false, false], [true, false], [true, true]]) {
@@ -90,7 +97,16 @@ function up(gpu: Gpu, a: Float64Array, shape: number[]): Tensor {
 async function checkGpu(gpu: Gpu, s: ScanDims, gated: boolean, strong: boolean, seed: number): Promise<void> {
   const { b, t, d, n } = s;
   const x = inputs(s, seed, gated, strong);
-  const shapes = { u: [b, t, d], delta: [b, t, d], A: [d, n], Bm: [b, t, n], Cm: [b, t, n], Dskip: [d], bias: [d], z: [b, t, d] };
+  const shapes = {
+    u: [b, t, d],
+    delta: [b, t, d],
+    A: [d, n],
+    Bm: [b, t, n],
+    Cm: [b, t, n],
+    Dskip: [d],
+    bias: [d],
+    z: [b, t, d],
+  };
   const T = {} as Record<(typeof KEYS)[number], Tensor | null>;
   for (const k of KEYS) T[k] = x[k] ? up(gpu, x[k]!, shapes[k]) : null;
   const out = gpu.empty([b, t, d]);
@@ -111,7 +127,14 @@ async function checkGpu(gpu: Gpu, s: ScanDims, gated: boolean, strong: boolean, 
   });
   const tdout = up(gpu, dout, [b, t, d]);
   selectiveScanBackward(gpu, T.u!, T.delta!, T.A!, T.Bm!, T.Cm!, T.Dskip!, T.bias!, T.z, states, tdout, {
-    du: G.du!, ddelta: G.ddelta!, dA: G.dA!, dB: G.dB!, dC: G.dC!, dD: G.dD!, dbias: G.dbias!, dz: G.dz,
+    du: G.du!,
+    ddelta: G.ddelta!,
+    dA: G.dA!,
+    dB: G.dB!,
+    dC: G.dC!,
+    dD: G.dD!,
+    dbias: G.dbias!,
+    dz: G.dz,
   }, s);
   for (const k of KEYS) {
     const gk = GRAD[k];
@@ -134,8 +157,10 @@ const CASES: [ScanDims, boolean, boolean][] = [
 ];
 
 for (const [s, gated, strong] of CASES) {
-  gpuTest(`selective scan GPU vs reference b=${s.b} t=${s.t} d=${s.d} n=${s.n} z=${gated} strong=${strong}`, (gpu) =>
-    checkGpu(gpu, s, gated, strong, s.t + s.d));
+  gpuTest(
+    `selective scan GPU vs reference b=${s.b} t=${s.t} d=${s.d} n=${s.n} z=${gated} strong=${strong}`,
+    (gpu) => checkGpu(gpu, s, gated, strong, s.t + s.d),
+  );
 }
 
 gpuTest('selective scan split over dispatches (state and its gradient carried between them)', async (gpu) => {
@@ -150,20 +175,56 @@ gpuTest('selective scan split over dispatches (state and its gradient carried be
   }
 });
 
-gpuTest('selective scan past lavapipe\'s loop cap (T·(N+2) > 65 535: split over dispatches by default on CPU)', (gpu) =>
-  checkGpu(gpu, { b: 1, t: 4100, d: 2, n: 16 }, true, false, 9));
+gpuTest(
+  "selective scan past lavapipe's loop cap (T·(N+2) > 65 535: split over dispatches by default on CPU)",
+  (gpu) => checkGpu(gpu, { b: 1, t: 4100, d: 2, n: 16 }, true, false, 9),
+);
 
 gpuTest('selective scan rejects bad shapes, missing dz and aliasing', async (gpu) => {
   const s = { b: 1, t: 4, d: 2, n: 3 };
   const btd = () => gpu.zeros([1, 4, 2]), btn = () => gpu.zeros([1, 4, 3]);
-  const u = btd(), delta = btd(), A = gpu.zeros([2, 3]), Bm = btn(), Cm = btn(), Dk = gpu.zeros([2]), bias = gpu.zeros([2]);
+  const u = btd(),
+    delta = btd(),
+    A = gpu.zeros([2, 3]),
+    Bm = btn(),
+    Cm = btn(),
+    Dk = gpu.zeros([2]),
+    bias = gpu.zeros([2]);
   const out = btd(), states = gpu.zeros(scanStateShape(s));
-  assertThrows(() => selectiveScanForward(gpu, u, delta, A, Bm, Cm, Dk, bias, null, out, gpu.zeros([5]), s), 'states has shape');
-  assertThrows(() => selectiveScanForward(gpu, u, delta, gpu.zeros([3, 2, 1]), Bm, Cm, Dk, bias, null, out, states, { ...s, d: 3 }), 'u has shape');
-  assertThrows(() => selectiveScanForward(gpu, u, delta, A, Bm, Cm, Dk, bias, null, u, states, s), 'share one GPUBuffer');
-  assertThrows(() => selectiveScanForward(gpu, u, delta, A, Bm, Cm, Dk, bias, null, out, states, { ...s, n: 0 }), 'dims.n');
-  const grads = { du: btd(), ddelta: btd(), dA: gpu.zeros([2, 3]), dB: btn(), dC: btn(), dD: gpu.zeros([2]), dbias: gpu.zeros([2]), dz: null };
-  assertThrows(() => selectiveScanBackward(gpu, u, delta, A, Bm, Cm, Dk, bias, btd(), states, out, grads, s), 'dz must be given');
-  assertThrows(() => selectiveScanBackward(gpu, u, delta, A, Bm, Cm, Dk, bias, null, states, out, { ...grads, dB: btd() }, s), 'dB has shape');
+  assertThrows(
+    () => selectiveScanForward(gpu, u, delta, A, Bm, Cm, Dk, bias, null, out, gpu.zeros([5]), s),
+    'states has shape',
+  );
+  assertThrows(
+    () =>
+      selectiveScanForward(gpu, u, delta, gpu.zeros([3, 2, 1]), Bm, Cm, Dk, bias, null, out, states, { ...s, d: 3 }),
+    'u has shape',
+  );
+  assertThrows(
+    () => selectiveScanForward(gpu, u, delta, A, Bm, Cm, Dk, bias, null, u, states, s),
+    'share one GPUBuffer',
+  );
+  assertThrows(
+    () => selectiveScanForward(gpu, u, delta, A, Bm, Cm, Dk, bias, null, out, states, { ...s, n: 0 }),
+    'dims.n',
+  );
+  const grads = {
+    du: btd(),
+    ddelta: btd(),
+    dA: gpu.zeros([2, 3]),
+    dB: btn(),
+    dC: btn(),
+    dD: gpu.zeros([2]),
+    dbias: gpu.zeros([2]),
+    dz: null,
+  };
+  assertThrows(
+    () => selectiveScanBackward(gpu, u, delta, A, Bm, Cm, Dk, bias, btd(), states, out, grads, s),
+    'dz must be given',
+  );
+  assertThrows(
+    () => selectiveScanBackward(gpu, u, delta, A, Bm, Cm, Dk, bias, null, states, out, { ...grads, dB: btd() }, s),
+    'dB has shape',
+  );
   await gpu.sync();
 });

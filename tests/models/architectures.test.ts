@@ -43,12 +43,22 @@ const ARCH_CASES: [string, Partial<TrainConfig>][] = [
 async function routingOf(gpu: Gpu, model: LanguageModel): Promise<string> {
   const layers = (model as Partial<MoELanguageModel>).moeLayers;
   const parts: string[] = [];
-  for (const r of layers?.lastRouting ?? []) parts.push([...await gpu.read(r.top), '|', ...await gpu.read(r.slot)].join(','));
+  for (const r of layers?.lastRouting ?? []) {
+    parts.push([...await gpu.read(r.top), '|', ...await gpu.read(r.slot)].join(','));
+  }
   return parts.join('/');
 }
 
 /** The loss (recording tape for MoE models: training loss with the aux term) and the routing it used. */
-async function lossOf(gpu: Gpu, model: LanguageModel, tTok: Tensor, tokens: Int32Array, tTgt: Tensor, b: number, t: number): Promise<{ loss: number; routing: string }> {
+async function lossOf(
+  gpu: Gpu,
+  model: LanguageModel,
+  tTok: Tensor,
+  tokens: Int32Array,
+  tTgt: Tensor,
+  b: number,
+  t: number,
+): Promise<{ loss: number; routing: string }> {
   const tape = new Tape(gpu, 'moeLayers' in model ? model.params.gradMap() : new Map(), 'moeLayers' in model);
   const { loss } = await model.forward(tape, tTok, tokens, tTgt, b, t);
   const v = (await gpu.read(loss!))[0];
@@ -72,7 +82,8 @@ for (const [arch, extra] of ARCH_CASES) {
     const base = Float32Array.from(await gpu.read(model.params.values));
     for (let i = 0; i < base.length; i++) base[i] += 0.3 * (r() - 0.5);
     for (const p of model.params.params) {
-      if (p.name.endsWith('dt_proj.bias')) for (let i = 0; i < p.size; i++) base[p.offset + i] += 3; // Δ ≈ softplus(3)
+      if (p.name.endsWith('dt_proj.bias')) { for (let i = 0; i < p.size; i++) base[p.offset + i] += 3; // Δ ≈ softplus(3)
+       }
     }
     gpu.write(model.params.values, base);
     model.params.zeroGrad();
@@ -90,17 +101,36 @@ for (const [arch, extra] of ARCH_CASES) {
     });
     ok(bad.length === 0, `gradients disagree:\n${bad.join('\n')}`);
     // Not vacuous: most tensors' gradients are far above the noise floor.
-    ok(strong >= 0.6 * model.params.params.length, `only ${strong} of ${model.params.params.length} tensors have a gradient above 1e-3`);
+    ok(
+      strong >= 0.6 * model.params.params.length,
+      `only ${strong} of ${model.params.params.length} tensors have a gradient above 1e-3`,
+    );
     model.params.destroy();
   });
 
   gpuTest(`${label}: loss starts at ln(V) and falls over 50 steps on Tiny Shakespeare`, async (gpu) => {
-    const cfg = parseConfig({ ...extra, nLayer: 2, nHead: 2, nEmbd: 32, blockSize: 32, batchSize: 8, steps: 50, warmup: 5, lr: 1e-2, minLr: 1e-3, evalBatches: 2, logInterval: 50 });
+    const cfg = parseConfig({
+      ...extra,
+      nLayer: 2,
+      nHead: 2,
+      nEmbd: 32,
+      blockSize: 32,
+      batchSize: 8,
+      steps: 50,
+      warmup: 5,
+      lr: 1e-2,
+      minLr: 1e-3,
+      evalBatches: 2,
+      logInterval: 50,
+    });
     const data = new TextDataset(tok.encode(text), cfg.blockSize);
     const model = createModel(gpu, cfg, tok.vocabSize);
     const trainer = new Trainer(gpu, model, data, cfg);
     const init = await trainer.evaluate('val');
-    ok(Math.abs(init - Math.log(tok.vocabSize)) < 0.15, `initial val loss ${init} ≈ ln(${tok.vocabSize}) = ${Math.log(tok.vocabSize)}`);
+    ok(
+      Math.abs(init - Math.log(tok.vocabSize)) < 0.15,
+      `initial val loss ${init} ≈ ln(${tok.vocabSize}) = ${Math.log(tok.vocabSize)}`,
+    );
     for (let s = 0; s < cfg.steps; s++) await trainer.step(s);
     const recs = await trainer.drain();
     const first = recs.slice(0, 5).reduce((a, x) => a + x.loss, 0) / 5;

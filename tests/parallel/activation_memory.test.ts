@@ -10,7 +10,13 @@
  * (src/comm/local.ts), so the growth is twice one rank's figure (their shapes are equal).
  */
 import { equal, ok, throws } from 'node:assert/strict';
-import { activationBytes, activationMemory, type ActivationOptions, itemBytes, korthikantiLayerBytes } from '../../src/parallel/activation_memory.ts';
+import {
+  activationBytes,
+  activationMemory,
+  type ActivationOptions,
+  itemBytes,
+  korthikantiLayerBytes,
+} from '../../src/parallel/activation_memory.ts';
 import { makePlan, type ParallelPlan, type PlanModel } from '../../src/parallel/plan.ts';
 import { POOL_GRANULE } from '../../src/gpu/pool.ts';
 import { gpuTest } from '../util/gpu.ts';
@@ -75,7 +81,10 @@ Deno.test('activation formula: 1F1B keeps ≤ p micro-batches in flight, GPipe a
     equal(g.bytes, m * g.perMicroBatch, `rank ${rank}: GPipe holds every micro-batch`);
     // 1F1B: in-flight tapes plus at most one activation received ahead of its forward.
     const ahead = rank > 0 ? 4 * (MODEL.batchSize / m) * MODEL.blockSize * MODEL.nEmbd : 0;
-    ok(f.bytes >= f.inFlight * f.perMicroBatch && f.bytes <= f.inFlight * f.perMicroBatch + ahead, `rank ${rank}: ${f.bytes}`);
+    ok(
+      f.bytes >= f.inFlight * f.perMicroBatch && f.bytes <= f.inFlight * f.perMicroBatch + ahead,
+      `rank ${rank}: ${f.bytes}`,
+    );
     ok(f.bytes < g.bytes);
   }
   const inter = act({ pp: 2, microBatches: 4, schedule: 'interleaved', virtualStages: 2 }, {}, 0, { trainer: 'mesh' });
@@ -83,16 +92,37 @@ Deno.test('activation formula: 1F1B keeps ≤ p micro-batches in flight, GPipe a
 });
 
 Deno.test('activation formula: refuses other architectures and expert parallelism by name', () => {
-  throws(() => activationBytes(makePlan(), MODEL, 0, { arch: 'mamba' }), /GPT of src\/models\/gpt.ts only, got --arch mamba/);
+  throws(
+    () => activationBytes(makePlan(), MODEL, 0, { arch: 'mamba' }),
+    /GPT of src\/models\/gpt.ts only, got --arch mamba/,
+  );
   throws(() => activationBytes(makePlan({ dp: 2, ep: 2 }), { ...MODEL, nExpert: 4 }, 0, { trainer: 'ep' }), /gpt-moe/);
 });
 
 // ---- GPU: the tape's real allocations against the formula ---------------------------------
 
 const B = 3, T = 7, V = 11;
-const gcfg = (over: Partial<GPTConfig> = {}): GPTConfig => ({ vocabSize: V, blockSize: T, nLayer: 2, nHead: 2, nEmbd: 24, bias: true, ...over });
+const gcfg = (over: Partial<GPTConfig> = {}): GPTConfig => ({
+  vocabSize: V,
+  blockSize: T,
+  nLayer: 2,
+  nHead: 2,
+  nEmbd: 24,
+  bias: true,
+  ...over,
+});
 /** The same model as a training config, for the parallel model objects. */
-const tcfg = (g: GPTConfig): TrainConfig => parseConfig({ arch: 'gpt', blockSize: g.blockSize, nLayer: g.nLayer, nHead: g.nHead, nEmbd: g.nEmbd, bias: g.bias, attention: g.attention ?? 'flash', seed: 1 });
+const tcfg = (g: GPTConfig): TrainConfig =>
+  parseConfig({
+    arch: 'gpt',
+    blockSize: g.blockSize,
+    nLayer: g.nLayer,
+    nHead: g.nHead,
+    nEmbd: g.nEmbd,
+    bias: g.bias,
+    attention: g.attention ?? 'flash',
+    seed: 1,
+  });
 const tokens = (n: number, seed: number) => Int32Array.from({ length: n }, (_, i) => (i * 7 + seed) % V);
 
 /** Pool bytes `run` leaves live (the tape still open), then the tape disposed. */
@@ -110,26 +140,37 @@ async function grown(gpu: Gpu, run: () => Promise<Tape[]>): Promise<number> {
 function agrees(delta: number, mem: ReturnType<typeof activationMemory>, ranks: number, what: string): void {
   const allocs = mem.stages.flatMap((s) => s.items).reduce((a, x) => a + x.count, 0);
   equal(delta, ranks * mem.pooledBytes, `${what}: pool growth vs formula`);
-  ok(delta >= ranks * mem.bytes && delta - ranks * mem.bytes <= ranks * allocs * POOL_GRANULE, `${what}: raw ${mem.bytes}`);
+  ok(
+    delta >= ranks * mem.bytes && delta - ranks * mem.bytes <= ranks * allocs * POOL_GRANULE,
+    `${what}: raw ${mem.bytes}`,
+  );
 }
 
 for (const [attention, bias] of [['flash', true], ['naive', false]] as const) {
-  gpuTest(`GPT forward on one rank: tape bytes = formula exactly (${attention} attention, bias ${bias})`, async (gpu) => {
-    const cfg = gcfg({ attention, bias }), model = new GPT(gpu, cfg, 1);
-    const x = tokens(B * T, 0), tok = gpu.upload(x, [B, T], 'i32'), tgt = gpu.upload(tokens(B * T, 3), [B * T], 'i32');
-    const delta = await grown(gpu, async () => {
-      const tape = new Tape(gpu, model.params.gradMap());
-      await model.forward(tape, tok, x, tgt, B, T);
-      return [tape];
-    });
-    const plan: PlanModel = { nLayer: 2, nHead: 2, nEmbd: 24, blockSize: T, batchSize: B, vocabSize: V };
-    agrees(delta, activationMemory(makePlan(), plan, 0, { bias, attention }), 1, 'gpt');
-    [tok, tgt].forEach((t) => t.release());
-    model.params.destroy();
-  });
+  gpuTest(
+    `GPT forward on one rank: tape bytes = formula exactly (${attention} attention, bias ${bias})`,
+    async (gpu) => {
+      const cfg = gcfg({ attention, bias }), model = new GPT(gpu, cfg, 1);
+      const x = tokens(B * T, 0),
+        tok = gpu.upload(x, [B, T], 'i32'),
+        tgt = gpu.upload(tokens(B * T, 3), [B * T], 'i32');
+      const delta = await grown(gpu, async () => {
+        const tape = new Tape(gpu, model.params.gradMap());
+        await model.forward(tape, tok, x, tgt, B, T);
+        return [tape];
+      });
+      const plan: PlanModel = { nLayer: 2, nHead: 2, nEmbd: 24, blockSize: T, batchSize: B, vocabSize: V };
+      agrees(delta, activationMemory(makePlan(), plan, 0, { bias, attention }), 1, 'gpt');
+      [tok, tgt].forEach((t) => t.release());
+      model.params.destroy();
+    },
+  );
 }
 
-const twoRanks: [string, Partial<ParallelPlan>][] = [['tp 2', { tp: 2 }], ['tp 2 + sp', { tp: 2, sp: true }], ['cp 2 ring', { cp: 2 }], ['cp 2 Ulysses', { cp: 2, cpKind: 'ulysses' }]];
+const twoRanks: [string, Partial<ParallelPlan>][] = [['tp 2', { tp: 2 }], ['tp 2 + sp', { tp: 2, sp: true }], [
+  'cp 2 ring',
+  { cp: 2 },
+], ['cp 2 Ulysses', { cp: 2, cpKind: 'ulysses' }]];
 for (const [name, over] of twoRanks) {
   gpuTest(`${name}: both ranks' tapes on one device = 2 × the formula`, async (gpu) => {
     const BT = 2, TT = 8, cfg = gcfg({ blockSize: TT, nHead: 2 }), world = localWorld(2);
@@ -137,19 +178,24 @@ for (const [name, over] of twoRanks) {
     const kind: CpKind = over.cpKind ?? 'ring';
     const toFree: (() => void)[] = [];
     try {
-      const delta = await grown(gpu, () => Promise.all(world.map(async (c) => {
-        // Each rank runs the model's own pieces over its RankContext: tp shards, or T/cp tokens.
-        const self = c.newGroup([c.ranks[c.rank]], 'self'), pos = over.cp ? cpPositions(kind, c.rank, 2, TT) : null;
-        const ctx = over.tp
-          ? new RankContext({ tp: c, vocabSize: V, sequenceParallel: over.sp })
-          : new RankContext({ tp: self, vocabSize: V, context: { group: c, kind, positions: pos! } });
-        const m = new ModelStages(gpu, tcfg(cfg), V, ctx, { ppRank: 0, pp: 1, v: 1 });
-        toFree.push(() => m.params.destroy());
-        const pick = (a: Int32Array) => pos ? Int32Array.from({ length: BT * pos.length }, (_, i) => a[Math.floor(i / pos.length) * TT + pos[i % pos.length]]) : a;
-        const tape = new Tape(gpu, m.gradMap);
-        await m.forward(tape, pick(x), pick(y), BT, pos ? pos.length : TT);
-        return tape;
-      })));
+      const delta = await grown(gpu, () =>
+        Promise.all(world.map(async (c) => {
+          // Each rank runs the model's own pieces over its RankContext: tp shards, or T/cp tokens.
+          const self = c.newGroup([c.ranks[c.rank]], 'self'), pos = over.cp ? cpPositions(kind, c.rank, 2, TT) : null;
+          const ctx = over.tp
+            ? new RankContext({ tp: c, vocabSize: V, sequenceParallel: over.sp })
+            : new RankContext({ tp: self, vocabSize: V, context: { group: c, kind, positions: pos! } });
+          const m = new ModelStages(gpu, tcfg(cfg), V, ctx, { ppRank: 0, pp: 1, v: 1 });
+          toFree.push(() => m.params.destroy());
+          const pick = (a: Int32Array) =>
+            pos
+              ? Int32Array.from({ length: BT * pos.length }, (_, i) =>
+                a[Math.floor(i / pos.length) * TT + pos[i % pos.length]])
+              : a;
+          const tape = new Tape(gpu, m.gradMap);
+          await m.forward(tape, pick(x), pick(y), BT, pos ? pos.length : TT);
+          return tape;
+        })));
       const plan: PlanModel = { nLayer: 2, nHead: 2, nEmbd: 24, blockSize: TT, batchSize: BT, vocabSize: V };
       agrees(delta, activationMemory(makePlan(over), plan, 0), 2, name);
     } finally {
@@ -159,35 +205,45 @@ for (const [name, over] of twoRanks) {
   });
 }
 
-gpuTest('pipeline stages (pp 2, with and without biases): one micro-batch of each stage = the formula\'s stage items exactly', async (gpu) => {
-  const BT = 2, TT = 8, world = localWorld(1), x = tokens(BT * TT, 0), y = tokens(BT * TT, 5);
-  const plan = makePlan({ pp: 2, microBatches: 2 }), pm: PlanModel = { nLayer: 2, nHead: 2, nEmbd: 24, blockSize: TT, batchSize: 2 * BT, vocabSize: V };
-  try {
-    for (const bias of [true, false]) {
-      const cfg = gcfg({ blockSize: TT, bias });
-      for (const rank of [0, 1]) {
-        const m: PipelineStageModel = new ModelStages(gpu, tcfg(cfg), V, new RankContext({ tp: world[0], vocabSize: V }), { ppRank: rank, pp: 2, v: 1 });
-        const delta = await grown(gpu, async () => {
-          const tape = new Tape(gpu, m.gradMap);
-          let h: Tensor;
-          if (rank === 0) h = await m.embed(tape, x, BT, TT);
-          else {
-            h = tape.alloc(m.actShape(BT, TT), 'pp.act'); // what recv-act allocates
-            tape.requireGrad(h);
-          }
-          const out = await m.blocks(tape, h, rank, BT, TT);
-          if (rank === 1) await m.head(tape, out, y, 1);
-          else sendForward(tape, out, () => new Float32Array(out.size));
-          return [tape];
-        });
-        const mem = activationMemory(plan, pm, rank, { trainer: 'mesh', bias });
-        equal(mem.stages.length, 1);
-        equal(delta, itemBytes(mem.stages[0].items, true), `bias ${bias} stage ${rank}`);
-        equal(mem.perMicroBatch, itemBytes(mem.stages[0].items));
-        m.params.destroy();
+gpuTest(
+  "pipeline stages (pp 2, with and without biases): one micro-batch of each stage = the formula's stage items exactly",
+  async (gpu) => {
+    const BT = 2, TT = 8, world = localWorld(1), x = tokens(BT * TT, 0), y = tokens(BT * TT, 5);
+    const plan = makePlan({ pp: 2, microBatches: 2 }),
+      pm: PlanModel = { nLayer: 2, nHead: 2, nEmbd: 24, blockSize: TT, batchSize: 2 * BT, vocabSize: V };
+    try {
+      for (const bias of [true, false]) {
+        const cfg = gcfg({ blockSize: TT, bias });
+        for (const rank of [0, 1]) {
+          const m: PipelineStageModel = new ModelStages(
+            gpu,
+            tcfg(cfg),
+            V,
+            new RankContext({ tp: world[0], vocabSize: V }),
+            { ppRank: rank, pp: 2, v: 1 },
+          );
+          const delta = await grown(gpu, async () => {
+            const tape = new Tape(gpu, m.gradMap);
+            let h: Tensor;
+            if (rank === 0) h = await m.embed(tape, x, BT, TT);
+            else {
+              h = tape.alloc(m.actShape(BT, TT), 'pp.act'); // what recv-act allocates
+              tape.requireGrad(h);
+            }
+            const out = await m.blocks(tape, h, rank, BT, TT);
+            if (rank === 1) await m.head(tape, out, y, 1);
+            else sendForward(tape, out, () => new Float32Array(out.size));
+            return [tape];
+          });
+          const mem = activationMemory(plan, pm, rank, { trainer: 'mesh', bias });
+          equal(mem.stages.length, 1);
+          equal(delta, itemBytes(mem.stages[0].items, true), `bias ${bias} stage ${rank}`);
+          equal(mem.perMicroBatch, itemBytes(mem.stages[0].items));
+          m.params.destroy();
+        }
       }
+    } finally {
+      closeLocalWorld(world);
     }
-  } finally {
-    closeLocalWorld(world);
-  }
-});
+  },
+);

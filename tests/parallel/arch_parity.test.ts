@@ -53,7 +53,9 @@ for (const [what, arch, over] of CASES) {
     const cfg = tinyConfig({ ...arch, dState: 4, expand: 2, dConv: 4 });
     const plan = makePlan(over), ref = await singleRankRun(gpu, cfg, TEXT);
     const res = await localMeshRun(gpu, plan, cfg, TEXT);
-    for (const [r, x] of res.entries()) ok(maxRel(x.losses, ref.losses) < 1e-4, `${what} rank ${r}: losses ${x.losses} vs ${ref.losses}`);
+    for (const [r, x] of res.entries()) {
+      ok(maxRel(x.losses, ref.losses) < 1e-4, `${what} rank ${r}: losses ${x.losses} vs ${ref.losses}`);
+    }
     const shapes = shapesOf(gpu, cfg, ref.vocabSize), names = [...shapes.keys()];
     equal(names.length, Object.keys(ref.grads0).length);
     const g = gatherAny(plan, res.map((x) => x.grads0), shapes), p = gatherAny(plan, res.map((x) => x.params), shapes);
@@ -74,8 +76,14 @@ Deno.test('tp_table: every parameter of gpt, mamba and hybrid has a role; linear
   equal(tpRole('backbone.layers.0.mixer.A_raw'), 'channel');
   throws(() => tpRole('blocks.0.att.ln_x.weight'), /no role for parameter 'blocks\.0\.att\.ln_x\.weight'/);
   throws(() => checkArchSplit(makePlan({ tp: 2 }), 'linear'), /tp 2 does not apply to --arch linear: .*ln_x/);
-  throws(() => checkArchSplit(makePlan({ pp: 2 }), 'hybrid'), /pp 2 does not apply to --arch hybrid: .*shares one attention block/);
-  throws(() => checkArchSplit(makePlan({ cp: 2 }), 'mamba'), /cp 2 does not apply to --arch mamba: .*sequence-parallel scan/);
+  throws(
+    () => checkArchSplit(makePlan({ pp: 2 }), 'hybrid'),
+    /pp 2 does not apply to --arch hybrid: .*shares one attention block/,
+  );
+  throws(
+    () => checkArchSplit(makePlan({ cp: 2 }), 'mamba'),
+    /cp 2 does not apply to --arch mamba: .*sequence-parallel scan/,
+  );
   throws(() => checkArchSplit(makePlan({ tp: 2 }), 'gpt-moe'), /tp 2 does not apply to --arch gpt-moe/);
   checkArchSplit(makePlan({ tp: 2, pp: 2 }), 'mamba');
 });

@@ -35,16 +35,29 @@ Deno.test('zig-zag positions: rank r holds chunks r and 2cp−1−r; every posit
   deepStrictEqual([...cpPositions('ulysses', 1, 2, 8)], [4, 5, 6, 7]);
   assertThrows(() => zigzagPositions(0, 4, 12), 'not divisible by 2·cp = 8');
   assertThrows(() => cpPositions('ulysses', 0, 3, 16), 'not divisible by cp 3');
-  assertThrows(() => checkMeshPlan(makePlan({ cp: 4, cpKind: 'ulysses' }), parseConfig(tinyConfig()), 65, 4), 'heads 2 not divisible by the Ulysses degree cp 4');
+  assertThrows(
+    () => checkMeshPlan(makePlan({ cp: 4, cpKind: 'ulysses' }), parseConfig(tinyConfig()), 65, 4),
+    'heads 2 not divisible by the Ulysses degree cp 4',
+  );
   assertThrows(() => checkMeshPlan(makePlan({ cp: 2 }), parseConfig(tinyConfig({ goldfishK: 4 })), 65, 2), 'goldfishK');
 });
 
 /** Reassembles every rank's rows (global positions) of a (B, T/cp, w) result into (B, T, w). */
-function assemble(res: AttnResult[], pick: (r: AttnResult) => Float32Array, b: number, t: number, w: number): Float32Array {
+function assemble(
+  res: AttnResult[],
+  pick: (r: AttnResult) => Float32Array,
+  b: number,
+  t: number,
+  w: number,
+): Float32Array {
   const out = new Float32Array(b * t * w);
   for (const r of res) {
     const tl = r.pos.length, a = pick(r);
-    for (let i = 0; i < b; i++) for (const [j, p] of r.pos.entries()) out.set(a.subarray((i * tl + j) * w, (i * tl + j + 1) * w), (i * t + p) * w);
+    for (let i = 0; i < b; i++) {
+      for (const [j, p] of r.pos.entries()) {
+        out.set(a.subarray((i * tl + j) * w, (i * tl + j + 1) * w), (i * t + p) * w);
+      }
+    }
   }
   return out;
 }
@@ -72,13 +85,21 @@ Deno.test({
         const qkv = randn(a.b * a.t * 3 * a.c, a.seed), dy = randn(a.b * a.t * a.c, a.seed + 1);
         const ref = attentionForwardRef(qkv, a);
         assertClose(assemble(res, (r) => r.y, a.b, a.t, a.c), ref.y, `${what}: y`);
-        assertRelRms(assemble(res, (r) => r.dqkv, a.b, a.t, 3 * a.c), attentionBackwardRef(qkv, ref.att, dy, a), `${what}: dqkv`);
+        assertRelRms(
+          assemble(res, (r) => r.dqkv, a.b, a.t, 3 * a.c),
+          attentionBackwardRef(qkv, ref.att, dy, a),
+          `${what}: dqkv`,
+        );
         const n = a.b * (a.t / cp) * a.c; // B·(T/cp)·C
         for (const [r, x] of res.entries()) {
           if (a.kind === 'ring') {
             // K, V (2n) cp−1 times forward; backward K, V cp−1 times and dK, dV cp times.
             deepStrictEqual(x.sentForward, { 'world/attn:p2p/send': 2 * n * (cp - 1) }, `${what} rank ${r} forward`);
-            deepStrictEqual(x.sentBackward, { 'world/attn:p2p/send': 2 * n * (cp - 1) + 2 * n * cp }, `${what} rank ${r} backward`);
+            deepStrictEqual(
+              x.sentBackward,
+              { 'world/attn:p2p/send': 2 * n * (cp - 1) + 2 * n * cp },
+              `${what} rank ${r} backward`,
+            );
           } else {
             const want = allToAllSent(3 * n, cp, r) + allToAllSent(n, cp, r); // q,k,v + out: (cp−1)/cp·4n
             equal(want, ((cp - 1) / cp) * 4 * n);
@@ -92,12 +113,18 @@ Deno.test({
 });
 
 Deno.test({
-  name: 'cp2 ring (zig-zag; also over 2 micro-batches) and cp2 Ulysses GPT match the single-rank run for 10 steps; traffic = formula and cost.ts',
+  name:
+    'cp2 ring (zig-zag; also over 2 micro-batches) and cp2 Ulysses GPT match the single-rank run for 10 steps; traffic = formula and cost.ts',
   ...WORKER_TEST,
   fn: async () => {
     const gpu = await testGpu();
     const over = tinyConfig(), ref = await singleRankRun(gpu, over, TEXT);
-    for (const p of [{ cp: 2, cpKind: 'ring' }, { cp: 2, cpKind: 'ring', microBatches: 2 }, { cp: 2, cpKind: 'ulysses' }] as const) {
+    for (
+      const p of [{ cp: 2, cpKind: 'ring' }, { cp: 2, cpKind: 'ring', microBatches: 2 }, {
+        cp: 2,
+        cpKind: 'ulysses',
+      }] as const
+    ) {
       const plan = makePlan(p), what = `cp2 ${plan.cpKind} m ${plan.microBatches}`;
       // mesh_harness.ts expectedMeshSent: per layer and micro-batch, ring 2n(cp−1) K,V forward, 2n(cp−1)
       // K,V + 2n·cp dK,dV backward; Ulysses (cp−1)/cp of 3n and n each way; the dp·cp gradient average.

@@ -3,7 +3,13 @@ import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
 import * as A from '../../src/comm/algorithms.ts';
 import type { Algorithm } from '../../src/comm/communicator.ts';
 import { type Collective, collectiveTraffic } from '../../src/comm/cost.ts';
-import { bubbleFraction, stepTraffic, trafficByKind, zeroMemoryFp32, zeroMemoryMixed } from '../../src/parallel/cost.ts';
+import {
+  bubbleFraction,
+  stepTraffic,
+  trafficByKind,
+  zeroMemoryFp32,
+  zeroMemoryMixed,
+} from '../../src/parallel/cost.ts';
 import { makePlan, type ParallelPlan, rankParams, type StrategyKind } from '../../src/parallel/plan.ts';
 import { gptParamSpecs } from '../../src/models/gpt.ts';
 
@@ -17,7 +23,8 @@ async function measure(coll: Collective, algo: Algorithm, n: number, p: number, 
   };
   const sent = Array.from({ length: p }, () => ({ elements: 0, messages: 0 }));
   const link = (r: number): A.Link => ({
-    p, r,
+    p,
+    r,
     send(peer, data) {
       sent[r].elements += data.length;
       sent[r].messages++;
@@ -46,11 +53,20 @@ async function measure(coll: Collective, algo: Algorithm, n: number, p: number, 
         await A.binomialBroadcast(l, work, 0);
       } else await A.directAllReduce(l, work, 'sum');
     } else if (coll === 'reduceScatter') {
-      await (algo === 'ring' ? A.ringReduceScatter : algo === 'rabenseifner' ? A.halvingReduceScatter : A.directReduceScatter)(l, work, offs, 'sum');
+      await (algo === 'ring'
+        ? A.ringReduceScatter
+        : algo === 'rabenseifner'
+        ? A.halvingReduceScatter
+        : A.directReduceScatter)(l, work, offs, 'sum');
     } else if (coll === 'allGather') {
-      await (algo === 'ring' ? A.ringAllGather : algo === 'recursive-doubling' ? A.doublingAllGather : A.directAllGather)(l, work, offs);
-    } else if (coll === 'broadcast') await (algo === 'binomial' ? A.binomialBroadcast : A.directBroadcast)(l, work, root);
-    else if (coll === 'reduce') await (algo === 'binomial' ? A.binomialReduce : A.directReduce)(l, work, root, 'sum');
+      await (algo === 'ring'
+        ? A.ringAllGather
+        : algo === 'recursive-doubling'
+        ? A.doublingAllGather
+        : A.directAllGather)(l, work, offs);
+    } else if (coll === 'broadcast') {
+      await (algo === 'binomial' ? A.binomialBroadcast : A.directBroadcast)(l, work, root);
+    } else if (coll === 'reduce') await (algo === 'binomial' ? A.binomialReduce : A.directReduce)(l, work, root, 'sum');
     else await A.pairwiseAllToAll(l, work.slice(), work, offs);
   }));
   return sent;
@@ -75,7 +91,11 @@ Deno.test('collectiveTraffic equals what algorithms.ts sends, per rank, for ragg
           const root = coll === 'broadcast' || coll === 'reduce' ? p - 1 : 0;
           const got = await measure(coll, algo, n, p, root);
           for (let r = 0; r < p; r++) {
-            deepStrictEqual(collectiveTraffic(coll, algo, n, p, r, root), got[r], `${coll}/${algo} n=${n} p=${p} rank ${r}`);
+            deepStrictEqual(
+              collectiveTraffic(coll, algo, n, p, r, root),
+              got[r],
+              `${coll}/${algo} n=${n} p=${p} rank ${r}`,
+            );
             checked++;
           }
         }
@@ -145,7 +165,11 @@ Deno.test('rankParams: single rank equals gptParamSpecs; TP and PP shards add up
 Deno.test('stepTraffic: DP allReduce, TP 4 allReduces per layer per micro-batch, PP boundaries, Ulysses, EP', () => {
   const dp = stepTraffic(makePlan({ dp: 2 }), TINY, 1);
   const psi = rankParams(makePlan({ dp: 2 }), TINY, 1).dense;
-  equal(trafficByKind(dp).get('dp/allReduce'), psi + 1, 'Ψ grads (2(d−1)/d·Ψ with d 2) + a 1-element loss average on rank 1');
+  equal(
+    trafficByKind(dp).get('dp/allReduce'),
+    psi + 1,
+    'Ψ grads (2(d−1)/d·Ψ with d 2) + a 1-element loss average on rank 1',
+  );
   const b = 8, s = 64, C = 64;
   const tp = stepTraffic(makePlan({ tp: 2, microBatches: 2 }), TINY, 0);
   const layer = tp.find((r) => r.what.startsWith('layer outputs'))!;
@@ -156,52 +180,122 @@ Deno.test('stepTraffic: DP allReduce, TP 4 allReduces per layer per micro-batch,
   equal(pp.find((r) => r.what === 'activation gradients (bwd)'), undefined, 'stage 0 sends no gradient back');
   const last = stepTraffic(makePlan({ pp: 2, microBatches: 4 }), TINY, 1);
   equal(last.find((r) => r.what === 'activation gradients (bwd)')!.elements, 4 * 4 * s * C);
-  const tied = (r: number) => stepTraffic(makePlan({ pp: 2, tp: 2 }), TINY, r).find((x) => x.what === 'tied embedding gradients')!;
-  deepStrictEqual([tied(0).n, tied(0).group], [33 * C, [0, 2]], 'the first and last stage sum their (66/2)×C embedding slices');
+  const tied = (r: number) =>
+    stepTraffic(makePlan({ pp: 2, tp: 2 }), TINY, r).find((x) => x.what === 'tied embedding gradients')!;
+  deepStrictEqual(
+    [tied(0).n, tied(0).group],
+    [33 * C, [0, 2]],
+    'the first and last stage sum their (66/2)×C embedding slices',
+  );
   equal(tied(2).elements + tied(0).elements, 33 * C * 2 * (2 - 1), 'ring allReduce over 2 ranks: each sends n/2 twice');
-  const n = 16 * 32 * C, uly = stepTraffic(makePlan({ cp: 2, cpKind: 'ulysses' }), TINY, 0).filter((r) => r.dim === 'cp');
-  deepStrictEqual(uly.map((r) => [r.n, r.calls, r.exact]), [[3 * n, 4, true], [n, 4, true]], 'packed q,k,v and the output, forward + backward, per layer');
+  const n = 16 * 32 * C,
+    uly = stepTraffic(makePlan({ cp: 2, cpKind: 'ulysses' }), TINY, 0).filter((r) => r.dim === 'cp');
+  deepStrictEqual(
+    uly.map((r) => [r.n, r.calls, r.exact]),
+    [[3 * n, 4, true], [n, 4, true]],
+    'packed q,k,v and the output, forward + backward, per layer',
+  );
   equal(uly.reduce((a, r) => a + r.elements, 0), 2 * 2 * (3 * n + n) / 2, 'each allToAll sends (p−1)/p of its buffer');
   const ep = stepTraffic(makePlan({ dp: 2, ep: 2 }), { ...TINY, nExpert: 4 }, 0, { topK: 2, capacityFactor: 1 });
   const moe = ep.find((r) => r.dim === 'ep')!;
   equal(moe.n, 4 * Math.ceil((8 * 64 * 2) / 4) * C);
   equal(moe.elements, 4 * 2 * moe.n / 2);
-  equal(ep.find((r) => r.what === 'expert gradients'), undefined, 'experts are not replicated across an EP group of dp');
+  equal(
+    ep.find((r) => r.what === 'expert gradients'),
+    undefined,
+    'experts are not replicated across an EP group of dp',
+  );
   const z3 = stepTraffic(makePlan({ dp: 2, zero: 3, microBatches: 2 }), TINY, 0);
   const padded = Math.ceil(psi / 2) * 2;
-  equal(trafficByKind(z3).get('dp/allGather'), 4 * padded / 2, 'ZeRO-3 gathers in forward and backward of each micro-batch');
+  equal(
+    trafficByKind(z3).get('dp/allGather'),
+    4 * padded / 2,
+    'ZeRO-3 gathers in forward and backward of each micro-batch',
+  );
   equal(trafficByKind(z3).get('dp/reduceScatter'), 2 * padded / 2);
   const sp = stepTraffic(makePlan({ tp: 2, sp: true }), TINY, 0);
-  equal(trafficByKind(sp).get('tp/allGather'), trafficByKind(sp).get('tp/reduceScatter'), 'SP: as many gathers as scatters');
-
+  equal(
+    trafficByKind(sp).get('tp/allGather'),
+    trafficByKind(sp).get('tp/reduceScatter'),
+    'SP: as many gathers as scatters',
+  );
 });
 
 Deno.test('stepTraffic: SP sums wpe with the LayerNorm gradients, ring attention backward returns dK,dV, every row exact', () => {
-  const C = 64, T = 64, sp = (r: number) => stepTraffic(makePlan({ tp: 2, pp: 2, sp: true }), TINY, r).find((x) => x.what.startsWith('LayerNorm'))!;
-  equal(sp(0).n, (4 * C + 2 * C) + T * C, 'stage 0: its layer\'s LayerNorms + row-parallel biases and wpe (T, C)');
+  const C = 64,
+    T = 64,
+    sp = (r: number) =>
+      stepTraffic(makePlan({ tp: 2, pp: 2, sp: true }), TINY, r).find((x) => x.what.startsWith('LayerNorm'))!;
+  equal(sp(0).n, (4 * C + 2 * C) + T * C, "stage 0: its layer's LayerNorms + row-parallel biases and wpe (T, C)");
   equal(sp(2).n, (4 * C + 2 * C) + 2 * C, 'last stage (rank 2 of tp 2 × pp 2): its layer and ln_f, no wpe');
   // b = 16/2 sequences per micro-batch, s = T/cp = 32, 2 layers, 2 micro-batches.
-  const kv = 2 * 8 * 32 * C, ring = stepTraffic(makePlan({ cp: 2, cpKind: 'ring', microBatches: 2 }), TINY, 1).filter((r) => r.dim === 'cp');
-  deepStrictEqual(ring.map((r) => [r.n, r.calls, r.elements]), [[kv, 4, 4 * kv], [kv, 4, 4 * kv], [kv, 8, 8 * kv]], 'K,V cp−1 hops in each pass, dK,dV cp hops, per layer and micro-batch');
-  for (const plan of [makePlan({ tp: 2, sp: true }), makePlan({ cp: 2 }), makePlan({ dp: 2, zero: 1 }), makePlan({ pp: 2, tp: 2 })]) {
-    for (const r of [0, 1]) deepStrictEqual(stepTraffic(plan, TINY, r).filter((x) => !x.exact), [], 'no approximate rows');
+  const kv = 2 * 8 * 32 * C,
+    ring = stepTraffic(makePlan({ cp: 2, cpKind: 'ring', microBatches: 2 }), TINY, 1).filter((r) => r.dim === 'cp');
+  deepStrictEqual(
+    ring.map((r) => [r.n, r.calls, r.elements]),
+    [[kv, 4, 4 * kv], [kv, 4, 4 * kv], [kv, 8, 8 * kv]],
+    'K,V cp−1 hops in each pass, dK,dV cp hops, per layer and micro-batch',
+  );
+  for (
+    const plan of [
+      makePlan({ tp: 2, sp: true }),
+      makePlan({ cp: 2 }),
+      makePlan({ dp: 2, zero: 1 }),
+      makePlan({ pp: 2, tp: 2 }),
+    ]
+  ) {
+    for (const r of [0, 1]) {
+      deepStrictEqual(stepTraffic(plan, TINY, r).filter((x) => !x.exact), [], 'no approximate rows');
+    }
   }
   // ZeRO-2/3 reduce per 'layer' unit: exact only once the trainer's buckets are given.
   for (const zero of [2, 3] as const) {
-    ok(stepTraffic(makePlan({ dp: 2, zero }), TINY, 0).some((x) => !x.exact), `zero ${zero} without buckets is approximate`);
-    deepStrictEqual(stepTraffic(makePlan({ dp: 2, zero }), TINY, 0, { buckets: [1024, 512] }).filter((x) => !x.exact), [], `zero ${zero} with buckets is exact`);
+    ok(
+      stepTraffic(makePlan({ dp: 2, zero }), TINY, 0).some((x) => !x.exact),
+      `zero ${zero} without buckets is approximate`,
+    );
+    deepStrictEqual(
+      stepTraffic(makePlan({ dp: 2, zero }), TINY, 0, { buckets: [1024, 512] }).filter((x) => !x.exact),
+      [],
+      `zero ${zero} with buckets is exact`,
+    );
   }
 });
 
 Deno.test('stepTraffic: the trainer option adds the scalar allReduces each trainer issues', () => {
   const scalar = (plan: ParallelPlan, trainer: StrategyKind, r: number) =>
-    stepTraffic(plan, TINY, r, { trainer }).filter((x) => x.n <= 2).map((x) => [x.dim, x.what, x.group, x.n, x.elements]);
+    stepTraffic(plan, TINY, r, { trainer }).filter((x) => x.n <= 2).map((
+      x,
+    ) => [x.dim, x.what, x.group, x.n, x.elements]);
   const ring = (n: number, p: number, r: number) => collectiveTraffic('allReduce', 'ring', n, p, r).elements;
   deepStrictEqual(scalar(makePlan({ dp: 2 }), 'dp', 1), [['dp', 'loss average', [0, 1], 1, ring(1, 2, 1)]]);
-  deepStrictEqual(scalar(makePlan({ tp: 2 }), 'mesh', 0), [['dp', 'gradient norm + loss over the world', [0, 1], 2, ring(2, 2, 0)]]);
-  deepStrictEqual(scalar(makePlan({ dp: 2, zero: 1 }), 'zero', 0).map((x) => x[1]), ['loss average', 'gradient norm (ZeRO)']);
-  deepStrictEqual(scalar(makePlan({ dp: 4, ep: 2 }), 'ep', 3).map((x) => x.slice(1, 3)), [['loss average', [0, 1, 2, 3]], ['expert gradient norm', [2, 3]]]);
-  deepStrictEqual(scalar(makePlan({ dp: 2, pp: 2, tp: 2 }), 'mesh', 5), [['dp', 'gradient norm + loss over the world', [0, 1, 2, 3, 4, 5, 6, 7], 2, ring(2, 8, 5)]]);
+  deepStrictEqual(scalar(makePlan({ tp: 2 }), 'mesh', 0), [[
+    'dp',
+    'gradient norm + loss over the world',
+    [0, 1],
+    2,
+    ring(2, 2, 0),
+  ]]);
+  deepStrictEqual(scalar(makePlan({ dp: 2, zero: 1 }), 'zero', 0).map((x) => x[1]), [
+    'loss average',
+    'gradient norm (ZeRO)',
+  ]);
+  deepStrictEqual(scalar(makePlan({ dp: 4, ep: 2 }), 'ep', 3).map((x) => x.slice(1, 3)), [['loss average', [
+    0,
+    1,
+    2,
+    3,
+  ]], ['expert gradient norm', [2, 3]]]);
+  deepStrictEqual(scalar(makePlan({ dp: 2, pp: 2, tp: 2 }), 'mesh', 5), [[
+    'dp',
+    'gradient norm + loss over the world',
+    [0, 1, 2, 3, 4, 5, 6, 7],
+    2,
+    ring(2, 8, 5),
+  ]]);
   // The mesh's 2-element world sum replaces the dp loss average (absent here: dp 1).
-  deepStrictEqual(scalar(makePlan({ pp: 2 }), 'mesh', 0).length, stepTraffic(makePlan({ pp: 2 }), TINY, 0).filter((x) => x.n <= 2).length + 1);
+  deepStrictEqual(
+    scalar(makePlan({ pp: 2 }), 'mesh', 0).length,
+    stepTraffic(makePlan({ pp: 2 }), TINY, 0).filter((x) => x.n <= 2).length + 1,
+  );
 });

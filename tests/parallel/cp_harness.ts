@@ -29,4 +29,5 @@ export interface AttnResult {
 }
 
 /** Launches `size` cp workers (see {@link withRankWorld}). */
-export const withCpWorld = <T>(size: number, body: (w: World) => Promise<T>): Promise<T> => withRankWorld('cp_worker.ts', size, body);
+export const withCpWorld = <T>(size: number, body: (w: World) => Promise<T>): Promise<T> =>
+  withRankWorld('cp_worker.ts', size, body);

@@ -19,7 +19,11 @@ import { RANK_GPU_TASKS, rankGpu } from '../util/rank_gpu.ts';
 /** Rows `pos` of every sequence of a (B, T, w) array. */
 function rows(a: ArrayLike<number>, b: number, t: number, w: number, pos: Int32Array): Float32Array {
   const out = new Float32Array(b * pos.length * w);
-  for (let i = 0; i < b; i++) for (const [j, p] of pos.entries()) for (let x = 0; x < w; x++) out[(i * pos.length + j) * w + x] = a[(i * t + p) * w + x];
+  for (let i = 0; i < b; i++) {
+    for (const [j, p] of pos.entries()) {
+      for (let x = 0; x < w; x++) out[(i * pos.length + j) * w + x] = a[(i * t + p) * w + x];
+    }
+  }
   return out;
 }
 
@@ -35,7 +39,9 @@ serveRank({
     const tape = new Tape(g);
     tape.requireGrad(qkv);
     const dims = { b: a.b, t: tl, c: a.c, nh: a.nh, causal: a.causal };
-    const y = a.kind === 'ring' ? await ringAttention(tape, qkv, dims, group) : await ulyssesAttention(tape, qkv, dims, group);
+    const y = a.kind === 'ring'
+      ? await ringAttention(tape, qkv, dims, group)
+      : await ulyssesAttention(tape, qkv, dims, group);
     const sentForward = meter.take();
     const yHost = (await g.read(y)) as Float32Array;
     // A local identity whose backward hands the given dy to y.

@@ -7,14 +7,24 @@
 import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { testGpu } from '../util/gpu.ts';
 import { assertClose, assertRelRms } from '../util/assert.ts';
-import { maxRel, reference, ringAllReduceSent, type RunResult, TEXT, tinyConfig, withDpWorld, WORKER_TEST } from './harness.ts';
+import {
+  maxRel,
+  reference,
+  ringAllReduceSent,
+  type RunResult,
+  TEXT,
+  tinyConfig,
+  withDpWorld,
+  WORKER_TEST,
+} from './harness.ts';
 import { checkDataParallel } from '../../src/parallel/data_parallel.ts';
 import { parseConfig } from '../../src/train/config.ts';
 
 const BUCKET = 16 * 1024;
 
 Deno.test({
-  name: 'dp2 (and dp2 × gradAccum 2) matches the single-rank run; allReduce traffic = Σ_k (2n_k − chunk_r − chunk_{r+1})',
+  name:
+    'dp2 (and dp2 × gradAccum 2) matches the single-rank run; allReduce traffic = Σ_k (2n_k − chunk_r − chunk_{r+1})',
   ...WORKER_TEST,
   fn: async () => {
     const gpu = await testGpu();
@@ -43,10 +53,15 @@ Deno.test({
           const want = buckets.reduce((a, n) => a + ringAllReduceSent(n, 2, rank), 0);
           equal(want, flat, 'd = 2 and even buckets: 2(d−1)/d·Ψ_flat = Ψ_flat');
           for (const sent of r.sent) {
-            deepStrictEqual(sent, { 'world/grads/allReduce': want, 'world/loss/allReduce': ringAllReduceSent(1, 2, rank) });
+            deepStrictEqual(sent, {
+              'world/grads/allReduce': want,
+              'world/loss/allReduce': ringAllReduceSent(1, 2, rank),
+            });
           }
           // Overlap: buckets were launched from inside backward, the last declared (ln_f) first.
-          for (const [s, n] of r.launched.entries()) equal(n, buckets.length, `step ${s}: every bucket launched during backward`);
+          for (const [s, n] of r.launched.entries()) {
+            equal(n, buckets.length, `step ${s}: every bucket launched during backward`);
+          }
           equal(r.order[0][0], buckets.length - 1, 'the last bucket is final first');
         }
       }
@@ -83,7 +98,12 @@ Deno.test({
     await withDpWorld(3, async (w) => {
       for (const stage of [0, 3]) {
         const what = stage ? 'dp3 × ZeRO-3' : 'dp3';
-        const res = await w.run<RunResult>('train', { cfg, text: TEXT, stage: stage || undefined, bucketBytes: stage ? 'layer' : BUCKET });
+        const res = await w.run<RunResult>('train', {
+          cfg,
+          text: TEXT,
+          stage: stage || undefined,
+          bucketBytes: stage ? 'layer' : BUCKET,
+        });
         for (const r of res) ok(maxRel(r.losses, ref.losses) < 1e-4, `${what}: losses ${r.losses} vs ${ref.losses}`);
         assertRelRms(res[0].grads0!, ref.grads0, `${what}: averaged gradients of step 0`);
         assertClose(res[0].params!, ref.params, `${what}: parameters after 10 steps`);
@@ -94,8 +114,15 @@ Deno.test({
           // ZeRO pieces: c_k = ⌈n_k/(64·3)⌉·64; ring reduce-scatter / all-gather send (d−1)·c_k per bucket.
           const C = buckets.reduce((s, n) => s + Math.ceil(n / 192) * 64, 0);
           const want = stage
-            ? { 'world/grads/reduceScatter': 2 * C, 'world/params/allGather': 2 * 2 * C, 'world/scalars/allReduce': 2 * scalar }
-            : { 'world/grads/allReduce': buckets.reduce((a, n) => a + ringAllReduceSent(n, 3, rank), 0), 'world/loss/allReduce': scalar };
+            ? {
+              'world/grads/reduceScatter': 2 * C,
+              'world/params/allGather': 2 * 2 * C,
+              'world/scalars/allReduce': 2 * scalar,
+            }
+            : {
+              'world/grads/allReduce': buckets.reduce((a, n) => a + ringAllReduceSent(n, 3, rank), 0),
+              'world/loss/allReduce': scalar,
+            };
           for (const sent of r.sent) deepStrictEqual(sent, want, `${what} rank ${rank}`);
         }
       }

@@ -28,7 +28,17 @@ serveRank({
     const t = args.stage
       ? await ZeroTrainer.create(g, model, data, cfg, world, { ...opts, stage: args.stage as ZeroStage })
       : new DataParallelTrainer(g, model, data, cfg, world, opts);
-    const res: RunResult = { losses: [], gradNorms: [], sent: [], launched: [], order: [], buckets: t.buckets.map((b) => b.end - b.start), params: null, flat: model.params.flatSize, shard: 0 };
+    const res: RunResult = {
+      losses: [],
+      gradNorms: [],
+      sent: [],
+      launched: [],
+      order: [],
+      buckets: t.buckets.map((b) => b.end - b.start),
+      params: null,
+      flat: model.params.flatSize,
+      shard: 0,
+    };
     for (let s = 0; s < cfg.steps; s++) {
       const rec = await t.step(s);
       res.losses.push(rec.loss);

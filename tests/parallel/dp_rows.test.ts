@@ -17,7 +17,8 @@ Deno.test('partitionRows refuses a row drawn twice and a row drawn by nobody', (
 });
 
 Deno.test({
-  name: 'dp3 and dp3 × ZeRO-3: per micro-batch the ranks draw disjoint rows whose union is the single-rank global batch',
+  name:
+    'dp3 and dp3 × ZeRO-3: per micro-batch the ranks draw disjoint rows whose union is the single-rank global batch',
   ...WORKER_TEST,
   fn: async () => {
     const cfg = tinyConfig({ batchSize: 6, gradAccum: 2, steps: 2 });
@@ -26,11 +27,25 @@ Deno.test({
     equal(ref.rows.length, 2 * 2, 'the reference trains 2 steps × 2 micro-batches');
     await withDpWorld(d, async (w) => {
       for (const stage of [0, 3]) {
-        const res = await w.run<RunResult>('train', { cfg, text: TEXT, stage: stage || undefined, bucketBytes: 'layer', recordRows: true });
-        for (const [r, x] of res.entries()) equal(x.rows!.length, ref.rows.length, `stage ${stage} rank ${r}: one forward per micro-batch`);
+        const res = await w.run<RunResult>('train', {
+          cfg,
+          text: TEXT,
+          stage: stage || undefined,
+          bucketBytes: 'layer',
+          recordRows: true,
+        });
+        for (const [r, x] of res.entries()) {
+          equal(x.rows!.length, ref.rows.length, `stage ${stage} rank ${r}: one forward per micro-batch`);
+        }
         for (const [k, global] of ref.rows.entries()) {
           const drawn = partitionRows(global, res.map((x) => x.rows![k]), t);
-          for (const [r, idx] of drawn.entries()) deepStrictEqual(idx, Array.from({ length: b }, (_, i) => r * b + i), `stage ${stage} micro-batch ${k}: rank ${r} takes rows [${r * b}, ${(r + 1) * b})`);
+          for (const [r, idx] of drawn.entries()) {
+            deepStrictEqual(
+              idx,
+              Array.from({ length: b }, (_, i) => r * b + i),
+              `stage ${stage} micro-batch ${k}: rank ${r} takes rows [${r * b}, ${(r + 1) * b})`,
+            );
+          }
         }
       }
     });

@@ -50,7 +50,13 @@ export function epData(args: EpArgs): { cfg: TrainConfig; vocabSize: number; dat
 }
 
 /** The single-rank run: Trainer on the whole global batch, tokens routed in `groups` groups. */
-export async function epReference(gpu: Gpu, args: EpArgs, groups: number): Promise<{ losses: number[]; gradNorms: number[]; grads0: Record<string, Float32Array>; params: Record<string, Float32Array> }> {
+export async function epReference(
+  gpu: Gpu,
+  args: EpArgs,
+  groups: number,
+): Promise<
+  { losses: number[]; gradNorms: number[]; grads0: Record<string, Float32Array>; params: Record<string, Float32Array> }
+> {
   const { cfg, vocabSize, data } = epData(args);
   const model = createMoEModel(gpu, cfg, vocabSize, { groups });
   const trainer = new Trainer(gpu, model, data, cfg);
@@ -64,4 +70,5 @@ export async function epReference(gpu: Gpu, args: EpArgs, groups: number): Promi
 }
 
 /** Launches `size` ep workers (see {@link withRankWorld}). */
-export const withEpWorld = <T>(size: number, body: (w: World) => Promise<T>): Promise<T> => withRankWorld('ep_worker.ts', size, body);
+export const withEpWorld = <T>(size: number, body: (w: World) => Promise<T>): Promise<T> =>
+  withRankWorld('ep_worker.ts', size, body);

@@ -17,7 +17,9 @@ serveRank({
     const g = await rankGpu();
     const { cfg, vocabSize, data } = epData(args);
     const groups = expertParallelGroups(world, makePlan({ dp: world.size, ep: args.ep ?? world.size }));
-    const model = createMoEModel(g, cfg, vocabSize, { shard: expertShard(cfg.nExpert, groups.ep.size, groups.ep.rank) });
+    const model = createMoEModel(g, cfg, vocabSize, {
+      shard: expertShard(cfg.nExpert, groups.ep.size, groups.ep.rank),
+    });
     const t = new ExpertParallelTrainer(g, model, data, cfg, groups);
     const res: EpResult = { losses: [], gradNorms: [], sent: [], grads0: {}, params: {}, dense: 0, expert: 0 };
     for (const p of model.params.params) res[expertOf(p.name) ? 'expert' : 'dense'] += p.size;

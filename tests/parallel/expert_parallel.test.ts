@@ -14,15 +14,36 @@ import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { testGpu } from '../util/gpu.ts';
 import { assertClose, assertRelRms, assertThrows } from '../util/assert.ts';
 import { maxRel, ringAllReduceSent, TEXT, WORKER_TEST } from './harness.ts';
-import { type EpArgs, epData, type EpResult, epReference, withEpWorld } from './ep_harness.ts';
-import { allToAllFromExperts, allToAllToExperts, expertParallelGroups, expertShard } from '../../src/parallel/expert_parallel.ts';
+import { type EpArgs, epData, epReference, type EpResult, withEpWorld } from './ep_harness.ts';
+import {
+  allToAllFromExperts,
+  allToAllToExperts,
+  expertParallelGroups,
+  expertShard,
+} from '../../src/parallel/expert_parallel.ts';
 import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
 import { stepTraffic } from '../../src/parallel/cost.ts';
 import { makePlan, planGroup } from '../../src/parallel/plan.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 
-const BASE: Partial<TrainConfig> = { nLayer: 2, nHead: 2, nEmbd: 32, blockSize: 16, batchSize: 4, steps: 10, warmup: 2, lr: 1e-2, minLr: 1e-3, gradClip: 0.5, logInterval: 10 };
-const run = (over: Partial<TrainConfig>, ep?: number): EpArgs => ({ cfg: { ...BASE, nExpert: 4, auxLossWeight: 0.01, ...over }, text: TEXT, ep });
+const BASE: Partial<TrainConfig> = {
+  nLayer: 2,
+  nHead: 2,
+  nEmbd: 32,
+  blockSize: 16,
+  batchSize: 4,
+  steps: 10,
+  warmup: 2,
+  lr: 1e-2,
+  minLr: 1e-3,
+  gradClip: 0.5,
+  logInterval: 10,
+};
+const run = (over: Partial<TrainConfig>, ep?: number): EpArgs => ({
+  cfg: { ...BASE, nExpert: 4, auxLossWeight: 0.01, ...over },
+  text: TEXT,
+  ep,
+});
 
 const EP2: EpArgs[] = [
   // top-2 with capacity 1: tokens are dropped on both sides.
@@ -49,7 +70,10 @@ function checkRun(args: EpArgs, res: EpResult[], ref: Ref): void {
   ok(ref.gradNorms.some((n) => n > 0.5), `clipping is active on some step: ${ref.gradNorms}`);
   // Gradients and final parameters: dense ones from rank 0, each expert from its owner in EP group 0.
   const isExpert = (n: string) => n.includes('.experts.');
-  const names = [...Object.keys(res[0].grads0), ...res.slice(1, ep).flatMap((r) => Object.keys(r.grads0).filter(isExpert))];
+  const names = [
+    ...Object.keys(res[0].grads0),
+    ...res.slice(1, ep).flatMap((r) => Object.keys(r.grads0).filter(isExpert)),
+  ];
   equal(new Set(names).size, Object.keys(ref.grads0).length, `${what}: EP group 0 holds every parameter once`);
   const owner = (n: string) => res.slice(0, ep).find((r) => n in r.grads0)!;
   const flat = (f: (n: string) => Float32Array) => Float32Array.from(names.flatMap((n) => [...f(n)]));
@@ -70,20 +94,39 @@ function checkRun(args: EpArgs, res: EpResult[], ref: Ref): void {
   const allToAll = 4 * moeLayers * m * ((ep - 1) / ep) * E * cap * C;
   const plan = makePlan({ dp, ep, microBatches: m });
   for (const [rank, r] of res.entries()) {
-    const all = planGroup(plan, 'dp', rank), epRanks = planGroup(plan, 'ep', rank), edp = all.filter((d) => d % ep === rank % ep);
+    const all = planGroup(plan, 'dp', rank),
+      epRanks = planGroup(plan, 'ep', rank),
+      edp = all.filter((d) => d % ep === rank % ep);
     const want: Record<string, number> = {
       [`ep[${epRanks}]/moe/allToAll`]: allToAll,
       [`dp[${all}]/grads/allReduce`]: ringAllReduceSent(r.dense, dp, rank),
       [`dp[${all}]/scalars/allReduce`]: ringAllReduceSent(1, dp, rank),
       [`ep[${epRanks}]/norm/allReduce`]: ringAllReduceSent(1, ep, rank % ep),
     };
-    if (edp.length > 1) want[`edp[${edp}]/experts/allReduce`] = ringAllReduceSent(r.expert, edp.length, edp.indexOf(rank));
+    if (edp.length > 1) {
+      want[`edp[${edp}]/experts/allReduce`] = ringAllReduceSent(r.expert, edp.length, edp.indexOf(rank));
+    }
     for (const sent of r.sent) deepStrictEqual(sent, want, `${what} rank ${rank}`);
     const model = { ...cfg, batchSize: cfg.batchSize * m, vocabSize, nExpert: E };
-    const rows = stepTraffic(plan, model, rank, { topK, capacityFactor, bias: cfg.bias, moeEvery, trainer: 'ep', buckets: [r.dense] });
-    equal(rows.reduce((a, x) => a + x.elements, 0), Object.values(want).reduce((a, b) => a + b, 0), `${what} rank ${rank}: stepTraffic`);
+    const rows = stepTraffic(plan, model, rank, {
+      topK,
+      capacityFactor,
+      bias: cfg.bias,
+      moeEvery,
+      trainer: 'ep',
+      buckets: [r.dense],
+    });
+    equal(
+      rows.reduce((a, x) => a + x.elements, 0),
+      Object.values(want).reduce((a, b) => a + b, 0),
+      `${what} rank ${rank}: stepTraffic`,
+    );
     equal(rows.find((x) => x.dim === 'ep')!.elements, allToAll, `${what}: cost.ts allToAll row`);
-    equal(rows.find((x) => x.what === 'expert gradients')?.elements ?? 0, want[`edp[${edp}]/experts/allReduce`] ?? 0, `${what}: cost.ts expert-gradient row`);
+    equal(
+      rows.find((x) => x.what === 'expert gradients')?.elements ?? 0,
+      want[`edp[${edp}]/experts/allReduce`] ?? 0,
+      `${what}: cost.ts expert-gradient row`,
+    );
   }
 }
 
@@ -114,18 +157,26 @@ Deno.test({
 });
 
 Deno.test('expert shards split the experts evenly and refuse what does not divide', () => {
-  deepStrictEqual([0, 1, 2].map((i) => expertShard(6, 3, i)), [{ first: 0, count: 2 }, { first: 2, count: 2 }, { first: 4, count: 2 }]);
+  deepStrictEqual([0, 1, 2].map((i) => expertShard(6, 3, i)), [{ first: 0, count: 2 }, { first: 2, count: 2 }, {
+    first: 4,
+    count: 2,
+  }]);
   assertThrows(() => expertShard(6, 4, 0), 'ep 4 must divide the 6 experts');
   assertThrows(() => expertShard(6, 3, 3), 'rank index 3 is outside 0 … 2');
 });
 
-Deno.test('the dispatch all-to-all puts every slot on its expert\'s rank, and the combine all-to-all inverts it', async () => {
+Deno.test("the dispatch all-to-all puts every slot on its expert's rank, and the combine all-to-all inverts it", async () => {
   const world = localWorld(2);
   try {
     // E = 4 over 2 ranks, cap 3, C 2, local blocks padded to 5 rows, expert blocks to 7.
     const g = { e: 4, ep: 2, cap: 3, c: 2, localRows: 5, expertRows: 7 };
-    const value = (rank: number, e: number, row: number, col: number) => row < g.cap ? 1000 * rank + 100 * e + 10 * row + col + 1 : 0;
-    const local = (rank: number) => Float32Array.from({ length: g.e * g.localRows * g.c }, (_, i) => value(rank, Math.floor(i / (g.localRows * g.c)), Math.floor(i / g.c) % g.localRows, i % g.c));
+    const value = (rank: number, e: number, row: number, col: number) =>
+      row < g.cap ? 1000 * rank + 100 * e + 10 * row + col + 1 : 0;
+    const local = (rank: number) =>
+      Float32Array.from(
+        { length: g.e * g.localRows * g.c },
+        (_, i) => value(rank, Math.floor(i / (g.localRows * g.c)), Math.floor(i / g.c) % g.localRows, i % g.c),
+      );
     const there = await onEveryRank(world, (c) => allToAllToExperts(c, local(c.rank), g));
     for (const [rank, out] of there.entries()) {
       for (let l = 0; l < 2; l++) {
@@ -137,8 +188,13 @@ Deno.test('the dispatch all-to-all puts every slot on its expert\'s rank, and th
       }
     }
     const back = await onEveryRank(world, (c) => allToAllFromExperts(c, there[c.rank], g));
-    for (const [rank, out] of back.entries()) deepStrictEqual(out, local(rank), `rank ${rank}: the round trip restores every slot`);
-    assertThrows(() => expertParallelGroups(world[0], makePlan({ dp: 2, ep: 2, zero: 1 })), 'supported plans are ep dividing dp');
+    for (const [rank, out] of back.entries()) {
+      deepStrictEqual(out, local(rank), `rank ${rank}: the round trip restores every slot`);
+    }
+    assertThrows(
+      () => expertParallelGroups(world[0], makePlan({ dp: 2, ep: 2, zero: 1 })),
+      'supported plans are ep dividing dp',
+    );
     assertThrows(() => expertParallelGroups(world[0], makePlan({ dp: 4, ep: 2 })), 'on 2 ranks');
     const groups = expertParallelGroups(world[1], makePlan({ dp: 2, ep: 2 }));
     deepStrictEqual([groups.dp.id, groups.ep.id, groups.edp.id], ['dp[0,1]', 'ep[0,1]', 'edp[1]']);

@@ -16,11 +16,27 @@ import { withRankWorld } from '../comm/world.ts';
 import { recordRows } from './rows.ts';
 
 /** The first 4 KB of Tiny Shakespeare: enough for 16-token windows, small enough to ship to workers. */
-export const TEXT = (await Deno.readTextFile(new URL('../../public/data/tinyshakespeare.txt', import.meta.url))).slice(0, 4096);
+export const TEXT = (await Deno.readTextFile(new URL('../../public/data/tinyshakespeare.txt', import.meta.url))).slice(
+  0,
+  4096,
+);
 
 /** Tiny GPT, 10 steps; clip 0.5 so clipping is active on early steps (the tests check it is). */
 export function tinyConfig(over: Partial<TrainConfig> = {}): Partial<TrainConfig> {
-  return { nLayer: 2, nHead: 2, nEmbd: 32, blockSize: 16, batchSize: 4, steps: 10, warmup: 2, lr: 1e-2, minLr: 1e-3, gradClip: 0.5, logInterval: 10, ...over };
+  return {
+    nLayer: 2,
+    nHead: 2,
+    nEmbd: 32,
+    blockSize: 16,
+    batchSize: 4,
+    steps: 10,
+    warmup: 2,
+    lr: 1e-2,
+    minLr: 1e-3,
+    gradClip: 0.5,
+    logInterval: 10,
+    ...over,
+  };
 }
 
 export interface RunArgs {
@@ -56,7 +72,10 @@ export interface RunResult {
 }
 
 /** The single-rank run: the unchanged Trainer on the whole global batch. */
-export async function reference(gpu: Gpu, over: Partial<TrainConfig>): Promise<{ losses: number[]; gradNorms: number[]; params: Float32Array; grads0: Float32Array; rows: number[][] }> {
+export async function reference(
+  gpu: Gpu,
+  over: Partial<TrainConfig>,
+): Promise<{ losses: number[]; gradNorms: number[]; params: Float32Array; grads0: Float32Array; rows: number[][] }> {
   const cfg: TrainConfig = parseConfig(over);
   const tok = CharTokenizer.fromText(TEXT);
   const data = new TextDataset(tok.encode(TEXT), cfg.blockSize);
@@ -73,9 +92,9 @@ export async function reference(gpu: Gpu, over: Partial<TrainConfig>): Promise<{
   return { losses: recs.map((r) => r.loss), gradNorms: recs.map((r) => r.gradNorm), params, grads0, rows };
 }
 
-
 /** Launches `size` dp workers (see {@link withRankWorld}). */
-export const withDpWorld = <T>(size: number, body: (w: World) => Promise<T>): Promise<T> => withRankWorld('dp.worker.ts', size, body);
+export const withDpWorld = <T>(size: number, body: (w: World) => Promise<T>): Promise<T> =>
+  withRankWorld('dp.worker.ts', size, body);
 
 /** Elements rank r sends in a ring allReduce of n elements over p ranks (algorithms.ts: every chunk but r in reduce-scatter, every chunk but r+1 in all-gather). */
 export function ringAllReduceSent(n: number, p: number, r: number): number {

@@ -28,7 +28,12 @@ import { dimOfKey } from '../../src/parallel/run.ts';
 export type { MeshRunResult };
 
 /** Trains `over` with `plan` on dp·pp·cp·tp in-process ranks sharing `gpu`; results in world-rank order. */
-export async function localMeshRun(gpu: Gpu, plan: ParallelPlan, over: Partial<TrainConfig>, text: string): Promise<MeshRunResult[]> {
+export async function localMeshRun(
+  gpu: Gpu,
+  plan: ParallelPlan,
+  over: Partial<TrainConfig>,
+  text: string,
+): Promise<MeshRunResult[]> {
   const world = localWorld(planWorldSize(plan), { timeoutMs: 120_000 });
   try {
     return await onEveryRank(world, (comm) => trainMeshRank(gpu, comm, plan, over, text));
@@ -39,7 +44,11 @@ export async function localMeshRun(gpu: Gpu, plan: ParallelPlan, over: Partial<T
 
 /** The same run on dp·pp·cp·tp module workers (mesh_worker.ts), a device each; always shuts the world down. */
 export function workerMeshRun(plan: ParallelPlan, over: Partial<TrainConfig>, text: string): Promise<MeshRunResult[]> {
-  return withRankWorld('mesh_worker.ts', planWorldSize(plan), (w) => w.run<MeshRunResult>('train', { plan, cfg: over, text }));
+  return withRankWorld(
+    'mesh_worker.ts',
+    planWorldSize(plan),
+    (w) => w.run<MeshRunResult>('train', { plan, cfg: over, text }),
+  );
 }
 
 /**
@@ -52,7 +61,9 @@ export function gatherMesh(plan: ParallelPlan, shards: Named[], over: Partial<Tr
   for (const s of gptParamSpecs({ ...cfg, vocabSize })) {
     const holder = [...Array(plan.pp).keys()].find((pp) => s.name in shards[mesh.rankOf({ dp: 0, pp, cp: 0, tp: 0 })]);
     if (holder === undefined) throw new Error(`no stage holds ${s.name}`);
-    const tpShards = planGroup(plan, 'tp', mesh.rankOf({ dp: 0, pp: holder, cp: 0, tp: 0 })).map((r) => shards[r][s.name]);
+    const tpShards = planGroup(plan, 'tp', mesh.rankOf({ dp: 0, pp: holder, cp: 0, tp: 0 })).map((r) =>
+      shards[r][s.name]
+    );
     out[s.name] = unshardParam(shardKind(s.name), tpShards, s.shape);
   }
   return out;
@@ -78,9 +89,18 @@ export function gatherMesh(plan: ParallelPlan, shards: Named[], over: Partial<Tr
  *   `…/params` of d·c elements, c = ⌈F/(64·d)⌉·64 for the store's aligned flat length F;
  * - world: one allReduce of 2 elements [squared-norm share, loss share] on `world/scalars`.
  */
-export function expectedMeshSent(plan: ParallelPlan, over: Partial<TrainConfig>, vocabSize: number, r: number, psi: number, flatLen: number): Sent {
+export function expectedMeshSent(
+  plan: ParallelPlan,
+  over: Partial<TrainConfig>,
+  vocabSize: number,
+  r: number,
+  psi: number,
+  flatLen: number,
+): Sent {
   const cfg = parseConfig(over), c = planMesh(plan).coords(r);
-  const { dp, pp: P, cp, tp, microBatches: m, sp } = plan, v = plan.schedule === 'interleaved' ? plan.virtualStages : 1, S = P * v;
+  const { dp, pp: P, cp, tp, microBatches: m, sp } = plan,
+    v = plan.schedule === 'interleaved' ? plan.virtualStages : 1,
+    S = P * v;
   const { nLayer, nEmbd: C, blockSize: T, batchSize: B } = cfg;
   const N = (B / (dp * m)) * (T / cp), Lr = nLayer / P;
   const stages = [...Array(v).keys()].map((k) => k * P + c.pp), first = c.pp === 0, last = c.pp === P - 1;
@@ -91,18 +111,26 @@ export function expectedMeshSent(plan: ParallelPlan, over: Partial<TrainConfig>,
     if (!sp) out[`${name('tp')}/act/allReduce`] = calls * ringAllReduceSent(N * C, tp, c.tp);
     else {
       out[`${name('tp')}/act/allGather`] = calls * collectiveTraffic('allGather', 'ring', N * C, tp, c.tp).elements;
-      out[`${name('tp')}/act/reduceScatter`] = calls * collectiveTraffic('reduceScatter', 'ring', N * C, tp, c.tp).elements;
-      const partials = sequenceParallelGradElements(Lr, C, T) - T * C - 2 * C + (last ? 2 * C : 0) + (first ? T * C : 0);
+      out[`${name('tp')}/act/reduceScatter`] = calls *
+        collectiveTraffic('reduceScatter', 'ring', N * C, tp, c.tp).elements;
+      const partials = sequenceParallelGradElements(Lr, C, T) - T * C - 2 * C + (last ? 2 * C : 0) +
+        (first ? T * C : 0);
       out[`${name('tp')}/sp-grads/allReduce`] = ringAllReduceSent(partials, tp, c.tp);
     }
     if (last) out[`${name('tp')}/ce/allReduce`] = 3 * m * ringAllReduceSent(N, tp, c.tp);
   }
   const act = sp ? (N * C) / tp : N * C;
-  const p2p = m * act * (stages.filter((s) => s < S - 1 && (s + 1) % P !== c.pp).length + stages.filter((s) => s > 0 && (s - 1) % P !== c.pp).length);
+  const p2p = m * act *
+    (stages.filter((s) => s < S - 1 && (s + 1) % P !== c.pp).length +
+      stages.filter((s) => s > 0 && (s - 1) % P !== c.pp).length);
   if (p2p) out[`${name('pp')}:p2p/send`] = p2p;
   if (P > 1 && (first || last)) {
     const ends = [planGroup(plan, 'pp', r)[0], planGroup(plan, 'pp', r)[P - 1]];
-    out[`embedding[${ends.join(',')}]/allReduce`] = ringAllReduceSent((paddedVocab(vocabSize, tp) / tp) * C, 2, first ? 0 : 1);
+    out[`embedding[${ends.join(',')}]/allReduce`] = ringAllReduceSent(
+      (paddedVocab(vocabSize, tp) / tp) * C,
+      2,
+      first ? 0 : 1,
+    );
   }
   if (cp > 1) {
     const n = N * (C / tp), aa = (x: number) => collectiveTraffic('allToAll', 'direct', x, cp, c.cp).elements;
@@ -135,19 +163,42 @@ const WTE = 'transformer.wte.weight';
  * embedding, cp (ring: dK,dV's return hop included; Ulysses: packed q,k,v), the dp·cp sync and
  * the 2-element [norm², loss] sum over the world.
  */
-function compareWithCost(what: string, plan: ParallelPlan, over: Partial<TrainConfig>, V: number, r: number, sent: Record<string, number>, flatLen: number): void {
+function compareWithCost(
+  what: string,
+  plan: ParallelPlan,
+  over: Partial<TrainConfig>,
+  V: number,
+  r: number,
+  sent: Record<string, number>,
+  flatLen: number,
+): void {
   const cfg = parseConfig(over);
-  const model = { nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, blockSize: cfg.blockSize, batchSize: cfg.batchSize, vocabSize: V };
+  const model = {
+    nLayer: cfg.nLayer,
+    nHead: cfg.nHead,
+    nEmbd: cfg.nEmbd,
+    blockSize: cfg.blockSize,
+    batchSize: cfg.batchSize,
+    vocabSize: V,
+  };
   // ZeRO-1 pads the aligned flat buffer (mesh_zero.ts), not Ψ_r: passed as the one bucket's call size.
   const dpcp = plan.dp * plan.cp, buckets = plan.zero ? [zeroPadded(flatLen, dpcp)] : undefined;
   const rows = stepTraffic(plan, model, r, { buckets, trainer: 'mesh' });
-  deepStrictEqual(rows.filter((x) => !x.exact).map((x) => x.what), [], `${what} rank ${r}: every stepTraffic row exact`);
+  deepStrictEqual(
+    rows.filter((x) => !x.exact).map((x) => x.what),
+    [],
+    `${what} rank ${r}: every stepTraffic row exact`,
+  );
   const measured: Record<string, number> = {};
   for (const [k, n] of Object.entries(sent)) {
     const key = `${dimOfKey('mesh', k)}/${k.split('/').pop()}`;
     measured[key] = (measured[key] ?? 0) + n;
   }
-  deepStrictEqual(Object.fromEntries(trafficByKind(rows)), measured, `${what} rank ${r}: stepTraffic = measured, by dim/collective`);
+  deepStrictEqual(
+    Object.fromEntries(trafficByKind(rows)),
+    measured,
+    `${what} rank ${r}: stepTraffic = measured, by dim/collective`,
+  );
 }
 
 /**
@@ -157,28 +208,67 @@ function compareWithCost(what: string, plan: ParallelPlan, over: Partial<TrainCo
  * the gathered step-0 gradients (RMS) and final parameters, dp/cp replicas and the tied
  * embedding's copies identical.
  */
-export function checkMeshRun(what: string, plan: ParallelPlan, over: Partial<TrainConfig>, res: MeshRunResult[], ref: MeshReference): void {
+export function checkMeshRun(
+  what: string,
+  plan: ParallelPlan,
+  over: Partial<TrainConfig>,
+  res: MeshRunResult[],
+  ref: MeshReference,
+): void {
   const cfg = parseConfig(over);
   // Not the whole config: its MoE fields (nExpert) would make plan.ts count experts.
-  const model = { nLayer: cfg.nLayer, nHead: cfg.nHead, nEmbd: cfg.nEmbd, blockSize: cfg.blockSize, batchSize: cfg.batchSize, vocabSize: ref.vocabSize };
+  const model = {
+    nLayer: cfg.nLayer,
+    nHead: cfg.nHead,
+    nEmbd: cfg.nEmbd,
+    blockSize: cfg.blockSize,
+    batchSize: cfg.batchSize,
+    vocabSize: ref.vocabSize,
+  };
   for (const [r, x] of res.entries()) {
     ok(maxRel(x.losses, ref.losses) < 1e-4, `${what} rank ${r}: losses ${x.losses} vs ${ref.losses}`);
     ok(maxRel(x.gradNorms, ref.gradNorms) < 1e-3, `${what} rank ${r}: grad norms ${x.gradNorms} vs ${ref.gradNorms}`);
-    equal(x.count, rankParams(plan, model, r).dense, `${what} rank ${r}: parameters held ${x.count} vs plan.ts rankParams ${rankParams(plan, model, r).dense}`);
+    equal(
+      x.count,
+      rankParams(plan, model, r).dense,
+      `${what} rank ${r}: parameters held ${x.count} vs plan.ts rankParams ${rankParams(plan, model, r).dense}`,
+    );
     const want = expectedMeshSent(plan, over, ref.vocabSize, r, x.count, x.flat);
     for (const [s, sent] of x.sent.entries()) deepStrictEqual(sent, want, `${what} rank ${r} step ${s}: elements sent`);
     compareWithCost(what, plan, over, ref.vocabSize, r, x.sent[0], x.flat);
   }
   const names = Object.keys(ref.grads0);
   // Under ZeRO-1 no rank holds the whole reduced gradient (the norms above check it globally).
-  if (!plan.zero) assertRelRms(flat(gatherMesh(plan, res.map((x) => x.grads0), over, ref.vocabSize), names), flat(ref.grads0, names), `${what}: step-0 gradients`);
-  assertClose(flat(gatherMesh(plan, res.map((x) => x.params), over, ref.vocabSize), names), flat(ref.params, names), `${what}: parameters after 10 steps`);
+  if (!plan.zero) {
+    assertRelRms(
+      flat(gatherMesh(plan, res.map((x) => x.grads0), over, ref.vocabSize), names),
+      flat(ref.grads0, names),
+      `${what}: step-0 gradients`,
+    );
+  }
+  assertClose(
+    flat(gatherMesh(plan, res.map((x) => x.params), over, ref.vocabSize), names),
+    flat(ref.params, names),
+    `${what}: parameters after 10 steps`,
+  );
   const mesh = planMesh(plan);
   for (let r = 0; r < res.length; r++) {
     const c = mesh.coords(r);
     // dp replicas end bit-identical (same averaged gradients, same update).
-    if (c.dp > 0 || c.cp > 0) deepStrictEqual(res[r].params, res[mesh.rankOf({ ...c, dp: 0, cp: 0 })].params, `${what}: dp/cp replica ${r} diverged`);
+    if (c.dp > 0 || c.cp > 0) {
+      deepStrictEqual(
+        res[r].params,
+        res[mesh.rankOf({ ...c, dp: 0, cp: 0 })].params,
+        `${what}: dp/cp replica ${r} diverged`,
+      );
+    }
     // The head's wte copy stays equal to stage 0's (embedding-group gradient sum).
-    if (plan.pp > 1 && c.pp === plan.pp - 1) deepStrictEqual(res[r].params[WTE], res[mesh.rankOf({ ...c, pp: 0 })].params[WTE], `${what}: wte copy of rank ${r}`);
+    if (plan.pp > 1 && c.pp === plan.pp - 1) {
+      deepStrictEqual(
+        res[r].params[WTE],
+        res[mesh.rankOf({ ...c, pp: 0 })].params[WTE],
+        `${what}: wte copy of rank ${r}`,
+      );
+    }
   }
 }

@@ -32,12 +32,28 @@ export interface MeshRunResult {
 }
 
 /** Trains `over` for cfg.steps steps on this rank of `plan` (every rank calls it with the same arguments). */
-export async function trainMeshRank(gpu: Gpu, comm: Communicator, plan: ParallelPlan, over: Partial<TrainConfig>, text: string): Promise<MeshRunResult> {
+export async function trainMeshRank(
+  gpu: Gpu,
+  comm: Communicator,
+  plan: ParallelPlan,
+  over: Partial<TrainConfig>,
+  text: string,
+): Promise<MeshRunResult> {
   const cfg = parseConfig(over);
   const tok = CharTokenizer.fromText(text);
   const data = new TextDataset(tok.encode(text), cfg.blockSize);
   const t = new MeshTrainer(gpu, cfg, plan, comm, data, tok.vocabSize);
-  const res: MeshRunResult = { losses: [], gradNorms: [], sent: [], grads0: {}, params: {}, count: t.stages.params.count, flat: t.stages.params.grads.size, timelines: [], origins: [] };
+  const res: MeshRunResult = {
+    losses: [],
+    gradNorms: [],
+    sent: [],
+    grads0: {},
+    params: {},
+    count: t.stages.params.count,
+    flat: t.stages.params.grads.size,
+    timelines: [],
+    origins: [],
+  };
   try {
     for (let s = 0; s < cfg.steps; s++) {
       const rec = await t.step(s);

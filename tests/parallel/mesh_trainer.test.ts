@@ -26,15 +26,22 @@ const WTE = 'transformer.wte.weight';
 const TEXT_ODD = oddVocabText(TEXT);
 
 Deno.test({
-  name: 'mesh trainer: dp2×tp2×pp2, dp2×pp2 (GPipe, 1F1B), tp2×pp2+sp, dp2×tp2, tp2×pp2 interleaved, cp2 ring / Ulysses + ZeRO-1 match the single-rank run; traffic exact',
+  name:
+    'mesh trainer: dp2×tp2×pp2, dp2×pp2 (GPipe, 1F1B), tp2×pp2+sp, dp2×tp2, tp2×pp2 interleaved, cp2 ring / Ulysses + ZeRO-1 match the single-rank run; traffic exact',
   ...WORKER_TEST,
   fn: async () => {
     const gpu = await testGpu();
-    const b8 = tinyConfig({ batchSize: 8 }), b4 = tinyConfig(), l4 = tinyConfig({ nLayer: 4 }), h4 = tinyConfig({ nHead: 4 });
+    const b8 = tinyConfig({ batchSize: 8 }),
+      b4 = tinyConfig(),
+      l4 = tinyConfig({ nLayer: 4 }),
+      h4 = tinyConfig({ nHead: 4 });
     const refs = new Map<Partial<TrainConfig>, MeshReference>();
     for (const c of [b8, b4, l4, h4]) refs.set(c, await singleRankRun(gpu, c, TEXT_ODD));
     ok(refs.get(b8)!.vocabSize % 2 === 1, 'an odd vocabulary exercises the padded wte row under tp 2');
-    ok(refs.get(b8)!.gradNorms.some((n) => n > 0.5), `clipping must be active on some step: ${refs.get(b8)!.gradNorms}`);
+    ok(
+      refs.get(b8)!.gradNorms.some((n) => n > 0.5),
+      `clipping must be active on some step: ${refs.get(b8)!.gradNorms}`,
+    );
     const runs: [string, Partial<ParallelPlan>, Partial<TrainConfig>][] = [
       ['dp2×tp2×pp2 1F1B m2', { dp: 2, tp: 2, pp: 2, microBatches: 2 }, b8],
       ['dp2×pp2 GPipe m2', { dp: 2, pp: 2, schedule: 'gpipe', microBatches: 2 }, b8],
@@ -60,17 +67,38 @@ Deno.test({
   fn: async () => {
     const gpu = await testGpu();
     const over = tinyConfig(), plan = makePlan({ tp: 2, pp: 2, microBatches: 2 });
-    checkMeshRun('tp2×pp2 on workers', plan, over, await workerMeshRun(plan, over, TEXT_ODD), await singleRankRun(gpu, over, TEXT_ODD));
+    checkMeshRun(
+      'tp2×pp2 on workers',
+      plan,
+      over,
+      await workerMeshRun(plan, over, TEXT_ODD),
+      await singleRankRun(gpu, over, TEXT_ODD),
+    );
   },
 });
 
 Deno.test('mesh trainer refuses unsupported combinations and invalid plans up front, naming them', () => {
   const cfg = parseConfig(tinyConfig({ batchSize: 8 }));
-  throws(() => checkMeshPlan(makePlan({ dp: 2, pp: 2, ep: 2 }), cfg, 65, 4), /mesh trainer: expert parallelism \(ep 2\) with dp 2 · pp 2 is not supported/);
-  throws(() => checkMeshPlan(makePlan({ cp: 2, cpKind: 'ulysses', tp: 2 }), cfg, 65, 4), /heads per TP rank 1 not divisible by the Ulysses degree cp 2/);
-  throws(() => checkMeshPlan(makePlan({ dp: 2, zero: 2 }), cfg, 65, 2), /mesh trainer: ZeRO-2 with dp 2 \(stage 1 only\) is not supported/);
+  throws(
+    () => checkMeshPlan(makePlan({ dp: 2, pp: 2, ep: 2 }), cfg, 65, 4),
+    /mesh trainer: expert parallelism \(ep 2\) with dp 2 · pp 2 is not supported/,
+  );
+  throws(
+    () => checkMeshPlan(makePlan({ cp: 2, cpKind: 'ulysses', tp: 2 }), cfg, 65, 4),
+    /heads per TP rank 1 not divisible by the Ulysses degree cp 2/,
+  );
+  throws(
+    () => checkMeshPlan(makePlan({ dp: 2, zero: 2 }), cfg, 65, 2),
+    /mesh trainer: ZeRO-2 with dp 2 \(stage 1 only\) is not supported/,
+  );
   throws(() => checkMeshPlan(makePlan({ tp: 2, pp: 2 }), cfg, 65, 8), /world size 8 ≠ dp·pp·cp·tp/);
-  throws(() => checkMeshPlan(makePlan({ pp: 2 }), parseConfig(tinyConfig({ nLayer: 3 })), 65, 2), /layers 3 not divisible by pp 2/);
-  throws(() => checkMeshPlan(makePlan({ dp: 2, pp: 2, microBatches: 3 }), cfg, 65, 4), /batch 8 not divisible by micro-batches × dp \(3 × 2\)/);
+  throws(
+    () => checkMeshPlan(makePlan({ pp: 2 }), parseConfig(tinyConfig({ nLayer: 3 })), 65, 2),
+    /layers 3 not divisible by pp 2/,
+  );
+  throws(
+    () => checkMeshPlan(makePlan({ dp: 2, pp: 2, microBatches: 3 }), cfg, 65, 4),
+    /batch 8 not divisible by micro-batches × dp \(3 × 2\)/,
+  );
   equal(checkMeshPlan(makePlan({ dp: 2, tp: 2, pp: 2, microBatches: 2 }), cfg, 65, 8).ranks.length, 2);
 });

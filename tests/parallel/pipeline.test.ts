@@ -34,22 +34,34 @@ function checkBubbles(step: number, [t0, t1]: MeshRunResult[]): void {
   const origin = (x: MeshRunResult) => x.origins[step];
   for (const x of [t0, t1]) {
     const l = spans(x);
-    for (let i = 1; i < l.length; i++) ok(l[i].start >= l[i - 1].end - 1e-6, `step ${step}: spans overlap at ${l[i].label}`);
+    for (let i = 1; i < l.length; i++) {
+      ok(l[i].start >= l[i - 1].end - 1e-6, `step ${step}: spans overlap at ${l[i].label}`);
+    }
   }
   // Stage 1 starts idle: it waits for micro-batch 0's activation, which stage 0 computes first.
   const first: Span = spans(t1)[0];
-  ok(first.kind === 'idle' && first.label === 'wait ra0@1' && first.end > first.start, `stage 1 starts waiting: ${JSON.stringify(first)}`);
+  ok(
+    first.kind === 'idle' && first.label === 'wait ra0@1' && first.end > first.start,
+    `stage 1 starts waiting: ${JSON.stringify(first)}`,
+  );
   ok(at(t1, 'F0@1').start >= at(t0, 'F0@0').end - 1, 'stage 1 runs F0 only after stage 0 finished it');
   // Stage 0 ends idle: after its last forward it waits for the gradient of micro 3, which needs stage 1's F3 and B3.
   const lastF = spans(t0).findIndex((s) => s.label === 'F3@0');
   const idleAfter = spans(t0).slice(lastF).filter((s) => s.kind === 'idle');
-  ok(idleAfter.some((s) => s.label === 'wait rg3@0' && s.end > s.start), `stage 0 idles after F3: ${idleAfter.map((s) => s.label)}`);
-  ok(at(t0, 'wait rg3@0').end >= at(t1, 'B3@1').end - 1, 'stage 0 receives the last gradient only after stage 1 computed it');
+  ok(
+    idleAfter.some((s) => s.label === 'wait rg3@0' && s.end > s.start),
+    `stage 0 idles after F3: ${idleAfter.map((s) => s.label)}`,
+  );
+  ok(
+    at(t0, 'wait rg3@0').end >= at(t1, 'B3@1').end - 1,
+    'stage 0 receives the last gradient only after stage 1 computed it',
+  );
   ok(at(t0, 'B3@0').start >= at(t1, 'B3@1').end - 1, 'stage 0 runs B3 after stage 1');
 }
 
 Deno.test({
-  name: 'pp2 GPipe / 1F1B (m 2, 4), interleaved 1F1B (v2) match the single-rank run; traffic is exact; 1F1B bubbles are measured',
+  name:
+    'pp2 GPipe / 1F1B (m 2, 4), interleaved 1F1B (v2) match the single-rank run; traffic is exact; 1F1B bubbles are measured',
   ...WORKER_TEST,
   fn: async () => {
     const gpu = await testGpu();
@@ -74,7 +86,9 @@ Deno.test({
     }
     // A plan whose layers do not split over the ranks is refused on every rank, before any device or message.
     let msg = '';
-    await workerMeshRun(makePlan({ pp: 2, microBatches: 2 }), tinyConfig({ nLayer: 3 }), TEXT).catch((e) => (msg = String(e)));
+    await workerMeshRun(makePlan({ pp: 2, microBatches: 2 }), tinyConfig({ nLayer: 3 }), TEXT).catch((
+      e,
+    ) => (msg = String(e)));
     ok(/rank \d: .*layers 3 not divisible by pp 2/.test(msg), msg);
   },
 });
@@ -84,16 +98,34 @@ Deno.test({
   ...WORKER_TEST,
   fn: async () => {
     const cfg = (over: Partial<TrainConfig>) => parseConfig(tinyConfig(over));
-    throws(() => checkPipeline(cfg({ nLayer: 3 }), 2, { schedule: 'gpipe', microBatches: 2 }), /nLayer \(3\) must be divisible by pp·v \(2·1 = 2\)/);
-    throws(() => checkPipeline(cfg({ nLayer: 2 }), 2, { schedule: 'interleaved', microBatches: 2, virtualStages: 2 }), /nLayer \(2\) must be divisible by pp·v \(2·2 = 4\)/);
-    throws(() => checkPipeline(cfg({}), 2, { schedule: '1f1b', microBatches: 3 }), /microBatches \(3\) must be a positive integer dividing batchSize \(4\)/);
+    throws(
+      () => checkPipeline(cfg({ nLayer: 3 }), 2, { schedule: 'gpipe', microBatches: 2 }),
+      /nLayer \(3\) must be divisible by pp·v \(2·1 = 2\)/,
+    );
+    throws(
+      () => checkPipeline(cfg({ nLayer: 2 }), 2, { schedule: 'interleaved', microBatches: 2, virtualStages: 2 }),
+      /nLayer \(2\) must be divisible by pp·v \(2·2 = 4\)/,
+    );
+    throws(
+      () => checkPipeline(cfg({}), 2, { schedule: '1f1b', microBatches: 3 }),
+      /microBatches \(3\) must be a positive integer dividing batchSize \(4\)/,
+    );
     throws(() => checkPipeline(cfg({ gradAccum: 2 }), 2, { schedule: '1f1b', microBatches: 2 }), /gradAccum must be 1/);
-    throws(() => checkPipeline(cfg({ nLayer: 4, batchSize: 6 }), 2, { schedule: 'interleaved', microBatches: 3, virtualStages: 2 }), /micro-batches 3 must be a multiple of pp 2/);
+    throws(
+      () =>
+        checkPipeline(cfg({ nLayer: 4, batchSize: 6 }), 2, {
+          schedule: 'interleaved',
+          microBatches: 3,
+          virtualStages: 2,
+        }),
+      /micro-batches 3 must be a multiple of pp 2/,
+    );
     equal(checkPipeline(cfg({}), 2, { schedule: '1f1b', microBatches: 4 }).ranks.length, 2);
     const gpu = await testGpu();
     const gcfg = { vocabSize: 65, blockSize: 16, nLayer: 3, nHead: 2, nEmbd: 32, bias: true };
     const [self] = localWorld(1), ctx = new RankContext({ tp: self, vocabSize: 65 });
-    const stages = (nLayer: number, r: number) => new ModelStages(gpu, cfg({ nLayer, blockSize: 16, nHead: 2, nEmbd: 32 }), 65, ctx, { ppRank: r, pp: 2, v: 1 });
+    const stages = (nLayer: number, r: number) =>
+      new ModelStages(gpu, cfg({ nLayer, blockSize: 16, nHead: 2, nEmbd: 32 }), 65, ctx, { ppRank: r, pp: 2, v: 1 });
     throws(() => stages(3, 0), /nLayer \(3\) must be divisible by pp·v/);
     // The stage split: stage 0 embeds, the last stage holds ln_f and a copy of wte (last in its store).
     const names = (r: number) => {
@@ -105,7 +137,15 @@ Deno.test({
     };
     const [a, b] = [names(0), names(1)];
     closeLocalWorld([self]);
-    ok(a[0] === WTE && a.includes('transformer.wpe.weight') && a.some((n) => n.startsWith('transformer.h.1.')) && !a.some((n) => n.startsWith('transformer.h.2.')), `${a}`);
-    ok(b.at(-1) === WTE && b.includes('transformer.ln_f.weight') && b.some((n) => n.startsWith('transformer.h.3.')) && !b.includes('transformer.wpe.weight'), `${b}`);
+    ok(
+      a[0] === WTE && a.includes('transformer.wpe.weight') && a.some((n) => n.startsWith('transformer.h.1.')) &&
+        !a.some((n) => n.startsWith('transformer.h.2.')),
+      `${a}`,
+    );
+    ok(
+      b.at(-1) === WTE && b.includes('transformer.ln_f.weight') && b.some((n) => n.startsWith('transformer.h.3.')) &&
+        !b.includes('transformer.wpe.weight'),
+      `${b}`,
+    );
   },
 });

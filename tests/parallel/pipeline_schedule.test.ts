@@ -1,13 +1,23 @@
 /** Pipeline schedules as data: invariants, deadlock checks, dry-run bubbles and in-flight activations. */
 import { deepStrictEqual, equal, match, ok, throws } from 'node:assert/strict';
 import {
-  checkSchedule, gpipe, interleaved, makeSchedule, oneFOneB, peakInFlight, type PipelineSchedule, scheduleProblems,
+  checkSchedule,
+  gpipe,
+  interleaved,
+  makeSchedule,
+  oneFOneB,
+  peakInFlight,
+  type PipelineSchedule,
+  scheduleProblems,
 } from '../../src/parallel/pipeline_schedule.ts';
 import { dryRun } from '../../src/parallel/pipeline_sim.ts';
 import { bubbleFraction } from '../../src/parallel/cost.ts';
 
 const PS = [1, 2, 3, 4], MS = [1, 2, 3, 4, 8];
-const clone = (s: PipelineSchedule): PipelineSchedule => ({ ...s, ranks: s.ranks.map((l) => l.map((a) => ({ ...a }))) });
+const clone = (s: PipelineSchedule): PipelineSchedule => ({
+  ...s,
+  ranks: s.ranks.map((l) => l.map((a) => ({ ...a }))),
+});
 const close = (a: number, b: number, what: string) => ok(Math.abs(a - b) < 1e-12, `${what}: ${a} vs ${b}`);
 
 Deno.test('GPipe and 1F1B: valid for p ∈ {1..4}, m ∈ {1,2,3,4,8}; each rank runs every micro-batch once forward, once backward', () => {
@@ -17,9 +27,12 @@ Deno.test('GPipe and 1F1B: valid for p ∈ {1..4}, m ∈ {1,2,3,4,8}; each rank 
         const s = checkSchedule(make(p, m));
         s.ranks.forEach((list, r) => {
           for (const kind of ['forward', 'backward'] as const) {
-            deepStrictEqual(list.filter((a) => a.kind === kind).map((a) => a.micro).sort((x, y) => x - y), [...Array(m).keys()], `${s.kind} p${p} m${m} rank ${r} ${kind}`);
+            deepStrictEqual(list.filter((a) => a.kind === kind).map((a) => a.micro).sort((x, y) => x - y), [
+              ...Array(m).keys(),
+            ], `${s.kind} p${p} m${m} rank ${r} ${kind}`);
           }
-          const sends = list.filter((a) => a.kind === 'send-act').length, grads = list.filter((a) => a.kind === 'send-grad').length;
+          const sends = list.filter((a) => a.kind === 'send-act').length,
+            grads = list.filter((a) => a.kind === 'send-grad').length;
           equal(sends, r < p - 1 ? m : 0);
           equal(grads, r > 0 ? m : 0);
         });
@@ -30,7 +43,10 @@ Deno.test('GPipe and 1F1B: valid for p ∈ {1..4}, m ∈ {1,2,3,4,8}; each rank 
 
 Deno.test('1F1B follows PipeDream-Flush: p−r−1 warm-up forwards, then alternating, then the drain', () => {
   const s = oneFOneB(4, 8);
-  const order = (r: number) => s.ranks[r].filter((a) => a.kind === 'forward' || a.kind === 'backward').map((a) => `${a.kind[0].toUpperCase()}${a.micro}`);
+  const order = (r: number) =>
+    s.ranks[r].filter((a) => a.kind === 'forward' || a.kind === 'backward').map((a) =>
+      `${a.kind[0].toUpperCase()}${a.micro}`
+    );
   deepStrictEqual(order(0).slice(0, 5), ['F0', 'F1', 'F2', 'F3', 'B0']);
   deepStrictEqual(order(3).slice(0, 4), ['F0', 'B0', 'F1', 'B1']);
   deepStrictEqual(order(1).slice(-3), ['B5', 'B6', 'B7']);
@@ -63,8 +79,14 @@ Deno.test('messages cost time: p2p > 0 lengthens the step and shows as comm', ()
   const paid = dryRun(oneFOneB(4, 8), { forwardMs: 1, backwardMs: 2, p2pMs: 0.25 });
   ok(paid.makespan > free.makespan);
   ok(paid.comm > 0 && free.comm === 0);
-  ok(paid.ranks[1].some((x) => x.kind === 'comm' && x.label.startsWith('ra')), 'rank 1 waits on an activation transfer');
-  throws(() => dryRun(gpipe(2, 2), { forwardMs: -1, backwardMs: 1, p2pMs: 0 }), /forwardMs must be a finite number ≥ 0/);
+  ok(
+    paid.ranks[1].some((x) => x.kind === 'comm' && x.label.startsWith('ra')),
+    'rank 1 waits on an activation transfer',
+  );
+  throws(
+    () => dryRun(gpipe(2, 2), { forwardMs: -1, backwardMs: 1, p2pMs: 0 }),
+    /forwardMs must be a finite number ≥ 0/,
+  );
 });
 
 Deno.test('peak in-flight activations: 1F1B holds min(p−r, m) ≤ p (stage 0 holds p), GPipe holds m', () => {
@@ -85,14 +107,24 @@ Deno.test('interleaved 1F1B: valid, bubble (p−1)/(v·m+p−1) buffered, deadlo
       for (const m of [p, 2 * p]) {
         const s = checkSchedule(interleaved(p, m, v));
         equal(s.ranks.flat().filter((a) => a.kind === 'forward').length, m * v * p);
-        close(dryRun(s, { forwardMs: 1, backwardMs: 2, p2pMs: 0 }).bubble, bubbleFraction(p, m, v), `p${p} v${v} m${m}`);
+        close(
+          dryRun(s, { forwardMs: 1, backwardMs: 2, p2pMs: 0 }).bubble,
+          bubbleFraction(p, m, v),
+          `p${p} v${v} m${m}`,
+        );
         dryRun(s, { forwardMs: 1, backwardMs: 2, p2pMs: 0 }, 'rendezvous');
       }
     }
   }
-  ok(dryRun(interleaved(4, 8, 2), { forwardMs: 1, backwardMs: 1, p2pMs: 0 }).bubble < dryRun(oneFOneB(4, 8), { forwardMs: 1, backwardMs: 1, p2pMs: 0 }).bubble);
+  ok(
+    dryRun(interleaved(4, 8, 2), { forwardMs: 1, backwardMs: 1, p2pMs: 0 }).bubble <
+      dryRun(oneFOneB(4, 8), { forwardMs: 1, backwardMs: 1, p2pMs: 0 }).bubble,
+  );
   throws(() => interleaved(4, 6, 2), /micro-batches 6 must be a multiple of pp 4/);
-  throws(() => makeSchedule('zigzag' as never, 2, 2), /unknown pipeline schedule 'zigzag'; allowed: gpipe, 1f1b, interleaved/);
+  throws(
+    () => makeSchedule('zigzag' as never, 2, 2),
+    /unknown pipeline schedule 'zigzag'; allowed: gpipe, 1f1b, interleaved/,
+  );
   throws(() => gpipe(0, 2), /p = 0 .* positive integers/);
 });
 
@@ -100,7 +132,8 @@ Deno.test('checkSchedule names the rank and action that break a rule', () => {
   // Backward before forward.
   let s = clone(oneFOneB(2, 2));
   const list = s.ranks[1];
-  const f = list.findIndex((a) => a.kind === 'forward' && a.micro === 0), b = list.findIndex((a) => a.kind === 'backward' && a.micro === 0);
+  const f = list.findIndex((a) => a.kind === 'forward' && a.micro === 0),
+    b = list.findIndex((a) => a.kind === 'backward' && a.micro === 0);
   [list[f], list[b]] = [list[b], list[f]];
   throws(() => checkSchedule(s), /rank 1 stage 1 micro 0: backward \(action \d+\) runs before its forward/);
   // A missing receive leaves a send unmatched.
@@ -119,9 +152,18 @@ Deno.test('checkSchedule names the rank and action that break a rule', () => {
   match(probs, /rank 0 stage 0 micro 1: no forward/);
   // Rank 0 takes micro 1's gradient first while rank 1 sends micro 0's first: fine buffered, a deadlock under rendezvous.
   s = clone(gpipe(2, 2));
-  s.ranks[0].splice(4, 4, { kind: 'recv-grad', micro: 1, stage: 0, peer: 1 }, { kind: 'backward', micro: 1, stage: 0 },
-    { kind: 'recv-grad', micro: 0, stage: 0, peer: 1 }, { kind: 'backward', micro: 0, stage: 0 });
+  s.ranks[0].splice(
+    4,
+    4,
+    { kind: 'recv-grad', micro: 1, stage: 0, peer: 1 },
+    { kind: 'backward', micro: 1, stage: 0 },
+    { kind: 'recv-grad', micro: 0, stage: 0, peer: 1 },
+    { kind: 'backward', micro: 0, stage: 0 },
+  );
   const dl = scheduleProblems(s).join('\n');
-  match(dl, /deadlock with rendezvous sends: rank 0 waits at action 4 \(recv-grad micro 1 stage 0 peer 1\); rank 1 waits at action 5 \(send-grad micro 0 stage 1 peer 0\)/);
+  match(
+    dl,
+    /deadlock with rendezvous sends: rank 0 waits at action 4 \(recv-grad micro 1 stage 0 peer 1\); rank 1 waits at action 5 \(send-grad micro 0 stage 1 peer 0\)/,
+  );
   ok(!/deadlock with buffered/.test(dl), 'buffered sends let rank 0 run ahead');
 });

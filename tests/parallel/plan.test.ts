@@ -1,16 +1,47 @@
 /** ParallelPlan validation (one error listing every broken rule) and the rank ↔ coordinate mapping. */
 import { deepStrictEqual, equal, match, ok, throws } from 'node:assert/strict';
 import {
-  DEFAULT_PLAN, describePlan, makePlan, paddedVocab, planGroup, planProblems, rankAt, rankCoords, strategyOf, validatePlan,
+  DEFAULT_PLAN,
+  describePlan,
+  makePlan,
+  paddedVocab,
+  planGroup,
+  planProblems,
+  rankAt,
+  rankCoords,
+  strategyOf,
+  validatePlan,
 } from '../../src/parallel/plan.ts';
 import { DeviceMesh } from '../../src/comm/mesh.ts';
 
 const MODEL = { nLayer: 4, nHead: 4, nEmbd: 64, blockSize: 64, batchSize: 16, vocabSize: 65 };
 
 Deno.test('defaults are a single rank; good combinations pass', () => {
-  deepStrictEqual({ ...DEFAULT_PLAN }, { dp: 1, pp: 1, cp: 1, tp: 1, ep: 1, zero: 0, sp: false, schedule: '1f1b', virtualStages: 1, microBatches: 1, cpKind: 'ring' });
-  for (const over of [{}, { dp: 2, tp: 2, pp: 2 }, { dp: 2, zero: 3 as const }, { tp: 2, sp: true }, { cp: 2 }, { cp: 2, cpKind: 'ulysses' as const },
-    { pp: 2, schedule: 'interleaved' as const, virtualStages: 2, microBatches: 2 }, { pp: 4, schedule: 'gpipe' as const, microBatches: 8 }]) {
+  deepStrictEqual({ ...DEFAULT_PLAN }, {
+    dp: 1,
+    pp: 1,
+    cp: 1,
+    tp: 1,
+    ep: 1,
+    zero: 0,
+    sp: false,
+    schedule: '1f1b',
+    virtualStages: 1,
+    microBatches: 1,
+    cpKind: 'ring',
+  });
+  for (
+    const over of [
+      {},
+      { dp: 2, tp: 2, pp: 2 },
+      { dp: 2, zero: 3 as const },
+      { tp: 2, sp: true },
+      { cp: 2 },
+      { cp: 2, cpKind: 'ulysses' as const },
+      { pp: 2, schedule: 'interleaved' as const, virtualStages: 2, microBatches: 2 },
+      { pp: 4, schedule: 'gpipe' as const, microBatches: 8 },
+    ]
+  ) {
     const plan = makePlan(over);
     equal(validatePlan(plan, MODEL, plan.dp * plan.pp * plan.cp * plan.tp), plan);
   }
@@ -31,7 +62,11 @@ Deno.test('each invalid combination names its rule', () => {
     [{ dp: 2, ep: 4 }, /ep must divide dp \(ep 4, dp 2\)/, { nExpert: 4 }],
     [{ dp: 2, ep: 2 }, /ep 2 needs a mixture-of-experts model \(nExpert\)/],
     [{ dp: 2, ep: 2 }, /experts 3 not divisible by ep 2/, { nExpert: 3 }],
-    [{ pp: 2, schedule: 'interleaved', virtualStages: 2, microBatches: 3 }, /interleaved 1F1B needs micro-batches 3 divisible by pp 2/, { batchSize: 15 }],
+    [
+      { pp: 2, schedule: 'interleaved', virtualStages: 2, microBatches: 3 },
+      /interleaved 1F1B needs micro-batches 3 divisible by pp 2/,
+      { batchSize: 15 },
+    ],
     [{ schedule: 'interleaved', virtualStages: 2 }, /schedule interleaved requires pp > 1/],
     [{ virtualStages: 2 }, /virtualStages 2 needs schedule interleaved/],
     [{ tp: 2, sp: true }, /sequence 33 per CP rank not divisible by tp 2 for sequence parallelism/, { blockSize: 33 }],
@@ -59,8 +94,15 @@ Deno.test('one error lists every violated rule, and the world size must match', 
     }
     return '';
   })();
-  for (const re of [/nEmbd 64 is not divisible by tp 3/, /heads 4 not divisible by tp 3/, /layers 3 not divisible by pp 2/,
-    /batch 16 not divisible by micro-batches × dp \(3 × 2\)/, /world size 8 ≠ dp·pp·cp·tp = 2·2·1·3 = 12/]) match(msg, re);
+  for (
+    const re of [
+      /nEmbd 64 is not divisible by tp 3/,
+      /heads 4 not divisible by tp 3/,
+      /layers 3 not divisible by pp 2/,
+      /batch 16 not divisible by micro-batches × dp \(3 × 2\)/,
+      /world size 8 ≠ dp·pp·cp·tp = 2·2·1·3 = 12/,
+    ]
+  ) match(msg, re);
   throws(() => validatePlan(makePlan({ dp: 2, tp: 2 }), MODEL, 8), /world size 8 ≠ dp·pp·cp·tp = 2·1·1·2 = 4/);
 });
 
@@ -87,8 +129,17 @@ Deno.test('ep runs both MoE architectures, also with ep < dp; ZeRO, other dimens
     equal(strategyOf(makePlan({ dp: 4, ep: 2 }), arch), 'ep');
   }
   validatePlan(makePlan({ dp: 4, ep: 2 }), { ...MODEL, nExpert: 4 }, 4);
-  throws(() => strategyOf(makePlan({ dp: 4, ep: 2, zero: 1 }), 'gpt-moe'), /not supported yet: zero 1 combined with ep 2/);
-  throws(() => strategyOf(makePlan({ dp: 2, ep: 2, tp: 2 }), 'gpt-moe'), /not supported yet: ep 2 combined with dp 2 × tp 2/);
+  throws(
+    () => strategyOf(makePlan({ dp: 4, ep: 2, zero: 1 }), 'gpt-moe'),
+    /not supported yet: zero 1 combined with ep 2/,
+  );
+  throws(
+    () => strategyOf(makePlan({ dp: 2, ep: 2, tp: 2 }), 'gpt-moe'),
+    /not supported yet: ep 2 combined with dp 2 × tp 2/,
+  );
   throws(() => strategyOf(makePlan({ dp: 2, ep: 2 }), 'mamba'), /ep 2 needs --arch gpt-moe or mamba-moe, got mamba/);
-  match(planProblems(makePlan({ dp: 4, ep: 3 }), { ...MODEL, nExpert: 6 }).join('; '), /ep must divide dp \(ep 3, dp 4\)/);
+  match(
+    planProblems(makePlan({ dp: 4, ep: 3 }), { ...MODEL, nExpert: 6 }).join('; '),
+    /ep must divide dp \(ep 3, dp 4\)/,
+  );
 });

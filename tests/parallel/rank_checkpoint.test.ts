@@ -22,13 +22,25 @@ interface Leg {
 }
 
 /** Runs `plan` from `resume` (every rank's file) or from scratch until `until`; collects each rank's file at `saveAt`. */
-async function leg(plan: ParallelPlan, until: number, saveAt: number, resume?: Uint8Array[], timeoutMs = 60_000): Promise<Leg> {
+async function leg(
+  plan: ParallelPlan,
+  until: number,
+  saveAt: number,
+  resume?: Uint8Array[],
+  timeoutMs = 60_000,
+): Promise<Leg> {
   const world = localWorld(planWorldSize(plan), { timeoutMs });
   try {
     // Every rank settles, closing its device, before the leg returns: a Dawn device still open
     // when the process exits aborts it. A rank whose peer refused its file waits out timeoutMs.
     const settled = await Promise.allSettled(world.map(async (c) => {
-      const run = await RankRun.open(c, { plan, cfg, data: { text: TEXT }, resume: resume?.[c.rank], backend: testBackend() });
+      const run = await RankRun.open(c, {
+        plan,
+        cfg,
+        data: { text: TEXT },
+        resume: resume?.[c.rank],
+        backend: testBackend(),
+      });
       try {
         equal(deviceImpl(run.gpu), testBackend(), `rank ${c.rank}'s device`);
         const out = { losses: [] as number[], norms: [] as number[], file: null as Uint8Array | null };
@@ -45,14 +57,20 @@ async function leg(plan: ParallelPlan, until: number, saveAt: number, resume?: U
     }));
     const failed = settled.find((s) => s.status === 'rejected');
     if (failed) throw failed.reason;
-    const per = settled.map((s) => (s as PromiseFulfilledResult<{ losses: number[]; norms: number[]; file: Uint8Array | null }>).value);
+    const per = settled.map((s) =>
+      (s as PromiseFulfilledResult<{ losses: number[]; norms: number[]; file: Uint8Array | null }>).value
+    );
     return { losses: per[0].losses, norms: per[0].norms, files: per.map((p) => p.file!) };
   } finally {
     closeLocalWorld(world);
   }
 }
 
-for (const [name, over] of [['dp 2', { dp: 2 }], ['dp 2 · ZeRO-3', { dp: 2, zero: 3 }], ['tp 2', { tp: 2 }], ['pp 2', { pp: 2 }]] as const) {
+for (
+  const [name, over] of [['dp 2', { dp: 2 }], ['dp 2 · ZeRO-3', { dp: 2, zero: 3 }], ['tp 2', { tp: 2 }], ['pp 2', {
+    pp: 2,
+  }]] as const
+) {
   Deno.test({
     name: `parallel checkpoint, ${name}: resuming after 2 of 4 steps reproduces steps 2 and 3`,
     ...TEST,
@@ -65,7 +83,10 @@ for (const [name, over] of [['dp 2', { dp: 2 }], ['dp 2 · ZeRO-3', { dp: 2, zer
       for (let i = 0; i < 2; i++) {
         const [a, b] = [whole.losses[2 + i], resumed.losses[i]];
         ok(Math.abs(a - b) <= 1e-6 * Math.abs(a), `${name} step ${2 + i}: loss ${b} resumed vs ${a} uninterrupted`);
-        ok(Math.abs(whole.norms[2 + i] - resumed.norms[i]) <= 1e-5 * whole.norms[2 + i], `${name} step ${2 + i}: grad norm`);
+        ok(
+          Math.abs(whole.norms[2 + i] - resumed.norms[i]) <= 1e-5 * whole.norms[2 + i],
+          `${name} step ${2 + i}: grad norm`,
+        );
       }
       // A resumed run that did not restore the optimizer state would drift: make sure it can fail.
       const fresh = await leg(plan, 2, -1);
@@ -80,11 +101,20 @@ Deno.test({
   fn: async () => {
     const dp = makePlan({ dp: 2 });
     const { files } = await leg(dp, 1, 1);
-    await rejects(leg(makePlan({ dp: 2, zero: 1 }), 2, -1, files, 10_000), /written by 'dp 2 .* zero 0.*resume with the same plan/s);
+    await rejects(
+      leg(makePlan({ dp: 2, zero: 1 }), 2, -1, files, 10_000),
+      /written by 'dp 2 .* zero 0.*resume with the same plan/s,
+    );
     // Both ranks refuse their swapped file; whichever error reaches the world first is reported.
-    await rejects(leg(dp, 2, -1, [files[1], files[0]], 10_000), /rank ([01])'s checkpoint holds rank (?!\1)[01]'s state, loaded on rank \1/);
+    await rejects(
+      leg(dp, 2, -1, [files[1], files[0]], 10_000),
+      /rank ([01])'s checkpoint holds rank (?!\1)[01]'s state, loaded on rank \1/,
+    );
     const damaged = files[0].slice();
     damaged[damaged.length - 3] ^= 0xff;
-    await rejects(leg(dp, 2, -1, [damaged, files[1]], 10_000), /Corrupt checkpoint rank 0's checkpoint: contents do not match its SHA-256 'sha256'/);
+    await rejects(
+      leg(dp, 2, -1, [damaged, files[1]], 10_000),
+      /Corrupt checkpoint rank 0's checkpoint: contents do not match its SHA-256 'sha256'/,
+    );
   },
 });

@@ -31,7 +31,9 @@ export function partitionRows(global: number[], ranks: number[][], t: number): n
   const drawn = ranks.map((rows, r) =>
     Array.from({ length: rows.length / t }, (_, j) => {
       const i = free.get(key(rows, j))?.shift();
-      if (i === undefined) throw new Error(`rank ${r} row ${j} is not a global row left undrawn by the ranks before it`);
+      if (i === undefined) {
+        throw new Error(`rank ${r} row ${j} is not a global row left undrawn by the ranks before it`);
+      }
       return i;
     })
   );

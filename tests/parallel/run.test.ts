@@ -9,7 +9,7 @@ import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
 import { type RankSummary, strategyOf, trainerConfig } from '../../src/parallel/run.ts';
-import { TEST, traceMismatches, tracedRun } from './trace_harness.ts';
+import { TEST, tracedRun, traceMismatches } from './trace_harness.ts';
 
 /** 2 steps of `plan` through trainRank; also checks the merged trace accounts for every rank's sends exactly. */
 async function run(plan: ParallelPlan, over: Partial<TrainConfig> = {}): Promise<RankSummary[]> {
@@ -30,7 +30,9 @@ function exactMismatches(s: RankSummary): string[] {
     for (const k of new Set([...pred.keys(), ...Object.keys(rec.byDim)])) {
       const p = pred.get(k);
       if (p && !p.exact) continue;
-      if ((p?.n ?? 0) !== (rec.byDim[k] ?? 0)) out.push(`rank ${s.rank} step ${rec.step} ${k}: predicted ${p?.n ?? 0}, measured ${rec.byDim[k] ?? 0}`);
+      if ((p?.n ?? 0) !== (rec.byDim[k] ?? 0)) {
+        out.push(`rank ${s.rank} step ${rec.step} ${k}: predicted ${p?.n ?? 0}, measured ${rec.byDim[k] ?? 0}`);
+      }
     }
   }
   return out;
@@ -39,9 +41,18 @@ function exactMismatches(s: RankSummary): string[] {
 Deno.test('strategyOf: the mesh trainer for every split model, dp / ZeRO / ep over data parallelism, and refuses the rest by name', () => {
   equal(strategyOf(makePlan({ dp: 2 }), 'gpt'), 'dp');
   equal(strategyOf(makePlan({ dp: 2, zero: 2 }), 'gpt'), 'zero');
-  for (const p of [{ tp: 2, sp: true }, { pp: 2 }, { cp: 2 }, { dp: 2, pp: 2, tp: 2 }, { dp: 2, cp: 2 }, { dp: 2, tp: 2, zero: 1 }] as const) equal(strategyOf(makePlan(p), 'gpt'), 'mesh', JSON.stringify(p));
+  for (
+    const p of [{ tp: 2, sp: true }, { pp: 2 }, { cp: 2 }, { dp: 2, pp: 2, tp: 2 }, { dp: 2, cp: 2 }, {
+      dp: 2,
+      tp: 2,
+      zero: 1,
+    }] as const
+  ) equal(strategyOf(makePlan(p), 'gpt'), 'mesh', JSON.stringify(p));
   equal(strategyOf(makePlan({ dp: 2, ep: 2 }), 'gpt-moe'), 'ep');
-  throws(() => strategyOf(makePlan({ dp: 2, tp: 2, zero: 2 }), 'gpt'), /not supported yet: zero 2 combined with dp 2 × tp 2/);
+  throws(
+    () => strategyOf(makePlan({ dp: 2, tp: 2, zero: 2 }), 'gpt'),
+    /not supported yet: zero 2 combined with dp 2 × tp 2/,
+  );
   equal(strategyOf(makePlan({ tp: 2 }), 'mamba'), 'mesh', 'mamba splits its inner channels');
   equal(strategyOf(makePlan({ pp: 2, tp: 2 }), 'mamba'), 'mesh');
   throws(() => strategyOf(makePlan({ tp: 2 }), 'linear'), /tp 2 does not apply to --arch linear/);
@@ -58,7 +69,8 @@ Deno.test('trainerConfig keeps the global batch: G/m per micro-batch, or G with 
 });
 
 Deno.test({
-  name: 'dp 2 and pp 2 in one thread: measured and traced traffic equal the prediction, losses finite, val loss on rank 0 of dp',
+  name:
+    'dp 2 and pp 2 in one thread: measured and traced traffic equal the prediction, losses finite, val loss on rank 0 of dp',
   ...TEST,
   fn: async () => {
     const dp = await run(makePlan({ dp: 2, microBatches: 2 }), { batchSize: 2, gradAccum: 2 });
@@ -72,6 +84,11 @@ Deno.test({
     deepStrictEqual(pp.flatMap(exactMismatches), []);
     ok(pp[0].records[0].byDim['pp/send'] > 0 && pp[1].records[0].byDim['pp/send'] > 0);
     deepStrictEqual(pp.flatMap((s) => s.predicted.filter((r) => !r.exact)), [], 'every pp row is exact');
-    ok(pp.every((s) => s.kind === 'mesh' && s.predicted.some((r) => r.what === 'gradient norm + loss over the world' && r.n === 2)), 'the mesh\'s [norm, loss] sum is predicted by stepTraffic');
+    ok(
+      pp.every((s) =>
+        s.kind === 'mesh' && s.predicted.some((r) => r.what === 'gradient norm + loss over the world' && r.n === 2)
+      ),
+      "the mesh's [norm, loss] sum is predicted by stepTraffic",
+    );
   },
 });

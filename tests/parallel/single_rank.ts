@@ -48,7 +48,13 @@ export async function singleRankRun(gpu: Gpu, over: Partial<TrainConfig>, text: 
   const recs = await trainer.drain();
   const params = await named(model.params.values);
   model.params.destroy();
-  return { losses: recs.map((r) => r.loss), gradNorms: recs.map((r) => r.gradNorm), grads0, params, vocabSize: tok.vocabSize };
+  return {
+    losses: recs.map((r) => r.loss),
+    gradNorms: recs.map((r) => r.gradNorm),
+    grads0,
+    params,
+    vocabSize: tok.vocabSize,
+  };
 }
 
 /** Concatenation of named arrays in `names` order. */

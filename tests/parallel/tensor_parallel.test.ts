@@ -18,14 +18,21 @@ import { shardKind } from '../../src/parallel/tp_table.ts';
 const TEXT_ODD = oddVocabText(TEXT);
 
 Deno.test({
-  name: 'tp2 and tp2+sp (also over 2 micro-batches) match the single-rank run for 10 steps; traffic = the Megatron formula',
+  name:
+    'tp2 and tp2+sp (also over 2 micro-batches) match the single-rank run for 10 steps; traffic = the Megatron formula',
   ...WORKER_TEST,
   fn: async () => {
     const gpu = await testGpu();
     const b4 = tinyConfig(), ref = await singleRankRun(gpu, b4, TEXT_ODD);
     ok(ref.vocabSize % 2 === 1, `an odd vocabulary (${ref.vocabSize}) exercises the padded row`);
     ok(ref.gradNorms.some((n) => n > 0.5), `clipping must be active on some step: norms ${ref.gradNorms}`);
-    for (const [what, p] of [['tp2', { tp: 2 }], ['tp2+sp', { tp: 2, sp: true }], ['tp2+sp m2', { tp: 2, sp: true, microBatches: 2 }]] as const) {
+    for (
+      const [what, p] of [['tp2', { tp: 2 }], ['tp2+sp', { tp: 2, sp: true }], ['tp2+sp m2', {
+        tp: 2,
+        sp: true,
+        microBatches: 2,
+      }]] as const
+    ) {
       const plan = makePlan(p), res = await localMeshRun(gpu, plan, b4, TEXT_ODD);
       checkMeshRun(what, plan, b4, res, ref);
       for (const n of Object.keys(ref.grads0).filter((x) => shardKind(x) === 'replicated')) {
@@ -41,7 +48,13 @@ Deno.test({
   fn: async () => {
     const gpu = await testGpu();
     const over = tinyConfig(), plan = makePlan({ tp: 2, sp: true });
-    checkMeshRun('tp2+sp on workers', plan, over, await workerMeshRun(plan, over, TEXT_ODD), await singleRankRun(gpu, over, TEXT_ODD));
+    checkMeshRun(
+      'tp2+sp on workers',
+      plan,
+      over,
+      await workerMeshRun(plan, over, TEXT_ODD),
+      await singleRankRun(gpu, over, TEXT_ODD),
+    );
   },
 });
 
@@ -51,8 +64,14 @@ Deno.test({
   fn: async () => {
     const gpu = await testGpu();
     const text = TEXT.slice(0, 512);
-    await assertRejects(localMeshRun(gpu, makePlan({ tp: 2 }), tinyConfig({ nHead: 1, steps: 1 }), text), 'heads 1 not divisible by tp 2');
-    await assertRejects(localMeshRun(gpu, makePlan({ tp: 2, sp: true }), tinyConfig({ batchSize: 1, blockSize: 3, steps: 1 }), text), 'not divisible by tp 2');
+    await assertRejects(
+      localMeshRun(gpu, makePlan({ tp: 2 }), tinyConfig({ nHead: 1, steps: 1 }), text),
+      'heads 1 not divisible by tp 2',
+    );
+    await assertRejects(
+      localMeshRun(gpu, makePlan({ tp: 2, sp: true }), tinyConfig({ batchSize: 1, blockSize: 3, steps: 1 }), text),
+      'not divisible by tp 2',
+    );
   },
 });
 

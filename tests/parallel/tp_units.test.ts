@@ -34,7 +34,12 @@ Deno.test('shards: q/k/v head rows, row/column splits and the padded vocabulary 
   // V = 5 padded to 6: rank 1 holds rows 3, 4 and a zero padding row.
   const wte = iota(5 * 2, 1);
   deepStrictEqual([...shardParam('vocab', wte, [5, 2], tp, 1)], [7, 8, 9, 10, 0, 0]);
-  for (const [kind, shape] of [['qkv', [3 * C, C]], ['qkv', [3 * C]], ['rows', [4 * C, C]], ['cols', [C, 4 * C]], ['vocab', [5, 2]], ['replicated', [C]]] as const) {
+  for (
+    const [kind, shape] of [['qkv', [3 * C, C]], ['qkv', [3 * C]], ['rows', [4 * C, C]], ['cols', [C, 4 * C]], [
+      'vocab',
+      [5, 2],
+    ], ['replicated', [C]]] as const
+  ) {
     const full = iota(shape.reduce((a, b) => a * b, 1), 1);
     const back = unshardParam(kind, [0, 1].map((r) => shardParam(kind, full, shape, tp, r)), shape);
     deepStrictEqual(back, full, `${kind} [${shape}] round trip`);
@@ -52,7 +57,12 @@ Deno.test('shards: q/k/v head rows, row/column splits and the padded vocabulary 
  * Runs y = fn(x_r) on both ranks with x_r = iota + 100·r, then backward with the terminal
  * gradient dy_r = iota·(r+1) (a seed op whose backward returns it); returns y and dx per rank.
  */
-async function mapping(gpu: Gpu, rows: number, c: number, fn: (tape: Tape, x: Tensor, g: Communicator) => Promise<Tensor>) {
+async function mapping(
+  gpu: Gpu,
+  rows: number,
+  c: number,
+  fn: (tape: Tape, x: Tensor, g: Communicator) => Promise<Tensor>,
+) {
   const world = localWorld(2);
   try {
     return await onEveryRank(world, async (g) => {
@@ -75,7 +85,10 @@ async function mapping(gpu: Gpu, rows: number, c: number, fn: (tape: Tape, x: Te
 }
 
 gpuTest('tp_comm mappings: forward and conjugate backward on 2 ranks', async (gpu) => {
-  const n = 4, c = 3, x = (r: number) => [...iota(n * c, 100 * r)], dy = (len: number, r: number) => [...iota(len)].map((v) => v * (r + 1));
+  const n = 4,
+    c = 3,
+    x = (r: number) => [...iota(n * c, 100 * r)],
+    dy = (len: number, r: number) => [...iota(len)].map((v) => v * (r + 1));
   const sum = (a: number[], b: number[]) => a.map((v, i) => v + b[i]);
   // f: identity forward, allReduce backward.
   let res = await mapping(gpu, n, c, M.copyToTensorParallelRegion);
@@ -86,14 +99,23 @@ gpuTest('tp_comm mappings: forward and conjugate backward on 2 ranks', async (gp
   // SP gather: (n, c) → (2n, c) in rank order; backward reduce-scatters to this rank's rows.
   res = await mapping(gpu, n, c, M.gatherFromSequenceParallelRegion);
   const dsum = sum(dy(2 * n * c, 0), dy(2 * n * c, 1));
-  for (const r of [0, 1]) deepStrictEqual(res[r], { y: [...x(0), ...x(1)], dx: dsum.slice(r * n * c, (r + 1) * n * c) });
+  for (const r of [0, 1]) {
+    deepStrictEqual(res[r], { y: [...x(0), ...x(1)], dx: dsum.slice(r * n * c, (r + 1) * n * c) });
+  }
   // SP reduce-scatter: (n, c) → (n/2, c) of the sum; backward all-gathers.
   res = await mapping(gpu, n, c, M.reduceScatterToSequenceParallelRegion);
   const half = (n / 2) * c;
-  for (const r of [0, 1]) deepStrictEqual(res[r], { y: sum(x(0), x(1)).slice(r * half, (r + 1) * half), dx: [...dy(half, 0), ...dy(half, 1)] });
+  for (const r of [0, 1]) {
+    deepStrictEqual(res[r], {
+      y: sum(x(0), x(1)).slice(r * half, (r + 1) * half),
+      dx: [...dy(half, 0), ...dy(half, 1)],
+    });
+  }
   // Scatter: split forward, all-gather backward.
   res = await mapping(gpu, n, c, M.scatterToSequenceParallelRegion);
-  for (const r of [0, 1]) deepStrictEqual(res[r], { y: x(r).slice(r * half, (r + 1) * half), dx: [...dy(half, 0), ...dy(half, 1)] });
+  for (const r of [0, 1]) {
+    deepStrictEqual(res[r], { y: x(r).slice(r * half, (r + 1) * half), dx: [...dy(half, 0), ...dy(half, 1)] });
+  }
   // Local rows: split forward, zero-padded backward, nothing sent.
   res = await mapping(gpu, n, c, M.localSequenceRows);
   for (const r of [0, 1]) {
@@ -147,7 +169,18 @@ gpuTest('vocab-parallel cross-entropy equals the full softmax; padded columns ne
     for (let i = 0; i < n; i++) for (const o of out) full.push(...o.d.slice(i * o.sh.rows, i * o.sh.rows + o.sh.valid));
     assertClose(full, [...ref.grad].map((x) => x * scale), 'gathered dlogits = gradScale·(softmax − onehot)/N');
     for (let i = 0; i < n; i++) equal(out[1].d[i * 3 + 2], 0, 'no gradient into the padded column');
-    await assertRejectsWith(onEveryRank(world, (g) => vocabParallelCrossEntropy(new Tape(gpu), gpu.zeros([n, 3]), Int32Array.from([5, 0, 0]), vocabShard(V, 2, g.rank), V, g)), 'target 5 ≥ vocabulary 5');
+    await assertRejectsWith(
+      onEveryRank(world, (g) =>
+        vocabParallelCrossEntropy(
+          new Tape(gpu),
+          gpu.zeros([n, 3]),
+          Int32Array.from([5, 0, 0]),
+          vocabShard(V, 2, g.rank),
+          V,
+          g,
+        )),
+      'target 5 ≥ vocabulary 5',
+    );
   } finally {
     closeLocalWorld(world);
   }

@@ -14,7 +14,7 @@ import { sentElements, traceSends } from '../../src/comm/trace_bytes.ts';
 import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 import { runCli } from '../util/cli.ts';
-import { byDim, TEST, traceMismatches, tracedRun } from './trace_harness.ts';
+import { byDim, TEST, tracedRun, traceMismatches } from './trace_harness.ts';
 
 /** Runs `plan`, requires an exact trace, a send on every rank in every step, and returns the run. */
 async function exact(name: string, plan: Partial<ParallelPlan>, over: Partial<TrainConfig> = {}) {
@@ -23,9 +23,15 @@ async function exact(name: string, plan: Partial<ParallelPlan>, over: Partial<Tr
   const rows = traceSends(r.trace);
   for (const s of r.ranks) {
     // Outside the steps only ZeRO-3's validation gathers (group eval) may send.
-    const outside = rows.filter((x) => x.rank === s.rank && x.step === null).flatMap((x) => Object.keys(x.sent)).filter((k) => !/(^|\/)eval\//.test(k));
+    const outside = rows.filter((x) => x.rank === s.rank && x.step === null).flatMap((x) => Object.keys(x.sent)).filter(
+      (k) => !/(^|\/)eval\//.test(k),
+    );
     deepStrictEqual(outside, [], `${name}: rank ${s.rank} sent nothing outside the steps but validation gathers`);
-    deepStrictEqual(rows.filter((x) => x.rank === s.rank && x.step !== null).map((x) => x.step), [0, 1], `${name}: rank ${s.rank} sent in steps 0 and 1`);
+    deepStrictEqual(
+      rows.filter((x) => x.rank === s.rank && x.step !== null).map((x) => x.step),
+      [0, 1],
+      `${name}: rank ${s.rank} sent in steps 0 and 1`,
+    );
   }
   return r;
 }
@@ -33,7 +39,10 @@ async function exact(name: string, plan: Partial<ParallelPlan>, over: Partial<Tr
 const copy = (t: ChromeTrace): ChromeTrace => structuredClone(t);
 /** Index of the first wall-clock send event of `rank` in `step` with a payload. */
 const sendAt = (t: ChromeTrace, rank: number, step: number) =>
-  t.traceEvents.findIndex((e) => e.ph === 'X' && e.pid === WALL_PID && e.cat === 'send' && e.tid === rank && e.args?.step === step && (e.args?.bytes as number) > 0);
+  t.traceEvents.findIndex((e) =>
+    e.ph === 'X' && e.pid === WALL_PID && e.cat === 'send' && e.tid === rank && e.args?.step === step &&
+    (e.args?.bytes as number) > 0
+  );
 
 Deno.test({
   name: 'ZeRO 1 over dp 2: trace elements per step = stepTraffic; a dropped, miscounted or moved send fails',
@@ -47,24 +56,44 @@ Deno.test({
     const dropped = copy(trace);
     dropped.traceEvents.splice(i, 1);
     const lost = traceMismatches(ranks, dropped);
-    ok(lost.some((l) => l.startsWith('rank 1 step 1 ') && l.includes(`meter ${ranks[1].records[1].sent[key]}, trace ${ranks[1].records[1].sent[key] - n}`)), `a dropped span fails: ${lost}`);
-    ok(lost.some((l) => /^rank 1 step 1 dp\/\w+: predicted \d+, trace \d+$/.test(l)), 'and disagrees with the prediction');
+    ok(
+      lost.some((l) =>
+        l.startsWith('rank 1 step 1 ') &&
+        l.includes(`meter ${ranks[1].records[1].sent[key]}, trace ${ranks[1].records[1].sent[key] - n}`)
+      ),
+      `a dropped span fails: ${lost}`,
+    );
+    ok(
+      lost.some((l) => /^rank 1 step 1 dp\/\w+: predicted \d+, trace \d+$/.test(l)),
+      'and disagrees with the prediction',
+    );
     ok(lost.every((l) => l.startsWith('rank 1 step 1 ')), `only rank 1 step 1 is affected: ${lost}`);
 
     const more = copy(trace), a = more.traceEvents[i].args!;
     a.bytes = (a.bytes as number) + 4;
     a.elements = (a.elements as number) + 1;
-    ok(traceMismatches(ranks, more).some((l) => l.includes(`trace ${ranks[1].records[1].sent[key] + 1}`)), 'one element too many fails');
+    ok(
+      traceMismatches(ranks, more).some((l) => l.includes(`trace ${ranks[1].records[1].sent[key] + 1}`)),
+      'one element too many fails',
+    );
 
     const moved = copy(trace);
     moved.traceEvents[i].args!.step = 0;
     const m = traceMismatches(ranks, moved);
-    ok(m.some((l) => l.startsWith('rank 1 step 0 ')) && m.some((l) => l.startsWith('rank 1 step 1 ')), `a send moved to another step fails: ${m}`);
+    ok(
+      m.some((l) => l.startsWith('rank 1 step 0 ')) && m.some((l) => l.startsWith('rank 1 step 1 ')),
+      `a send moved to another step fails: ${m}`,
+    );
 
     const outside = copy(trace);
     delete outside.traceEvents[i].args!.step;
-    outside.traceEvents = outside.traceEvents.filter((e) => !(e.cat === 'compute' && e.tid === 1 && /^step /.test(e.name)));
-    ok(traceMismatches(ranks, outside).some((l) => /^rank 1: trace has sends at step null/.test(l)), 'a send outside every step fails');
+    outside.traceEvents = outside.traceEvents.filter((e) =>
+      !(e.cat === 'compute' && e.tid === 1 && /^step /.test(e.name))
+    );
+    ok(
+      traceMismatches(ranks, outside).some((l) => /^rank 1: trace has sends at step null/.test(l)),
+      'a send outside every step fails',
+    );
 
     const bad = copy(trace);
     bad.traceEvents[i].args!.elements = n + 1;
@@ -73,7 +102,8 @@ Deno.test({
 });
 
 Deno.test({
-  name: 'ZeRO 2 and ZeRO 3 over dp 2: trace elements per step = stepTraffic (stage 3 all-gathers parameters twice); ZeRO-3 reports the validation loss',
+  name:
+    'ZeRO 2 and ZeRO 3 over dp 2: trace elements per step = stepTraffic (stage 3 all-gathers parameters twice); ZeRO-3 reports the validation loss',
   ...TEST,
   fn: async () => {
     const z2 = await exact('zero 2', { dp: 2, zero: 2 });
@@ -83,13 +113,17 @@ Deno.test({
     // ZeRO-3 validates too: every rank gathers the layers (group eval, between steps) and
     // rank 0 reports what ZeRO-2's whole-model rank 0 reports for the same weights.
     const val = (r: typeof z2) => r.ranks[0].records[1].valLoss!;
-    ok(Number.isFinite(val(z3)) && Math.abs(val(z3) - val(z2)) <= 1e-4 * val(z2), `ZeRO-3 val loss ${val(z3)} vs ZeRO-2 ${val(z2)}`);
+    ok(
+      Number.isFinite(val(z3)) && Math.abs(val(z3) - val(z2)) <= 1e-4 * val(z2),
+      `ZeRO-3 val loss ${val(z3)} vs ZeRO-2 ${val(z2)}`,
+    );
     equal(z3.ranks[1].records[1].valLoss, undefined, 'only rank 0 reports it');
   },
 });
 
 Deno.test({
-  name: 'tp 2 and tp 2 + sp: trace elements per step = stepTraffic (activation, cross-entropy, norm and sp-gradient collectives)',
+  name:
+    'tp 2 and tp 2 + sp: trace elements per step = stepTraffic (activation, cross-entropy, norm and sp-gradient collectives)',
   ...TEST,
   fn: async () => {
     const tp = await exact('tp', { tp: 2 });
@@ -101,19 +135,28 @@ Deno.test({
 });
 
 Deno.test({
-  name: 'pp 2 GPipe and the dp 2 × pp 2 mesh: trace elements per step = stepTraffic (p2p sends, tied embedding, scalars)',
+  name:
+    'pp 2 GPipe and the dp 2 × pp 2 mesh: trace elements per step = stepTraffic (p2p sends, tied embedding, scalars)',
   ...TEST,
   fn: async () => {
     const pp = await exact('pp gpipe', { pp: 2, microBatches: 2, schedule: 'gpipe' });
-    ok(pp.ranks.every((s) => s.records.every((r) => byDim('mesh', r.sent)['pp/send'] === 2 * 2 * 16 * 32)), 'm·b·T·C activations or gradients per stage per step');
+    ok(
+      pp.ranks.every((s) => s.records.every((r) => byDim('mesh', r.sent)['pp/send'] === 2 * 2 * 16 * 32)),
+      'm·b·T·C activations or gradients per stage per step',
+    );
     const mesh = await exact('mesh dp 2 × pp 2', { dp: 2, pp: 2, microBatches: 2 });
     equal(mesh.ranks.length, 4);
-    ok(mesh.ranks.every((s) => s.kind === 'mesh' && s.records[0].byDim['dp/allReduce'] > 0 && s.records[0].byDim['pp/send'] > 0));
+    ok(
+      mesh.ranks.every((s) =>
+        s.kind === 'mesh' && s.records[0].byDim['dp/allReduce'] > 0 && s.records[0].byDim['pp/send'] > 0
+      ),
+    );
   },
 });
 
 Deno.test({
-  name: 'cp 2 ring and Ulysses: trace elements per step = stepTraffic (attention p2p / all-to-all, gradient all-reduce)',
+  name:
+    'cp 2 ring and Ulysses: trace elements per step = stepTraffic (attention p2p / all-to-all, gradient all-reduce)',
   ...TEST,
   fn: async () => {
     const ring = await exact('cp ring', { cp: 2 });
@@ -132,14 +175,36 @@ Deno.test({
   },
 });
 
-const TINY = ['--n-layer', '2', '--n-head', '2', '--n-embd', '32', '--block-size', '16', '--batch-size', '4', '--steps', '3', '--log-interval', '1', '--eval-batches', '1', '--lr', '1e-2', '--warmup', '0'];
+const TINY = [
+  '--n-layer',
+  '2',
+  '--n-head',
+  '2',
+  '--n-embd',
+  '32',
+  '--block-size',
+  '16',
+  '--batch-size',
+  '4',
+  '--steps',
+  '3',
+  '--log-interval',
+  '1',
+  '--eval-batches',
+  '1',
+  '--lr',
+  '1e-2',
+  '--warmup',
+  '0',
+];
 
 interface AccountingFile {
   ranks: { rank: number; kind: 'dp'; traffic: { key: string; predicted: number; exact: boolean }[] }[];
 }
 
 Deno.test({
-  name: 'train --dp 2: the trace.json the CLI writes records, per rank and step, the predicted elements per collective and the metrics.jsonl counts',
+  name:
+    'train --dp 2: the trace.json the CLI writes records, per rank and step, the predicted elements per collective and the metrics.jsonl counts',
   ...TEST,
   fn: async () => {
     const dir = await Deno.makeTempDir({ prefix: 'trace-bytes-' });
@@ -148,12 +213,21 @@ Deno.test({
       equal(r.code, 0, `exit 0\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);
       const trace = JSON.parse(await Deno.readTextFile(`${dir}/trace.json`)) as ChromeTrace;
       const acc = JSON.parse(await Deno.readTextFile(`${dir}/accounting.json`)) as AccountingFile;
-      const metrics = (await Deno.readTextFile(`${dir}/metrics.jsonl`)).trim().split('\n').map((l) => JSON.parse(l)).filter((l) => typeof l.loss === 'number');
+      const metrics = (await Deno.readTextFile(`${dir}/metrics.jsonl`)).trim().split('\n').map((l) => JSON.parse(l))
+        .filter((l) => typeof l.loss === 'number');
       deepStrictEqual(metrics.map((l) => l.step), [0, 1, 2]);
       const sends = trace.traceEvents.filter((e) => e.ph === 'X' && e.pid === WALL_PID && e.cat === 'send');
-      ok(sends.length > 0 && sends.every((e) => Number.isInteger(e.args?.step) && e.args?.elements === (e.args?.bytes as number) / 4), 'every send names its step and elements');
+      ok(
+        sends.length > 0 &&
+          sends.every((e) => Number.isInteger(e.args?.step) && e.args?.elements === (e.args?.bytes as number) / 4),
+        'every send names its step and elements',
+      );
       const rows = traceSends(trace);
-      deepStrictEqual(rows.map((x) => [x.rank, x.step]), [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]], 'every send of the run belongs to a step');
+      deepStrictEqual(
+        rows.map((x) => [x.rank, x.step]),
+        [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]],
+        'every send of the run belongs to a step',
+      );
       for (const a of acc.ranks) {
         ok(a.traffic.length > 0 && a.traffic.every((t) => t.exact), `rank ${a.rank}: exact prediction rows`);
         const want = Object.fromEntries(a.traffic.filter((t) => t.predicted > 0).map((t) => [t.key, t.predicted]));
@@ -161,14 +235,29 @@ Deno.test({
         for (const row of rows.filter((x) => x.rank === a.rank)) {
           const sent = sentElements(rows, a.rank, row.step);
           deepStrictEqual(byDim(a.kind, sent), want, `rank ${a.rank} step ${row.step}: trace.json = stepTraffic`);
-          deepStrictEqual(sent, metrics[row.step!].sent_by_rank[a.rank], `rank ${a.rank} step ${row.step}: trace.json = metrics.jsonl`);
+          deepStrictEqual(
+            sent,
+            metrics[row.step!].sent_by_rank[a.rank],
+            `rank ${a.rank} step ${row.step}: trace.json = metrics.jsonl`,
+          );
           ok(Object.values(row.sent).every((c) => c.bytes === 4 * c.elements && c.messages > 0));
         }
       }
       const dropOne = structuredClone(trace);
-      dropOne.traceEvents.splice(dropOne.traceEvents.findIndex((e: TraceEvent) => e.pid === WALL_PID && e.cat === 'send' && e.tid === 0 && e.args?.step === 2), 1);
-      const want0 = Object.fromEntries(acc.ranks[0].traffic.filter((t) => t.predicted > 0).map((t) => [t.key, t.predicted]));
-      notDeepStrictEqual(byDim('dp', sentElements(traceSends(dropOne), 0, 2)), want0, 'a dropped span of the file shows');
+      dropOne.traceEvents.splice(
+        dropOne.traceEvents.findIndex((e: TraceEvent) =>
+          e.pid === WALL_PID && e.cat === 'send' && e.tid === 0 && e.args?.step === 2
+        ),
+        1,
+      );
+      const want0 = Object.fromEntries(
+        acc.ranks[0].traffic.filter((t) => t.predicted > 0).map((t) => [t.key, t.predicted]),
+      );
+      notDeepStrictEqual(
+        byDim('dp', sentElements(traceSends(dropOne), 0, 2)),
+        want0,
+        'a dropped span of the file shows',
+      );
       deepStrictEqual(byDim('dp', sentElements(traceSends(dropOne), 0, 1)), want0, 'and only in its step');
     } finally {
       await Deno.remove(dir, { recursive: true });

@@ -17,11 +17,17 @@ import { testBackend } from '../util/gpu.ts';
 export const TEST = { sanitizeResources: false, sanitizeOps: false };
 
 /** `steps` (default 2) steps of `plan` on a tiny GPT; returns every rank's summary and the trace, JSON round-tripped as in trace.json. */
-export async function tracedRun(plan: ParallelPlan, over: Partial<TrainConfig> = {}): Promise<{ ranks: RankSummary[]; trace: ChromeTrace }> {
+export async function tracedRun(
+  plan: ParallelPlan,
+  over: Partial<TrainConfig> = {},
+): Promise<{ ranks: RankSummary[]; trace: ChromeTrace }> {
   const world = localWorld(planWorldSize(plan), { timeoutMs: 60_000 });
   try {
     const cfg = tinyConfig({ steps: 2, evalInterval: 2, evalBatches: 1, ...over });
-    const ranks = await onEveryRank(world, (c) => trainRank({ plan, cfg, data: { text: TEXT }, backend: testBackend() }, c));
+    const ranks = await onEveryRank(
+      world,
+      (c) => trainRank({ plan, cfg, data: { text: TEXT }, backend: testBackend() }, c),
+    );
     const trace = toChromeTrace(world.flatMap((c) => c.tracer.spans), { plan, kind: ranks[0].kind });
     return { ranks, trace: JSON.parse(JSON.stringify(trace)) };
   } finally {
@@ -65,7 +71,11 @@ export function traceMismatches(ranks: readonly RankSummary[], trace: unknown): 
     for (const r of rows) {
       // ZeRO-3's validation gathers (group `eval`) run between steps, outside their accounting.
       const sent = Object.fromEntries(Object.entries(r.sent).filter(([k]) => !/(^|\/)eval\//.test(k)));
-      if (r.rank === s.rank && !steps.has(r.step as number) && Object.keys(sent).length) out.push(`rank ${s.rank}: trace has sends at step ${r.step}, which the run did not report: ${JSON.stringify(sent)}`);
+      if (r.rank === s.rank && !steps.has(r.step as number) && Object.keys(sent).length) {
+        out.push(
+          `rank ${s.rank}: trace has sends at step ${r.step}, which the run did not report: ${JSON.stringify(sent)}`,
+        );
+      }
     }
     for (const rec of s.records) {
       const traced = sentElements(rows, s.rank, rec.step), dims = byDim(s.kind, traced);
@@ -74,7 +84,9 @@ export function traceMismatches(ranks: readonly RankSummary[], trace: unknown): 
         if (want !== got) out.push(`rank ${s.rank} step ${rec.step} ${k}: predicted ${want}, trace ${got}`);
       }
       for (const k of new Set([...Object.keys(rec.sent), ...Object.keys(traced)])) {
-        if ((rec.sent[k] ?? 0) !== (traced[k] ?? 0)) out.push(`rank ${s.rank} step ${rec.step} ${k}: meter ${rec.sent[k] ?? 0}, trace ${traced[k] ?? 0}`);
+        if ((rec.sent[k] ?? 0) !== (traced[k] ?? 0)) {
+          out.push(`rank ${s.rank} step ${rec.step} ${k}: meter ${rec.sent[k] ?? 0}, trace ${traced[k] ?? 0}`);
+        }
       }
     }
   }

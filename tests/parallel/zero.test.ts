@@ -13,7 +13,16 @@
 import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { testGpu } from '../util/gpu.ts';
 import { assertClose, assertRelRms } from '../util/assert.ts';
-import { maxRel, reference, ringAllReduceSent, type RunResult, TEXT, tinyConfig, withDpWorld, WORKER_TEST } from './harness.ts';
+import {
+  maxRel,
+  reference,
+  ringAllReduceSent,
+  type RunResult,
+  TEXT,
+  tinyConfig,
+  withDpWorld,
+  WORKER_TEST,
+} from './harness.ts';
 
 const D = 2;
 
@@ -26,18 +35,28 @@ const cases = [
 ];
 
 Deno.test({
-  name: 'ZeRO-1 / ZeRO-2 (gradAccum 2) / ZeRO-3 (per-layer gathers, gradAccum 1 and 2) on dp2 match the single-rank run; traffic and memory are exact',
+  name:
+    'ZeRO-1 / ZeRO-2 (gradAccum 2) / ZeRO-3 (per-layer gathers, gradAccum 1 and 2) on dp2 match the single-rank run; traffic and memory are exact',
   ...WORKER_TEST,
   fn: async () => {
     const gpu = await testGpu();
     const refs = new Map<string, Awaited<ReturnType<typeof reference>>>();
     const key = (c: { gradAccum: number; nLayer: number }) => `${c.gradAccum}/${c.nLayer}`;
-    for (const c of cases) if (!refs.has(key(c))) refs.set(key(c), await reference(gpu, tinyConfig({ gradAccum: c.gradAccum, nLayer: c.nLayer })));
+    for (const c of cases) {
+      if (!refs.has(key(c))) {
+        refs.set(key(c), await reference(gpu, tinyConfig({ gradAccum: c.gradAccum, nLayer: c.nLayer })));
+      }
+    }
     ok(refs.get('1/2')!.gradNorms.some((n) => n > 0.5), 'clipping must be active on some step');
     await withDpWorld(D, async (w) => {
       for (const c of cases) {
         const what = `ZeRO-${c.stage} gradAccum ${c.gradAccum}`;
-        const res = await w.run<RunResult>('train', { cfg: tinyConfig({ gradAccum: c.gradAccum, nLayer: c.nLayer }), text: TEXT, stage: c.stage, bucketBytes: c.bucketBytes });
+        const res = await w.run<RunResult>('train', {
+          cfg: tinyConfig({ gradAccum: c.gradAccum, nLayer: c.nLayer }),
+          text: TEXT,
+          stage: c.stage,
+          bucketBytes: c.bucketBytes,
+        });
         const ref = refs.get(key(c))!;
         for (const r of res) {
           ok(maxRel(r.losses, ref.losses) < 1e-4, `${what}: losses ${r.losses} vs ${ref.losses}`);
@@ -50,7 +69,10 @@ Deno.test({
         if (c.bucketBytes === 'layer') equal(buckets.length, 2 + c.nLayer + 1, `wte, wpe, ${c.nLayer} blocks, ln_f`);
         const C = buckets.reduce((s, n) => s + Math.ceil(n / (64 * D)) * 64, 0);
         const A = c.gradAccum;
-        ok(D * C >= flat && D * C - flat < 64 * D * buckets.length, `padding stays below one 256-byte piece per bucket: d·C = ${D * C}, Ψ = ${flat}`);
+        ok(
+          D * C >= flat && D * C - flat < 64 * D * buckets.length,
+          `padding stays below one 256-byte piece per bucket: d·C = ${D * C}, Ψ = ${flat}`,
+        );
         for (const [rank, r] of res.entries()) {
           equal(r.shard, C);
           const scalar = ringAllReduceSent(1, D, rank);
@@ -64,19 +86,32 @@ Deno.test({
           const passes = (c.stage === 1 ? 1 : A) + (c.stage === 3 ? 2 * A : 1);
           const total = want['world/grads/reduceScatter'] + want['world/params/allGather'];
           const design = passes * (D - 1) / D * flat;
-          ok(total >= design && total - design < passes * (D - 1) * 64 * buckets.length, `${what}: ${total} ≈ DESIGN ${design}`);
+          ok(
+            total >= design && total - design < passes * (D - 1) * 64 * buckets.length,
+            `${what}: ${total} ≈ DESIGN ${design}`,
+          );
           // What a rank allocates, summed from its buffers: fp32 values 4Ψ, grads 4Ψ, AdamW 8Ψ,
           // each sharded from its stage on; stages 2–3 add the working buffers of W = resident
           // units (wte, wpe, ln_f) + one layer, for gradients (and values at stage 3).
-          const W = c.bucketBytes === 'layer' ? buckets[0] + buckets[1] + buckets.at(-1)! + Math.max(...buckets.slice(2, -1)) : 0;
+          const W = c.bucketBytes === 'layer'
+            ? buckets[0] + buckets[1] + buckets.at(-1)! + Math.max(...buckets.slice(2, -1))
+            : 0;
           deepStrictEqual(r.memory, {
             params: c.stage === 3 ? 4 * (C + W) : 4 * flat,
             grads: c.stage >= 2 ? 4 * (C + W) : 4 * flat,
             optimizer: 8 * C,
             working: (c.stage === 3 ? 8 : c.stage === 2 ? 4 : 0) * W,
           }, `${what}: bytes held per rank`);
-          if (c.stage === 3) ok(C + W < flat, `${what}: the shard plus one layer (${C + W}) must hold less than the whole model (${flat})`);
-          ok(r.launched.every((n) => n === buckets.length), `${what}: every bucket reduce-scattered from inside backward`);
+          if (c.stage === 3) {
+            ok(
+              C + W < flat,
+              `${what}: the shard plus one layer (${C + W}) must hold less than the whole model (${flat})`,
+            );
+          }
+          ok(
+            r.launched.every((n) => n === buckets.length),
+            `${what}: every bucket reduce-scattered from inside backward`,
+          );
         }
       }
     });

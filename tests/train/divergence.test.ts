@@ -131,7 +131,5 @@ async function diverge(parallel: string[]) {
   }
 }
 
-Deno.test('a diverging run keeps the last good checkpoint byte for byte (single rank)', () =>
-  diverge([]));
-Deno.test('a diverging run keeps the last good checkpoint set byte for byte (dp2)', () =>
-  diverge(['--dp', '2']));
+Deno.test('a diverging run keeps the last good checkpoint byte for byte (single rank)', () => diverge([]));
+Deno.test('a diverging run keeps the last good checkpoint set byte for byte (dp2)', () => diverge(['--dp', '2']));

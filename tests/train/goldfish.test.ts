@@ -63,23 +63,52 @@ Deno.test('goldfish k = 0 leaves the targets as they are; bad k and shapes are r
 });
 
 gpuTest('goldfish: evaluation scores every token, and a short run still trains', async (gpu) => {
-  const base = { nLayer: 1, nHead: 2, nEmbd: 32, blockSize: 32, batchSize: 8, steps: 40, warmup: 5, lr: 1e-2, minLr: 1e-3, evalBatches: 2, logInterval: 40 };
+  const base = {
+    nLayer: 1,
+    nHead: 2,
+    nEmbd: 32,
+    blockSize: 32,
+    batchSize: 8,
+    steps: 40,
+    warmup: 5,
+    lr: 1e-2,
+    minLr: 1e-3,
+    evalBatches: 2,
+    logInterval: 40,
+  };
   const cfg = parseConfig({ ...base, goldfishK: 2, goldfishH: 4 });
   const data = new TextDataset(ids, cfg.blockSize);
-  const model = new GPT(gpu, { vocabSize: tok.vocabSize, blockSize: cfg.blockSize, nLayer: 1, nHead: 2, nEmbd: 32, bias: true }, 1);
+  const model = new GPT(gpu, {
+    vocabSize: tok.vocabSize,
+    blockSize: cfg.blockSize,
+    nLayer: 1,
+    nHead: 2,
+    nEmbd: 32,
+    bias: true,
+  }, 1);
   const plain = new Trainer(gpu, model, data, parseConfig(base));
   const trainer = new Trainer(gpu, model, data, cfg);
   const init = await trainer.evaluate('val');
   equal(init, await plain.evaluate('val'), 'evaluation ignores goldfish');
   // The same initial weights and batch: the masked step averages over fewer tokens, so its loss differs.
-  const twin = new GPT(gpu, { vocabSize: tok.vocabSize, blockSize: cfg.blockSize, nLayer: 1, nHead: 2, nEmbd: 32, bias: true }, 1);
+  const twin = new GPT(gpu, {
+    vocabSize: tok.vocabSize,
+    blockSize: cfg.blockSize,
+    nLayer: 1,
+    nHead: 2,
+    nEmbd: 32,
+    bias: true,
+  }, 1);
   const unmaskedTrainer = new Trainer(gpu, twin, data, parseConfig(base));
   await unmaskedTrainer.step(0);
   const [unmasked] = await unmaskedTrainer.drain();
   twin.params.destroy();
   for (let s = 0; s < cfg.steps; s++) await trainer.step(s);
   const recs = await trainer.drain();
-  ok(recs[0].loss !== unmasked.loss && Math.abs(recs[0].loss - unmasked.loss) < 0.3, `step 0 loss: masked ${recs[0].loss} vs all tokens ${unmasked.loss}`);
+  ok(
+    recs[0].loss !== unmasked.loss && Math.abs(recs[0].loss - unmasked.loss) < 0.3,
+    `step 0 loss: masked ${recs[0].loss} vs all tokens ${unmasked.loss}`,
+  );
   const first = recs.slice(0, 5).reduce((a, r) => a + r.loss, 0) / 5;
   const last = recs.slice(-5).reduce((a, r) => a + r.loss, 0) / 5;
   ok(last < first - 0.5, `training loss falls: ${first.toFixed(3)} → ${last.toFixed(3)}`);

@@ -59,7 +59,19 @@ gpuTest('NEFTune: scale α/√(T·C); evaluation unaffected; training loss diffe
   ok(noise.every((v, i) => Math.abs(v - Math.fround(scale * noiseValue(9, i))) < 1e-7), 'x += α/√(T·C) · U(−1, 1)');
   zeros.release();
 
-  const base = { nLayer: 1, nHead: 2, nEmbd: 32, blockSize: 32, batchSize: 8, steps: 3, warmup: 0, lr: 1e-2, minLr: 1e-3, evalBatches: 2, logInterval: 3 };
+  const base = {
+    nLayer: 1,
+    nHead: 2,
+    nEmbd: 32,
+    blockSize: 32,
+    batchSize: 8,
+    steps: 3,
+    warmup: 0,
+    lr: 1e-2,
+    minLr: 1e-3,
+    evalBatches: 2,
+    logInterval: 3,
+  };
   const data = new TextDataset(ids, 32);
   const mcfg = { vocabSize: tok.vocabSize, blockSize: 32, nLayer: 1, nHead: 2, nEmbd: 32, bias: true };
   const run = async (alpha: number) => {
@@ -77,7 +89,10 @@ gpuTest('NEFTune: scale α/√(T·C); evaluation unaffected; training loss diffe
   const again = await run(15);
   equal(noisy.val0, plain.val0, 'evaluation adds no noise (same weights, same val loss)');
   notEqual(noisy.losses[0], plain.losses[0], 'the noisy training forward sees other embeddings');
-  ok(Math.abs(noisy.losses[0] - plain.losses[0]) < 0.5, `…but the same batch: ${noisy.losses[0]} vs ${plain.losses[0]}`);
+  ok(
+    Math.abs(noisy.losses[0] - plain.losses[0]) < 0.5,
+    `…but the same batch: ${noisy.losses[0]} vs ${plain.losses[0]}`,
+  );
   equal(noisy.losses.join(), again.losses.join(), 'NEFTune noise is reproducible from the seed');
   notEqual(noisy.val1, plain.val1, 'training with noise moves the weights differently');
   throws(() => parseConfig({ neftuneAlpha: -1 }), /neftuneAlpha/);

@@ -13,6 +13,9 @@ Deno.test('sampling: top-k never picks outside the k largest; low temperature is
   const z = Array.from(logits).reduce((a, x) => a + Math.exp(x), 0);
   for (let j = 0; j < 5; j++) {
     const p = Math.exp(logits[j]) / z;
-    ok(Math.abs(counts[j] / n - p) < 4 * Math.sqrt(p * (1 - p) / n) + 1e-3, `frequency of ${j}: ${counts[j] / n} vs ${p}`);
+    ok(
+      Math.abs(counts[j] / n - p) < 4 * Math.sqrt(p * (1 - p) / n) + 1e-3,
+      `frequency of ${j}: ${counts[j] / n} vs ${p}`,
+    );
   }
 });

@@ -10,12 +10,34 @@ const text = await Deno.readTextFile(new URL('../../public/data/tinyshakespeare.
 const tok = CharTokenizer.fromText(text);
 
 gpuTest('a training step allocates no GPU buffer after the first; loss starts at ln(V) and falls', async (gpu) => {
-  const cfg = parseConfig({ nLayer: 1, nHead: 2, nEmbd: 32, blockSize: 32, batchSize: 8, steps: 40, warmup: 5, lr: 1e-2, minLr: 1e-3, evalBatches: 2, logInterval: 40 });
+  const cfg = parseConfig({
+    nLayer: 1,
+    nHead: 2,
+    nEmbd: 32,
+    blockSize: 32,
+    batchSize: 8,
+    steps: 40,
+    warmup: 5,
+    lr: 1e-2,
+    minLr: 1e-3,
+    evalBatches: 2,
+    logInterval: 40,
+  });
   const data = new TextDataset(tok.encode(text), cfg.blockSize);
-  const model = new GPT(gpu, { vocabSize: tok.vocabSize, blockSize: cfg.blockSize, nLayer: 1, nHead: 2, nEmbd: 32, bias: true }, 1);
+  const model = new GPT(gpu, {
+    vocabSize: tok.vocabSize,
+    blockSize: cfg.blockSize,
+    nLayer: 1,
+    nHead: 2,
+    nEmbd: 32,
+    bias: true,
+  }, 1);
   const trainer = new Trainer(gpu, model, data, cfg);
   const init = await trainer.evaluate('val');
-  ok(Math.abs(init - Math.log(tok.vocabSize)) < 0.15, `initial val loss ${init} ≈ ln(${tok.vocabSize}) = ${Math.log(tok.vocabSize)}`);
+  ok(
+    Math.abs(init - Math.log(tok.vocabSize)) < 0.15,
+    `initial val loss ${init} ≈ ln(${tok.vocabSize}) = ${Math.log(tok.vocabSize)}`,
+  );
   await trainer.step(0);
   await trainer.drain();
   const created = gpu.pool.stats.createdCount;

@@ -42,7 +42,9 @@ export function assertClose(
     }
   }
   if (bad) {
-    throw new Error(`${what}: ${bad}/${ref.length} elements off; first at ${first}: got ${actual[first]}, reference ${ref[first]}`);
+    throw new Error(
+      `${what}: ${bad}/${ref.length} elements off; first at ${first}: got ${actual[first]}, reference ${ref[first]}`,
+    );
   }
 }
 
@@ -81,7 +83,9 @@ export function assertFiniteDiff(
     const fd = (up - down) / (2 * h);
     const err = Math.abs(fd - analytic[i]) / Math.max(Math.abs(fd), Math.abs(analytic[i]), floor);
     if (!(err < tol)) {
-      throw new Error(`${what}: finite difference ${fd} vs analytic ${analytic[i]} at ${i} (rel err ${err.toExponential(2)})`);
+      throw new Error(
+        `${what}: finite difference ${fd} vs analytic ${analytic[i]} at ${i} (rel err ${err.toExponential(2)})`,
+      );
     }
   }
 }

@@ -2,7 +2,24 @@
 import { testBackend } from './gpu.ts';
 
 /** A one-layer model of width 16 that trains in about a second per step: the CLI tests' run, logging every step. */
-export const TINY_RUN = ['--n-layer', '1', '--n-embd', '16', '--n-head', '2', '--block-size', '16', '--batch-size', '4', '--eval-interval', '1000', '--sample-tokens', '0', '--log-interval', '1'];
+export const TINY_RUN = [
+  '--n-layer',
+  '1',
+  '--n-embd',
+  '16',
+  '--n-head',
+  '2',
+  '--block-size',
+  '16',
+  '--batch-size',
+  '4',
+  '--eval-interval',
+  '1000',
+  '--sample-tokens',
+  '0',
+  '--log-interval',
+  '1',
+];
 const root = new URL('../../', import.meta.url).pathname;
 
 export interface CliResult {
@@ -12,7 +29,12 @@ export interface CliResult {
 }
 
 /** CLIs whose runs open a GPU, and (plan) the flag under which it does. */
-const GPU_CLIS: Record<string, string | null> = { 'train.ts': null, 'memorization.ts': null, 'experiment.ts': null, 'plan.ts': '--measure' };
+const GPU_CLIS: Record<string, string | null> = {
+  'train.ts': null,
+  'memorization.ts': null,
+  'experiment.ts': null,
+  'plan.ts': '--measure',
+};
 
 /**
  * `args` plus `--gpu=<the suite's backend>` for a CLI that opens a GPU, so `GPU=dawn` runs the
@@ -21,7 +43,9 @@ const GPU_CLIS: Record<string, string | null> = { 'train.ts': null, 'memorizatio
  */
 export function withTestBackend(script: string, args: string[]): string[] {
   const backend = testBackend();
-  if (backend === 'wgpu' || !(script in GPU_CLIS) || args.some((a) => a === '--gpu' || a.startsWith('--gpu='))) return args;
+  if (backend === 'wgpu' || !(script in GPU_CLIS) || args.some((a) => a === '--gpu' || a.startsWith('--gpu='))) {
+    return args;
+  }
   const when = GPU_CLIS[script];
   return when === null || args.includes(when) ? [...args, `--gpu=${backend}`] : args;
 }
@@ -68,8 +92,12 @@ export async function readLosses(path: string): Promise<Map<number, number>> {
 
 /** @throws Error unless the logged steps are exactly 0 … n−1, naming the first missing or extra one. */
 export function assertSteps(losses: Map<number, number>, n: number): void {
-  for (let s = 0; s < n; s++) if (!losses.has(s)) throw new Error(`step ${s} of 0…${n - 1} is missing (${losses.size} logged)`);
-  for (const s of losses.keys()) if (!(Number.isInteger(s) && s >= 0 && s < n)) throw new Error(`step ${s} is outside 0…${n - 1}`);
+  for (let s = 0; s < n; s++) {
+    if (!losses.has(s)) throw new Error(`step ${s} of 0…${n - 1} is missing (${losses.size} logged)`);
+  }
+  for (const s of losses.keys()) {
+    if (!(Number.isInteger(s) && s >= 0 && s < n)) throw new Error(`step ${s} is outside 0…${n - 1}`);
+  }
 }
 
 /** The losses of steps 0 … n−1 of a metrics.jsonl, in order. @throws Error on a duplicated, missing or extra step. */

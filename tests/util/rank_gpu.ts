@@ -27,7 +27,9 @@ export function rankGpu(): Promise<Gpu> {
 /** Worker-side tasks: open the device on the given backend, and destroy it before the world terminates the worker. */
 export const RANK_GPU_TASKS = {
   async openGpu(_world: unknown, args: { backend?: string }): Promise<RankGpuInfo> {
-    if (args?.backend !== 'wgpu' && args?.backend !== 'dawn') throw new Error(`openGpu: backend must be 'wgpu' or 'dawn', got ${args?.backend}`);
+    if (args?.backend !== 'wgpu' && args?.backend !== 'dawn') {
+      throw new Error(`openGpu: backend must be 'wgpu' or 'dawn', got ${args?.backend}`);
+    }
     gpu ??= Gpu.create({ backend: args.backend });
     const g = await gpu;
     return { backend: g.backend, impl: deviceImpl(g), adapter: g.adapterDescription };
@@ -48,7 +50,11 @@ export async function openRankGpus(w: World): Promise<RankGpuInfo[]> {
   const want = testBackend();
   const infos = await w.run<RankGpuInfo>('openGpu', { backend: want });
   infos.forEach((info, r) => {
-    if (info.backend !== want || info.impl !== want) throw new Error(`rank ${r}: the test selected ${want}, the rank opened '${info.backend}' and holds a ${info.impl} device (${info.adapter})`);
+    if (info.backend !== want || info.impl !== want) {
+      throw new Error(
+        `rank ${r}: the test selected ${want}, the rank opened '${info.backend}' and holds a ${info.impl} device (${info.adapter})`,
+      );
+    }
   });
   return infos;
 }
