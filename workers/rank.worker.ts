@@ -3,11 +3,12 @@
  * (or a Deno host) wraps this worker and calls {@link RankWorkerApi}; progress comes back
  * through a `Comlink.proxy` callback. Two ways in:
  *
- * - alone (world size 1, the browser demo): {@link RankApi} — init, train, pause/resume/stop, sample;
+ * - alone (world size 1, the browser demo): {@link RankApi} (its types: rank_api.ts) — init, train,
+ *   pause/resume/stop, sample;
  * - as one rank of a world (`World.launch` in src/comm/launch.ts, `spawn`ing this file): the
  *   {@link RankControl} half — `join` takes the rank's MessagePort mesh and builds its
  *   Communicator, `run` executes the named tasks of src/comm/scenarios.ts (the collective test
- *   matrix), src/comm/timing.ts (single collectives, benchmark loops) and src/parallel/run.ts
+ *   matrix), src/comm/timing.ts (single collectives, benchmark loops) and src/parallel/run_tasks.ts
  *   (parallel training: `trainRank`, or `trainStart` / `trainSteps` / `trainEnd` to stream
  *   progress), `trace` returns its spans.
  *
@@ -27,82 +28,8 @@ import { mixSeed, Random } from '../src/util/random.ts';
 import { type RankControl, rankControl } from '../src/comm/launch.ts';
 import { SCENARIO_TASKS } from '../src/comm/scenarios.ts';
 import { TIMING_TASKS } from '../src/comm/timing.ts';
-import { PARALLEL_TASKS } from '../src/parallel/run.ts';
-
-/** What {@link RankApi.init} needs. */
-export interface RankInitOptions {
-  /** Absolute URL of the UTF-8 training text (the page passes `${BASE_URL}data/tinyshakespeare.txt`). */
-  dataUrl?: string;
-  /** The training text itself, instead of `dataUrl`. */
-  text?: string;
-  /** WebGPU implementation; `browser` (navigator.gpu) unless a Deno host asks for another. */
-  backend?: Backend;
-}
-
-/** What {@link RankApi.init} reports. */
-export interface RankInfo {
-  /** Adapter description (e.g. "SwiftShader Device (Subzero)"), or vendor when empty. */
-  adapter: string;
-  backend: string;
-  features: string[];
-  /** The one-line device summary `Gpu.create` logs (limits and features). */
-  gpuLine: string;
-  /** Characters in the corpus and distinct characters (the char vocabulary). */
-  corpusChars: number;
-  vocabSize: number;
-}
-
-/** Progress records sent to the host's callback, in order. */
-export type ProgressRecord =
-  | {
-    kind: 'train';
-    /** 0-based step of the last record in this log interval. */
-    step: number;
-    loss: number;
-    gradNorm: number;
-    lr: number;
-    /** Wall-clock ms per step over the interval (evaluation excluded). */
-    ms: number;
-    tokensPerSec: number;
-    /** Every step of the interval as [step, loss], for charts. */
-    points: [number, number][];
-  }
-  | { kind: 'eval'; step: number; valLoss: number }
-  | { kind: 'status'; text: string };
-
-/** What {@link RankApi.train} resolves to. */
-export interface TrainSummary {
-  /** Optimizer steps completed. */
-  steps: number;
-  /** True when {@link RankApi.stop} ended the run early. */
-  stopped: boolean;
-  firstLoss: number | null;
-  finalLoss: number | null;
-  valLoss: number | null;
-  /** Generated text after training (empty when stopped or sampleTokens is 0). */
-  sample: string;
-  params: number;
-  /** Total wall-clock ms of the run, setup and sampling included. */
-  ms: number;
-}
-
-export interface RankApi {
-  /** Opens the GPU device and loads the corpus. @throws Error naming what is missing (WebGPU, adapter, data). */
-  init(opts: RankInitOptions): Promise<RankInfo>;
-  /**
-   * Trains a GPT on the corpus with `cfg` (validated by `parseConfig`; `cfg.data` is ignored:
-   * the corpus is the one given to init). Resolves when the run ends or is stopped.
-   * @throws Error for an invalid config, a non-finite loss, or a WebGPU error.
-   */
-  train(cfg: Partial<TrainConfig>, onProgress?: (rec: ProgressRecord) => void): Promise<TrainSummary>;
-  /** Pauses after the current log interval; {@link resume} continues. */
-  pause(): void;
-  resume(): void;
-  /** Ends the current run after the current log interval (no final sample). */
-  stop(): void;
-  /** `n` tokens from the last trained model, prompted with a newline. */
-  sample(n: number): Promise<string>;
-}
+import { PARALLEL_TASKS } from '../src/parallel/run_tasks.ts';
+import type { ProgressRecord, RankApi } from './rank_api.ts';
 
 interface Run {
   cfg: TrainConfig;

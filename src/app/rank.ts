@@ -4,9 +4,9 @@
  * `World.launch({ spawn })` (src/comm/launch.ts), which starts a world of them.
  */
 import * as Comlink from 'comlink';
-import type { RankApi } from '../../workers/rank.worker.ts';
+import type { RankApi } from '../../workers/rank_api.ts';
 
-export type { ProgressRecord, RankInfo, TrainSummary } from '../../workers/rank.worker.ts';
+export type { ProgressRecord, RankInfo, TrainSummary } from '../../workers/rank_api.ts';
 
 export interface RankHandle {
   api: Comlink.Remote<RankApi>;

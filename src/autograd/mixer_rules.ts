@@ -4,7 +4,7 @@
  */
 import { linearAttentionBackward } from '../kernels/linear_attention.ts';
 import { recurrentLinearAttentionBackward } from '../kernels/linear_attention_recurrent.ts';
-import { selectiveScanBackward } from '../kernels/selective_scan.ts';
+import { selectiveScanBackward } from '../kernels/selective_scan_bwd.ts';
 import { conv1dBackward } from '../kernels/conv1d.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { axpy } from '../kernels/elementwise.ts';

@@ -16,16 +16,14 @@ import { columnSum } from '../kernels/reduce.ts';
 import {
   auxLossBackward,
   auxLossForward,
-  gatherRows,
-  gatherSumRows,
   groupColumnSum,
   routerGates,
   routerGatesBackward,
-  rowDots,
   type SlotPlan,
   softmaxRows,
   softmaxRowsBackward,
 } from '../kernels/moe.ts';
+import { gatherRows, gatherSumRows, rowDots } from '../kernels/moe_gather.ts';
 import type { GradContext, RuleTable, Tape } from './tape.ts';
 
 /** What each MoE op saves for its backward (entries of OpRecords in tape.ts). */

@@ -32,6 +32,7 @@ export const RULES: RuleTable = {
   ...MIXER_RULES,
   ...MOE_RULES,
   collective: collectiveRule,
+  checkpoint: (g, r) => r.recompute(g.grad(r.y), g.acc(r.x)),
   linear(g, { x, w, b, y, n, cin, cout }) {
     const dy = g.grad(y);
     if (!dy) return;

@@ -94,6 +94,19 @@ export interface OpRecords {
    * host and runs the conjugate collective; it is asynchronous, so only backwardAsync runs it.
    */
   collective: { x: Tensor; y: Tensor; name: string; backward: (dy: Float32Array) => Promise<Float32Array> };
+  /**
+   * y = a recomputed segment (checkpoint.ts): the forward kept only x and y; `recompute` runs
+   * the segment again on a tape of its own, backpropagates dy through it into dx and the
+   * parameters, and frees it. `touched`: every tensor the segment's ops read (its parameters
+   * among them), for bookkeeping that asks which parameters a node accumulates into.
+   */
+  checkpoint: {
+    x: Tensor;
+    y: Tensor;
+    name: string;
+    touched: Tensor[];
+    recompute: (dy: Tensor | null, dx: Tensor | null) => Promise<void>;
+  };
   /** Mixture-of-experts ops (moe_ops.ts): router softmax and gates, dispatch / combine gathers, per-expert Linear, load-balancing loss */
   moeSoftmax: MoERecords['moeSoftmax'];
   moeGates: MoERecords['moeGates'];
@@ -120,6 +133,7 @@ export type RuleTable = { [K in OpName]: (g: GradContext, r: OpRecords[K]) => vo
 
 export class Tape {
   private nodes: { node: Node; outputs: readonly Tensor[] }[] = [];
+  private readonly paramGrads: ReadonlyMap<Tensor, Tensor>;
   private readonly paramIds: Set<number>;
   private temps: Tensor[] = [];
   private grads = new Map<number, Tensor>();
@@ -135,6 +149,7 @@ export class Tape {
     paramGrads: ReadonlyMap<Tensor, Tensor> = new Map(),
     readonly recording = true,
   ) {
+    this.paramGrads = paramGrads;
     this.paramIds = new Set([...paramGrads.keys()].map((p) => p.id));
     for (const [p, g] of paramGrads) {
       this.needsGrad.add(p.id);
@@ -173,10 +188,41 @@ export class Tape {
     return this.grads.get(t.id) ?? null;
   }
 
-  /** Records a node; its output needs a gradient when any of `inputs` does. */
+  /**
+   * A new tape over the same parameters and their gradients (a recomputed segment's), recording
+   * or not (the forward of a segment whose activations are dropped).
+   */
+  child(recording: boolean): Tape {
+    return new Tape(this.gpu, this.paramGrads, recording);
+  }
+
+  /**
+   * Makes `g` the incoming gradient of `t` before {@link backward}: a copy into a buffer of the
+   * tape's own, since backward frees an output's gradient once its node is done.
+   */
+  seed(t: Tensor, g: Tensor): void {
+    if (t.size !== g.size) throw new Error(`seed: gradient of ${g.size} elements for a tensor of ${t.size}`);
+    const own = this.gpu.empty(t.shape, 'f32', `grad.${t.label}`);
+    this.gpu.copy(g, own);
+    this.temps.push(own);
+    this.grads.set(t.id, own);
+  }
+
+  /** Whether {@link backward} would refuse: a collective or a recomputed segment is on the tape (use backwardAsync). */
+  get asynchronous(): boolean {
+    return this.nodes.some((n) => n.node.op === 'collective' || n.node.op === 'checkpoint');
+  }
+
+  /** Sees every node offered to {@link record}, recorded or not (checkpoint.ts collects what a segment reads). */
+  observer: ((node: Node) => void) | null = null;
+
+  /** Records a node; its output needs a gradient when any of `inputs` does (a checkpoint's parameters may need one when x does not). */
   record(node: Node, inputs: readonly (Tensor | null)[], outputs: readonly Tensor[]): void {
+    this.observer?.(node);
     if (!this.recording) return;
-    if (!inputs.some((t) => t && this.needsGrad.has(t.id)) && node.op !== 'crossEntropy') return;
+    const always = node.op === 'crossEntropy' ||
+      (node.op === 'checkpoint' && node.touched.some((t) => this.paramIds.has(t.id)));
+    if (!inputs.some((t) => t && this.needsGrad.has(t.id)) && !always) return;
     for (const o of outputs) this.needsGrad.add(o.id);
     this.nodes.push({ node, outputs });
   }
@@ -186,14 +232,14 @@ export class Tape {
    * @param onNodeDone called after each node's rule is encoded, in backward order; data parallel
    *   uses it to start a gradient bucket's allReduce once no earlier node can add to it.
    * @throws Error when called on a non-recording tape, or when a rule is asynchronous (a
-   *   collective on the tape needs {@link backwardAsync}).
+   *   collective or a recomputed segment on the tape needs {@link backwardAsync}).
    */
   backward(rules: RuleTable, onNodeDone?: (node: Node) => void): void {
     // Refuse before any rule runs: a half-run backward would leave peers inside a collective.
-    const comm = this.nodes.find((n) => n.node.op === 'collective');
+    const comm = this.nodes.find((n) => n.node.op === 'collective' || n.node.op === 'checkpoint');
     if (comm) {
       throw new Error(
-        `backward(): the tape holds a collective ('${
+        `backward(): the tape holds a ${comm.node.op} ('${
           (comm.node as { name: string }).name
         }'), whose rule is asynchronous; call backwardAsync()`,
       );

@@ -11,7 +11,7 @@
  * rounds counts to the rank count.
  */
 import { parseArgs } from 'node:util';
-import { ALGORITHMS } from '../comm/communicator.ts';
+import { ALGORITHMS } from '../comm/call_options.ts';
 import { World } from '../comm/launch.ts';
 import { NetworkModel } from '../comm/network.ts';
 import { bandwidths, predictUs, type SizedCollective } from '../comm/cost.ts';

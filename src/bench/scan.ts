@@ -16,12 +16,8 @@ import {
   recurrentLinearAttentionBackward,
   recurrentLinearAttentionForward,
 } from '../kernels/linear_attention_recurrent.ts';
-import {
-  type ScanDims,
-  scanStateShape,
-  selectiveScanBackward,
-  selectiveScanForward,
-} from '../kernels/selective_scan.ts';
+import { type ScanDims, scanStateShape, selectiveScanForward } from '../kernels/selective_scan.ts';
+import { selectiveScanBackward } from '../kernels/selective_scan_bwd.ts';
 import { type BenchTiming, fill, timeKernels } from './timing.ts';
 
 /** One row: both linear-attention forms and the selective scan at one T (ms, forward + backward). */

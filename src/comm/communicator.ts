@@ -8,51 +8,30 @@
  * untouched. Every member of a group must issue the same calls on it in the same order; each
  * call takes the group's next sequence number, and a peer calling something else fails with an
  * error naming both calls (see transport.ts). Algorithms (MPICH, see algorithms.ts) are chosen
- * per call; all produce bit-identical results for integer-valued inputs.
+ * per call (call_options.ts: the options, accepted algorithms and argument checks); all produce
+ * bit-identical results for integer-valued inputs.
  *
  * Every call is recorded as a `collective` span by the rank's Tracer (trace.ts; its messages as
  * `send`/`recv` spans by the transport) and moves the rank's simulated clock (network.ts). GPU
  * tensors go through `TensorComm` (tensor_comm.ts), which wraps a Communicator.
  */
 import type { Transport } from './transport.ts';
-import { alloc, callLink, dtypeOf, nextSeq, peekSeq } from './link.ts';
+import { alloc, callLink, dtypeOf, p2pExpect, peekSeq } from './link.ts';
 import * as A from './algorithms.ts';
 import type { Link, NumArray, ReduceOp } from './algorithms.ts';
 import { algorithmOf, type Tracer, wallMs } from './trace.ts';
+import {
+  type CallOptions,
+  checkLength,
+  checkPeer,
+  checkRoot,
+  type GatherOptions,
+  pickAlgorithm,
+  pickReduce,
+  type ReduceOptions,
+} from './call_options.ts';
 
 export type { NumArray, ReduceOp } from './algorithms.ts';
-
-/** Algorithm names; which collective accepts which is listed in {@link ALGORITHMS}. */
-export type Algorithm = 'ring' | 'recursive-doubling' | 'rabenseifner' | 'binomial' | 'direct';
-
-/** Accepted algorithms per collective, default first. */
-export const ALGORITHMS = {
-  allReduce: ['ring', 'recursive-doubling', 'rabenseifner', 'binomial', 'direct'],
-  reduceScatter: ['ring', 'rabenseifner', 'direct'],
-  allGather: ['ring', 'recursive-doubling', 'direct'],
-  broadcast: ['binomial', 'direct'],
-  reduce: ['binomial', 'direct'],
-  allToAll: ['direct'],
-  barrier: ['recursive-doubling', 'direct'],
-} as const satisfies Record<string, readonly Algorithm[]>;
-
-export interface CallOptions {
-  /** Algorithm for this call; the default is the first entry of {@link ALGORITHMS}. */
-  algorithm?: Algorithm;
-  /** Receive timeout in ms for this call (default: the transport's). */
-  timeoutMs?: number;
-}
-
-export interface ReduceOptions<T extends NumArray> extends CallOptions {
-  /** Reduction; default `sum`. `avg` divides the sum by the group size (Float32Array only). */
-  op?: ReduceOp;
-  /** Output array (out of place); omitted: in place. */
-  out?: T;
-}
-
-export interface GatherOptions<T extends NumArray> extends CallOptions {
-  out?: T;
-}
 
 export class Communicator {
   /** World ranks of the members, indexed by group rank. */
@@ -100,45 +79,32 @@ export class Communicator {
    * resolves at once, like MPI_Ibsend. Pairs are matched in order per (group, src, dst).
    */
   send(data: NumArray, dst: number, opts: { tag?: number } = {}): Promise<void> {
-    this.checkPeer(dst, 'send');
+    checkPeer(this, dst, 'send');
     const g = this.ranks[dst];
-    const key = `${this.id}:p2p:${this.transport.rank}>${g}`;
-    this.transport.send(g, {
-      group: `${this.id}:p2p`,
-      seq: nextSeq(this.transport, key),
-      op: 'send',
-      detail: '',
-      dtype: dtypeOf(data),
-      count: data.length,
-      tag: opts.tag ?? 0,
-    }, data.slice().buffer);
+    this.transport.send(
+      g,
+      p2pExpect(this.transport, this.id, this.transport.rank, g, data, opts.tag),
+      data.slice().buffer,
+    );
     return Promise.resolve();
   }
 
   /** Receives into `out` from group rank `src`; dtype, length and tag must match the send. */
   async recv<T extends NumArray>(out: T, src: number, opts: { tag?: number; timeoutMs?: number } = {}): Promise<T> {
-    this.checkPeer(src, 'recv');
+    checkPeer(this, src, 'recv');
     const g = this.ranks[src];
-    const key = `${this.id}:p2p:${g}>${this.transport.rank}`;
-    const buf = await this.transport.recv(g, {
-      group: `${this.id}:p2p`,
-      seq: nextSeq(this.transport, key),
-      op: 'send',
-      detail: '',
-      dtype: dtypeOf(out),
-      count: out.length,
-      tag: opts.tag ?? 0,
-    }, opts.timeoutMs);
+    const expect = p2pExpect(this.transport, this.id, g, this.transport.rank, out, opts.tag);
+    const buf = await this.transport.recv(g, expect, opts.timeoutMs);
     out.set(dtypeOf(out) === 'f32' ? new Float32Array(buf) : new Int32Array(buf));
     return out;
   }
 
   /** Root's `buf` (group rank) reaches every rank's `out ?? buf`. Returns that array. */
   async broadcast<T extends NumArray>(buf: T, root: number, opts: GatherOptions<T> = {}): Promise<T> {
-    this.checkRoot(root);
-    const algo = this.pick('broadcast', opts);
+    checkRoot(this, root);
+    const algo = pickAlgorithm('broadcast', opts);
     const work = opts.out ?? buf;
-    if (opts.out) this.checkLen(opts.out, buf.length, 'broadcast out');
+    if (opts.out) checkLength(opts.out, buf.length, 'broadcast out');
     if (this.rank === root && work !== buf) work.set(buf);
     await this.call(
       'broadcast',
@@ -155,9 +121,9 @@ export class Communicator {
    * Returns root's result on root and the untouched `out ?? buf` elsewhere.
    */
   async reduce<T extends NumArray>(buf: T, root: number, opts: ReduceOptions<T> = {}): Promise<T> {
-    this.checkRoot(root);
-    const { algo, op } = this.pickReduce('reduce', buf, opts);
-    if (opts.out) this.checkLen(opts.out, buf.length, 'reduce out');
+    checkRoot(this, root);
+    const { algo, op } = pickReduce('reduce', buf, opts);
+    if (opts.out) checkLength(opts.out, buf.length, 'reduce out');
     const work = buf.slice() as T;
     await this.call(
       'reduce',
@@ -173,8 +139,8 @@ export class Communicator {
 
   /** Every rank gets the reduction of all ranks' `buf` in `out ?? buf`. Any length. */
   async allReduce<T extends NumArray>(buf: T, opts: ReduceOptions<T> = {}): Promise<T> {
-    const { algo, op } = this.pickReduce('allReduce', buf, opts);
-    if (opts.out) this.checkLen(opts.out, buf.length, 'allReduce out');
+    const { algo, op } = pickReduce('allReduce', buf, opts);
+    if (opts.out) checkLength(opts.out, buf.length, 'allReduce out');
     const work = opts.out ?? buf;
     if (work !== buf) work.set(buf);
     const offs = A.chunkOffsets(buf.length, this.size);
@@ -199,12 +165,12 @@ export class Communicator {
    * is left with partial results). Throws if input.length is not a multiple of size.
    */
   async reduceScatter<T extends NumArray>(input: T, opts: ReduceOptions<T> = {}): Promise<T> {
-    const { algo, op } = this.pickReduce('reduceScatter', input, opts);
+    const { algo, op } = pickReduce('reduceScatter', input, opts);
     if (input.length % this.size) {
       throw new Error(`reduceScatter: ${input.length} elements do not split over ${this.size} ranks`);
     }
     const c = input.length / this.size;
-    if (opts.out) this.checkLen(opts.out, c, 'reduceScatter out');
+    if (opts.out) checkLength(opts.out, c, 'reduceScatter out');
     const work = opts.out ? input.slice() as T : input;
     const offs = A.chunkOffsets(input.length, this.size);
     await this.call(
@@ -230,10 +196,10 @@ export class Communicator {
    * omitted). In place: pass `out` with `input = out.subarray(rank·c, (rank+1)·c)`.
    */
   async allGather<T extends NumArray>(input: T, opts: GatherOptions<T> = {}): Promise<T> {
-    const algo = this.pick('allGather', opts);
+    const algo = pickAlgorithm('allGather', opts);
     const c = input.length;
     const work = opts.out ?? alloc(input, c * this.size);
-    this.checkLen(work, c * this.size, 'allGather out');
+    checkLength(work, c * this.size, 'allGather out');
     work.set(input, c * this.rank);
     const offs = A.chunkOffsets(work.length, this.size);
     await this.call(
@@ -253,11 +219,11 @@ export class Communicator {
 
   /** Chunk j of `input` (size × c elements) goes to rank j; chunk i of the result came from rank i. */
   async allToAll<T extends NumArray>(input: T, opts: GatherOptions<T> = {}): Promise<T> {
-    this.pick('allToAll', opts);
+    pickAlgorithm('allToAll', opts);
     if (input.length % this.size) {
       throw new Error(`allToAll: ${input.length} elements do not split over ${this.size} ranks`);
     }
-    if (opts.out) this.checkLen(opts.out, input.length, 'allToAll out');
+    if (opts.out) checkLength(opts.out, input.length, 'allToAll out');
     const src = opts.out && opts.out !== input ? input : input.slice() as T;
     const out = opts.out ?? input;
     await this.call(
@@ -272,7 +238,7 @@ export class Communicator {
 
   /** Returns once every member has entered the barrier. */
   async barrier(opts: CallOptions = {}): Promise<void> {
-    const algo = this.pick('barrier', opts);
+    const algo = pickAlgorithm('barrier', opts);
     const token = new Int32Array(0);
     await this.call(
       'barrier',
@@ -285,41 +251,10 @@ export class Communicator {
 
   // ---- internals ----
 
-  private pick(coll: keyof typeof ALGORITHMS, opts: CallOptions): Algorithm {
-    const allowed: readonly Algorithm[] = ALGORITHMS[coll];
-    const a = opts.algorithm ?? allowed[0];
-    if (!allowed.includes(a)) throw new Error(`${coll}: algorithm '${a}' is not one of ${allowed.join(', ')}`);
-    return a;
-  }
-
-  private pickReduce(coll: keyof typeof ALGORITHMS, x: NumArray, opts: ReduceOptions<NumArray>) {
-    const op = opts.op ?? 'sum';
-    if (!['sum', 'avg', 'max', 'min'].includes(op)) throw new Error(`${coll}: unknown op '${op}'`);
-    if (op === 'avg' && dtypeOf(x) !== 'f32') throw new Error(`${coll}: op 'avg' needs a Float32Array`);
-    return { algo: this.pick(coll, opts), op };
-  }
-
   /** Divides by the group size for `avg`. */
   private finish<T extends NumArray>(x: T, op: ReduceOp): T {
     if (op === 'avg') { for (let i = 0; i < x.length; i++) x[i] /= this.size; }
     return x;
-  }
-
-  private checkLen(x: NumArray, n: number, what: string): void {
-    if (x.length !== n) throw new Error(`${what}: has ${x.length} elements, needs ${n}`);
-    dtypeOf(x);
-  }
-
-  private checkRoot(root: number): void {
-    if (!Number.isInteger(root) || root < 0 || root >= this.size) {
-      throw new Error(`root ${root} is outside group ${this.id} of ${this.size}`);
-    }
-  }
-
-  private checkPeer(peer: number, what: string): void {
-    if (!Number.isInteger(peer) || peer < 0 || peer >= this.size || peer === this.rank) {
-      throw new Error(`${what}: peer ${peer} is not another rank of group ${this.id} (size ${this.size})`);
-    }
   }
 
   /** This rank's span recorder (also the hook for tracing compute: `comm.tracer.span(name, fn)`). */

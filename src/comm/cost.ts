@@ -13,7 +13,7 @@
  */
 import type { LinkSpec } from './network.ts';
 import { chunkOffsets, fold } from './algorithms.ts';
-import type { Algorithm } from './communicator.ts';
+import type { Algorithm } from './call_options.ts';
 
 /** Collectives with a size (barrier excluded). */
 export type SizedCollective = 'allReduce' | 'reduceScatter' | 'allGather' | 'broadcast' | 'reduce' | 'allToAll';

@@ -1,9 +1,10 @@
 /**
- * The wire side of a Communicator call: per-(transport, group) sequence numbers and the
- * {@link Link} an algorithm talks through (algorithms.ts), which stamps every message with the
- * call's header (group, seq, op, detail, dtype, count, tag) so peers can check they agree.
+ * The wire side of a Communicator call: per-(transport, group) sequence numbers, the headers of
+ * point-to-point messages, and the {@link Link} an algorithm talks through (algorithms.ts), which
+ * stamps every message with the call's header (group, seq, op, detail, dtype, count, tag) so
+ * peers can check they agree.
  */
-import type { DType, Transport } from './transport.ts';
+import type { DType, Expect, Transport } from './transport.ts';
 import type { Link, NumArray } from './algorithms.ts';
 
 /** Sequence counters per transport and group id, shared by every communicator over that group. */
@@ -28,6 +29,16 @@ export function dtypeOf(x: NumArray): DType {
   if (x instanceof Float32Array) return 'f32';
   if (x instanceof Int32Array) return 'i32';
   throw new TypeError('collectives take Float32Array or Int32Array');
+}
+
+/**
+ * The header of a point-to-point message of group `group` from world rank `from` to world rank
+ * `to`, holding `x` with user tag `tag`: takes the pair's next sequence number, so sends and
+ * receives are matched in order per (group, src, dst).
+ */
+export function p2pExpect(t: Transport, group: string, from: number, to: number, x: NumArray, tag = 0): Expect {
+  const seq = nextSeq(t, `${group}:p2p:${from}>${to}`);
+  return { group: `${group}:p2p`, seq, op: 'send', detail: '', dtype: dtypeOf(x), count: x.length, tag };
 }
 
 /** A zeroed array of `like`'s type and `n` elements. */

@@ -7,7 +7,8 @@
  * not used by training.
  */
 import type { RankTask } from './launch.ts';
-import { ALGORITHMS, type Communicator, type NumArray, type ReduceOp } from './communicator.ts';
+import type { Communicator, NumArray, ReduceOp } from './communicator.ts';
+import { ALGORITHMS } from './call_options.ts';
 import { DeviceMesh, MESH_DIMS } from './mesh.ts';
 
 export type DT = 'f32' | 'i32';

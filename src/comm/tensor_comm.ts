@@ -13,7 +13,8 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import { Tensor } from '../gpu/tensor.ts';
-import type { CallOptions, Communicator, NumArray, ReduceOp } from './communicator.ts';
+import type { Communicator, NumArray, ReduceOp } from './communicator.ts';
+import type { CallOptions } from './call_options.ts';
 
 /** Options of the reducing tensor collectives. */
 export interface TensorReduceOptions extends CallOptions {

@@ -3,7 +3,8 @@
  * (nccl-tests' loop: warm-up calls, a barrier, then timed iterations) used by
  * `npm run bench -- comm` (src/bench/comm.ts). Runtime-neutral.
  */
-import type { Algorithm, Communicator } from './communicator.ts';
+import type { Communicator } from './communicator.ts';
+import type { Algorithm } from './call_options.ts';
 import type { RankTask } from './launch.ts';
 import type { SizedCollective } from './cost.ts';
 

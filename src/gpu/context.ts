@@ -1,7 +1,7 @@
 /**
  * The GPU context every kernel dispatches through: one device, its buffer pool, caches of
- * pipelines, uniform buffers and bind groups, and one open command encoder that batches all
- * work until something needs the results (a read) or host data must be written.
+ * pipelines, uniform buffers and bind groups (dispatch_cache.ts), and one open command encoder
+ * that batches all work until something needs the results (a read) or host data must be written.
  */
 import { openDevice, type OpenedDevice, type OpenOptions } from './device.ts';
 import { BufferPool } from './pool.ts';
@@ -9,6 +9,7 @@ import { type DType, type HostArray, Tensor } from './tensor.ts';
 import { checkBindingSize, checkWorkgroups } from './limits.ts';
 import { loadShaders, type ShaderName } from '../kernels/shaders.ts';
 import { type KernelTime, Profiler } from './profiler.ts';
+import { DispatchCache } from './dispatch_cache.ts';
 
 /** A compiled-on-demand kernel: `key` names the specialisation, `code` is its WGSL. */
 export interface KernelCode {
@@ -20,8 +21,6 @@ export interface KernelCode {
 /** One binding of a dispatch: a tensor, a raw buffer range, or a hole (binding unused by this entry point). */
 export type Binding = Tensor | GPUBufferBinding | undefined;
 
-const MAX_BIND_GROUPS_CACHED = 8192;
-
 export class Gpu {
   readonly device: GPUDevice;
   readonly pool: BufferPool;
@@ -30,11 +29,7 @@ export class Gpu {
   readonly features: ReadonlySet<string>;
   /** Software adapter (see OpenedDevice.isCpu); kernels pick CPU-friendly variants. */
   readonly isCpu: boolean;
-  private pipelines = new Map<string, GPUComputePipeline>();
-  private uniforms = new Map<string, GPUBuffer>();
-  private bindGroups = new Map<string, GPUBindGroup>();
-  private bufferIds = new WeakMap<GPUBuffer, number>();
-  private nextBufferId = 1;
+  private readonly cache: DispatchCache;
   private encoder: GPUCommandEncoder | null = null;
   private pass: GPUComputePassEncoder | null = null;
   private firstError: string | null = null;
@@ -49,6 +44,7 @@ export class Gpu {
     this.features = new Set(opened.features);
     this.isCpu = opened.isCpu;
     this.pool = new BufferPool(this.device);
+    this.cache = new DispatchCache(this.device);
     this.device.addEventListener('uncapturederror', (ev) => {
       const msg = (ev as GPUUncapturedErrorEvent).error.message;
       if (!this.firstError) this.firstError = msg;
@@ -167,17 +163,7 @@ export class Gpu {
 
   /** The compute pipeline for a kernel, compiled once per `key`. */
   pipeline(k: KernelCode): GPUComputePipeline {
-    let p = this.pipelines.get(k.key);
-    if (!p) {
-      const module = this.device.createShaderModule({ code: k.code, label: k.key });
-      p = this.device.createComputePipeline({
-        layout: 'auto',
-        compute: { module, entryPoint: k.entryPoint ?? 'main' },
-        label: k.key,
-      });
-      this.pipelines.set(k.key, p);
-    }
-    return p;
+    return this.cache.pipeline(k);
   }
 
   /**
@@ -196,25 +182,7 @@ export class Gpu {
     checkWorkgroups(this.device, workgroups, k.key);
     if (workgroups.some((w) => w === 0)) return;
     const pipeline = this.pipeline(k);
-    const entries: GPUBindGroupEntry[] = [];
-    bindings.forEach((b, binding) => {
-      if (b) entries.push({ binding, resource: b instanceof Tensor ? b.binding() : b });
-    });
-    if (params) entries.push({ binding: bindings.length, resource: { buffer: this.uniform(params) } });
-    let key = k.key;
-    for (const e of entries) {
-      const r = e.resource as GPUBufferBinding;
-      key += `|${e.binding}=${this.bufferId(r.buffer)}:${r.offset ?? 0}:${r.size ?? -1}`;
-    }
-    let bg = this.bindGroups.get(key);
-    if (!bg) {
-      if (this.bindGroups.size > MAX_BIND_GROUPS_CACHED) this.bindGroups.clear();
-      bg = this.device.createBindGroup({
-        layout: pipeline.getBindGroupLayout(0),
-        entries,
-      });
-      this.bindGroups.set(key, bg);
-    }
+    const bg = this.cache.bindGroup(k, pipeline, bindings, params);
     let timed: GPUComputePassEncoder | null = null;
     if (this.profiler) {
       this.endPass();
@@ -255,29 +223,6 @@ export class Gpu {
     this.endPass();
     this.device.queue.submit([this.encoder.finish()]);
     this.encoder = null;
-  }
-
-  private uniform(params: Uint32Array): GPUBuffer {
-    const key = params.join(',');
-    let buf = this.uniforms.get(key);
-    if (!buf) {
-      const size = Math.max(16, Math.ceil(params.byteLength / 16) * 16);
-      buf = this.device.createBuffer({
-        size,
-        usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST,
-        mappedAtCreation: true,
-      });
-      new Uint32Array(buf.getMappedRange()).set(params);
-      buf.unmap();
-      this.uniforms.set(key, buf);
-    }
-    return buf;
-  }
-
-  private bufferId(b: GPUBuffer): number {
-    let id = this.bufferIds.get(b);
-    if (id === undefined) this.bufferIds.set(b, id = this.nextBufferId++);
-    return id;
   }
 
   private enc(): GPUCommandEncoder {

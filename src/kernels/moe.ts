@@ -1,8 +1,9 @@
 /**
- * Mixture-of-experts kernels (shaders/moe.wgsl): the router softmax, top-k choice, combine
- * weights, capacity-limited slot assignment, the row gathers that move tokens into expert
- * slots and back, and the load-balancing loss of Switch Transformer (Fedus et al., arXiv
- * 2101.03961, eq. 4) computed per token group as in GShard (Lepikhin et al., arXiv 2006.16668).
+ * Mixture-of-experts routing (shaders/moe.wgsl): the router softmax, top-k choice, combine
+ * weights, capacity-limited slot assignment, and the load-balancing loss of Switch Transformer
+ * (Fedus et al., arXiv 2101.03961, eq. 4) computed per token group as in GShard (Lepikhin et
+ * al., arXiv 2006.16668). The row gathers that move tokens into expert slots and back along
+ * the routing's indices are in moe_gather.ts.
  *
  * Routing runs on the GPU so a forward pass needs no read-back: `assign` gives token n's j-th
  * choice the next free position of its expert in token order (the cumsum positions of
@@ -11,92 +12,11 @@
  * rows start at e·R, group g's at e·R + g·cap, and R ≥ groups·cap is padded so each expert's
  * block is a 256-byte-aligned view for the per-expert matmuls.
  *
- * Every scatter-add is written as a gather over the inverse index (token → its k slots, or slot
- * → its token), so repeated targets need no atomics. Backward entry points ACCUMULATE (+=).
+ * Backward entry points ACCUMULATE (+=).
  */
-import { f32bits, type Gpu } from '../gpu/context.ts';
+import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { grid1d } from './grid.ts';
-
-type Entry =
-  | 'softmax_fwd'
-  | 'softmax_bwd'
-  | 'topk'
-  | 'gates_fwd'
-  | 'gates_bwd'
-  | 'fill_i32'
-  | 'assign'
-  | 'gather_rows'
-  | 'gather_sum'
-  | 'row_dots'
-  | 'group_colsum'
-  | 'aux_fwd'
-  | 'aux_bwd';
-
-/** Tokens one `assign` / `group_colsum` dispatch walks per invocation (lavapipe's 65 535-iteration cap). */
-export const TOKENS_PER_DISPATCH = 16384;
-
-interface Bind {
-  fa?: Tensor;
-  fb?: Tensor;
-  ia?: Tensor;
-  fout?: Tensor;
-  iout?: Tensor;
-  iout2?: Tensor;
-  icnt?: Tensor;
-}
-
-interface P {
-  n?: number;
-  c?: number;
-  k?: number;
-  e?: number;
-  j?: number;
-  n0?: number;
-  n1?: number;
-  gs?: number;
-  cap?: number;
-  rows?: number;
-  flags?: number;
-  alpha?: number;
-}
-
-const ACC = 1, WEIGHTED = 2, RENORM = 4, PREV_AUX = 8;
-
-function run(gpu: Gpu, entry: Entry, b: Bind, p: P, count: number): void {
-  gpu.dispatch(
-    { key: `moe.${entry}`, code: gpu.shaders.moe, entryPoint: entry },
-    [b.fa, b.fb, b.ia, b.fout, b.iout, b.iout2, b.icnt],
-    new Uint32Array([
-      p.n ?? 0,
-      p.c ?? 0,
-      p.k ?? 1,
-      p.e ?? 0,
-      p.j ?? 0,
-      p.n0 ?? 0,
-      p.n1 ?? 0,
-      p.gs ?? 1,
-      p.cap ?? 0,
-      p.rows ?? 0,
-      p.flags ?? 0,
-      f32bits(p.alpha ?? 0),
-    ]),
-    grid1d(count, 64),
-  );
-}
-
-function need(fn: string, name: string, t: Tensor, size: number, dtype: 'f32' | 'i32', shape: string): void {
-  if (t.size !== size) {
-    throw new Error(`${fn}: ${name} [${t.shape}] must hold ${shape} = ${size} elements, got ${t.size}`);
-  }
-  if (t.dtype !== dtype) throw new Error(`${fn}: ${name} must be ${dtype}, got ${t.dtype}`);
-}
-
-function positive(fn: string, dims: Record<string, number>): void {
-  for (const [k, v] of Object.entries(dims)) {
-    if (!Number.isInteger(v) || v < 1) throw new Error(`${fn}: ${k} must be a positive integer, got ${v}`);
-  }
-}
+import { need, positive, PREV_AUX, RENORM, run, TOKENS_PER_DISPATCH } from './moe_shader.ts';
 
 /**
  * Where tokens go: N tokens in `groups` equal contiguous groups (GShard's local dispatch
@@ -253,123 +173,6 @@ export function assignSlots(
       }, groups * e);
     }
   }
-}
-
-/** Options of the row gathers. */
-export interface GatherOptions {
-  /** Per-source weights: w[index[s]] for {@link gatherRows}, w[n·k+j] for {@link gatherSumRows}. */
-  weights?: Tensor;
-  /** out += instead of out =. */
-  accumulate?: boolean;
-}
-
-/**
- * out (S, C) (+)= w[index[s]] · x[index[s] / div] for index[s] ≥ 0, else 0; x (M, C), index (S) i32.
- * With div = k it maps slots back to tokens through slotSrc (n·k + j).
- * @throws Error on a size or dtype mismatch.
- */
-export function gatherRows(
-  gpu: Gpu,
-  x: Tensor,
-  index: Tensor,
-  out: Tensor,
-  c: number,
-  div = 1,
-  o: GatherOptions = {},
-): void {
-  positive('gatherRows', { c, div });
-  const s = index.size;
-  if (x.size % c) throw new Error(`gatherRows: x [${x.shape}] is not (M, C=${c})`);
-  need('gatherRows', 'index', index, s, 'i32', '(S)');
-  need('gatherRows', 'out', out, s * c, 'f32', `(S=${s}, C=${c})`);
-  const flags = (o.accumulate ? ACC : 0) | (o.weights ? WEIGHTED : 0);
-  // fb is statically used by the entry point, so it is bound even when unweighted (x, read-only).
-  run(gpu, 'gather_rows', { fa: x, fb: o.weights ?? x, ia: index, fout: out }, { n: s, c, k: div, flags }, s * c);
-}
-
-/**
- * out (N, C) (+)= Σ_j w[n·k+j] · src[index[n·k+j]] over index ≥ 0; src (S, C), index (N, k) i32.
- * The scatter-add of slot rows into tokens, run as a gather over the token → slot index.
- * @throws Error on a size or dtype mismatch.
- */
-export function gatherSumRows(
-  gpu: Gpu,
-  src: Tensor,
-  index: Tensor,
-  out: Tensor,
-  n: number,
-  k: number,
-  c: number,
-  o: GatherOptions = {},
-): void {
-  positive('gatherSumRows', { n, k, c });
-  if (src.size % c) throw new Error(`gatherSumRows: src [${src.shape}] is not (S, C=${c})`);
-  need('gatherSumRows', 'index', index, n * k, 'i32', '(N, k)');
-  need('gatherSumRows', 'out', out, n * c, 'f32', '(N, C)');
-  if (o.weights) need('gatherSumRows', 'weights', o.weights, n * k, 'f32', '(N, k)');
-  const flags = (o.accumulate ? ACC : 0) | (o.weights ? WEIGHTED : 0);
-  run(gpu, 'gather_sum', { fa: src, fb: o.weights ?? src, ia: index, fout: out }, { n, c, k, flags }, n * c);
-}
-
-/** out (N, k) (+)= ⟨a[n], src[index[n·k+j]]⟩ (0 where index < 0); a (N, C), src (S, C). */
-export function rowDots(
-  gpu: Gpu,
-  a: Tensor,
-  src: Tensor,
-  index: Tensor,
-  out: Tensor,
-  n: number,
-  k: number,
-  c: number,
-  accumulate = true,
-): void {
-  positive('rowDots', { n, k, c });
-  need('rowDots', 'a', a, n * c, 'f32', '(N, C)');
-  need('rowDots', 'index', index, n * k, 'i32', '(N, k)');
-  need('rowDots', 'out', out, n * k, 'f32', '(N, k)');
-  if (src.size % c) throw new Error(`rowDots: src [${src.shape}] is not (S, C=${c})`);
-  run(gpu, 'row_dots', { fa: a, fb: src, ia: index, fout: out }, { n, c, k, flags: accumulate ? ACC : 0 }, n * k);
-}
-
-/**
- * out (N, C) += Σ_{s: index[s] = n} w[s] · src[s] for a host index (S) with repeated targets:
- * the index is inverted on the host (a stable sort by target, then segments padded to the
- * longest) and the sum runs as {@link gatherSumRows}, so no atomics are needed.
- * @throws Error when an index is outside −1 … N−1 or sizes disagree.
- */
-export function scatterAddRows(
-  gpu: Gpu,
-  src: Tensor,
-  index: Int32Array,
-  out: Tensor,
-  n: number,
-  c: number,
-  weights?: Float32Array,
-): void {
-  const s = index.length;
-  need('scatterAddRows', 'src', src, s * c, 'f32', `(S=${s}, C=${c})`);
-  if (weights && weights.length !== s) throw new Error(`scatterAddRows: ${weights.length} weights for ${s} rows`);
-  const lists: number[][] = Array.from({ length: n }, () => []);
-  index.forEach((t, i) => {
-    if (!Number.isInteger(t) || t < -1 || t >= n) {
-      throw new Error(`scatterAddRows: index[${i}] = ${t} is outside −1 … ${n - 1}`);
-    }
-    if (t >= 0) lists[t].push(i);
-  });
-  const k = Math.max(1, ...lists.map((l) => l.length));
-  const inv = new Int32Array(n * k).fill(-1);
-  const w = new Float32Array(n * k);
-  lists.forEach((l, t) =>
-    l.forEach((i, j) => {
-      inv[t * k + j] = i;
-      w[t * k + j] = weights ? weights[i] : 1;
-    })
-  );
-  const invT = gpu.upload(inv, [n, k], 'i32', 'scatter.inverse');
-  const wT = gpu.upload(w, [n, k], 'f32', 'scatter.weights');
-  gatherSumRows(gpu, src, invT, out, n, k, c, { weights: wT, accumulate: true });
-  invT.release();
-  wT.release();
 }
 
 /** out (G·E) += Σ over each group's tokens of probs (N, E): N/G times Switch's P_e. */

@@ -1,6 +1,7 @@
 /**
- * Mamba selective scan (Gu & Dao 2023, arXiv 2312.00752), forward and backward, following
- * state-spaces/mamba `selective_scan_ref` (docs/design.md §10):
+ * Mamba selective scan (Gu & Dao 2023, arXiv 2312.00752) forward, following
+ * state-spaces/mamba `selective_scan_ref` (docs/design.md §10), and what the backward in
+ * selective_scan_bwd.ts shares with it (dims, checks, the dispatch of either shader file):
  *   Δ_t = softplus(δ_t + bias); h_t = exp(Δ_t A) h_{t−1} + Δ_t B_t u_t (h_0 = 0);
  *   y_t = C_t·h_t + D u_t; out_t = y_t · silu(z_t) (z null: no gate).
  *
@@ -9,12 +10,9 @@
  * state entering every chunk of {@link SCAN_CHUNK} steps. The backward recomputes h inside each
  * chunk from those instead of storing all of h (B, T, D, N).
  *
- * Parallel over (b, d) for the scan itself and over (b, chunk, n) for dB/dC, which sum over
- * channels: each dB/dC element is owned by one invocation that loops over d, so there are no
- * atomics and no per-channel partial of size (B, T, D, N). dA, dD, dbias go through (B, D, ·)
- * partials and a reduce over b. On CPU adapters every loop is split over several dispatches so
- * no invocation passes lavapipe's 65 535-iteration cap (the scan carries its state between
- * dispatches in `states`, the backward its state gradient in the scratch).
+ * Parallel over (b, d). On CPU adapters the chunks are split over several dispatches so no
+ * invocation passes lavapipe's 65 535-iteration cap, the scan carrying its state between
+ * dispatches in `states`.
  */
 import type { Gpu } from '../gpu/context.ts';
 import { Tensor } from '../gpu/tensor.ts';
@@ -37,7 +35,7 @@ export const SCAN_CHUNK = 32;
 export const SCAN_MAX_N_CPU = 256;
 
 /** Loop iterations one invocation may run per dispatch on CPU adapters (as flash_attention.ts). */
-const CPU_LOOP_BUDGET = 34000;
+export const CPU_LOOP_BUDGET = 34000;
 
 /** Test hook: force the chunks (scan) and channels (dB/dC) handled per dispatch on every adapter. */
 export const scanTuning: { chunksPerDispatch: number | null; channelsPerDispatch: number | null } = {
@@ -61,7 +59,8 @@ function checkDims(what: string, s: ScanDims): void {
   }
 }
 
-function checkInputs(what: string, s: ScanDims, ts: Record<string, Tensor | null>): void {
+/** @throws Error unless the dims are positive integers and every given tensor has its layout's shape. */
+export function checkInputs(what: string, s: ScanDims, ts: Record<string, Tensor | null>): void {
   checkDims(what, s);
   const { b, t, d, n } = s;
   const shapes: Record<string, number[]> = {
@@ -91,7 +90,8 @@ interface Range {
   d_hi: number;
 }
 
-function dispatch(
+/** One dispatch of `entry` in either shader file over `items` invocations, bindings by slot number. */
+export function dispatch(
   gpu: Gpu,
   file: 'selective_scan' | 'selective_scan_bwd',
   entry: string,
@@ -115,7 +115,7 @@ function dispatch(
 }
 
 /** Splits [0, total) into pieces of `per` (all of it on GPUs unless the test hook forces a size). */
-function pieces(total: number, per: number, forced: number | null, cpu: boolean): [number, number][] {
+export function pieces(total: number, per: number, forced: number | null, cpu: boolean): [number, number][] {
   const step = forced ?? (cpu ? Math.max(1, per) : total);
   const out: [number, number][] = [];
   for (let lo = 0; lo < total; lo += step) out.push([lo, Math.min(total, lo + step)]);
@@ -123,12 +123,12 @@ function pieces(total: number, per: number, forced: number | null, cpu: boolean)
 }
 
 /** A tensor of `n` floats at element `off` of `base` (a view for copies; not released on its own). */
-function at(base: Tensor, off: number, n: number): Tensor {
+export function at(base: Tensor, off: number, n: number): Tensor {
   return new Tensor(base.gpu, base.buffer, [n], 'f32', base.offset + off * 4, false, base.label);
 }
 
 /** Pooled [A | Dskip | bias | extra…] scratch, so the kernels bind one buffer for the small operands. */
-function packParams(
+export function packParams(
   gpu: Gpu,
   A: Tensor,
   Dskip: Tensor,
@@ -145,7 +145,8 @@ function packParams(
   return w;
 }
 
-function forwardChunks(gpu: Gpu, s: ScanDims, slots: Record<number, Tensor>, hasZ: boolean): void {
+/** The forward scan over every chunk, in as many dispatches as the CPU loop budget needs. */
+export function forwardChunks(gpu: Gpu, s: ScanDims, slots: Record<number, Tensor>, hasZ: boolean): void {
   const nc = Math.ceil(s.t / SCAN_CHUNK);
   const perChunk = SCAN_CHUNK * (s.n + 2) + s.n + 2;
   for (const [lo, hi] of pieces(nc, Math.floor(CPU_LOOP_BUDGET / perChunk), scanTuning.chunksPerDispatch, gpu.isCpu)) {
@@ -192,136 +193,11 @@ export function selectiveScanForward(
   }
 }
 
-function checkCpuN(what: string, gpu: Gpu, s: ScanDims): void {
+/** @throws Error when N is over {@link SCAN_MAX_N_CPU} on a CPU adapter. */
+export function checkCpuN(what: string, gpu: Gpu, s: ScanDims): void {
   if (gpu.isCpu && s.n > SCAN_MAX_N_CPU) {
     throw new Error(
       `${what}: state size n=${s.n} is over ${SCAN_MAX_N_CPU}, the most a CPU-adapter dispatch can loop over`,
     );
-  }
-}
-
-/**
- * Selective scan backward: given dout = ∂L/∂out (B, T, D) and the states from
- * {@link selectiveScanForward} (same inputs and dims), accumulates (+=) du, ddelta, dz (B, T, D),
- * dA (D, N), dB, dC (B, T, N), dD, dbias (D). dz must be given exactly when z is. Recomputes y
- * (when gated) and h per chunk; scratch from the pool: one [A | Dskip | bias | states | dh carry
- * | partials] buffer and, when gated, g (B, T, D) and a states copy; all released once encoded.
- * @throws Error as {@link selectiveScanForward}, when dz and z are not both given or both null,
- *   or when a gradient shares a GPUBuffer with another operand.
- */
-export function selectiveScanBackward(
-  gpu: Gpu,
-  u: Tensor,
-  delta: Tensor,
-  A: Tensor,
-  Bm: Tensor,
-  Cm: Tensor,
-  Dskip: Tensor,
-  bias: Tensor,
-  z: Tensor | null,
-  states: Tensor,
-  dout: Tensor,
-  grads: {
-    du: Tensor;
-    ddelta: Tensor;
-    dA: Tensor;
-    dB: Tensor;
-    dC: Tensor;
-    dD: Tensor;
-    dbias: Tensor;
-    dz: Tensor | null;
-  },
-  s: ScanDims,
-): void {
-  const what = 'selectiveScanBackward';
-  checkInputs(what, s, { u, delta, A, Bm, Cm, Dskip, bias, z, states, dout });
-  checkCpuN(what, gpu, s);
-  const { du, ddelta, dA, dB, dC, dD, dbias, dz } = grads;
-  if ((z === null) !== (dz === null)) {
-    throw new Error(`${what}: dz must be given exactly when z is (z ${z ? 'given' : 'null'})`);
-  }
-  checkInputs(what, s, { du, ddelta, dA, dB, dC, dD, dbias, dz });
-  const ins: [string, Tensor][] = [
-    ['u', u],
-    ['delta', delta],
-    ['A', A],
-    ['Bm', Bm],
-    ['Cm', Cm],
-    ['Dskip', Dskip],
-    ['bias', bias],
-    ['states', states],
-    ['dout', dout],
-  ];
-  if (z) ins.push(['z', z]);
-  const outs: [string, Tensor][] = [['du', du], ['ddelta', ddelta], ['dA', dA], ['dB', dB], ['dC', dC], ['dD', dD], [
-    'dbias',
-    dbias,
-  ]];
-  if (dz) outs.push(['dz', dz]);
-  checkDistinct(what, outs, ins);
-
-  const { b, d, n } = s;
-  if (gpu.isCpu && 3 * b > CPU_LOOP_BUDGET) {
-    throw new Error(`${what}: batch b=${b} is over what one CPU-adapter dispatch can sum`);
-  }
-  const nc = Math.ceil(s.t / SCAN_CHUNK);
-  const sz = b * d * nc * n;
-  const dn = d * n;
-  // wk = [A | Dskip | bias | states | dh carry | dA (B, D, N) | dD (B, D) | dbias (B, D)]
-  const offSt = dn + 2 * d;
-  const offs = [offSt, offSt + sz, offSt + 2 * sz, offSt + 2 * sz + b * dn, offSt + 2 * sz + b * dn + b * d];
-  const wk = packParams(gpu, A, Dskip, bias, s, 2 * sz + b * dn + 2 * b * d, 'selective_scan.wk');
-  const owned: Tensor[] = [wk];
-  try {
-    gpu.copy(states, at(wk, offSt, sz));
-    let g = dout;
-    if (z && dz) {
-      // y is needed for dz: rerun the forward ungated into a scratch that then becomes g.
-      const y = gpu.empty([b, s.t, d], 'f32', 'selective_scan.g');
-      const st2 = gpu.empty(scanStateShape(s), 'f32', 'selective_scan.states2');
-      owned.push(y, st2);
-      forwardChunks(gpu, s, { 0: u, 1: delta, 2: Bm, 3: Cm, 4: u, 5: wk, 6: y, 7: st2 }, false);
-      dispatch(gpu, 'selective_scan_bwd', 'gate_bwd', s, { 4: z, 8: dout, 12: y, 13: dz }, b * s.t * d, {
-        c_lo: 0,
-        c_hi: 0,
-        d_lo: 0,
-        d_hi: 0,
-      });
-      g = y;
-    }
-    const common = { 0: u, 1: delta, 2: Bm, 3: Cm, 8: g, 9: wk };
-    const perChunk = 2 * SCAN_CHUNK + n * (2 * SCAN_CHUNK + 3) + 2;
-    const chunks = pieces(nc, Math.floor(CPU_LOOP_BUDGET / perChunk), scanTuning.chunksPerDispatch, gpu.isCpu);
-    for (const [lo, hi] of chunks.reverse()) {
-      dispatch(gpu, 'selective_scan_bwd', 'bwd_main', s, { ...common, 10: du, 11: ddelta }, b * d, {
-        c_lo: lo,
-        c_hi: hi,
-        d_lo: 0,
-        d_hi: 0,
-      }, { offs });
-    }
-    const perChannel = 2 * SCAN_CHUNK + 1;
-    const chans = pieces(
-      d,
-      Math.floor((CPU_LOOP_BUDGET - SCAN_CHUNK) / perChannel),
-      scanTuning.channelsPerDispatch,
-      gpu.isCpu,
-    );
-    for (const [lo, hi] of chans) {
-      dispatch(gpu, 'selective_scan_bwd', 'bwd_bc', s, { ...common, 14: dB, 15: dC }, b * nc * n, {
-        c_lo: 0,
-        c_hi: nc,
-        d_lo: lo,
-        d_hi: hi,
-      }, { offs });
-    }
-    dispatch(gpu, 'selective_scan_bwd', 'bwd_reduce', s, { 9: wk, 16: dA, 17: dD, 18: dbias }, dn, {
-      c_lo: 0,
-      c_hi: 0,
-      d_lo: 0,
-      d_hi: 0,
-    }, { offs });
-  } finally {
-    for (const t of owned) t.release();
   }
 }

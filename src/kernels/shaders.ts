@@ -36,7 +36,7 @@ export const SHADER_NAMES = [
   'activations',
   // NEFTune embedding noise (kernels/noise.ts)
   'noise',
-  // mixture-of-experts routing, dispatch and combine (kernels/moe.ts)
+  // mixture-of-experts routing, dispatch and combine (kernels/moe.ts, moe_gather.ts)
   'moe',
 ] as const;
 

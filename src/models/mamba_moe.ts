@@ -26,18 +26,13 @@ import type { ForwardOptions, ForwardResult } from './model.ts';
 import {
   expertPlacement,
   type ExpertShard,
-  forwardLocal,
   inactiveExpertParams,
   isMoELayer,
   type MoEConfig,
-  type MoEFn,
-  type MoELanguageModel,
-  MoELayers,
   moeLayerSpecs,
-  moeOf,
-  moeSteps,
   validateMoEConfig,
-} from './moe_layer.ts';
+} from './moe_specs.ts';
+import { forwardLocal, type MoEFn, type MoELanguageModel, MoELayers, moeOf, moeSteps } from './moe_layer.ts';
 
 /** Mamba's shape plus whether the experts' Linears have biases. */
 export interface MambaMoEConfig extends MambaConfig {

@@ -6,6 +6,7 @@ import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from '../autograd/tape.ts';
 import type { ParamStore } from '../nn/params.ts';
 import { gpuInput, LOCAL, type ModelContext, type ModelInput } from './context.ts';
+import { type Recompute, recomputeContext, runBlock } from './recompute.ts';
 
 /**
  * What one forward pass returns; `loss` (2) = [mean loss, counted targets] when targets were given.
@@ -39,6 +40,8 @@ export interface ForwardOptions {
    * embeddings; training forward passes only. `seed` makes the noise reproducible per micro-batch.
    */
   neftune?: { alpha: number; seed: number };
+  /** Activation recomputation of the blocks (recompute.ts); training passes only. Default none. */
+  recompute?: Recompute;
 }
 
 /** Vocabulary and context every model has, whatever its mixer. */
@@ -110,8 +113,9 @@ export async function runPieces(
   t: number,
   opts: ForwardOptions = {},
 ): Promise<ForwardResult> {
+  const mode = opts.recompute ?? 'none', inner = recomputeContext(ctx, mode);
   let x = await m.embed(ctx, tape, input, b, t, opts);
-  for (let i = 0; i < m.nLayer; i++) x = await m.block(ctx, tape, x, i, b, t);
+  for (let i = 0; i < m.nLayer; i++) x = await runBlock(m, inner, tape, x, i, b, t, mode);
   return await m.head(ctx, tape, x, input, opts);
 }
 

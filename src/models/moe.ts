@@ -16,19 +16,21 @@ import type { ForwardOptions, ForwardResult } from './model.ts';
 import {
   expertPlacement,
   type ExpertShard,
-  forwardLocal,
   inactiveExpertParams,
   isMoELayer,
-  type MoECall,
   type MoEConfig,
+  moeLayerSpecs,
+  validateMoEConfig,
+} from './moe_specs.ts';
+import {
+  forwardLocal,
+  type MoECall,
   type MoEFn,
   type MoELanguageModel,
   MoELayers,
-  moeLayerSpecs,
   moeOf,
   moeSteps,
   type Routing,
-  validateMoEConfig,
 } from './moe_layer.ts';
 
 export {
@@ -36,16 +38,18 @@ export {
   expertOf,
   type ExpertShard,
   isMoELayer,
+  type MoEConfig,
+  moeLayerSpecs,
+  validateMoEConfig,
+} from './moe_specs.ts';
+export {
   type MoECall,
   moeCombine,
-  type MoEConfig,
   moeExperts,
-  moeLayerSpecs,
   moeMlp,
   moeRoute,
   type MoEWeights,
   type Routing,
-  validateMoEConfig,
   withAuxLoss,
 } from './moe_layer.ts';
 

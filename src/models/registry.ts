@@ -11,7 +11,8 @@ import type { Placement } from '../nn/params.ts';
 import { Hybrid } from './hybrid.ts';
 import { GPTMoE } from './moe.ts';
 import { MambaMoE } from './mamba_moe.ts';
-import type { ExpertShard, MoEConfig, MoELanguageModel } from './moe_layer.ts';
+import type { ExpertShard, MoEConfig } from './moe_specs.ts';
+import type { MoELanguageModel } from './moe_layer.ts';
 import type { LanguageModel, Piece } from './model.ts';
 import { ARCH_NAMES, type ArchName, MOE_ARCHS } from './archs.ts';
 

@@ -40,24 +40,22 @@
  * pool peak therefore exceeds this figure. GPT only (src/models/gpt.ts and the parallel
  * models built from it); other architectures throw.
  */
-import {
-  microBatchSize,
-  paddedVocab,
-  type ParallelPlan,
-  planMesh,
-  type PlanModel,
-  type StrategyKind,
-  strategyOf,
-} from './plan.ts';
+import { microBatchSize, type ParallelPlan, planMesh, type PlanModel, type StrategyKind } from './plan.ts';
+import { strategyOf } from './strategy.ts';
+import type { Recompute } from '../models/recompute.ts';
 import { makeSchedule, peakInFlight } from './pipeline_schedule.ts';
-import { POOL_GRANULE } from '../gpu/pool.ts';
-
-/** `count` allocations of `elements` 4-byte values each. */
-export interface ActivationItem {
-  what: string;
-  elements: number;
-  count: number;
-}
+import {
+  type ActivationItem,
+  attentionItems,
+  type Geo,
+  gptEmbed,
+  gptLayer,
+  head,
+  it,
+  itemBytes,
+  tpEmbed,
+  tpLayer,
+} from './activation_items.ts';
 
 /** Knobs the plan does not carry (defaults: gpt, biases on, FlashAttention, the trainer strategyOf picks). */
 export interface ActivationOptions {
@@ -65,6 +63,8 @@ export interface ActivationOptions {
   bias?: boolean;
   attention?: 'flash' | 'naive';
   trainer?: StrategyKind;
+  /** Activation recomputation (src/models/recompute.ts); default none. */
+  recompute?: Recompute;
 }
 
 /** The analytical activation memory of one rank. */
@@ -85,146 +85,27 @@ export interface ActivationMemory {
   stages: { stage: number; items: ActivationItem[] }[];
 }
 
-const it = (what: string, elements: number, count = 1): ActivationItem => ({ what, elements, count });
-/** Bytes of `items` at 4 B per element; `pooled`: each allocation rounded up as src/gpu/pool.ts does. */
-export const itemBytes = (items: ActivationItem[], pooled = false): number =>
-  items.reduce(
-    (a, x) =>
-      a +
-      x.count *
-        (pooled ? Math.max(POOL_GRANULE, Math.ceil((4 * x.elements) / POOL_GRANULE) * POOL_GRANULE) : 4 * x.elements),
-    0,
-  );
 const raw = (items: ActivationItem[]) => itemBytes(items);
 const pooled = (items: ActivationItem[]) => itemBytes(items, true);
 
-/** One rank's view of a micro-batch: b rows of s tokens, width C, nh heads, tp degree t. */
-interface Geo {
-  b: number;
-  s: number;
-  T: number;
-  C: number;
-  nh: number;
-  V: number;
-  t: number;
-  sp: boolean;
-  cp: number;
-  cpKind: 'ring' | 'ulysses';
-  bias: boolean;
-  naive: boolean;
-}
-
-/** Attention's saved tensors for width c and heads nh on this rank (N = b·s rows). */
-function attentionItems(g: Geo, c: number, nh: number, naive: boolean): ActivationItem[] {
-  const N = g.b * g.s;
-  if (g.cp > 1 && g.cpKind === 'ulysses') {
-    return [
-      it('Ulysses q,k,v all-to-all output', 3 * N * c),
-      it('attention output O (heads split)', N * c),
-      it('attention log-sum-exp', N * nh),
-      it('Ulysses output all-to-all', N * c),
-    ];
-  }
-  if (naive && g.cp === 1) {
-    return [it('attention output', N * c), it('attention probabilities (T×T)', g.b * nh * g.s * g.s)];
-  }
-  return [
-    it(g.cp > 1 ? 'ring attention output O' : 'flash attention output O', N * c),
-    it('attention log-sum-exp', N * nh),
-  ];
-}
-
-/** One block of gpt.ts (also pipeline_stage.ts and context_parallel.ts, which repeat its op order). */
-function gptLayer(g: Geo): ActivationItem[] {
-  const N = g.b * g.s, C = g.C;
-  return [
-    it('ln_1, ln_2 outputs', N * C, 2),
-    it('LayerNorm mean, rstd', N, 4),
-    it('c_attn output q,k,v', 3 * N * C),
-    ...attentionItems(g, C, g.nh, g.naive),
-    it('attn c_proj output', N * C),
-    it('residual sums', N * C, 2),
-    it('c_fc output, GELU output', 4 * N * C, 2),
-    it('mlp c_proj output', N * C),
-  ];
-}
-
-/** One gpt.ts block over a tensor-parallel RankContext (rank_context.ts) on tp rank (Nl = N/t rows under sp). */
-function tpLayer(g: Geo): ActivationItem[] {
-  const N = g.b * g.s,
-    C = g.C,
-    t = g.t,
-    Nl = g.sp ? N / t : N,
-    out: ActivationItem[] = [it('ln_1, ln_2 outputs', Nl * C, 2), it('LayerNorm mean, rstd', Nl, 4)];
-  if (t > 1) out.push(it(g.sp ? 'sequence-parallel all-gather outputs' : 'f (copy to tp region) outputs', N * C, 2));
-  out.push(
-    it('c_attn output q,k,v (heads / tp)', (3 * N * C) / t),
-    ...attentionItems(g, C / t, g.nh / t, false),
-    it('row-parallel partial sums', N * C, 2),
-  );
-  if (t > 1) out.push(it(g.sp ? 'reduce-scatter outputs' : 'allReduce outputs', Nl * C, 2));
-  if (g.bias) out.push(it('bias ones column', Nl, 2), it('bias rows', Nl * C, 2), it('biased sums', Nl * C, 2));
-  out.push(it('residual sums', Nl * C, 2), it('c_fc output, GELU output (/ tp)', (4 * N * C) / t, 2));
-  return out;
-}
-
-/** gpt.ts embedding (+ the token index its backward reads); `uploads` adds stage / cp inputs. */
-function gptEmbed(g: Geo): ActivationItem[] {
-  const N = g.b * g.s, C = g.C;
-  if (g.cp === 1) {
-    return [
-      it('token + position embedding', N * C),
-      it('token index offsets', g.V + 1),
-      it('token index positions', N),
-    ];
-  }
-  return [
-    it('token, position ids', N, 2),
-    it('zero position table', g.s * C),
-    it('token embedding', N * C),
-    it('token index offsets', g.V + 1),
-    it('position embedding (wpe by global position)', N * C),
-    it('position index offsets', g.T + 1),
-    it('index positions', N, 2),
-    it('embedding sum', N * C),
-  ];
-}
-
-/** RankContext.embed with tp > 1: vocab-parallel lookup, positions by lookup, their sum. */
-function tpEmbed(g: Geo): ActivationItem[] {
-  const N = g.b * g.s, C = g.C, Nl = g.sp ? N / g.t : N, Vt = paddedVocab(g.V, g.t) / g.t;
-  const out = [
-    it('vocab shard ids, position ids', N, 2),
-    it('zero position table', g.s * C),
-    it('vocab mask', N * C),
-    it('token embedding (shard)', N * C),
-    it('token index offsets', Vt + 1),
-    it('index positions', N, 2),
-    it('masked partial embedding', N * C),
-    it(g.sp ? 'embedding reduce-scatter' : 'embedding allReduce', Nl * C),
-    it('zero token table', g.s * C),
-    it('position index offsets', g.T + 1),
-    it('position embedding', N * C),
-  ];
-  if (g.sp) out.push(it('position rows of this rank', Nl * C));
-  return [...out, it('embedding sum', Nl * C)];
-}
-
-/** ln_f, the tied LM head and the loss: gpt.ts's (+ targets upload for pipeline stages) or RankContext.head with tp > 1. */
-function head(g: Geo, tp: boolean, targets: boolean): ActivationItem[] {
-  const N = g.b * g.s, C = g.C, Nl = tp && g.sp ? N / g.t : N;
-  const out = [it('ln_f output', Nl * C), it('LayerNorm mean, rstd', Nl, 2)];
-  if (tp) {
-    if (g.t > 1) out.push(it(g.sp ? 'sequence-parallel all-gather output' : 'f (copy) output', N * C));
-    return [...out, it('logits (vocab / tp)', (N * paddedVocab(g.V, g.t)) / g.t), it('loss', 2)];
-  }
-  return [
-    ...out,
-    ...(targets ? [it('targets', N)] : []),
-    it('logits', N * g.V),
-    it('cross-entropy log-sum-exp', N),
-    it('loss', 2),
-  ];
+/**
+ * What one layer keeps for its backward under `mode` (docs/design.md §24), and the working set
+ * one recomputed segment allocates again while its backward runs: none keeps every item; full
+ * keeps the block's output copy (its input is the previous block's) and recomputes the block;
+ * selective keeps the block but its attention core, whose output copy it keeps instead.
+ */
+function recomputed(
+  g: Geo,
+  tp: boolean,
+  full: ActivationItem[],
+  mode: Recompute,
+): { layer: ActivationItem[]; work: ActivationItem[] } {
+  const N = g.b * g.s, rows = tp && g.sp ? N / g.t : N, c = tp ? g.C / g.t : g.C;
+  if (mode === 'full') return { layer: [it('recomputed block output', rows * g.C)], work: full };
+  if (mode === 'none') return { layer: full, work: [] };
+  const core = tp ? attentionItems(g, c, g.nh / g.t, false) : attentionItems(g, g.C, g.nh, g.naive),
+    names = new Set(core.map((x) => x.what));
+  return { layer: [...full.filter((x) => !names.has(x.what)), it('recomputed attention output', N * c)], work: core };
 }
 
 /** Korthikanti et al.'s per-layer bytes (fp16, dropout, softmax saved): sbh(34 + 5as/h), with tp t: sbh(10 + 24/t + 5as/(ht)), with sp: sbh/t·(34 + 5as/h). */
@@ -278,15 +159,15 @@ export function activationMemory(
     naive: o.attention === 'naive',
   };
   const L = model.nLayer, tp = kind === 'mesh' && plan.tp > 1; // tp 1: rank_context.ts runs the plain ops
-  const layer = tp ? tpLayer(g) : gptLayer(g);
+  const full = tp ? tpLayer(g) : gptLayer(g), { layer, work } = recomputed(g, tp, full, o.recompute ?? 'none');
   const times = (items: ActivationItem[], k: number) => items.map((x) => ({ ...x, count: x.count * k }));
   if (kind !== 'mesh') {
     const items = [...(tp ? tpEmbed(g) : gptEmbed(g)), ...times(layer, L), ...head(g, tp, g.cp > 1)]; // cp uploads its targets in the head
-    const bytes = raw(items);
+    const bytes = raw(items) + raw(work);
     return {
       kind,
       bytes,
-      pooledBytes: pooled(items),
+      pooledBytes: pooled(items) + pooled(work),
       perMicroBatch: bytes,
       inFlight: 1,
       perLayer: raw(layer),
@@ -319,6 +200,9 @@ export function activationMemory(
     peakRaw = Math.max(peakRaw, raw(now));
     peakPooled = Math.max(peakPooled, pooled(now));
   }
+  // A recomputed segment's own activations live while its backward runs: one at a time.
+  peakRaw += raw(work);
+  peakPooled += pooled(work);
   return {
     kind,
     bytes: peakRaw,

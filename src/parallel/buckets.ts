@@ -114,7 +114,8 @@ export class LoggingTape extends Tape {
 function paramRefs(node: Node, isParam: Set<number>): Set<number> {
   const ids = new Set<number>();
   for (const v of Object.values(node)) {
-    if (v instanceof Tensor && isParam.has(v.id)) ids.add(v.id);
+    // A recomputed segment lists what it reads (checkpoint.ts): its parameters accumulate in its rule.
+    for (const t of Array.isArray(v) ? v : [v]) if (t instanceof Tensor && isParam.has(t.id)) ids.add(t.id);
   }
   return ids;
 }
@@ -219,6 +220,7 @@ export async function backwardWithBuckets(
   };
   const before = hooks.beforeNode;
   if (before) await tape.backwardAsync(rules, onNodeDone, (node) => before(node, finality.bucketsOf(node)));
+  else if (tape.asynchronous) await tape.backwardAsync(rules, onNodeDone);
   else tape.backward(rules, onNodeDone);
   for (let k = buckets.length - 1; k >= 0; k--) {
     if (launched.has(k)) continue;

@@ -1,13 +1,13 @@
 /**
- * Analytical costs of a parallel plan (docs/design.md §17, §19): per-rank memory under
- * each ZeRO stage, the pipeline bubble, and the per-step traffic of a whole plan by parallel
- * dimension ({@link stepTraffic}, docs/design.md §17's table made exact). What one collective call
+ * Analytical communication of a parallel plan (docs/design.md §17): the per-step traffic of a
+ * whole plan by parallel dimension ({@link stepTraffic}, docs/design.md §17's table made exact);
+ * memory per rank is memory_cost.ts's, the bubble pipeline_sim.ts's. What one collective call
  * sends and costs is src/comm/cost.ts's.
  *
  * Units: elements (one f32 = 4 bytes), bytes. `n` is the element count of the buffer a call is
  * made with (src/comm/cost.ts's convention).
  */
-import type { Algorithm } from '../comm/communicator.ts';
+import type { Algorithm } from '../comm/call_options.ts';
 import { type Collective, collectiveTraffic } from '../comm/cost.ts';
 import type { MeshCoords } from '../comm/mesh.ts';
 import {
@@ -19,93 +19,7 @@ import {
   planWorldSize,
   rankParams,
   type StrategyKind,
-  zeroWorkingElements,
 } from './plan.ts';
-
-/** Bytes per rank of parameters, gradients and optimizer state. */
-export interface MemoryBytes {
-  params: number;
-  grads: number;
-  optimizer: number;
-  total: number;
-}
-
-const mem = (params: number, grads: number, optimizer: number): MemoryBytes => ({
-  params,
-  grads,
-  optimizer,
-  total: params + grads + optimizer,
-});
-
-function checkZero(psi: number, d: number, zero: number, what: string): void {
-  if (!Number.isInteger(psi) || psi < 0 || !Number.isInteger(d) || d < 1 || ![0, 1, 2, 3].includes(zero)) {
-    throw new Error(`${what}: need Ψ ≥ 0 and d ≥ 1 integers and zero in 0…3; got Ψ ${psi}, d ${d}, zero ${zero}`);
-  }
-}
-
-/**
- * Memory per rank in this sandbox's pure-fp32 training (ZeRO, Rajbhandari et al., arXiv
- * 1910.02054, with fp32 everywhere): 4 bytes of parameter, 4 of gradient and 8 of AdamW
- * state (m, v) per parameter. Stage 1 shards the optimizer state, stage 2 also the
- * gradients, stage 3 also the parameters, over d ranks; a shard is ⌈Ψ/d⌉ elements (the flat
- * buffer padded to a multiple of d so reduce-scatter splits it evenly). Stages 2–3 add the
- * working buffers that hold `working` elements (plan.ts zeroWorkingElements: the resident
- * units plus one layer) of gathered gradients, and at stage 3 of gathered values (zero_units.ts).
- * @throws Error on a negative Ψ, d < 1 or a stage outside 0…3.
- */
-export function zeroMemoryFp32(psi: number, d: number, zero: 0 | 1 | 2 | 3, working = 0): MemoryBytes {
-  checkZero(psi, d, zero, 'zeroMemoryFp32');
-  const shard = Math.ceil(psi / d);
-  return mem(
-    4 * (zero >= 3 ? shard + working : psi),
-    4 * (zero >= 2 ? shard + working : psi),
-    8 * (zero >= 1 ? shard : psi),
-  );
-}
-
-/**
- * Predicted model-state bytes of `rank` under `plan` (fp32 AdamW, {@link zeroMemoryFp32}): its
- * dense parameters (plan.ts rankParams) sharded by the ZeRO stage over dp·cp, with ZeRO-2/3's
- * working buffers (plan.ts zeroWorkingElements), and its experts over the dp·cp/ep ranks that
- * hold the same ones. `paramElements` = dense + expert elements.
- */
-export function rankMemory(
-  plan: ParallelPlan,
-  model: PlanModel,
-  rank: number,
-  bias = true,
-): MemoryBytes & { paramElements: number } {
-  const p = rankParams(plan, model, rank, bias), d = plan.dp * plan.cp;
-  const dense = zeroMemoryFp32(p.dense, d, plan.zero, plan.zero >= 2 ? zeroWorkingElements(model, bias) : 0);
-  const ex = zeroMemoryFp32(p.expert, d / plan.ep, plan.zero);
-  return {
-    ...mem(dense.params + ex.params, dense.grads + ex.grads, dense.optimizer + ex.optimizer),
-    paramElements: p.dense + p.expert,
-  };
-}
-
-/**
- * docs/design.md §19's mixed-precision formulas (ZeRO paper §5): fp16 parameters 2Ψ, fp16
- * gradients 2Ψ, k bytes of fp32 optimizer state per parameter (k = 12: master weights, m, v):
- * no ZeRO 16Ψ; ZeRO-1 4Ψ + kΨ/d; ZeRO-2 2Ψ + (2+k)Ψ/d; ZeRO-3 (4+k)Ψ/d (unrounded).
- * @throws Error on a negative Ψ, d < 1 or a stage outside 0…3.
- */
-export function zeroMemoryMixed(psi: number, d: number, zero: 0 | 1 | 2 | 3, k = 12): MemoryBytes {
-  checkZero(psi, d, zero, 'zeroMemoryMixed');
-  return mem(2 * psi / (zero >= 3 ? d : 1), 2 * psi / (zero >= 2 ? d : 1), k * psi / (zero >= 1 ? d : 1));
-}
-
-/**
- * Share of a step the pipeline idles: (p−1)/(v·m + p−1) for p stages, m micro-batches and
- * v model chunks per rank (v = 1: GPipe and 1F1B, Huang et al. / Narayanan et al.; v > 1:
- * interleaved 1F1B shrinks the bubble v-fold). @throws Error on non-positive inputs.
- */
-export function bubbleFraction(p: number, m: number, v = 1): number {
-  if (![p, m, v].every((x) => Number.isInteger(x) && x >= 1)) {
-    throw new Error(`bubbleFraction: p ${p}, m ${m}, v ${v} must be positive integers`);
-  }
-  return (p - 1) / (v * m + p - 1);
-}
 
 export type PlanDim = 'dp' | 'tp' | 'pp' | 'cp' | 'ep';
 
@@ -130,6 +44,13 @@ export interface CommRow {
 /** Knobs of {@link stepTraffic}: collective algorithm (default ring), MoE routing, Linear biases. */
 export interface TrafficOptions {
   algorithm?: 'ring' | 'recursive-doubling' | 'rabenseifner' | 'direct';
+  /**
+   * Activation recomputation (src/models/recompute.ts): its backward runs the forward of each block
+   * (full) or attention core (selective) again, with that forward's communication: full repeats the
+   * row-parallel outputs' allReduces (sp: their all-gathers and reduce-scatters) and the attention's
+   * forward sends; selective the attention's. Default none.
+   */
+  recompute?: 'none' | 'selective' | 'full';
   topK?: number;
   capacityFactor?: number;
   bias?: boolean;
@@ -145,7 +66,7 @@ export interface TrafficOptions {
    */
   buckets?: number[];
   /**
-   * The trainer that will run the plan (plan.ts `strategyOf`): its small scalar allReduces follow
+   * The trainer that will run the plan (strategy.ts `strategyOf`): its small scalar allReduces follow
    * it (ep: 1-element expert norm over the EP group; mesh: 2-element [norm, loss] over the world
    * instead of the dp loss average and ZeRO's norm). Absent: only the dp loss average and ZeRO's
    * norm.
@@ -291,6 +212,12 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
     if (last) push('tp', 'LM head scatter (bwd)', 'reduceScatter', tpGroup, bsh, m);
     push('tp', 'LayerNorm and row-parallel bias gradients', 'allReduce', tpGroup, par.spReplicated, 1);
   }
+  const again = o.recompute === 'full' ? L * m : 0, core = o.recompute && o.recompute !== 'none' ? L * m : 0;
+  if (!sp) push('tp', 'recomputed layer outputs (bwd)', 'allReduce', tpGroup, bsh, 2 * again);
+  else {
+    push('tp', 'recomputed sequence-parallel gathers (bwd)', 'allGather', tpGroup, bsh, 2 * again);
+    push('tp', 'recomputed sequence-parallel scatters (bwd)', 'reduceScatter', tpGroup, bsh, 2 * again);
+  }
   if (last) push('tp', 'vocab-parallel cross-entropy (max, target, sum-exp)', 'allReduce', tpGroup, b * s, 3 * m);
   // pp: activations forward, their gradients backward, for every local stage with a neighbour.
   const S = P * v, stages = [...Array(v).keys()].map((c) => c * P + me.pp), act = sp ? bsh / t : bsh;
@@ -303,9 +230,12 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
     sends('cp', 'ring attention K,V blocks (fwd)', cpGroup, kv, (cp - 1) * L * m);
     sends('cp', 'ring attention K,V blocks (bwd)', cpGroup, kv, (cp - 1) * L * m);
     sends('cp', 'ring attention dK,dV accumulators (bwd, last hop returns them)', cpGroup, kv, cp * L * m);
+    sends('cp', 'recomputed ring attention K,V blocks (bwd)', cpGroup, kv, (cp - 1) * core);
   } else if (cp > 1) {
     push('cp', 'Ulysses packed q, k, v (fwd + bwd)', 'allToAll', cpGroup, 3 * b * s * (C / t), 2 * L * m);
     push('cp', 'Ulysses attention output (fwd + bwd)', 'allToAll', cpGroup, b * s * (C / t), 2 * L * m);
+    push('cp', 'recomputed Ulysses packed q, k, v (bwd)', 'allToAll', cpGroup, 3 * b * s * (C / t), core);
+    push('cp', 'recomputed Ulysses attention output (bwd)', 'allToAll', cpGroup, b * s * (C / t), core);
   }
   // ep: MoE dispatch and combine.
   if (model.nExpert && ep > 1) {

@@ -110,6 +110,7 @@ export class LocalBatches {
     gpu.write(this.targets, batch.y.slice(this.rank * b * t, (this.rank + 1) * b * t));
     const { loss } = await this.model.forward(tape, this.tokens, x, this.targets, b, t, {
       gradScale: 1 / cfg.gradAccum,
+      recompute: cfg.recompute,
     });
     axpy(gpu, 1 / cfg.gradAccum, loss!, this.lossAcc);
   }
@@ -192,7 +193,7 @@ export class DataParallelTrainer {
             gpu.write(sliceOf(model.params.grads, b.start, b.end), host);
           },
         );
-      } else tape.backward(RULES);
+      } else await tape.backwardAsync(RULES);
       tape.dispose();
     }
     const lr = lrAt(this.schedule, step);

@@ -52,7 +52,7 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { adamwUpdate, packAdamHyper } from '../kernels/adamw.ts';
+import { packAdamHyper } from '../kernels/adamw.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import type { MeshCoords, MeshDim } from '../comm/mesh.ts';
 import { wallMs } from '../comm/trace.ts';
@@ -65,14 +65,12 @@ import { PipelineExecutor, type SpanFn } from './pipeline_executor.ts';
 import type { PipelineSchedule } from './pipeline_schedule.ts';
 import type { Span } from './pipeline_sim.ts';
 import { describePlan, type ParallelPlan, planGroup, planMesh, validatePlan } from './plan.ts';
-import { shardKind } from './tp_table.ts';
-import { allReduceSequenceParallelGrads } from './sequence_parallel.ts';
 import { subGroup } from './data_parallel.ts';
 import { type Sent, TrafficMeter } from './traffic.ts';
 import { ModelStages } from './stages.ts';
 import { RankContext } from './rank_context.ts';
 import { cpPositions, takePositions } from './context_parallel.ts';
-import { MeshZero1 } from './mesh_zero.ts';
+import { GradSync } from './grad_sync.ts';
 import { clipScale } from '../train/optimizer.ts';
 
 /** One optimizer step as a mesh rank saw it; `loss`, `gradNorm` and `lr` are global. */
@@ -141,11 +139,8 @@ export class MeshTrainer {
   /** Rows per micro-batch, b = B / (dp·m). */
   readonly rows: number;
   private readonly exec: PipelineExecutor;
-  private readonly dpGrads: Communicator;
-  /** ZeRO-1 over the dp·cp group (plan.zero 1), else null. */
-  readonly zero: MeshZero1 | null;
-  private readonly spGrads: Communicator | null;
-  private readonly embGroup: Communicator | null;
+  /** The gradient-sync hook: sp partials, the tied embedding, the dp·cp average or ZeRO-1. */
+  readonly sync: GradSync;
   private readonly scalars: Communicator;
   private readonly meter: TrafficMeter;
   private readonly lossAcc: Tensor;
@@ -194,12 +189,7 @@ export class MeshTrainer {
     this.stages = new ModelStages(gpu, cfg, vocabSize, ctx, { ppRank: this.coords.pp, pp: plan.pp, v: this.program.v });
     this.rows = cfg.batchSize / (plan.dp * plan.microBatches);
     this.exec = new PipelineExecutor(gpu, this.stages, comm('pp'), this.program, this.rows, T / plan.cp);
-    const sync = world.newGroup(dpcp, `${plan.cp > 1 ? 'dpcp' : 'dp'}[${dpcp.join(',')}]`);
-    this.dpGrads = subGroup(sync, 'grads');
-    this.zero = plan.zero === 1 ? new MeshZero1(gpu, this.stages.params, sync) : null;
-    this.spGrads = plan.sp ? subGroup(tp, 'sp-grads') : null;
-    const emb = this.groups.embedding;
-    this.embGroup = emb.length ? world.newGroup(emb, `embedding[${emb.join(',')}]`) : null;
+    this.sync = new GradSync(gpu, this.stages, this.coords, world, tp, this.groups, plan);
     this.scalars = subGroup(world, 'scalars');
     this.meter = TrafficMeter.of(world);
     this.lossAcc = gpu.zeros([2], 'f32', 'mesh.loss');
@@ -228,25 +218,7 @@ export class MeshTrainer {
     await this.exec.run(mine(batch.x), mine(batch.y), this.lossAcc, span);
 
     let start = wallMs();
-    if (this.spGrads) await allReduceSequenceParallelGrads(gpu, stages.params, this.spGrads);
-    const flat = (await gpu.read(stages.params.grads) as Float32Array).slice();
-    if (this.embGroup) {
-      // The tied embedding's two copies get the sum of the embedding's and the head's gradients.
-      const w = stages.params.get(stages.tied!), g = flat.slice(w.offset, w.offset + w.size);
-      await this.embGroup.allReduce(g, { op: 'sum' });
-      flat.set(g, w.offset);
-    }
-    // dp·cp average: every rank's loss is the mean over equal token counts.
-    let squares: number;
-    if (this.zero) squares = this.zero.squaredNorm(await this.zero.reduceScatter(flat), (n) => this.counts(n));
-    else {
-      // Packed without the store's alignment gaps, so the allReduce moves exactly Ψ_r = rankParams().dense elements.
-      const grads = this.pack(flat);
-      await this.dpGrads.allReduce(grads, { op: 'avg' });
-      gpu.write(stages.params.grads, this.unpack(grads, flat));
-      // dp / cp replicas hold equal averaged gradients: index 0 counts them.
-      squares = this.coords.dp === 0 && this.coords.cp === 0 ? this.squaredNorm(flat) : 0;
-    }
+    const squares = await this.sync.run();
     span('comm', start, 'gradient sync');
 
     start = wallMs();
@@ -258,55 +230,15 @@ export class MeshTrainer {
     const lr = lrAt(this.schedule, step);
     gpu.write(this.norm, new Float32Array([norm, scale]));
     gpu.write(this.hyper, packAdamHyper({ lr, beta1: cfg.beta1, beta2: cfg.beta2, eps: cfg.eps, step: step + 1 }));
-    if (this.zero) this.zero.update(this.hyper, this.norm, cfg.weightDecay);
-    else {for (const p of stages.params.params) {
-        adamwUpdate(gpu, p.value, p.grad, p.m, p.v, this.hyper, this.norm, p.decay ? cfg.weightDecay : 0);
-      }}
+    this.sync.update(this.hyper, this.norm, cfg.weightDecay);
     await gpu.sync();
     span('compute', start, 'AdamW');
-    if (this.zero) {
+    if (this.sync.zero) {
       start = wallMs();
-      await this.zero.allGather();
+      await this.sync.zero.allGather();
       span('comm', start, 'ZeRO-1 parameter all-gather');
     }
     return { step, lr, loss: sums[1], gradNorm: norm, sent: this.meter.take(), timeline, origin: t0 };
-  }
-
-  /**
-   * Whether parameter `name` counts towards this rank's ‖g‖² so that the world sum counts every
-   * parameter once: replicated tp parameters on tp index 0 only, never the head's wte copy
-   * (stage 0 counts wte; Megatron skips shared copies too).
-   */
-  private counts(name: string): boolean {
-    if (this.stages.headCopy && name === this.stages.tied) return false;
-    return this.coords.tp === 0 || this.plan.tp === 1 || shardKind(name) !== 'replicated';
-  }
-
-  /** Σ g² over the parameters {@link counts} selects, from the store's flat gradient. */
-  private squaredNorm(flat: Float32Array): number {
-    let s = 0;
-    for (const p of this.stages.params.params) {
-      if (!this.counts(p.name)) continue;
-      for (let i = p.offset; i < p.offset + p.size; i++) s += flat[i] * flat[i];
-    }
-    return s;
-  }
-
-  /** The store's flat buffer (with alignment gaps) → the parameters back to back. */
-  private pack(flat: Float32Array): Float32Array {
-    const out = new Float32Array(this.stages.params.count);
-    let off = 0;
-    for (const p of this.stages.params.params) {
-      out.set(flat.subarray(p.offset, p.offset + p.size), (off += p.size) - p.size);
-    }
-    return out;
-  }
-
-  /** Inverse of {@link pack}, into `flat` (gaps untouched). */
-  private unpack(packed: Float32Array, flat: Float32Array): Float32Array {
-    let off = 0;
-    for (const p of this.stages.params.params) flat.set(packed.subarray(off, off += p.size), p.offset);
-    return flat;
   }
 
   /** loss/(dp·cp) on tp index 0 of the last stage (its lossAcc holds the mean over this rank's tokens), else 0. */
@@ -317,7 +249,7 @@ export class MeshTrainer {
 
   /**
    * This rank's shard of every gradient it holds (the last step's, synchronised, before
-   * clipping), by name. Under ZeRO-1 only the rank's piece [zero.lo, zero.hi) of the flat buffer
+   * clipping), by name. Under ZeRO-1 only the rank's piece [sync.zero.lo, hi) of the flat buffer
    * is the reduced gradient; the rest is the rank's local, unreduced gradient.
    */
   gradients(): Promise<Map<string, Float32Array>> {

@@ -1,7 +1,7 @@
 /**
  * Pipeline schedules run on a simulated clock: the deadlock check of pipeline_schedule.ts's
- * rules, and the predicted timeline of a valid schedule ({@link dryRun}) that `npm run plan`
- * draws and the pipeline trainer's measured timeline is compared with.
+ * rules, the predicted timeline of a valid schedule ({@link dryRun}) that `npm run plan`
+ * draws and the mesh trainer's measured timeline is compared with, and the bubble fraction.
  */
 import type { ActionKind, PipeAction, PipelineSchedule } from './pipeline_schedule.ts';
 
@@ -146,4 +146,16 @@ export function dryRun(s: PipelineSchedule, costs: StageCosts, mode: SimMode = '
     ranks.flat().filter((x) => x.kind === kind).reduce((a, x) => a + x.end - x.start, 0);
   const denom = s.p * makespan || 1;
   return { ranks, makespan, bubble: total('idle') / denom, comm: total('comm') / denom };
+}
+
+/**
+ * Share of a step the pipeline idles: (p−1)/(v·m + p−1) for p stages, m micro-batches and
+ * v model chunks per rank (v = 1: GPipe and 1F1B, Huang et al. / Narayanan et al.; v > 1:
+ * interleaved 1F1B shrinks the bubble v-fold). @throws Error on non-positive inputs.
+ */
+export function bubbleFraction(p: number, m: number, v = 1): number {
+  if (![p, m, v].every((x) => Number.isInteger(x) && x >= 1)) {
+    throw new Error(`bubbleFraction: p ${p}, m ${m}, v ${v} must be positive integers`);
+  }
+  return (p - 1) / (v * m + p - 1);
 }

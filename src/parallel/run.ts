@@ -25,7 +25,6 @@
  *   `TrainRankArgs.resume` restores it and continues at its step.
  */
 import type { Communicator } from '../comm/communicator.ts';
-import type { RankTask } from '../comm/launch.ts';
 import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -34,15 +33,16 @@ import { TextDataset } from '../data/dataset.ts';
 import { parseConfig, type TrainConfig } from '../train/config.ts';
 import { meanLoss } from '../train/evaluate.ts';
 import { MOE_ARCHS } from '../models/archs.ts';
-import { type ParallelPlan, type PlanModel, type StrategyKind, strategyOf, validatePlan } from './plan.ts';
+import { type ParallelPlan, type PlanModel, type StrategyKind, validatePlan } from './plan.ts';
+import { strategyOf } from './strategy.ts';
 import { type CommRow, type PlanDim, stepTraffic } from './cost.ts';
 import type { Sent } from './traffic.ts';
 import { buildTrainer, type Built } from './run_build.ts';
 import { decodeRankState, encodeRankState, restoreRankState } from './rank_checkpoint.ts';
 import { StepStop } from './step_stop.ts';
-import { checkedCheckpoint } from './run_save.ts';
 
-export { type StrategyKind, strategyOf } from './plan.ts';
+export { type StrategyKind } from './plan.ts';
+export { strategyOf } from './strategy.ts';
 /** The corpus: text (char tokenizer built from it) or tokens already encoded on the host. */
 export type RunData = { text: string } | { tokens: Int32Array; vocabSize: number };
 
@@ -150,6 +150,7 @@ export function predictedTraffic(
     capacityFactor: cfg.capacityFactor,
     moeEvery: cfg.moeEvery,
     trainer: kind,
+    recompute: cfg.recompute,
   });
 }
 
@@ -286,70 +287,3 @@ export class RankRun {
     this.gpu.destroy();
   }
 }
-
-/**
- * The per-rank task: builds the shard and trainer for `args.plan`, runs `cfg.steps` steps
- * (each handed to `onRecord` as it completes) and returns the records and the accounting.
- * @throws (rejects with) the errors of {@link RankRun.open} or a collective's (a peer failed).
- */
-export async function trainRank(
-  args: TrainRankArgs,
-  world: Communicator,
-  onRecord?: (r: RankStepRecord) => void,
-): Promise<RankSummary> {
-  const run = await RankRun.open(world, args);
-  try {
-    const records: RankStepRecord[] = [];
-    while (run.next < run.cfg.steps) {
-      records.push(await run.step());
-      onRecord?.(records[records.length - 1]);
-    }
-    return run.summary(records);
-  } finally {
-    await run.close();
-  }
-}
-
-const runs = new WeakMap<Communicator, RankRun>();
-const running = (world: Communicator) => {
-  const r = runs.get(world);
-  if (!r) throw new Error(`rank ${world.transport.rank}: no parallel run started (call trainStart first)`);
-  return r;
-};
-
-/**
- * World tasks for workers/rank.worker.ts: `trainRank` (one call, all records at the end) and the
- * streaming trio `trainStart` → `trainSteps {to}` (records of the steps up to `to`, fewer when
- * a shared stop request ends the batch early) → `trainEnd` (summary, device freed) that
- * {@link runParallel} uses to report progress between calls, with `trainSave` between batches.
- */
-export const PARALLEL_TASKS: Record<string, RankTask> = {
-  trainRank: (world, args: TrainRankArgs) => trainRank(args, world),
-  async trainStart(world, args: TrainRankArgs) {
-    if (runs.has(world)) throw new Error(`rank ${world.transport.rank}: a parallel run is already in progress`);
-    runs.set(world, await RankRun.open(world, args));
-    return null;
-  },
-  async trainSteps(world, { to }: { to: number }) {
-    const run = running(world), out: RankStepRecord[] = [];
-    try {
-      while (run.next < Math.min(to, run.cfg.steps) && !run.stop?.stopsBefore(run.next)) out.push(await run.step());
-    } catch (e) {
-      runs.delete(world);
-      await run.close().catch(() => {});
-      throw e;
-    }
-    return out;
-  },
-  /** This rank's checkpoint file (bytes) after the steps run so far. */
-  trainCheckpoint: (world) => running(world).checkpoint(),
-  /** The same, checked first (run_save.ts `checkedCheckpoint`); with `probe` the run ends after it. */
-  trainSave: (world, { probe }: { probe: boolean }) => checkedCheckpoint(running(world), probe),
-  async trainEnd(world) {
-    const run = running(world);
-    runs.delete(world);
-    const s = run.summary();
-    await run.close();
-    return s;
-  },
-};

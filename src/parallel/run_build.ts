@@ -64,6 +64,11 @@ export async function buildTrainer(
       return own((s) => t.step(s), model.params, { evalModel: model, buckets: t.buckets.map((b) => b.end - b.start) });
     }
     case 'zero': {
+      if (plan.zero >= 2 && cfg.recompute !== 'none') {
+        throw new Error(
+          `recompute ${cfg.recompute} with ZeRO-${plan.zero} is not built (its per-layer gathers follow the forward); use ZeRO-1 or recompute none`,
+        );
+      }
       const model = replica(),
         t = await ZeroTrainer.create(gpu, model, data, cfg, world, { bucketBytes, stage: plan.zero as ZeroStage });
       return own((s) => t.step(s), model.params, {

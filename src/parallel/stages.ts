@@ -20,6 +20,7 @@ import { createModel, PIECES } from '../models/registry.ts';
 import type { ForwardResult, LayeredModel, Piece } from '../models/model.ts';
 import type { ModelInput } from '../models/context.ts';
 import { runPieces } from '../models/model.ts';
+import { recomputeContext, runBlock } from '../models/recompute.ts';
 import { checkPipelineSplit, type PipelineStageModel, stageLayers } from './pipeline_stage.ts';
 import type { RankContext } from './rank_context.ts';
 import { shardKind, shardParam, shardShape } from './tp_table.ts';
@@ -146,8 +147,9 @@ export class ModelStages implements PipelineStageModel {
   }
 
   async blocks(tape: Tape, x: Tensor, stage: number, b: number, t: number): Promise<Tensor> {
-    const [lo, hi] = stageLayers(this.cfg.nLayer, this.S, stage);
-    for (let i = lo; i < hi; i++) x = await this.model.block(this.ctx, tape, x, i, b, t);
+    const [lo, hi] = stageLayers(this.cfg.nLayer, this.S, stage), mode = this.cfg.recompute;
+    const ctx = recomputeContext(this.ctx, mode);
+    for (let i = lo; i < hi; i++) x = await runBlock(this.model, ctx, tape, x, i, b, t, mode);
     return x;
   }
 
@@ -167,7 +169,10 @@ export class ModelStages implements PipelineStageModel {
     t: number,
     gradScale = 1,
   ): Promise<ForwardResult> {
-    return runPieces(this.model, this.ctx, tape, input(hostTokens, hostTargets), b, t, { gradScale });
+    return runPieces(this.model, this.ctx, tape, input(hostTokens, hostTargets), b, t, {
+      gradScale,
+      recompute: this.cfg.recompute,
+    });
   }
 
   /** Flat-gradient slice a global grad norm counts: everything but the head's copy of the tied embedding. */

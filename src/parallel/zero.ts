@@ -3,12 +3,9 @@
  * Parameter Models", arXiv 1910.02054; picotron's and FSDP's flat-parameter sharding) on top of
  * data parallelism (data_parallel.ts: same rows per rank, same loss averaging).
  *
- * Sharding. Every bucket k of the flat buffers (whole parameters, buckets.ts) of n_k elements
- * is split into d pieces of c_k = ⌈n_k / (64·d)⌉·64 elements (256-byte aligned so a piece can be
- * bound); rank r owns elements [start_k + r·c_k, start_k + min((r+1)·c_k, n_k)) of every bucket,
- * as FSDP shards each flat parameter. Its optimizer state (AdamW m, v) and reduced gradient live
- * in shard buffers of Σ_k c_k elements; AdamW runs once per (piece ∩ parameter) so each
- * parameter keeps its own weight decay (matrices only, as the single-rank run).
+ * Sharding (zero_pieces.ts): every bucket k of the flat buffers is split into d pieces of c_k
+ * elements; rank r owns piece r of every bucket, and its AdamW m, v (and, by stage, its reduced
+ * gradient and values) live in shard buffers of C = Σ_k c_k elements.
  *
  * - Stage 1 (P_os): local gradients accumulate over micro-batches in the full gradient buffer;
  *   the last backward reduce-scatters (avg) each bucket as soon as it is final, the rank's
@@ -43,7 +40,7 @@ import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { Tape } from '../autograd/tape.ts';
 import { RULES } from '../autograd/rules.ts';
-import { adamwUpdate, packAdamHyper } from '../kernels/adamw.ts';
+import { packAdamHyper } from '../kernels/adamw.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import type { LanguageModel } from '../models/model.ts';
 import type { TextDataset } from '../data/dataset.ts';
@@ -59,7 +56,7 @@ import {
   sliceOf,
 } from './buckets.ts';
 import { LayerUnits } from './zero_units.ts';
-import { storageTensor } from '../nn/params.ts';
+import { type Piece, type ZeroMemory, ZeroShards } from './zero_pieces.ts';
 import { type DataParallelOptions, LocalBatches, type ParallelStepRecord, subGroup } from './data_parallel.ts';
 import { TrafficMeter } from './traffic.ts';
 import { clipScale } from '../train/optimizer.ts';
@@ -69,27 +66,6 @@ export type ZeroStage = 1 | 2 | 3;
 
 export interface ZeroOptions extends DataParallelOptions {
   stage: ZeroStage;
-}
-
-/** Rank r's piece of bucket k: flat elements [lo, hi), at shard offset `at`, c elements reserved. */
-export interface Piece {
-  bucket: Bucket;
-  c: number;
-  at: number;
-  lo: number;
-  hi: number;
-}
-
-/** Bytes of GPU memory one rank holds for model state (fp32), measured from its buffers. */
-export interface ZeroMemory {
-  /** Values: the flat buffer (stages 1–2) or the shard plus the working buffers (stage 3). */
-  params: number;
-  /** Gradients: the flat buffer (stage 1) or the reduced shard plus the working buffers. */
-  grads: number;
-  /** AdamW m and v of this rank's pieces. */
-  optimizer: number;
-  /** Of params and grads, the bytes of zero_units.ts's working buffers (resident units + one layer). */
-  working: number;
 }
 
 export class ZeroTrainer {
@@ -102,15 +78,10 @@ export class ZeroTrainer {
   /** Stages 2–3: the per-layer working buffers. */
   private readonly units: LayerUnits | null;
   private readonly batches: LocalBatches;
-  /** Stages 2–3: the reduced gradient pieces; stage 3 also the value pieces. */
-  private readonly g: Tensor | null;
-  private readonly values: Tensor | null;
-  private readonly m: Tensor;
-  private readonly v: Tensor;
+  /** This rank's pieces: AdamW m, v; from stage 2 the reduced gradient, at stage 3 the values. */
+  private readonly shards: ZeroShards;
   private readonly hyper: Tensor;
   private readonly norm: Tensor;
-  private readonly gHost: Float32Array;
-  private readonly updates: { value: Tensor; grad: Tensor; m: Tensor; v: Tensor; decay: boolean }[] = [];
   private readonly groups: Record<'grads' | 'params' | 'scalars' | 'eval', Communicator>;
   private readonly meter: TrafficMeter;
   private readonly paramGrads: Map<Tensor, Tensor>;
@@ -134,42 +105,12 @@ export class ZeroTrainer {
     this.batches = new LocalBatches(gpu, model, data, cfg, comm.rank, comm.size);
     const store = model.params;
     this.buckets = planBuckets(store, opts.bucketBytes ?? (opts.stage === 1 ? 1 << 20 : 'layer'));
-    const d = comm.size, r = comm.rank;
-    let at = 0;
-    this.pieces = this.buckets.map((b) => {
-      const n = b.end - b.start, c = Math.ceil(n / (64 * d)) * 64;
-      const p = { bucket: b, c, at, lo: Math.min(b.start + r * c, b.end), hi: Math.min(b.start + (r + 1) * c, b.end) };
-      at += c;
-      return p;
-    });
-    this.shard = at;
-    const sharded = (what: string) => storageTensor(gpu, at, `zero.${what}`);
-    this.m = sharded('m');
-    this.v = sharded('v');
-    this.g = this.stage > 1 ? sharded('grad') : null;
-    this.values = this.stage === 3 ? sharded('values') : null;
+    const sharded = { grads: this.stage > 1, values: this.stage === 3 };
+    this.shards = new ZeroShards(gpu, store, this.buckets, comm, sharded, initial);
+    this.pieces = this.shards.pieces;
+    this.shard = this.shards.shard;
     this.hyper = gpu.zeros([8], 'f32', 'zero.hyper');
     this.norm = gpu.zeros([2], 'f32', 'zero.norm');
-    this.gHost = new Float32Array(at);
-    for (const pc of this.pieces) {
-      for (const p of pc.bucket.params) {
-        const lo = Math.max(p.offset, pc.lo), hi = Math.min(p.offset + p.size, pc.hi);
-        if (hi <= lo) continue;
-        const s = pc.at + lo - pc.lo, mine = (t: Tensor) => sliceOf(t, s, s + hi - lo, p.name);
-        this.updates.push({
-          value: this.values ? mine(this.values) : sliceOf(store.values, lo, hi, p.name),
-          grad: this.g ? mine(this.g) : sliceOf(store.grads, lo, hi),
-          m: mine(this.m),
-          v: mine(this.v),
-          decay: p.decay,
-        });
-      }
-    }
-    if (this.values) {
-      const mine = new Float32Array(at);
-      for (const pc of this.pieces) mine.set(initial.subarray(pc.lo, pc.hi), pc.at);
-      gpu.write(this.values, mine);
-    }
     const why = `ZeRO-${this.stage} keeps AdamW's moments sharded (zero.ts)`;
     store.rehome('m', null, [], why);
     store.rehome('v', null, [], why);
@@ -220,13 +161,16 @@ export class ZeroTrainer {
     this.batches.startStep();
     if (!units) model.params.zeroGrad(); // stages 2–3: each backward zeroes a unit's gradients as it opens it
     let overlap: OverlapStats = { launchedDuringBackward: 0, order: [] };
-    const own = stage === 3 ? await this.readOwn() : null;
+    const own = stage === 3 ? await this.shards.readOwn() : null;
     for (let micro = 0; micro < cfg.gradAccum; micro++) {
       const last = micro === cfg.gradAccum - 1;
       const reduce = stage > 1 || last;
       const tape = reduce ? new LoggingTape(gpu, this.paramGrads) : new Tape(gpu, this.paramGrads);
       if (own && units) {
-        await units.forwardAsync(await this.gatherAll(own), () => this.batches.forward(tape, step, micro));
+        await units.forwardAsync(
+          await this.shards.gatherAll(this.groups.params, own),
+          () => this.batches.forward(tape, step, micro),
+        );
       } else await this.batches.forward(tape, step, micro);
       if (reduce) {
         let hooks: BucketHooks = {};
@@ -234,11 +178,11 @@ export class ZeroTrainer {
           units.startBackward();
           if (own) {
             for (const [k, resident] of units.resident.entries()) {
-              if (resident) gpu.write(units.regionOf(k, 'value'), await this.gather(own, k));
+              if (resident) gpu.write(units.regionOf(k, 'value'), await this.shards.gather(this.groups.params, own, k));
             }
           }
           const open = async (k: number) => {
-            if (units.needsOpen(k)) units.open(k, own ? await this.gather(own, k) : null);
+            if (units.needsOpen(k)) units.open(k, own ? await this.shards.gather(this.groups.params, own, k) : null);
           };
           hooks = {
             gradsOf: (b) => units.gradsOf(b),
@@ -260,12 +204,13 @@ export class ZeroTrainer {
             padded.set(host);
             // avg: the mean over ranks of per-rank mean-loss gradients is the global mean's gradient.
             const mine = await this.groups.grads.reduceScatter(padded, { op: 'avg' });
-            if (micro === 0 || stage === 1) this.gHost.set(mine, pc.at);
-            else for (let i = 0; i < pc.c; i++) this.gHost[pc.at + i] += mine[i];
+            const gHost = this.shards.gHost;
+            if (micro === 0 || stage === 1) gHost.set(mine, pc.at);
+            else for (let i = 0; i < pc.c; i++) gHost[pc.at + i] += mine[i];
           },
           hooks,
         );
-      } else tape.backward(RULES);
+      } else await tape.backwardAsync(RULES);
       tape.dispose();
     }
     const lr = lrAt(this.schedule, step);
@@ -279,67 +224,24 @@ export class ZeroTrainer {
   private async update(lr: number, t: number): Promise<number> {
     const { gpu, cfg } = this;
     let sq = 0;
-    for (const x of this.gHost) sq += x * x;
+    for (const x of this.shards.gHost) sq += x * x;
     const total = (await this.groups.scalars.allReduce(new Float32Array([sq]), { op: 'sum' }))[0];
     const norm = Math.sqrt(total);
     const scale = clipScale(norm, cfg.gradClip);
     gpu.write(this.norm, new Float32Array([norm, scale]));
     gpu.write(this.hyper, packAdamHyper({ lr, beta1: cfg.beta1, beta2: cfg.beta2, eps: cfg.eps, step: t }));
-    if (this.g) {
-      if (this.shard) gpu.write(this.g, this.gHost);
-    } else {
-      // Stage 1: the reduced pieces go back into the rank's own ranges of the full gradient buffer.
-      for (const pc of this.pieces) {
-        if (pc.hi > pc.lo) {
-          gpu.write(sliceOf(this.model.params.grads, pc.lo, pc.hi), this.gHost.subarray(pc.at, pc.at + pc.hi - pc.lo));
-        }
-      }
-    }
-    for (const u of this.updates) {
-      adamwUpdate(gpu, u.value, u.grad, u.m, u.v, this.hyper, this.norm, u.decay ? cfg.weightDecay : 0);
-    }
+    this.shards.update(this.hyper, this.norm, cfg.weightDecay);
     return norm;
-  }
-
-  /** Host copies of this rank's value pieces, each padded to c_k (from the shard at stage 3). */
-  private async readOwn(): Promise<Float32Array[]> {
-    if (this.values) {
-      const shard = await this.gpu.read(this.values) as Float32Array;
-      return this.pieces.map((pc) => shard.slice(pc.at, pc.at + pc.c));
-    }
-    const flat = await this.gpu.read(this.model.params.values) as Float32Array;
-    return this.pieces.map((pc) => {
-      const out = new Float32Array(pc.c); // the tail past hi stays zero padding
-      out.set(flat.subarray(pc.lo, pc.hi));
-      return out;
-    });
-  }
-
-  /** Bucket k gathered over `group` from every rank's piece `pieces[k]` (c_k each): its n_k values. */
-  private async gather(pieces: readonly Float32Array[], k: number, group = this.groups.params): Promise<Float32Array> {
-    const full = await group.allGather(pieces[k]);
-    return full.subarray(0, this.buckets[k].end - this.buckets[k].start);
-  }
-
-  /** Every bucket gathered (one all-gather each, in order). */
-  private async gatherAll(pieces: readonly Float32Array[], group = this.groups.params): Promise<Float32Array[]> {
-    const out: Float32Array[] = [];
-    for (let k = 0; k < this.buckets.length; k++) out.push(await this.gather(pieces, k, group));
-    return out;
-  }
-
-  /** Every bucket gathered into the flat layout (Ψ_flat elements; alignment gaps zero). */
-  private async gatherFlat(pieces: readonly Float32Array[]): Promise<Float32Array> {
-    const out = new Float32Array(this.model.params.flatSize);
-    for (const b of this.buckets) out.set(await this.gather(pieces, b.index), b.start);
-    return out;
   }
 
   /** Stages 1–2: every rank's updated pieces to everyone. */
   private async allGatherUpdated(): Promise<void> {
-    const own = await this.readOwn();
+    const own = await this.shards.readOwn();
     for (const b of this.buckets) {
-      this.gpu.write(sliceOf(this.model.params.values, b.start, b.end), await this.gather(own, b.index));
+      this.gpu.write(
+        sliceOf(this.model.params.values, b.start, b.end),
+        await this.shards.gather(this.groups.params, own, b.index),
+      );
     }
   }
 
@@ -350,15 +252,15 @@ export class ZeroTrainer {
    * stages 1–2 hold the whole model and only evaluate.
    */
   async evaluate(data: TextDataset, cfg: TrainConfig): Promise<number> {
-    if (!this.units || !this.values) return await meanLoss(this.gpu, this.model, data, cfg);
-    const full = await this.gatherAll(await this.readOwn(), this.groups.eval);
+    if (!this.units || !this.shards.values) return await meanLoss(this.gpu, this.model, data, cfg);
+    const full = await this.shards.gatherAll(this.groups.eval, await this.shards.readOwn());
     return await this.units.forwardAsync(full, () => meanLoss(this.gpu, this.model, data, cfg));
   }
 
   /** The full flat parameter buffer, gathered from every rank's pieces (all ranks must call it). */
   async parameters(): Promise<Float32Array> {
     if (this.stage < 3) return await this.gpu.read(this.model.params.values) as Float32Array;
-    return await this.gatherFlat(await this.readOwn());
+    return await this.shards.gatherFlat(this.groups.params, await this.shards.readOwn());
   }
 
   /**
@@ -366,29 +268,24 @@ export class ZeroTrainer {
    * every rank's reduced pieces; all ranks must call it (one all-gather per bucket).
    */
   async gradients(): Promise<Float32Array> {
-    return await this.gatherFlat(this.pieces.map((pc) => this.gHost.subarray(pc.at, pc.at + pc.c)));
+    return await this.shards.gatherFlat(this.groups.params, this.shards.gradPieces());
   }
 
   /** Model-state bytes this rank holds now, summed from the buffers (see the module doc for the formulas). */
   memory(): ZeroMemory {
-    const held = this.model.params.allocatedBytes(), working = this.units?.workingBytes() ?? { params: 0, grads: 0 };
-    return {
-      params: held.value + (this.values?.bytes ?? 0),
-      grads: held.grad + (this.g?.bytes ?? 0),
-      optimizer: held.m + held.v + this.m.bytes + this.v.bytes,
-      working: working.params + working.grads,
-    };
+    return this.shards.memory(this.units?.workingBytes() ?? { params: 0, grads: 0 });
   }
 
   /** What a checkpoint of this rank holds: the store's remaining flat buffers and this rank's pieces. */
   trainingState(): Record<string, Tensor> {
-    const out = { ...this.model.params.trainingState(), 'zero.m': this.m, 'zero.v': this.v };
-    return this.values ? { ...out, 'zero.values': this.values } : out;
+    const { values, m, v } = this.shards;
+    const out = { ...this.model.params.trainingState(), 'zero.m': m, 'zero.v': v };
+    return values ? { ...out, 'zero.values': values } : out;
   }
 
   /** Frees the model's buffers and this trainer's shards. */
   destroy(): void {
     this.model.params.destroy();
-    for (const t of [this.m, this.v, this.g, this.values]) t?.buffer.destroy();
+    this.shards.destroy();
   }
 }

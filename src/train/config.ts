@@ -37,6 +37,9 @@ export const TrainConfigSchema = z.object({
   attention: z.enum(['flash', 'naive']).default('flash').describe(
     'attention kernel: FlashAttention-2 or the materialised T×T one',
   ),
+  recompute: z.enum(['none', 'selective', 'full']).default('none').describe(
+    'activation recomputation: full re-runs each block in backward from its input; selective the attention core only',
+  ),
   linearDecay: z.enum(['head', 'channel']).default('head').describe(
     'linear: decay per head (chunked kernel) or per channel with bonus u (recurrent, RWKV-6)',
   ),
@@ -159,6 +162,16 @@ export function parseConfig(input: Record<string, unknown>): TrainConfig {
     throw new Error(`Invalid config: nEmbd (${cfg.nEmbd}) must be divisible by nHead (${cfg.nHead})`);
   }
   if (cfg.minLr > cfg.lr) throw new Error(`Invalid config: minLr (${cfg.minLr}) must not exceed lr (${cfg.lr})`);
+  if (cfg.recompute !== 'none' && (cfg.arch === 'gpt-moe' || cfg.arch === 'mamba-moe')) {
+    throw new Error(
+      `Invalid config: recompute ${cfg.recompute} is not built for --arch ${cfg.arch} (its routing is read by the loss); use gpt, linear, mamba or hybrid`,
+    );
+  }
+  if (cfg.recompute === 'selective' && (cfg.arch === 'linear' || cfg.arch === 'mamba')) {
+    throw new Error(
+      `Invalid config: recompute selective recomputes the attention core, which --arch ${cfg.arch} has none of; use full`,
+    );
+  }
   validateSchedule(scheduleFromConfig(cfg), cfg.steps);
   try {
     parseDataSpec(cfg.data);

@@ -106,9 +106,10 @@ export class Trainer {
       const { loss } = await model.forward(tape, this.tokens, batch.x, this.targets, b, t, {
         gradScale: 1 / gradAccum,
         neftune,
+        recompute: cfg.recompute,
       });
       axpy(gpu, 1 / gradAccum, loss!, this.lossAcc);
-      tape.backward(RULES);
+      await tape.backwardAsync(RULES); // asynchronous only when a recomputed block is on the tape
       tape.dispose();
     }
   }

@@ -5,7 +5,8 @@
  * tests/comm/reference.ts on the rank itself.
  */
 import { serveRank } from '../../src/comm/launch.ts';
-import { ALGORITHMS, type NumArray, type ReduceOp } from '../../src/comm/communicator.ts';
+import type { NumArray, ReduceOp } from '../../src/comm/communicator.ts';
+import { ALGORITHMS } from '../../src/comm/call_options.ts';
 import { TensorComm } from '../../src/comm/tensor_comm.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
 import { as, diff, type DT, input, reduceRef } from './reference.ts';

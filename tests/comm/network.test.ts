@@ -6,7 +6,8 @@
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
 import { NET_PRESETS, NetworkModel, parseNetwork, SimClock } from '../../src/comm/network.ts';
 import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
-import { ALGORITHMS, type Communicator } from '../../src/comm/communicator.ts';
+import type { Communicator } from '../../src/comm/communicator.ts';
+import { ALGORITHMS } from '../../src/comm/call_options.ts';
 import { predictUs, type SizedCollective } from '../../src/comm/cost.ts';
 
 Deno.test('parseNetwork reads two-level specs, units and presets', () => {

@@ -1,5 +1,5 @@
 /**
- * MoE kernels (src/kernels/moe.ts) against the f64 references (src/reference/moe.ts), whose
+ * MoE kernels (src/kernels/moe.ts, moe_gather.ts) against the f64 references (src/reference/moe.ts), whose
  * backward passes are first checked by central finite differences; ragged sizes, drops by
  * capacity, several groups, and a scatter-add with repeated targets.
  */
@@ -10,18 +10,15 @@ import {
   assignSlots,
   auxLossBackward,
   auxLossForward,
-  gatherRows,
-  gatherSumRows,
   groupColumnSum,
   routerGates,
   routerGatesBackward,
-  rowDots,
-  scatterAddRows,
   slotPlan,
   softmaxRows,
   softmaxRowsBackward,
   topKExperts,
 } from '../../src/kernels/moe.ts';
+import { gatherRows, gatherSumRows, rowDots, scatterAddRows } from '../../src/kernels/moe_gather.ts';
 import {
   assignSlotsRef,
   auxLossRef,

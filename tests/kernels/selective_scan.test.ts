@@ -1,12 +1,7 @@
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertFiniteDiff, assertRelRms, assertThrows, dot, f64, randn } from '../util/assert.ts';
-import {
-  type ScanDims,
-  scanStateShape,
-  scanTuning,
-  selectiveScanBackward,
-  selectiveScanForward,
-} from '../../src/kernels/selective_scan.ts';
+import { type ScanDims, scanStateShape, scanTuning, selectiveScanForward } from '../../src/kernels/selective_scan.ts';
+import { selectiveScanBackward } from '../../src/kernels/selective_scan_bwd.ts';
 import {
   type ScanGrads,
   type ScanInputs,

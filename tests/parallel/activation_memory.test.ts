@@ -14,9 +14,9 @@ import {
   activationBytes,
   activationMemory,
   type ActivationOptions,
-  itemBytes,
   korthikantiLayerBytes,
 } from '../../src/parallel/activation_memory.ts';
+import { itemBytes } from '../../src/parallel/activation_items.ts';
 import { makePlan, type ParallelPlan, type PlanModel } from '../../src/parallel/plan.ts';
 import { POOL_GRANULE } from '../../src/gpu/pool.ts';
 import { gpuTest } from '../util/gpu.ts';
@@ -247,3 +247,44 @@ gpuTest(
     }
   },
 );
+
+for (const [mode, attention] of [['full', 'flash'], ['selective', 'naive']] as const) {
+  gpuTest(
+    `recompute ${mode} (${attention}): the forward keeps exactly the formula's items; the predicted peak drops`,
+    async (gpu) => {
+      const cfg = gcfg({ attention }), model = new GPT(gpu, cfg, 1);
+      const x = tokens(B * T, 0),
+        tok = gpu.upload(x, [B, T], 'i32'),
+        tgt = gpu.upload(tokens(B * T, 3), [B * T], 'i32');
+      const delta = await grown(gpu, async () => {
+        const tape = new Tape(gpu, model.params.gradMap());
+        await model.forward(tape, tok, x, tgt, B, T, { recompute: mode });
+        return [tape];
+      });
+      const plan: PlanModel = { nLayer: 2, nHead: 2, nEmbd: 24, blockSize: T, batchSize: B, vocabSize: V };
+      const o = { attention, recompute: mode } as const, mem = activationMemory(makePlan(), plan, 0, o);
+      equal(delta, itemBytes(mem.stages[0].items, true), `${mode}: pool growth after the forward vs the kept items`);
+      ok(mem.bytes > itemBytes(mem.stages[0].items), 'the peak adds one recomputed segment');
+      // The predicted peak drops once what a layer stops keeping outweighs one recomputed segment:
+      // 4 layers of T = 64 (the tiny forward above keeps too little to save).
+      const big: PlanModel = { ...plan, nLayer: 4, blockSize: 64, batchSize: 4 };
+      const at = (p: Partial<ParallelPlan>, r: 'none' | 'full' | 'selective') =>
+        activationMemory(makePlan(p), big, 0, { attention, recompute: r });
+      // Selective only saves where the T×T kernel runs: a tensor-parallel rank always runs FlashAttention.
+      const plans: Partial<ParallelPlan>[] = [
+        {},
+        { dp: 2, pp: 2, microBatches: 2 },
+        ...(mode === 'full' ? [{ tp: 2, sp: true }] : []),
+      ];
+      for (const p of plans) {
+        const [r, n] = [at(p, mode), at(p, 'none')];
+        ok(
+          r.bytes < n.bytes && r.perLayer < n.perLayer,
+          `${mode} ${JSON.stringify(p)}: ${r.bytes} B vs ${n.bytes} B without`,
+        );
+      }
+      [tok, tgt].forEach((t) => t.release());
+      model.params.destroy();
+    },
+  );
+}

@@ -12,7 +12,8 @@ import { maxRel, TEXT, tinyConfig } from './harness.ts';
 import { singleRankRun } from './single_rank.ts';
 import { localMeshRun } from './mesh_harness.ts';
 import type { Named } from './mesh_rank.ts';
-import { checkArchSplit, makePlan, type ParallelPlan, planGroup, planMesh } from '../../src/parallel/plan.ts';
+import { makePlan, type ParallelPlan, planGroup, planMesh } from '../../src/parallel/plan.ts';
+import { checkArchSplit } from '../../src/parallel/strategy.ts';
 import { shardKind, TP_TABLE, tpRole, unshardParam } from '../../src/parallel/tp_table.ts';
 import { createModel } from '../../src/models/registry.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
@@ -46,12 +47,16 @@ const CASES: [string, Partial<TrainConfig>, Partial<ParallelPlan>][] = [
   ['linear pp2 (GPipe)', { arch: 'linear', nEmbd: 16 }, { pp: 2, schedule: 'gpipe', microBatches: 2 }],
   ['hybrid tp2', { arch: 'hybrid', nEmbd: 16, attnEvery: 1 }, { tp: 2 }],
   ['hybrid dp2 × tp2', { arch: 'hybrid', nEmbd: 16, attnEvery: 2 }, { dp: 2, tp: 2 }],
+  ['mamba pp2 (1F1B), recompute full', { arch: 'mamba', nEmbd: 16, recompute: 'full' }, { pp: 2, microBatches: 2 }],
+  ['mamba tp2, recompute full', { arch: 'mamba', nEmbd: 16, recompute: 'full' }, { tp: 2 }],
+  ['hybrid tp2, recompute selective', { arch: 'hybrid', nEmbd: 16, attnEvery: 1, recompute: 'selective' }, { tp: 2 }],
 ];
 
 for (const [what, arch, over] of CASES) {
   gpuTest(`${what} matches the single-rank run of the same architecture`, async (gpu) => {
     const cfg = tinyConfig({ ...arch, dState: 4, expand: 2, dConv: 4 });
-    const plan = makePlan(over), ref = await singleRankRun(gpu, cfg, TEXT);
+    // The reference runs without recomputation: recomputed parallel runs must match it too.
+    const plan = makePlan(over), ref = await singleRankRun(gpu, { ...cfg, recompute: 'none' }, TEXT);
     const res = await localMeshRun(gpu, plan, cfg, TEXT);
     for (const [r, x] of res.entries()) {
       ok(maxRel(x.losses, ref.losses) < 1e-4, `${what} rank ${r}: losses ${x.losses} vs ${ref.losses}`);

@@ -15,12 +15,8 @@ import { testGpu } from '../util/gpu.ts';
 import { assertClose, assertRelRms, assertThrows } from '../util/assert.ts';
 import { maxRel, ringAllReduceSent, TEXT, WORKER_TEST } from './harness.ts';
 import { type EpArgs, epData, epReference, type EpResult, withEpWorld } from './ep_harness.ts';
-import {
-  allToAllFromExperts,
-  allToAllToExperts,
-  expertParallelGroups,
-  expertShard,
-} from '../../src/parallel/expert_parallel.ts';
+import { allToAllFromExperts, allToAllToExperts } from '../../src/parallel/expert_exchange.ts';
+import { expertParallelGroups, expertShard } from '../../src/parallel/expert_parallel.ts';
 import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
 import { stepTraffic } from '../../src/parallel/cost.ts';
 import { makePlan, planGroup } from '../../src/parallel/plan.ts';

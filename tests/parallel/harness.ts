@@ -11,7 +11,7 @@ import { CharTokenizer } from '../../src/data/tokenizer.ts';
 import { TextDataset } from '../../src/data/dataset.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import type { Sent } from '../../src/parallel/traffic.ts';
-import type { ZeroMemory } from '../../src/parallel/zero.ts';
+import type { ZeroMemory } from '../../src/parallel/zero_pieces.ts';
 import { withRankWorld } from '../comm/world.ts';
 import { recordRows } from './rows.ts';
 

@@ -107,7 +107,8 @@ export function expectedMeshSent(
   const name = (dim: 'dp' | 'pp' | 'cp' | 'tp') => `${dim}[${planGroup(plan, dim, r).join(',')}]`;
   const out: Sent = {};
   if (tp > 1) {
-    const calls = m * (4 * Lr + (first ? 1 : 0) + (last ? 1 : 0));
+    // --recompute full repeats each block's 2 forward row-parallel reductions (sp: 2 gathers + 2 scatters) in backward.
+    const calls = m * (4 * Lr + (first ? 1 : 0) + (last ? 1 : 0) + (cfg.recompute === 'full' ? 2 * Lr : 0));
     if (!sp) out[`${name('tp')}/act/allReduce`] = calls * ringAllReduceSent(N * C, tp, c.tp);
     else {
       out[`${name('tp')}/act/allGather`] = calls * collectiveTraffic('allGather', 'ring', N * C, tp, c.tp).elements;
@@ -134,8 +135,11 @@ export function expectedMeshSent(
   }
   if (cp > 1) {
     const n = N * (C / tp), aa = (x: number) => collectiveTraffic('allToAll', 'direct', x, cp, c.cp).elements;
-    if (plan.cpKind === 'ring') out[`${name('cp')}/attn:p2p/send`] = m * Lr * (2 * n * (cp - 1) * 2 + 2 * n * cp);
-    else out[`${name('cp')}/attn/allToAll`] = m * Lr * 2 * (aa(3 * n) + aa(n));
+    // Recomputation (full or selective) runs each attention forward once more in backward.
+    const fwd = cfg.recompute === 'none' ? 1 : 2;
+    if (plan.cpKind === 'ring') {
+      out[`${name('cp')}/attn:p2p/send`] = m * Lr * (2 * n * (cp - 1) * (1 + fwd) + 2 * n * cp);
+    } else out[`${name('cp')}/attn/allToAll`] = m * Lr * (1 + fwd) * (aa(3 * n) + aa(n));
   }
   const dpcp = planGroup(plan, 'dp', r).flatMap((x) => planGroup(plan, 'cp', x));
   const sync = `${cp > 1 ? 'dpcp' : 'dp'}[${dpcp.join(',')}]`, d = dpcp.length, i = dpcp.indexOf(r);
@@ -183,7 +187,7 @@ function compareWithCost(
   };
   // ZeRO-1 pads the aligned flat buffer (mesh_zero.ts), not Ψ_r: passed as the one bucket's call size.
   const dpcp = plan.dp * plan.cp, buckets = plan.zero ? [zeroPadded(flatLen, dpcp)] : undefined;
-  const rows = stepTraffic(plan, model, r, { buckets, trainer: 'mesh' });
+  const rows = stepTraffic(plan, model, r, { buckets, trainer: 'mesh', recompute: cfg.recompute });
   deepStrictEqual(
     rows.filter((x) => !x.exact).map((x) => x.what),
     [],

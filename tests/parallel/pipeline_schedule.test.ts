@@ -11,7 +11,7 @@ import {
   scheduleProblems,
 } from '../../src/parallel/pipeline_schedule.ts';
 import { dryRun } from '../../src/parallel/pipeline_sim.ts';
-import { bubbleFraction } from '../../src/parallel/cost.ts';
+import { bubbleFraction } from '../../src/parallel/pipeline_sim.ts';
 
 const PS = [1, 2, 3, 4], MS = [1, 2, 3, 4, 8];
 const clone = (s: PipelineSchedule): PipelineSchedule => ({

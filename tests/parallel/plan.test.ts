@@ -9,9 +9,9 @@ import {
   planProblems,
   rankAt,
   rankCoords,
-  strategyOf,
   validatePlan,
 } from '../../src/parallel/plan.ts';
+import { strategyOf } from '../../src/parallel/strategy.ts';
 import { DeviceMesh } from '../../src/comm/mesh.ts';
 
 const MODEL = { nLayer: 4, nHead: 4, nEmbd: 64, blockSize: 64, batchSize: 16, vocabSize: 65 };

@@ -1,0 +1,130 @@
+/**
+ * The gradient-sync hook of the mesh trainer (mesh_trainer.ts; docs/design.md §16), run after the
+ * micro-batch schedule has left this rank's local gradients in its ParamStore, and the update
+ * of what the rank owns. Kept apart from the step so the step reads as schedule → sync → norm →
+ * update, the order picotron's train_step follows:
+ * - sequence parallelism: the partial gradients of replicated parameters summed over tp;
+ * - a tied embedding held by the first and last pipeline stage: both copies' gradients summed
+ *   over the embedding group (Megatron's `_allreduce_word_embedding_grads`);
+ * - data (and context) parallelism: one allReduce (avg) of the rank's packed gradient over the
+ *   dp·cp ranks holding the same shard — or, under ZeRO-1, mesh_zero.ts's reduce-scatter, piece
+ *   update and all-gather;
+ * - this rank's share of ‖g‖², each parameter counted once in the world sum.
+ */
+import type { Gpu } from '../gpu/context.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { adamwUpdate } from '../kernels/adamw.ts';
+import type { Communicator } from '../comm/communicator.ts';
+import type { MeshCoords } from '../comm/mesh.ts';
+import { allReduceSequenceParallelGrads } from './sequence_parallel.ts';
+import { subGroup } from './data_parallel.ts';
+import { MeshZero1 } from './mesh_zero.ts';
+import type { ModelStages } from './stages.ts';
+import { shardKind } from './tp_table.ts';
+
+/** The groups one rank synchronises over (world ranks), from the mesh trainer. */
+export interface SyncGroups {
+  /** The dp·cp ranks holding the same shard, dp-major (Megatron's data-parallel group with cp). */
+  dpcp: number[];
+  /** First and last pipeline rank of this rank's (dp, cp, tp) coordinate when it is one of them, else []. */
+  embedding: number[];
+}
+
+/** Gradient synchronisation and update of one mesh rank (see the module doc). */
+export class GradSync {
+  /** ZeRO-1 over the dp·cp group (plan.zero 1), else null. */
+  readonly zero: MeshZero1 | null;
+  private readonly dpGrads: Communicator;
+  private readonly spGrads: Communicator | null;
+  private readonly embGroup: Communicator | null;
+
+  /**
+   * @param tp this rank's tensor-parallel group; `zero` the ZeRO stage (0 or 1); `sp` sequence parallelism.
+   */
+  constructor(
+    readonly gpu: Gpu,
+    readonly stages: ModelStages,
+    readonly coords: MeshCoords,
+    world: Communicator,
+    tp: Communicator,
+    groups: SyncGroups,
+    o: { zero: number; sp: boolean; cp: number },
+  ) {
+    const sync = world.newGroup(groups.dpcp, `${o.cp > 1 ? 'dpcp' : 'dp'}[${groups.dpcp.join(',')}]`);
+    this.dpGrads = subGroup(sync, 'grads');
+    this.zero = o.zero === 1 ? new MeshZero1(gpu, stages.params, sync) : null;
+    this.spGrads = o.sp ? subGroup(tp, 'sp-grads') : null;
+    const emb = groups.embedding;
+    this.embGroup = emb.length ? world.newGroup(emb, `embedding[${emb.join(',')}]`) : null;
+  }
+
+  /**
+   * Synchronises the local gradients (see the module doc) and returns this rank's share of the
+   * global ‖g‖², before clipping.
+   * @throws (rejects with) a peer's failure or timeout.
+   */
+  async run(): Promise<number> {
+    const { gpu, stages } = this;
+    if (this.spGrads) await allReduceSequenceParallelGrads(gpu, stages.params, this.spGrads);
+    const flat = (await gpu.read(stages.params.grads) as Float32Array).slice();
+    if (this.embGroup) {
+      // The tied embedding's two copies get the sum of the embedding's and the head's gradients.
+      const w = stages.params.get(stages.tied!), g = flat.slice(w.offset, w.offset + w.size);
+      await this.embGroup.allReduce(g, { op: 'sum' });
+      flat.set(g, w.offset);
+    }
+    // dp·cp average: every rank's loss is the mean over equal token counts.
+    if (this.zero) return this.zero.squaredNorm(await this.zero.reduceScatter(flat), (n) => this.counts(n));
+    // Packed without the store's alignment gaps, so the allReduce moves exactly Ψ_r = rankParams().dense elements.
+    const grads = this.pack(flat);
+    await this.dpGrads.allReduce(grads, { op: 'avg' });
+    gpu.write(stages.params.grads, this.unpack(grads, flat));
+    // dp / cp replicas hold equal averaged gradients: index 0 counts them.
+    return this.coords.dp === 0 && this.coords.cp === 0 ? this.squaredNorm(flat) : 0;
+  }
+
+  /** Encodes AdamW on what this rank owns: its whole shard, or its ZeRO-1 piece (hyper (8), norm (2) as adamw.ts takes them). */
+  update(hyper: Tensor, norm: Tensor, weightDecay: number): void {
+    if (this.zero) return this.zero.update(hyper, norm, weightDecay);
+    for (const p of this.stages.params.params) {
+      adamwUpdate(this.gpu, p.value, p.grad, p.m, p.v, hyper, norm, p.decay ? weightDecay : 0);
+    }
+  }
+
+  /**
+   * Whether parameter `name` counts towards this rank's ‖g‖² so that the world sum counts every
+   * parameter once: replicated tp parameters on tp index 0 only, never the head's copy of a tied
+   * embedding (stage 0 counts it; Megatron skips shared copies too).
+   */
+  private counts(name: string): boolean {
+    if (this.stages.headCopy && name === this.stages.tied) return false;
+    return this.coords.tp === 0 || this.stages.ctx.tp === 1 || shardKind(name) !== 'replicated';
+  }
+
+  /** Σ g² over the parameters {@link counts} selects, from the store's flat gradient. */
+  private squaredNorm(flat: Float32Array): number {
+    let s = 0;
+    for (const p of this.stages.params.params) {
+      if (!this.counts(p.name)) continue;
+      for (let i = p.offset; i < p.offset + p.size; i++) s += flat[i] * flat[i];
+    }
+    return s;
+  }
+
+  /** The store's flat buffer (with alignment gaps) → the parameters back to back. */
+  private pack(flat: Float32Array): Float32Array {
+    const out = new Float32Array(this.stages.params.count);
+    let off = 0;
+    for (const p of this.stages.params.params) {
+      out.set(flat.subarray(p.offset, p.offset + p.size), (off += p.size) - p.size);
+    }
+    return out;
+  }
+
+  /** Inverse of {@link pack}, into `flat` (gaps untouched). */
+  private unpack(packed: Float32Array, flat: Float32Array): Float32Array {
+    let off = 0;
+    for (const p of this.stages.params.params) flat.set(packed.subarray(off, off += p.size), p.offset);
+    return flat;
+  }
+}
