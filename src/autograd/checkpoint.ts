@@ -7,7 +7,8 @@
  */
 import { Tensor } from '../gpu/tensor.ts';
 import { axpy } from '../kernels/elementwise.ts';
-import type { RuleTable, Tape } from './tape.ts';
+import type { Tape } from './tape.ts';
+import type { RuleTable } from './records.ts';
 
 /**
  * y = run(x) as one `checkpoint` node on `tape`: the forward on a non-recording child tape whose

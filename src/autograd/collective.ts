@@ -12,7 +12,8 @@
  */
 import type { Tensor } from '../gpu/tensor.ts';
 import { axpy } from '../kernels/elementwise.ts';
-import type { GradContext, Tape } from './tape.ts';
+import type { Tape } from './tape.ts';
+import type { GradContext } from './records.ts';
 
 /** A host-side map of a rank's data, usually a collective over its process group. */
 export type HostCollective = (x: Float32Array) => Promise<Float32Array>;

@@ -8,7 +8,7 @@ import { selectiveScanBackward } from '../kernels/selective_scan_bwd.ts';
 import { conv1dBackward } from '../kernels/conv1d.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { axpy } from '../kernels/elementwise.ts';
-import type { GradContext, RuleTable } from './tape.ts';
+import type { GradContext, RuleTable } from './records.ts';
 
 type MixerOp = 'linearAttention' | 'recurrentLinearAttention' | 'selectiveScan' | 'conv1d';
 

@@ -24,7 +24,8 @@ import {
   softmaxRowsBackward,
 } from '../kernels/moe.ts';
 import { gatherRows, gatherSumRows, rowDots } from '../kernels/moe_gather.ts';
-import type { GradContext, RuleTable, Tape } from './tape.ts';
+import type { Tape } from './tape.ts';
+import type { GradContext, RuleTable } from './records.ts';
 
 /** What each MoE op saves for its backward (entries of OpRecords in tape.ts). */
 export interface MoERecords {

@@ -22,7 +22,8 @@ import {
   tokenShiftForward,
 } from '../kernels/activations.ts';
 import { Tensor } from '../gpu/tensor.ts';
-import type { AttnDims, Tape } from './tape.ts';
+import type { Tape } from './tape.ts';
+import type { AttnDims } from './records.ts';
 
 function expect(cond: boolean, msg: () => string): void {
   if (!cond) throw new Error(msg());

@@ -22,7 +22,7 @@ import {
   siluBackward,
   tokenShiftBackward,
 } from '../kernels/activations.ts';
-import type { RuleTable } from './tape.ts';
+import type { RuleTable } from './records.ts';
 import { rowView } from './ops.ts';
 import { MIXER_RULES } from './mixer_rules.ts';
 import { collectiveRule } from './collective.ts';

@@ -16,8 +16,9 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import { Tensor } from '../gpu/tensor.ts';
-import { type Node, Tape } from '../autograd/tape.ts';
-import type { RuleTable } from '../autograd/tape.ts';
+import { Tape } from '../autograd/tape.ts';
+import { type Node } from '../autograd/records.ts';
+import type { RuleTable } from '../autograd/records.ts';
 import type { Param, ParamStore } from '../nn/params.ts';
 
 /** One bucket: flat-buffer elements [start, end) holding `params` whole. */
