@@ -158,7 +158,7 @@ export class DataParallelTrainer {
     validateSchedule(this.schedule, cfg.steps);
     this.batches = new LocalBatches(gpu, model, data, cfg, comm.rank, comm.size);
     this.buckets = planBuckets(model.params, opts.bucketBytes ?? 1 << 20);
-    this.opt = new AdamW(gpu, model.params, cfg);
+    this.opt = new AdamW(gpu, cfg);
     this.gradGroup = subGroup(comm, 'grads');
     this.lossGroup = subGroup(comm, 'loss');
     this.meter = TrafficMeter.of(comm);
@@ -197,7 +197,7 @@ export class DataParallelTrainer {
       tape.dispose();
     }
     const lr = lrAt(this.schedule, step);
-    this.opt.step(lr, step + 1);
+    this.opt.step(this.model.params, lr, step + 1);
     const loss = await this.batches.globalLoss(this.lossGroup);
     const gradNorm = (await gpu.read(this.opt.norm))[0];
     return { step, lr, loss, gradNorm, sent: this.meter.take(), overlap };

@@ -25,7 +25,6 @@ import type { Tensor } from '../gpu/tensor.ts';
 import { Tape } from '../autograd/tape.ts';
 import { RULES } from '../autograd/rules.ts';
 import { axpy } from '../kernels/elementwise.ts';
-import { adamwUpdate, packAdamHyper } from '../kernels/adamw.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from '../train/config.ts';
@@ -36,7 +35,7 @@ import { forwardExpertParallel } from './expert_exchange.ts';
 import { checkDataParallel, type ParallelStepRecord, subGroup } from './data_parallel.ts';
 import { TrafficMeter } from './traffic.ts';
 import { type ParallelPlan, planGroup } from './plan.ts';
-import { clipScale } from '../train/optimizer.ts';
+import { AdamW } from '../train/optimizer.ts';
 
 /**
  * The experts rank `index` of an EP group of `ep` holds: [index·E/ep, (index+1)·E/ep).
@@ -91,8 +90,8 @@ export class ExpertParallelTrainer {
   private readonly tokens: Tensor;
   private readonly targets: Tensor;
   private readonly lossAcc: Tensor;
-  private readonly norm: Tensor;
-  private readonly hyper: Tensor;
+  /** optimizer.ts's AdamW over every parameter this rank holds. */
+  private readonly opt: AdamW;
   private readonly groups: {
     moe: Communicator;
     grads: Communicator;
@@ -128,8 +127,7 @@ export class ExpertParallelTrainer {
     this.tokens = gpu.zeros([this.rows, cfg.blockSize], 'i32', 'ep.tokens');
     this.targets = gpu.zeros([this.rows, cfg.blockSize], 'i32', 'ep.targets');
     this.lossAcc = gpu.zeros([2], 'f32', 'ep.loss');
-    this.norm = gpu.zeros([2], 'f32', 'ep.norm');
-    this.hyper = gpu.zeros([8], 'f32', 'ep.hyper');
+    this.opt = new AdamW(gpu, cfg);
     this.groups = {
       moe: subGroup(g.ep, 'moe'),
       grads: subGroup(g.dp, 'grads'),
@@ -180,7 +178,7 @@ export class ExpertParallelTrainer {
 
   /** Averages dense gradients over dp, sums expert ones over the edp group and divides them by dp, clips by the global norm and runs AdamW. Returns ‖g‖₂. */
   private async syncAndUpdate(lr: number, t: number): Promise<number> {
-    const { gpu, model, cfg } = this;
+    const { gpu, model } = this;
     const grads = Float32Array.from(await gpu.read(model.params.grads));
     // One allReduce per kind over its parameters packed without padding: Ψ_dense and Ψ_expert elements exactly.
     const allReduce = async (keep: (expert: boolean) => boolean, comm: Communicator, op: 'avg' | 'sum') => {
@@ -213,13 +211,8 @@ export class ExpertParallelTrainer {
     }
     const total = denseSq + (await this.groups.norm.allReduce(new Float32Array([expertSq]), { op: 'sum' }))[0];
     const norm = Math.sqrt(total);
-    const scale = clipScale(norm, cfg.gradClip);
     gpu.write(model.params.grads, grads);
-    gpu.write(this.norm, new Float32Array([norm, scale]));
-    gpu.write(this.hyper, packAdamHyper({ lr, beta1: cfg.beta1, beta2: cfg.beta2, eps: cfg.eps, step: t }));
-    for (const p of model.params.params) {
-      adamwUpdate(gpu, p.value, p.grad, p.m, p.v, this.hyper, this.norm, p.decay ? cfg.weightDecay : 0);
-    }
+    this.opt.stepSharded(model.params.params, lr, t, norm);
     return norm;
   }
 

@@ -5,15 +5,15 @@
  * update, the order picotron's train_step follows:
  * - sequence parallelism: the partial gradients of replicated parameters summed over tp;
  * - a tied embedding held by the first and last pipeline stage: both copies' gradients summed
- *   over the embedding group (Megatron's `_allreduce_word_embedding_grads`);
+ *   over the embedding group (Megatron's `_allreduce_word_embedding_grads`); a block several
+ *   stages run (the hybrid's shared attention), held by every stage: summed over the pp group;
  * - data (and context) parallelism: one allReduce (avg) of the rank's packed gradient over the
  *   dp·cp ranks holding the same shard — or, under ZeRO-1, mesh_zero.ts's reduce-scatter, piece
  *   update and all-gather;
  * - this rank's share of ‖g‖², each parameter counted once in the world sum.
  */
 import type { Gpu } from '../gpu/context.ts';
-import type { Tensor } from '../gpu/tensor.ts';
-import { adamwUpdate } from '../kernels/adamw.ts';
+import type { AdamWSlot } from '../train/optimizer.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import type { MeshCoords } from '../comm/mesh.ts';
 import { allReduceSequenceParallelGrads } from './sequence_parallel.ts';
@@ -24,6 +24,8 @@ import { shardKind } from './tp_table.ts';
 
 /** The groups one rank synchronises over (world ranks), from the mesh trainer. */
 export interface SyncGroups {
+  /** The pipeline ranks of this rank's (dp, cp, tp) coordinate. */
+  pp: number[];
   /** The dp·cp ranks holding the same shard, dp-major (Megatron's data-parallel group with cp). */
   dpcp: number[];
   /** First and last pipeline rank of this rank's (dp, cp, tp) coordinate when it is one of them, else []. */
@@ -37,6 +39,7 @@ export class GradSync {
   private readonly dpGrads: Communicator;
   private readonly spGrads: Communicator | null;
   private readonly embGroup: Communicator | null;
+  private readonly sharedGroup: Communicator | null;
 
   /**
    * @param tp this rank's tensor-parallel group; `zero` the ZeRO stage (0 or 1); `sp` sequence parallelism.
@@ -56,6 +59,8 @@ export class GradSync {
     this.spGrads = o.sp ? subGroup(tp, 'sp-grads') : null;
     const emb = groups.embedding;
     this.embGroup = emb.length ? world.newGroup(emb, `embedding[${emb.join(',')}]`) : null;
+    const pp = groups.pp;
+    this.sharedGroup = pp.length > 1 && stages.shared.length ? world.newGroup(pp, `shared[${pp.join(',')}]`) : null;
   }
 
   /**
@@ -73,6 +78,14 @@ export class GradSync {
       await this.embGroup.allReduce(g, { op: 'sum' });
       flat.set(g, w.offset);
     }
+    if (this.sharedGroup) {
+      // Each stage's copy of a shared block gets the sum of every stage's uses.
+      const ps = stages.shared.map((n) => stages.params.get(n)),
+        g = new Float32Array(ps.reduce((a, p) => a + p.size, 0));
+      ps.reduce((off, p) => (g.set(flat.subarray(p.offset, p.offset + p.size), off), off + p.size), 0);
+      await this.sharedGroup.allReduce(g, { op: 'sum' });
+      ps.reduce((off, p) => (flat.set(g.subarray(off, off + p.size), p.offset), off + p.size), 0);
+    }
     // dp·cp average: every rank's loss is the mean over equal token counts.
     if (this.zero) return this.zero.squaredNorm(await this.zero.reduceScatter(flat), (n) => this.counts(n));
     // Packed without the store's alignment gaps, so the allReduce moves exactly Ψ_r = rankParams().dense elements.
@@ -83,12 +96,9 @@ export class GradSync {
     return this.coords.dp === 0 && this.coords.cp === 0 ? this.squaredNorm(flat) : 0;
   }
 
-  /** Encodes AdamW on what this rank owns: its whole shard, or its ZeRO-1 piece (hyper (8), norm (2) as adamw.ts takes them). */
-  update(hyper: Tensor, norm: Tensor, weightDecay: number): void {
-    if (this.zero) return this.zero.update(hyper, norm, weightDecay);
-    for (const p of this.stages.params.params) {
-      adamwUpdate(this.gpu, p.value, p.grad, p.m, p.v, hyper, norm, p.decay ? weightDecay : 0);
-    }
+  /** What this rank's AdamW updates (optimizer.ts AdamWSlot): its whole shard, or its ZeRO-1 piece. */
+  owned(): readonly AdamWSlot[] {
+    return this.zero ? this.zero.slots : this.stages.params.params;
   }
 
   /**
@@ -98,6 +108,7 @@ export class GradSync {
    */
   private counts(name: string): boolean {
     if (this.stages.headCopy && name === this.stages.tied) return false;
+    if (this.coords.pp !== 0 && this.stages.shared.includes(name)) return false; // pp rank 0 counts shared blocks
     return this.coords.tp === 0 || this.stages.ctx.tp === 1 || shardKind(name) !== 'replicated';
   }
 

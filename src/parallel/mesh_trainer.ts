@@ -52,7 +52,6 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { packAdamHyper } from '../kernels/adamw.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import type { MeshCoords, MeshDim } from '../comm/mesh.ts';
 import { wallMs } from '../comm/trace.ts';
@@ -71,7 +70,7 @@ import { ModelStages } from './stages.ts';
 import { RankContext } from './rank_context.ts';
 import { cpPositions, takePositions } from './context_parallel.ts';
 import { GradSync } from './grad_sync.ts';
-import { clipScale } from '../train/optimizer.ts';
+import { AdamW } from '../train/optimizer.ts';
 
 /** One optimizer step as a mesh rank saw it; `loss`, `gradNorm` and `lr` are global. */
 export interface MeshStepRecord extends StepRecord {
@@ -144,8 +143,8 @@ export class MeshTrainer {
   private readonly scalars: Communicator;
   private readonly meter: TrafficMeter;
   private readonly lossAcc: Tensor;
-  private readonly norm: Tensor;
-  private readonly hyper: Tensor;
+  /** optimizer.ts's AdamW over what this rank owns (its shard, or its ZeRO-1 piece). */
+  private readonly opt: AdamW;
 
   /**
    * @param world the world communicator (size dp·pp·cp·tp); every rank constructs the trainer
@@ -193,8 +192,7 @@ export class MeshTrainer {
     this.scalars = subGroup(world, 'scalars');
     this.meter = TrafficMeter.of(world);
     this.lossAcc = gpu.zeros([2], 'f32', 'mesh.loss');
-    this.norm = gpu.zeros([2], 'f32', 'mesh.grad_norm');
-    this.hyper = gpu.zeros([8], 'f32', 'mesh.adam_hyper');
+    this.opt = new AdamW(gpu, cfg);
   }
 
   /**
@@ -224,13 +222,10 @@ export class MeshTrainer {
     start = wallMs();
     const sums = await this.scalars.allReduce(new Float32Array([squares, await this.lossShare()]), { op: 'sum' });
     const norm = Math.sqrt(sums[0]);
-    const scale = clipScale(norm, cfg.gradClip);
     span('comm', start, 'norm + loss allReduce');
     start = wallMs();
     const lr = lrAt(this.schedule, step);
-    gpu.write(this.norm, new Float32Array([norm, scale]));
-    gpu.write(this.hyper, packAdamHyper({ lr, beta1: cfg.beta1, beta2: cfg.beta2, eps: cfg.eps, step: step + 1 }));
-    this.sync.update(this.hyper, this.norm, cfg.weightDecay);
+    this.opt.stepSharded(this.sync.owned(), lr, step + 1, norm);
     await gpu.sync();
     span('compute', start, 'AdamW');
     if (this.sync.zero) {
@@ -275,6 +270,7 @@ export class MeshTrainer {
   /** Frees the parameters and step buffers. */
   destroy(): void {
     this.stages.params.destroy();
-    for (const t of [this.lossAcc, this.norm, this.hyper]) t.release();
+    this.lossAcc.release();
+    this.opt.dispose();
   }
 }

@@ -16,7 +16,6 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { adamwUpdate } from '../kernels/adamw.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import type { ParamStore } from '../nn/params.ts';
 import { sliceOf } from './buckets.ts';
@@ -41,7 +40,8 @@ export class MeshZero1 {
   readonly hi: number;
   /** Flat length F of the store's buffers. */
   readonly flat: number;
-  private readonly updates: Update[] = [];
+  /** AdamW's slots (optimizer.ts): this rank's piece of every parameter it meets. */
+  readonly slots: Update[] = [];
   private readonly grads: Communicator;
   private readonly params: Communicator;
 
@@ -55,7 +55,7 @@ export class MeshZero1 {
       const a = Math.max(p.offset, this.lo), b = Math.min(p.offset + p.size, this.hi);
       if (a >= b) continue;
       const view = (t: Tensor) => sliceOf(t, a, b, `${p.name}[${a - p.offset}:${b - p.offset}]`);
-      this.updates.push({
+      this.slots.push({
         name: p.name,
         decay: p.decay,
         value: view(store.values),
@@ -89,13 +89,6 @@ export class MeshZero1 {
       for (let i = a; i < b; i++) s += piece[i - this.lo] ** 2;
     }
     return s;
-  }
-
-  /** Encodes AdamW on this rank's piece (hyper (8) and norm (2) as adamw.ts takes them). */
-  update(hyper: Tensor, norm: Tensor, weightDecay: number): void {
-    for (const u of this.updates) {
-      adamwUpdate(this.gpu, u.value, u.grad, u.m, u.v, hyper, norm, u.decay ? weightDecay : 0);
-    }
   }
 
   /** All-gathers the updated pieces into every rank's full value buffer. */

@@ -35,8 +35,9 @@ export interface StagePlace {
 /**
  * The placement of one pipeline rank with a tp shard: which parameters it keeps (by the piece
  * that uses them) and its tensor-parallel slice of each.
- * @throws Error when the architecture is not layered, or a parameter shared by several blocks
- *   (the hybrid's attention) meets pp > 1.
+ * A block shared by layers of several stages (the hybrid's attention) is held by every pipeline
+ * rank; grad_sync.ts sums its gradients over the pp group, so the copies stay equal.
+ * @throws Error when the architecture is not layered.
  */
 export function stagePlacement(arch: string, nLayer: number, at: StagePlace, tp: number, tpRank: number): Placement {
   const pieceOf = (PIECES as Record<string, ((n: string) => Piece) | null>)[arch];
@@ -49,11 +50,6 @@ export function stagePlacement(arch: string, nLayer: number, at: StagePlace, tp:
   const owner = (layer: number) => Math.floor(layer / (nLayer / S)) % at.pp;
   return (s: ParamSpec) => {
     const piece = pieceOf(s.name);
-    if (piece === 'shared' && at.pp > 1) {
-      throw new Error(
-        `pipeline: parameter '${s.name}' is used by several stages (a shared block); pp must be 1 for arch '${arch}'`,
-      );
-    }
     const held = typeof piece === 'number'
       ? owner(piece) === at.ppRank
       : piece === 'embed'
@@ -74,19 +70,13 @@ export function stagePlacement(arch: string, nLayer: number, at: StagePlace, tp:
 }
 
 /**
- * Checks, without a device, that `arch` can be split into pp pipeline ranks.
- * @throws Error naming the rule: the architecture must be written as pieces (not the MoE models
- *   yet), and a block shared by several stages (the hybrid's attention) needs pp = 1.
+ * Checks, without a device, that `arch` can be split into pipeline stages.
+ * @throws Error naming the rule: the architecture must be written as pieces (not the MoE models yet).
  */
-export function checkStageArch(arch: string, pp: number): void {
+export function checkStageArch(arch: string): void {
   const pieceOf = (PIECES as Record<string, ((n: string) => Piece) | null>)[arch];
   if (!pieceOf) {
     throw new Error(`pipeline: arch '${arch}' is not written as pieces over a parallel context yet; pp must be 1`);
-  }
-  if (arch === 'hybrid' && pp > 1) {
-    throw new Error(
-      `pipeline: arch 'hybrid' shares one attention block between layers of different stages; pp must be 1`,
-    );
   }
 }
 
@@ -101,6 +91,8 @@ export class ModelStages implements PipelineStageModel {
   readonly stages: number[];
   /** The tied embedding's name, when the architecture has one. */
   readonly tied: string | null;
+  /** Parameters of a block several stages run (the hybrid's shared attention): every pp rank holds them. */
+  readonly shared: string[];
   /** True when this rank holds the head's copy of the tied embedding (last stage ≠ first rank); the store's last parameter. */
   readonly headCopy: boolean;
 
@@ -130,7 +122,9 @@ export class ModelStages implements PipelineStageModel {
     this.params = model.params;
     this.gradMap = ctx.gradMap(model.params);
     const pieceOf = PIECES[cfg.arch as keyof typeof PIECES];
-    this.tied = pieceOf ? model.params.params.map((p) => p.name).find((n) => pieceOf(n) === 'tied') ?? null : null;
+    const names = model.params.params.map((p) => p.name);
+    this.tied = pieceOf ? names.find((n) => pieceOf(n) === 'tied') ?? null : null;
+    this.shared = pieceOf ? names.filter((n) => pieceOf(n) === 'shared') : [];
     this.headCopy = this.holds(this.S - 1) && at.ppRank !== 0 && this.tied !== null;
   }
 

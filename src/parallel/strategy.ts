@@ -9,8 +9,8 @@ import type { ParallelPlan, StrategyKind } from './plan.ts';
  * - tp: the architectures tp_table.ts covers — gpt, mamba (Mamba-2's split of the inner
  *   channels), hybrid. Not linear: its output norm ln_x spans the whole width, so splitting its
  *   heads needs a per-head norm; not the MoE models (their forward is not written as pieces yet).
- * - pp: the layered architectures — gpt, linear, mamba; not hybrid, whose one attention block is
- *   shared by layers of different stages; not the MoE models.
+ * - pp: the layered architectures — gpt, linear, mamba, hybrid (its shared attention block is
+ *   held by every stage and its gradient summed over the pp group); not the MoE models.
  * - cp: gpt only; the recurrent mixers would need the chunk-boundary state passed along the ring
  *   (a sequence-parallel scan), which is not built.
  * @throws Error naming the dimension, the architecture and the rule.
@@ -24,8 +24,8 @@ export function checkArchSplit(plan: ParallelPlan, arch: string): void {
     ],
     [
       'pp',
-      ['gpt', 'linear', 'mamba'],
-      'pipeline stages split gpt, linear and mamba; hybrid shares one attention block between stages',
+      ['gpt', 'linear', 'mamba', 'hybrid'],
+      'pipeline stages split the architectures written as pieces; the MoE models are not yet',
     ],
     [
       'cp',

@@ -40,7 +40,6 @@ import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { Tape } from '../autograd/tape.ts';
 import { RULES } from '../autograd/rules.ts';
-import { packAdamHyper } from '../kernels/adamw.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import type { LanguageModel } from '../models/model.ts';
 import type { TextDataset } from '../data/dataset.ts';
@@ -59,7 +58,7 @@ import { LayerUnits } from './zero_units.ts';
 import { type Piece, type ZeroMemory, ZeroShards } from './zero_pieces.ts';
 import { type DataParallelOptions, LocalBatches, type ParallelStepRecord, subGroup } from './data_parallel.ts';
 import { TrafficMeter } from './traffic.ts';
-import { clipScale } from '../train/optimizer.ts';
+import { AdamW } from '../train/optimizer.ts';
 import { meanLoss } from '../train/evaluate.ts';
 
 export type ZeroStage = 1 | 2 | 3;
@@ -80,8 +79,8 @@ export class ZeroTrainer {
   private readonly batches: LocalBatches;
   /** This rank's pieces: AdamW m, v; from stage 2 the reduced gradient, at stage 3 the values. */
   private readonly shards: ZeroShards;
-  private readonly hyper: Tensor;
-  private readonly norm: Tensor;
+  /** optimizer.ts's AdamW over this rank's pieces. */
+  private readonly opt: AdamW;
   private readonly groups: Record<'grads' | 'params' | 'scalars' | 'eval', Communicator>;
   private readonly meter: TrafficMeter;
   private readonly paramGrads: Map<Tensor, Tensor>;
@@ -109,8 +108,7 @@ export class ZeroTrainer {
     this.shards = new ZeroShards(gpu, store, this.buckets, comm, sharded, initial);
     this.pieces = this.shards.pieces;
     this.shard = this.shards.shard;
-    this.hyper = gpu.zeros([8], 'f32', 'zero.hyper');
-    this.norm = gpu.zeros([2], 'f32', 'zero.norm');
+    this.opt = new AdamW(gpu, cfg);
     const why = `ZeRO-${this.stage} keeps AdamW's moments sharded (zero.ts)`;
     store.rehome('m', null, [], why);
     store.rehome('v', null, [], why);
@@ -222,15 +220,11 @@ export class ZeroTrainer {
 
   /** Global norm from the shards, then AdamW on this rank's pieces. Returns ‖g‖₂ before clipping. */
   private async update(lr: number, t: number): Promise<number> {
-    const { gpu, cfg } = this;
     let sq = 0;
     for (const x of this.shards.gHost) sq += x * x;
     const total = (await this.groups.scalars.allReduce(new Float32Array([sq]), { op: 'sum' }))[0];
     const norm = Math.sqrt(total);
-    const scale = clipScale(norm, cfg.gradClip);
-    gpu.write(this.norm, new Float32Array([norm, scale]));
-    gpu.write(this.hyper, packAdamHyper({ lr, beta1: cfg.beta1, beta2: cfg.beta2, eps: cfg.eps, step: t }));
-    this.shards.update(this.hyper, this.norm, cfg.weightDecay);
+    this.opt.stepSharded(this.shards.slots(), lr, t, norm);
     return norm;
   }
 
@@ -287,5 +281,6 @@ export class ZeroTrainer {
   destroy(): void {
     this.model.params.destroy();
     this.shards.destroy();
+    this.opt.dispose();
   }
 }

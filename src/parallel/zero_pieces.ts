@@ -14,7 +14,7 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { adamwUpdate } from '../kernels/adamw.ts';
+import type { AdamWSlot } from '../train/optimizer.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import { type ParamStore, storageTensor } from '../nn/params.ts';
 import { type Bucket, sliceOf } from './buckets.ts';
@@ -58,15 +58,6 @@ export interface ZeroMemory {
   working: number;
 }
 
-/** One AdamW update over a (piece ∩ parameter) range. */
-interface PieceUpdate {
-  value: Tensor;
-  grad: Tensor;
-  m: Tensor;
-  v: Tensor;
-  decay: boolean;
-}
-
 /**
  * One rank's pieces and the buffers that hold them: AdamW m and v always, the reduced gradient
  * when gradients are sharded (stages 2–3), the values when they are (stage 3); otherwise the
@@ -84,7 +75,8 @@ export class ZeroShards {
   readonly values: Tensor | null;
   /** This step's reduced gradient pieces on the host, in the shard layout. */
   readonly gHost: Float32Array;
-  private readonly updates: PieceUpdate[] = [];
+  /** One AdamW slot per (piece ∩ parameter) range. */
+  private readonly updates: AdamWSlot[] = [];
 
   /**
    * Allocates this rank's shard buffers; with sharded values, writes its pieces of `initial`
@@ -128,11 +120,8 @@ export class ZeroShards {
     }
   }
 
-  /**
-   * Writes `gHost` where AdamW reads it, then runs AdamW on every (piece ∩ parameter) with the
-   * packed `hyper` and `[norm, clip scale]`.
-   */
-  update(hyper: Tensor, norm: Tensor, weightDecay: number): void {
+  /** Writes `gHost` where AdamW reads it; returns every (piece ∩ parameter) for optimizer.ts's AdamW. */
+  slots(): readonly AdamWSlot[] {
     const { gpu } = this;
     if (this.g) {
       if (this.shard) gpu.write(this.g, this.gHost);
@@ -144,7 +133,7 @@ export class ZeroShards {
         }
       }
     }
-    for (const u of this.updates) adamwUpdate(gpu, u.value, u.grad, u.m, u.v, hyper, norm, u.decay ? weightDecay : 0);
+    return this.updates;
   }
 
   /** Host copies of this rank's value pieces, each padded to c_k (from the shard at stage 3). */

@@ -26,23 +26,57 @@ export function clipScale(norm: number, clip: number): number {
   return clip > 0 ? Math.min(1, Math.fround(clip / Math.fround(norm + 1e-6))) : 1;
 }
 
+/** One tensor group AdamW updates in place: a parameter, or this rank's piece of one, with its moments. */
+export interface AdamWSlot {
+  value: Tensor;
+  grad: Tensor;
+  m: Tensor;
+  v: Tensor;
+  /** Weight decay applies (matrices, nanoGPT's rule). */
+  decay: boolean;
+}
+
+/**
+ * The one AdamW of the project (llm.c's single update function): every trainer's step ends in
+ * {@link step} (one store whose gradient norm is computed on the GPU) or {@link stepSharded}
+ * (the slots a rank owns, after the caller reduced the global norm across ranks).
+ */
 export class AdamW {
   /** [‖g‖₂, clip scale] of the last step, on the GPU. */
   readonly norm: Tensor;
   private readonly hyper: Tensor;
 
-  constructor(private readonly gpu: Gpu, private readonly store: ParamStore, private readonly o: AdamWOptions) {
+  constructor(private readonly gpu: Gpu, private readonly o: AdamWOptions) {
     this.norm = gpu.zeros([2], 'f32', 'grad_norm');
     this.hyper = gpu.zeros([8], 'f32', 'adam_hyper');
   }
 
-  /** Encodes one update at learning rate `lr`; `step` counts from 1 (bias correction). */
-  step(lr: number, step: number): void {
-    const { gpu, store, o } = this;
+  /** Encodes one update of every parameter of `store` at learning rate `lr`, clipped by the store's own ‖g‖; `step` counts from 1. */
+  step(store: ParamStore, lr: number, step: number): void {
+    gradNorm(this.gpu, store.grads, this.norm, this.o.gradClip);
+    this.apply(store.params, lr, step);
+  }
+
+  /**
+   * Encodes one update of `slots` with the global gradient norm `norm` (before clipping) that the
+   * caller reduced over the ranks: clip scale min(1, clip/(‖g‖+1e-6)) as torch computes it.
+   */
+  stepSharded(slots: readonly AdamWSlot[], lr: number, step: number, norm: number): void {
+    this.gpu.write(this.norm, new Float32Array([norm, clipScale(norm, this.o.gradClip)]));
+    this.apply(slots, lr, step);
+  }
+
+  private apply(slots: readonly AdamWSlot[], lr: number, step: number): void {
+    const { gpu, o } = this;
     gpu.write(this.hyper, packAdamHyper({ lr, beta1: o.beta1, beta2: o.beta2, eps: o.eps, step }));
-    gradNorm(gpu, store.grads, this.norm, o.gradClip);
-    for (const p of store.params) {
+    for (const p of slots) {
       adamwUpdate(gpu, p.value, p.grad, p.m, p.v, this.hyper, this.norm, p.decay ? o.weightDecay : 0);
     }
+  }
+
+  /** Frees the norm and hyperparameter tensors. */
+  dispose(): void {
+    this.norm.release();
+    this.hyper.release();
   }
 }

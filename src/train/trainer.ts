@@ -60,7 +60,7 @@ export class Trainer {
     this.targets = gpu.zeros([b, t], 'i32', 'targets');
     this.lossAcc = gpu.zeros([2], 'f32', 'loss_acc');
     this.history = gpu.zeros([Math.max(1, cfg.logInterval) * 2], 'f32', 'loss_history');
-    this.opt = new AdamW(gpu, model.params, cfg);
+    this.opt = new AdamW(gpu, cfg);
     this.paramGrads = model.params.gradMap();
   }
 
@@ -78,7 +78,7 @@ export class Trainer {
     const { gpu } = this;
     await this.gradients(step, true);
     const lr = this.lrAt(step);
-    this.opt.step(lr, step + 1);
+    this.opt.step(this.model.params, lr, step + 1);
     const slot = this.pending.length;
     if (slot * 2 + 2 > this.history.size) this.growHistory();
     gpu.copy(this.slice(this.lossAcc, 0, 1), this.slice(this.history, slot * 2, 1));

@@ -47,6 +47,8 @@ const CASES: [string, Partial<TrainConfig>, Partial<ParallelPlan>][] = [
   ['linear pp2 (GPipe)', { arch: 'linear', nEmbd: 16 }, { pp: 2, schedule: 'gpipe', microBatches: 2 }],
   ['hybrid tp2', { arch: 'hybrid', nEmbd: 16, attnEvery: 1 }, { tp: 2 }],
   ['hybrid dp2 × tp2', { arch: 'hybrid', nEmbd: 16, attnEvery: 2 }, { dp: 2, tp: 2 }],
+  // The shared attention block runs on both stages: every stage holds it, the pp group sums its gradients.
+  ['hybrid dp2 × pp2 (1F1B)', { arch: 'hybrid', nEmbd: 16, attnEvery: 1 }, { dp: 2, pp: 2, microBatches: 2 }],
   ['mamba pp2 (1F1B), recompute full', { arch: 'mamba', nEmbd: 16, recompute: 'full' }, { pp: 2, microBatches: 2 }],
   ['mamba tp2, recompute full', { arch: 'mamba', nEmbd: 16, recompute: 'full' }, { tp: 2 }],
   ['hybrid tp2, recompute selective', { arch: 'hybrid', nEmbd: 16, attnEvery: 1, recompute: 'selective' }, { tp: 2 }],
@@ -81,14 +83,12 @@ Deno.test('tp_table: every parameter of gpt, mamba and hybrid has a role; linear
   equal(tpRole('backbone.layers.0.mixer.A_raw'), 'channel');
   throws(() => tpRole('blocks.0.att.ln_x.weight'), /no role for parameter 'blocks\.0\.att\.ln_x\.weight'/);
   throws(() => checkArchSplit(makePlan({ tp: 2 }), 'linear'), /tp 2 does not apply to --arch linear: .*ln_x/);
-  throws(
-    () => checkArchSplit(makePlan({ pp: 2 }), 'hybrid'),
-    /pp 2 does not apply to --arch hybrid: .*shares one attention block/,
-  );
+  throws(() => checkArchSplit(makePlan({ pp: 2 }), 'mamba-moe'), /pp 2 does not apply to --arch mamba-moe/);
   throws(
     () => checkArchSplit(makePlan({ cp: 2 }), 'mamba'),
     /cp 2 does not apply to --arch mamba: .*sequence-parallel scan/,
   );
   throws(() => checkArchSplit(makePlan({ tp: 2 }), 'gpt-moe'), /tp 2 does not apply to --arch gpt-moe/);
   checkArchSplit(makePlan({ tp: 2, pp: 2 }), 'mamba');
+  checkArchSplit(makePlan({ dp: 2, pp: 2 }), 'hybrid');
 });
