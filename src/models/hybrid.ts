@@ -15,6 +15,7 @@ import { add, gelu, rmsNorm } from '../autograd/ops.ts';
 import type { ModelContext } from './context.ts';
 import type { Tape } from '../autograd/tape.ts';
 import { Mamba, type MambaConfig } from './mamba.ts';
+import type { SpecList } from './common.ts';
 import type { Placement } from '../nn/params.ts';
 
 /** Mamba's shape plus the shared block's heads and spacing. */
@@ -23,6 +24,18 @@ export interface HybridConfig extends MambaConfig {
   nHead: number;
   /** The shared block runs after Mamba layers attnEvery−1, 2·attnEvery−1, … */
   attnEvery: number;
+}
+
+/** The shared attention + MLP block's parameters, declared after the Mamba backbone's. */
+export function hybridSharedSpecs(s: SpecList, cfg: HybridConfig): void {
+  const C = cfg.nEmbd, uses = Math.floor(cfg.nLayer / cfg.attnEvery);
+  const projStd = 0.02 / Math.sqrt(2 * Math.max(1, uses));
+  s.constant('shared.norm_1.weight', [C], 1);
+  s.matrix('shared.attn.c_attn.weight', [3 * C, C], 0.02);
+  s.matrix('shared.attn.c_proj.weight', [C, C], projStd);
+  s.constant('shared.norm_2.weight', [C], 1);
+  s.matrix('shared.mlp.c_fc.weight', [4 * C, C], 0.02);
+  s.matrix('shared.mlp.c_proj.weight', [C, 4 * C], projStd);
 }
 
 export class Hybrid extends Mamba {
@@ -36,17 +49,7 @@ export class Hybrid extends Mamba {
     if (!Number.isInteger(cfg.attnEvery) || cfg.attnEvery < 1) {
       throw new Error(`hybrid model: attnEvery must be a positive integer, got ${cfg.attnEvery}`);
     }
-    const C = cfg.nEmbd;
-    const uses = Math.floor(cfg.nLayer / cfg.attnEvery);
-    super(gpu, cfg, seed, (s) => {
-      const projStd = 0.02 / Math.sqrt(2 * Math.max(1, uses));
-      s.constant('shared.norm_1.weight', [C], 1);
-      s.matrix('shared.attn.c_attn.weight', [3 * C, C], 0.02);
-      s.matrix('shared.attn.c_proj.weight', [C, C], projStd);
-      s.constant('shared.norm_2.weight', [C], 1);
-      s.matrix('shared.mlp.c_fc.weight', [4 * C, C], 0.02);
-      s.matrix('shared.mlp.c_proj.weight', [C, 4 * C], projStd);
-    }, place);
+    super(gpu, cfg, seed, (s) => hybridSharedSpecs(s, cfg), place);
   }
 
   /** The shared pre-norm attention + MLP block after every attnEvery-th Mamba layer. */

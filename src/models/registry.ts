@@ -4,11 +4,11 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { TrainConfig } from '../train/config.ts';
-import { GPT, gptPieceOf } from './gpt.ts';
-import { LinearLM, linearPieceOf } from './linear.ts';
-import { Mamba, mambaPieceOf } from './mamba.ts';
-import type { Placement } from '../nn/params.ts';
-import { Hybrid } from './hybrid.ts';
+import { GPT, gptParamSpecs, gptPieceOf } from './gpt.ts';
+import { LinearLM, linearParamSpecs, linearPieceOf } from './linear.ts';
+import { Mamba, mambaParamSpecs, mambaPieceOf } from './mamba.ts';
+import type { ParamSpec, Placement } from '../nn/params.ts';
+import { Hybrid, hybridSharedSpecs } from './hybrid.ts';
 import { GPTMoE } from './moe.ts';
 import { MambaMoE } from './mamba_moe.ts';
 import type { ExpertShard, MoEConfig } from './moe_specs.ts';
@@ -90,6 +90,34 @@ function mambaShape(cfg: TrainConfig, vocabSize: number) {
     expand: cfg.expand,
     dConv: cfg.dConv,
   };
+}
+
+/**
+ * The parameter declarations of a layered architecture, host-side (no device): what a rank's
+ * placement and the planner count. null for the MoE models (not written as pieces yet).
+ */
+export function paramSpecsOf(cfg: TrainConfig, vocabSize: number): ParamSpec[] | null {
+  switch (cfg.arch) {
+    case 'gpt':
+      return gptParamSpecs(gptShape(cfg, vocabSize));
+    case 'linear':
+      return linearParamSpecs({
+        vocabSize,
+        blockSize: cfg.blockSize,
+        nLayer: cfg.nLayer,
+        nHead: cfg.nHead,
+        nEmbd: cfg.nEmbd,
+        decay: cfg.linearDecay,
+      }).specs;
+    case 'mamba':
+      return mambaParamSpecs(mambaShape(cfg, vocabSize)).specs;
+    case 'hybrid': {
+      const h = { ...mambaShape(cfg, vocabSize), nHead: cfg.nHead, attnEvery: cfg.attnEvery };
+      return mambaParamSpecs(h, (s) => hybridSharedSpecs(s, h)).specs;
+    }
+    default:
+      return null;
+  }
 }
 
 /**

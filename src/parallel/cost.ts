@@ -11,6 +11,7 @@ import type { Algorithm } from '../comm/call_options.ts';
 import { type Collective, collectiveTraffic } from '../comm/cost.ts';
 import type { MeshCoords } from '../comm/mesh.ts';
 import {
+  type ArchLayout,
   microBatchSize,
   type ParallelPlan,
   planGroup,
@@ -199,24 +200,28 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   }
   // tp: Megatron's f/g operators, or sequence parallelism's all-gather / reduce-scatter.
   const tpGroup = mesh.group('tp', rank), bsh = b * s * C, first = me.pp === 0, last = me.pp === P - 1;
-  if (!sp) {
+  const again = o.recompute === 'full' ? L * m : 0, core = o.recompute && o.recompute !== 'none' ? L * m : 0;
+  const recurrent = model.layout && model.layout.arch !== 'linear' ? model.layout : null;
+  if (recurrent) {
+    recurrentBlocks(recurrent, push, tpGroup, { b, s, C, L, m, sp, full: again > 0, S: P * v, ppRank: me.pp, P });
+  } else if (!sp) {
     push('tp', 'layer outputs fwd + inputs bwd', 'allReduce', tpGroup, bsh, 4 * L * m);
-    if (first) push('tp', 'vocab-parallel embedding (fwd)', 'allReduce', tpGroup, bsh, m);
-    if (last) push('tp', 'LM head input (bwd)', 'allReduce', tpGroup, bsh, m);
+    push('tp', 'recomputed layer outputs (bwd)', 'allReduce', tpGroup, bsh, 2 * again);
   } else {
     push('tp', 'sequence-parallel gathers (2 fwd, 2 bwd per layer)', 'allGather', tpGroup, bsh, 4 * L * m);
     push('tp', 'sequence-parallel scatters (2 fwd, 2 bwd per layer)', 'reduceScatter', tpGroup, bsh, 4 * L * m);
+    push('tp', 'recomputed sequence-parallel gathers (bwd)', 'allGather', tpGroup, bsh, 2 * again);
+    push('tp', 'recomputed sequence-parallel scatters (bwd)', 'reduceScatter', tpGroup, bsh, 2 * again);
+  }
+  if (!sp) {
+    if (first) push('tp', 'vocab-parallel embedding (fwd)', 'allReduce', tpGroup, bsh, m);
+    if (last) push('tp', 'LM head input (bwd)', 'allReduce', tpGroup, bsh, m);
+  } else {
     if (first) push('tp', 'embedding scatter (fwd)', 'reduceScatter', tpGroup, bsh, m);
     if (first) push('tp', 'embedding gather (bwd)', 'allGather', tpGroup, bsh, m);
     if (last) push('tp', 'LM head gather (fwd)', 'allGather', tpGroup, bsh, m);
     if (last) push('tp', 'LM head scatter (bwd)', 'reduceScatter', tpGroup, bsh, m);
     push('tp', 'LayerNorm and row-parallel bias gradients', 'allReduce', tpGroup, par.spReplicated, 1);
-  }
-  const again = o.recompute === 'full' ? L * m : 0, core = o.recompute && o.recompute !== 'none' ? L * m : 0;
-  if (!sp) push('tp', 'recomputed layer outputs (bwd)', 'allReduce', tpGroup, bsh, 2 * again);
-  else {
-    push('tp', 'recomputed sequence-parallel gathers (bwd)', 'allGather', tpGroup, bsh, 2 * again);
-    push('tp', 'recomputed sequence-parallel scatters (bwd)', 'reduceScatter', tpGroup, bsh, 2 * again);
   }
   if (last) push('tp', 'vocab-parallel cross-entropy (max, target, sum-exp)', 'allReduce', tpGroup, b * s, 3 * m);
   // pp: activations forward, their gradients backward, for every local stage with a neighbour.
@@ -224,6 +229,7 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   const ppGroup = mesh.group('pp', rank);
   sends('pp', 'activations (fwd)', ppGroup, act, m * stages.filter((st) => st < S - 1).length);
   sends('pp', 'activation gradients (bwd)', ppGroup, act, m * stages.filter((st) => st > 0).length);
+  if (P > 1) push('pp', 'shared block gradients (every stage holds it)', 'allReduce', ppGroup, par.shared ?? 0, 1);
   // cp: ring attention or Ulysses.
   const cpGroup = mesh.group('cp', rank), kv = 2 * b * s * (C / t);
   if (cp > 1 && plan.cpKind === 'ring') {
@@ -258,4 +264,57 @@ export function trafficByKind(rows: CommRow[]): Map<string, number> {
   const out = new Map<string, number>();
   for (const r of rows) out.set(`${r.dim}/${r.collective}`, (out.get(`${r.dim}/${r.collective}`) ?? 0) + r.elements);
   return out;
+}
+
+type Push = (dim: PlanDim, what: string, coll: Collective, group: number[], n: number, calls: number) => void;
+
+/**
+ * Tensor-parallel collectives of a recurrent stack's blocks (rank_context.ts over mamba.ts and
+ * hybrid.ts), per micro-batch: each Mamba mixer sums its out_proj output (sp: reduce-scatter)
+ * forward and the in_proj_x / in_proj_z input gradients (sp: their gathers' conjugates)
+ * backward, and allReduces its x_proj outputs (b·s·R, b·s·N, b·s·N) forward and their gradients
+ * backward (row-inner + f); the hybrid's shared attention block, after every attnEvery-th layer,
+ * moves what a GPT block does. Full recomputation repeats each forward call once.
+ */
+function recurrentBlocks(
+  lay: ArchLayout,
+  push: Push,
+  group: number[],
+  d: {
+    b: number;
+    s: number;
+    C: number;
+    L: number;
+    m: number;
+    sp: boolean;
+    full: boolean;
+    S: number;
+    ppRank: number;
+    P: number;
+  },
+): void {
+  const { b, s, C, m, sp, full } = d, bsh = b * s * C, per = (d.L * d.P) / d.S;
+  const own = [...Array(d.S).keys()].filter((st) => st % d.P === d.ppRank).flatMap((st) =>
+    [...Array(per).keys()].map((i) => st * per + i)
+  );
+  const mixers = own.length, attn = lay.arch === 'hybrid' ? own.filter((i) => (i + 1) % lay.attnEvery === 0).length : 0;
+  const r = full ? 1 : 0;
+  if (!sp) {
+    push('tp', 'Mamba out_proj output fwd + in_proj inputs bwd', 'allReduce', group, bsh, (3 + r) * mixers * m);
+    push('tp', 'shared attention block outputs fwd + inputs bwd', 'allReduce', group, bsh, (4 + 2 * r) * attn * m);
+  } else {
+    push('tp', 'Mamba in_proj gathers fwd + out_proj gather bwd', 'allGather', group, bsh, (3 + 2 * r) * mixers * m);
+    push('tp', 'Mamba out_proj scatter fwd + in_proj scatters bwd', 'reduceScatter', group, bsh, (3 + r) * mixers * m);
+    push('tp', 'shared attention block gathers', 'allGather', group, bsh, (4 + 2 * r) * attn * m);
+    push('tp', 'shared attention block scatters', 'reduceScatter', group, bsh, (4 + 2 * r) * attn * m);
+  }
+  push('tp', 'Mamba x_proj dt output fwd + gradient bwd', 'allReduce', group, b * s * lay.dtRank, (2 + r) * mixers * m);
+  push(
+    'tp',
+    'Mamba x_proj B, C outputs fwd + gradients bwd',
+    'allReduce',
+    group,
+    b * s * lay.dState,
+    2 * (2 + r) * mixers * m,
+  );
 }

@@ -51,6 +51,24 @@ export interface PlanModel {
   nExpert?: number;
   /** With nExpert: every moeEvery-th block (1-based, as models/moe_layer.ts isMoELayer) has the experts; the others a dense MLP. Default 1. */
   moeEvery?: number;
+  /**
+   * A recurrent architecture's own layout (arch_params.ts; absent: the GPT of src/models/gpt.ts):
+   * its parameters per rank, counted from its declarations, and the tensor-parallel
+   * collectives of its blocks.
+   */
+  layout?: ArchLayout;
+}
+
+/** What the planner needs of a non-GPT layered architecture (arch_params.ts archLayout). */
+export interface ArchLayout {
+  arch: 'linear' | 'mamba' | 'hybrid';
+  /** This rank's parameters under `plan`, counted from the model's declarations and placement. */
+  params(plan: ParallelPlan, rank: number): RankParams;
+  /** Mamba's x_proj output widths R (dt rank) and N (state), allReduced per block under tp. */
+  dtRank: number;
+  dState: number;
+  /** Hybrid: the shared attention block runs after layers i with (i + 1) % attnEvery = 0. */
+  attnEvery: number;
 }
 
 /** Single rank, no sharding, 1F1B with one micro-batch, ring attention when cp > 1. */
@@ -196,6 +214,8 @@ export interface RankParams {
   spReplicated: number;
   /** Of `dense`: the tied word-embedding slice ((V padded)/tp × C) on the first and last stage. */
   embedding: number;
+  /** Of `dense`: a block every stage holds (the hybrid's shared attention), summed over pp. */
+  shared?: number;
 }
 
 /**
@@ -209,6 +229,7 @@ export interface RankParams {
  * (the config default). GPT layout only: a mamba-moe's blocks are counted as GPT blocks.
  */
 export function rankParams(plan: ParallelPlan, model: PlanModel, rank: number, bias = true): RankParams {
+  if (model.layout) return model.layout.params(plan, rank);
   const { pp } = planMesh(plan).coords(rank), P = plan.pp, t = plan.tp, C = model.nEmbd, B = bias ? 1 : 0;
   const layers = model.nLayer / P;
   const wte = (paddedVocab(model.vocabSize, t) / t) * C;

@@ -35,6 +35,7 @@ import { meanLoss } from '../train/evaluate.ts';
 import { MOE_ARCHS } from '../models/archs.ts';
 import { type ParallelPlan, type PlanModel, type StrategyKind, validatePlan } from './plan.ts';
 import { strategyOf } from './strategy.ts';
+import { archLayout } from './arch_params.ts';
 import { type CommRow, type PlanDim, stepTraffic } from './cost.ts';
 import type { Sent } from './traffic.ts';
 import { buildTrainer, type Built } from './run_build.ts';
@@ -114,7 +115,9 @@ export function trainerConfig(plan: ParallelPlan, cfg: TrainConfig): TrainConfig
 export function planModelOf(plan: ParallelPlan, cfg: TrainConfig, vocabSize: number): PlanModel {
   const { nLayer, nHead, nEmbd, blockSize } = cfg;
   const moe = plan.ep > 1 && (MOE_ARCHS as readonly string[]).includes(cfg.arch);
+  const layout = archLayout(cfg, vocabSize);
   return {
+    ...(layout ? { layout } : {}),
     nLayer,
     nHead,
     nEmbd,
@@ -130,7 +133,8 @@ export function dimOfKey(kind: StrategyKind, key: string): PlanDim {
   if (kind === 'ep') return key.includes('/moe') ? 'ep' : 'dp'; // its one group `ep[…]` also carries the dp-style sync
   const m = /^(dp|pp|cp|tp|ep)\[/.exec(key);
   if (m) return m[1] as PlanDim;
-  if (key.startsWith('embedding[')) return 'pp'; // the mesh's tied-embedding group (cost.ts counts it under pp)
+  // The mesh's tied-embedding and shared-block groups span pipeline ranks (cost.ts counts them under pp).
+  if (key.startsWith('embedding[') || key.startsWith('shared[')) return 'pp';
   return 'dp';
 }
 

@@ -5,14 +5,16 @@
  * single-rank run of the same architecture (same seed and global batch, 10 steps): losses within
  * 1e-4 relative, the gathered step-0 gradients by relative RMS, the final parameters.
  */
-import { equal, ok, throws } from 'node:assert/strict';
+import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertRelRms } from '../util/assert.ts';
 import { maxRel, TEXT, tinyConfig } from './harness.ts';
 import { singleRankRun } from './single_rank.ts';
 import { localMeshRun } from './mesh_harness.ts';
 import type { Named } from './mesh_rank.ts';
-import { makePlan, type ParallelPlan, planGroup, planMesh } from '../../src/parallel/plan.ts';
+import { makePlan, type ParallelPlan, planGroup, planMesh, rankParams } from '../../src/parallel/plan.ts';
+import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
+import { dimOfKey, planModelOf } from '../../src/parallel/run.ts';
 import { checkArchSplit } from '../../src/parallel/strategy.ts';
 import { shardKind, TP_TABLE, tpRole, unshardParam } from '../../src/parallel/tp_table.ts';
 import { createModel } from '../../src/models/registry.ts';
@@ -60,8 +62,29 @@ for (const [what, arch, over] of CASES) {
     // The reference runs without recomputation: recomputed parallel runs must match it too.
     const plan = makePlan(over), ref = await singleRankRun(gpu, { ...cfg, recompute: 'none' }, TEXT);
     const res = await localMeshRun(gpu, plan, cfg, TEXT);
+    const model = planModelOf(plan, parseConfig(cfg), ref.vocabSize);
     for (const [r, x] of res.entries()) {
       ok(maxRel(x.losses, ref.losses) < 1e-4, `${what} rank ${r}: losses ${x.losses} vs ${ref.losses}`);
+      // The planner counts this architecture's parameters and collectives exactly (arch_params.ts, cost.ts).
+      equal(x.count, rankParams(plan, model, r).dense, `${what} rank ${r}: parameters held`);
+      const rows = stepTraffic(plan, model, r, { trainer: 'mesh', recompute: parseConfig(cfg).recompute });
+      deepStrictEqual(
+        rows.filter((row) => !row.exact).map((row) => row.what),
+        [],
+        `${what} rank ${r}: every row exact`,
+      );
+      for (const [step, sent] of x.sent.entries()) {
+        const measured: Record<string, number> = {};
+        for (const [k, n] of Object.entries(sent)) {
+          const key = `${dimOfKey('mesh', k)}/${k.split('/').pop()}`;
+          measured[key] = (measured[key] ?? 0) + n;
+        }
+        deepStrictEqual(
+          measured,
+          Object.fromEntries(trafficByKind(rows)),
+          `${what} rank ${r} step ${step}: stepTraffic = measured`,
+        );
+      }
     }
     const shapes = shapesOf(gpu, cfg, ref.vocabSize), names = [...shapes.keys()];
     equal(names.length, Object.keys(ref.grads0).length);
