@@ -8,10 +8,9 @@ import type { Tensor } from '../gpu/tensor.ts';
 import { add, gelu, layerNorm } from '../autograd/ops.ts';
 import type { Tape } from '../autograd/tape.ts';
 import { type ParamSpec, ParamStore, type Placement, placeSpecs } from '../nn/params.ts';
-import { type ForwardOptions, type ForwardResult, type LayeredModel, localForward, type Piece } from './model.ts';
+import { type ForwardOptions, type ForwardResult, type Piece, PieceModel } from './model.ts';
 import type { Maybe, ModelContext, ModelInput } from './context.ts';
 import { Random } from '../util/random.ts';
-import { applyNeftune } from '../kernels/noise.ts';
 
 /** Model shape (nanoGPT's GPTConfig). */
 export interface GPTConfig {
@@ -88,7 +87,7 @@ export function validateGPTConfig(cfg: GPTConfig): GPTConfig {
   return cfg;
 }
 
-export class GPT implements LayeredModel {
+export class GPT extends PieceModel {
   readonly arch: string = 'gpt';
   readonly params: ParamStore;
   readonly nLayer: number;
@@ -99,6 +98,7 @@ export class GPT implements LayeredModel {
    * `specs` replaces {@link gptParamSpecs} for a subclass that declares other parameters (gpt-moe).
    */
   constructor(readonly gpu: Gpu, readonly cfg: GPTConfig, seed: number, place?: Placement, specs?: ParamSpec[]) {
+    super();
     validateGPTConfig(cfg);
     this.nLayer = cfg.nLayer;
     const rng = new Random(seed), random = () => rng.normal(), all = specs ?? gptParamSpecs(cfg);
@@ -114,19 +114,6 @@ export class GPT implements LayeredModel {
     return ctx.linear(tape, x, name, this.p(`${name}.weight`), this.cfg.bias ? this.p(`${name}.bias`) : null, label);
   }
 
-  /** See {@link LanguageModel.forward}. */
-  forward(
-    tape: Tape,
-    tokens: Tensor,
-    hostTokens: Int32Array,
-    targets: Tensor | null,
-    b: number,
-    t: number,
-    opts: ForwardOptions = {},
-  ): Promise<ForwardResult> {
-    return localForward(this, tape, tokens, hostTokens, targets, b, t, opts);
-  }
-
   /** x (B, T, C) = wte[tokens] + wpe[positions], plus NEFTune noise in training passes. */
   async embed(
     ctx: ModelContext,
@@ -136,17 +123,12 @@ export class GPT implements LayeredModel {
     t: number,
     opts: ForwardOptions,
   ): Promise<Tensor> {
-    const x = await ctx.embed(
-      tape,
-      input,
-      this.p('transformer.wte.weight'),
-      this.p('transformer.wpe.weight'),
-      true,
-      b,
-      t,
-    ); // (B, T, C)
-    applyNeftune(this.gpu, x, b, t, this.cfg.nEmbd, opts.neftune); // in place: the embedding backward does not read x
-    return x;
+    const tables = {
+      wte: this.p('transformer.wte.weight'),
+      positions: this.p('transformer.wpe.weight'),
+      learned: true,
+    };
+    return await this.embedTokens(ctx, tape, input, tables, b, t, opts); // (B, T, C)
   }
 
   /** Block i: x + attn(ln_1(x)), then + {@link mlp}(ln_2(x)); x (B·T, C). */

@@ -20,9 +20,8 @@ import { linearAttention, recurrentLinearAttention } from '../autograd/mixer_ops
 import type { Tape } from '../autograd/tape.ts';
 import { ParamStore, type Placement, placeSpecs } from '../nn/params.ts';
 import { Random } from '../util/random.ts';
-import { applyNeftune } from '../kernels/noise.ts';
 import { checkPositive, SpecList, zeroPositions } from './common.ts';
-import { type ForwardOptions, type ForwardResult, type LayeredModel, localForward, type Piece } from './model.ts';
+import { type ForwardOptions, type ForwardResult, type Piece, PieceModel } from './model.ts';
 import type { ModelContext, ModelInput } from './context.ts';
 
 /** Shape of the RWKV-style model. */
@@ -77,7 +76,7 @@ export function linearPieceOf(name: string): Piece {
   return name === 'emb.weight' ? 'tied' : 'head';
 }
 
-export class LinearLM implements LayeredModel {
+export class LinearLM extends PieceModel {
   readonly arch = 'linear';
   readonly params: ParamStore;
   readonly nLayer: number;
@@ -89,6 +88,7 @@ export class LinearLM implements LayeredModel {
    * @throws Error when a size is not a positive integer or heads do not divide the width.
    */
   constructor(readonly gpu: Gpu, readonly cfg: LinearConfig, seed: number, place?: Placement) {
+    super();
     checkPositive('linear model', cfg, ['vocabSize', 'blockSize', 'nLayer', 'nHead', 'nEmbd']);
     if (cfg.nEmbd % cfg.nHead !== 0) {
       throw new Error(`linear model: nEmbd (${cfg.nEmbd}) must be divisible by nHead (${cfg.nHead})`);
@@ -100,19 +100,6 @@ export class LinearLM implements LayeredModel {
     this.noPositions = zeroPositions(gpu, cfg.blockSize, cfg.nEmbd);
   }
 
-  /** See {@link LanguageModel.forward}. */
-  forward(
-    tape: Tape,
-    tokens: Tensor,
-    hostTokens: Int32Array,
-    targets: Tensor | null,
-    b: number,
-    t: number,
-    opts: ForwardOptions = {},
-  ): Promise<ForwardResult> {
-    return localForward(this, tape, tokens, hostTokens, targets, b, t, opts);
-  }
-
   /** x (B, T, C) = emb[tokens] (+ NEFTune noise in training passes); the decays carry position. */
   async embed(
     ctx: ModelContext,
@@ -122,9 +109,8 @@ export class LinearLM implements LayeredModel {
     t: number,
     opts: ForwardOptions,
   ): Promise<Tensor> {
-    const x = await ctx.embed(tape, input, this.p('emb.weight'), this.noPositions, false, b, t); // (B, T, C)
-    applyNeftune(this.gpu, x, b, t, this.cfg.nEmbd, opts.neftune);
-    return x;
+    const tables = { wte: this.p('emb.weight'), positions: this.noPositions, learned: false };
+    return await this.embedTokens(ctx, tape, input, tables, b, t, opts); // (B, T, C)
   }
 
   /** Block i: time mixing, then channel mixing, each a residual branch on x (B·T, C). */

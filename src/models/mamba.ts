@@ -19,9 +19,8 @@ import { conv1d, selectiveScan } from '../autograd/mixer_ops.ts';
 import type { Tape } from '../autograd/tape.ts';
 import { type ParamSpec, ParamStore, type Placement, placeSpecs } from '../nn/params.ts';
 import { Random } from '../util/random.ts';
-import { applyNeftune } from '../kernels/noise.ts';
 import { checkPositive, SpecList, zeroPositions } from './common.ts';
-import { type ForwardOptions, type ForwardResult, type LayeredModel, localForward, type Piece } from './model.ts';
+import { type ForwardOptions, type ForwardResult, type Piece, PieceModel } from './model.ts';
 import type { ModelContext, ModelInput } from './context.ts';
 
 /** Shape of a Mamba model (mamba_ssm MambaConfig). */
@@ -156,7 +155,7 @@ export function validateMambaConfig(cfg: MambaConfig): MambaConfig {
   return cfg;
 }
 
-export class Mamba implements LayeredModel {
+export class Mamba extends PieceModel {
   readonly arch: string = 'mamba';
   readonly params: ParamStore;
   readonly nLayer: number;
@@ -176,6 +175,7 @@ export class Mamba implements LayeredModel {
     place?: Placement,
     specs?: ParamSpec[],
   ) {
+    super();
     validateMambaConfig(cfg);
     this.nLayer = cfg.nLayer;
     const all = specs ?? mambaParamSpecs(cfg, extraSpecs).specs;
@@ -183,19 +183,6 @@ export class Mamba implements LayeredModel {
     this.params = new ParamStore(gpu, place ? placeSpecs(all, random, place) : all, random);
     this.p = (name) => this.params.get(name).value;
     this.noPositions = zeroPositions(gpu, cfg.blockSize, cfg.nEmbd);
-  }
-
-  /** See {@link LanguageModel.forward}. */
-  forward(
-    tape: Tape,
-    tokens: Tensor,
-    hostTokens: Int32Array,
-    targets: Tensor | null,
-    b: number,
-    t: number,
-    opts: ForwardOptions = {},
-  ): Promise<ForwardResult> {
-    return localForward(this, tape, tokens, hostTokens, targets, b, t, opts);
   }
 
   /** x (B, T, C) = wte[tokens] (+ NEFTune noise in training passes); no positional table. */
@@ -207,9 +194,8 @@ export class Mamba implements LayeredModel {
     t: number,
     opts: ForwardOptions,
   ): Promise<Tensor> {
-    const x = await ctx.embed(tape, input, this.p('backbone.embedding.weight'), this.noPositions, false, b, t); // (B, T, C)
-    applyNeftune(this.gpu, x, b, t, this.cfg.nEmbd, opts.neftune);
-    return x;
+    const tables = { wte: this.p('backbone.embedding.weight'), positions: this.noPositions, learned: false };
+    return await this.embedTokens(ctx, tape, input, tables, b, t, opts); // (B, T, C)
   }
 
   /** Mamba layer i, then {@link afterLayer} (the hybrid's shared block, mamba-moe's MoE sub-layer). */

@@ -2,7 +2,9 @@
  * What every architecture exposes to the trainer, the CLI and the workers: its parameters,
  * a forward pass on the autograd tape, and the counts that progress lines and MFU need.
  */
+import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
+import { applyNeftune } from '../kernels/noise.ts';
 import type { Tape } from '../autograd/tape.ts';
 import type { ParamStore } from '../nn/params.ts';
 import { gpuInput, LOCAL, type ModelContext, type ModelInput } from './context.ts';
@@ -131,4 +133,69 @@ export function localForward(
   opts: ForwardOptions = {},
 ): Promise<ForwardResult> {
   return runPieces(m, LOCAL, tape, gpuInput(tokens, hostTokens, targets), b, t, opts);
+}
+
+/**
+ * What every layered model shares, so each architecture writes only its pieces: the single-rank
+ * forward is the pieces over LOCAL, and the embedding piece is the context's lookup plus NEFTune
+ * noise in training passes.
+ */
+export abstract class PieceModel implements LayeredModel {
+  abstract readonly arch: string;
+  abstract readonly params: ParamStore;
+  abstract readonly cfg: ModelShape & { nEmbd: number };
+  abstract readonly nLayer: number;
+  abstract readonly gpu: Gpu;
+
+  /** See {@link LanguageModel.forward}. */
+  forward(
+    tape: Tape,
+    tokens: Tensor,
+    hostTokens: Int32Array,
+    targets: Tensor | null,
+    b: number,
+    t: number,
+    opts: ForwardOptions = {},
+  ): Promise<ForwardResult> {
+    return localForward(this, tape, tokens, hostTokens, targets, b, t, opts);
+  }
+
+  /**
+   * x (B, T, C) = wte[tokens] + positions (the learned table, or a frozen zero one), plus NEFTune
+   * noise, added in place: the embedding's backward does not read x.
+   */
+  protected async embedTokens(
+    ctx: ModelContext,
+    tape: Tape,
+    input: ModelInput,
+    tables: { wte: Tensor; positions: Tensor; learned: boolean },
+    b: number,
+    t: number,
+    opts: ForwardOptions,
+  ): Promise<Tensor> {
+    const x = await ctx.embed(tape, input, tables.wte, tables.positions, tables.learned, b, t); // (B, T, C)
+    applyNeftune(this.gpu, x, b, t, this.cfg.nEmbd, opts.neftune);
+    return x;
+  }
+
+  abstract embed(
+    ctx: ModelContext,
+    tape: Tape,
+    input: ModelInput,
+    b: number,
+    t: number,
+    opts: ForwardOptions,
+  ): Promise<Tensor>;
+  abstract block(ctx: ModelContext, tape: Tape, x: Tensor, i: number, b: number, t: number): Promise<Tensor>;
+  abstract head(
+    ctx: ModelContext,
+    tape: Tape,
+    x: Tensor,
+    input: ModelInput,
+    opts: ForwardOptions,
+  ): Promise<ForwardResult>;
+  abstract pieceOf(name: string): Piece;
+  abstract numParams(): number;
+  abstract flopsPerToken(t: number): number;
+  abstract describe(): string;
 }
