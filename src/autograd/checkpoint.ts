@@ -37,15 +37,15 @@ export async function checkpoint(
   const recompute = async (dy: Tensor | null, dx: Tensor | null) => {
     if (!dy) return;
     // x itself is the child's leaf: its gradient there is a buffer of the child's, added into dx.
-    const sub = tape.child(true), xin = x;
-    sub.requireGrad(xin);
-    const y2 = await run(sub, xin);
+    const sub = tape.child(true);
+    sub.requireGrad(x);
+    const y2 = await run(sub, x);
     if (y2.size !== y.size) {
       throw new Error(`checkpoint ${name}: recomputed output has ${y2.size} elements, the forward had ${y.size}`);
     }
     sub.seed(y2, dy);
     await sub.backwardAsync(rules());
-    const gx = sub.gradOf(xin);
+    const gx = sub.gradOf(x);
     if (gx && dx) axpy(gpu, 1, gx, dx);
     sub.dispose();
   };

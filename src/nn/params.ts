@@ -64,7 +64,7 @@ export function drawValues(s: ParamSpec, random: () => number): Float32Array {
  * Where a rank keeps one declared parameter: its local shape and its slice of the full values
  * (a tensor-parallel shard), or null when the rank does not hold it (another pipeline stage).
  * `copy` marks a second copy of a parameter another rank owns (a pipeline's head copy of a tied
- * embedding): it is stored after every owned parameter, so a norm can skip it with one slice.
+ * embedding): it is stored after every owned parameter.
  */
 export type Placement = (
   s: ParamSpec,

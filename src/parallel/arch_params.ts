@@ -2,7 +2,8 @@
  * The planner's view of the architectures other than GPT (docs/design.md §17, §23): each rank's
  * parameters counted from the model's own declarations through the same placement the ranks use
  * (stages.ts stagePlacement, tp_table.ts), so `npm run plan`, the memory table and the dp
- * traffic are exact for mamba, hybrid and linear as they are for GPT's closed formulas.
+ * traffic are exact for mamba, hybrid and linear as they are for GPT's closed formulas; and the
+ * tensor-parallel collectives of a recurrent block, which cost.ts stepTraffic lists for them.
  */
 import type { TrainConfig } from '../train/config.ts';
 import type { ParamSpec } from '../nn/params.ts';
@@ -12,6 +13,9 @@ import { dtRank } from '../models/mamba.ts';
 import { type ArchLayout, type ParallelPlan, planMesh, type RankParams } from './plan.ts';
 import { stagePlacement } from './stages.ts';
 import { tpRole } from './tp_table.ts';
+import { stageLayers } from './pipeline_stage.ts';
+import type { Collective } from '../comm/cost.ts';
+import type { PlanDim } from './cost.ts';
 
 /**
  * The layout of `cfg.arch` for the planner, or undefined for GPT (its formulas) and the MoE
@@ -46,4 +50,59 @@ function placedParams(specs: ParamSpec[], arch: string, nLayer: number, plan: Pa
     if (plan.tp > 1 && tpRole(s.name) === 'replicated') out.spReplicated += n;
   }
   return out;
+}
+
+/** cost.ts stepTraffic's row writer. */
+export type Push = (dim: PlanDim, what: string, coll: Collective, group: number[], n: number, calls: number) => void;
+
+/**
+ * Tensor-parallel collectives of a recurrent stack's blocks (rank_context.ts over mamba.ts and
+ * hybrid.ts), per micro-batch: each Mamba mixer sums its out_proj output (sp: reduce-scatter)
+ * forward and the in_proj_x / in_proj_z input gradients (sp: their gathers' conjugates)
+ * backward, and allReduces its x_proj outputs (b·s·R, b·s·N, b·s·N) forward and their gradients
+ * backward (row-inner + f); the hybrid's shared attention block, after every attnEvery-th layer,
+ * moves what a GPT block does. Full recomputation repeats each forward call once.
+ */
+export function recurrentBlockTraffic(
+  lay: ArchLayout,
+  push: Push,
+  group: number[],
+  d: {
+    b: number;
+    s: number;
+    C: number;
+    m: number;
+    sp: boolean;
+    full: boolean;
+    nLayer: number;
+    S: number;
+    ppRank: number;
+    P: number;
+  },
+): void {
+  const { b, s, C, m, sp, full } = d, bsh = b * s * C;
+  const own = [...Array(d.S).keys()].filter((st) => st % d.P === d.ppRank).flatMap((st) => {
+    const [lo, hi] = stageLayers(d.nLayer, d.S, st);
+    return [...Array(hi - lo).keys()].map((i) => lo + i);
+  });
+  const mixers = own.length, attn = lay.arch === 'hybrid' ? own.filter((i) => (i + 1) % lay.attnEvery === 0).length : 0;
+  const r = full ? 1 : 0;
+  if (!sp) {
+    push('tp', 'Mamba out_proj output fwd + in_proj inputs bwd', 'allReduce', group, bsh, (3 + r) * mixers * m);
+    push('tp', 'shared attention block outputs fwd + inputs bwd', 'allReduce', group, bsh, (4 + 2 * r) * attn * m);
+  } else {
+    push('tp', 'Mamba in_proj gathers fwd + out_proj gather bwd', 'allGather', group, bsh, (3 + 2 * r) * mixers * m);
+    push('tp', 'Mamba out_proj scatter fwd + in_proj scatters bwd', 'reduceScatter', group, bsh, (3 + r) * mixers * m);
+    push('tp', 'shared attention block gathers', 'allGather', group, bsh, (4 + 2 * r) * attn * m);
+    push('tp', 'shared attention block scatters', 'reduceScatter', group, bsh, (4 + 2 * r) * attn * m);
+  }
+  push('tp', 'Mamba x_proj dt output fwd + gradient bwd', 'allReduce', group, b * s * lay.dtRank, (2 + r) * mixers * m);
+  push(
+    'tp',
+    'Mamba x_proj B, C outputs fwd + gradients bwd',
+    'allReduce',
+    group,
+    b * s * lay.dState,
+    2 * (2 + r) * mixers * m,
+  );
 }

@@ -11,7 +11,6 @@ import type { Algorithm } from '../comm/call_options.ts';
 import { type Collective, collectiveTraffic } from '../comm/cost.ts';
 import type { MeshCoords } from '../comm/mesh.ts';
 import {
-  type ArchLayout,
   microBatchSize,
   type ParallelPlan,
   planGroup,
@@ -21,6 +20,7 @@ import {
   rankParams,
   type StrategyKind,
 } from './plan.ts';
+import { recurrentBlockTraffic } from './arch_params.ts';
 
 export type PlanDim = 'dp' | 'tp' | 'pp' | 'cp' | 'ep';
 
@@ -203,7 +203,18 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   const again = o.recompute === 'full' ? L * m : 0, core = o.recompute && o.recompute !== 'none' ? L * m : 0;
   const recurrent = model.layout && model.layout.arch !== 'linear' ? model.layout : null;
   if (recurrent) {
-    recurrentBlocks(recurrent, push, tpGroup, { b, s, C, L, m, sp, full: again > 0, S: P * v, ppRank: me.pp, P });
+    recurrentBlockTraffic(recurrent, push, tpGroup, {
+      b,
+      s,
+      C,
+      m,
+      sp,
+      full: again > 0,
+      nLayer: model.nLayer,
+      S: P * v,
+      ppRank: me.pp,
+      P,
+    });
   } else if (!sp) {
     push('tp', 'layer outputs fwd + inputs bwd', 'allReduce', tpGroup, bsh, 4 * L * m);
     push('tp', 'recomputed layer outputs (bwd)', 'allReduce', tpGroup, bsh, 2 * again);
@@ -264,57 +275,4 @@ export function trafficByKind(rows: CommRow[]): Map<string, number> {
   const out = new Map<string, number>();
   for (const r of rows) out.set(`${r.dim}/${r.collective}`, (out.get(`${r.dim}/${r.collective}`) ?? 0) + r.elements);
   return out;
-}
-
-type Push = (dim: PlanDim, what: string, coll: Collective, group: number[], n: number, calls: number) => void;
-
-/**
- * Tensor-parallel collectives of a recurrent stack's blocks (rank_context.ts over mamba.ts and
- * hybrid.ts), per micro-batch: each Mamba mixer sums its out_proj output (sp: reduce-scatter)
- * forward and the in_proj_x / in_proj_z input gradients (sp: their gathers' conjugates)
- * backward, and allReduces its x_proj outputs (b·s·R, b·s·N, b·s·N) forward and their gradients
- * backward (row-inner + f); the hybrid's shared attention block, after every attnEvery-th layer,
- * moves what a GPT block does. Full recomputation repeats each forward call once.
- */
-function recurrentBlocks(
-  lay: ArchLayout,
-  push: Push,
-  group: number[],
-  d: {
-    b: number;
-    s: number;
-    C: number;
-    L: number;
-    m: number;
-    sp: boolean;
-    full: boolean;
-    S: number;
-    ppRank: number;
-    P: number;
-  },
-): void {
-  const { b, s, C, m, sp, full } = d, bsh = b * s * C, per = (d.L * d.P) / d.S;
-  const own = [...Array(d.S).keys()].filter((st) => st % d.P === d.ppRank).flatMap((st) =>
-    [...Array(per).keys()].map((i) => st * per + i)
-  );
-  const mixers = own.length, attn = lay.arch === 'hybrid' ? own.filter((i) => (i + 1) % lay.attnEvery === 0).length : 0;
-  const r = full ? 1 : 0;
-  if (!sp) {
-    push('tp', 'Mamba out_proj output fwd + in_proj inputs bwd', 'allReduce', group, bsh, (3 + r) * mixers * m);
-    push('tp', 'shared attention block outputs fwd + inputs bwd', 'allReduce', group, bsh, (4 + 2 * r) * attn * m);
-  } else {
-    push('tp', 'Mamba in_proj gathers fwd + out_proj gather bwd', 'allGather', group, bsh, (3 + 2 * r) * mixers * m);
-    push('tp', 'Mamba out_proj scatter fwd + in_proj scatters bwd', 'reduceScatter', group, bsh, (3 + r) * mixers * m);
-    push('tp', 'shared attention block gathers', 'allGather', group, bsh, (4 + 2 * r) * attn * m);
-    push('tp', 'shared attention block scatters', 'reduceScatter', group, bsh, (4 + 2 * r) * attn * m);
-  }
-  push('tp', 'Mamba x_proj dt output fwd + gradient bwd', 'allReduce', group, b * s * lay.dtRank, (2 + r) * mixers * m);
-  push(
-    'tp',
-    'Mamba x_proj B, C outputs fwd + gradients bwd',
-    'allReduce',
-    group,
-    b * s * lay.dState,
-    2 * (2 + r) * mixers * m,
-  );
 }

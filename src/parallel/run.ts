@@ -138,6 +138,16 @@ export function dimOfKey(kind: StrategyKind, key: string): PlanDim {
   return 'dp';
 }
 
+/** Elements per `dim/collective` of a measured `group/op` map (traffic.ts Sent), for a trainer of `kind`. */
+export function sentByDim(kind: StrategyKind, sent: Record<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, n] of Object.entries(sent)) {
+    const key = `${dimOfKey(kind, k)}/${k.split('/').pop()}`;
+    out[key] = (out[key] ?? 0) + n;
+  }
+  return out;
+}
+
 /** One step's predicted traffic of `rank`: cost.ts stepTraffic with the trainer's buckets and scalar collectives. */
 export function predictedTraffic(
   kind: StrategyKind,
@@ -245,11 +255,7 @@ export class RankRun {
     const s = this.next++, t0 = performance.now();
     const r = await this.world.tracer.span(`step ${s}`, () => this.built.step(s), { sim: false, step: s });
     const ms = performance.now() - t0;
-    const byDim: Record<string, number> = {};
-    for (const [k, n] of Object.entries(r.sent)) {
-      const key = `${dimOfKey(this.kind, k)}/${k.split('/').pop()}`;
-      byDim[key] = (byDim[key] ?? 0) + n;
-    }
+    const byDim = sentByDim(this.kind, r.sent);
     const tokens = this.cfg.batchSize * this.cfg.gradAccum * this.cfg.blockSize;
     const rec: RankStepRecord = {
       step: s,

@@ -12,7 +12,7 @@
  * embedding group), so they stay equal.
  */
 import type { Gpu } from '../gpu/context.ts';
-import { Tensor } from '../gpu/tensor.ts';
+import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from '../autograd/tape.ts';
 import type { ParamSpec, ParamStore, Placement } from '../nn/params.ts';
 import type { TrainConfig } from '../train/config.ts';
@@ -167,14 +167,6 @@ export class ModelStages implements PipelineStageModel {
       gradScale,
       recompute: this.cfg.recompute,
     });
-  }
-
-  /** Flat-gradient slice a global grad norm counts: everything but the head's copy of the tied embedding. */
-  normGrads(): Tensor {
-    const { params } = this;
-    if (!this.headCopy) return params.grads;
-    const len = params.params[params.params.length - 1].offset; // the copy is last; the head's norm precedes it
-    return new Tensor(this.gpu, params.grads.buffer, [len], 'f32', params.grads.offset, false, `grads[0:${len}]`);
   }
 }
 

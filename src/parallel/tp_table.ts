@@ -21,7 +21,6 @@
  * - `vocab`: the embedding's rows over the vocabulary padded to a multiple of tp.
  * - `replicated`: a full copy on every rank (norms, row-parallel biases, positions).
  */
-import type { ParamSpec } from '../nn/params.ts';
 
 /** How a parameter takes part in tensor parallelism (see the module doc). */
 export type TpRole =
@@ -70,11 +69,6 @@ export const TP_TABLE: readonly (readonly [RegExp, TpRole])[] = [
 export function tpRole(name: string): TpRole {
   for (const [pattern, role] of TP_TABLE) if (pattern.test(name)) return role;
   throw new Error(`tensor parallel: no role for parameter '${name}' in src/parallel/tp_table.ts`);
-}
-
-/** Whether the table covers every one of `names` (an architecture can be split by tensor parallelism). */
-export function tpCovers(names: readonly string[]): boolean {
-  return names.every((n) => TP_TABLE.some(([pattern]) => pattern.test(n)));
 }
 
 /** The split of parameter `name`: its role's layout. */
@@ -148,9 +142,4 @@ export function unshardParam(kind: ShardKind, shards: Float32Array[], shape: rea
     }
   });
   return out;
-}
-
-/** Declarations with every shape replaced by rank-local shard shapes. */
-export function tpParamSpecs(specs: ParamSpec[], tp: number): ParamSpec[] {
-  return specs.map((s) => ({ ...s, shape: shardShape(shardKind(s.name), s.shape, tp) }));
 }

@@ -165,7 +165,7 @@ export class ZeroTrainer {
       const reduce = stage > 1 || last;
       const tape = reduce ? new LoggingTape(gpu, this.paramGrads) : new Tape(gpu, this.paramGrads);
       if (own && units) {
-        await units.forwardAsync(
+        await units.forward(
           await this.shards.gatherAll(this.groups.params, own),
           () => this.batches.forward(tape, step, micro),
         );
@@ -248,7 +248,7 @@ export class ZeroTrainer {
   async evaluate(data: TextDataset, cfg: TrainConfig): Promise<number> {
     if (!this.units || !this.shards.values) return await meanLoss(this.gpu, this.model, data, cfg);
     const full = await this.shards.gatherAll(this.groups.eval, await this.shards.readOwn());
-    return await this.units.forwardAsync(full, () => meanLoss(this.gpu, this.model, data, cfg));
+    return await this.units.forward(full, () => meanLoss(this.gpu, this.model, data, cfg));
   }
 
   /** The full flat parameter buffer, gathered from every rank's pieces (all ranks must call it). */

@@ -114,17 +114,7 @@ export class LayerUnits {
    * elements [start, end) of the flat layout): resident units are written now, each rotating
    * unit when the model first asks the store for one of its weights (ParamStore.onAccess).
    */
-  forward<T>(full: readonly Float32Array[], run: () => T): T {
-    this.begin(full);
-    try {
-      return run();
-    } finally {
-      this.pending = [];
-    }
-  }
-
-  /** {@link forward} for a pass that awaits between its forwards (evaluation over several batches). */
-  async forwardAsync<T>(full: readonly Float32Array[], run: () => Promise<T>): Promise<T> {
+  async forward<T>(full: readonly Float32Array[], run: () => Promise<T>): Promise<T> {
     this.begin(full);
     try {
       return await run();

@@ -14,7 +14,7 @@ import { localMeshRun } from './mesh_harness.ts';
 import type { Named } from './mesh_rank.ts';
 import { makePlan, type ParallelPlan, planGroup, planMesh, rankParams } from '../../src/parallel/plan.ts';
 import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
-import { dimOfKey, planModelOf } from '../../src/parallel/run.ts';
+import { planModelOf, sentByDim } from '../../src/parallel/run.ts';
 import { checkArchSplit } from '../../src/parallel/strategy.ts';
 import { shardKind, TP_TABLE, tpRole, unshardParam } from '../../src/parallel/tp_table.ts';
 import { createModel } from '../../src/models/registry.ts';
@@ -74,11 +74,7 @@ for (const [what, arch, over] of CASES) {
         `${what} rank ${r}: every row exact`,
       );
       for (const [step, sent] of x.sent.entries()) {
-        const measured: Record<string, number> = {};
-        for (const [k, n] of Object.entries(sent)) {
-          const key = `${dimOfKey('mesh', k)}/${k.split('/').pop()}`;
-          measured[key] = (measured[key] ?? 0) + n;
-        }
+        const measured = sentByDim('mesh', sent);
         deepStrictEqual(
           measured,
           Object.fromEntries(trafficByKind(rows)),

@@ -17,10 +17,8 @@ import { attentionBackwardRef, attentionForwardRef } from '../../src/reference/a
 import { cpPositions } from '../../src/parallel/context_parallel.ts';
 import { zigzagPositions } from '../../src/parallel/ring_attention.ts';
 import { makePlan } from '../../src/parallel/plan.ts';
-import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
 import { chunkOffsets } from '../../src/comm/algorithms.ts';
 import { parseConfig } from '../../src/train/config.ts';
-import { CharTokenizer } from '../../src/data/tokenizer.ts';
 
 Deno.test('zig-zag positions: rank r holds chunks r and 2cp−1−r; every position once; causal work balanced', () => {
   deepStrictEqual([...zigzagPositions(0, 2, 8)], [0, 1, 6, 7]);

@@ -23,7 +23,7 @@ import { maxRel } from './harness.ts';
 import { flat, singleRankRun } from './single_rank.ts';
 import { rankParams } from '../../src/parallel/plan.ts';
 import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
-import { dimOfKey } from '../../src/parallel/run.ts';
+import { sentByDim } from '../../src/parallel/run.ts';
 
 export type { MeshRunResult };
 
@@ -193,11 +193,7 @@ function compareWithCost(
     [],
     `${what} rank ${r}: every stepTraffic row exact`,
   );
-  const measured: Record<string, number> = {};
-  for (const [k, n] of Object.entries(sent)) {
-    const key = `${dimOfKey('mesh', k)}/${k.split('/').pop()}`;
-    measured[key] = (measured[key] ?? 0) + n;
-  }
+  const measured = sentByDim('mesh', sent);
   deepStrictEqual(
     Object.fromEntries(trafficByKind(rows)),
     measured,

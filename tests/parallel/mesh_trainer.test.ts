@@ -10,18 +10,14 @@
  * Ranks are in-process communicators sharing the test's GPU (src/comm/local.ts); one run
  * repeats tp2×pp2 on module workers (mesh_worker.ts) with a device each, as a real world runs.
  */
-import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
+import { equal, ok, throws } from 'node:assert/strict';
 import { testGpu } from '../util/gpu.ts';
-import { assertClose, assertRelRms } from '../util/assert.ts';
-import { maxRel, TEXT, tinyConfig, WORKER_TEST } from './harness.ts';
-import { flat, oddVocabText, singleRankRun } from './single_rank.ts';
+import { TEXT, tinyConfig, WORKER_TEST } from './harness.ts';
+import { oddVocabText, singleRankRun } from './single_rank.ts';
 import { checkMeshRun, localMeshRun, type MeshReference, workerMeshRun } from './mesh_harness.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
-import { makePlan, type ParallelPlan, planMesh, rankParams } from '../../src/parallel/plan.ts';
-import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
-import { dimOfKey } from '../../src/parallel/run.ts';
+import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
 import { checkMeshPlan } from '../../src/parallel/mesh_trainer.ts';
-const WTE = 'transformer.wte.weight';
 
 const TEXT_ODD = oddVocabText(TEXT);
 

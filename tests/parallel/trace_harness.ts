@@ -9,7 +9,7 @@ import { type ChromeTrace, toChromeTrace } from '../../src/comm/trace.ts';
 import { sentElements, traceSends } from '../../src/comm/trace_bytes.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 import { type ParallelPlan, planWorldSize } from '../../src/parallel/plan.ts';
-import { dimOfKey, type RankSummary } from '../../src/parallel/run.ts';
+import { type RankSummary, sentByDim } from '../../src/parallel/run.ts';
 import { trainRank } from '../../src/parallel/run_tasks.ts';
 import type { CommRow } from '../../src/parallel/cost.ts';
 import { TEXT, tinyConfig } from './harness.ts';
@@ -34,16 +34,6 @@ export async function tracedRun(
   } finally {
     closeLocalWorld(world);
   }
-}
-
-/** Elements per `dim/collective` of a `group/op` map, as run.ts builds a step record's byDim. */
-export function byDim(kind: RankSummary['kind'], sent: Record<string, number>): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const [k, n] of Object.entries(sent)) {
-    const key = `${dimOfKey(kind, k)}/${k.split('/').pop()}`;
-    out[key] = (out[key] ?? 0) + n;
-  }
-  return out;
 }
 
 /** Predicted elements per `dim/collective` (rows summed) and whether every row under it is exact. */
@@ -79,7 +69,7 @@ export function traceMismatches(ranks: readonly RankSummary[], trace: unknown): 
       }
     }
     for (const rec of s.records) {
-      const traced = sentElements(rows, s.rank, rec.step), dims = byDim(s.kind, traced);
+      const traced = sentElements(rows, s.rank, rec.step), dims = sentByDim(s.kind, traced);
       for (const k of new Set([...pred.keys(), ...Object.keys(dims)])) {
         const want = pred.get(k)?.n ?? 0, got = dims[k] ?? 0;
         if (want !== got) out.push(`rank ${s.rank} step ${rec.step} ${k}: predicted ${want}, trace ${got}`);
