@@ -15,6 +15,7 @@ import { benchTrain } from '../bench/train.ts';
 import { commMain } from '../bench/comm.ts';
 import { attentionTable, benchAttention, parseAttentionFlag } from '../bench/attention.ts';
 import { benchScan } from '../bench/scan.ts';
+import { exitProcess } from './exit.ts';
 
 /** What a suite gets: the device and the parsed common options. */
 export interface SuiteContext {
@@ -262,10 +263,10 @@ async function main(argv: string[]): Promise<number> {
 if (import.meta.main) {
   // Exit explicitly: Dawn keeps the process alive otherwise (docs/design.md §8).
   main(Deno.args).then(
-    (code) => Deno.exit(code),
+    (code) => exitProcess(code),
     (e) => {
       console.error(`bench: ${(e as Error).message}`);
-      Deno.exit(1);
+      exitProcess(1);
     },
   );
 }

@@ -6,6 +6,7 @@
  * (its temp file removed) and the last good checkpoint stays as it was.
  */
 import { removeInFlightWrites } from '../io/atomic.ts';
+import { exitProcess } from './exit.ts';
 
 /** The signals a run stops on, and the exit status of a run they stopped (128 + signal number). */
 export const STOP_SIGNALS = { SIGINT: 130, SIGTERM: 143 } as const;
@@ -27,7 +28,7 @@ export class StopListener {
         if (this.signal) {
           console.error(`\n${sig} again: exiting now; the last good checkpoint is untouched`);
           removeInFlightWrites();
-          Deno.exit(STOP_SIGNALS[sig]);
+          exitProcess(STOP_SIGNALS[sig]);
         }
         this.signal = sig;
         console.error(

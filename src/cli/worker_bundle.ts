@@ -4,7 +4,7 @@
  *
  * The bundle lives in a temp folder named `rank-worker-<pid>-<random>`, laid out like the
  * repository (`<dir>/a/b/rank.worker.js` beside a `<dir>/shaders` link, so the shader URLs
- * resolve). It is removed when the process exits normally or through Deno.exit (the `unload`
+ * resolve). It is removed when the process exits normally or through exitProcess / Deno.exit (the `unload`
  * event: a finished run, an error, a second Ctrl-C); kill -9 fires nothing, so every call also
  * removes the folders of processes that are no longer alive, found by the pid in their name.
  */
