@@ -154,7 +154,7 @@ function refreshStart(): void {
 
 function onFormChange(r: FormResult): void {
   formResult = r;
-  if (r.ok) parallel?.setModel(planModel(r.cfg));
+  if (r.ok) parallel?.setModel(planModel(r.cfg), r.cfg);
   refreshStart();
 }
 
@@ -196,7 +196,7 @@ async function loadCorpus(): Promise<void> {
   info = await rank.api.init({ text: c.text });
   dataset.describe(info.corpusChars, info.vocabSize);
   logLine(`data: ${c.name} · ${info.corpusChars.toLocaleString('en')} characters · vocab ${info.vocabSize}`, 'note');
-  if (formResult?.ok) parallel.setModel(planModel(formResult.cfg));
+  if (formResult?.ok) parallel.setModel(planModel(formResult.cfg), formResult.cfg);
 }
 
 async function onDatasetChange(): Promise<void> {
@@ -242,7 +242,7 @@ new Tabs($('#views-tabs'), (id) => {
   const preset = q.get('preset');
   if (preset) form.applyPreset(preset);
   const values: Record<string, string> = {}, par: Record<string, string> = {};
-  for (const [k, v] of q) if (k !== 'preset') (parallel.has(k) ? par : values)[k] = v;
+  for (const [k, v] of q) if (k !== 'preset') (parallel.has(k, v) ? par : values)[k] = v;
   if (Object.keys(values).length) form.set(values as never);
   if (Object.keys(par).length) parallel.set(par);
 }

@@ -46,7 +46,7 @@ import { StepStop } from '../parallel/step_stop.ts';
 
 const HELP =
   `parallel flags (any of them makes a parallel run of dp·pp·cp·tp ≤ ${MAX_RUN_WORLD} ranks, one Deno worker + WebGPU device each;
-dp × pp × tp (+sp) combine (mesh trainer; tp: gpt, mamba, hybrid; pp: gpt, linear, mamba; cp: gpt); cp, ep (dividing dp, --arch gpt-moe|mamba-moe) and zero run alone):
+dp × pp × tp (+sp) combine (mesh trainer; tp: gpt, mamba, hybrid, linear (no sp); pp: gpt, linear, mamba; cp: gpt); cp, ep (dividing dp, --arch gpt-moe|mamba-moe) and zero run alone):
 ${helpLines(flagKeys(PlanSchema)).join('\n')}
 outputs: metrics.jsonl, trace.json, config.json, plan.txt, accounting.json, ckpt-parallel.json + ckpt-parallel-<step>/rank-<r>.safetensors
   --resume --out DIR           continues DIR's latest checkpoint; the parallel flags must be the checkpoint's plan

@@ -10,12 +10,29 @@
  * - `channel`: one per key channel and step plus RWKV's bonus u for the current token,
  *   trained with the one-workgroup-per-head recurrent kernel (RWKV-6's wkv6).
  * Decays are logσ(·)/16 as in GLA, so a fresh model forgets over tens of tokens, not one.
- * Simplifications against RWKV-6: RMSNorm for LayerNorm/GroupNorm, static token-shift mixes
- * (no LoRA on μ), a full-rank decay projection.
+ * Simplifications against RWKV-6: RMSNorm for LayerNorm, and for ln_x's GroupNorm(n_head) a
+ * per-head RMSNorm (each head's hs channels normalised on their own, then the [C] gain), static
+ * token-shift mixes (no LoRA on μ), a full-rank decay projection.
+ *
+ * Over a tensor-parallel context the heads split across ranks (src/parallel/tp_table.ts): r, k,
+ * v, gate and the decay projection column-parallel, the decay bias, bonus u and ln_x's gain with
+ * their heads, output row-parallel; the channel mix's key / value column- / row-parallel as an
+ * MLP, its receptance replicated. ln_x being per head is what lets a rank normalise its own heads.
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { add, lerp, logSigmoid, mul, reluSquared, rmsNorm, sigmoid, silu, tokenShift } from '../autograd/ops.ts';
+import {
+  add,
+  lerp,
+  logSigmoid,
+  mul,
+  reluSquared,
+  rmsNorm,
+  scaleChannels,
+  sigmoid,
+  silu,
+  tokenShift,
+} from '../autograd/ops.ts';
 import { linearAttention, recurrentLinearAttention } from '../autograd/mixer_ops.ts';
 import type { Tape } from '../autograd/tape.ts';
 import { ParamStore, type Placement, placeSpecs } from '../nn/params.ts';
@@ -81,6 +98,8 @@ export class LinearLM extends PieceModel {
   readonly params: ParamStore;
   readonly nLayer: number;
   private readonly noPositions: Tensor;
+  /** (hs) ones: the gain of ln_x's per-head norm, whose learned [C] gain follows it. */
+  private readonly unitHead: Tensor;
   private readonly p: (name: string) => Tensor;
 
   /**
@@ -98,6 +117,8 @@ export class LinearLM extends PieceModel {
     this.params = new ParamStore(gpu, place ? placeSpecs(specs, random, place) : specs, random);
     this.p = (name) => this.params.get(name).value;
     this.noPositions = zeroPositions(gpu, cfg.blockSize, cfg.nEmbd);
+    const hs = cfg.nEmbd / cfg.nHead;
+    this.unitHead = gpu.upload(new Float32Array(hs).fill(1), [hs], 'f32', 'ln_x.unit');
   }
 
   /** x (B, T, C) = emb[tokens] (+ NEFTune noise in training passes); the decays carry position. */
@@ -113,10 +134,14 @@ export class LinearLM extends PieceModel {
     return await this.embedTokens(ctx, tape, input, tables, b, t, opts); // (B, T, C)
   }
 
-  /** Block i: time mixing, then channel mixing, each a residual branch on x (B·T, C). */
+  /**
+   * Block i: time mixing, then channel mixing, each a residual branch on x (B·T, C). Over a
+   * tensor-parallel context H and C in the shapes below are this rank's heads H/tp and their
+   * channels C/tp (the residual stream stays (B·T, C)).
+   */
   async block(ctx: ModelContext, tape: Tape, x: Tensor, i: number, b: number, t: number): Promise<Tensor> {
-    const { nHead: h, nEmbd: c, decay } = this.cfg, p = this.p, hs = c / h, n = `blocks.${i}`;
-    const dims = { b, t, h, dk: hs, dv: hs, scale: 1 / Math.sqrt(hs) };
+    const { nHead, nEmbd, decay } = this.cfg, p = this.p, hs = nEmbd / nHead, n = `blocks.${i}`;
+    const dims = { b, t, h: ctx.local(nHead), dk: hs, dv: hs, scale: 1 / Math.sqrt(hs) }; // this rank's heads
     const lin = (x: Tensor, name: string, label: string, bias = false) =>
       ctx.linear(tape, x, `${n}.${name}`, p(`${n}.${name}.weight`), bias ? p(`${n}.${name}.bias`) : null, label);
     // ---- time mixing
@@ -132,7 +157,9 @@ export class LinearLM extends PieceModel {
     const o = decay === 'head'
       ? linearAttention(tape, r, k, v, logDecay, dims, `${n}.att.la`) // (B, T, C)
       : recurrentLinearAttention(tape, r, k, v, logDecay, p(`${n}.att.time_faaaa`), dims, `${n}.att.wkv`);
-    const on = rmsNorm(tape, o, p(`${n}.att.ln_x.weight`), `${n}.att.ln_x`); // (B·T, C)
+    // ln_x per head (RWKV's GroupNorm(n_head)): no statistic crosses a head, so none crosses ranks.
+    const oh = rmsNorm(tape, o, this.unitHead, `${n}.att.ln_x`); // (B·T·H, hs)
+    const on = scaleChannels(tape, oh, p(`${n}.att.ln_x.weight`), `${n}.att.ln_x.gain`); // (B·T, C)
     const gate = silu(tape, await proj(mix('g'), 'gate'), `${n}.att.gate_act`); // (B·T, C)
     x = add(tape, x, await proj(mul(tape, on, gate, `${n}.att.gated`), 'output'), `${n}.res1`);
     // ---- channel mixing
@@ -140,7 +167,8 @@ export class LinearLM extends PieceModel {
     const sm = tokenShift(tape, m, b, t, `${n}.ffn.shift`);
     const fmix = (q: string) => lerp(tape, m, sm, p(`${n}.ffn.time_maa_${q}`), `${n}.ffn.maa_${q}`);
     const kk = reluSquared(tape, await lin(fmix('k'), 'ffn.key', `${n}.ffn.key`), `${n}.ffn.relu2`); // (B·T, 4C)
-    const vv = await lin(kk, 'ffn.value', `${n}.ffn.value`); // (B·T, C)
+    const vv = await lin(kk, 'ffn.value', `${n}.ffn.value`); // (B·T, C), summed over tp
+    // Replicated under tp: its input and output are the full-width residual-side tensors.
     const rr = sigmoid(tape, await lin(fmix('r'), 'ffn.receptance', `${n}.ffn.receptance`), `${n}.ffn.sigmoid`);
     return add(tape, x, mul(tape, rr, vv, `${n}.ffn.gated`), `${n}.res2`);
   }

@@ -44,6 +44,11 @@ export interface ForwardOptions {
   neftune?: { alpha: number; seed: number };
   /** Activation recomputation of the blocks (recompute.ts); training passes only. Default none. */
   recompute?: Recompute;
+  /**
+   * Awaited before block i's forward: ZeRO-3 (src/parallel/zero_units.ts) gathers that layer's
+   * weights here, so the host and the device hold one gathered layer at a time.
+   */
+  beforeBlock?: (i: number) => Promise<void>;
 }
 
 /** Vocabulary and context every model has, whatever its mixer. */
@@ -117,7 +122,10 @@ export async function runPieces(
 ): Promise<ForwardResult> {
   const mode = opts.recompute ?? 'none', inner = recomputeContext(ctx, mode);
   let x = await m.embed(ctx, tape, input, b, t, opts);
-  for (let i = 0; i < m.nLayer; i++) x = await runBlock(m, inner, tape, x, i, b, t, mode);
+  for (let i = 0; i < m.nLayer; i++) {
+    await opts.beforeBlock?.(i);
+    x = await runBlock(m, inner, tape, x, i, b, t, mode);
+  }
   return await m.head(ctx, tape, x, input, opts);
 }
 

@@ -56,8 +56,12 @@ function placedParams(specs: ParamSpec[], arch: string, nLayer: number, plan: Pa
 export type Push = (dim: PlanDim, what: string, coll: Collective, group: number[], n: number, calls: number) => void;
 
 /**
- * Tensor-parallel collectives of a recurrent stack's blocks (rank_context.ts over mamba.ts and
- * hybrid.ts), per micro-batch: each Mamba mixer sums its out_proj output (sp: reduce-scatter)
+ * Tensor-parallel collectives of a recurrent stack's blocks (rank_context.ts over mamba.ts,
+ * hybrid.ts and linear.ts), per micro-batch. Each RWKV-style block (linear.ts) allReduces its two
+ * row-parallel outputs (att.output, ffn.value) forward and the input gradients of its six
+ * column-parallel layers backward: r, k, v, gate and decay each read their own token-shift mix,
+ * so each has its own f, and ffn.key; its replicated ffn.receptance moves nothing (linear + sp is
+ * refused, strategy.ts). Each Mamba mixer sums its out_proj output (sp: reduce-scatter)
  * forward and the in_proj_x / in_proj_z input gradients (sp: their gathers' conjugates)
  * backward, and allReduces its x_proj outputs (b·s·R, b·s·N, b·s·N) forward and their gradients
  * backward (row-inner + f); the hybrid's shared attention block, after every attnEvery-th layer,
@@ -87,6 +91,10 @@ export function recurrentBlockTraffic(
   });
   const mixers = own.length, attn = lay.arch === 'hybrid' ? own.filter((i) => (i + 1) % lay.attnEvery === 0).length : 0;
   const r = full ? 1 : 0;
+  if (lay.arch === 'linear') {
+    push('tp', 'RWKV block row outputs fwd + column inputs bwd', 'allReduce', group, bsh, (2 + 6 + 2 * r) * mixers * m);
+    return;
+  }
   if (!sp) {
     push('tp', 'Mamba out_proj output fwd + in_proj inputs bwd', 'allReduce', group, bsh, (3 + r) * mixers * m);
     push('tp', 'shared attention block outputs fwd + inputs bwd', 'allReduce', group, bsh, (4 + 2 * r) * attn * m);

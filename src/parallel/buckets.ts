@@ -112,11 +112,15 @@ export class LoggingTape extends Tape {
 }
 
 /** Ids of the parameter value tensors a node's record mentions (those its rule accumulates into). */
-function paramRefs(node: Node, isParam: Set<number>): Set<number> {
+function paramRefs(node: Node, isParam: Set<number>, alias: ReadonlyMap<number, number>): Set<number> {
   const ids = new Set<number>();
   for (const v of Object.values(node)) {
     // A recomputed segment lists what it reads (checkpoint.ts): its parameters accumulate in its rule.
-    for (const t of Array.isArray(v) ? v : [v]) if (t instanceof Tensor && isParam.has(t.id)) ids.add(t.id);
+    for (const t of Array.isArray(v) ? v : [v]) {
+      if (!(t instanceof Tensor)) continue;
+      const id = alias.get(t.id) ?? t.id;
+      if (isParam.has(id)) ids.add(id);
+    }
   }
   return ids;
 }
@@ -132,11 +136,16 @@ export class BucketFinality {
   private readonly refs = new Map<Node, Set<number>>();
   private readonly open: Set<number>[];
 
-  constructor(buckets: readonly Bucket[], log: readonly Node[]) {
+  /**
+   * @param aliases views the model reads in place of a parameter's value (view → value; a
+   *   tensor-parallel bias column, rank_context.ts), so a node that reads one touches the parameter.
+   */
+  constructor(buckets: readonly Bucket[], log: readonly Node[], aliases?: ReadonlyMap<Tensor, Tensor>) {
     buckets.forEach((b) => b.params.forEach((p) => this.owner.set(p.value.id, b.index)));
     const isParam = new Set(this.owner.keys());
+    const alias = new Map([...aliases ?? []].map(([view, value]) => [view.id, value.id]));
     for (const node of log) {
-      const r = paramRefs(node, isParam);
+      const r = paramRefs(node, isParam, alias);
       this.refs.set(node, r);
       for (const id of r) this.uses.set(id, (this.uses.get(id) ?? 0) + 1);
     }
@@ -173,6 +182,8 @@ export interface OverlapStats {
 
 /** Hooks that let ZeRO-2/3 keep gradients (and values) per layer instead of in the flat buffers. */
 export interface BucketHooks {
+  /** Views read in place of parameter values (view → value), for BucketFinality. */
+  aliases?: ReadonlyMap<Tensor, Tensor>;
   /** The tensor holding bucket b's gradients (default: elements [start, end) of `store.grads`). */
   gradsOf?(b: Bucket): Tensor;
   /** Awaited before each node's rule with the buckets it touches (ZeRO-3 gathers a layer here); makes backward asynchronous. */
@@ -199,7 +210,7 @@ export async function backwardWithBuckets(
   collective: (b: Bucket, host: Float32Array) => Promise<void>,
   hooks: BucketHooks = {},
 ): Promise<OverlapStats> {
-  const finality = new BucketFinality(buckets, tape.log);
+  const finality = new BucketFinality(buckets, tape.log, hooks.aliases);
   const gradsOf = hooks.gradsOf ?? ((b: Bucket) => sliceOf(store.grads, b.start, b.end));
   const launched = new Set<number>();
   const stats: OverlapStats = { launchedDuringBackward: 0, order: [] };

@@ -188,6 +188,11 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   // Scalar allReduces: each trainer sums its loss and gradient-norm shares its own way.
   if (trainer === 'mesh') {
     push('dp', 'gradient norm + loss over the world', 'allReduce', [...Array(planWorldSize(plan)).keys()], 2, 1);
+  } else if (trainer === 'zero') {
+    // ZeRO sums its scalars over the world: with tp the reduced pieces cover a shard, not the model.
+    const world = [...Array(planWorldSize(plan)).keys()];
+    push('dp', 'loss average', 'allReduce', world, 1, 1);
+    push('dp', 'gradient norm (ZeRO)', 'allReduce', world, 1, 1);
   } else {
     push('dp', 'loss average', 'allReduce', dpGroup, 1, 1);
     if (zero > 0) push('dp', 'gradient norm (ZeRO)', 'allReduce', dpGroup, 1, 1);
@@ -201,7 +206,7 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   // tp: Megatron's f/g operators, or sequence parallelism's all-gather / reduce-scatter.
   const tpGroup = mesh.group('tp', rank), bsh = b * s * C, first = me.pp === 0, last = me.pp === P - 1;
   const again = o.recompute === 'full' ? L * m : 0, core = o.recompute && o.recompute !== 'none' ? L * m : 0;
-  const recurrent = model.layout && model.layout.arch !== 'linear' ? model.layout : null;
+  const recurrent = model.layout ?? null;
   if (recurrent) {
     recurrentBlockTraffic(recurrent, push, tpGroup, {
       b,

@@ -23,7 +23,6 @@ import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { Tape } from '../autograd/tape.ts';
 import { RULES } from '../autograd/rules.ts';
-import { axpy } from '../kernels/elementwise.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import type { LanguageModel } from '../models/model.ts';
 import type { TextDataset } from '../data/dataset.ts';
@@ -31,6 +30,7 @@ import type { TrainConfig } from '../train/config.ts';
 import { AdamW } from '../train/optimizer.ts';
 import { lrAt, scheduleFromConfig, type ScheduleSpec, validateSchedule } from '../train/schedules.ts';
 import type { StepRecord } from '../train/trainer.ts';
+import { LocalBatches, replicaForward } from './local_batches.ts';
 import { backwardWithBuckets, type Bucket, LoggingTape, type OverlapStats, planBuckets, sliceOf } from './buckets.ts';
 import { type Sent, TrafficMeter } from './traffic.ts';
 
@@ -63,62 +63,6 @@ export function checkDataParallel(cfg: TrainConfig, dp: number): void {
     throw new Error(
       'data parallel: goldfishK must be 0; masked targets differ per rank, so averaging per-rank means would not give the global mean',
     );
-  }
-}
-
-/**
- * One rank's share of the training data and its loss: the rows [rank·b, (rank+1)·b) of every
- * global micro-batch (b = batchSize / size), written to (b, T) token and target tensors, and a
- * GPU accumulator of the step's mean loss.
- */
-export class LocalBatches {
-  readonly rows: number;
-  private readonly tokens: Tensor;
-  private readonly targets: Tensor;
-  private readonly lossAcc: Tensor;
-
-  constructor(
-    readonly gpu: Gpu,
-    readonly model: LanguageModel,
-    readonly data: TextDataset,
-    readonly cfg: TrainConfig,
-    readonly rank: number,
-    readonly size: number,
-  ) {
-    checkDataParallel(cfg, size);
-    this.rows = cfg.batchSize / size;
-    this.tokens = gpu.zeros([this.rows, cfg.blockSize], 'i32', 'dp.tokens');
-    this.targets = gpu.zeros([this.rows, cfg.blockSize], 'i32', 'dp.targets');
-    this.lossAcc = gpu.zeros([2], 'f32', 'dp.loss');
-  }
-
-  /** Encodes zeroing of the step's loss accumulator. */
-  startStep(): void {
-    this.gpu.clear(this.lossAcc);
-  }
-
-  /**
-   * Uploads this rank's rows of micro-batch `micro` of step `step` and encodes the forward on
-   * `tape` with loss gradient scale 1/gradAccum, adding loss/gradAccum to the accumulator.
-   */
-  async forward(tape: Tape, step: number, micro: number): Promise<void> {
-    const { gpu, cfg } = this;
-    const t = cfg.blockSize, b = this.rows;
-    const batch = this.data.batch('train', cfg.batchSize, t, cfg.seed, step, micro);
-    const x = batch.x.slice(this.rank * b * t, (this.rank + 1) * b * t);
-    gpu.write(this.tokens, x);
-    gpu.write(this.targets, batch.y.slice(this.rank * b * t, (this.rank + 1) * b * t));
-    const { loss } = await this.model.forward(tape, this.tokens, x, this.targets, b, t, {
-      gradScale: 1 / cfg.gradAccum,
-      recompute: cfg.recompute,
-    });
-    axpy(gpu, 1 / cfg.gradAccum, loss!, this.lossAcc);
-  }
-
-  /** The global mean loss of the step: this rank's mean averaged over `group` (1 element sent per peer step). */
-  async globalLoss(group: Communicator): Promise<number> {
-    const local = (await this.gpu.read(this.lossAcc)).slice(0, 1) as Float32Array;
-    return (await group.allReduce(local, { op: 'avg' }))[0];
   }
 }
 
@@ -156,7 +100,8 @@ export class DataParallelTrainer {
   ) {
     this.schedule = scheduleFromConfig(cfg);
     validateSchedule(this.schedule, cfg.steps);
-    this.batches = new LocalBatches(gpu, model, data, cfg, comm.rank, comm.size);
+    checkDataParallel(cfg, comm.size);
+    this.batches = new LocalBatches(gpu, data, cfg, comm.rank, comm.size, replicaForward(gpu, model, cfg));
     this.buckets = planBuckets(model.params, opts.bucketBytes ?? 1 << 20);
     this.opt = new AdamW(gpu, cfg);
     this.gradGroup = subGroup(comm, 'grads');

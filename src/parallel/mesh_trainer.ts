@@ -48,12 +48,14 @@
  *   wte copy never — then torch's clip scale and AdamW on the rank's own shard.
  * - zero 1: instead of the allReduce, mesh_zero.ts's reduce-scatter / piece update / all-gather
  *   over the same dp·cp group.
- * Not composed (thrown up front, naming the combination): ep > 1, zero 2 and 3.
+ * Not composed (thrown up front, naming the combination): ep > 1, zero 2 and 3 (zero.ts runs
+ * those over a tp / cp split, zero_split.ts).
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { Communicator } from '../comm/communicator.ts';
-import type { MeshCoords, MeshDim } from '../comm/mesh.ts';
+import type { MeshCoords } from '../comm/mesh.ts';
+import type { RankGroups } from './rank_model.ts';
 import { wallMs } from '../comm/trace.ts';
 import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from '../train/config.ts';
@@ -63,12 +65,12 @@ import { checkPipeline } from './pipeline.ts';
 import { PipelineExecutor, type SpanFn } from './pipeline_executor.ts';
 import type { PipelineSchedule } from './pipeline_schedule.ts';
 import type { Span } from './pipeline_sim.ts';
-import { describePlan, type ParallelPlan, planGroup, planMesh, validatePlan } from './plan.ts';
+import { describePlan, type ParallelPlan, validatePlan } from './plan.ts';
 import { subGroup } from './data_parallel.ts';
+import { rankModel } from './rank_model.ts';
 import { type Sent, TrafficMeter } from './traffic.ts';
-import { ModelStages } from './stages.ts';
-import { RankContext } from './rank_context.ts';
-import { cpPositions, takePositions } from './context_parallel.ts';
+import type { ModelStages } from './stages.ts';
+import { takePositions } from './context_parallel.ts';
 import { GradSync } from './grad_sync.ts';
 import { AdamW } from '../train/optimizer.ts';
 
@@ -132,7 +134,7 @@ export class MeshTrainer {
    * World ranks of this rank's group along each mesh dimension, its gradient-sync group
    * `dpcp` (the dp·cp ranks holding the same shard, dp-major) and its embedding group ([] when none).
    */
-  readonly groups: Record<MeshDim | 'dpcp' | 'embedding', number[]>;
+  readonly groups: RankGroups;
   /** Global positions of this rank's T/cp tokens of every sequence (0…T−1 without cp). */
   readonly positions: Int32Array;
   /** Rows per micro-batch, b = B / (dp·m). */
@@ -162,32 +164,14 @@ export class MeshTrainer {
     this.program = checkMeshPlan(plan, cfg, vocabSize, world.size);
     this.schedule = scheduleFromConfig(cfg);
     validateSchedule(this.schedule, cfg.steps);
-    const mesh = planMesh(plan, world.rank), rank = world.rank;
-    this.coords = mesh.coords();
-    const group = (dim: MeshDim) => planGroup(plan, dim, rank);
-    const pp = group('pp'), ends = [...new Set([pp[0], pp[pp.length - 1]])];
-    // Megatron's data-parallel group with context parallelism: every cp rank of every dp replica.
-    const dpcp = group('dp').flatMap((r) => planGroup(plan, 'cp', r));
-    this.groups = {
-      dp: group('dp'),
-      pp,
-      cp: group('cp'),
-      tp: group('tp'),
-      dpcp,
-      embedding: ends.length > 1 && ends.includes(rank) ? ends : [],
-    };
-    const comm = (dim: MeshDim) => world.newGroup(this.groups[dim], `${dim}[${this.groups[dim].join(',')}]`);
-    const tp = comm('tp'), T = cfg.blockSize;
-    this.positions = plan.cp > 1
-      ? cpPositions(plan.cpKind, this.coords.cp, plan.cp, T)
-      : Int32Array.from({ length: T }, (_, i) => i);
-    const context = plan.cp > 1
-      ? { group: subGroup(comm('cp'), 'attn'), kind: plan.cpKind, positions: this.positions }
-      : undefined;
-    const ctx = new RankContext({ tp, vocabSize, sequenceParallel: plan.sp, context });
-    this.stages = new ModelStages(gpu, cfg, vocabSize, ctx, { ppRank: this.coords.pp, pp: plan.pp, v: this.program.v });
+    const rm = rankModel(gpu, cfg, plan, world, vocabSize, this.program.v);
+    this.coords = rm.coords;
+    this.groups = rm.groups;
+    this.positions = rm.positions;
+    this.stages = rm.stages;
+    const T = cfg.blockSize, tp = rm.comm('tp');
     this.rows = cfg.batchSize / (plan.dp * plan.microBatches);
-    this.exec = new PipelineExecutor(gpu, this.stages, comm('pp'), this.program, this.rows, T / plan.cp);
+    this.exec = new PipelineExecutor(gpu, this.stages, rm.comm('pp'), this.program, this.rows, T / plan.cp);
     this.sync = new GradSync(gpu, this.stages, this.coords, world, tp, this.groups, plan);
     this.scalars = subGroup(world, 'scalars');
     this.meter = TrafficMeter.of(world);

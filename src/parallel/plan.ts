@@ -112,7 +112,7 @@ export function planProblems(plan: ParallelPlan, model: PlanModel, worldSize?: n
   if (!div(nEmbd, tp)) out.push(`nEmbd ${nEmbd} is not divisible by tp ${tp}`);
   if (!div(nHead, tp)) out.push(`heads ${nHead} not divisible by tp ${tp}`);
   if (sp && tp === 1) out.push('sequence parallel (sp) requires tp > 1');
-  if (zero > 0 && dp === 1) out.push(`zero ${zero} shards over the DP group and requires dp > 1`);
+  if (zero > 0 && dp * cp === 1) out.push(`zero ${zero} shards over the dp·cp group and requires dp·cp > 1`);
   const stages = pp * v;
   if (!div(nLayer, stages)) {
     out.push(

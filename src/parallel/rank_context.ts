@@ -5,7 +5,7 @@
  * - linear: the role of `${name}.weight` in tp_table.ts picks Megatron's f before a column-
  *   parallel layer (the sequence-parallel all-gather when its input is the residual stream) and g
  *   after a row-parallel one (the reduce-scatter under sequence parallelism); a row-parallel bias
- *   is added once, after the sum.
+ *   is added once, after the sum; a replicated weight is the plain layer.
  * - attention: FlashAttention over this rank's nh/tp heads, or ring attention / Ulysses over the
  *   context-parallel group when the rank holds T/cp tokens of every sequence.
  * - embed / head: the vocab-parallel embedding and cross-entropy (vocab_parallel.ts); the
@@ -71,6 +71,7 @@ export class RankContext implements ModelContext {
   /** The store's value → gradient map for tapes, plus the row-parallel biases' (C, 1) views. */
   gradMap(store: ParamStore): Map<Tensor, Tensor> {
     const map = store.gradMap();
+    this.biasCols.clear(); // a store rehomed since (ZeRO-2/3) has new value tensors
     if (this.tp === 1) return map;
     for (const p of store.params) {
       if (!p.name.endsWith('.bias') || !isRow(p.name.replace(/\.bias$/, '.weight'))) continue;
@@ -79,6 +80,11 @@ export class RankContext implements ModelContext {
       map.set(col, p.grad.view([p.size, 1]));
     }
     return map;
+  }
+
+  /** The bias columns {@link gradMap} made, each mapped to the bias value it stands for (buckets.ts BucketFinality). */
+  biasAliases(): Map<Tensor, Tensor> {
+    return new Map([...this.biasCols].map(([value, col]) => [col, value]));
   }
 
   /** Shape (B·T, C), or (B·T/tp, C) under sequence parallelism, of the residual stream. */
@@ -94,6 +100,9 @@ export class RankContext implements ModelContext {
     if (this.tp === 1) return linear(tape, x, w, b, label);
     const role = tpRole(`${name}.weight`);
     if (role === 'column-inner' || role === 'channel') return linear(tape, x, w, b, label); // input from a row-inner layer: its backward already sums
+    // A whole weight on every rank (RWKV's channel-mix receptance): replicated in, replicated out,
+    // its gradients full on each rank; an f here would sum tp equal input gradients.
+    if (role === 'replicated') return linear(tape, x, w, b, label);
     if (role !== 'row' && role !== 'row-inner') {
       // Column-parallel: f (or the SP all-gather) on the input; the bias is sharded with the rows.
       const xin = this.sequenceParallel

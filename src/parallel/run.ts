@@ -107,7 +107,7 @@ export interface RankSummary {
 /** The config a rank's trainer runs with (see the module doc's batch convention). */
 export function trainerConfig(plan: ParallelPlan, cfg: TrainConfig): TrainConfig {
   const g = cfg.batchSize * cfg.gradAccum, m = plan.microBatches;
-  const whole = plan.pp > 1 || plan.cp > 1 || plan.tp > 1; // the mesh trainer
+  const whole = strategyOf(plan, cfg.arch) === 'mesh'; // one global batch, micro-batched by the pipeline
   return parseConfig(whole ? { ...cfg, batchSize: g, gradAccum: 1 } : { ...cfg, batchSize: g / m, gradAccum: m });
 }
 

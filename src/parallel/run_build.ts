@@ -16,6 +16,8 @@ import { DataParallelTrainer } from './data_parallel.ts';
 import { type ZeroStage, ZeroTrainer } from './zero.ts';
 import { expertParallelGroups, ExpertParallelTrainer, expertShard } from './expert_parallel.ts';
 import { MeshTrainer } from './mesh_trainer.ts';
+import { rankModel } from './rank_model.ts';
+import { zeroSplit } from './zero_split.ts';
 import type { ParallelPlan, StrategyKind } from './plan.ts';
 import type { Sent } from './traffic.ts';
 
@@ -69,13 +71,21 @@ export async function buildTrainer(
           `recompute ${cfg.recompute} with ZeRO-${plan.zero} is not built (its per-layer gathers follow the forward); use ZeRO-1 or recompute none`,
         );
       }
-      const model = replica(),
-        t = await ZeroTrainer.create(gpu, model, data, cfg, world, { bucketBytes, stage: plan.zero as ZeroStage });
+      // Over a tp / cp split, ZeRO shards each rank's model shard over its dp·cp group (zero_split.ts).
+      const rm = plan.tp > 1 || plan.cp > 1 ? rankModel(gpu, cfg, plan, world, v) : null;
+      const model = rm?.stages.model ?? replica(), sync = rm?.sync() ?? world;
+      const t = await ZeroTrainer.create(gpu, model, data, cfg, sync, {
+        bucketBytes,
+        stage: plan.zero as ZeroStage,
+        split: rm ? zeroSplit(rm, plan, world) : undefined,
+      });
+      // A tp shard is not the whole model: no rank validates alone (as the mesh trainer's).
+      const whole = plan.tp === 1;
       return own((s) => t.step(s), model.params, {
         memory: t.memory(),
-        evalModel: plan.zero < 3 ? model : undefined,
-        evaluate: plan.zero === 3 ? () => t.evaluate(data, cfg) : undefined,
-        buckets: t.pieces.map((p) => p.c * world.size),
+        evalModel: whole && plan.zero < 3 ? model : undefined,
+        evaluate: whole && plan.zero === 3 ? () => t.evaluate(data, cfg) : undefined,
+        buckets: t.pieces.map((p) => p.c * sync.size),
         state: () => t.trainingState(),
       }, () => t.destroy());
     }

@@ -109,7 +109,7 @@ export class ModelStages implements PipelineStageModel {
     readonly at: StagePlace,
   ) {
     checkPipelineSplit(cfg.nLayer, at.pp, at.v);
-    if (ctx.tp > 1 && (cfg.arch === 'gpt' || cfg.arch === 'hybrid') && cfg.nHead % ctx.tp) {
+    if (ctx.tp > 1 && ['gpt', 'hybrid', 'linear'].includes(cfg.arch) && cfg.nHead % ctx.tp) {
       throw new Error(`tensor parallel: heads ${cfg.nHead} not divisible by tp ${ctx.tp}`);
     }
     this.S = at.pp * at.v;
@@ -153,7 +153,8 @@ export class ModelStages implements PipelineStageModel {
 
   /**
    * The whole forward (pp = 1): tokens and targets (B·T) host ids of this rank's rows and tokens.
-   * Returns this rank's logits and, with targets, the loss (2) on the GPU.
+   * Returns this rank's logits and, with targets, the loss (2) on the GPU. `beforeBlock` as in
+   * ForwardOptions (ZeRO-3's per-layer gathers).
    */
   forward(
     tape: Tape,
@@ -162,10 +163,12 @@ export class ModelStages implements PipelineStageModel {
     b: number,
     t: number,
     gradScale = 1,
+    beforeBlock?: (i: number) => Promise<void>,
   ): Promise<ForwardResult> {
     return runPieces(this.model, this.ctx, tape, input(hostTokens, hostTargets), b, t, {
       gradScale,
       recompute: this.cfg.recompute,
+      beforeBlock,
     });
   }
 }

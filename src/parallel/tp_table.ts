@@ -17,9 +17,11 @@
  * - `column-inner`: rows split, the input a `row-inner` output whose backward already sums the
  *   gradient: no communication. Mamba's dt_proj.
  * - `channel`: per-inner-channel tensors (Mamba's conv, A, D, dt bias) split by rows, no
- *   communication: Mamba-2's split of the inner channels.
+ *   communication: Mamba-2's split of the inner channels; linear's per-head tensors (decay
+ *   bias, bonus u, ln_x gain) split with their heads.
  * - `vocab`: the embedding's rows over the vocabulary padded to a multiple of tp.
- * - `replicated`: a full copy on every rank (norms, row-parallel biases, positions).
+ * - `replicated`: a full copy on every rank (norms, row-parallel biases, positions, linear's
+ *   token-shift mixes and channel-mix receptance: a replicated weight's layer is the plain one).
  */
 
 /** How a parameter takes part in tensor parallelism (see the module doc). */
@@ -37,9 +39,10 @@ export type TpRole =
 export type ShardKind = 'replicated' | 'vocab' | 'qkv' | 'rows' | 'cols';
 
 /**
- * THE table: parameter-name pattern → role, for gpt, mamba and hybrid (whose shared block is a
- * GPT block with RMSNorm). The first match wins. Architectures without entries (linear: its
- * output norm spans the whole width; the MoE models) are refused by the plan validator.
+ * THE table: parameter-name pattern → role, for gpt, mamba, hybrid (whose shared block is a
+ * GPT block with RMSNorm) and linear (heads across ranks; its ln_x is a per-head norm, so it
+ * splits with them). The first match wins. Architectures without entries (the MoE models) are
+ * refused by the plan validator.
  */
 export const TP_TABLE: readonly (readonly [RegExp, TpRole])[] = [
   // gpt (nanoGPT names) and the hybrid's shared block
@@ -60,6 +63,17 @@ export const TP_TABLE: readonly (readonly [RegExp, TpRole])[] = [
   [/\.mixer\.(dt_proj\.bias|A_raw|D)$/, 'channel'],
   [/\.mixer\.out_proj\.weight$/, 'row'],
   [/^backbone\.(layers\.\d+\.norm|norm_f)\.weight$/, 'replicated'],
+  // linear (RWKV-LM names): heads across ranks. The decay's rows are heads ('head') or channels
+  // ('channel'), either way in head order, so a row split keeps each rank's heads whole.
+  [/^emb\.weight$/, 'vocab'],
+  [/^blocks\.\d+\.att\.(receptance|key|value|gate|time_decay)\.weight$/, 'column'],
+  [/^blocks\.\d+\.att\.(time_decay\.bias|time_faaaa|ln_x\.weight)$/, 'channel'],
+  [/^blocks\.\d+\.att\.output\.weight$/, 'row'],
+  [/^blocks\.\d+\.ffn\.key\.weight$/, 'column'],
+  [/^blocks\.\d+\.ffn\.value\.weight$/, 'row'],
+  // The channel mix's gate: a whole C×C weight per rank beside the split MLP (rank_context.ts: no f).
+  [/^blocks\.\d+\.(ffn\.receptance\.weight|(att|ffn)\.time_maa_[rkvwg])$/, 'replicated'],
+  [/^(blocks\.\d+\.ln(1|2)|ln_out)\.weight$/, 'replicated'],
 ];
 
 /**

@@ -16,13 +16,13 @@
  *   buffer: gradients live per layer in zero_units.ts's working slot, reused layer after layer
  *   once a bucket's readback is encoded.
  * - Stage 3 (P_os+g+p): the values live as this rank's pieces only (a shard buffer of C
- *   elements, which AdamW updates in place) plus zero_units.ts's working buffers. Before each
- *   micro-batch's forward every bucket is all-gathered (one call per layer), and each layer is
- *   written into the working slot when the model first reads one of its weights, so the slot
- *   holds one layer at a time; backward gathers each layer again just before the first rule
- *   that reads it (Tape.backwardAsync's beforeNode) and zeroes its gradient region. No
- *   all-gather after the update. The forward is encoded in one synchronous call, so its gathers
- *   all complete (on the host) before it starts; backward's are truly per layer.
+ *   elements, which AdamW updates in place) plus zero_units.ts's working buffers. A micro-batch's
+ *   forward all-gathers the resident units (embeddings, final norm) first and each block's unit
+ *   when the forward reaches that block (ForwardOptions.beforeBlock), writing it into the working
+ *   slot at the first read of one of its weights, so host and slot hold one layer at a time;
+ *   backward gathers each layer again just before the first rule that reads it
+ *   (Tape.backwardAsync's beforeNode) and zeroes its gradient region. No all-gather after the
+ *   update.
  * - Clipping: each rank sums the squares of its reduced pieces, an allReduce (sum) of that one
  *   number gives ‖g‖², and the clip scale min(1, clip/(‖g‖+1e-6)) is that of the single-rank run.
  *
@@ -56,7 +56,9 @@ import {
 } from './buckets.ts';
 import { LayerUnits } from './zero_units.ts';
 import { type Piece, type ZeroMemory, ZeroShards } from './zero_pieces.ts';
-import { type DataParallelOptions, LocalBatches, type ParallelStepRecord, subGroup } from './data_parallel.ts';
+import { checkDataParallel, type DataParallelOptions, type ParallelStepRecord, subGroup } from './data_parallel.ts';
+import { LocalBatches, replicaForward } from './local_batches.ts';
+import type { ZeroSplit } from './zero_split.ts';
 import { TrafficMeter } from './traffic.ts';
 import { AdamW } from '../train/optimizer.ts';
 import { meanLoss } from '../train/evaluate.ts';
@@ -65,6 +67,8 @@ export type ZeroStage = 1 | 2 | 3;
 
 export interface ZeroOptions extends DataParallelOptions {
   stage: ZeroStage;
+  /** A tensor- and / or context-parallel model shard (pp 1) instead of a whole-model replica (zero_split.ts). */
+  split?: ZeroSplit;
 }
 
 export class ZeroTrainer {
@@ -84,6 +88,7 @@ export class ZeroTrainer {
   private readonly groups: Record<'grads' | 'params' | 'scalars' | 'eval', Communicator>;
   private readonly meter: TrafficMeter;
   private readonly paramGrads: Map<Tensor, Tensor>;
+  private readonly split: ZeroSplit | null;
 
   /**
    * Every rank of `comm` builds the same model (same seed) first; {@link ZeroTrainer.create}
@@ -101,7 +106,12 @@ export class ZeroTrainer {
     this.stage = opts.stage;
     this.schedule = scheduleFromConfig(cfg);
     validateSchedule(this.schedule, cfg.steps);
-    this.batches = new LocalBatches(gpu, model, data, cfg, comm.rank, comm.size);
+    const split = this.split = opts.split ?? null;
+    const dp = split?.dp ?? { index: comm.rank, size: comm.size };
+    checkDataParallel(cfg, dp.size);
+    this.batches = split
+      ? new LocalBatches(gpu, data, cfg, dp.index, dp.size, split.forward, split.positions)
+      : new LocalBatches(gpu, data, cfg, dp.index, dp.size, replicaForward(gpu, model, cfg));
     const store = model.params;
     this.buckets = planBuckets(store, opts.bucketBytes ?? (opts.stage === 1 ? 1 << 20 : 'layer'));
     const sharded = { grads: this.stage > 1, values: this.stage === 3 };
@@ -116,11 +126,12 @@ export class ZeroTrainer {
     this.groups = {
       grads: subGroup(comm, 'grads'),
       params: subGroup(comm, 'params'),
-      scalars: subGroup(comm, 'scalars'),
+      scalars: subGroup(split?.world ?? comm, 'scalars'),
       eval: subGroup(comm, 'eval'),
     };
     this.meter = TrafficMeter.of(comm);
-    this.paramGrads = store.gradMap();
+    // After the rehoming above: a split model's bias columns are views of the working buffers.
+    this.paramGrads = split ? split.gradMap() : store.gradMap();
   }
 
   /**
@@ -165,10 +176,8 @@ export class ZeroTrainer {
       const reduce = stage > 1 || last;
       const tape = reduce ? new LoggingTape(gpu, this.paramGrads) : new Tape(gpu, this.paramGrads);
       if (own && units) {
-        await units.forward(
-          await this.shards.gatherAll(this.groups.params, own),
-          () => this.batches.forward(tape, step, micro),
-        );
+        const gather = (k: number) => this.shards.gather(this.groups.params, own, k);
+        await units.forward(gather, (beforeBlock) => this.batches.forward(tape, step, micro, beforeBlock));
       } else await this.batches.forward(tape, step, micro);
       if (reduce) {
         let hooks: BucketHooks = {};
@@ -190,6 +199,7 @@ export class ZeroTrainer {
             beforeLateLaunch: open,
           };
         }
+        if (this.split) hooks.aliases = this.split.aliases();
         overlap = await backwardWithBuckets(
           gpu,
           model.params,
@@ -220,8 +230,7 @@ export class ZeroTrainer {
 
   /** Global norm from the shards, then AdamW on this rank's pieces. Returns ‖g‖₂ before clipping. */
   private async update(lr: number, t: number): Promise<number> {
-    let sq = 0;
-    for (const x of this.shards.gHost) sq += x * x;
+    const sq = this.shards.squaredNorm(this.split?.counts);
     const total = (await this.groups.scalars.allReduce(new Float32Array([sq]), { op: 'sum' }))[0];
     const norm = Math.sqrt(total);
     this.opt.stepSharded(this.shards.slots(), lr, t, norm);
@@ -248,7 +257,7 @@ export class ZeroTrainer {
   async evaluate(data: TextDataset, cfg: TrainConfig): Promise<number> {
     if (!this.units || !this.shards.values) return await meanLoss(this.gpu, this.model, data, cfg);
     const full = await this.shards.gatherAll(this.groups.eval, await this.shards.readOwn());
-    return await this.units.forward(full, () => meanLoss(this.gpu, this.model, data, cfg));
+    return await this.units.withAll(full, () => meanLoss(this.gpu, this.model, data, cfg));
   }
 
   /** The full flat parameter buffer, gathered from every rank's pieces (all ranks must call it). */

@@ -150,6 +150,22 @@ export class ZeroShards {
     });
   }
 
+  /**
+   * Σ g² over this step's reduced pieces of the parameters `counts` selects (all by default;
+   * a tensor-parallel shard leaves replicated parameters to tp index 0).
+   */
+  squaredNorm(counts: (name: string) => boolean = () => true): number {
+    let s = 0;
+    for (const pc of this.pieces) {
+      for (const p of pc.bucket.params) {
+        const lo = Math.max(p.offset, pc.lo), hi = Math.min(p.offset + p.size, pc.hi);
+        if (hi <= lo || !counts(p.name)) continue;
+        for (let i = pc.at + lo - pc.lo; i < pc.at + hi - pc.lo; i++) s += this.gHost[i] * this.gHost[i];
+      }
+    }
+    return s;
+  }
+
   /** This step's reduced gradient pieces (c_k each, views of `gHost`). */
   gradPieces(): Float32Array[] {
     return this.pieces.map((pc) => this.gHost.subarray(pc.at, pc.at + pc.c));

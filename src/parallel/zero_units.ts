@@ -37,6 +37,10 @@ export class LayerUnits {
   private readonly homes: { value: Home | null; grad: Home };
   private readonly inSlot: Record<'value' | 'grad', number> = { value: -1, grad: -1 };
   private pending: (Float32Array | null)[] = [];
+  /** Set by {@link withAll}: every unit stays on the host (evaluation reads each layer once per batch). */
+  private keepAll = false;
+  /** Block index → its rotating units (a block's parameters form one 'layer' unit). */
+  private readonly blockUnits = new Map<number, number[]>();
   private readonly opened = new Set<number>();
   private readonly launched = new Set<number>();
 
@@ -57,6 +61,8 @@ export class LayerUnits {
         );
       }
       const n = b.end - b.start, resident = layers.has(null);
+      const block = resident ? NaN : Number(/\.(\d+)$/.exec([...layers][0]!)?.[1]);
+      if (!resident) this.blockUnits.set(block, [...this.blockUnits.get(block) ?? [], b.index]);
       this.base.push(resident ? root : 0);
       if (resident) root += n;
       else slot = Math.max(slot, n);
@@ -110,23 +116,46 @@ export class LayerUnits {
   }
 
   /**
-   * Forward of one micro-batch with every unit's values gathered on the host (`full[k]`,
-   * elements [start, end) of the flat layout): resident units are written now, each rotating
-   * unit when the model first asks the store for one of its weights (ParamStore.onAccess).
+   * Forward of one training micro-batch, one gathered layer at a time: the resident units are
+   * gathered (`gather(k)`: unit k's values, elements [start, end) of the flat layout) and
+   * written now; each block's unit is gathered when the forward reaches the block (the
+   * `beforeBlock` hook `run` hands to the model, ForwardOptions) and written into the slot when
+   * the model first asks the store for one of its weights (ParamStore.onAccess). The host then
+   * holds one layer's gathered values at a time, as the device does.
    */
-  async forward<T>(full: readonly Float32Array[], run: () => Promise<T>): Promise<T> {
-    this.begin(full);
+  async forward<T>(
+    gather: (k: number) => Promise<Float32Array>,
+    run: (beforeBlock: (i: number) => Promise<void>) => Promise<T>,
+  ): Promise<T> {
+    this.pending = this.buckets.map(() => null);
+    this.inSlot.value = -1;
+    for (const [k, resident] of this.resident.entries()) {
+      if (resident) this.gpu.write(this.regionOf(k, 'value'), await gather(k));
+    }
     try {
-      return await run();
+      return await run(async (i) => {
+        for (const k of this.blockUnits.get(i) ?? []) this.pending[k] = await gather(k);
+      });
     } finally {
       this.pending = [];
     }
   }
 
-  private begin(full: readonly Float32Array[]): void {
+  /**
+   * A pass (evaluation) with every unit's values already gathered on the host (`full[k]`):
+   * resident units are written now, each rotating unit at its first weight read.
+   */
+  async withAll<T>(full: readonly Float32Array[], run: () => Promise<T>): Promise<T> {
     this.pending = [...full];
     this.inSlot.value = -1;
+    this.keepAll = true;
     this.resident.forEach((r, k) => r && this.gpu.write(this.regionOf(k, 'value'), full[k]));
+    try {
+      return await run();
+    } finally {
+      this.pending = [];
+      this.keepAll = false;
+    }
   }
 
   private touch(k: number): void {
@@ -141,6 +170,7 @@ export class LayerUnits {
     }
     this.gpu.write(this.regionOf(k, 'value'), host);
     this.inSlot.value = k;
+    if (!this.keepAll) this.pending[k] = null; // written: a training pass keeps one layer at a time
   }
 
   /** Starts a backward: resident gradients zeroed, every unit closed. */

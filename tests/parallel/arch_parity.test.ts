@@ -47,6 +47,18 @@ const CASES: [string, Partial<TrainConfig>, Partial<ParallelPlan>][] = [
   ['mamba pp2 (1F1B)', { arch: 'mamba', nEmbd: 16 }, { pp: 2, schedule: '1f1b', microBatches: 2 }],
   ['mamba tp2 × pp2', { arch: 'mamba', nEmbd: 16 }, { tp: 2, pp: 2, schedule: '1f1b', microBatches: 2 }],
   ['linear pp2 (GPipe)', { arch: 'linear', nEmbd: 16 }, { pp: 2, schedule: 'gpipe', microBatches: 2 }],
+  // Heads across ranks (one of nHead 2 each); ln_x normalises per head, so no statistic crosses ranks.
+  ['linear tp2', { arch: 'linear', nEmbd: 16 }, { tp: 2 }],
+  ['linear dp2 × tp2', { arch: 'linear', nEmbd: 16 }, { dp: 2, tp: 2 }],
+  // Per-channel decay and bonus u split with their heads; the recomputed forward repeats the two g's.
+  ['linear tp2 (channel decay), recompute full', {
+    arch: 'linear',
+    nEmbd: 16,
+    linearDecay: 'channel',
+    recompute: 'full',
+  }, {
+    tp: 2,
+  }],
   ['hybrid tp2', { arch: 'hybrid', nEmbd: 16, attnEvery: 1 }, { tp: 2 }],
   ['hybrid dp2 × tp2', { arch: 'hybrid', nEmbd: 16, attnEvery: 2 }, { dp: 2, tp: 2 }],
   // The shared attention block runs on both stages: every stage holds it, the pp group sums its gradients.
@@ -90,18 +102,27 @@ for (const [what, arch, over] of CASES) {
   });
 }
 
-Deno.test('tp_table: every parameter of gpt, mamba and hybrid has a role; linear and the MoE models are refused by name', async () => {
+Deno.test('tp_table: every parameter of gpt, mamba, hybrid and linear has a role; the MoE models and linear + sp are refused by name', async () => {
   const { testGpu } = await import('../util/gpu.ts');
   const gpu = await testGpu();
-  for (const arch of ['gpt', 'mamba', 'hybrid'] as const) {
-    for (const name of shapesOf(gpu, tinyConfig({ arch, nEmbd: 16, dState: 4 }), 11).keys()) tpRole(name); // throws when missing
+  const archs = [['gpt'], ['mamba'], ['hybrid'], ['linear', 'head'], ['linear', 'channel']] as const;
+  for (const [arch, linearDecay] of archs) {
+    const cfg = tinyConfig({ arch, nEmbd: 16, dState: 4, linearDecay: linearDecay ?? 'head' });
+    for (const name of shapesOf(gpu, cfg, 11).keys()) tpRole(name); // throws when missing
   }
   ok(TP_TABLE.length > 10);
   equal(tpRole('backbone.layers.3.mixer.out_proj.weight'), 'row');
   equal(tpRole('backbone.layers.0.mixer.x_proj_B.weight'), 'row-inner');
   equal(tpRole('backbone.layers.0.mixer.A_raw'), 'channel');
-  throws(() => tpRole('blocks.0.att.ln_x.weight'), /no role for parameter 'blocks\.0\.att\.ln_x\.weight'/);
-  throws(() => checkArchSplit(makePlan({ tp: 2 }), 'linear'), /tp 2 does not apply to --arch linear: .*ln_x/);
+  equal(tpRole('blocks.0.att.ln_x.weight'), 'channel');
+  equal(tpRole('blocks.1.att.time_decay.weight'), 'column');
+  equal(tpRole('blocks.1.ffn.receptance.weight'), 'replicated');
+  equal(tpRole('emb.weight'), 'vocab');
+  checkArchSplit(makePlan({ dp: 2, tp: 2 }), 'linear');
+  throws(
+    () => checkArchSplit(makePlan({ tp: 2, sp: true }), 'linear'),
+    /^Error: sp does not apply to --arch linear: .*token shift.*\(allowed: gpt, mamba, hybrid\)/,
+  );
   throws(() => checkArchSplit(makePlan({ pp: 2 }), 'mamba-moe'), /pp 2 does not apply to --arch mamba-moe/);
   throws(
     () => checkArchSplit(makePlan({ cp: 2 }), 'mamba'),

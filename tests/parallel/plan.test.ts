@@ -58,7 +58,7 @@ Deno.test('each invalid combination names its rule', () => {
     [{ cp: 2 }, /sequence 66 not divisible by cp·2 = 4 for zig-zag ring attention/, { blockSize: 66 }],
     [{ dp: 2, microBatches: 3 }, /batch 16 not divisible by micro-batches × dp \(3 × 2\)/],
     [{ sp: true }, /sequence parallel \(sp\) requires tp > 1/],
-    [{ zero: 2 }, /zero 2 shards over the DP group and requires dp > 1/],
+    [{ zero: 2 }, /zero 2 shards over the dp·cp group and requires dp·cp > 1/],
     [{ dp: 2, ep: 4 }, /ep must divide dp \(ep 4, dp 2\)/, { nExpert: 4 }],
     [{ dp: 2, ep: 2 }, /ep 2 needs a mixture-of-experts model \(nExpert\)/],
     [{ dp: 2, ep: 2 }, /experts 3 not divisible by ep 2/, { nExpert: 3 }],

@@ -67,9 +67,13 @@ async function leg(
 }
 
 for (
-  const [name, over] of [['dp 2', { dp: 2 }], ['dp 2 · ZeRO-3', { dp: 2, zero: 3 }], ['tp 2', { tp: 2 }], ['pp 2', {
-    pp: 2,
-  }]] as const
+  const [name, over] of [
+    ['dp 2', { dp: 2 }],
+    ['dp 2 · ZeRO-3', { dp: 2, zero: 3 }],
+    ['tp 2', { tp: 2 }],
+    ['pp 2', { pp: 2 }],
+    ['dp 2 · tp 2 · ZeRO-3', { dp: 2, tp: 2, zero: 3 }],
+  ] as const
 ) {
   Deno.test({
     name: `parallel checkpoint, ${name}: resuming after 2 of 4 steps reproduces steps 2 and 3`,

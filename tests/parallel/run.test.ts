@@ -49,13 +49,12 @@ Deno.test('strategyOf: the mesh trainer for every split model, dp / ZeRO / ep ov
     }] as const
   ) equal(strategyOf(makePlan(p), 'gpt'), 'mesh', JSON.stringify(p));
   equal(strategyOf(makePlan({ dp: 2, ep: 2 }), 'gpt-moe'), 'ep');
-  throws(
-    () => strategyOf(makePlan({ dp: 2, tp: 2, zero: 2 }), 'gpt'),
-    /not supported yet: zero 2 combined with dp 2 × tp 2/,
-  );
+  equal(strategyOf(makePlan({ dp: 2, tp: 2, zero: 2 }), 'gpt'), 'zero', 'ZeRO-2/3 shard a tp shard (zero_split.ts)');
+  throws(() => strategyOf(makePlan({ dp: 2, pp: 2, zero: 3 }), 'gpt'), /not supported yet: zero 3 combined with pp 2/);
   equal(strategyOf(makePlan({ tp: 2 }), 'mamba'), 'mesh', 'mamba splits its inner channels');
   equal(strategyOf(makePlan({ pp: 2, tp: 2 }), 'mamba'), 'mesh');
-  throws(() => strategyOf(makePlan({ tp: 2 }), 'linear'), /tp 2 does not apply to --arch linear/);
+  equal(strategyOf(makePlan({ tp: 2 }), 'linear'), 'mesh', 'linear splits its heads');
+  throws(() => strategyOf(makePlan({ tp: 2, sp: true }), 'linear'), /sp does not apply to --arch linear/);
   throws(() => strategyOf(makePlan({ cp: 2 }), 'hybrid'), /cp 2 does not apply to --arch hybrid/);
   throws(() => strategyOf(makePlan({ dp: 2, ep: 2 }), 'gpt'), /gpt-moe/);
 });

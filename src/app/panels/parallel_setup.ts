@@ -1,55 +1,61 @@
 /**
- * Setup additions for parallel runs: world size, the [dp, pp, cp, tp] degrees, ep, ZeRO stage,
- * pipeline schedule and micro-batches, sequence parallelism, context-parallel kind, and the
- * network model (a preset or intra/inter-node bandwidth and latency). Validated on every edit
- * with the trainer's own `planProblems` (src/parallel/plan.ts) and `parseNetwork`
- * (src/comm/network.ts), so the page shows exactly the CLI's messages before anything starts.
+ * Setup additions for parallel runs: world size, then one control per key of the CLI's
+ * `PlanSchema` (degrees, ep, ZeRO stage, sequence parallelism, micro-batches, pipeline schedule,
+ * virtual stages, context-parallel kind, network), each with the schema's kind, default, choices
+ * and description (plan_fields.ts). The network is picked as a preset or composed from
+ * intra/inter-node bandwidth and latency. Validated on every edit by the CLI's own
+ * `planFromOptions` and the trainer's `planProblems` (src/parallel/plan.ts), so the page shows
+ * exactly the CLI's messages before anything starts.
  */
-import { NET_PRESETS, parseNetwork } from '../../comm/network.ts';
-import { CP_KINDS, makePlan, type ParallelPlan, type PlanModel, planProblems, describePlan } from '../../parallel/plan.ts';
-import { SCHEDULE_KINDS } from '../../parallel/pipeline_schedule.ts';
+import { NET_PRESETS } from '../../comm/network.ts';
+import { describePlan, type PlanModel } from '../../parallel/plan.ts';
+import { checkPlan, MAX_BROWSER_WORLD, type ParallelResult, type PlanField, planFields, planParamKey, type PlanValues } from './plan_fields.ts';
 
-/** A plan that passed validation, with its world size and network description. */
-export interface ParallelChoice {
-  plan: ParallelPlan;
-  worldSize: number;
-  /** Text for parseNetwork: a preset name or `intra=…;inter=…;node=…`. */
-  net: string;
-}
+export type { ParallelChoice, ParallelResult } from './plan_fields.ts';
 
-export type ParallelResult = { ok: true; choice: ParallelChoice } | { ok: false; problems: string[] };
-
+/** One control: a schema field, or the world size / network composition written here. */
 interface Ctl {
   key: string;
   label: string;
-  kind: 'int' | 'choice' | 'bool' | 'text';
-  choices?: readonly string[];
+  /** A select's values (`[value, text]`); none: a text input. */
+  options?: [string, string][];
   init: string;
   hint?: string;
+  numeric?: boolean;
+  placeholder?: string;
 }
 
+const FIELDS = planFields();
+
+/** A schema field as a control: selects for enums, booleans and small ranges; hints from its description and bounds. */
+function schemaCtl(f: PlanField): Ctl {
+  const range = f.min !== undefined && f.max !== undefined && !f.options ? ` (${f.min}–${f.max})` : '';
+  const options = f.options?.map((v): [string, string] => [v, f.kind === 'boolean' ? (v === 'true' ? 'on' : 'off') : v]);
+  if (options && f.default === undefined) options.unshift(['', 'unset']);
+  return {
+    key: f.key, label: f.label, options, init: f.default ?? '', hint: f.help + range,
+    numeric: f.kind === 'int' || f.kind === 'number', placeholder: f.default === undefined ? 'unset' : undefined,
+  };
+}
+
+const NET = FIELDS.find((f) => f.key === 'net')!;
 const PLAN_CTLS: Ctl[] = [
-  { key: 'world', label: 'World size (ranks)', kind: 'int', init: '1', hint: 'must equal dp·pp·cp·tp; 1 trains in one worker' },
-  { key: 'dp', label: 'dp (data)', kind: 'int', init: '1' },
-  { key: 'pp', label: 'pp (pipeline)', kind: 'int', init: '1' },
-  { key: 'cp', label: 'cp (context)', kind: 'int', init: '1' },
-  { key: 'tp', label: 'tp (tensor)', kind: 'int', init: '1' },
-  { key: 'ep', label: 'ep (experts)', kind: 'int', init: '1', hint: 'MoE models only' },
-  { key: 'zero', label: 'ZeRO stage', kind: 'choice', choices: ['0', '1', '2', '3'], init: '0' },
-  { key: 'schedule', label: 'Pipeline schedule', kind: 'choice', choices: SCHEDULE_KINDS, init: '1f1b' },
-  { key: 'microBatches', label: 'Micro-batches', kind: 'int', init: '1' },
-  { key: 'virtualStages', label: 'Virtual stages', kind: 'int', init: '1', hint: 'interleaved only' },
-  { key: 'cpKind', label: 'Context parallel', kind: 'choice', choices: CP_KINDS, init: 'ring' },
-  { key: 'sp', label: 'Sequence parallel', kind: 'bool', init: 'false' },
+  { key: 'world', label: 'World size (ranks)', init: '1', numeric: true, hint: `must equal dp·pp·cp·tp; 1 trains in one worker (1–${MAX_BROWSER_WORLD})` },
+  ...FIELDS.filter((f) => f.key !== 'net').map(schemaCtl),
 ];
 
+/**
+ * The network: the schema's `net` text, picked as a preset or composed from the custom fields.
+ * The schema leaves it unset (no simulated message cost); the page's simulated clock needs one,
+ * so it starts at the first preset.
+ */
 const NET_CTLS: Ctl[] = [
-  { key: 'net', label: 'Network', kind: 'choice', choices: [...Object.keys(NET_PRESETS), 'custom'], init: 'nvlink-ib' },
-  { key: 'intraBw', label: 'Intra-node GB/s', kind: 'text', init: '300' },
-  { key: 'intraLat', label: 'Intra-node µs', kind: 'text', init: '1' },
-  { key: 'interBw', label: 'Inter-node GB/s', kind: 'text', init: '25' },
-  { key: 'interLat', label: 'Inter-node µs', kind: 'text', init: '5' },
-  { key: 'node', label: 'Ranks per node', kind: 'int', init: '2' },
+  { key: 'net', label: NET.label, options: [...Object.keys(NET_PRESETS), 'custom'].map((v) => [v, v]), init: Object.keys(NET_PRESETS)[0], hint: NET.help },
+  { key: 'intraBw', label: 'Intra-node GB/s', init: '300' },
+  { key: 'intraLat', label: 'Intra-node µs', init: '1' },
+  { key: 'interBw', label: 'Inter-node GB/s', init: '25' },
+  { key: 'interLat', label: 'Inter-node µs', init: '5' },
+  { key: 'node', label: 'Ranks per node', init: '2', numeric: true },
 ];
 
 /** The parallelism and network controls with inline plan validation. */
@@ -58,6 +64,7 @@ export class ParallelSetup {
   private readonly errors: HTMLElement;
   private readonly info: HTMLElement;
   private model: PlanModel | null = null;
+  private cfg = { gradAccum: 1 };
   private last: ParallelResult = { ok: false, problems: ['no model yet'] };
 
   /** Builds the controls inside `host`; `onChange` runs after every validation. */
@@ -89,19 +96,20 @@ export class ParallelSetup {
       label.htmlFor = id;
       label.textContent = c.label;
       let input: HTMLInputElement | HTMLSelectElement;
-      if (c.kind === 'choice' || c.kind === 'bool') {
+      if (c.options) {
         input = document.createElement('select');
-        for (const v of c.kind === 'bool' ? ['false', 'true'] : c.choices!) {
+        for (const [v, text] of c.options) {
           const o = document.createElement('option');
           o.value = v;
-          o.textContent = c.kind === 'bool' ? (v === 'true' ? 'on' : 'off') : v;
+          o.textContent = text;
           input.append(o);
         }
       } else {
         input = document.createElement('input');
         input.type = 'text';
-        input.inputMode = c.kind === 'int' ? 'numeric' : 'decimal';
+        input.inputMode = c.numeric ? 'numeric' : 'decimal';
         input.autocomplete = 'off';
+        if (c.placeholder) input.placeholder = c.placeholder;
       }
       input.id = id;
       input.name = c.key;
@@ -111,7 +119,9 @@ export class ParallelSetup {
       if (c.hint) {
         const h = document.createElement('div');
         h.className = 'hint';
+        h.id = `${id}-hint`;
         h.textContent = c.hint;
+        input.setAttribute('aria-describedby', h.id);
         wrap.append(h);
       }
       this.inputs.set(c.key, input);
@@ -120,24 +130,27 @@ export class ParallelSetup {
     return fs;
   }
 
-  /** The model the plan must fit (from the Setup form); revalidates. */
-  setModel(model: PlanModel): void {
+  /** The model the plan must fit and the config's gradAccum (the micro-batches' default), from the Setup form; revalidates. */
+  setModel(model: PlanModel, cfg: { gradAccum: number }): void {
     this.model = model;
+    this.cfg = { gradAccum: cfg.gradAccum };
+    const mb = this.inputs.get('microBatches');
+    if (mb instanceof HTMLInputElement) mb.placeholder = `gradAccum (${cfg.gradAccum})`;
     this.validate();
   }
 
-  /** Sets controls by key (values as typed) and validates; for URL parameters and tests. */
+  /** Sets controls by key (values as typed; `schedule=gpipe` is the pipeline schedule) and validates; for URL parameters and tests. */
   set(values: Record<string, string | number | boolean>): void {
     for (const [k, v] of Object.entries(values)) {
-      const i = this.inputs.get(k);
+      const i = this.inputs.get(planParamKey(k, String(v)));
       if (i) i.value = String(v);
     }
     this.validate();
   }
 
-  /** Keys this panel understands (for routing URL parameters). */
-  has(key: string): boolean {
-    return this.inputs.has(key);
+  /** Keys this panel understands (for routing URL parameters; with `value`, `schedule` is the pipeline's when it names a pipeline schedule). */
+  has(key: string, value?: string): boolean {
+    return this.inputs.has(planParamKey(key, value));
   }
 
   setDisabled(disabled: boolean): void {
@@ -162,33 +175,20 @@ export class ParallelSetup {
     return `intra=${this.value('intraBw')}GB/s,${this.value('intraLat')}us;inter=${this.value('interBw')}GB/s,${this.value('interLat')}us;node=${this.value('node')}`;
   }
 
-  /** Reads the controls, runs planProblems and parseNetwork, shows every problem. */
+  /** Reads the controls, builds the plan with planFromOptions, runs planProblems, shows every problem. */
   validate(): ParallelResult {
     const custom = this.value('net') === 'custom';
     for (const k of ['intraBw', 'intraLat', 'interBw', 'interLat', 'node']) this.inputs.get(k)!.closest('.field')!.toggleAttribute('hidden', !custom);
-    const n = (k: string) => (this.value(k) === '' ? NaN : Number(this.value(k)));
-    const plan = makePlan({
-      dp: n('dp'), pp: n('pp'), cp: n('cp'), tp: n('tp'), ep: n('ep'), zero: n('zero') as ParallelPlan['zero'],
-      schedule: this.value('schedule') as ParallelPlan['schedule'], microBatches: n('microBatches'), virtualStages: n('virtualStages'),
-      cpKind: this.value('cpKind') as ParallelPlan['cpKind'], sp: this.value('sp') === 'true',
-    });
-    const world = n('world');
-    const problems: string[] = [];
-    if (!Number.isInteger(world) || world < 1 || world > 16) problems.push(`world size must be a whole number from 1 to 16, got ${this.value('world') || 'nothing'}`);
-    if (this.model) problems.push(...planProblems(plan, this.model, Number.isInteger(world) ? world : undefined));
-    else problems.push('the model setup above is invalid');
-    const net = this.netText();
-    try {
-      parseNetwork(net);
-    } catch (e) {
-      problems.push((e as Error).message);
-    }
-    this.last = problems.length ? { ok: false, problems } : { ok: true, choice: { plan, worldSize: world, net } };
+    const values: PlanValues = { net: this.netText(), world: this.value('world') };
+    for (const f of FIELDS) if (f.key !== 'net') values[f.key] = this.value(f.key);
+    this.last = checkPlan(values, this.model, this.cfg);
+    const problems = this.last.ok ? [] : this.last.problems;
     this.errors.hidden = !problems.length;
     this.errors.textContent = problems.length ? `invalid parallel plan: ${problems.join('; ')}` : '';
-    this.info.textContent = problems.length ? '' : describePlan(plan);
+    this.info.textContent = this.last.ok ? describePlan(this.last.choice.plan) : '';
     for (const [k, i] of this.inputs) {
-      const bad = problems.some((p) => new RegExp(`\\b${k === 'world' ? 'world size' : k}\\b`).test(p));
+      const name = k === 'world' ? 'world size' : k === 'ppSchedule' ? '(?:ppSchedule|schedule)' : k;
+      const bad = problems.some((p) => new RegExp(`\\b${name}\\b`).test(p));
       if (bad) i.setAttribute('aria-invalid', 'true');
       else i.removeAttribute('aria-invalid');
     }

@@ -1,0 +1,77 @@
+/**
+ * One rank's place in the [dp, pp, cp, tp] DeviceMesh and the model it holds there: its mesh
+ * coordinates, the world ranks of each of its groups, the tokens it holds under context
+ * parallelism and its ModelStages over its RankContext (tp shard, cp attention). Built the same
+ * way by every trainer that runs a split model (mesh_trainer.ts; zero.ts over a tp / cp split).
+ */
+import type { Gpu } from '../gpu/context.ts';
+import type { Communicator } from '../comm/communicator.ts';
+import type { MeshCoords, MeshDim } from '../comm/mesh.ts';
+import type { TrainConfig } from '../train/config.ts';
+import { type ParallelPlan, planGroup, planMesh } from './plan.ts';
+import { subGroup } from './data_parallel.ts';
+import { ModelStages } from './stages.ts';
+import { RankContext } from './rank_context.ts';
+import { cpPositions } from './context_parallel.ts';
+
+/** World ranks of a rank's group along each mesh dimension, its dp·cp sync group and its embedding group. */
+export type RankGroups = Record<MeshDim | 'dpcp' | 'embedding', number[]>;
+
+/** What {@link rankModel} builds for one rank. */
+export interface RankModel {
+  coords: MeshCoords;
+  /**
+   * World ranks of each mesh group, the gradient-sync group `dpcp` (the dp·cp ranks holding the
+   * same shard, dp-major: Megatron's data-parallel group with cp) and the embedding group (first
+   * and last pipeline rank when this rank is one of them and they differ, else []).
+   */
+  groups: RankGroups;
+  /** Global positions of this rank's T/cp tokens of every sequence (0…T−1 without cp). */
+  positions: Int32Array;
+  stages: ModelStages;
+  /** The communicator of mesh dimension `dim`, named `dim[ranks]` (the name traffic accounting keys on). */
+  comm(dim: MeshDim): Communicator;
+  /** The dp·cp gradient-sync communicator, named `dp[…]` (`dpcp[…]` with cp). */
+  sync(): Communicator;
+}
+
+/**
+ * Builds rank `world.rank`'s coordinates, groups and model shard for `plan` (every rank calls it
+ * with the same arguments). `v` is the number of model chunks per pipeline rank (interleaved).
+ * @throws Error from ModelStages (layers not divisible, heads or widths not divisible by tp).
+ */
+export function rankModel(
+  gpu: Gpu,
+  cfg: TrainConfig,
+  plan: ParallelPlan,
+  world: Communicator,
+  vocabSize: number,
+  v = 1,
+): RankModel {
+  const rank = world.rank, coords = planMesh(plan, rank).coords();
+  const group = (dim: MeshDim) => planGroup(plan, dim, rank);
+  const pp = group('pp'), ends = [...new Set([pp[0], pp[pp.length - 1]])];
+  const groups: RankGroups = {
+    dp: group('dp'),
+    pp,
+    cp: group('cp'),
+    tp: group('tp'),
+    dpcp: group('dp').flatMap((r) => planGroup(plan, 'cp', r)),
+    embedding: ends.length > 1 && ends.includes(rank) ? ends : [],
+  };
+  const comms = new Map<string, Communicator>();
+  const named = (ranks: number[], id: string) => {
+    if (!comms.has(id)) comms.set(id, world.newGroup(ranks, id));
+    return comms.get(id)!;
+  };
+  const comm = (dim: MeshDim) => named(groups[dim], `${dim}[${groups[dim].join(',')}]`);
+  const T = cfg.blockSize;
+  const positions = plan.cp > 1
+    ? cpPositions(plan.cpKind, coords.cp, plan.cp, T)
+    : Int32Array.from({ length: T }, (_, i) => i);
+  const context = plan.cp > 1 ? { group: subGroup(comm('cp'), 'attn'), kind: plan.cpKind, positions } : undefined;
+  const ctx = new RankContext({ tp: comm('tp'), vocabSize, sequenceParallel: plan.sp, context });
+  const stages = new ModelStages(gpu, cfg, vocabSize, ctx, { ppRank: coords.pp, pp: plan.pp, v });
+  const sync = () => named(groups.dpcp, `${plan.cp > 1 ? 'dpcp' : 'dp'}[${groups.dpcp.join(',')}]`);
+  return { coords, groups, positions, stages, comm, sync };
+}
