@@ -91,17 +91,18 @@ export interface OpRecords {
    */
   collective: { x: Tensor; y: Tensor; name: string; backward: (dy: Float32Array) => Promise<Float32Array> };
   /**
-   * y = a recomputed segment (checkpoint.ts): the forward kept only x and y; `recompute` runs
-   * the segment again on a tape of its own, backpropagates dy through it into dx and the
-   * parameters, and frees it. `touched`: every tensor the segment's ops read (its parameters
-   * among them), for bookkeeping that asks which parameters a node accumulates into.
+   * y = a recomputed segment (checkpoint.ts): the forward kept only its inputs xs and y;
+   * `recompute` runs the segment again on a tape of its own, backpropagates dy through it into
+   * each input's gradient dxs[i] (null: none wanted) and the parameters, and frees it. `touched`:
+   * every tensor the segment's ops read (its parameters among them), for bookkeeping that asks
+   * which parameters a node accumulates into.
    */
   checkpoint: {
-    x: Tensor;
+    xs: Tensor[];
     y: Tensor;
     name: string;
     touched: Tensor[];
-    recompute: (dy: Tensor | null, dx: Tensor | null) => Promise<void>;
+    recompute: (dy: Tensor | null, dxs: (Tensor | null)[]) => Promise<void>;
   };
   /** Mixture-of-experts ops (moe_ops.ts): router softmax and gates, dispatch / combine gathers, per-expert Linear, load-balancing loss */
   moeSoftmax: MoERecords['moeSoftmax'];

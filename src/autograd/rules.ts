@@ -32,7 +32,7 @@ export const RULES: RuleTable = {
   ...MIXER_RULES,
   ...MOE_RULES,
   collective: collectiveRule,
-  checkpoint: (g, r) => r.recompute(g.grad(r.y), g.acc(r.x)),
+  checkpoint: (g, r) => r.recompute(g.grad(r.y), r.xs.map((x) => g.acc(x))),
   linear(g, { x, w, b, y, n, cin, cout }) {
     const dy = g.grad(y);
     if (!dy) return;

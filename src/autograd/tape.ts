@@ -19,6 +19,8 @@ export class Tape {
   private temps: Tensor[] = [];
   private grads = new Map<number, Tensor>();
   private needsGrad = new Set<number>();
+  /** Tensors whose gradient buffer belongs to someone else ({@link bindGrad}): never released here. */
+  private borrowed = new Set<number>();
   private disposers: (() => void)[] = [];
 
   /**
@@ -62,6 +64,24 @@ export class Tape {
    */
   requireGrad(t: Tensor): void {
     this.needsGrad.add(t.id);
+  }
+
+  /** Whether t is one of the parameters whose gradients this tape accumulates into. */
+  isParameter(t: Tensor): boolean {
+    return this.paramIds.has(t.id);
+  }
+
+  /**
+   * Makes `g`, a buffer owned elsewhere, the gradient of `t` on this tape: rules add into it (a
+   * leaf) or read it (an output), and the tape never releases it. A recomputed segment
+   * (checkpoint.ts) binds its inputs to the caller's gradient buffers and its output to the
+   * incoming gradient, so its backward holds no second copy of either.
+   */
+  bindGrad(t: Tensor, g: Tensor): void {
+    if (t.size !== g.size) throw new Error(`bindGrad: gradient of ${g.size} elements for a tensor of ${t.size}`);
+    this.needsGrad.add(t.id);
+    this.grads.set(t.id, g);
+    this.borrowed.add(t.id);
   }
 
   /** The accumulated gradient of a leaf or parameter after backward, or null when none flowed. */
@@ -185,7 +205,7 @@ export class Tape {
           // their gradients; the producer's rule was the last reader, so the memory can go back.
           for (const o of outputs) {
             const g = this.grads.get(o.id);
-            if (g && !this.paramIds.has(o.id)) {
+            if (g && !this.paramIds.has(o.id) && !this.borrowed.has(o.id)) {
               g.release();
               this.grads.delete(o.id);
             }
@@ -204,5 +224,6 @@ export class Tape {
     this.disposers = [];
     this.nodes = [];
     this.grads.clear();
+    this.borrowed.clear();
   }
 }

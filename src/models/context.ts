@@ -6,6 +6,9 @@
  *   up by parameter name in one table (src/parallel/tp_table.ts);
  * - `attention`: FlashAttention (or the T×T kernel) over this rank's heads, or ring attention /
  *   Ulysses over a context-parallel group;
+ * - `mixer`: a recurrent layer's sequence-mixer core (Mamba's scan, the linear attention), run
+ *   as given everywhere; it goes through the context so that selective recomputation
+ *   (src/models/recompute.ts) can re-run it in backward, as it does the attention core;
  * - `embed` / `head`: the token embedding and the tied LM head with its cross-entropy, or their
  *   vocab-parallel forms.
  * The single-rank model runs over {@link LOCAL}, which calls the plain ops and never awaits
@@ -40,6 +43,13 @@ export interface ContextAttnDims {
 /** A value or a promise of it: collectives make the split forms asynchronous. */
 export type Maybe<T> = T | Promise<T>;
 
+/**
+ * A sequence-mixer core on `tape` over its activations `inputs` (in the order the layer passes
+ * them). It may read parameters directly, but every activation it reads must be in `inputs`:
+ * a recomputed core's gradients reach only those.
+ */
+export type MixerCore = (tape: Tape, inputs: readonly Tensor[]) => Tensor;
+
 /** The ops a model's pieces run through (see the module doc). */
 export interface ModelContext {
   /**
@@ -52,6 +62,11 @@ export interface ModelContext {
    * heads of this rank's tokens. `naive` selects the T×T kernel (single rank only).
    */
   attention(tape: Tape, qkv: Tensor, dims: ContextAttnDims, label: string, naive?: boolean): Maybe<Tensor>;
+  /**
+   * `core(tape, inputs)`: a recurrent layer's sequence mixer over this rank's channels / heads,
+   * which needs no communication under any split.
+   */
+  mixer(tape: Tape, inputs: readonly Tensor[], core: MixerCore, label: string): Maybe<Tensor>;
   /**
    * x (B·T, C) = wte[tokens] + positions[pos] where pos are the global positions of this rank's
    * tokens: the learned table wpe (`learned`), or a frozen zero table for models without one.
@@ -78,6 +93,7 @@ export interface ModelContext {
 export const LOCAL: ModelContext = {
   linear: (tape, x, _name, w, b, label) => linear(tape, x, w, b, label),
   attention: (tape, qkv, dims, label, naive) => (naive ? attention : flashAttention)(tape, qkv, dims, label),
+  mixer: (tape, inputs, core) => core(tape, inputs),
   embed(tape, input, wte, positions, _learned, b, t) {
     const tokens = input.tokens ?? uploadIds(tape, input.hostTokens, [b, t], 'tokens');
     return embedding(tape, tokens, input.hostTokens, wte, positions, b, t); // (B, T, C)

@@ -152,11 +152,16 @@ export class LinearLM extends PieceModel {
     const r = await proj(mix('r'), 'receptance'); // (B, T, H·hs)
     const k = await proj(mix('k'), 'key'); // (B, T, H·hs)
     const v = await proj(mix('v'), 'value'); // (B, T, H·hs)
-    const dlogit = await lin(mix('w'), 'att.time_decay', `${n}.att.decay`, true);
-    const logDecay = logSigmoid(tape, dlogit, 1 / GATE_NORM, `${n}.att.logdecay`); // (B, T, H) or (B, T, C), ≤ 0
-    const o = decay === 'head'
-      ? linearAttention(tape, r, k, v, logDecay, dims, `${n}.att.la`) // (B, T, C)
-      : recurrentLinearAttention(tape, r, k, v, logDecay, p(`${n}.att.time_faaaa`), dims, `${n}.att.wkv`);
+    const dlogit = await lin(mix('w'), 'att.time_decay', `${n}.att.decay`, true); // (B, T, H) or (B, T, C)
+    // The mixer core, handed its activations explicitly so the context may re-run it in backward
+    // (selective recomputation, design §24). It starts from the decay logits, as RWKV-6's wkv
+    // kernel does from w: the log-decays are its own, not kept when it is recomputed.
+    const o = await ctx.mixer(tape, [r, k, v, dlogit], (tp, [r, k, v, dlogit]) => {
+      const logDecay = logSigmoid(tp, dlogit, 1 / GATE_NORM, `${n}.att.logdecay`); // (B, T, H) or (B, T, C), ≤ 0
+      return decay === 'head'
+        ? linearAttention(tp, r, k, v, logDecay, dims, `${n}.att.la`) // (B, T, C)
+        : recurrentLinearAttention(tp, r, k, v, logDecay, p(`${n}.att.time_faaaa`), dims, `${n}.att.wkv`);
+    }, `${n}.att.mixer`);
     // ln_x per head (RWKV's GroupNorm(n_head)): no statistic crosses a head, so none crosses ranks.
     const oh = rmsNorm(tape, o, this.unitHead, `${n}.att.ln_x`); // (B·T·H, hs)
     const on = scaleChannels(tape, oh, p(`${n}.att.ln_x.weight`), `${n}.att.ln_x.gain`); // (B·T, C)

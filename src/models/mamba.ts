@@ -103,17 +103,14 @@ export async function mambaBlock(
   const Bm = await lin(u, 'x_proj_B'); // (B·T, N)
   const Cm = await lin(u, 'x_proj_C'); // (B·T, N)
   const A = logSigmoid(tape, p(`${m}.A_raw`), 1, `${m}.A`); // (D, N), < 0
-  const y = selectiveScan(
+  const dims = { b, t, d: D, n: N };
+  // The scan is the mixer core, handed its activations explicitly: the context may re-run it in
+  // backward instead of keeping its chunk-entry states (selective recomputation, design §24).
+  const y = await ctx.mixer(
     tape,
-    u,
-    delta,
-    A,
-    Bm,
-    Cm,
-    p(`${m}.D`),
-    p(`${m}.dt_proj.bias`),
-    z,
-    { b, t, d: D, n: N },
+    [u, delta, A, Bm, Cm, z],
+    (tp, [u, delta, A, Bm, Cm, z]) =>
+      selectiveScan(tp, u, delta, A, Bm, Cm, p(`${m}.D`), p(`${m}.dt_proj.bias`), z, dims, `${m}.scan`),
     `${m}.scan`,
   ); // (B, T, D)
   return add(tape, x, await lin(y, 'out_proj'), `${n}.res`);

@@ -120,7 +120,7 @@ export class MambaMoE extends Mamba implements MoELanguageModel {
     if (!isMoELayer(this.moe, i)) return x;
     const n = `backbone.layers.${i}`;
     const m = rmsNorm(tape, x, this.p(`${n}.moe_norm.weight`), `${n}.moe_norm`); // (B·T, C)
-    return add(tape, x, await moeOf(ctx, this.arch)({ layer: i, x: m }), `${n}.moe_res`);
+    return add(tape, x, await moeOf(ctx, this.arch)({ layer: i, x: m, tape }), `${n}.moe_res`);
   }
 
   /** 6·(active parameters: all but the unused E − topK experts per MoE layer) plus Mamba's scan, 27·L·D·N. */

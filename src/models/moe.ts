@@ -140,7 +140,7 @@ export class GPTMoE extends GPT implements MoELanguageModel {
   /** The MoE blocks' MLP through the context's MoE function; GPT's dense MLP elsewhere. */
   protected override async mlp(ctx: ModelContext, tape: Tape, m: Tensor, i: number, h: string): Promise<Tensor> {
     if (!isMoELayer(this.moe, i)) return await super.mlp(ctx, tape, m, i, h);
-    return await moeOf(ctx, this.arch)({ layer: i, x: m });
+    return await moeOf(ctx, this.arch)({ layer: i, x: m, tape });
   }
 
   /** The MoE MLP of block `call.layer` with every expert on this device (moe_layer.ts {@link MoELayers.local}). */

@@ -49,10 +49,11 @@ export interface Routing {
   counts: Tensor;
 }
 
-/** What the block loop asks the MoE layer to compute: y (N, C) = MoE(x (N, C)) of block `layer`. */
+/** What the block loop asks the MoE layer to compute: y (N, C) = MoE(x (N, C)) of block `layer`, on `tape`. */
 export interface MoECall {
   layer: number;
   x: Tensor;
+  tape: Tape;
 }
 
 /** One MoE MLP's weights: the router (E, C) and the experts held on this device, in expert order. */

@@ -9,8 +9,8 @@ import { LinearLM, linearParamSpecs, linearPieceOf } from './linear.ts';
 import { Mamba, mambaParamSpecs, mambaPieceOf } from './mamba.ts';
 import type { ParamSpec, Placement } from '../nn/params.ts';
 import { Hybrid, hybridSharedSpecs } from './hybrid.ts';
-import { GPTMoE } from './moe.ts';
-import { MambaMoE } from './mamba_moe.ts';
+import { GPTMoE, moeParamSpecs } from './moe.ts';
+import { MambaMoE, mambaMoEParamSpecs } from './mamba_moe.ts';
 import type { ExpertShard, MoEConfig } from './moe_specs.ts';
 import type { MoELanguageModel } from './moe_layer.ts';
 import type { LanguageModel, Piece } from './model.ts';
@@ -56,16 +56,16 @@ export const ARCHS: Record<ArchName, ModelFactory> = {
 
 /**
  * The piece (block index, embedding, head) that uses each parameter, per layered architecture:
- * what a pipeline stage's parameter placement reads. null: not split by tensor / pipeline parallelism
- * yet (MoE: written as GPT's / Mamba's pieces, but its experts are placed by expert parallelism only).
+ * what a pipeline stage's parameter placement reads. The MoE models are GPT's / Mamba's pieces
+ * (their experts and router belong to their block; expert parallelism places the experts).
  */
-export const PIECES: Record<ArchName, ((name: string) => Piece) | null> = {
+export const PIECES: Record<ArchName, (name: string) => Piece> = {
   gpt: gptPieceOf,
   linear: linearPieceOf,
   mamba: mambaPieceOf,
   hybrid: mambaPieceOf,
-  'gpt-moe': null,
-  'mamba-moe': null,
+  'gpt-moe': gptPieceOf,
+  'mamba-moe': mambaPieceOf,
 };
 
 function gptShape(cfg: TrainConfig, vocabSize: number) {
@@ -94,9 +94,9 @@ function mambaShape(cfg: TrainConfig, vocabSize: number) {
 
 /**
  * The parameter declarations of a layered architecture, host-side (no device): what a rank's
- * placement and the planner count. null for the MoE models (not written as pieces yet).
+ * placement and the planner count (every expert of the MoE models).
  */
-export function paramSpecsOf(cfg: TrainConfig, vocabSize: number): ParamSpec[] | null {
+export function paramSpecsOf(cfg: TrainConfig, vocabSize: number): ParamSpec[] {
   switch (cfg.arch) {
     case 'gpt':
       return gptParamSpecs(gptShape(cfg, vocabSize));
@@ -115,8 +115,10 @@ export function paramSpecsOf(cfg: TrainConfig, vocabSize: number): ParamSpec[] |
       const h = { ...mambaShape(cfg, vocabSize), nHead: cfg.nHead, attnEvery: cfg.attnEvery };
       return mambaParamSpecs(h, (s) => hybridSharedSpecs(s, h)).specs;
     }
-    default:
-      return null;
+    case 'gpt-moe':
+      return moeParamSpecs(gptShape(cfg, vocabSize), moeConfigOf(cfg));
+    case 'mamba-moe':
+      return mambaMoEParamSpecs({ ...mambaShape(cfg, vocabSize), bias: cfg.bias }, moeConfigOf(cfg)).specs;
   }
 }
 
@@ -150,7 +152,8 @@ export function moeConfigOf(cfg: TrainConfig): MoEConfig {
 /**
  * Builds the MoE model `cfg.arch` names (gpt-moe or mamba-moe), optionally holding only the
  * experts of `shard` (expert parallelism) or routing in `groups` token groups (the single-rank
- * twin of an expert-parallel run). Weights come from `seed` (default cfg.seed).
+ * twin of an expert-parallel run); with `place`, a rank's tensor / pipeline placement of what
+ * it keeps (src/parallel/stages.ts). Weights come from `seed` (default cfg.seed).
  * @throws Error naming the MoE architectures for any other arch, or the model's own config error.
  */
 export function createMoEModel(
@@ -159,16 +162,11 @@ export function createMoEModel(
   vocabSize: number,
   o: { shard?: ExpertShard; groups?: number; seed?: number; place?: Placement } = {},
 ): MoELanguageModel {
-  if (o.place) {
-    throw new Error(
-      `arch '${cfg.arch}': tensor and pipeline parallelism do not place its parameters yet (its experts split by expert parallelism only)`,
-    );
-  }
   const moe = { ...moeConfigOf(cfg), ...(o.groups !== undefined ? { groups: o.groups } : {}) },
     seed = o.seed ?? cfg.seed;
-  if (cfg.arch === 'gpt-moe') return new GPTMoE(gpu, gptShape(cfg, vocabSize), moe, seed, o.shard);
+  if (cfg.arch === 'gpt-moe') return new GPTMoE(gpu, gptShape(cfg, vocabSize), moe, seed, o.shard, o.place);
   if (cfg.arch === 'mamba-moe') {
-    return new MambaMoE(gpu, { ...mambaShape(cfg, vocabSize), bias: cfg.bias }, moe, seed, o.shard);
+    return new MambaMoE(gpu, { ...mambaShape(cfg, vocabSize), bias: cfg.bias }, moe, seed, o.shard, o.place);
   }
   throw new Error(`arch '${cfg.arch}' has no mixture-of-experts layers; allowed: ${MOE_ARCHS.join(', ')}`);
 }

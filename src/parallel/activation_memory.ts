@@ -141,7 +141,7 @@ export function activationMemory(
       kind = 'mesh'; // a combination no trainer runs yet: count it as the mesh trainer composes it
     }
   }
-  if (kind === 'ep') {
+  if (plan.ep > 1) {
     throw new Error('activation memory: expert parallelism runs gpt-moe, which the analytical count does not cover');
   }
   const g: Geo = {

@@ -13,18 +13,20 @@ import { dtRank } from '../models/mamba.ts';
 import { type ArchLayout, type ParallelPlan, planMesh, type RankParams } from './plan.ts';
 import { stagePlacement } from './stages.ts';
 import { tpRole } from './tp_table.ts';
+import { expertOf } from '../models/moe_specs.ts';
+import { expertShard } from './expert_exchange.ts';
 import { stageLayers } from './pipeline_stage.ts';
 import type { Collective } from '../comm/cost.ts';
 import type { PlanDim } from './cost.ts';
 
 /**
- * The layout of `cfg.arch` for the planner, or undefined for GPT (its formulas) and the MoE
- * models (not written as pieces yet).
+ * The layout of `cfg.arch` for the planner, or undefined for GPT (its closed formulas). The MoE
+ * models count their experts apart (`expert`): this rank's E/ep of each MoE block it holds.
  */
 export function archLayout(cfg: TrainConfig, vocabSize: number): ArchLayout | undefined {
   const arch = cfg.arch;
-  if (arch !== 'linear' && arch !== 'mamba' && arch !== 'hybrid') return undefined;
-  const specs = paramSpecsOf(cfg, vocabSize)!;
+  if (arch === 'gpt') return undefined;
+  const specs = paramSpecsOf(cfg, vocabSize);
   return {
     arch,
     params: (plan, rank) => placedParams(specs, arch, cfg.nLayer, plan, rank),
@@ -40,10 +42,17 @@ function placedParams(specs: ParamSpec[], arch: string, nLayer: number, plan: Pa
   const place = stagePlacement(arch, nLayer, { ppRank: c.pp, pp: plan.pp, v }, plan.tp, c.tp);
   const pieceOf = PIECES[arch as keyof typeof PIECES] as (n: string) => Piece;
   const out: RankParams = { dense: 0, expert: 0, spReplicated: 0, embedding: 0 };
+  // Expert parallelism: EP index dp mod ep holds experts [i·E/ep, (i+1)·E/ep) (plan.ts planGroup).
+  const nExpert = new Set(specs.map((s) => expertOf(s.name)?.expert).filter((e) => e !== undefined)).size;
+  const shard = nExpert ? expertShard(nExpert, plan.ep, c.dp % plan.ep) : null;
   for (const s of specs) {
     const at = place(s);
     if (!at) continue;
-    const n = at.shape.reduce((a, b) => a * b, 1);
+    const n = at.shape.reduce((a, b) => a * b, 1), x = expertOf(s.name);
+    if (x && shard) {
+      if (x.expert >= shard.first && x.expert < shard.first + shard.count) out.expert += n;
+      continue;
+    }
     out.dense += n;
     if (pieceOf(s.name) === 'tied') out.embedding = n;
     if (pieceOf(s.name) === 'shared') out.shared = (out.shared ?? 0) + n;

@@ -47,9 +47,10 @@ export interface TrafficOptions {
   algorithm?: 'ring' | 'recursive-doubling' | 'rabenseifner' | 'direct';
   /**
    * Activation recomputation (src/models/recompute.ts): its backward runs the forward of each block
-   * (full) or attention core (selective) again, with that forward's communication: full repeats the
-   * row-parallel outputs' allReduces (sp: their all-gathers and reduce-scatters) and the attention's
-   * forward sends; selective the attention's. Default none.
+   * (full) or sequence-mixer core (selective: attention, the selective scan, linear attention) again,
+   * with that forward's communication: full repeats the row-parallel outputs' allReduces (sp: their
+   * all-gathers and reduce-scatters) and the attention's forward sends; selective the attention's
+   * (a recurrent core moves nothing). Default none.
    */
   recompute?: 'none' | 'selective' | 'full';
   topK?: number;
@@ -112,7 +113,8 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   // rankParams counts experts in every block; only this stage's MoE blocks (o.moeEvery) have them.
   const every = o.moeEvery ?? 1,
     moeLayers = [...Array(L).keys()].filter((i) => (me.pp * L + i) % every === every - 1).length;
-  const expertParams = (par.expert / L) * moeLayers;
+  // A layout counts this stage's experts exactly; GPT's formula counts them in every block.
+  const expertParams = model.layout ? par.expert : (par.expert / L) * moeLayers;
   const at = (c: Partial<MeshCoords>) => mesh.rankOf({ ...me, ...c });
   const push = (
     dim: PlanDim,
@@ -197,16 +199,18 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
     push('dp', 'loss average', 'allReduce', dpGroup, 1, 1);
     if (zero > 0) push('dp', 'gradient norm (ZeRO)', 'allReduce', dpGroup, 1, 1);
   }
-  if (trainer === 'ep') push('dp', 'expert gradient norm', 'allReduce', planGroup(plan, 'ep', rank), 1, 1);
-  sync('dense', dpGroup, par.dense, o.buckets);
-  sync('expert', dpcp((d) => d % ep === me.dp % ep), expertParams);
+  // Without ep the experts are replicated like every other parameter and sync with them.
+  sync('dense', dpGroup, par.dense + (ep > 1 ? 0 : expertParams), o.buckets);
+  if (ep > 1) sync('expert', dpcp((d) => d % ep === me.dp % ep), expertParams);
   if (P > 1 && (me.pp === 0 || me.pp === P - 1)) {
     push('pp', 'tied embedding gradients', 'allReduce', [at({ pp: 0 }), at({ pp: P - 1 })], par.embedding, 1);
   }
   // tp: Megatron's f/g operators, or sequence parallelism's all-gather / reduce-scatter.
   const tpGroup = mesh.group('tp', rank), bsh = b * s * C, first = me.pp === 0, last = me.pp === P - 1;
   const again = o.recompute === 'full' ? L * m : 0, core = o.recompute && o.recompute !== 'none' ? L * m : 0;
-  const recurrent = model.layout ?? null;
+  const recurrent = model.layout && model.layout.arch !== 'gpt-moe' ? model.layout : null;
+  // gpt-moe: a MoE block's MLP is the replicated MoE sub-layer, with no tp collective of its own.
+  const moeBlocks = model.layout?.arch === 'gpt-moe' ? moeLayers : 0;
   if (recurrent) {
     recurrentBlockTraffic(recurrent, push, tpGroup, {
       b,
@@ -221,8 +225,8 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
       P,
     });
   } else if (!sp) {
-    push('tp', 'layer outputs fwd + inputs bwd', 'allReduce', tpGroup, bsh, 4 * L * m);
-    push('tp', 'recomputed layer outputs (bwd)', 'allReduce', tpGroup, bsh, 2 * again);
+    push('tp', 'layer outputs fwd + inputs bwd', 'allReduce', tpGroup, bsh, (4 * L - 2 * moeBlocks) * m);
+    push('tp', 'recomputed layer outputs (bwd)', 'allReduce', tpGroup, bsh, 2 * again - (again && moeBlocks * m));
   } else {
     push('tp', 'sequence-parallel gathers (2 fwd, 2 bwd per layer)', 'allGather', tpGroup, bsh, 4 * L * m);
     push('tp', 'sequence-parallel scatters (2 fwd, 2 bwd per layer)', 'reduceScatter', tpGroup, bsh, 4 * L * m);

@@ -24,6 +24,21 @@ import { collectiveOp } from '../autograd/collective.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import type { ForwardOptions, ForwardResult } from '../models/model.ts';
 import type { MoECall, MoELanguageModel } from '../models/moe_layer.ts';
+import type { ExpertShard } from '../models/moe_specs.ts';
+
+/**
+ * The experts rank `index` of an EP group of `ep` holds: [index·E/ep, (index+1)·E/ep).
+ * @throws Error when ep does not divide E or index is outside 0 … ep−1.
+ */
+export function expertShard(nExpert: number, ep: number, index: number): ExpertShard {
+  if (!Number.isInteger(ep) || ep < 1 || nExpert % ep) {
+    throw new Error(`expert parallel: ep ${ep} must divide the ${nExpert} experts`);
+  }
+  if (!Number.isInteger(index) || index < 0 || index >= ep) {
+    throw new Error(`expert parallel: rank index ${index} is outside 0 … ${ep - 1}`);
+  }
+  return { first: (index * nExpert) / ep, count: nExpert / ep };
+}
 
 /** Layout of one exchange: E experts, ep ranks, cap slots per expert and rank, width C; rows of the local (R1) and expert-side (Rep) blocks. */
 export interface ExchangeGeometry {

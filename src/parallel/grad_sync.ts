@@ -21,11 +21,15 @@ import { subGroup } from './data_parallel.ts';
 import { MeshZero1 } from './mesh_zero.ts';
 import type { ModelStages } from './stages.ts';
 import { shardKind } from './tp_table.ts';
+import type { Param } from '../nn/params.ts';
+import { expertOf } from '../models/moe_specs.ts';
 
 /** The groups one rank synchronises over (world ranks), from the mesh trainer. */
 export interface SyncGroups {
   /** The pipeline ranks of this rank's (dp, cp, tp) coordinate. */
   pp: number[];
+  /** The data-parallel ranks of this rank's (pp, cp, tp) coordinate, in dp order. */
+  dp: number[];
   /** The dp·cp ranks holding the same shard, dp-major (Megatron's data-parallel group with cp). */
   dpcp: number[];
   /** First and last pipeline rank of this rank's (dp, cp, tp) coordinate when it is one of them, else []. */
@@ -40,6 +44,13 @@ export class GradSync {
   private readonly spGrads: Communicator | null;
   private readonly embGroup: Communicator | null;
   private readonly sharedGroup: Communicator | null;
+  /** With ep > 1: the parameters averaged over dp·cp, and this rank's experts (the rest). */
+  private readonly dense: readonly Param[];
+  private readonly experts: readonly Param[];
+  /** The dp ranks holding this rank's experts (`edp[…]`, DeepSpeed-MoE's expert-data-parallel group), when more than one. */
+  private readonly expertGrads: Communicator | null;
+  private readonly ep: number;
+  private readonly dp: number;
 
   /**
    * @param tp this rank's tensor-parallel group; `zero` the ZeRO stage (0 or 1); `sp` sequence parallelism.
@@ -51,7 +62,7 @@ export class GradSync {
     world: Communicator,
     tp: Communicator,
     groups: SyncGroups,
-    o: { zero: number; sp: boolean; cp: number },
+    o: { zero: number; sp: boolean; cp: number; ep?: number },
   ) {
     const sync = world.newGroup(groups.dpcp, `${o.cp > 1 ? 'dpcp' : 'dp'}[${groups.dpcp.join(',')}]`);
     this.dpGrads = subGroup(sync, 'grads');
@@ -61,6 +72,13 @@ export class GradSync {
     this.embGroup = emb.length ? world.newGroup(emb, `embedding[${emb.join(',')}]`) : null;
     const pp = groups.pp;
     this.sharedGroup = pp.length > 1 && stages.shared.length ? world.newGroup(pp, `shared[${pp.join(',')}]`) : null;
+    this.ep = o.ep ?? 1;
+    this.dp = groups.dp.length;
+    const ps = stages.params.params, moe = this.ep > 1;
+    this.dense = moe ? ps.filter((p) => !expertOf(p.name)) : ps;
+    this.experts = moe ? ps.filter((p) => expertOf(p.name)) : [];
+    const edp = groups.dp.filter((_, d) => d % this.ep === this.coords.dp % this.ep);
+    this.expertGrads = moe && edp.length > 1 ? subGroup(world.newGroup(edp, `edp[${edp.join(',')}]`), 'experts') : null;
   }
 
   /**
@@ -89,11 +107,19 @@ export class GradSync {
     // dp·cp average: every rank's loss is the mean over equal token counts.
     if (this.zero) return this.zero.squaredNorm(await this.zero.reduceScatter(flat), (n) => this.counts(n));
     // Packed without the store's alignment gaps, so the allReduce moves exactly Ψ_r = rankParams().dense elements.
-    const grads = this.pack(flat);
+    const grads = this.pack(flat, this.dense);
     await this.dpGrads.allReduce(grads, { op: 'avg' });
-    gpu.write(stages.params.grads, this.unpack(grads, flat));
-    // dp / cp replicas hold equal averaged gradients: index 0 counts them.
-    return this.coords.dp === 0 && this.coords.cp === 0 ? this.squaredNorm(flat) : 0;
+    this.unpack(grads, flat, this.dense);
+    if (this.experts.length) {
+      // An expert's gradient already sums its EP group's tokens (the backward all-to-all brought
+      // them): summed over the dp ranks holding the same expert, then divided by dp.
+      const e = this.pack(flat, this.experts);
+      if (this.expertGrads) await this.expertGrads.allReduce(e, { op: 'sum' });
+      this.unpack(e.map((v) => v / this.dp), flat, this.experts);
+    }
+    gpu.write(stages.params.grads, flat);
+    // Replicas hold equal averaged gradients: dp / cp index 0 counts dense ones, the first EP group experts.
+    return this.coords.cp === 0 ? this.squaredNorm(flat) : 0;
   }
 
   /** What this rank's AdamW updates (optimizer.ts AdamWSlot): its whole shard, or its ZeRO-1 piece. */
@@ -112,30 +138,29 @@ export class GradSync {
     return this.coords.tp === 0 || this.stages.ctx.tp === 1 || shardKind(name) !== 'replicated';
   }
 
-  /** Σ g² over the parameters {@link counts} selects, from the store's flat gradient. */
+  /** Σ g² over the parameters {@link counts} selects on this replica, from the store's flat gradient. */
   private squaredNorm(flat: Float32Array): number {
     let s = 0;
     for (const p of this.stages.params.params) {
-      if (!this.counts(p.name)) continue;
+      // After the sync, dp replicas are equal; an expert's copies are one per EP group.
+      const replica = this.experts.length && expertOf(p.name) ? this.coords.dp < this.ep : this.coords.dp === 0;
+      if (!replica || !this.counts(p.name)) continue;
       for (let i = p.offset; i < p.offset + p.size; i++) s += flat[i] * flat[i];
     }
     return s;
   }
 
-  /** The store's flat buffer (with alignment gaps) → the parameters back to back. */
-  private pack(flat: Float32Array): Float32Array {
-    const out = new Float32Array(this.stages.params.count);
+  /** Parameters `ps` of the store's flat buffer (with alignment gaps) → back to back. */
+  private pack(flat: Float32Array, ps: readonly Param[]): Float32Array {
+    const out = new Float32Array(ps.reduce((a, p) => a + p.size, 0));
     let off = 0;
-    for (const p of this.stages.params.params) {
-      out.set(flat.subarray(p.offset, p.offset + p.size), (off += p.size) - p.size);
-    }
+    for (const p of ps) out.set(flat.subarray(p.offset, p.offset + p.size), (off += p.size) - p.size);
     return out;
   }
 
   /** Inverse of {@link pack}, into `flat` (gaps untouched). */
-  private unpack(packed: Float32Array, flat: Float32Array): Float32Array {
+  private unpack(packed: Float32Array, flat: Float32Array, ps: readonly Param[]): void {
     let off = 0;
-    for (const p of this.stages.params.params) flat.set(packed.subarray(off, off += p.size), p.offset);
-    return flat;
+    for (const p of ps) flat.set(packed.subarray(off, off += p.size), p.offset);
   }
 }

@@ -48,8 +48,12 @@
  *   wte copy never — then torch's clip scale and AdamW on the rank's own shard.
  * - zero 1: instead of the allReduce, mesh_zero.ts's reduce-scatter / piece update / all-gather
  *   over the same dp·cp group.
- * Not composed (thrown up front, naming the combination): ep > 1, zero 2 and 3 (zero.ts runs
- * those over a tp / cp split, zero_split.ts).
+ * - ep (MoE models): experts spread over ep consecutive dp ranks of the same (pp, cp, tp)
+ *   coordinate; the context's MoE function exchanges tokens over that EP group
+ *   (expert_exchange.ts), grad_sync.ts sums expert gradients over the ranks holding the same
+ *   experts, and each stage's load-balancing loss enters its own backward and loss share.
+ * Not composed (thrown up front, naming the combination): ep with ZeRO, zero 2 and 3 (zero.ts
+ * runs those over a tp / cp split, zero_split.ts).
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -73,6 +77,7 @@ import type { ModelStages } from './stages.ts';
 import { takePositions } from './context_parallel.ts';
 import { GradSync } from './grad_sync.ts';
 import { AdamW } from '../train/optimizer.ts';
+import { MOE_ARCHS } from '../models/archs.ts';
 
 /** One optimizer step as a mesh rank saw it; `loss`, `gradNorm` and `lr` are global. */
 export interface MeshStepRecord extends StepRecord {
@@ -98,16 +103,20 @@ export function checkMeshPlan(
   worldSize: number,
 ): PipelineSchedule {
   const unsupported: string[] = [];
-  if (plan.ep > 1) unsupported.push(`expert parallelism (ep ${plan.ep}) with ${describeOthers(plan, 'ep')}`);
+  if (plan.ep > 1 && !(MOE_ARCHS as readonly string[]).includes(cfg.arch)) {
+    unsupported.push(`expert parallelism (ep ${plan.ep}) on --arch ${cfg.arch} (no experts)`);
+  }
+  if (plan.ep > 1 && plan.zero) unsupported.push(`expert parallelism (ep ${plan.ep}) with ZeRO-${plan.zero}`);
   if (plan.zero > 1) unsupported.push(`ZeRO-${plan.zero} with ${describeOthers(plan, 'zero')} (stage 1 only)`);
   if (unsupported.length) {
     throw new Error(
-      `mesh trainer: ${unsupported.join('; ')} is not supported (it composes dp × pp × cp × tp (+ sp) only; ` +
-        `use the ZeRO or expert-parallel trainers alone)`,
+      `mesh trainer: ${unsupported.join('; ')} is not supported (it composes dp × pp × cp × tp (+ sp) with ep on ` +
+        `MoE models and ZeRO-1; ZeRO-2/3 run on the ZeRO trainer over dp, tp and cp)`,
     );
   }
   const { nLayer, nHead, nEmbd, blockSize, batchSize } = cfg;
-  validatePlan(plan, { nLayer, nHead, nEmbd, blockSize, batchSize, vocabSize }, worldSize);
+  const experts = plan.ep > 1 ? { nExpert: cfg.nExpert, moeEvery: cfg.moeEvery } : {};
+  validatePlan(plan, { nLayer, nHead, nEmbd, blockSize, batchSize, vocabSize, ...experts }, worldSize);
   return checkPipeline({ ...cfg, batchSize: batchSize / plan.dp }, plan.pp, {
     schedule: plan.schedule,
     microBatches: plan.microBatches,
@@ -220,9 +229,12 @@ export class MeshTrainer {
     return { step, lr, loss: sums[1], gradNorm: norm, sent: this.meter.take(), timeline, origin: t0 };
   }
 
-  /** loss/(dp·cp) on tp index 0 of the last stage (its lossAcc holds the mean over this rank's tokens), else 0. */
+  /**
+   * loss/(dp·cp) on tp index 0: the last stage's lossAcc holds the mean over this rank's tokens,
+   * every stage's its MoE layers' load-balancing terms (zero without either).
+   */
   private async lossShare(): Promise<number> {
-    if (!this.stages.holds(this.stages.S - 1) || this.coords.tp !== 0) return 0;
+    if (this.coords.tp !== 0) return 0;
     return (await this.gpu.read(this.lossAcc))[0] / (this.plan.dp * this.plan.cp);
   }
 

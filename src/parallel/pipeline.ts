@@ -30,7 +30,6 @@
 import type { TrainConfig } from '../train/config.ts';
 import { checkSchedule, makeSchedule, type PipelineSchedule } from './pipeline_schedule.ts';
 import { checkPipelineSplit } from './pipeline_stage.ts';
-import { checkStageArch } from './stages.ts';
 
 export interface PipelineOptions {
   schedule: 'gpipe' | '1f1b' | 'interleaved';
@@ -42,11 +41,10 @@ export interface PipelineOptions {
 
 /**
  * Checks that a config runs as a p-rank pipeline with these options.
- * @throws Error naming the violated rule: a layered arch (no block shared between stages), gradAccum 1, no goldfish / NEFTune, layers
+ * @throws Error naming the violated rule: gradAccum 1, no goldfish / NEFTune, layers
  *   divisible by p·v, batchSize divisible by m, a valid schedule for (p, m, v).
  */
 export function checkPipeline(cfg: TrainConfig, p: number, o: PipelineOptions): PipelineSchedule {
-  if (p > 1) checkStageArch(cfg.arch);
   if (cfg.gradAccum !== 1) {
     throw new Error(`pipeline: gradAccum must be 1 (micro-batching is the schedule's m), got ${cfg.gradAccum}`);
   }

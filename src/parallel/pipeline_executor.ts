@@ -49,7 +49,8 @@ export class PipelineExecutor {
 
   /**
    * Runs this rank's program over micro-batches of `x`, `y` (m·b·t host ids, micro i = rows
-   * [i·b, (i+1)·b)); the last stage adds loss/m of every micro-batch to `lossAcc` (2).
+   * [i·b, (i+1)·b)); the last stage adds loss/m of every micro-batch to `lossAcc` (2), every
+   * stage with MoE layers their load-balancing loss/m.
    * @throws (rejects with) a peer's failure or timeout, or a schedule action out of order.
    */
   async run(x: Int32Array, y: Int32Array, lossAcc: Tensor, span: SpanFn): Promise<void> {
@@ -88,9 +89,10 @@ export class PipelineExecutor {
           if (!slot.input) throw new Error(`pipeline: ${name} runs before its activation arrived`);
           x = slot.input;
         }
-        const out = await model.blocks(tape, x, a.stage, b, t);
+        const out = await model.blocks(tape, x, a.stage, b, t), m = this.plan.m;
+        const aux = model.auxLoss?.(tape, 1 / m);
+        if (aux) axpy(gpu, 1 / m, aux, lossAcc); // the stage's MoE load-balancing terms join the loss it reports
         if (a.stage === model.S - 1) {
-          const m = this.plan.m;
           axpy(gpu, 1 / m, await model.head(tape, out, by.slice(...rows), 1 / m), lossAcc);
         } else {
           slot.output = out;

@@ -52,6 +52,12 @@ export interface PipelineStageModel {
   blocks(tape: Tape, x: Tensor, stage: number, b: number, t: number): Tensor | Promise<Tensor>;
   /** The last stage's loss (2) = [mean cross-entropy, count] vs host targets (b·t), its gradient seeded with gradScale. */
   head(tape: Tape, x: Tensor, hostTargets: Int32Array, gradScale: number): Tensor | Promise<Tensor>;
+  /**
+   * The load-balancing loss (2) = [Σ aux, 0] of the MoE layers the last {@link blocks} call ran,
+   * recorded on `tape` with gradient scale gradScale (its rule needs no upstream gradient, so it
+   * enters this stage's backward wherever the stage sits); null without MoE layers.
+   */
+  auxLoss?(tape: Tape, gradScale: number): Tensor | null;
 }
 
 /**

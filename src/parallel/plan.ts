@@ -17,8 +17,8 @@ import { DeviceMesh, type MeshCoords, type MeshDim } from '../comm/mesh.ts';
 import { SCHEDULE_KINDS, type ScheduleKind } from './pipeline_schedule.ts';
 
 export type CpKind = 'ring' | 'ulysses';
-/** The trainer that runs a plan ({@link strategyOf}): data parallel, ZeRO, expert parallel, or the mesh for every split model. */
-export type StrategyKind = 'dp' | 'zero' | 'ep' | 'mesh';
+/** The trainer that runs a plan ({@link strategyOf}): data parallel, ZeRO, or the mesh for every split model (ep included). */
+export type StrategyKind = 'dp' | 'zero' | 'mesh';
 export const CP_KINDS: readonly CpKind[] = ['ring', 'ulysses'];
 
 export interface ParallelPlan {
@@ -59,9 +59,9 @@ export interface PlanModel {
   layout?: ArchLayout;
 }
 
-/** What the planner needs of a non-GPT layered architecture (arch_params.ts archLayout). */
+/** What the planner needs of an architecture other than GPT (arch_params.ts archLayout). */
 export interface ArchLayout {
-  arch: 'linear' | 'mamba' | 'hybrid';
+  arch: 'linear' | 'mamba' | 'hybrid' | 'gpt-moe' | 'mamba-moe';
   /** This rank's parameters under `plan`, counted from the model's declarations and placement. */
   params(plan: ParallelPlan, rank: number): RankParams;
   /** Mamba's x_proj output widths R (dt rank) and N (state), allReduced per block under tp. */

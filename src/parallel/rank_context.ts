@@ -20,6 +20,7 @@ import type { ParamStore } from '../nn/params.ts';
 import { type ContextAttnDims, LOCAL, type ModelContext, type ModelInput, uploadIds } from '../models/context.ts';
 import type { ForwardOptions, ForwardResult } from '../models/model.ts';
 import { subGroup } from './data_parallel.ts';
+import type { MoEFn } from '../models/moe_layer.ts';
 import {
   copyToTensorParallelRegion,
   gatherFromSequenceParallelRegion,
@@ -52,6 +53,11 @@ export class RankContext implements ModelContext {
   private readonly ce: Communicator;
   /** Row-parallel bias values → their (C, 1) views, the weight of a 1-input linear: y = 1·bᵀ. */
   private readonly biasCols = new Map<Tensor, Tensor>();
+  /**
+   * The MoE sub-layer of a MoE model (moe_layer.ts MoEContext): set by stages.ts once the model
+   * exists — its experts on this rank, or exchanged over the rank's EP group.
+   */
+  moe?: MoEFn;
 
   /** @throws Error for sequence parallelism without tp > 1. */
   constructor(readonly o: RankContextOptions) {
@@ -149,6 +155,9 @@ export class RankContext implements ModelContext {
       ? await ringAttention(tape, qkv, ring, cx.group, label)
       : await ulyssesAttention(tape, qkv, ring, cx.group, label);
   }
+
+  /** A recurrent mixer core runs on this rank's own channels / heads: nothing crosses ranks. */
+  mixer: ModelContext['mixer'] = (tape, inputs, core) => core(tape, inputs);
 
   async embed(
     tape: Tape,

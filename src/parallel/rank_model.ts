@@ -71,7 +71,10 @@ export function rankModel(
     : Int32Array.from({ length: T }, (_, i) => i);
   const context = plan.cp > 1 ? { group: subGroup(comm('cp'), 'attn'), kind: plan.cpKind, positions } : undefined;
   const ctx = new RankContext({ tp: comm('tp'), vocabSize, sequenceParallel: plan.sp, context });
-  const stages = new ModelStages(gpu, cfg, vocabSize, ctx, { ppRank: coords.pp, pp: plan.pp, v });
+  // Expert parallelism: ep consecutive dp ranks of the same (pp, cp, tp) coordinate (plan.ts planGroup).
+  const ep = plan.ep > 1 ? planGroup(plan, 'ep', rank) : null;
+  const epComm = ep ? named(ep, `ep[${ep.join(',')}]`) : undefined;
+  const stages = new ModelStages(gpu, cfg, vocabSize, ctx, { ppRank: coords.pp, pp: plan.pp, v }, epComm);
   const sync = () => named(groups.dpcp, `${plan.cp > 1 ? 'dpcp' : 'dp'}[${groups.dpcp.join(',')}]`);
   return { coords, groups, positions, stages, comm, sync };
 }

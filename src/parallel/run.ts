@@ -4,13 +4,13 @@
  * run_host.ts). Runtime-neutral (browser and Deno module workers): no Deno APIs; the data
  * arrives as text or tokens.
  *
- * - Dispatch ({@link strategyOf}, run_build.ts): any split model (pp, cp or tp > 1, with dp and
- *   ZeRO-1) → MeshTrainer (mesh_trainer.ts); otherwise dp → DataParallelTrainer, dp + zero →
- *   ZeroTrainer, ep (dividing dp) on a gpt-moe or mamba-moe → ExpertParallelTrainer. ZeRO-2/3 or
- *   ep with a split model are refused: "not supported yet: …".
+ * - Dispatch ({@link strategyOf}, run_build.ts): any split model (pp, cp, tp or ep > 1, with dp
+ *   and ZeRO-1) → MeshTrainer (mesh_trainer.ts); ZeRO-2/3 over dp, tp and cp → ZeroTrainer
+ *   (zero_split.ts with a split); otherwise dp → DataParallelTrainer. ZeRO-2/3 with pp or sp
+ *   and ZeRO with ep are refused: "not supported yet: …".
  * - Batch convention (as `npm run plan`): the global batch of one optimizer step is
  *   G = cfg.batchSize × cfg.gradAccum sequences, split into plan.microBatches micro-batches of
- *   G/m (each split over dp). The dp, ZeRO and ep trainers see batchSize G/m with gradAccum m;
+ *   G/m (each split over dp). The dp and ZeRO trainers see batchSize G/m with gradAccum m;
  *   the mesh sees batchSize G, gradAccum 1 and its own m ({@link trainerConfig}).
  * - Validation loss: world rank 0 evaluates it where it holds the whole model (dp, ZeRO-1/2, a
  *   mesh without tp and pp), at every evalInterval and the last step, on the fixed batches of
@@ -128,9 +128,8 @@ export function planModelOf(plan: ParallelPlan, cfg: TrainConfig, vocabSize: num
   };
 }
 
-/** The parallel dimension of a measured `group/op` key for a trainer of `kind` (mesh groups name their dimension). */
-export function dimOfKey(kind: StrategyKind, key: string): PlanDim {
-  if (kind === 'ep') return key.includes('/moe') ? 'ep' : 'dp'; // its one group `ep[…]` also carries the dp-style sync
+/** The parallel dimension of a measured `group/op` key (groups name their dimension; `world`, `dpcp[…]`, `edp[…]` are dp). */
+export function dimOfKey(key: string): PlanDim {
   const m = /^(dp|pp|cp|tp|ep)\[/.exec(key);
   if (m) return m[1] as PlanDim;
   // The mesh's tied-embedding and shared-block groups span pipeline ranks (cost.ts counts them under pp).
@@ -138,11 +137,11 @@ export function dimOfKey(kind: StrategyKind, key: string): PlanDim {
   return 'dp';
 }
 
-/** Elements per `dim/collective` of a measured `group/op` map (traffic.ts Sent), for a trainer of `kind`. */
-export function sentByDim(kind: StrategyKind, sent: Record<string, number>): Record<string, number> {
+/** Elements per `dim/collective` of a measured `group/op` map (traffic.ts Sent). */
+export function sentByDim(sent: Record<string, number>): Record<string, number> {
   const out: Record<string, number> = {};
   for (const [k, n] of Object.entries(sent)) {
-    const key = `${dimOfKey(kind, k)}/${k.split('/').pop()}`;
+    const key = `${dimOfKey(k)}/${k.split('/').pop()}`;
     out[key] = (out[key] ?? 0) + n;
   }
   return out;
@@ -255,7 +254,7 @@ export class RankRun {
     const s = this.next++, t0 = performance.now();
     const r = await this.world.tracer.span(`step ${s}`, () => this.built.step(s), { sim: false, step: s });
     const ms = performance.now() - t0;
-    const byDim = sentByDim(this.kind, r.sent);
+    const byDim = sentByDim(r.sent);
     const tokens = this.cfg.batchSize * this.cfg.gradAccum * this.cfg.blockSize;
     const rec: RankStepRecord = {
       step: s,

@@ -8,13 +8,11 @@ import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from '../train/config.ts';
-import { createModel, createMoEModel } from '../models/registry.ts';
+import { createModel } from '../models/registry.ts';
 import type { LanguageModel } from '../models/model.ts';
-import { expertOf } from '../models/moe.ts';
 import type { ParamStore } from '../nn/params.ts';
 import { DataParallelTrainer } from './data_parallel.ts';
 import { type ZeroStage, ZeroTrainer } from './zero.ts';
-import { expertParallelGroups, ExpertParallelTrainer, expertShard } from './expert_parallel.ts';
 import { MeshTrainer } from './mesh_trainer.ts';
 import { rankModel } from './rank_model.ts';
 import { zeroSplit } from './zero_split.ts';
@@ -89,18 +87,10 @@ export async function buildTrainer(
         state: () => t.trainingState(),
       }, () => t.destroy());
     }
-    case 'ep': {
-      // gpt-moe or mamba-moe; experts sharded over each EP group, replicated across the dp/ep groups.
-      const groups = expertParallelGroups(world, plan);
-      const model = createMoEModel(gpu, cfg, v, { shard: expertShard(cfg.nExpert, groups.ep.size, groups.ep.rank) });
-      const t = new ExpertParallelTrainer(gpu, model, data, cfg, groups);
-      const dense = model.params.params.filter((p) => !expertOf(p.name)).reduce((a, p) => a + p.size, 0);
-      return own((s) => t.step(s), model.params, { buckets: [dense] });
-    }
     case 'mesh': {
       const t = new MeshTrainer(gpu, cfg, plan, world, data, v);
-      // Without tp or pp every rank holds the whole model (dp and cp replicas): rank 0 validates it.
-      const whole = plan.tp === 1 && plan.pp === 1 ? { evalModel: t.stages.model } : {};
+      // Without tp, pp or ep every rank holds the whole model (dp and cp replicas): rank 0 validates it.
+      const whole = plan.tp === 1 && plan.pp === 1 && plan.ep === 1 ? { evalModel: t.stages.model } : {};
       return own((s) => t.step(s), t.stages.params, whole, () => t.destroy());
     }
   }

@@ -16,7 +16,12 @@ import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from '../autograd/tape.ts';
 import type { ParamSpec, ParamStore, Placement } from '../nn/params.ts';
 import type { TrainConfig } from '../train/config.ts';
-import { createModel, PIECES } from '../models/registry.ts';
+import { createModel, createMoEModel, MOE_ARCHS, PIECES } from '../models/registry.ts';
+import { type MoELanguageModel, withAuxLoss } from '../models/moe_layer.ts';
+import { add } from '../autograd/ops.ts';
+import type { Communicator } from '../comm/communicator.ts';
+import { subGroup } from './data_parallel.ts';
+import { expertShard, moeExpertParallel } from './expert_exchange.ts';
 import type { ForwardResult, LayeredModel, Piece } from '../models/model.ts';
 import type { ModelInput } from '../models/context.ts';
 import { runPieces } from '../models/model.ts';
@@ -37,15 +42,11 @@ export interface StagePlace {
  * that uses them) and its tensor-parallel slice of each.
  * A block shared by layers of several stages (the hybrid's attention) is held by every pipeline
  * rank; grad_sync.ts sums its gradients over the pp group, so the copies stay equal.
- * @throws Error when the architecture is not layered.
+ * @throws Error for an unknown architecture.
  */
 export function stagePlacement(arch: string, nLayer: number, at: StagePlace, tp: number, tpRank: number): Placement {
-  const pieceOf = (PIECES as Record<string, ((n: string) => Piece) | null>)[arch];
-  if (!pieceOf) {
-    throw new Error(
-      `arch '${arch}' is not written as pieces over a parallel context yet; tensor and pipeline parallelism do not apply to it`,
-    );
-  }
+  const pieceOf = (PIECES as Record<string, ((n: string) => Piece) | undefined>)[arch];
+  if (!pieceOf) throw new Error(`stage placement: unknown arch '${arch}'`);
   const S = at.pp * at.v, first = at.ppRank === 0, last = (S - 1) % at.pp === at.ppRank;
   const owner = (layer: number) => Math.floor(layer / (nLayer / S)) % at.pp;
   return (s: ParamSpec) => {
@@ -67,17 +68,6 @@ export function stagePlacement(arch: string, nLayer: number, at: StagePlace, tp:
       copy: piece === 'tied' && !first,
     };
   };
-}
-
-/**
- * Checks, without a device, that `arch` can be split into pipeline stages.
- * @throws Error naming the rule: the architecture must be written as pieces (not the MoE models yet).
- */
-export function checkStageArch(arch: string): void {
-  const pieceOf = (PIECES as Record<string, ((n: string) => Piece) | null>)[arch];
-  if (!pieceOf) {
-    throw new Error(`pipeline: arch '${arch}' is not written as pieces over a parallel context yet; pp must be 1`);
-  }
 }
 
 /** A rank's stages of a layered model over its RankContext (see the module doc). */
@@ -107,6 +97,7 @@ export class ModelStages implements PipelineStageModel {
     vocabSize: number,
     readonly ctx: RankContext,
     readonly at: StagePlace,
+    ep?: Communicator,
   ) {
     checkPipelineSplit(cfg.nLayer, at.pp, at.v);
     if (ctx.tp > 1 && ['gpt', 'hybrid', 'linear'].includes(cfg.arch) && cfg.nHead % ctx.tp) {
@@ -116,15 +107,17 @@ export class ModelStages implements PipelineStageModel {
     this.stages = [...Array(at.v).keys()].map((c) => c * at.pp + at.ppRank);
     const whole = at.pp === 1 && ctx.tp === 1;
     const place = whole ? undefined : stagePlacement(cfg.arch, cfg.nLayer, at, ctx.tp, ctx.o.tp.rank);
-    const model = createModel(gpu, cfg, vocabSize, cfg.seed, place);
+    const model = (MOE_ARCHS as readonly string[]).includes(cfg.arch)
+      ? moeStageModel(gpu, cfg, vocabSize, ctx, place, ep)
+      : createModel(gpu, cfg, vocabSize, cfg.seed, place);
     if (!('block' in model)) throw new Error(`arch '${cfg.arch}' is not written as pieces over a parallel context yet`);
     this.model = model as LayeredModel;
     this.params = model.params;
     this.gradMap = ctx.gradMap(model.params);
-    const pieceOf = PIECES[cfg.arch as keyof typeof PIECES];
+    const pieceOf = PIECES[cfg.arch];
     const names = model.params.params.map((p) => p.name);
-    this.tied = pieceOf ? names.find((n) => pieceOf(n) === 'tied') ?? null : null;
-    this.shared = pieceOf ? names.filter((n) => pieceOf(n) === 'shared') : [];
+    this.tied = names.find((n) => pieceOf(n) === 'tied') ?? null;
+    this.shared = names.filter((n) => pieceOf(n) === 'shared');
     this.headCopy = this.holds(this.S - 1) && at.ppRank !== 0 && this.tied !== null;
   }
 
@@ -151,12 +144,23 @@ export class ModelStages implements PipelineStageModel {
     return (await this.model.head(this.ctx, tape, x, input(new Int32Array(0), hostTargets), { gradScale })).loss!;
   }
 
+  auxLoss(tape: Tape, gradScale: number): Tensor | null {
+    const m = this.model as Partial<MoELanguageModel>;
+    if (!m.moeLayers) return null;
+    const routings = m.moeLayers.lastRouting;
+    m.moeLayers.lastRouting = [];
+    if (!tape.recording || !routings.length || m.moe!.auxLossWeight === 0) return null;
+    const base = tape.alloc([2], 'aux.base');
+    this.gpu.clear(base);
+    return withAuxLoss(tape, base, routings, m.moe!, gradScale);
+  }
+
   /**
    * The whole forward (pp = 1): tokens and targets (B·T) host ids of this rank's rows and tokens.
    * Returns this rank's logits and, with targets, the loss (2) on the GPU. `beforeBlock` as in
    * ForwardOptions (ZeRO-3's per-layer gathers).
    */
-  forward(
+  async forward(
     tape: Tape,
     hostTokens: Int32Array,
     hostTargets: Int32Array | null,
@@ -165,12 +169,37 @@ export class ModelStages implements PipelineStageModel {
     gradScale = 1,
     beforeBlock?: (i: number) => Promise<void>,
   ): Promise<ForwardResult> {
-    return runPieces(this.model, this.ctx, tape, input(hostTokens, hostTargets), b, t, {
+    const out = await runPieces(this.model, this.ctx, tape, input(hostTokens, hostTargets), b, t, {
       gradScale,
       recompute: this.cfg.recompute,
       beforeBlock,
     });
+    const aux = this.auxLoss(tape, gradScale);
+    if (!aux || !out.loss) return out;
+    return { ...out, loss: add(tape, out.loss, aux, 'loss+aux') };
   }
+}
+
+/**
+ * A MoE model's stage: the rank's placement of what its expert shard keeps (experts
+ * [i·E/ep, (i+1)·E/ep) for EP index i, expert_parallel.ts expertShard), and the context's MoE
+ * function — its own experts, or dispatch / combine over the EP group (expert_exchange.ts).
+ * Each rank routes its micro-batch's tokens as one group, as the single-rank model with
+ * groups = dp·m does.
+ */
+function moeStageModel(
+  gpu: Gpu,
+  cfg: TrainConfig,
+  vocabSize: number,
+  ctx: RankContext,
+  place: Placement | undefined,
+  ep: Communicator | undefined,
+): MoELanguageModel {
+  const shard = expertShard(cfg.nExpert, ep?.size ?? 1, ep?.rank ?? 0);
+  const model = createMoEModel(gpu, cfg, vocabSize, { shard, place, groups: 1 });
+  const moe = ep ? subGroup(ep, 'moe') : null;
+  ctx.moe = (call) => (moe ? moeExpertParallel(call.tape, model, call, moe) : model.moeLayers.local(call.tape, call));
+  return model;
 }
 
 function input(hostTokens: Int32Array, hostTargets: Int32Array | null): ModelInput {

@@ -41,10 +41,13 @@ export type ShardKind = 'replicated' | 'vocab' | 'qkv' | 'rows' | 'cols';
 /**
  * THE table: parameter-name pattern → role, for gpt, mamba, hybrid (whose shared block is a
  * GPT block with RMSNorm) and linear (heads across ranks; its ln_x is a per-head norm, so it
- * splits with them). The first match wins. Architectures without entries (the MoE models) are
- * refused by the plan validator.
+ * splits with them), and the MoE models (theirs plus their experts'). The first match wins.
  */
 export const TP_TABLE: readonly (readonly [RegExp, TpRole])[] = [
+  // MoE sub-layers (gpt-moe's mlp, mamba-moe's moe): router and experts whole on every tp rank,
+  // which routes the same tokens and runs the same experts (split over ep instead).
+  [/\.(mlp|moe)\.(router\.weight|experts\.\d+\.c_(fc|proj)\.(weight|bias))$/, 'replicated'],
+  [/^backbone\.layers\.\d+\.moe_norm\.weight$/, 'replicated'],
   // gpt (nanoGPT names) and the hybrid's shared block
   [/^transformer\.wte\.weight$/, 'vocab'],
   [/\.attn\.c_attn\.(weight|bias)$/, 'column-qkv'],

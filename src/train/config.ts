@@ -38,7 +38,7 @@ export const TrainConfigSchema = z.object({
     'attention kernel: FlashAttention-2 or the materialised T×T one',
   ),
   recompute: z.enum(['none', 'selective', 'full']).default('none').describe(
-    'activation recomputation: full re-runs each block in backward from its input; selective the attention core only',
+    'activation recomputation: full re-runs each block in backward from its input; selective only the attention / recurrent mixer cores',
   ),
   linearDecay: z.enum(['head', 'channel']).default('head').describe(
     'linear: decay per head (chunked kernel) or per channel with bonus u (recurrent, RWKV-6)',
@@ -165,11 +165,6 @@ export function parseConfig(input: Record<string, unknown>): TrainConfig {
   if (cfg.recompute !== 'none' && (cfg.arch === 'gpt-moe' || cfg.arch === 'mamba-moe')) {
     throw new Error(
       `Invalid config: recompute ${cfg.recompute} is not built for --arch ${cfg.arch} (its routing is read by the loss); use gpt, linear, mamba or hybrid`,
-    );
-  }
-  if (cfg.recompute === 'selective' && (cfg.arch === 'linear' || cfg.arch === 'mamba')) {
-    throw new Error(
-      `Invalid config: recompute selective recomputes the attention core, which --arch ${cfg.arch} has none of; use full`,
     );
   }
   validateSchedule(scheduleFromConfig(cfg), cfg.steps);

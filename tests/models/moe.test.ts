@@ -45,7 +45,7 @@ gpuTest(
       const r = rng(5);
       const x = Float32Array.from({ length: n * c }, () => 2 * r() - 1);
       const tape = new Tape(gpu, new Map(), false);
-      const y = model.moeLocal(tape, { layer: 1, x: gpu.upload(x, [n, c]) });
+      const y = model.moeLocal(tape, { layer: 1, x: gpu.upload(x, [n, c]), tape });
       const got = await gpu.read(y);
       const w = (name: string) => {
         const p = model.params.get(`transformer.h.1.mlp.${name}`);

@@ -96,7 +96,10 @@ Deno.test('activation formula: refuses other architectures and expert parallelis
     () => activationBytes(makePlan(), MODEL, 0, { arch: 'mamba' }),
     /GPT of src\/models\/gpt.ts only, got --arch mamba/,
   );
-  throws(() => activationBytes(makePlan({ dp: 2, ep: 2 }), { ...MODEL, nExpert: 4 }, 0, { trainer: 'ep' }), /gpt-moe/);
+  throws(
+    () => activationBytes(makePlan({ dp: 2, ep: 2 }), { ...MODEL, nExpert: 4 }, 0, { trainer: 'mesh' }),
+    /gpt-moe/,
+  );
 });
 
 // ---- GPU: the tape's real allocations against the formula ---------------------------------

@@ -64,6 +64,18 @@ const CASES: [string, Partial<TrainConfig>, Partial<ParallelPlan>][] = [
   // The shared attention block runs on both stages: every stage holds it, the pp group sums its gradients.
   ['hybrid dp2 × pp2 (1F1B)', { arch: 'hybrid', nEmbd: 16, attnEvery: 1 }, { dp: 2, pp: 2, microBatches: 2 }],
   ['mamba pp2 (1F1B), recompute full', { arch: 'mamba', nEmbd: 16, recompute: 'full' }, { pp: 2, microBatches: 2 }],
+  // The recurrent mixer cores recomputed: they communicate nothing, so the traffic is recompute none's.
+  ['mamba pp2 (1F1B), recompute selective', { arch: 'mamba', nEmbd: 16, recompute: 'selective' }, {
+    pp: 2,
+    microBatches: 2,
+  }],
+  ['mamba tp2 + sp, recompute selective', { arch: 'mamba', nEmbd: 16, recompute: 'selective' }, { tp: 2, sp: true }],
+  ['linear tp2 (channel decay), recompute selective', {
+    arch: 'linear',
+    nEmbd: 16,
+    linearDecay: 'channel',
+    recompute: 'selective',
+  }, { tp: 2 }],
   ['mamba tp2, recompute full', { arch: 'mamba', nEmbd: 16, recompute: 'full' }, { tp: 2 }],
   ['hybrid tp2, recompute selective', { arch: 'hybrid', nEmbd: 16, attnEvery: 1, recompute: 'selective' }, { tp: 2 }],
 ];
@@ -86,7 +98,7 @@ for (const [what, arch, over] of CASES) {
         `${what} rank ${r}: every row exact`,
       );
       for (const [step, sent] of x.sent.entries()) {
-        const measured = sentByDim('mesh', sent);
+        const measured = sentByDim(sent);
         deepStrictEqual(
           measured,
           Object.fromEntries(trafficByKind(rows)),
@@ -102,10 +114,12 @@ for (const [what, arch, over] of CASES) {
   });
 }
 
-Deno.test('tp_table: every parameter of gpt, mamba, hybrid and linear has a role; the MoE models and linear + sp are refused by name', async () => {
+Deno.test('tp_table: every parameter of every architecture has a role; linear + sp, MoE + sp and recurrent cp are refused by name', async () => {
   const { testGpu } = await import('../util/gpu.ts');
   const gpu = await testGpu();
-  const archs = [['gpt'], ['mamba'], ['hybrid'], ['linear', 'head'], ['linear', 'channel']] as const;
+  const archs = [['gpt'], ['mamba'], ['hybrid'], ['linear', 'head'], ['linear', 'channel'], ['gpt-moe'], [
+    'mamba-moe',
+  ]] as const;
   for (const [arch, linearDecay] of archs) {
     const cfg = tinyConfig({ arch, nEmbd: 16, dState: 4, linearDecay: linearDecay ?? 'head' });
     for (const name of shapesOf(gpu, cfg, 11).keys()) tpRole(name); // throws when missing
@@ -123,12 +137,14 @@ Deno.test('tp_table: every parameter of gpt, mamba, hybrid and linear has a role
     () => checkArchSplit(makePlan({ tp: 2, sp: true }), 'linear'),
     /^Error: sp does not apply to --arch linear: .*token shift.*\(allowed: gpt, mamba, hybrid\)/,
   );
-  throws(() => checkArchSplit(makePlan({ pp: 2 }), 'mamba-moe'), /pp 2 does not apply to --arch mamba-moe/);
+  checkArchSplit(makePlan({ pp: 2 }), 'mamba-moe');
+  equal(tpRole('transformer.h.1.mlp.experts.3.c_proj.weight'), 'replicated', 'experts whole on every tp rank');
+  throws(() => checkArchSplit(makePlan({ tp: 2, sp: true }), 'mamba-moe'), /sp does not apply to --arch mamba-moe/);
   throws(
     () => checkArchSplit(makePlan({ cp: 2 }), 'mamba'),
     /cp 2 does not apply to --arch mamba: .*sequence-parallel scan/,
   );
-  throws(() => checkArchSplit(makePlan({ tp: 2 }), 'gpt-moe'), /tp 2 does not apply to --arch gpt-moe/);
+  checkArchSplit(makePlan({ tp: 2 }), 'gpt-moe');
   checkArchSplit(makePlan({ tp: 2, pp: 2 }), 'mamba');
   checkArchSplit(makePlan({ dp: 2, pp: 2 }), 'hybrid');
 });

@@ -235,12 +235,10 @@ Deno.test('stepTraffic: the trainer option adds the scalar allReduces each train
     'loss average',
     'gradient norm (ZeRO)',
   ]);
-  deepStrictEqual(scalar(makePlan({ dp: 4, ep: 2 }), 'ep', 3).map((x) => x.slice(1, 3)), [['loss average', [
-    0,
-    1,
-    2,
-    3,
-  ]], ['expert gradient norm', [2, 3]]]);
+  deepStrictEqual(scalar(makePlan({ dp: 4, ep: 2 }), 'mesh', 3).map((x) => x.slice(1, 3)), [[
+    'gradient norm + loss over the world',
+    [0, 1, 2, 3],
+  ]]);
   deepStrictEqual(scalar(makePlan({ dp: 2, pp: 2, tp: 2 }), 'mesh', 5), [[
     'dp',
     'gradient norm + loss over the world',

@@ -13,6 +13,7 @@ import type { Gpu } from '../../src/gpu/context.ts';
 import type { LanguageModel } from '../../src/models/model.ts';
 import { createMoEModel } from '../../src/models/registry.ts';
 import type { Sent } from '../../src/parallel/traffic.ts';
+import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
 import { withRankWorld } from '../comm/world.ts';
 
 export interface EpArgs {
@@ -47,6 +48,21 @@ export function epData(args: EpArgs): { cfg: TrainConfig; vocabSize: number; dat
   const cfg = parseConfig(args.cfg);
   const tok = CharTokenizer.fromText(args.text);
   return { cfg, vocabSize: tok.vocabSize, data: new TextDataset(tok.encode(args.text), cfg.blockSize) };
+}
+
+/** The plan of an EP run on `dp` ranks: ep = args.ep (default dp), the config's gradAccum as micro-batches. */
+export function epPlan(args: EpArgs, dp: number): ParallelPlan {
+  return makePlan({ dp, ep: args.ep ?? dp, microBatches: parseConfig(args.cfg).gradAccum });
+}
+
+/**
+ * The single-rank twin of an EP run on `dp` ranks: the global batch batchSize × gradAccum drawn
+ * once, as the mesh trainer draws it, and each rank's micro-batch routed as one token group
+ * (groups = dp·m, in row order).
+ */
+export function epTwin(args: EpArgs, dp: number): { args: EpArgs; groups: number } {
+  const cfg = parseConfig(args.cfg), m = cfg.gradAccum;
+  return { args: { ...args, cfg: { ...args.cfg, batchSize: cfg.batchSize * m, gradAccum: 1 } }, groups: dp * m };
 }
 
 /** The single-rank run: Trainer on the whole global batch, tokens routed in `groups` groups. */

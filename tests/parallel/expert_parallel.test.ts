@@ -1,22 +1,23 @@
 /**
- * Expert parallelism on simulated ranks (module workers with their own devices)
- * against the single-rank Trainer on the same global batch, the single-rank MoE routing the
- * tokens in dp groups (each rank routes its own rows as one group): losses within 1e-4 relative
- * for 10 steps, step-0 gradients within RMS 5e-3, parameters after 10 steps within
+ * Expert parallelism on simulated ranks (module workers with their own devices, the mesh
+ * trainer) against the single-rank Trainer on the same global batch, the single-rank MoE
+ * routing each rank's micro-batch as one token group (groups = dp·m): losses within 1e-4
+ * relative for 10 steps, step-0 gradients within RMS 5e-3, parameters after 10 steps within
  * 1e-4 + 1e-3·|ref|, for gpt-moe and mamba-moe with ep = dp = 2 and for gpt-moe with dp 4 × ep 2
  * (experts replicated over the two EP groups). The elements each rank sends per step equal
- * the exact formula, and cost.ts stepTraffic (trainer 'ep'):
- *   allToAll over ep: 4·L_moe·gradAccum·(ep−1)/ep·E·cap·C with cap = ⌈capacityFactor·topK·(B/dp)·T/E⌉
- *   ring allReduces: Ψ_dense and the 1-element loss over dp, the 1-element expert norm over ep,
- *     this rank's Ψ_expert over the dp/ep ranks holding the same experts (none when ep = dp).
+ * the exact formula, and cost.ts stepTraffic (trainer 'mesh'):
+ *   allToAll over ep: 4·L_moe·m·(ep−1)/ep·E·cap·C with cap = ⌈capacityFactor·topK·b·T/E⌉, b = B/dp rows
+ *   ring allReduces: Ψ_dense over dp, this rank's Ψ_expert over the dp/ep ranks holding the same
+ *     experts (none when ep = dp), and [‖g‖² share, loss share] (2 elements) over the world.
  */
 import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { testGpu } from '../util/gpu.ts';
 import { assertClose, assertRelRms, assertThrows } from '../util/assert.ts';
 import { maxRel, ringAllReduceSent, TEXT, WORKER_TEST } from './harness.ts';
-import { type EpArgs, epData, epReference, type EpResult, withEpWorld } from './ep_harness.ts';
+import { type EpArgs, epData, epPlan, epReference, type EpResult, epTwin, withEpWorld } from './ep_harness.ts';
 import { allToAllFromExperts, allToAllToExperts } from '../../src/parallel/expert_exchange.ts';
-import { expertParallelGroups, expertShard } from '../../src/parallel/expert_parallel.ts';
+import { expertShard } from '../../src/parallel/expert_exchange.ts';
+import { planModelOf, trainerConfig } from '../../src/parallel/run.ts';
 import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
 import { stepTraffic } from '../../src/parallel/cost.ts';
 import { makePlan, planGroup } from '../../src/parallel/plan.ts';
@@ -57,7 +58,7 @@ type Ref = Awaited<ReturnType<typeof epReference>>;
 /** Every check of one run of `res.length` = dp ranks against the single-rank reference. */
 function checkRun(args: EpArgs, res: EpResult[], ref: Ref): void {
   const { cfg, vocabSize } = epData(args);
-  const dp = res.length, ep = args.ep ?? dp;
+  const dp = res.length, ep = args.ep ?? dp, plan = epPlan(args, dp);
   const what = `${cfg.arch} dp ${dp} ep ${ep} top-${cfg.moeTopK} moeEvery ${cfg.moeEvery}`;
   for (const r of res) {
     ok(maxRel(r.losses, ref.losses) < 1e-4, `${what}: losses ${r.losses} vs ${ref.losses}`);
@@ -84,11 +85,10 @@ function checkRun(args: EpArgs, res: EpResult[], ref: Ref): void {
   }
   // Traffic, counted on the wire.
   const { nExpert: E, moeTopK: topK, capacityFactor, moeEvery } = cfg;
-  const m = cfg.gradAccum, C = cfg.nEmbd, tokens = (cfg.batchSize / dp) * cfg.blockSize;
+  const m = cfg.gradAccum, C = cfg.nEmbd, tokens = (cfg.batchSize / dp) * cfg.blockSize; // per micro-batch
   const cap = Math.ceil((capacityFactor * topK * tokens) / E);
   const moeLayers = [...Array(cfg.nLayer).keys()].filter((l) => l % moeEvery === moeEvery - 1).length;
   const allToAll = 4 * moeLayers * m * ((ep - 1) / ep) * E * cap * C;
-  const plan = makePlan({ dp, ep, microBatches: m });
   for (const [rank, r] of res.entries()) {
     const all = planGroup(plan, 'dp', rank),
       epRanks = planGroup(plan, 'ep', rank),
@@ -96,21 +96,18 @@ function checkRun(args: EpArgs, res: EpResult[], ref: Ref): void {
     const want: Record<string, number> = {
       [`ep[${epRanks}]/moe/allToAll`]: allToAll,
       [`dp[${all}]/grads/allReduce`]: ringAllReduceSent(r.dense, dp, rank),
-      [`dp[${all}]/scalars/allReduce`]: ringAllReduceSent(1, dp, rank),
-      [`ep[${epRanks}]/norm/allReduce`]: ringAllReduceSent(1, ep, rank % ep),
+      'world/scalars/allReduce': ringAllReduceSent(2, dp, rank),
     };
     if (edp.length > 1) {
       want[`edp[${edp}]/experts/allReduce`] = ringAllReduceSent(r.expert, edp.length, edp.indexOf(rank));
     }
     for (const sent of r.sent) deepStrictEqual(sent, want, `${what} rank ${rank}`);
-    const model = { ...cfg, batchSize: cfg.batchSize * m, vocabSize, nExpert: E };
-    const rows = stepTraffic(plan, model, rank, {
+    const rows = stepTraffic(plan, planModelOf(plan, trainerConfig(plan, cfg), vocabSize), rank, {
       topK,
       capacityFactor,
       bias: cfg.bias,
       moeEvery,
-      trainer: 'ep',
-      buckets: [r.dense],
+      trainer: 'mesh',
     });
     equal(
       rows.reduce((a, x) => a + x.elements, 0),
@@ -118,6 +115,7 @@ function checkRun(args: EpArgs, res: EpResult[], ref: Ref): void {
       `${what} rank ${rank}: stepTraffic`,
     );
     equal(rows.find((x) => x.dim === 'ep')!.elements, allToAll, `${what}: cost.ts allToAll row`);
+    equal(rows.find((x) => x.what === 'dense gradients')!.n, r.dense, `${what}: the planner's Ψ_dense`);
     equal(
       rows.find((x) => x.what === 'expert gradients')?.elements ?? 0,
       want[`edp[${edp}]/experts/allReduce`] ?? 0,
@@ -132,7 +130,10 @@ Deno.test({
   fn: async () => {
     const gpu = await testGpu();
     const refs: Ref[] = [];
-    for (const a of EP2) refs.push(await epReference(gpu, a, 2));
+    for (const a of EP2) {
+      const twin = epTwin(a, 2);
+      refs.push(await epReference(gpu, twin.args, twin.groups));
+    }
     // Not vacuous: routing all 64 tokens as one group (capacity and balance over the whole batch) gives other losses.
     const oneGroup = await epReference(gpu, EP2[0], 1);
     ok(maxRel(oneGroup.losses, refs[0].losses) > 1e-3, `groups matter: ${oneGroup.losses} vs ${refs[0].losses}`);
@@ -147,7 +148,7 @@ Deno.test({
   ...WORKER_TEST,
   fn: async () => {
     const gpu = await testGpu();
-    const ref = await epReference(gpu, DP4_EP2, 4);
+    const twin = epTwin(DP4_EP2, 4), ref = await epReference(gpu, twin.args, twin.groups);
     await withEpWorld(4, async (w) => checkRun(DP4_EP2, await w.run<EpResult>('train', DP4_EP2), ref));
   },
 });
@@ -187,32 +188,20 @@ Deno.test("the dispatch all-to-all puts every slot on its expert's rank, and the
     for (const [rank, out] of back.entries()) {
       deepStrictEqual(out, local(rank), `rank ${rank}: the round trip restores every slot`);
     }
-    assertThrows(
-      () => expertParallelGroups(world[0], makePlan({ dp: 2, ep: 2, zero: 1 })),
-      'supported plans are ep dividing dp',
-    );
-    assertThrows(() => expertParallelGroups(world[0], makePlan({ dp: 4, ep: 2 })), 'on 2 ranks');
-    const groups = expertParallelGroups(world[1], makePlan({ dp: 2, ep: 2 }));
-    deepStrictEqual([groups.dp.id, groups.ep.id, groups.edp.id], ['dp[0,1]', 'ep[0,1]', 'edp[1]']);
   } finally {
     closeLocalWorld(world);
   }
 });
 
-Deno.test('dp 4 × ep 2: EP groups are consecutive dp ranks, expert-data-parallel groups the ranks with the same experts', () => {
-  const world = localWorld(4);
-  try {
-    const ids = world.map((c) => {
-      const g = expertParallelGroups(c, makePlan({ dp: 4, ep: 2 }));
-      return [g.dp.id, g.ep.id, g.edp.id, `${g.ep.rank}`];
-    });
-    deepStrictEqual(ids, [
-      ['dp[0,1,2,3]', 'ep[0,1]', 'edp[0,2]', '0'],
-      ['dp[0,1,2,3]', 'ep[0,1]', 'edp[1,3]', '1'],
-      ['dp[0,1,2,3]', 'ep[2,3]', 'edp[0,2]', '0'],
-      ['dp[0,1,2,3]', 'ep[2,3]', 'edp[1,3]', '1'],
-    ]);
-  } finally {
-    closeLocalWorld(world);
-  }
+Deno.test('dp 4 × ep 2: EP groups are consecutive dp ranks; the planner syncs experts over the ranks holding the same ones', () => {
+  const plan = makePlan({ dp: 4, ep: 2 });
+  deepStrictEqual([0, 1, 2, 3].map((r) => planGroup(plan, 'ep', r)), [[0, 1], [0, 1], [2, 3], [2, 3]]);
+  const model = { nLayer: 2, nHead: 2, nEmbd: 32, blockSize: 16, batchSize: 8, vocabSize: 65, nExpert: 4 };
+  const experts = (r: number) =>
+    stepTraffic(plan, model, r, { trainer: 'mesh' }).find((x) => x.what === 'expert gradients');
+  deepStrictEqual([0, 1, 2, 3].map((r) => experts(r)!.group), [[0, 2], [1, 3], [0, 2], [1, 3]]);
+  equal(
+    stepTraffic(makePlan({ dp: 2, ep: 2 }), model, 0, { trainer: 'mesh' }).find((x) => x.what === 'expert gradients'),
+    undefined,
+  );
 });

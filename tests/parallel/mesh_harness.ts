@@ -193,7 +193,7 @@ function compareWithCost(
     [],
     `${what} rank ${r}: every stepTraffic row exact`,
   );
-  const measured = sentByDim('mesh', sent);
+  const measured = sentByDim(sent);
   deepStrictEqual(
     Object.fromEntries(trafficByKind(rows)),
     measured,

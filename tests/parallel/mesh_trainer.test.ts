@@ -77,7 +77,11 @@ Deno.test('mesh trainer refuses unsupported combinations and invalid plans up fr
   const cfg = parseConfig(tinyConfig({ batchSize: 8 }));
   throws(
     () => checkMeshPlan(makePlan({ dp: 2, pp: 2, ep: 2 }), cfg, 65, 4),
-    /mesh trainer: expert parallelism \(ep 2\) with dp 2 · pp 2 is not supported/,
+    /mesh trainer: expert parallelism \(ep 2\) on --arch gpt \(no experts\) is not supported/,
+  );
+  throws(
+    () => checkMeshPlan(makePlan({ dp: 2, pp: 2, ep: 2, zero: 1 }), parseConfig({ ...cfg, arch: 'gpt-moe' }), 65, 4),
+    /mesh trainer: expert parallelism \(ep 2\) with ZeRO-1 is not supported/,
   );
   throws(
     () => checkMeshPlan(makePlan({ cp: 2, cpKind: 'ulysses', tp: 2 }), cfg, 65, 4),

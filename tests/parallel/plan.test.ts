@@ -125,17 +125,20 @@ Deno.test('rank ↔ coordinates follow DeviceMesh; EP groups are consecutive DP 
 
 Deno.test('ep runs both MoE architectures, also with ep < dp; ZeRO, other dimensions and dense archs are refused by name', () => {
   for (const arch of ['gpt-moe', 'mamba-moe']) {
-    equal(strategyOf(makePlan({ dp: 2, ep: 2 }), arch), 'ep');
-    equal(strategyOf(makePlan({ dp: 4, ep: 2 }), arch), 'ep');
+    equal(strategyOf(makePlan({ dp: 2, ep: 2 }), arch), 'mesh');
+    equal(strategyOf(makePlan({ dp: 4, ep: 2 }), arch), 'mesh');
   }
   validatePlan(makePlan({ dp: 4, ep: 2 }), { ...MODEL, nExpert: 4 }, 4);
   throws(
     () => strategyOf(makePlan({ dp: 4, ep: 2, zero: 1 }), 'gpt-moe'),
     /not supported yet: zero 1 combined with ep 2/,
   );
+  equal(strategyOf(makePlan({ dp: 2, ep: 2, tp: 2 }), 'gpt-moe'), 'mesh', 'the mesh composes ep with tp');
+  equal(strategyOf(makePlan({ dp: 2, ep: 2, pp: 2 }), 'mamba-moe'), 'mesh', 'and with pp');
+  throws(() => strategyOf(makePlan({ dp: 2, ep: 2, cp: 2 }), 'gpt-moe'), /cp 2 does not apply to --arch gpt-moe/);
   throws(
-    () => strategyOf(makePlan({ dp: 2, ep: 2, tp: 2 }), 'gpt-moe'),
-    /not supported yet: ep 2 combined with dp 2 × tp 2/,
+    () => strategyOf(makePlan({ dp: 2, ep: 2, tp: 2, sp: true }), 'gpt-moe'),
+    /sp does not apply to --arch gpt-moe/,
   );
   throws(() => strategyOf(makePlan({ dp: 2, ep: 2 }), 'mamba'), /ep 2 needs --arch gpt-moe or mamba-moe, got mamba/);
   match(

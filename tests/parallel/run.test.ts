@@ -48,7 +48,7 @@ Deno.test('strategyOf: the mesh trainer for every split model, dp / ZeRO / ep ov
       zero: 1,
     }] as const
   ) equal(strategyOf(makePlan(p), 'gpt'), 'mesh', JSON.stringify(p));
-  equal(strategyOf(makePlan({ dp: 2, ep: 2 }), 'gpt-moe'), 'ep');
+  equal(strategyOf(makePlan({ dp: 2, ep: 2 }), 'gpt-moe'), 'mesh', 'the mesh runs expert parallelism');
   equal(strategyOf(makePlan({ dp: 2, tp: 2, zero: 2 }), 'gpt'), 'zero', 'ZeRO-2/3 shard a tp shard (zero_split.ts)');
   throws(() => strategyOf(makePlan({ dp: 2, pp: 2, zero: 3 }), 'gpt'), /not supported yet: zero 3 combined with pp 2/);
   equal(strategyOf(makePlan({ tp: 2 }), 'mamba'), 'mesh', 'mamba splits its inner channels');

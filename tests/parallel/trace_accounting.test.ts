@@ -128,9 +128,9 @@ Deno.test({
   ...TEST,
   fn: async () => {
     const tp = await exact('tp', { tp: 2 });
-    ok(tp.ranks.every((s) => sentByDim('mesh', s.records[0].sent)['tp/allReduce'] > 0));
+    ok(tp.ranks.every((s) => sentByDim(s.records[0].sent)['tp/allReduce'] > 0));
     const sp = await exact('tp + sp', { tp: 2, sp: true });
-    const d = sentByDim('mesh', sp.ranks[0].records[1].sent);
+    const d = sentByDim(sp.ranks[0].records[1].sent);
     ok(d['tp/reduceScatter'] > 0 && d['tp/allGather'] > 0, `sp reduce-scatters and all-gathers: ${JSON.stringify(d)}`);
   },
 });
@@ -142,7 +142,7 @@ Deno.test({
   fn: async () => {
     const pp = await exact('pp gpipe', { pp: 2, microBatches: 2, schedule: 'gpipe' });
     ok(
-      pp.ranks.every((s) => s.records.every((r) => sentByDim('mesh', r.sent)['pp/send'] === 2 * 2 * 16 * 32)),
+      pp.ranks.every((s) => s.records.every((r) => sentByDim(r.sent)['pp/send'] === 2 * 2 * 16 * 32)),
       'm·b·T·C activations or gradients per stage per step',
     );
     const mesh = await exact('mesh dp 2 × pp 2', { dp: 2, pp: 2, microBatches: 2 });
@@ -172,7 +172,7 @@ Deno.test({
   ...TEST,
   fn: async () => {
     const ep = await exact('ep', { dp: 2, ep: 2 }, { arch: 'gpt-moe', nExpert: 4 });
-    ok(ep.ranks.every((s) => s.kind === 'ep' && s.records[0].byDim['ep/allToAll'] > 0));
+    ok(ep.ranks.every((s) => s.kind === 'mesh' && s.records[0].byDim['ep/allToAll'] > 0));
   },
 });
 
@@ -235,7 +235,7 @@ Deno.test({
         ok(want['dp/allReduce'] > 15_000, JSON.stringify(want));
         for (const row of rows.filter((x) => x.rank === a.rank)) {
           const sent = sentElements(rows, a.rank, row.step);
-          deepStrictEqual(sentByDim(a.kind, sent), want, `rank ${a.rank} step ${row.step}: trace.json = stepTraffic`);
+          deepStrictEqual(sentByDim(sent), want, `rank ${a.rank} step ${row.step}: trace.json = stepTraffic`);
           deepStrictEqual(
             sent,
             metrics[row.step!].sent_by_rank[a.rank],
@@ -255,11 +255,11 @@ Deno.test({
         acc.ranks[0].traffic.filter((t) => t.predicted > 0).map((t) => [t.key, t.predicted]),
       );
       notDeepStrictEqual(
-        sentByDim('dp', sentElements(traceSends(dropOne), 0, 2)),
+        sentByDim(sentElements(traceSends(dropOne), 0, 2)),
         want0,
         'a dropped span of the file shows',
       );
-      deepStrictEqual(sentByDim('dp', sentElements(traceSends(dropOne), 0, 1)), want0, 'and only in its step');
+      deepStrictEqual(sentByDim(sentElements(traceSends(dropOne), 0, 1)), want0, 'and only in its step');
     } finally {
       await Deno.remove(dir, { recursive: true });
     }

@@ -69,7 +69,7 @@ export function traceMismatches(ranks: readonly RankSummary[], trace: unknown): 
       }
     }
     for (const rec of s.records) {
-      const traced = sentElements(rows, s.rank, rec.step), dims = sentByDim(s.kind, traced);
+      const traced = sentElements(rows, s.rank, rec.step), dims = sentByDim(traced);
       for (const k of new Set([...pred.keys(), ...Object.keys(dims)])) {
         const want = pred.get(k)?.n ?? 0, got = dims[k] ?? 0;
         if (want !== got) out.push(`rank ${s.rank} step ${rec.step} ${k}: predicted ${want}, trace ${got}`);

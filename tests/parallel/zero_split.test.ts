@@ -105,7 +105,7 @@ for (const [what, extra, p] of CASES) {
       deepStrictEqual(rows.filter((row) => !row.exact).map((row) => row.what), [], `${what} rank ${r}: rows exact`);
       for (const [s, sent] of x.sent.entries()) {
         deepStrictEqual(
-          sentByDim('zero', sent),
+          sentByDim(sent),
           Object.fromEntries(trafficByKind(rows)),
           `${what} rank ${r} step ${s}: measured = stepTraffic`,
         );

@@ -1,10 +1,11 @@
 /**
  * Activation recomputation (src/autograd/checkpoint.ts, src/models/recompute.ts): the same
  * training run with `--recompute full` (every architecture written as pieces) and `selective`
- * (the attention core) gives the losses, gradients and parameters of the run without it, and the
- * pool's peak during one forward + backward is lower.
+ * (the attention core; the recurrent mixer cores of mamba, linear and hybrid) gives the losses,
+ * gradients and parameters of the run without it, and the pool's peak during one forward +
+ * backward is lower.
  */
-import { ok } from 'node:assert/strict';
+import { equal, ok } from 'node:assert/strict';
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertRelRms, assertThrows } from '../util/assert.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
@@ -44,6 +45,7 @@ async function run(gpu: Gpu, over: Partial<TrainConfig>) {
   for (let s = 1; s < cfg.steps; s++) await trainer.step(s);
   const losses = (await trainer.drain()).map((r) => r.loss);
   const params = await gpu.read(model.params.values) as Float32Array;
+  const layout = model.params.params.map(({ name, offset, size }) => ({ name, offset, size }));
   // The pool's peak over one forward + backward of a fresh batch.
   const batch = data.batch('train', cfg.batchSize, cfg.blockSize, cfg.seed, 99, 0);
   const x = gpu.upload(batch.x, [cfg.batchSize, cfg.blockSize], 'i32'),
@@ -57,8 +59,16 @@ async function run(gpu: Gpu, over: Partial<TrainConfig>) {
   tape.dispose();
   [x, y].forEach((t) => t.release());
   model.params.destroy();
-  return { losses, grads0, params, peak };
+  return { losses, grads0, params, peak, layout };
 }
+
+/** Step-0 gradients compared parameter by parameter: a lost input gradient shows in its layer's weights. */
+function assertGradsPerParam(actual: Float32Array, ref: Float32Array, layout: Layout, what: string): void {
+  for (const { name, offset, size } of layout) {
+    assertRelRms(actual.subarray(offset, offset + size), ref.subarray(offset, offset + size), `${what}: ${name}`);
+  }
+}
+type Layout = { name: string; offset: number; size: number }[];
 
 for (const arch of ['gpt', 'mamba', 'hybrid', 'linear'] as const) {
   gpuTest(`recompute full on ${arch}: same losses (1e-5), gradients and parameters; lower peak`, async (gpu) => {
@@ -92,11 +102,45 @@ gpuTest(
   },
 );
 
+// The recurrent cores (docs/design.md §24): Mamba's scan drops its chunk-entry states
+// (B, D, ⌈T/32⌉, N), the linear attention its log-decays and (head decay) its chunk states. The
+// backward holds one recomputed core at a time — its output (B, T, D) and states — so a Mamba
+// stack saves at least (L − 1) layers' states less one output (its attention cores add to that in
+// the hybrid): N = 64 here, where the states (N/32 of the output per layer) outweigh it at L = 3.
+const SCAN_STATES = 4 * 64 * 1 * 64 * 4, SCAN_OUT = 4 * 32 * 64 * 4; // bytes: B = 4, D = 2·32, T = 32, N = 64
+const RECURRENT: [string, Partial<TrainConfig>, number][] = [
+  ['mamba', { arch: 'mamba', dState: 64 }, 2 * SCAN_STATES - SCAN_OUT],
+  ['linear (head decay)', { arch: 'linear' }, 1],
+  ['linear (channel decay)', { arch: 'linear', linearDecay: 'channel' }, 1],
+  ['hybrid', { arch: 'hybrid', dState: 64 }, 2 * SCAN_STATES - SCAN_OUT],
+];
+for (const [what, over, saved] of RECURRENT) {
+  gpuTest(`recompute selective on ${what}: same losses (1e-5), gradients and parameters; lower peak`, async (gpu) => {
+    const none = await run(gpu, over), sel = await run(gpu, { ...over, recompute: 'selective' });
+    for (let i = 0; i < none.losses.length; i++) {
+      ok(
+        Math.abs(sel.losses[i] - none.losses[i]) <= 1e-5 * Math.abs(none.losses[i]),
+        `${what} step ${i}: ${sel.losses[i]} vs ${none.losses[i]}`,
+      );
+    }
+    assertGradsPerParam(sel.grads0, none.grads0, none.layout, `${what}: step-0 gradient`);
+    assertClose(sel.params, none.params, `${what}: parameters after 3 steps`);
+    ok(
+      none.peak - sel.peak >= saved,
+      `${what}: peak ${sel.peak} B with selective, ${none.peak} B without; expected at least ${saved} B less`,
+    );
+  });
+}
+
 Deno.test('recompute: refused where it is not built, naming the rule', () => {
   assertThrows(
     () => parseConfig({ arch: 'gpt-moe', recompute: 'full' }),
     'recompute full is not built for --arch gpt-moe',
   );
-  assertThrows(() => parseConfig({ arch: 'mamba', recompute: 'selective' }), 'which --arch mamba has none of');
+  assertThrows(
+    () => parseConfig({ arch: 'mamba-moe', recompute: 'selective' }),
+    'recompute selective is not built for --arch mamba-moe',
+  );
+  for (const arch of ['mamba', 'linear', 'hybrid']) equal(parseConfig({ arch, recompute: 'selective' }).arch, arch);
   assertThrows(() => parseConfig({ recompute: 'some' }), 'recompute');
 });
