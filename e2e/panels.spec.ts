@@ -178,7 +178,9 @@ test('an invalid parallel plan shows the CLI message and starts nothing', async 
   await expect(page.locator('body')).toHaveAttribute('data-state', 'ready');
   await expect(page.locator('#log .line.train')).toHaveCount(0);
   await page.getByTestId('par-zero').selectOption('2');
-  await expect(page.getByTestId('plan-errors')).toContainText('zero 2 shards over the DP group and requires dp > 1');
+  await expect(page.getByTestId('plan-errors')).toContainText(
+    'zero 2 shards over the dp·cp group and requires dp·cp > 1',
+  );
   await page.getByTestId('plan-errors').evaluate((e) => e.scrollIntoView({ block: 'center' }));
   await expect(page.getByTestId('status')).toContainText('Cannot start: invalid parallel plan');
   const png = await page.screenshot({ path: info.outputPath('plan-errors.png') });

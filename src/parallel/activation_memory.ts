@@ -36,11 +36,18 @@
  * Not counted: parameters, gradients and optimizer state (cost.ts), activation gradients and
  * kernel workspaces that appear during backward, host copies (the vocab-parallel
  * cross-entropy keeps its logits on the host), and per-step buffers the trainers allocate
- * once (token / target tensors of the single-rank and data-parallel trainers). A measured
+ * once (token / target tensors of the single-rank and ZeRO trainers). A measured
  * pool peak therefore exceeds this figure. GPT only (src/models/gpt.ts and the parallel
  * models built from it); other architectures throw.
  */
-import { microBatchSize, type ParallelPlan, planMesh, type PlanModel, type StrategyKind } from './plan.ts';
+import {
+  microBatchSize,
+  type ParallelPlan,
+  planMesh,
+  type PlanModel,
+  planWorldSize,
+  type StrategyKind,
+} from './plan.ts';
 import { strategyOf } from './strategy.ts';
 import type { Recompute } from '../models/recompute.ts';
 import { makeSchedule, peakInFlight } from './pipeline_schedule.ts';
@@ -161,7 +168,9 @@ export function activationMemory(
   const L = model.nLayer, tp = kind === 'mesh' && plan.tp > 1; // tp 1: rank_context.ts runs the plain ops
   const full = tp ? tpLayer(g) : gptLayer(g), { layer, work } = recomputed(g, tp, full, o.recompute ?? 'none');
   const times = (items: ActivationItem[], k: number) => items.map((x) => ({ ...x, count: x.count * k }));
-  if (kind !== 'mesh') {
+  // One rank (the single-rank Trainer) and the ZeRO trainer run the replica's forward on
+  // uploaded token tensors; the mesh trainer's stages upload them on each micro-batch's tape.
+  if (kind !== 'mesh' || planWorldSize(plan) === 1) {
     const items = [...(tp ? tpEmbed(g) : gptEmbed(g)), ...times(layer, L), ...head(g, tp, g.cp > 1)]; // cp uploads its targets in the head
     const bytes = raw(items) + raw(work);
     return {

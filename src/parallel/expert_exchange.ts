@@ -2,8 +2,9 @@
  * One MoE MLP across an expert-parallel group (GShard, Lepikhin et al. arXiv 2006.16668;
  * Megatron-LM `core/transformer/moe/token_dispatcher.py` MoEAlltoAllTokenDispatcher): the
  * capacity-padded all-to-all exchanges, on the host and as autograd functions, and the forward
- * pass that runs every MoE layer of a MoELanguageModel that way. expert_parallel.ts lays out the
- * groups and trains; this module is the per-layer data movement, usable with any EP group.
+ * pass that runs every MoE layer of a MoELanguageModel that way, and which experts an EP rank
+ * holds. The mesh trainer (stages.ts, grad_sync.ts) lays out the groups and trains; this module is
+ * the per-layer data movement, usable with any EP group.
  *
  * One MoE layer on rank r:
  * 1. route its own N = b·T tokens as one group (kernels/moe.ts) and gather them into

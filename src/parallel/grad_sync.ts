@@ -22,6 +22,15 @@ import { MeshZero1 } from './mesh_zero.ts';
 import type { ModelStages } from './stages.ts';
 import { shardKind } from './tp_table.ts';
 import type { Param } from '../nn/params.ts';
+import { RULES } from '../autograd/rules.ts';
+import {
+  backwardWithBuckets,
+  type Bucket,
+  type LoggingTape,
+  type OverlapStats,
+  planBuckets,
+  sliceOf,
+} from './buckets.ts';
 import { expertOf } from '../models/moe_specs.ts';
 
 /** The groups one rank synchronises over (world ranks), from the mesh trainer. */
@@ -51,6 +60,11 @@ export class GradSync {
   private readonly expertGrads: Communicator | null;
   private readonly ep: number;
   private readonly dp: number;
+  /** Data parallelism of a whole replica: the gradient buckets allReduced during the last backward, else null. */
+  readonly buckets: Bucket[] | null;
+  /** The last step's bucket launches ({@link bucketedBackward}); empty without buckets. */
+  overlap: OverlapStats = { launchedDuringBackward: 0, order: [] };
+  private reduced = false;
 
   /**
    * @param tp this rank's tensor-parallel group; `zero` the ZeRO stage (0 or 1); `sp` sequence parallelism.
@@ -62,7 +76,7 @@ export class GradSync {
     world: Communicator,
     tp: Communicator,
     groups: SyncGroups,
-    o: { zero: number; sp: boolean; cp: number; ep?: number },
+    o: { zero: number; sp: boolean; cp: number; ep?: number; bucketBytes?: number | 'layer' },
   ) {
     const sync = world.newGroup(groups.dpcp, `${o.cp > 1 ? 'dpcp' : 'dp'}[${groups.dpcp.join(',')}]`);
     this.dpGrads = subGroup(sync, 'grads');
@@ -78,6 +92,9 @@ export class GradSync {
     this.dense = moe ? ps.filter((p) => !expertOf(p.name)) : ps;
     this.experts = moe ? ps.filter((p) => expertOf(p.name)) : [];
     const edp = groups.dp.filter((_, d) => d % this.ep === this.coords.dp % this.ep);
+    // A whole-model replica (data parallelism only): DDP's buckets, reduced while backward runs.
+    const replica = stages.ctx.tp === 1 && pp.length === 1 && o.cp === 1 && !o.zero && this.ep === 1;
+    this.buckets = replica && groups.dpcp.length > 1 ? planBuckets(stages.params, o.bucketBytes ?? 1 << 20) : null;
     this.expertGrads = moe && edp.length > 1 ? subGroup(world.newGroup(edp, `edp[${edp.join(',')}]`), 'experts') : null;
   }
 
@@ -104,6 +121,11 @@ export class GradSync {
       await this.sharedGroup.allReduce(g, { op: 'sum' });
       ps.reduce((off, p) => (flat.set(g.subarray(off, off + p.size), p.offset), off + p.size), 0);
     }
+    if (this.reduced) {
+      // The buckets were averaged during backward: only the norm is left (dp index 0 counts it).
+      this.reduced = false;
+      return this.squaredNorm(flat);
+    }
     // dp·cp average: every rank's loss is the mean over equal token counts.
     if (this.zero) return this.zero.squaredNorm(await this.zero.reduceScatter(flat), (n) => this.counts(n));
     // Packed without the store's alignment gaps, so the allReduce moves exactly Ψ_r = rankParams().dense elements.
@@ -120,6 +142,21 @@ export class GradSync {
     gpu.write(stages.params.grads, flat);
     // Replicas hold equal averaged gradients: dp / cp index 0 counts dense ones, the first EP group experts.
     return this.coords.cp === 0 ? this.squaredNorm(flat) : 0;
+  }
+
+  /**
+   * The last micro-batch's backward on `tape`, each gradient bucket allReduced (avg) over dp as
+   * soon as no later rule can add to it, overlapping the rest of the backward (buckets.ts; PyTorch
+   * DDP's reducer). {@link run} then only reads the norm.
+   * @throws (rejects with) a peer's failure or timeout.
+   */
+  async bucketedBackward(tape: LoggingTape): Promise<void> {
+    const { gpu, stages } = this, grads = stages.params.grads;
+    this.overlap = await backwardWithBuckets(gpu, stages.params, this.buckets!, tape, RULES, async (b, host) => {
+      await this.dpGrads.allReduce(host, { op: 'avg' });
+      gpu.write(sliceOf(grads, b.start, b.end), host);
+    });
+    this.reduced = true;
   }
 
   /** What this rank's AdamW updates (optimizer.ts AdamWSlot): its whole shard, or its ZeRO-1 piece. */

@@ -1,6 +1,6 @@
 /**
- * One data-parallel rank's share of every global micro-batch and its loss, for the trainers that
- * run a micro-batch as one forward (data_parallel.ts, zero.ts): rows [rank·b, (rank+1)·b) of the
+ * One data-parallel rank's share of every global micro-batch and its loss, for the trainer that
+ * runs a micro-batch as one forward (zero.ts): rows [rank·b, (rank+1)·b) of the
  * batch the single-rank Trainer draws (b = batchSize / size), and under context parallelism the
  * rank's tokens of each row. Each rank's loss is the mean over its tokens, so the average over
  * equal token counts is the global mean.

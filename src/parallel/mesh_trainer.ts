@@ -6,7 +6,7 @@
  * STABLE API (the CLI and workers code against this; added fields may appear, none go away):
  *
  *   const t = new MeshTrainer(gpu, cfg: TrainConfig, plan: ParallelPlan, world: Communicator,
- *                             data: TextDataset, vocabSize: number);
+ *                             data: TextDataset, vocabSize: number, { bucketBytes? });
  *   const rec: MeshStepRecord = await t.step(step);   // every rank, same steps, in order
  *     rec.loss, rec.gradNorm, rec.lr, rec.step        // global values, equal on every rank
  *     rec.sent     // elements this rank sent, keyed `group/op` (traffic.ts)
@@ -19,10 +19,11 @@
  *
  *   `checkMeshPlan(plan, cfg, vocabSize, worldSize)` throws the same up-front errors the
  *   constructor throws (invalid plan, unsupported combination) without touching a device.
- *   cfg.batchSize is the GLOBAL batch of one step (plan.ts convention); cfg.gradAccum must be 1
- *   (micro-batching is plan.microBatches); a layered arch (gpt, linear, mamba; hybrid with pp 1;
- *   tp only where tp_table.ts has every parameter); goldfish / NEFTune off. Weights start from
- *   cfg.seed exactly as the single-rank model's.
+ *   The batch is the single-rank Trainer's: cfg.gradAccum = plan.microBatches micro-batches of
+ *   cfg.batchSize sequences each (the global batch of one step is their product), micro-batch j
+ *   drawn as the Trainer draws it, so a plan reproduces the single-rank run with the same
+ *   --batch-size and --grad-accum (run.ts trainerConfig); goldfish / NEFTune off. Weights start
+ *   from cfg.seed exactly as the single-rank model's.
  *   `sent` keys: `tp[..]/act|ce|sp-grads/<op>`, `pp[..]:p2p/send`, `cp[..]/attn:p2p/send` (ring)
  *   or `cp[..]/attn/allToAll` (Ulysses), `dp[..]` (`dpcp[..]` with cp) `/grads/allReduce` or, with
  *   ZeRO-1, `/grads/reduceScatter` + `/params/allGather`, `embedding[first,last]/allReduce`,
@@ -38,9 +39,11 @@
  * - cp: this rank holds the T/cp tokens of every row at context_parallel.ts `cpPositions`
  *   (zig-zag for ring, contiguous for Ulysses); attention inside each block is ring attention or
  *   Ulysses over the cp group (the RankContext's `context`);
- * - dp: this rank takes rows [dp_i·B/dp, (dp_i+1)·B/dp) of the global batch (split into m
- *   micro-batches); after the schedule, one allReduce (avg) of the whole gradient, packed
- *   (Ψ_r = plan.ts rankParams().dense elements), over the dp·cp ranks of its (pp, tp) coordinate;
+ * - dp: this rank takes rows [dp_i·B/dp, (dp_i+1)·B/dp) of each of the m micro-batches; after
+ *   the schedule, one allReduce (avg) of the whole gradient, packed (Ψ_r = plan.ts
+ *   rankParams().dense elements), over the dp·cp ranks of its (pp, tp) coordinate — or, for a
+ *   whole replica (data parallelism alone), DDP's buckets (buckets.ts: 1 MiB or per layer,
+ *   whole parameters) allReduced during the last micro-batch's backward as each is finished;
  * - the tied embedding: wte's gradient summed between the first and the last stage of the same
  *   (dp, tp) coordinate (Megatron's embedding group), sp: the LayerNorm/bias/wpe partials over tp;
  * - the global grad norm: one world allReduce of [Σ squares counted once, loss share] — each
@@ -65,11 +68,16 @@ import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { lrAt, scheduleFromConfig, type ScheduleSpec, validateSchedule } from '../train/schedules.ts';
 import type { StepRecord } from '../train/trainer.ts';
-import { checkPipeline } from './pipeline.ts';
-import { PipelineExecutor, type SpanFn } from './pipeline_executor.ts';
+import { type ExecutorHooks, PipelineExecutor, type SpanFn } from './pipeline_executor.ts';
+import { Tape } from '../autograd/tape.ts';
+import { RULES } from '../autograd/rules.ts';
+import { LoggingTape, type OverlapStats } from './buckets.ts';
 import type { PipelineSchedule } from './pipeline_schedule.ts';
 import type { Span } from './pipeline_sim.ts';
-import { describePlan, type ParallelPlan, validatePlan } from './plan.ts';
+import { describePlan, type ParallelPlan } from './plan.ts';
+import { checkMeshPlan } from './mesh_plan.ts';
+
+export { checkMeshPlan } from './mesh_plan.ts';
 import { subGroup } from './data_parallel.ts';
 import { rankModel } from './rank_model.ts';
 import { type Sent, TrafficMeter } from './traffic.ts';
@@ -77,7 +85,6 @@ import type { ModelStages } from './stages.ts';
 import { takePositions } from './context_parallel.ts';
 import { GradSync } from './grad_sync.ts';
 import { AdamW } from '../train/optimizer.ts';
-import { MOE_ARCHS } from '../models/archs.ts';
 
 /** One optimizer step as a mesh rank saw it; `loss`, `gradNorm` and `lr` are global. */
 export interface MeshStepRecord extends StepRecord {
@@ -87,52 +94,11 @@ export interface MeshStepRecord extends StepRecord {
   timeline: Span[];
   /** Wall clock (epoch ms, src/comm/trace.ts wallMs) of the step's start, to line ranks' timelines up. */
   origin: number;
+  /** Data-parallel buckets launched during the last backward (empty without buckets). */
+  overlap: OverlapStats;
 }
 
-/**
- * Checks, before any device or message, that `plan` can train `cfg` on `worldSize` ranks with
- * this trainer, and returns the pipeline program every pp rank runs.
- * @throws Error naming an unsupported combination ("mesh trainer: context parallelism (cp 2) is
- *   not composed yet …"), then validatePlan's list of broken rules, then checkPipeline's
- *   (arch gpt, gradAccum 1, no goldfish / NEFTune, a valid schedule).
- */
-export function checkMeshPlan(
-  plan: ParallelPlan,
-  cfg: TrainConfig,
-  vocabSize: number,
-  worldSize: number,
-): PipelineSchedule {
-  const unsupported: string[] = [];
-  if (plan.ep > 1 && !(MOE_ARCHS as readonly string[]).includes(cfg.arch)) {
-    unsupported.push(`expert parallelism (ep ${plan.ep}) on --arch ${cfg.arch} (no experts)`);
-  }
-  if (plan.ep > 1 && plan.zero) unsupported.push(`expert parallelism (ep ${plan.ep}) with ZeRO-${plan.zero}`);
-  if (plan.zero > 1) unsupported.push(`ZeRO-${plan.zero} with ${describeOthers(plan, 'zero')} (stage 1 only)`);
-  if (unsupported.length) {
-    throw new Error(
-      `mesh trainer: ${unsupported.join('; ')} is not supported (it composes dp × pp × cp × tp (+ sp) with ep on ` +
-        `MoE models and ZeRO-1; ZeRO-2/3 run on the ZeRO trainer over dp, tp and cp)`,
-    );
-  }
-  const { nLayer, nHead, nEmbd, blockSize, batchSize } = cfg;
-  const experts = plan.ep > 1 ? { nExpert: cfg.nExpert, moeEvery: cfg.moeEvery } : {};
-  validatePlan(plan, { nLayer, nHead, nEmbd, blockSize, batchSize, vocabSize, ...experts }, worldSize);
-  return checkPipeline({ ...cfg, batchSize: batchSize / plan.dp }, plan.pp, {
-    schedule: plan.schedule,
-    microBatches: plan.microBatches,
-    virtualStages: plan.schedule === 'interleaved' ? plan.virtualStages : undefined,
-  });
-}
-
-/** "pp 2 · tp 2" — the plan's other non-trivial degrees, for error messages. */
-function describeOthers(plan: ParallelPlan, skip: string): string {
-  const parts = (['dp', 'pp', 'cp', 'tp'] as const).filter((d) => d !== skip && plan[d] > 1).map((d) =>
-    `${d} ${plan[d]}`
-  );
-  return parts.length ? parts.join(' · ') : 'this trainer';
-}
-
-/** The per-rank trainer of a dp × pp × tp (+ sp) plan (see the module doc). */
+/** The per-rank trainer of a dp × pp × cp × tp (+ sp) × ep plan (see the module doc). */
 export class MeshTrainer {
   readonly schedule: ScheduleSpec;
   readonly program: PipelineSchedule;
@@ -169,6 +135,7 @@ export class MeshTrainer {
     world: Communicator,
     readonly data: TextDataset,
     vocabSize: number,
+    opts: { bucketBytes?: number | 'layer' } = {},
   ) {
     this.program = checkMeshPlan(plan, cfg, vocabSize, world.size);
     this.schedule = scheduleFromConfig(cfg);
@@ -179,9 +146,9 @@ export class MeshTrainer {
     this.positions = rm.positions;
     this.stages = rm.stages;
     const T = cfg.blockSize, tp = rm.comm('tp');
-    this.rows = cfg.batchSize / (plan.dp * plan.microBatches);
+    this.rows = cfg.batchSize / plan.dp;
     this.exec = new PipelineExecutor(gpu, this.stages, rm.comm('pp'), this.program, this.rows, T / plan.cp);
-    this.sync = new GradSync(gpu, this.stages, this.coords, world, tp, this.groups, plan);
+    this.sync = new GradSync(gpu, this.stages, this.coords, world, tp, this.groups, { ...plan, ...opts });
     this.scalars = subGroup(world, 'scalars');
     this.meter = TrafficMeter.of(world);
     this.lossAcc = gpu.zeros([2], 'f32', 'mesh.loss');
@@ -202,11 +169,17 @@ export class MeshTrainer {
       timeline.push({ kind, start: start - t0, end: wallMs() - t0, label, action });
     stages.params.zeroGrad();
     gpu.clear(this.lossAcc);
-    const batch = this.data.batch('train', cfg.batchSize, cfg.blockSize, cfg.seed, step, 0);
-    // This dp replica's rows, then this cp rank's tokens of each of them.
-    const b = cfg.batchSize / plan.dp, T = cfg.blockSize, from = this.coords.dp * b * T;
-    const mine = (a: Int32Array) => takePositions(a.slice(from, from + b * T), b, T, this.positions);
-    await this.exec.run(mine(batch.x), mine(batch.y), this.lossAcc, span);
+    // Micro-batch j as the single-rank Trainer draws it; this dp replica's rows of it, then this
+    // cp rank's tokens of each row; the executor reads micro-batch j at rows [j·b, (j+1)·b).
+    const b = this.rows, T = cfg.blockSize, from = this.coords.dp * b * T, m = plan.microBatches;
+    const n = b * this.positions.length, x = new Int32Array(m * n), y = new Int32Array(m * n);
+    for (let j = 0; j < m; j++) {
+      const batch = this.data.batch('train', cfg.batchSize, T, cfg.seed, step, j);
+      const mine = (a: Int32Array) => takePositions(a.slice(from, from + b * T), b, T, this.positions);
+      x.set(mine(batch.x), j * n);
+      y.set(mine(batch.y), j * n);
+    }
+    await this.exec.run(x, y, this.lossAcc, span, this.bucketHooks());
 
     let start = wallMs();
     const squares = await this.sync.run();
@@ -226,7 +199,22 @@ export class MeshTrainer {
       await this.sync.zero.allGather();
       span('comm', start, 'ZeRO-1 parameter all-gather');
     }
-    return { step, lr, loss: sums[1], gradNorm: norm, sent: this.meter.take(), timeline, origin: t0 };
+    const overlap = this.sync.overlap;
+    return { step, lr, loss: sums[1], gradNorm: norm, sent: this.meter.take(), timeline, origin: t0, overlap };
+  }
+
+  /**
+   * With data-parallel buckets (a whole replica): the last micro-batch's tape logs its nodes and
+   * its backward allReduces each bucket as it is finished (grad_sync.ts bucketedBackward).
+   */
+  private bucketHooks(): ExecutorHooks {
+    const { gpu, stages, sync } = this, last = this.plan.microBatches - 1;
+    if (!sync.buckets) return {};
+    return {
+      tape: (micro) => micro === last ? new LoggingTape(gpu, stages.gradMap) : new Tape(gpu, stages.gradMap),
+      backward: (tape, micro) =>
+        micro === last ? sync.bucketedBackward(tape as LoggingTape) : tape.backwardAsync(RULES),
+    };
   }
 
   /**

@@ -26,6 +26,16 @@ interface Slot {
   dIn?: Float32Array;
 }
 
+/**
+ * How the trainer wants a (micro, stage) tape made and backpropagated, when not the default
+ * (a Tape over the stage's gradients, backwardAsync): the mesh's data-parallel buckets log the
+ * last micro-batch's tape and allReduce each bucket as its backward finishes it.
+ */
+export interface ExecutorHooks {
+  tape?(micro: number): Tape;
+  backward?(tape: Tape, micro: number): Promise<void>;
+}
+
 /** Records a span of `kind` from `start` (epoch ms) to now. */
 export type SpanFn = (kind: Span['kind'], start: number, label: string, action?: PipeAction) => void;
 
@@ -47,13 +57,16 @@ export class PipelineExecutor {
     readonly t: number,
   ) {}
 
+  private hooks: ExecutorHooks = {};
+
   /**
    * Runs this rank's program over micro-batches of `x`, `y` (m·b·t host ids, micro i = rows
    * [i·b, (i+1)·b)); the last stage adds loss/m of every micro-batch to `lossAcc` (2), every
    * stage with MoE layers their load-balancing loss/m.
    * @throws (rejects with) a peer's failure or timeout, or a schedule action out of order.
    */
-  async run(x: Int32Array, y: Int32Array, lossAcc: Tensor, span: SpanFn): Promise<void> {
+  async run(x: Int32Array, y: Int32Array, lossAcc: Tensor, span: SpanFn, hooks: ExecutorHooks = {}): Promise<void> {
+    this.hooks = hooks;
     const slots = new Map<string, Slot>();
     for (const a of this.plan.ranks[this.p2p.rank]) await this.action(a, x, y, lossAcc, slots, span);
     if (slots.size) throw new Error(`pipeline: ${slots.size} (micro, stage) slots left open after the schedule`);
@@ -73,7 +86,7 @@ export class PipelineExecutor {
     const b = this.rows, t = this.t, shape = model.actShape(b, t), size = shape.reduce((u, w) => u * w, 1);
     const open = (micro: number, stage: number) => {
       let s = slots.get(key(micro, stage));
-      if (!s) slots.set(key(micro, stage), s = { tape: new Tape(gpu, model.gradMap) });
+      if (!s) slots.set(key(micro, stage), s = { tape: this.hooks.tape?.(micro) ?? new Tape(gpu, model.gradMap) });
       return s;
     };
     const slot = open(a.micro, a.stage);
@@ -109,7 +122,7 @@ export class PipelineExecutor {
         return void span('compute', start, name, a);
       }
       case 'backward': {
-        await slot.tape.backwardAsync(RULES);
+        await (this.hooks.backward?.(slot.tape, a.micro) ?? slot.tape.backwardAsync(RULES));
         if (a.stage > 0) {
           const g = slot.tape.gradOf(slot.input!);
           slot.dIn = g ? ((await gpu.read(g)) as Float32Array).slice() : new Float32Array(size);

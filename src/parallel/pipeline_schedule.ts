@@ -11,21 +11,20 @@
  *   `recv-act` (micro, s+1) there (the input of stage s+1);
  * - `send-grad` (micro, s) ships the gradient of stage s's input to rank(s−1); it is matched
  *   by `recv-grad` (micro, s−1) there (the output gradient of stage s−1);
- * - `peer` is the pipeline rank (index in the pp group) at the other end. Hand-offs between two stages of the
- *   same rank (p = 1 with v > 1) need no message.
+ * - `peer` is the pipeline rank (index in the pp group) at the other end; hand-offs between two
+ *   stages of one rank (p = 1, v > 1) need no message.
  *
  * Execution semantics that {@link checkSchedule} proves deadlock-free by simulation:
- * - `buffered` (this repo's Communicator: a send resolves at once, a receive waits): actions
- *   run one after another;
+ * - `buffered` (our Communicator: a send resolves at once, a receive waits): actions in order;
  * - `rendezvous` (a send completes only once its receive is posted): every maximal run of
  *   consecutive communication actions is posted together and waited on as one batch, as
  *   torch.distributed.batch_isend_irecv in Megatron's p2p_communication.py.
  * Generators put a batch's sends before its receives so both readings hold.
  *
- * Schedules: GPipe (Huang et al., arXiv 1811.06965; PyTorch's ScheduleGPipe order),
- * 1F1B / PipeDream-Flush and interleaved 1F1B (Narayanan et al., arXiv 2104.04473; Megatron-LM
- * schedules.py's warm-up counts and virtual micro-batch order). Running a schedule on a
- * simulated clock (the deadlock check, the predicted timeline) is pipeline_sim.ts.
+ * Schedules: GPipe (Huang et al., arXiv 1811.06965; PyTorch's ScheduleGPipe order), 1F1B /
+ * PipeDream-Flush and interleaved 1F1B (Narayanan et al., arXiv 2104.04473; Megatron-LM
+ * schedules.py's warm-up counts and virtual micro-batch order); pipeline_sim.ts runs them on a
+ * simulated clock (the deadlock check, the predicted timeline).
  */
 import { describeAction, isComm, messageKey, simulate } from './pipeline_sim.ts';
 

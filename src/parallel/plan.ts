@@ -17,8 +17,8 @@ import { DeviceMesh, type MeshCoords, type MeshDim } from '../comm/mesh.ts';
 import { SCHEDULE_KINDS, type ScheduleKind } from './pipeline_schedule.ts';
 
 export type CpKind = 'ring' | 'ulysses';
-/** The trainer that runs a plan ({@link strategyOf}): data parallel, ZeRO, or the mesh for every split model (ep included). */
-export type StrategyKind = 'dp' | 'zero' | 'mesh';
+/** The trainer that runs a plan ({@link strategyOf}): the ZeRO trainer (ZeRO over dp, ZeRO-2/3 over tp / cp) or the mesh for every other. */
+export type StrategyKind = 'zero' | 'mesh';
 export const CP_KINDS: readonly CpKind[] = ['ring', 'ulysses'];
 
 export interface ParallelPlan {

@@ -5,13 +5,13 @@
  * arrives as text or tokens.
  *
  * - Dispatch ({@link strategyOf}, run_build.ts): any split model (pp, cp, tp or ep > 1, with dp
- *   and ZeRO-1) → MeshTrainer (mesh_trainer.ts); ZeRO-2/3 over dp, tp and cp → ZeroTrainer
- *   (zero_split.ts with a split); otherwise dp → DataParallelTrainer. ZeRO-2/3 with pp or sp
+ *   and ZeRO-1) and data parallelism alone → MeshTrainer (mesh_trainer.ts); ZeRO over dp and
+ *   ZeRO-2/3 over tp and cp → ZeroTrainer (zero_split.ts with a split). ZeRO-2/3 with pp or sp
  *   and ZeRO with ep are refused: "not supported yet: …".
  * - Batch convention (as `npm run plan`): the global batch of one optimizer step is
  *   G = cfg.batchSize × cfg.gradAccum sequences, split into plan.microBatches micro-batches of
- *   G/m (each split over dp). The dp and ZeRO trainers see batchSize G/m with gradAccum m;
- *   the mesh sees batchSize G, gradAccum 1 and its own m ({@link trainerConfig}).
+ *   G/m (each split over dp), each drawn as the single-rank Trainer draws a micro-batch: every
+ *   trainer sees batchSize G/m with gradAccum m ({@link trainerConfig}).
  * - Validation loss: world rank 0 evaluates it where it holds the whole model (dp, ZeRO-1/2, a
  *   mesh without tp and pp), at every evalInterval and the last step, on the fixed batches of
  *   Trainer.evaluate; under ZeRO-3 every rank gathers the layers for it (group `eval`, outside
@@ -107,8 +107,7 @@ export interface RankSummary {
 /** The config a rank's trainer runs with (see the module doc's batch convention). */
 export function trainerConfig(plan: ParallelPlan, cfg: TrainConfig): TrainConfig {
   const g = cfg.batchSize * cfg.gradAccum, m = plan.microBatches;
-  const whole = strategyOf(plan, cfg.arch) === 'mesh'; // one global batch, micro-batched by the pipeline
-  return parseConfig(whole ? { ...cfg, batchSize: g, gradAccum: 1 } : { ...cfg, batchSize: g / m, gradAccum: m });
+  return parseConfig({ ...cfg, batchSize: g / m, gradAccum: m });
 }
 
 /** What validatePlan / stepTraffic need from a run config; nExpert and moeEvery only for an EP run of a MoE architecture. */

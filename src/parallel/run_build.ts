@@ -11,7 +11,6 @@ import type { TrainConfig } from '../train/config.ts';
 import { createModel } from '../models/registry.ts';
 import type { LanguageModel } from '../models/model.ts';
 import type { ParamStore } from '../nn/params.ts';
-import { DataParallelTrainer } from './data_parallel.ts';
 import { type ZeroStage, ZeroTrainer } from './zero.ts';
 import { MeshTrainer } from './mesh_trainer.ts';
 import { rankModel } from './rank_model.ts';
@@ -59,10 +58,6 @@ export async function buildTrainer(
     dispose = () => params.destroy(),
   ): Built => ({ step: t, params, dispose, ...extra });
   switch (kind) {
-    case 'dp': {
-      const model = replica(), t = new DataParallelTrainer(gpu, model, data, cfg, world, { bucketBytes });
-      return own((s) => t.step(s), model.params, { evalModel: model, buckets: t.buckets.map((b) => b.end - b.start) });
-    }
     case 'zero': {
       if (plan.zero >= 2 && cfg.recompute !== 'none') {
         throw new Error(
@@ -88,10 +83,11 @@ export async function buildTrainer(
       }, () => t.destroy());
     }
     case 'mesh': {
-      const t = new MeshTrainer(gpu, cfg, plan, world, data, v);
+      const t = new MeshTrainer(gpu, cfg, plan, world, data, v, { bucketBytes });
       // Without tp, pp or ep every rank holds the whole model (dp and cp replicas): rank 0 validates it.
       const whole = plan.tp === 1 && plan.pp === 1 && plan.ep === 1 ? { evalModel: t.stages.model } : {};
-      return own((s) => t.step(s), t.stages.params, whole, () => t.destroy());
+      const buckets = t.sync.buckets?.map((b) => b.end - b.start);
+      return own((s) => t.step(s), t.stages.params, { ...whole, buckets }, () => t.destroy());
     }
   }
 }

@@ -55,9 +55,9 @@ export function checkArchSplit(plan: ParallelPlan, arch: string): void {
 }
 
 /**
- * The trainer for `plan`: the mesh trainer (mesh_trainer.ts) whenever the model is split — any
- * of pp, cp, tp, ep > 1, with dp and ZeRO-1 —; zero (zero.ts) for ZeRO-1/2/3 over dp and for
- * ZeRO-2/3 over a tp / cp split (zero_split.ts); else dp (ZeRO 0).
+ * The trainer for `plan`: zero (zero.ts) for ZeRO-1/2/3 over dp alone and for ZeRO-2/3 over a
+ * tp / cp split (zero_split.ts); the mesh trainer (mesh_trainer.ts) for everything else — data
+ * parallelism alone (with DDP's overlapped buckets), any split by pp, cp, tp or ep, ZeRO-1.
  * @throws Error "not supported yet: …" for ZeRO with ep, ZeRO-2/3 with pp or sp
  *   (zero_split.ts checkZeroSplit); for ep on a dense architecture; or from {@link checkArchSplit}.
  */
@@ -70,7 +70,7 @@ export function strategyOf(plan: ParallelPlan, arch: string): StrategyKind {
     checkZeroSplit(plan);
     return 'zero';
   }
-  return plan.zero > 0 ? 'zero' : 'dp';
+  return plan.zero > 0 ? 'zero' : 'mesh';
 }
 
 /**

@@ -3,7 +3,7 @@
  * or non-finite), the same plan rules and micro-batch default for both, maxima checked before
  * anything is allocated, --config files that must be JSON objects, and booleans as users type them.
  */
-import { deepStrictEqual, equal, match, ok, rejects, throws } from 'node:assert/strict';
+import { deepStrictEqual, equal, match, rejects, throws } from 'node:assert/strict';
 import { parseTrainArgs, trainHelp } from '../../src/cli/args.ts';
 import { checkCommand } from '../../src/cli/command.ts';
 import { parseDecimal } from '../../src/cli/flags.ts';

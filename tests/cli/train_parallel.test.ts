@@ -111,7 +111,7 @@ Deno.test({
       trace.traceEvents.some((e) => e.pid === 1 && e.ph === 'X' && e.cat === 'send' && (e.dur ?? 0) >= 0),
       'simulated-clock events',
     );
-    equal(acc.ranks[0].kind, 'dp');
+    equal(acc.ranks[0].kind, 'mesh', 'data parallelism alone runs on the mesh trainer');
     ok(acc.ranks.every((r) => r.traffic.some((t) => t.key === 'dp/allReduce' && t.exact && t.measured > 15_000)));
     await Deno.remove(dir, { recursive: true });
   },

@@ -55,7 +55,9 @@ Deno.test('activation formula: one GPT layer is 18·sbh + (4 + a)·sb elements, 
 Deno.test('activation formula: dp splits the batch, tp halves the attention/MLP part, sp the LayerNorm region, cp the sequence', () => {
   const one = act({}), dp = act({ dp: 2 });
   equal(dp.perLayer * 2, one.perLayer);
-  equal(act({ dp: 2, zero: 3 }).bytes, dp.bytes, 'ZeRO shards states, not activations');
+  equal(act({ dp: 2, zero: 3 }).bytes, act({ dp: 2, zero: 1 }).bytes, 'ZeRO shards states, not activations');
+  // The mesh trainer's tapes also hold each micro-batch's token ids and targets (stages.ts uploads them).
+  equal(dp.bytes - act({ dp: 2, zero: 1 }).bytes, 4 * 2 * (MODEL.batchSize / 2) * MODEL.blockSize);
   const N = MODEL.batchSize * MODEL.blockSize, C = MODEL.nEmbd, a = MODEL.nHead;
   // tp (biases off): 10 replicated N·C per layer + 12·N·C/t + LayerNorm stats 4N + LSE N·a/t.
   const tpLayer = (t: number) => act({ tp: t }, {}, 0, { bias: false }).perLayer;

@@ -10,7 +10,7 @@ import { testGpu } from '../util/gpu.ts';
 import { assertClose, assertRelRms, assertThrows, randn } from '../util/assert.ts';
 import { TEXT, tinyConfig, WORKER_TEST } from './harness.ts';
 import { type AttnArgs, type AttnResult, withCpWorld } from './cp_harness.ts';
-import { singleRankRun } from './single_rank.ts';
+import { twins } from './single_rank.ts';
 import { checkMeshRun, localMeshRun } from './mesh_harness.ts';
 import { checkMeshPlan } from '../../src/parallel/mesh_trainer.ts';
 import { attentionBackwardRef, attentionForwardRef } from '../../src/reference/attention.ts';
@@ -116,7 +116,7 @@ Deno.test({
   ...WORKER_TEST,
   fn: async () => {
     const gpu = await testGpu();
-    const over = tinyConfig(), ref = await singleRankRun(gpu, over, TEXT);
+    const over = tinyConfig(), twin = twins(gpu, TEXT);
     for (
       const p of [{ cp: 2, cpKind: 'ring' }, { cp: 2, cpKind: 'ring', microBatches: 2 }, {
         cp: 2,
@@ -126,7 +126,7 @@ Deno.test({
       const plan = makePlan(p), what = `cp2 ${plan.cpKind} m ${plan.microBatches}`;
       // mesh_harness.ts expectedMeshSent: per layer and micro-batch, ring 2n(cp−1) K,V forward, 2n(cp−1)
       // K,V + 2n·cp dK,dV backward; Ulysses (cp−1)/cp of 3n and n each way; the dp·cp gradient average.
-      checkMeshRun(what, plan, over, await localMeshRun(gpu, plan, over, TEXT), ref);
+      checkMeshRun(what, plan, over, await localMeshRun(gpu, plan, over, TEXT), await twin(plan, over));
     }
   },
 });

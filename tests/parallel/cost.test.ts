@@ -223,7 +223,13 @@ Deno.test('stepTraffic: the trainer option adds the scalar allReduces each train
       x,
     ) => [x.dim, x.what, x.group, x.n, x.elements]);
   const ring = (n: number, p: number, r: number) => collectiveTraffic('allReduce', 'ring', n, p, r).elements;
-  deepStrictEqual(scalar(makePlan({ dp: 2 }), 'dp', 1), [['dp', 'loss average', [0, 1], 1, ring(1, 2, 1)]]);
+  deepStrictEqual(scalar(makePlan({ dp: 2 }), 'mesh', 1), [[
+    'dp',
+    'gradient norm + loss over the world',
+    [0, 1],
+    2,
+    ring(2, 2, 1),
+  ]]);
   deepStrictEqual(scalar(makePlan({ tp: 2 }), 'mesh', 0), [[
     'dp',
     'gradient norm + loss over the world',

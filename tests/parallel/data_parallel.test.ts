@@ -1,8 +1,9 @@
 /**
- * Data parallelism on 2 simulated ranks (module workers, each with its own device)
- * against the single-rank Trainer on the same global batch: losses within 1e-4 relative,
- * parameters after 10 steps within docs/design.md §7's 1e-4 + 1e-3·|ref|, and the gradient traffic
- * equal to the ring allReduce formula exactly.
+ * Data parallelism (the mesh trainer over dp, DDP's overlapped buckets) on 2 and 3 simulated
+ * ranks (module workers, each with its own device) against the single-rank Trainer on the same
+ * micro-batches: losses within 1e-4 relative, parameters after 10 steps within docs/design.md
+ * §7's 1e-4 + 1e-3·|ref|, and the gradient traffic equal to the ring allReduce formula exactly:
+ * every bucket once per step, plus the 2-element [‖g‖² share, loss share] sum over the world.
  */
 import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { testGpu } from '../util/gpu.ts';
@@ -54,8 +55,8 @@ Deno.test({
           equal(want, flat, 'd = 2 and even buckets: 2(d−1)/d·Ψ_flat = Ψ_flat');
           for (const sent of r.sent) {
             deepStrictEqual(sent, {
-              'world/grads/allReduce': want,
-              'world/loss/allReduce': ringAllReduceSent(1, 2, rank),
+              'dp[0,1]/grads/allReduce': want,
+              'world/scalars/allReduce': ringAllReduceSent(2, 2, rank),
             });
           }
           // Overlap: buckets were launched from inside backward, the last declared (ln_f) first.
@@ -120,8 +121,8 @@ Deno.test({
               'world/scalars/allReduce': 2 * scalar,
             }
             : {
-              'world/grads/allReduce': buckets.reduce((a, n) => a + ringAllReduceSent(n, 3, rank), 0),
-              'world/loss/allReduce': scalar,
+              'dp[0,1,2]/grads/allReduce': buckets.reduce((a, n) => a + ringAllReduceSent(n, 3, rank), 0),
+              'world/scalars/allReduce': ringAllReduceSent(2, 3, rank),
             };
           for (const sent of r.sent) deepStrictEqual(sent, want, `${what} rank ${rank}`);
         }

@@ -55,16 +55,6 @@ export function epPlan(args: EpArgs, dp: number): ParallelPlan {
   return makePlan({ dp, ep: args.ep ?? dp, microBatches: parseConfig(args.cfg).gradAccum });
 }
 
-/**
- * The single-rank twin of an EP run on `dp` ranks: the global batch batchSize × gradAccum drawn
- * once, as the mesh trainer draws it, and each rank's micro-batch routed as one token group
- * (groups = dp·m, in row order).
- */
-export function epTwin(args: EpArgs, dp: number): { args: EpArgs; groups: number } {
-  const cfg = parseConfig(args.cfg), m = cfg.gradAccum;
-  return { args: { ...args, cfg: { ...args.cfg, batchSize: cfg.batchSize * m, gradAccum: 1 } }, groups: dp * m };
-}
-
 /** The single-rank run: Trainer on the whole global batch, tokens routed in `groups` groups. */
 export async function epReference(
   gpu: Gpu,

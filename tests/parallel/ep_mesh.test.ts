@@ -2,8 +2,8 @@
  * Expert parallelism composed with the other dimensions by the mesh trainer
  * (src/parallel/mesh_trainer.ts): the MoE models' own pieces over a RankContext whose MoE
  * function exchanges tokens over the rank's EP group (ep inside dp, DeepSpeed-MoE's layout).
- * Checked against the single-rank run of the same model routing each micro-batch of each dp rank
- * as one token group (groups = dp·m): losses within 1e-4 relative and norms within 1e-3 on every
+ * Checked against the single-rank run of the same model (the same micro-batches) routing each
+ * micro-batch in dp token groups, one per rank: losses within 1e-4 relative and norms within 1e-3 on every
  * rank over 10 steps, the step-0 gradients by relative RMS and the final parameters gathered
  * from the shards, each rank's parameters = the planner's, and the elements each rank sends per
  * step = cost.ts stepTraffic, every row exact.
@@ -14,7 +14,7 @@ import { assertClose, assertRelRms } from '../util/assert.ts';
 import { maxRel, TEXT, tinyConfig } from './harness.ts';
 import { epReference } from './ep_harness.ts';
 import { localMeshRun } from './mesh_harness.ts';
-import type { Named } from './mesh_rank.ts';
+import { microConfig, type Named } from './mesh_rank.ts';
 import { flat } from './single_rank.ts';
 import { makePlan, type ParallelPlan, planMesh, rankParams } from '../../src/parallel/plan.ts';
 import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
@@ -58,7 +58,8 @@ for (const [what, extra, p] of CASES) {
   gpuTest(`${what}: matches the single-rank run; parameters and traffic = the planner's exactly`, async (gpu) => {
     const over = tinyConfig(extra), plan = makePlan(p);
     equal(strategyOf(plan, extra.arch!), 'mesh');
-    const ref = await epReference(gpu, { cfg: over, text: TEXT }, plan.dp * plan.microBatches);
+    // Each rank routes its rows of each micro-batch as one group: the twin routes every micro-batch in dp groups.
+    const ref = await epReference(gpu, { cfg: microConfig(plan, over), text: TEXT }, plan.dp);
     const res = await localMeshRun(gpu, plan, over, TEXT);
     const cfg = trainerConfig(plan, parseConfig(over)), V = CharTokenizer.fromText(TEXT).vocabSize;
     const model = planModelOf(plan, cfg, V);

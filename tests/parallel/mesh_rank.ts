@@ -31,7 +31,20 @@ export interface MeshRunResult {
   origins: number[];
 }
 
-/** Trains `over` for cfg.steps steps on this rank of `plan` (every rank calls it with the same arguments). */
+/**
+ * The config a plan's ranks and its single-rank twin run: `over`'s global batch (batchSize ×
+ * gradAccum) split into the plan's micro-batches, each drawn as the single-rank Trainer draws one
+ * (src/parallel/run.ts trainerConfig).
+ */
+export function microConfig(plan: ParallelPlan, over: Partial<TrainConfig>): Partial<TrainConfig> {
+  const c = parseConfig(over), m = plan.microBatches;
+  return { ...over, batchSize: (c.batchSize * c.gradAccum) / m, gradAccum: m };
+}
+
+/**
+ * Trains `over` (its global batch, see {@link microConfig}) for cfg.steps steps on this rank of
+ * `plan` (every rank calls it with the same arguments).
+ */
 export async function trainMeshRank(
   gpu: Gpu,
   comm: Communicator,
@@ -39,7 +52,7 @@ export async function trainMeshRank(
   over: Partial<TrainConfig>,
   text: string,
 ): Promise<MeshRunResult> {
-  const cfg = parseConfig(over);
+  const cfg = parseConfig(microConfig(plan, over));
   const tok = CharTokenizer.fromText(text);
   const data = new TextDataset(tok.encode(text), cfg.blockSize);
   const t = new MeshTrainer(gpu, cfg, plan, comm, data, tok.vocabSize);

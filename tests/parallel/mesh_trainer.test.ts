@@ -13,8 +13,8 @@
 import { equal, ok, throws } from 'node:assert/strict';
 import { testGpu } from '../util/gpu.ts';
 import { TEXT, tinyConfig, WORKER_TEST } from './harness.ts';
-import { oddVocabText, singleRankRun } from './single_rank.ts';
-import { checkMeshRun, localMeshRun, type MeshReference, workerMeshRun } from './mesh_harness.ts';
+import { oddVocabText, twins } from './single_rank.ts';
+import { checkMeshRun, localMeshRun, workerMeshRun } from './mesh_harness.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
 import { checkMeshPlan } from '../../src/parallel/mesh_trainer.ts';
@@ -31,13 +31,9 @@ Deno.test({
       b4 = tinyConfig(),
       l4 = tinyConfig({ nLayer: 4 }),
       h4 = tinyConfig({ nHead: 4 });
-    const refs = new Map<Partial<TrainConfig>, MeshReference>();
-    for (const c of [b8, b4, l4, h4]) refs.set(c, await singleRankRun(gpu, c, TEXT_ODD));
-    ok(refs.get(b8)!.vocabSize % 2 === 1, 'an odd vocabulary exercises the padded wte row under tp 2');
-    ok(
-      refs.get(b8)!.gradNorms.some((n) => n > 0.5),
-      `clipping must be active on some step: ${refs.get(b8)!.gradNorms}`,
-    );
+    const twin = twins(gpu, TEXT_ODD), b8ref = await twin(makePlan({}), b8);
+    ok(b8ref.vocabSize % 2 === 1, 'an odd vocabulary exercises the padded wte row under tp 2');
+    ok(b8ref.gradNorms.some((n) => n > 0.5), `clipping must be active on some step: ${b8ref.gradNorms}`);
     const runs: [string, Partial<ParallelPlan>, Partial<TrainConfig>][] = [
       ['dp2×tp2×pp2 1F1B m2', { dp: 2, tp: 2, pp: 2, microBatches: 2 }, b8],
       ['dp2×pp2 GPipe m2', { dp: 2, pp: 2, schedule: 'gpipe', microBatches: 2 }, b8],
@@ -51,7 +47,7 @@ Deno.test({
     for (const [what, p, over] of runs) {
       const plan = makePlan(p);
       const t0 = performance.now();
-      checkMeshRun(what, plan, over, await localMeshRun(gpu, plan, over, TEXT_ODD), refs.get(over)!);
+      checkMeshRun(what, plan, over, await localMeshRun(gpu, plan, over, TEXT_ODD), await twin(plan, over));
       console.log(`${what}: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     }
   },
@@ -68,7 +64,7 @@ Deno.test({
       plan,
       over,
       await workerMeshRun(plan, over, TEXT_ODD),
-      await singleRankRun(gpu, over, TEXT_ODD),
+      await twins(gpu, TEXT_ODD)(plan, over),
     );
   },
 });
@@ -98,7 +94,18 @@ Deno.test('mesh trainer refuses unsupported combinations and invalid plans up fr
   );
   throws(
     () => checkMeshPlan(makePlan({ dp: 2, pp: 2, microBatches: 3 }), cfg, 65, 4),
-    /batch 8 not divisible by micro-batches × dp \(3 × 2\)/,
+    /mesh trainer: gradAccum 1 must equal the plan's micro-batches 3/,
   );
-  equal(checkMeshPlan(makePlan({ dp: 2, tp: 2, pp: 2, microBatches: 2 }), cfg, 65, 8).ranks.length, 2);
+  throws(
+    () =>
+      checkMeshPlan(
+        makePlan({ dp: 2, pp: 2, microBatches: 2 }),
+        parseConfig({ ...cfg, batchSize: 3, gradAccum: 2 }),
+        65,
+        4,
+      ),
+    /batch 6 not divisible by micro-batches × dp \(2 × 2\)/,
+  );
+  const m2 = parseConfig({ ...cfg, batchSize: 4, gradAccum: 2 });
+  equal(checkMeshPlan(makePlan({ dp: 2, tp: 2, pp: 2, microBatches: 2 }), m2, 65, 8).ranks.length, 2);
 });

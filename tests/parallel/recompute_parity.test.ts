@@ -9,6 +9,7 @@
 import { TEXT, tinyConfig, WORKER_TEST } from './harness.ts';
 import { testGpu } from '../util/gpu.ts';
 import { oddVocabText, singleRankRun } from './single_rank.ts';
+import { microConfig } from './mesh_rank.ts';
 import { checkMeshRun, localMeshRun } from './mesh_harness.ts';
 import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
@@ -29,8 +30,8 @@ Deno.test({
       ['cp2 Ulysses selective', { cp: 2, cpKind: 'ulysses' }, { recompute: 'selective' }],
     ];
     for (const [what, p, extra] of runs) {
-      const over = tinyConfig(extra), ref = await singleRankRun(gpu, { ...over, recompute: 'none' }, TEXT_ODD);
-      const plan = makePlan(p);
+      const over = tinyConfig(extra), plan = makePlan(p);
+      const ref = await singleRankRun(gpu, microConfig(plan, { ...over, recompute: 'none' }), TEXT_ODD);
       checkMeshRun(what, plan, over, await localMeshRun(gpu, plan, over, TEXT_ODD), ref);
     }
   },

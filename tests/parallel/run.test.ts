@@ -39,7 +39,7 @@ function exactMismatches(s: RankSummary): string[] {
 }
 
 Deno.test('strategyOf: the mesh trainer for every split model, dp / ZeRO / ep over data parallelism, and refuses the rest by name', () => {
-  equal(strategyOf(makePlan({ dp: 2 }), 'gpt'), 'dp');
+  equal(strategyOf(makePlan({ dp: 2 }), 'gpt'), 'mesh', 'data parallelism alone runs on the mesh trainer');
   equal(strategyOf(makePlan({ dp: 2, zero: 2 }), 'gpt'), 'zero');
   for (
     const p of [{ tp: 2, sp: true }, { pp: 2 }, { cp: 2 }, { dp: 2, pp: 2, tp: 2 }, { dp: 2, cp: 2 }, {
@@ -59,12 +59,14 @@ Deno.test('strategyOf: the mesh trainer for every split model, dp / ZeRO / ep ov
   throws(() => strategyOf(makePlan({ dp: 2, ep: 2 }), 'gpt'), /gpt-moe/);
 });
 
-Deno.test('trainerConfig keeps the global batch: G/m per micro-batch, or G with the pipeline', () => {
+Deno.test('trainerConfig keeps the global batch G, in the plan micro-batches of G/m, for every trainer', () => {
   const cfg = parseConfig({ batchSize: 4, gradAccum: 2 });
   const dp = trainerConfig(makePlan({ dp: 2, microBatches: 4 }), cfg);
   deepStrictEqual([dp.batchSize, dp.gradAccum], [2, 4]);
   const pp = trainerConfig(makePlan({ pp: 2, microBatches: 4 }), cfg);
-  deepStrictEqual([pp.batchSize, pp.gradAccum], [8, 1]);
+  deepStrictEqual([pp.batchSize, pp.gradAccum], [2, 4]);
+  const same = trainerConfig(makePlan({ pp: 2, microBatches: 2 }), cfg);
+  deepStrictEqual([same.batchSize, same.gradAccum], [4, 2], 'micro-batches = gradAccum: the config itself');
 });
 
 Deno.test({

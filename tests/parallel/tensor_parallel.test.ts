@@ -10,7 +10,7 @@
 import { deepStrictEqual, ok } from 'node:assert/strict';
 import { testGpu } from '../util/gpu.ts';
 import { TEXT, tinyConfig, WORKER_TEST } from './harness.ts';
-import { oddVocabText, singleRankRun } from './single_rank.ts';
+import { oddVocabText, singleRankRun, twins } from './single_rank.ts';
 import { checkMeshRun, localMeshRun, workerMeshRun } from './mesh_harness.ts';
 import { makePlan } from '../../src/parallel/plan.ts';
 import { shardKind } from '../../src/parallel/tp_table.ts';
@@ -23,7 +23,7 @@ Deno.test({
   ...WORKER_TEST,
   fn: async () => {
     const gpu = await testGpu();
-    const b4 = tinyConfig(), ref = await singleRankRun(gpu, b4, TEXT_ODD);
+    const b4 = tinyConfig(), twin = twins(gpu, TEXT_ODD), ref = await twin(makePlan({ tp: 2 }), b4);
     ok(ref.vocabSize % 2 === 1, `an odd vocabulary (${ref.vocabSize}) exercises the padded row`);
     ok(ref.gradNorms.some((n) => n > 0.5), `clipping must be active on some step: norms ${ref.gradNorms}`);
     for (
@@ -34,7 +34,7 @@ Deno.test({
       }]] as const
     ) {
       const plan = makePlan(p), res = await localMeshRun(gpu, plan, b4, TEXT_ODD);
-      checkMeshRun(what, plan, b4, res, ref);
+      checkMeshRun(what, plan, b4, res, await twin(plan, b4));
       for (const n of Object.keys(ref.grads0).filter((x) => shardKind(x) === 'replicated')) {
         deepStrictEqual(res[1].params[n], res[0].params[n], `${what}: replicated ${n} identical on both ranks`);
       }

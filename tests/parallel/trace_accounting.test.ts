@@ -200,7 +200,7 @@ const TINY = [
 ];
 
 interface AccountingFile {
-  ranks: { rank: number; kind: 'dp'; traffic: { key: string; predicted: number; exact: boolean }[] }[];
+  ranks: { rank: number; kind: 'mesh'; traffic: { key: string; predicted: number; exact: boolean }[] }[];
 }
 
 Deno.test({

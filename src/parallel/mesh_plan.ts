@@ -1,0 +1,58 @@
+/**
+ * What the mesh trainer (mesh_trainer.ts) accepts, checked before any device or message: the
+ * combinations it composes, the batch convention (gradAccum = the plan's micro-batches) and the
+ * plan's own rules (plan.ts validatePlan, pipeline.ts checkPipeline).
+ */
+import type { TrainConfig } from '../train/config.ts';
+import { MOE_ARCHS } from '../models/archs.ts';
+import { checkPipeline } from './pipeline.ts';
+import type { PipelineSchedule } from './pipeline_schedule.ts';
+import { type ParallelPlan, validatePlan } from './plan.ts';
+
+/**
+ * Checks, before any device or message, that `plan` can train `cfg` on `worldSize` ranks with
+ * this trainer, and returns the pipeline program every pp rank runs.
+ * @throws Error naming an unsupported combination ("mesh trainer: context parallelism (cp 2) is
+ *   not composed yet …"), gradAccum ≠ micro-batches, then validatePlan's list of broken rules,
+ *   then checkPipeline's (no goldfish / NEFTune, a valid schedule).
+ */
+export function checkMeshPlan(
+  plan: ParallelPlan,
+  cfg: TrainConfig,
+  vocabSize: number,
+  worldSize: number,
+): PipelineSchedule {
+  const unsupported: string[] = [];
+  if (plan.ep > 1 && !(MOE_ARCHS as readonly string[]).includes(cfg.arch)) {
+    unsupported.push(`expert parallelism (ep ${plan.ep}) on --arch ${cfg.arch} (no experts)`);
+  }
+  if (plan.ep > 1 && plan.zero) unsupported.push(`expert parallelism (ep ${plan.ep}) with ZeRO-${plan.zero}`);
+  if (plan.zero > 1) unsupported.push(`ZeRO-${plan.zero} with ${describeOthers(plan, 'zero')} (stage 1 only)`);
+  if (unsupported.length) {
+    throw new Error(
+      `mesh trainer: ${unsupported.join('; ')} is not supported (it composes dp × pp × cp × tp (+ sp) with ep on ` +
+        `MoE models and ZeRO-1; ZeRO-2/3 run on the ZeRO trainer over dp, tp and cp)`,
+    );
+  }
+  if (cfg.gradAccum !== plan.microBatches) {
+    throw new Error(
+      `mesh trainer: gradAccum ${cfg.gradAccum} must equal the plan's micro-batches ${plan.microBatches} (each micro-batch is drawn as the single-rank Trainer draws it)`,
+    );
+  }
+  const { nLayer, nHead, nEmbd, blockSize } = cfg, batchSize = cfg.batchSize * cfg.gradAccum;
+  const experts = plan.ep > 1 ? { nExpert: cfg.nExpert, moeEvery: cfg.moeEvery } : {};
+  validatePlan(plan, { nLayer, nHead, nEmbd, blockSize, batchSize, vocabSize, ...experts }, worldSize);
+  return checkPipeline({ ...cfg, batchSize: batchSize / plan.dp, gradAccum: 1 }, plan.pp, {
+    schedule: plan.schedule,
+    microBatches: plan.microBatches,
+    virtualStages: plan.schedule === 'interleaved' ? plan.virtualStages : undefined,
+  });
+}
+
+/** "pp 2 · tp 2" — the plan's other non-trivial degrees, for error messages. */
+function describeOthers(plan: ParallelPlan, skip: string): string {
+  const parts = (['dp', 'pp', 'cp', 'tp'] as const).filter((d) => d !== skip && plan[d] > 1).map((d) =>
+    `${d} ${plan[d]}`
+  );
+  return parts.length ? parts.join(' · ') : 'this trainer';
+}
