@@ -12,7 +12,8 @@ import { SetupForm, type FormResult } from './form.ts';
 import { checkWebGpuApi, classifyInitError, renderUnsupported, type Unsupported } from './support.ts';
 import { progressProxy, type ProgressRecord, type RankHandle, type RankInfo, spawnRankWorker, startRank } from './rank.ts';
 import type { TrainConfig } from '../train/config.ts';
-import type { ParallelPlan, PlanModel } from '../parallel/plan.ts';
+import { DEFAULT_PLAN, type ParallelPlan, type PlanModel } from '../parallel/plan.ts';
+import { planModelOf } from '../parallel/run.ts';
 import { World } from '../comm/launch.ts';
 import { ParallelSetup, type ParallelResult } from './panels/parallel_setup.ts';
 import type { ParallelSession } from './panels/parallel_run.ts';
@@ -143,9 +144,8 @@ async function startTraining(): Promise<void> {
 
 /** The model the parallel plan must fit, from a config (the form's, or an opened run's). */
 function planModel(cfg: TrainConfig, vocabSize = info?.vocabSize ?? 65): PlanModel {
-  const { nLayer, nHead, nEmbd, blockSize } = cfg;
   const moe = (MOE_ARCHS as readonly string[]).includes(cfg.arch) ? { nExpert: cfg.nExpert, moeEvery: cfg.moeEvery } : {};
-  return { nLayer, nHead, nEmbd, blockSize, batchSize: cfg.batchSize * (cfg.gradAccum ?? 1), vocabSize, ...moe };
+  return { ...planModelOf(DEFAULT_PLAN, cfg, vocabSize), ...moe }; // the CLI's, with the architecture's layout
 }
 
 function refreshStart(): void {

@@ -62,12 +62,16 @@ export function attentionItems(g: Geo, c: number, nh: number, naive: boolean): A
   ];
 }
 
+/** The saved statistics of `norms` norms over n rows: LayerNorm's mean and rstd, or RMSNorm's rstd (the hybrid's shared block, the recurrent heads). */
+const normStats = (n: number, norms: number, rms: boolean) =>
+  rms ? it('RMSNorm rstd', n, norms) : it('LayerNorm mean, rstd', n, 2 * norms);
+
 /** One block of gpt.ts (also pipeline_stage.ts and context_parallel.ts, which repeat its op order). */
-export function gptLayer(g: Geo): ActivationItem[] {
+export function gptLayer(g: Geo, rms = false): ActivationItem[] {
   const N = g.b * g.s, C = g.C;
   return [
     it('ln_1, ln_2 outputs', N * C, 2),
-    it('LayerNorm mean, rstd', N, 4),
+    normStats(N, 2, rms),
     it('c_attn output q,k,v', 3 * N * C),
     ...attentionItems(g, C, g.nh, g.naive),
     it('attn c_proj output', N * C),
@@ -78,12 +82,12 @@ export function gptLayer(g: Geo): ActivationItem[] {
 }
 
 /** One gpt.ts block over a tensor-parallel RankContext (rank_context.ts) on tp rank (Nl = N/t rows under sp). */
-export function tpLayer(g: Geo): ActivationItem[] {
+export function tpLayer(g: Geo, rms = false): ActivationItem[] {
   const N = g.b * g.s,
     C = g.C,
     t = g.t,
     Nl = g.sp ? N / t : N,
-    out: ActivationItem[] = [it('ln_1, ln_2 outputs', Nl * C, 2), it('LayerNorm mean, rstd', Nl, 4)];
+    out: ActivationItem[] = [it('ln_1, ln_2 outputs', Nl * C, 2), normStats(Nl, 2, rms)];
   if (t > 1) out.push(it(g.sp ? 'sequence-parallel all-gather outputs' : 'f (copy to tp region) outputs', N * C, 2));
   out.push(
     it('c_attn output q,k,v (heads / tp)', (3 * N * C) / t),
@@ -138,10 +142,13 @@ export function tpEmbed(g: Geo): ActivationItem[] {
   return [...out, it('embedding sum', Nl * C)];
 }
 
-/** ln_f, the tied LM head and the loss: gpt.ts's (+ targets upload for pipeline stages) or RankContext.head with tp > 1. */
-export function head(g: Geo, tp: boolean, targets: boolean): ActivationItem[] {
+/**
+ * ln_f (the recurrent models' RMSNorm norm_f with `rms`), the tied LM head and the loss: LOCAL's
+ * (+ targets upload for pipeline stages) or RankContext.head with tp > 1.
+ */
+export function head(g: Geo, tp: boolean, targets: boolean, rms = false): ActivationItem[] {
   const N = g.b * g.s, C = g.C, Nl = tp && g.sp ? N / g.t : N;
-  const out = [it('ln_f output', Nl * C), it('LayerNorm mean, rstd', Nl, 2)];
+  const out = [it('ln_f output', Nl * C), normStats(Nl, 1, rms)];
   if (tp) {
     if (g.t > 1) out.push(it(g.sp ? 'sequence-parallel all-gather output' : 'f (copy) output', N * C));
     return [...out, it('logits (vocab / tp)', (N * paddedVocab(g.V, g.t)) / g.t), it('loss', 2)];

@@ -37,8 +37,15 @@
  * kernel workspaces that appear during backward, host copies (the vocab-parallel
  * cross-entropy keeps its logits on the host), and per-step buffers the trainers allocate
  * once (token / target tensors of the single-rank and ZeRO trainers). A measured
- * pool peak therefore exceeds this figure. GPT only (src/models/gpt.ts and the parallel
- * models built from it); other architectures throw.
+ * pool peak therefore exceeds this figure.
+ *
+ * Architectures: gpt (src/models/gpt.ts and the parallel models built from it; activation_items.ts)
+ * and the recurrent ones (recurrent_items.ts): mamba, linear (either decay) and hybrid, whose
+ * shapes come from the plan model's layout (arch_params.ts). Their layers are counted the same
+ * way, op by op (RMSNorm keeps one statistic, rstd; the scan its chunk-entry states; the
+ * head-decay linear attention its chunk states), and their item lists differ by layer only in the
+ * hybrid (its shared attention block after every attnEvery-th layer), so a pipeline stage counts
+ * the layers it holds. The MoE models (routed experts, data-dependent capacity) throw.
  */
 import {
   microBatchSize,
@@ -54,7 +61,6 @@ import { makeSchedule, peakInFlight } from './pipeline_schedule.ts';
 import {
   type ActivationItem,
   attentionItems,
-  type Geo,
   gptEmbed,
   gptLayer,
   head,
@@ -63,6 +69,16 @@ import {
   tpEmbed,
   tpLayer,
 } from './activation_items.ts';
+import {
+  linearCoreItems,
+  linearLayer,
+  mambaLayer,
+  type RecGeo,
+  recurrentEmbed,
+  scanItems,
+  sharedBlock,
+  sharedCore,
+} from './recurrent_items.ts';
 
 /** Knobs the plan does not carry (defaults: gpt, biases on, FlashAttention, the trainer strategyOf picks). */
 export interface ActivationOptions {
@@ -86,7 +102,7 @@ export interface ActivationMemory {
   perMicroBatch: number;
   /** Most micro-batches (model chunks when interleaved) alive at once: pipeline_schedule.ts peakInFlight, else 1. */
   inFlight: number;
-  /** One transformer layer of one micro-batch on this rank (bytes), comparable with {@link korthikantiLayerBytes}. */
+  /** Layer 0 of one micro-batch on this rank (bytes); for gpt comparable with {@link korthikantiLayerBytes}. */
   perLayer: number;
   /** What one micro-batch allocates per stage this rank holds (stage −1: a non-pipeline trainer's whole model). */
   stages: { stage: number; items: ActivationItem[] }[];
@@ -95,24 +111,52 @@ export interface ActivationMemory {
 const raw = (items: ActivationItem[]) => itemBytes(items);
 const pooled = (items: ActivationItem[]) => itemBytes(items, true);
 
+/** The architectures counted; the MoE models (routed experts, per-token capacity) are not. */
+const COVERED = ['gpt', 'mamba', 'hybrid', 'linear'];
+
 /**
- * What one layer keeps for its backward under `mode` (docs/design.md §24), and the working set
- * one recomputed segment allocates again while its backward runs: none keeps every item; full
- * keeps the block's output copy (its input is the previous block's) and recomputes the block;
- * selective keeps the block but its attention core, whose output copy it keeps instead.
+ * What layer i keeps for its backward under `mode` (docs/design.md §24), and the largest working
+ * set one recomputed segment allocates again while its backward runs: none keeps every item;
+ * full keeps the block's output copy (its input is the previous block's) and recomputes the
+ * block (a hybrid block with the shared attention block after it); selective keeps the block
+ * but its mixer cores (attention; Mamba's scan; the linear attention with its log-decays), whose
+ * output copies it keeps instead.
  */
-function recomputed(
-  g: Geo,
-  tp: boolean,
-  full: ActivationItem[],
-  mode: Recompute,
-): { layer: ActivationItem[]; work: ActivationItem[] } {
-  const N = g.b * g.s, rows = tp && g.sp ? N / g.t : N, c = tp ? g.C / g.t : g.C;
-  if (mode === 'full') return { layer: [it('recomputed block output', rows * g.C)], work: full };
-  if (mode === 'none') return { layer: full, work: [] };
-  const core = tp ? attentionItems(g, c, g.nh / g.t, false) : attentionItems(g, g.C, g.nh, g.naive),
-    names = new Set(core.map((x) => x.what));
-  return { layer: [...full.filter((x) => !names.has(x.what)), it('recomputed attention output', N * c)], work: core };
+function layers(arch: string, g: RecGeo, tp: boolean, mode: Recompute, L: number, attnEvery: number) {
+  const N = g.b * g.s, t = tp ? g.t : 1, c = g.C / t, rows = tp && g.sp ? N / g.t : N;
+  const [main, core, coreOut] = arch === 'gpt'
+    ? [tp ? tpLayer(g) : gptLayer(g), tp ? sharedCore(g, tp) : attentionItems(g, g.C, g.nh, g.naive), N * c]
+    : arch === 'linear'
+    ? [linearLayer(g, tp), linearCoreItems(g, g.nh / t, (g.decay === 'head' ? g.nh : g.C) / t), N * c]
+    : [mambaLayer(g, tp), scanItems(g, g.D / t), (N * g.D) / t];
+  const shared = (i: number) => arch === 'hybrid' && (i + 1) % attnEvery === 0;
+  const anyShared = [...Array(L).keys()].some(shared), sb = anyShared ? sharedBlock(g, tp) : [];
+  const drop = (items: ActivationItem[], cut: ActivationItem[], out: ActivationItem) => {
+    const names = new Set(cut.map((x) => x.what));
+    return [...items.filter((x) => !names.has(x.what)), out];
+  };
+  if (mode === 'full') return { at: () => [it('recomputed block output', rows * g.C)], work: [...main, ...sb] };
+  if (mode === 'none') return { at: (i: number) => (shared(i) ? [...main, ...sb] : main), work: [] };
+  const kept = drop(
+      main,
+      core,
+      it(arch === 'gpt' ? 'recomputed attention output' : 'recomputed mixer output', coreOut),
+    ),
+    keptShared = anyShared ? drop(sb, sharedCore(g, tp), it('recomputed attention output', N * c)) : [],
+    work = anyShared && raw(sharedCore(g, tp)) > raw(core) ? sharedCore(g, tp) : core;
+  return { at: (i: number) => (shared(i) ? [...kept, ...keptShared] : kept), work };
+}
+
+/** Layers [from, to)'s items, equal items merged into one with their counts summed. */
+function merged(at: (i: number) => ActivationItem[], from: number, to: number): ActivationItem[] {
+  const out = new Map<string, ActivationItem>();
+  for (let i = from; i < to; i++) {
+    for (const x of at(i)) {
+      const key = `${x.what}|${x.elements}`, had = out.get(key);
+      out.set(key, had ? { ...had, count: had.count + x.count } : { ...x });
+    }
+  }
+  return [...out.values()];
 }
 
 /** Korthikanti et al.'s per-layer bytes (fp16, dropout, softmax saved): sbh(34 + 5as/h), with tp t: sbh(10 + 24/t + 5as/(ht)), with sp: sbh/t·(34 + 5as/h). */
@@ -126,7 +170,8 @@ export function korthikantiLayerBytes(s: number, b: number, h: number, a: number
  * trainer's model code (gpt.ts for dp / zero / single rank, context_parallel.ts for cp,
  * stages.ts for pp, the RankContext for tp, cp and the mesh) counted per micro-batch
  * of b = batchSize/(dp·m) rows of s = T/cp tokens, times what is in flight.
- * @throws Error for an architecture other than gpt, or an invalid plan (validatePlan's rules).
+ * @throws Error for a MoE architecture, a recurrent one without `model.layout`, expert parallelism, or an
+ *   invalid plan (validatePlan's rules).
  */
 export function activationMemory(
   plan: ParallelPlan,
@@ -134,11 +179,16 @@ export function activationMemory(
   rank: number,
   o: ActivationOptions = {},
 ): ActivationMemory {
-  const arch = o.arch ?? 'gpt';
-  if (arch !== 'gpt') {
+  const arch = o.arch ?? 'gpt', lay = model.layout;
+  if (!COVERED.includes(arch)) {
     throw new Error(
-      `activation memory: the analytical count covers the GPT of src/models/gpt.ts only, got --arch ${arch}`,
+      `activation memory: the analytical count covers ${
+        COVERED.join(', ')
+      }, not the MoE models' routed experts; got --arch ${arch}`,
     );
+  }
+  if (arch !== 'gpt' && lay?.arch !== arch) {
+    throw new Error(`activation memory: --arch ${arch} needs its layout (arch_params.ts archLayout) in the plan model`);
   }
   let kind = o.trainer;
   if (!kind) {
@@ -151,7 +201,7 @@ export function activationMemory(
   if (plan.ep > 1) {
     throw new Error('activation memory: expert parallelism runs gpt-moe, which the analytical count does not cover');
   }
-  const g: Geo = {
+  const g: RecGeo = {
     b: microBatchSize(plan, model),
     s: model.blockSize / plan.cp,
     T: model.blockSize,
@@ -164,14 +214,20 @@ export function activationMemory(
     cpKind: plan.cpKind,
     bias: o.bias ?? true,
     naive: o.attention === 'naive',
+    D: (lay?.expand ?? 0) * model.nEmbd,
+    R: lay?.dtRank ?? 0,
+    Ns: lay?.dState ?? 0,
+    decay: lay?.decay ?? 'head',
   };
-  const L = model.nLayer, tp = kind === 'mesh' && plan.tp > 1; // tp 1: rank_context.ts runs the plain ops
-  const full = tp ? tpLayer(g) : gptLayer(g), { layer, work } = recomputed(g, tp, full, o.recompute ?? 'none');
-  const times = (items: ActivationItem[], k: number) => items.map((x) => ({ ...x, count: x.count * k }));
-  // One rank (the single-rank Trainer) and the ZeRO trainer run the replica's forward on
-  // uploaded token tensors; the mesh trainer's stages upload them on each micro-batch's tape.
-  if (kind !== 'mesh' || planWorldSize(plan) === 1) {
-    const items = [...(tp ? tpEmbed(g) : gptEmbed(g)), ...times(layer, L), ...head(g, tp, g.cp > 1)]; // cp uploads its targets in the head
+  const L = model.nLayer, tp = plan.tp > 1; // tp 1: rank_context.ts runs the plain ops
+  const { at, work } = layers(arch, g, tp, o.recompute ?? 'none', L, lay?.attnEvery ?? 1), layer = at(0);
+  const gpt = arch === 'gpt', embed = gpt ? (tp ? tpEmbed(g) : gptEmbed(g)) : recurrentEmbed(g, tp);
+  // One rank (the single-rank Trainer) and ZeRO over a whole replica run the model's forward on
+  // uploaded token tensors; a rank model's stages (the mesh, ZeRO over a tp / cp split) upload
+  // them on each micro-batch's tape.
+  const replica = planWorldSize(plan) === 1 || (kind === 'zero' && plan.tp === 1 && plan.cp === 1);
+  if (replica) {
+    const items = [...embed, ...merged(at, 0, L), ...head(g, tp, g.cp > 1, !gpt)]; // cp uploads its targets in the head
     const bytes = raw(items) + raw(work);
     return {
       kind,
@@ -190,9 +246,9 @@ export function activationMemory(
   const sched = makeSchedule(plan.schedule, plan.pp, plan.microBatches, v);
   const N = g.b * g.s, input = [it('received activation', tp && g.sp ? (N / g.t) * g.C : N * g.C)];
   const stageItems = (s: number): ActivationItem[] => [
-    ...(s === 0 ? (tp ? tpEmbed(g) : [...(g.cp > 1 ? [] : [it('token ids', N)]), ...gptEmbed(g)]) : []),
-    ...times(layer, L / S),
-    ...(s === S - 1 ? head(g, tp, true) : [it('send marker', 1)]),
+    ...(s === 0 ? (tp ? embed : [...(g.cp > 1 ? [] : [it('token ids', N)]), ...embed]) : []),
+    ...merged(at, (s * L) / S, ((s + 1) * L) / S), // pipeline_stage.ts stageLayers
+    ...(s === S - 1 ? head(g, tp, true, !gpt) : [it('send marker', 1)]),
   ];
   const stages = [...Array(v).keys()].map((c) => c * plan.pp + ppRank).map((stage) => ({
     stage,

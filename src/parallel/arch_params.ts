@@ -33,6 +33,8 @@ export function archLayout(cfg: TrainConfig, vocabSize: number): ArchLayout | un
     dtRank: dtRank(cfg.nEmbd),
     dState: cfg.dState,
     attnEvery: cfg.attnEvery,
+    expand: cfg.expand,
+    decay: cfg.linearDecay,
   };
 }
 

@@ -61,7 +61,7 @@ export function rankMemory(
   bias = true,
 ): MemoryBytes & { paramElements: number } {
   const p = rankParams(plan, model, rank, bias), d = plan.dp * plan.cp;
-  const dense = zeroMemoryFp32(p.dense, d, plan.zero, plan.zero >= 2 ? zeroWorkingElements(model, bias) : 0);
+  const dense = zeroMemoryFp32(p.dense, d, plan.zero, plan.zero >= 2 ? zeroWorkingElements(model, bias, plan.tp) : 0);
   const ex = zeroMemoryFp32(p.expert, d / plan.ep, plan.zero);
   return {
     ...mem(dense.params + ex.params, dense.grads + ex.grads, dense.optimizer + ex.optimizer),

@@ -69,6 +69,10 @@ export interface ArchLayout {
   dState: number;
   /** Hybrid: the shared attention block runs after layers i with (i + 1) % attnEvery = 0. */
   attnEvery: number;
+  /** Mamba / hybrid: inner width D = expand · C (activation_memory.ts counts its tensors). */
+  expand: number;
+  /** Linear: one log-decay per head and step, or per key channel (activation_memory.ts). */
+  decay: 'head' | 'channel';
 }
 
 /** Single rank, no sharding, 1F1B with one micro-batch, ring attention when cp > 1. */
@@ -253,12 +257,13 @@ export function rankParams(plan: ParallelPlan, model: PlanModel, rank: number, b
 }
 
 /**
- * Elements of ZeRO-2/3's working buffers on a rank of a pure data-parallel GPT (zero_units.ts):
- * the units kept for the whole micro-batch (wte (V, C), wpe (T, C), ln_f) plus one block,
- * the only layer resident at a time. Alignment padding is not counted.
+ * Elements of ZeRO-2/3's working buffers on a rank of a GPT that is whole or split by tp
+ * (zero_units.ts over zero_split.ts): the units kept for the whole micro-batch (its wte shard
+ * (V_p/t, C), wpe (T, C), ln_f) plus one block's shard, the only layer resident at a time.
+ * Alignment padding is not counted.
  */
-export function zeroWorkingElements(model: PlanModel, bias = true): number {
-  const single = rankParams({ ...DEFAULT_PLAN, pp: 1, tp: 1, ep: 1 }, model, 0, bias);
-  const resident = model.vocabSize * model.nEmbd + model.blockSize * model.nEmbd + 2 * model.nEmbd;
+export function zeroWorkingElements(model: PlanModel, bias = true, tp = 1): number {
+  const single = rankParams({ ...DEFAULT_PLAN, pp: 1, tp, ep: 1 }, model, 0, bias);
+  const C = model.nEmbd, resident = (paddedVocab(model.vocabSize, tp) / tp) * C + model.blockSize * C + 2 * C;
   return resident + (single.dense + single.expert - resident) / model.nLayer;
 }

@@ -70,7 +70,7 @@ export function predictionReport(
     `memory per rank: fp32 AdamW (4 B parameter + 4 B gradient + 8 B optimizer state per element), ZeRO-${plan.zero} over dp·cp = ${d}` +
     (plan.zero >= 2
       ? `; working buffers of ${
-        fmtInt(zeroWorkingElements(model, cfg.bias))
+        fmtInt(zeroWorkingElements(model, cfg.bias, plan.tp))
       } elements (embeddings, ln_f and one layer) for gathered ${plan.zero === 3 ? 'values and ' : ''}gradients`
       : ''),
   ];
@@ -231,7 +231,7 @@ function pipelineSection(
   return out;
 }
 
-/** Every rank's analytical activation memory, or why there is none (a non-GPT architecture). */
+/** Every rank's analytical activation memory, or why there is none (a MoE architecture). */
 function activations(
   plan: ParallelPlan,
   model: PlanModel,
@@ -255,11 +255,12 @@ function activationNote(
 ): string {
   if (!acts.ranks) return `  activations: not predicted — ${acts.why}`;
   const a = acts.ranks[me], b = model.batchSize / (plan.dp * plan.microBatches), s = model.blockSize / plan.cp;
-  const k = korthikantiLayerBytes(s, b, model.nEmbd, model.nHead, plan.tp, plan.sp);
-  return `  activations: analytical peak of the tensors the autograd tapes keep (fp32; GPT; src/parallel/activation_memory.ts): the peak over the schedule, ≈ one micro-batch × the most in flight;\n` +
-    `  rank ${me} (${a.kind} trainer): ${fmtBytes(a.perMicroBatch)} per micro-batch, ${
-      fmtBytes(a.perLayer)
-    } per layer — ` +
+  const k = korthikantiLayerBytes(s, b, model.nEmbd, model.nHead, plan.tp, plan.sp), arch = model.layout?.arch ?? 'gpt';
+  const head =
+    `  activations: analytical peak of the tensors the autograd tapes keep (fp32; ${arch}; src/parallel/activation_memory.ts): the peak over the schedule, ≈ one micro-batch × the most in flight;\n` +
+    `  rank ${me} (${a.kind} trainer): ${fmtBytes(a.perMicroBatch)} per micro-batch, ${fmtBytes(a.perLayer)} per layer`;
+  if (arch !== 'gpt') return `${head} (Korthikanti et al.'s transformer count does not apply to a recurrent layer)`;
+  return `${head} — ` +
     `Korthikanti et al. (arXiv 2205.05198) fp16 ${
       plan.tp > 1 ? (plan.sp ? 'sbh/t·(34 + 5as/h)' : 'sbh(10 + 24/t + 5as/(ht))') : 'sbh(34 + 5as/h)'
     } = ${fmtBytes(k)} per layer`;

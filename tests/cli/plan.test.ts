@@ -169,16 +169,17 @@ function deepEqualCells(line: string, want: string[]): void {
 }
 
 Deno.test({
-  name: 'plan CLI: a non-GPT architecture says the activation figure is GPT-only',
+  name: 'plan CLI: mamba gets an activation figure; a MoE architecture says it is not predicted',
   sanitizeResources: false,
   fn: async () => {
     const r = await runCli('plan.ts', ['--arch', 'mamba', '--vocab-size', '65']);
     equal(r.code, 0, r.stderr);
-    match(
-      r.stdout,
-      /^ {2}activations: not predicted — .*covers the GPT of src\/models\/gpt\.ts only, got --arch mamba$/m,
-    );
-    match(r.stdout, /^0 .* – +– +–$/m);
+    match(r.stdout, /^ {2}activations: analytical peak .*\(fp32; mamba; /m);
+    match(r.stdout, /per layer \(Korthikanti et al\.'s transformer count does not apply to a recurrent layer\)$/m);
+    const moe = await runCli('plan.ts', ['--arch', 'gpt-moe', '--vocab-size', '65']);
+    equal(moe.code, 0, moe.stderr);
+    match(moe.stdout, /^ {2}activations: not predicted — .*not the MoE models' routed experts; got --arch gpt-moe$/m);
+    match(moe.stdout, /^0 .* – +– +–$/m);
   },
 });
 

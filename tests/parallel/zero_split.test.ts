@@ -18,6 +18,7 @@ import { ZeroTrainer } from '../../src/parallel/zero.ts';
 import { strategyOf } from '../../src/parallel/strategy.ts';
 import { planModelOf, sentByDim, trainerConfig } from '../../src/parallel/run.ts';
 import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
+import { rankMemory } from '../../src/parallel/memory_cost.ts';
 import type { Sent } from '../../src/parallel/traffic.ts';
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertRelRms } from '../util/assert.ts';
@@ -33,7 +34,7 @@ interface Result {
   params: Named;
   buckets: number[];
   /** Bytes of model state this rank holds, and the bytes of its whole tp shard (values only). */
-  memory: { params: number; shard: number };
+  memory: { params: number; grads: number; shard: number };
 }
 
 /** One rank of a ZeRO-over-split run, built as run_build.ts builds it. */
@@ -61,7 +62,7 @@ async function zeroSplitRank(
     grads0: {},
     params: {},
     buckets: t.pieces.map((p) => p.c * sync.size),
-    memory: { params: t.memory().params, shard },
+    memory: { params: t.memory().params, grads: t.memory().grads, shard },
   };
   try {
     for (let s = 0; s < cfg.steps; s++) {
@@ -86,46 +87,59 @@ const CASES: [string, Partial<TrainConfig>, Partial<ParallelPlan>][] = [
 ];
 
 for (const [what, extra, p] of CASES) {
-  gpuTest(`${what}: matches the single-rank run; traffic = stepTraffic exactly`, async (gpu) => {
-    const over = tinyConfig(extra), plan = makePlan(p);
-    equal(strategyOf(plan, 'gpt'), 'zero', 'ZeRO-2/3 over tp / cp runs on the ZeRO trainer');
-    const ref = await singleRankRun(gpu, over, TEXT);
-    const world = localWorld(planWorldSize(plan), { timeoutMs: 120_000 });
-    let res: Result[];
-    try {
-      res = await onEveryRank(world, (comm) => zeroSplitRank(gpu, comm, plan, over));
-    } finally {
-      closeLocalWorld(world);
-    }
-    const model = planModelOf(plan, trainerConfig(plan, parseConfig(over)), ref.vocabSize);
-    for (const [r, x] of res.entries()) {
-      ok(maxRel(x.losses, ref.losses) < 1e-4, `${what} rank ${r}: losses ${x.losses} vs ${ref.losses}`);
-      ok(maxRel(x.gradNorms, ref.gradNorms) < 1e-3, `${what} rank ${r}: norms ${x.gradNorms} vs ${ref.gradNorms}`);
-      const rows = stepTraffic(plan, model, r, { buckets: x.buckets, trainer: 'zero', bias: true });
-      deepStrictEqual(rows.filter((row) => !row.exact).map((row) => row.what), [], `${what} rank ${r}: rows exact`);
-      for (const [s, sent] of x.sent.entries()) {
-        deepStrictEqual(
-          sentByDim(sent),
-          Object.fromEntries(trafficByKind(rows)),
-          `${what} rank ${r} step ${s}: measured = stepTraffic`,
-        );
+  gpuTest(
+    `${what}: matches the single-rank run; traffic = stepTraffic exactly; model-state bytes = the planner's`,
+    async (gpu) => {
+      const over = tinyConfig(extra), plan = makePlan(p);
+      equal(strategyOf(plan, 'gpt'), 'zero', 'ZeRO-2/3 over tp / cp runs on the ZeRO trainer');
+      const ref = await singleRankRun(gpu, over, TEXT);
+      const world = localWorld(planWorldSize(plan), { timeoutMs: 120_000 });
+      let res: Result[];
+      try {
+        res = await onEveryRank(world, (comm) => zeroSplitRank(gpu, comm, plan, over));
+      } finally {
+        closeLocalWorld(world);
       }
-      if (plan.zero === 3) {
-        ok(x.memory.params < x.memory.shard, `${what} rank ${r}: ZeRO-3 holds less than its tp shard's values`);
+      const model = planModelOf(plan, trainerConfig(plan, parseConfig(over)), ref.vocabSize);
+      for (const [r, x] of res.entries()) {
+        ok(maxRel(x.losses, ref.losses) < 1e-4, `${what} rank ${r}: losses ${x.losses} vs ${ref.losses}`);
+        ok(maxRel(x.gradNorms, ref.gradNorms) < 1e-3, `${what} rank ${r}: norms ${x.gradNorms} vs ${ref.gradNorms}`);
+        const rows = stepTraffic(plan, model, r, { buckets: x.buckets, trainer: 'zero', bias: true });
+        deepStrictEqual(rows.filter((row) => !row.exact).map((row) => row.what), [], `${what} rank ${r}: rows exact`);
+        for (const [s, sent] of x.sent.entries()) {
+          deepStrictEqual(
+            sentByDim(sent),
+            Object.fromEntries(trafficByKind(rows)),
+            `${what} rank ${r} step ${s}: measured = stepTraffic`,
+          );
+        }
+        if (plan.zero === 3) {
+          ok(x.memory.params < x.memory.shard, `${what} rank ${r}: ZeRO-3 holds less than its tp shard's values`);
+        }
+        // npm run plan's model-state bytes: the tp shard's pieces and working buffers, up to the
+        // 256-byte alignment of each piece and unit that the formula does not count.
+        const predicted = rankMemory(plan, model, r, true), slack = 4 * 64 * 2 * x.buckets.length;
+        for (const k of ['params', 'grads'] as const) {
+          const gap = x.memory[k] - predicted[k];
+          ok(
+            gap >= 0 && gap <= slack,
+            `${what} rank ${r}: measured ${k} ${x.memory[k]} B vs predicted ${predicted[k]} B`,
+          );
+        }
       }
-    }
-    const names = Object.keys(ref.grads0);
-    const grads = gatherMesh(plan, res.map((x) => x.grads0), over, ref.vocabSize);
-    assertRelRms(flat(grads, names), flat(ref.grads0, names), `${what}: step-0 gradients`);
-    const params = gatherMesh(plan, res.map((x) => x.params), over, ref.vocabSize);
-    assertClose(flat(params, names), flat(ref.params, names), `${what}: parameters after 10 steps`);
-    // dp / cp replicas of a tp shard end equal (the gathered pieces are the same on each).
-    const mesh = planMesh(plan);
-    for (let r = 0; r < res.length; r++) {
-      const c = mesh.coords(r);
-      if (c.dp > 0 || c.cp > 0) deepStrictEqual(res[r].params, res[mesh.rankOf({ ...c, dp: 0, cp: 0 })].params);
-    }
-  });
+      const names = Object.keys(ref.grads0);
+      const grads = gatherMesh(plan, res.map((x) => x.grads0), over, ref.vocabSize);
+      assertRelRms(flat(grads, names), flat(ref.grads0, names), `${what}: step-0 gradients`);
+      const params = gatherMesh(plan, res.map((x) => x.params), over, ref.vocabSize);
+      assertClose(flat(params, names), flat(ref.params, names), `${what}: parameters after 10 steps`);
+      // dp / cp replicas of a tp shard end equal (the gathered pieces are the same on each).
+      const mesh = planMesh(plan);
+      for (let r = 0; r < res.length; r++) {
+        const c = mesh.coords(r);
+        if (c.dp > 0 || c.cp > 0) deepStrictEqual(res[r].params, res[mesh.rankOf({ ...c, dp: 0, cp: 0 })].params);
+      }
+    },
+  );
 }
 
 Deno.test('ZeRO-2/3 with a split model: pp and sequence parallelism are refused naming the rule', () => {

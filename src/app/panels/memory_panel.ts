@@ -23,7 +23,7 @@ export interface RankMemory {
 const PARTS = ['params', 'grads', 'optimizer', 'activations'] as const;
 const COLOURS: Record<(typeof PARTS)[number], string> = { params: '#3b82f6', grads: '#f59e0b', optimizer: '#8b5cf6', activations: '#10b981' };
 
-/** The analytical activation peak (activation_memory.ts), or undefined where it has none (non-GPT architectures, ep). */
+/** The analytical activation peak (activation_memory.ts), or undefined where it has none (the MoE models, ep). */
 function activationPeak(plan: ParallelPlan, model: PlanModel, rank: number, arch: string): number | undefined {
   try {
     return activationBytes(plan, model, rank, { arch });
@@ -53,7 +53,7 @@ export class MemoryPanel {
       <p class="hint">Measured: the bytes each rank's parameter store keeps (ZeRO: what its stage keeps) and, as activations, the
       peak of its GPU buffer pool (activations and temporaries). Formula: <code>zeroMemoryFp32</code> — 4 B parameter, 4 B gradient,
       8 B AdamW state per element, sharded over the data-parallel group by stage (ZeRO-2/3 add their one-layer working buffers) — and
-      the activations the autograd tapes keep (<code>activationMemory</code>, counted from the GPT's code after Korthikanti et al. 2022)
+      the activations the autograd tapes keep (<code>activationMemory</code>, counted op by op from each architecture's code after Korthikanti et al. 2022)
       for the micro-batches a pipeline stage keeps in flight (GPipe: all m; 1F1B: at most p).</p>`;
     this.bars = host.querySelector('[data-testid="memory-bars"]')!;
     this.summary = host.querySelector('[data-testid="memory-summary"]')!;
