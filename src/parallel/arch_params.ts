@@ -15,6 +15,7 @@ import { stagePlacement } from './stages.ts';
 import { tpRole } from './tp_table.ts';
 import { expertOf } from '../models/moe_specs.ts';
 import { expertShard } from './expert_exchange.ts';
+import { MOE_ARCHS } from '../models/archs.ts';
 import { stageLayers } from './pipeline_stage.ts';
 import type { Collective } from '../comm/cost.ts';
 import type { PlanDim } from './cost.ts';
@@ -26,10 +27,10 @@ import type { PlanDim } from './cost.ts';
 export function archLayout(cfg: TrainConfig, vocabSize: number): ArchLayout | undefined {
   const arch = cfg.arch;
   if (arch === 'gpt') return undefined;
-  const specs = paramSpecsOf(cfg, vocabSize);
+  const specs = paramSpecsOf(cfg, vocabSize), moe = (MOE_ARCHS as readonly string[]).includes(arch);
   return {
     arch,
-    params: (plan, rank) => placedParams(specs, arch, cfg.nLayer, plan, rank),
+    params: (plan, rank) => placedParams(specs, arch, cfg.nLayer, moe ? cfg.nExpert : 0, plan, rank),
     dtRank: dtRank(cfg.nEmbd),
     dState: cfg.dState,
     attnEvery: cfg.attnEvery,
@@ -39,13 +40,19 @@ export function archLayout(cfg: TrainConfig, vocabSize: number): ArchLayout | un
 }
 
 /** Σ of the shapes rank `rank` holds: every parameter, the tied embedding's slice, the replicated ones (sp). */
-function placedParams(specs: ParamSpec[], arch: string, nLayer: number, plan: ParallelPlan, rank: number): RankParams {
+function placedParams(
+  specs: ParamSpec[],
+  arch: string,
+  nLayer: number,
+  nExpert: number,
+  plan: ParallelPlan,
+  rank: number,
+): RankParams {
   const c = planMesh(plan).coords(rank), v = plan.schedule === 'interleaved' ? plan.virtualStages : 1;
   const place = stagePlacement(arch, nLayer, { ppRank: c.pp, pp: plan.pp, v }, plan.tp, c.tp);
   const pieceOf = PIECES[arch as keyof typeof PIECES] as (n: string) => Piece;
   const out: RankParams = { dense: 0, expert: 0, spReplicated: 0, embedding: 0 };
   // Expert parallelism: EP index dp mod ep holds experts [i·E/ep, (i+1)·E/ep) (plan.ts planGroup).
-  const nExpert = new Set(specs.map((s) => expertOf(s.name)?.expert).filter((e) => e !== undefined)).size;
   const shard = nExpert ? expertShard(nExpert, plan.ep, c.dp % plan.ep) : null;
   for (const s of specs) {
     const at = place(s);

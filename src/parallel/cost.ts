@@ -190,14 +190,11 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   // Scalar allReduces: each trainer sums its loss and gradient-norm shares its own way.
   if (trainer === 'mesh') {
     push('dp', 'gradient norm + loss over the world', 'allReduce', [...Array(planWorldSize(plan)).keys()], 2, 1);
-  } else if (trainer === 'zero') {
-    // ZeRO sums its scalars over the world: with tp the reduced pieces cover a shard, not the model.
-    const world = [...Array(planWorldSize(plan)).keys()];
-    push('dp', 'loss average', 'allReduce', world, 1, 1);
-    push('dp', 'gradient norm (ZeRO)', 'allReduce', world, 1, 1);
   } else {
-    push('dp', 'loss average', 'allReduce', dpGroup, 1, 1);
-    if (zero > 0) push('dp', 'gradient norm (ZeRO)', 'allReduce', dpGroup, 1, 1);
+    // The ZeRO trainer sums over the world: with tp its reduced pieces cover a shard, not the model.
+    const group = trainer === 'zero' ? [...Array(planWorldSize(plan)).keys()] : dpGroup;
+    push('dp', 'loss average', 'allReduce', group, 1, 1);
+    if (zero > 0) push('dp', 'gradient norm (ZeRO)', 'allReduce', group, 1, 1);
   }
   // Without ep the experts are replicated like every other parameter and sync with them.
   sync('dense', dpGroup, par.dense + (ep > 1 ? 0 : expertParams), o.buckets);
@@ -226,7 +223,7 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
     });
   } else if (!sp) {
     push('tp', 'layer outputs fwd + inputs bwd', 'allReduce', tpGroup, bsh, (4 * L - 2 * moeBlocks) * m);
-    push('tp', 'recomputed layer outputs (bwd)', 'allReduce', tpGroup, bsh, 2 * again - (again && moeBlocks * m));
+    push('tp', 'recomputed layer outputs (bwd)', 'allReduce', tpGroup, bsh, again ? (2 * L - moeBlocks) * m : 0);
   } else {
     push('tp', 'sequence-parallel gathers (2 fwd, 2 bwd per layer)', 'allGather', tpGroup, bsh, 4 * L * m);
     push('tp', 'sequence-parallel scatters (2 fwd, 2 bwd per layer)', 'reduceScatter', tpGroup, bsh, 4 * L * m);

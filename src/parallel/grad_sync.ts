@@ -20,7 +20,7 @@ import { allReduceSequenceParallelGrads } from './sequence_parallel.ts';
 import { subGroup } from './data_parallel.ts';
 import { MeshZero1 } from './mesh_zero.ts';
 import type { ModelStages } from './stages.ts';
-import { shardKind } from './tp_table.ts';
+import { countedOnTpRank } from './tp_table.ts';
 import type { Param } from '../nn/params.ts';
 import { RULES } from '../autograd/rules.ts';
 import {
@@ -172,7 +172,7 @@ export class GradSync {
   private counts(name: string): boolean {
     if (this.stages.headCopy && name === this.stages.tied) return false;
     if (this.coords.pp !== 0 && this.stages.shared.includes(name)) return false; // pp rank 0 counts shared blocks
-    return this.coords.tp === 0 || this.stages.ctx.tp === 1 || shardKind(name) !== 'replicated';
+    return countedOnTpRank(name, this.stages.ctx.tp, this.coords.tp);
   }
 
   /** Σ g² over the parameters {@link counts} selects on this replica, from the store's flat gradient. */

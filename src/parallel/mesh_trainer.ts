@@ -173,9 +173,9 @@ export class MeshTrainer {
     // cp rank's tokens of each row; the executor reads micro-batch j at rows [j·b, (j+1)·b).
     const b = this.rows, T = cfg.blockSize, from = this.coords.dp * b * T, m = plan.microBatches;
     const n = b * this.positions.length, x = new Int32Array(m * n), y = new Int32Array(m * n);
+    const mine = (a: Int32Array) => takePositions(a.slice(from, from + b * T), b, T, this.positions);
     for (let j = 0; j < m; j++) {
       const batch = this.data.batch('train', cfg.batchSize, T, cfg.seed, step, j);
-      const mine = (a: Int32Array) => takePositions(a.slice(from, from + b * T), b, T, this.positions);
       x.set(mine(batch.x), j * n);
       y.set(mine(batch.y), j * n);
     }

@@ -105,10 +105,10 @@ export class RankContext implements ModelContext {
   async linear(tape: Tape, x: Tensor, name: string, w: Tensor, b: Tensor | null, label: string): Promise<Tensor> {
     if (this.tp === 1) return linear(tape, x, w, b, label);
     const role = tpRole(`${name}.weight`);
-    if (role === 'column-inner' || role === 'channel') return linear(tape, x, w, b, label); // input from a row-inner layer: its backward already sums
-    // A whole weight on every rank (RWKV's channel-mix receptance): replicated in, replicated out,
-    // its gradients full on each rank; an f here would sum tp equal input gradients.
-    if (role === 'replicated') return linear(tape, x, w, b, label);
+    // The plain layer: after a row-inner layer (its backward already sums), or a whole weight on
+    // every rank (RWKV's channel-mix receptance: replicated in and out, so an f would sum tp equal
+    // input gradients).
+    if (role === 'column-inner' || role === 'channel' || role === 'replicated') return linear(tape, x, w, b, label);
     if (role !== 'row' && role !== 'row-inner') {
       // Column-parallel: f (or the SP all-gather) on the input; the bias is sharded with the rows.
       const xin = this.sequenceParallel

@@ -184,8 +184,8 @@ export class ModelStages implements PipelineStageModel {
  * A MoE model's stage: the rank's placement of what its expert shard keeps (experts
  * [i·E/ep, (i+1)·E/ep) for EP index i, expert_exchange.ts expertShard), and the context's MoE
  * function — its own experts, or dispatch / combine over the EP group (expert_exchange.ts).
- * Each rank routes its micro-batch's tokens as one group, as the single-rank model with
- * groups = dp·m does.
+ * Each rank routes its rows of a micro-batch as one token group, as the single-rank model with
+ * groups = dp does on each micro-batch.
  */
 function moeStageModel(
   gpu: Gpu,

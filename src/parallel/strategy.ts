@@ -63,8 +63,10 @@ export function checkArchSplit(plan: ParallelPlan, arch: string): void {
  */
 export function strategyOf(plan: ParallelPlan, arch: string): StrategyKind {
   checkArchSplit(plan, arch);
-  if (plan.ep > 1) checkExperts(plan, arch);
-  if (plan.ep > 1) return 'mesh';
+  if (plan.ep > 1) {
+    checkExperts(plan, arch);
+    return 'mesh';
+  }
   if ((['pp', 'cp', 'tp'] as const).some((k) => plan[k] > 1)) {
     if (plan.zero < 2) return 'mesh';
     checkZeroSplit(plan);

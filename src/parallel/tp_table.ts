@@ -88,6 +88,15 @@ export function tpRole(name: string): TpRole {
   throw new Error(`tensor parallel: no role for parameter '${name}' in src/parallel/tp_table.ts`);
 }
 
+/**
+ * Whether tp rank `tpRank` of `tp` counts its copy of parameter `name` in a sum over the tp group
+ * (the global ‖g‖²): a split parameter on every rank (each holds a different part), a replicated
+ * one on tp index 0 only (every rank holds the same values).
+ */
+export function countedOnTpRank(name: string, tp: number, tpRank: number): boolean {
+  return tpRank === 0 || tp === 1 || shardKind(name) !== 'replicated';
+}
+
 /** The split of parameter `name`: its role's layout. */
 export function shardKind(name: string): ShardKind {
   const role = tpRole(name);

@@ -20,7 +20,7 @@ import type { Communicator } from '../comm/communicator.ts';
 import type { ParallelPlan } from './plan.ts';
 import type { RowsForward } from './local_batches.ts';
 import type { RankModel } from './rank_model.ts';
-import { shardKind } from './tp_table.ts';
+import { countedOnTpRank } from './tp_table.ts';
 
 /** What zero.ts needs to train a split model instead of a replica. */
 export interface ZeroSplit {
@@ -67,7 +67,7 @@ export function zeroSplit(rm: RankModel, plan: ParallelPlan, world: Communicator
     positions: plan.cp > 1 ? rm.positions : undefined,
     dp: { index: coords.dp, size: plan.dp },
     world,
-    counts: (name) => coords.tp === 0 || tp === 1 || shardKind(name) !== 'replicated',
+    counts: (name) => countedOnTpRank(name, tp, coords.tp),
     gradMap: () => stages.ctx.gradMap(stages.params),
     aliases: () => stages.ctx.biasAliases(),
   };
