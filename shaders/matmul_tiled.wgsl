@@ -16,25 +16,8 @@
 //
 // Bindings: 0 a (read), 1 b (read), 2 c (read_write), 3 bias (read), 4 params.
 
-struct Params {
-  m: u32,
-  n: u32,
-  k: u32,
-  lda: u32,  // A's stored row length: K, or M when TRANS_A
-  ldb: u32,  // B's stored row length: N, or K when TRANS_B
-  alpha: f32,
-  beta: f32,
-  has_bias: u32,  // 1: add bias[j] to column j of C
-}
+//!include matmul_tiled_common
 
-@group(0) @binding(0) var<storage, read> a: array<f32>;
-@group(0) @binding(1) var<storage, read> b: array<f32>;
-@group(0) @binding(2) var<storage, read_write> c: array<f32>;
-@group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<uniform> p: Params;
-
-const TRANS_A: bool = false;
-const TRANS_B: bool = false;
 const BM: u32 = 64u;
 const BN: u32 = 64u;
 const BK: u32 = 16u;
@@ -42,24 +25,16 @@ const BK: u32 = 16u;
 var<workgroup> As: array<f32, 1024>; // [BK][BM]: column kk of the A tile is contiguous
 var<workgroup> Bs: array<f32, 1024>; // [BK][BN]
 
-fn load_a(i: u32, kk: u32) -> f32 {
-  if (i >= p.m || kk >= p.k) { return 0.0; }
-  if (TRANS_A) { return a[kk * p.lda + i]; }
-  return a[i * p.lda + kk];
-}
-
-fn load_b(kk: u32, j: u32) -> f32 {
-  if (kk >= p.k || j >= p.n) { return 0.0; }
-  if (TRANS_B) { return b[j * p.ldb + kk]; }
-  return b[kk * p.ldb + j];
-}
-
 @compute @workgroup_size(16, 16)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
   let row0 = wid.y * BM;
   let col0 = wid.x * BN;
   let flat = lid.y * 16u + lid.x;
-  var acc: array<vec4<f32>, 4>; // rows ty·4 + r, columns tx·4 … tx·4 + 3
+  // accR: row ty·4 + R, columns tx·4 … tx·4 + 3; named, not an array (docs/design.md §9).
+  var acc0 = vec4<f32>();
+  var acc1 = vec4<f32>();
+  var acc2 = vec4<f32>();
+  var acc3 = vec4<f32>();
   for (var k0 = 0u; k0 < p.k; k0 += BK) {
     // 1024 elements per tile, 4 per invocation. The fastest-varying index follows the
     // operand's stored rows, so neighbouring invocations read neighbouring addresses.
@@ -87,25 +62,18 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     workgroupBarrier();
     for (var kk = 0u; kk < BK; kk++) {
       let bv = vec4<f32>(Bs[kk * BN + lid.x * 4u], Bs[kk * BN + lid.x * 4u + 1u], Bs[kk * BN + lid.x * 4u + 2u], Bs[kk * BN + lid.x * 4u + 3u]);
-      acc[0] = fma(vec4<f32>(As[kk * BM + lid.y * 4u]), bv, acc[0]);
-      acc[1] = fma(vec4<f32>(As[kk * BM + lid.y * 4u + 1u]), bv, acc[1]);
-      acc[2] = fma(vec4<f32>(As[kk * BM + lid.y * 4u + 2u]), bv, acc[2]);
-      acc[3] = fma(vec4<f32>(As[kk * BM + lid.y * 4u + 3u]), bv, acc[3]);
+      acc0 = fma(vec4<f32>(As[kk * BM + lid.y * 4u]), bv, acc0);
+      acc1 = fma(vec4<f32>(As[kk * BM + lid.y * 4u + 1u]), bv, acc1);
+      acc2 = fma(vec4<f32>(As[kk * BM + lid.y * 4u + 2u]), bv, acc2);
+      acc3 = fma(vec4<f32>(As[kk * BM + lid.y * 4u + 3u]), bv, acc3);
     }
     // The next tile overwrites As/Bs: every invocation must be done reading this one.
     workgroupBarrier();
   }
-  for (var r = 0u; r < 4u; r++) {
-    let i = row0 + lid.y * 4u + r;
-    if (i >= p.m) { continue; }
-    for (var q = 0u; q < 4u; q++) {
-      let j = col0 + lid.x * 4u + q;
-      if (j >= p.n) { continue; }
-      var v = p.alpha * acc[r][q];
-      // beta = 0 must not read C: it may hold garbage (NaN · 0 is NaN).
-      if (p.beta != 0.0) { v += p.beta * c[i * p.n + j]; }
-      if (p.has_bias != 0u) { v += bias[j]; }
-      c[i * p.n + j] = v;
-    }
-  }
+  let i0 = row0 + lid.y * 4u;
+  let j0 = col0 + lid.x * 4u;
+  store4(i0, j0, acc0);
+  store4(i0 + 1u, j0, acc1);
+  store4(i0 + 2u, j0, acc2);
+  store4(i0 + 3u, j0, acc3);
 }

@@ -31,6 +31,8 @@ export interface AttentionBenchOptions {
   reps?: number;
   /** Run flash's shared-memory tiled kernels on a CPU adapter too (default false: GPUs only). */
   tiled?: boolean;
+  /** Which kernels to time (default both; the scale suite times flash alone). */
+  kernels?: readonly ('naive' | 'flash')[];
 }
 
 /** One (T, kernel) measurement; `ms` and `peakBytes` are null when the call does not fit the device. */
@@ -152,7 +154,7 @@ async function benchSizes(gpu: Gpu, opts: AttentionBenchOptions): Promise<Attent
         }
       },
     };
-    const kernels = ['naive', 'flash'] as const;
+    const kernels = opts.kernels ?? (['naive', 'flash'] as const);
     const times: Record<string, number[]> = { naive: [], flash: [] };
     const peak: Record<string, number | null> = { naive: null, flash: null };
     const notes: Record<string, string | undefined> = {};

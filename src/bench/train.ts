@@ -9,7 +9,7 @@ import type { Gpu } from '../gpu/context.ts';
 import type { KernelTime } from '../gpu/profiler.ts';
 import { createModel } from '../models/registry.ts';
 import { Trainer } from '../train/trainer.ts';
-import { parseConfig, PRESETS } from '../train/config.ts';
+import { parseConfig, PRESETS, type TrainConfig } from '../train/config.ts';
 import { CharTokenizer } from '../data/tokenizer.ts';
 import { TextDataset } from '../data/dataset.ts';
 import { matmulTuning } from '../kernels/matmul.ts';
@@ -54,15 +54,36 @@ export async function benchTrain(
   if (!(preset in PRESETS)) {
     throw new Error(`benchTrain: unknown preset '${preset}'; allowed: ${Object.keys(PRESETS).join(', ')}`);
   }
+  const cfg = parseConfig({ ...PRESETS[preset], logInterval: steps + warmup });
+  const tok = CharTokenizer.fromText(text);
+  const data = new TextDataset(tok.encode(text), cfg.blockSize);
+  return { preset, ...(await benchTrainConfig(gpu, cfg, data, tok.vocabSize, steps, warmup, opts)) };
+}
+
+/**
+ * Times `steps` optimizer steps of the model `cfg` describes on `data` with a vocabulary of
+ * `vocabSize`, after `warmup` untimed steps; see {@link benchTrain}. The pool's peak is reset
+ * before the model is built, so `peakBytes` covers parameters, optimizer state, activations and
+ * scratch of one step.
+ * @throws Error when steps < 1 or warmup < 0.
+ */
+export async function benchTrainConfig(
+  gpu: Gpu,
+  cfg: TrainConfig,
+  data: TextDataset,
+  vocabSize: number,
+  steps: number,
+  warmup: number,
+  opts: TrainBenchOptions = {},
+): Promise<Omit<TrainBenchRow, 'preset'> & { peakBytes: number }> {
   if (!Number.isInteger(steps) || steps < 1 || !Number.isInteger(warmup) || warmup < 0) {
     throw new Error(`benchTrain: steps and warmup must be integers ≥ 1 and ≥ 0, got ${steps} and ${warmup}`);
   }
   const compare = opts.compareUnfused ?? true;
   const roundSteps = Math.max(1, Math.min(steps, opts.roundSteps ?? 2));
-  const cfg = parseConfig({ ...PRESETS[preset], logInterval: steps + warmup });
-  const tok = CharTokenizer.fromText(text);
-  const data = new TextDataset(tok.encode(text), cfg.blockSize);
-  const model = createModel(gpu, cfg, tok.vocabSize);
+  await gpu.sync();
+  gpu.pool.resetPeak();
+  const model = createModel(gpu, cfg, vocabSize);
   const trainer = new Trainer(gpu, model, data, cfg);
   const fuseBefore = matmulTuning.fuseBias;
   let step = 0;
@@ -96,9 +117,10 @@ export async function benchTrain(
     await trainer.drain();
   }
   const tokensPerStep = cfg.batchSize * cfg.blockSize * cfg.gradAccum;
+  const peakBytes = gpu.pool.stats.peakBytes;
   model.params.destroy();
   return {
-    preset,
+    peakBytes,
     params: model.numParams(),
     tokensPerStep,
     msPerStep: ms,

@@ -16,6 +16,7 @@ import { commMain } from '../bench/comm.ts';
 import { attentionTable, benchAttention, parseAttentionFlag } from '../bench/attention.ts';
 import { benchScan } from '../bench/scan.ts';
 import { exitProcess } from './exit.ts';
+import { fmt, table } from '../bench/table.ts';
 
 /** What a suite gets: the device and the parsed common options. */
 export interface SuiteContext {
@@ -154,18 +155,6 @@ Options:
   --sizes LIST           comma-separated square sizes for size sweeps (matmul: ${DEFAULT_MATMUL_SIZES.join(',')})
   --attn SPEC            attention suite shape, e.g. b=1,nh=4,hs=64,causal=1,reps=3,tiled=0 (T from --sizes)
   -h, --help             this text`;
-
-function fmt(x: number): string {
-  return x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2);
-}
-
-/** A left-aligned first column and right-aligned numbers, padded to the widest cell. */
-function table(header: string[], rows: string[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cells: string[]) =>
-    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
-  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
-}
 
 interface BenchArgs {
   suites: string[];

@@ -5,7 +5,8 @@
  *
  * CPU adapters (`gpu.isCpu`) run the register-blocked kernel of matmul_cpu.ts (shaders/matmul.wgsl);
  * GPUs get shaders/matmul_tiled.wgsl, the classic shared-memory tiling with a 4×4 register block
- * per invocation (see {@link matmulTuning}). `matmulPlain` is the textbook 16×16 shared-memory
+ * per invocation, or for outputs that fill the GPU with 128×128 blocks shaders/matmul_tiled_128.wgsl
+ * with an 8×8 one (see {@link matmulTuning}). `matmulPlain` is the textbook 16×16 shared-memory
  * tile kernel, kept as the benchmark baseline.
  */
 import { cdiv, f32bits, type Gpu } from '../gpu/context.ts';
@@ -33,12 +34,22 @@ export interface MatmulOptions {
 
 /**
  * Which kernel serves {@link matmul}: the register-tiled one without workgroup memory on CPU
- * adapters (`gpu.isCpu`), the shared-memory tiled one (shaders/matmul_tiled.wgsl) on GPUs.
- * Tests set `forceTiled` to check the GPU path on a CPU adapter. `fuseBias = false` brings
- * back the old two-pass bias (the product, then `addBiasInPlace` over C), for the training
- * bench's fused-vs-unfused comparison and for tests.
+ * adapters (`gpu.isCpu`), the shared-memory tiled ones on GPUs. Tests set `forceTiled` to check
+ * the GPU path on a CPU adapter and `forceRegister` to check the CPU path (its split-K and
+ * padding) on a GPU. `tile` picks the GPU kernel's block: 64 (matmul_tiled.wgsl), 128
+ * (matmul_tiled_128.wgsl) or 0, the default, for 128 once the output holds at least
+ * {@link LARGE_TILE_BLOCKS} 128×128 blocks. `fuseBias = false` brings back the old two-pass
+ * bias (the product, then `addBiasInPlace` over C), for the training bench's fused-vs-unfused
+ * comparison and for tests.
  */
-export const matmulTuning = { forceTiled: false, fuseBias: true };
+export const matmulTuning = { forceTiled: false, forceRegister: false, tile: 0 as 0 | 64 | 128, fuseBias: true };
+
+/**
+ * Output blocks of 128×128 from which the large tile wins: about one per multiprocessor of a
+ * big GPU (an H200 has 132). Measured on one (docs/gpu-results.md): at 1024² (64 blocks) the 64²
+ * tile was faster, from 2048² (256 blocks) the 128² one, 1.5–10× depending on the runtime.
+ */
+export const LARGE_TILE_BLOCKS = 128;
 
 function checkTensor(what: string, t: Tensor, rows: number, cols: number, stored: string): void {
   if (t.dtype !== 'f32') throw new Error(`${what} must be f32, got ${t.dtype}`);
@@ -141,28 +152,44 @@ export function matmul(
     return;
   }
 
-  const call = { a, b, c, m, n, k, transA, transB, alpha, beta, bias, aRows, aCols, bRows, bCols };
-  if (!gpu.isCpu || matmulTuning.forceTiled) matmulTiled(gpu, call);
+  const gpuPath = !matmulTuning.forceRegister && (!gpu.isCpu || matmulTuning.forceTiled);
+  // WebGPU refuses one buffer bound read-only and writable in the same dispatch, even at
+  // disjoint ranges; the tiled kernels bind A, B and the bias straight beside C, so an operand
+  // that lives in C's buffer is read from a copy.
+  const copies: Tensor[] = [];
+  const apart = (t: Tensor): Tensor => {
+    if (!gpuPath || t.buffer !== c.buffer) return t;
+    const copy = gpu.empty(t.shape, 'f32', `${t.label}.copy`);
+    gpu.copy(t, copy);
+    copies.push(copy);
+    return copy;
+  };
+  const [a2, b2, bias2] = [apart(a), apart(b), bias && apart(bias)];
+  const call = { a: a2, b: b2, c, m, n, k, transA, transB, alpha, beta, bias: bias2, aRows, aCols, bRows, bCols };
+  if (gpuPath) matmulTiled(gpu, call);
   else matmulRegisterBlocked(gpu, call);
+  for (const t of copies) t.release();
 }
 
 /** matmul_tiled.wgsl specialised per layout (TRANS_A, TRANS_B), built once each. */
 const specialised = new Map<string, string>();
 
-/** The GPU path: shaders/matmul_tiled.wgsl, 64×64 blocks of C per 16×16 workgroup. */
+/** The GPU path: 64×64 or 128×128 blocks of C per 16×16 workgroup ({@link matmulTuning}). */
 function matmulTiled(gpu: Gpu, call: CheckedMatmul): void {
   const { a, b, c, m, n, k, transA, transB, alpha, beta, bias, aCols: lda, bCols: ldb } = call;
-  const key = `matmul_tiled.${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}`;
+  const tile = matmulTuning.tile || (cdiv(m, 128) * cdiv(n, 128) >= LARGE_TILE_BLOCKS ? 128 : 64);
+  const shader = tile === 128 ? 'matmul_tiled_128' : 'matmul_tiled';
+  const key = `${shader}.${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}`;
   let code = specialised.get(key);
   if (code === undefined) {
-    code = specialise(gpu.shaders.matmul_tiled, { TRANS_A: String(transA), TRANS_B: String(transB) });
+    code = specialise(gpu.shaders[shader], { TRANS_A: String(transA), TRANS_B: String(transB) });
     specialised.set(key, code);
   }
   gpu.dispatch(
     { key, code },
     [a, b, c, bias ?? a],
     new Uint32Array([m, n, k, lda, ldb, f32bits(alpha), f32bits(beta), bias ? 1 : 0]),
-    [cdiv(n, 64), cdiv(m, 64)],
+    [cdiv(n, tile), cdiv(m, tile)],
   );
 }
 

@@ -8,6 +8,9 @@ export const SHADER_NAMES = [
   'matmul',
   'matmul_plain',
   'matmul_tiled',
+  'matmul_tiled_128',
+  // included by both tiled matmuls
+  'matmul_tiled_common',
   'reduce',
   // included by the row kernels and column sums (layernorm, rmsnorm, softmax_xent, reduce)
   'row_reduce',

@@ -48,7 +48,9 @@ async function check(
     const want = r.map((v) => v + fill);
     assertClose(got, want, `${what} ${name}`);
     // RMS against the gradient itself, not gradient + fill, so the fill cannot hide an error.
-    assertRelRms(got.map((v) => v - fill), r, `${what} ${name}`);
+    // With C = 1, dx is exactly 0 (x̂ ≡ 0), where a relative error has no meaning and a GPU's
+    // fused multiply-adds leave rounding residue (~1e-7): assertClose above bounds it.
+    if (!(name === 'dx' && c === 1)) assertRelRms(got.map((v) => v - fill), r, `${what} ${name}`);
   }
   for (const t of [tx, tw, tb, ty, tmean, trstd, tdy, tdx, tdw, tdb]) t.release();
 }

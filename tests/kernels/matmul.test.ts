@@ -1,6 +1,6 @@
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertRelRms, randn } from '../util/assert.ts';
-import { matmul, type MatmulOptions, matmulPlain } from '../../src/kernels/matmul.ts';
+import { matmul, type MatmulOptions, matmulPlain, matmulTuning } from '../../src/kernels/matmul.ts';
 import { matmulRef } from '../../src/reference/matmul.ts';
 import { Tensor } from '../../src/gpu/tensor.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
@@ -120,15 +120,37 @@ gpuTest('matmul: the shapes of training (forward NT, dX NN, dW TN accumulating)'
 });
 
 gpuTest('matmul: split-K for a small output over a long K (dW of 128×128 over 8192)', async (gpu) => {
-  const before = gpu.dispatchCount;
-  await check(gpu, 128, 128, 8192, { transA: true, beta: 1 }, 201, 'dW 128×128 K 8192');
-  assertEquals(gpu.dispatchCount - before, 2, 'dispatches of split-K (the kernel over grid z, then one reduce pass)');
-  // Ragged everything, K not a multiple of 4 nor of the split.
-  await check(gpu, 7, 9, 2001, { alpha: 0.5 }, 202, 'split-K 7×9 K 2001');
-  await check(gpu, 63, 17, 1299, { transA: true, transB: true, beta: 1 }, 203, 'split-K TT 63×17 K 1299');
+  // Split-K is the CPU kernel's (forced, so a GPU run checks it too).
+  matmulTuning.forceRegister = true;
+  try {
+    const before = gpu.dispatchCount;
+    await check(gpu, 128, 128, 8192, { transA: true, beta: 1 }, 201, 'dW 128×128 K 8192');
+    assertEquals(gpu.dispatchCount - before, 2, 'dispatches of split-K (the kernel over grid z, then one reduce pass)');
+    // Ragged everything, K not a multiple of 4 nor of the split.
+    await check(gpu, 7, 9, 2001, { alpha: 0.5 }, 202, 'split-K 7×9 K 2001');
+    await check(gpu, 63, 17, 1299, { transA: true, transB: true, beta: 1 }, 203, 'split-K TT 63×17 K 1299');
+  } finally {
+    matmulTuning.forceRegister = false;
+  }
 });
 
-gpuTest('matmul: operands and output as slices at non-zero offsets of shared buffers', async (gpu) => {
+// Both kernels (the tiled one forced on a CPU adapter): WebGPU refuses a buffer bound read-only
+// and writable in one dispatch, so the tiled path must read operands in C's buffer from a copy.
+for (const forceTiled of [false, true]) {
+  gpuTest(
+    `matmul: operands and output as slices at non-zero offsets of shared buffers (forceTiled ${forceTiled})`,
+    async (gpu) => {
+      matmulTuning.forceTiled = forceTiled;
+      try {
+        await sharedBuffers(gpu);
+      } finally {
+        matmulTuning.forceTiled = false;
+      }
+    },
+  );
+}
+
+async function sharedBuffers(gpu: Gpu): Promise<void> {
   const [m, n, k] = [7, 9, 63];
   const a = randn(m * k, 301), b = randn(k * n, 302), c0 = randn(m * n, 303);
   const ref = matmulRef(a, b, m, n, k, { beta: 1, c: c0 });
@@ -173,7 +195,7 @@ gpuTest('matmul: operands and output as slices at non-zero offsets of shared buf
   matmul(gpu, sa, sb, sc, m, n, k, { beta: 1 });
   assertClose(await gpu.read(sc), ref, 'tight slices');
   for (const t of [sa, sb, sc]) t.buffer.destroy();
-});
+}
 
 gpuTest('matmul: K = 0 gives beta·C; empty outputs are a no-op', async (gpu) => {
   const c0 = randn(12, 401);

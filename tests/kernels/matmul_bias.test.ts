@@ -124,20 +124,27 @@ async function sweep(gpu: Gpu, tuning: Partial<typeof matmulTuning>, label: stri
 }
 
 gpuTest('matmul bias epilogue, CPU register-tiled kernel: ragged M, N, K, transB, beta, split-K', async (gpu) => {
-  await sweep(gpu, { forceTiled: false, fuseBias: true }, 'cpu');
+  await sweep(gpu, { forceRegister: true, fuseBias: true }, 'cpu');
 });
 
-gpuTest('matmul bias epilogue, GPU shared-memory kernel (forced): ragged M, N, K, transB, beta', async (gpu) => {
-  await sweep(gpu, { forceTiled: true, fuseBias: true }, 'tiled');
-});
+for (const tile of [64, 128] as const) {
+  gpuTest(
+    `matmul bias epilogue, GPU shared-memory kernel ${tile}² (forced): ragged M, N, K, transB, beta`,
+    async (gpu) => {
+      await sweep(gpu, { forceTiled: true, tile, fuseBias: true }, `tiled ${tile}`);
+    },
+  );
+}
 
 gpuTest('matmul bias, unfused fallback (product, then addBiasInPlace) gives the same results', async (gpu) => {
   await sweep(gpu, { forceTiled: false, fuseBias: false }, 'unfused');
 });
 
 gpuTest('matmul bias: fused costs no extra dispatch, split-K adds it once in the reduce', async (gpu) => {
-  // K a multiple of 4, so no operand needs a padded copy: direct store (N % 4 == 0) is one
-  // dispatch fused; split-K is the kernel over grid z, then the reduce that adds the bias.
+  // The CPU kernel's paths (forced, so a GPU run checks them too). K a multiple of 4, so no
+  // operand needs a padded copy: direct store (N % 4 == 0) is one dispatch fused; split-K is
+  // the kernel over grid z, then the reduce that adds the bias.
+  matmulTuning.forceRegister = true;
   const paths: [string, number, number, number, MatmulOptions, number][] = [
     ['direct', 63, 68, 116, { transB: true }, 1],
     ['split-K accumulating', 17, 20, 1300, { transB: true, beta: 1 }, 2],
@@ -155,15 +162,16 @@ gpuTest('matmul bias: fused costs no extra dispatch, split-K adds it once in the
       matmulTuning.fuseBias = true;
     }
   }
+  matmulTuning.forceRegister = false;
 });
 
 gpuTest('matmul bias with K = 0: C = beta·C + bias on both kernels', async (gpu) => {
   for (const forceTiled of [false, true]) {
-    matmulTuning.forceTiled = forceTiled;
+    Object.assign(matmulTuning, { forceTiled, forceRegister: !forceTiled });
     try {
       for (const beta of [0, 0.5]) await check(gpu, 5, 7, 0, { beta }, 950, `K = 0 beta ${beta} tiled ${forceTiled}`);
     } finally {
-      matmulTuning.forceTiled = false;
+      Object.assign(matmulTuning, { forceTiled: false, forceRegister: false });
     }
   }
 });

@@ -34,6 +34,7 @@ const GPU_CLIS: Record<string, string | null> = {
   'memorization.ts': null,
   'experiment.ts': null,
   'plan.ts': '--measure',
+  'scale.ts': null,
 };
 
 /**

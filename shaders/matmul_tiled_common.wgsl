@@ -1,0 +1,52 @@
+// What the shared-memory tiled matmuls (matmul_tiled.wgsl, matmul_tiled_128.wgsl) share: the
+// parameters, the bindings, the layout constants the TS side specialises, and the bounds-checked
+// loads of op(A) and op(B), which return 0 outside the matrices so ragged edges need no branch
+// in the inner loop, and the epilogue that stores four columns of C.
+//
+// Bindings: 0 a (read), 1 b (read), 2 c (read_write), 3 bias (read), 4 params.
+
+struct Params {
+  m: u32,
+  n: u32,
+  k: u32,
+  lda: u32,  // A's stored row length: K, or M when TRANS_A
+  ldb: u32,  // B's stored row length: N, or K when TRANS_B
+  alpha: f32,
+  beta: f32,
+  has_bias: u32,  // 1: add bias[j] to column j of C
+}
+
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read> b: array<f32>;
+@group(0) @binding(2) var<storage, read_write> c: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
+
+const TRANS_A: bool = false;
+const TRANS_B: bool = false;
+
+fn load_a(i: u32, kk: u32) -> f32 {
+  if (i >= p.m || kk >= p.k) { return 0.0; }
+  if (TRANS_A) { return a[kk * p.lda + i]; }
+  return a[i * p.lda + kk];
+}
+
+fn load_b(kk: u32, j: u32) -> f32 {
+  if (kk >= p.k || j >= p.n) { return 0.0; }
+  if (TRANS_B) { return b[j * p.ldb + kk]; }
+  return b[kk * p.ldb + j];
+}
+
+// Writes C[i, j … j + 3] = alpha·v + beta·C (+ bias), skipping what lies outside C.
+fn store4(i: u32, j: u32, v: vec4<f32>) {
+  if (i >= p.m) { return; }
+  for (var q = 0u; q < 4u; q++) {
+    let jq = j + q;
+    if (jq >= p.n) { return; }
+    var x = p.alpha * v[q];
+    // beta = 0 must not read C: it may hold garbage (NaN · 0 is NaN).
+    if (p.beta != 0.0) { x += p.beta * c[i * p.n + jq]; }
+    if (p.has_bias != 0u) { x += bias[jq]; }
+    c[i * p.n + jq] = x;
+  }
+}

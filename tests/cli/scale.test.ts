@@ -1,0 +1,103 @@
+/**
+ * `npm run scale -- --quick` in a subprocess, as CI runs it: the JSON it writes is consistent
+ * with itself (rates from times, MFU from the peak, tokens/s from ms/step), the tables print
+ * the PyTorch ratios a baseline file gives, and bad input is one clear line.
+ */
+import { equal, match, ok } from 'node:assert/strict';
+import { runCli } from '../util/cli.ts';
+import { attentionFlops } from '../../src/bench/scale.ts';
+import { DEVICE_PEAKS, peakTflops } from '../../src/bench/devices.ts';
+import { parseScaleArgs } from '../../src/cli/scale.ts';
+
+const close = (a: number, b: number, rel = 1e-9) => Math.abs(a - b) <= rel * Math.max(Math.abs(a), Math.abs(b));
+
+/** A baseline as scripts/torch_baseline.py writes it, for the quick shapes (one matmul size left out). */
+const BASELINE = {
+  device: 'test',
+  torch: '0',
+  date: '2026-01-01',
+  matmul: [{ n: 64, dtype: 'f32', ms: 0.01, gflops: 52.4288 }, { n: 64, dtype: 'f16', ms: 0.005, gflops: 104.8576 }],
+  attention: [{ t: 64, hs: 32, nh: 2, b: 1, dtype: 'f32', ms: 0.5 }],
+  train: [{ name: 'gpt-quick', dtype: 'f32', mode: 'eager', msPerStep: 4, tokensPerSec: 32000, peakBytes: 2 ** 21 }],
+};
+
+Deno.test({
+  name: 'scale CLI --quick: self-consistent JSON, MFU against the named peak, PyTorch ratios from the baseline',
+  sanitizeResources: false,
+  fn: async () => {
+    const dir = await Deno.makeTempDir();
+    try {
+      await Deno.writeTextFile(`${dir}/torch.json`, JSON.stringify(BASELINE));
+      const r = await runCli('scale.ts', [
+        '--quick',
+        '--device',
+        'h100-sxm',
+        '--json',
+        `${dir}/scale.json`,
+        '--baseline',
+        `${dir}/torch.json`,
+      ]);
+      equal(r.code, 0, r.stderr);
+      const j = JSON.parse(await Deno.readTextFile(`${dir}/scale.json`));
+      equal(j.peakTflops, DEVICE_PEAKS['h100-sxm'].f32);
+      equal(j.quick, true);
+      equal(j.matmul.map((m: { n: number }) => m.n).join(), '64,128');
+      for (const m of j.matmul) {
+        ok(close(m.gflops, (2 * m.n ** 3) / (m.ms * 1e6)), `GFLOP/s from ms at ${m.n}`);
+        for (const k of ['tile64Gflops', 'tile128Gflops', 'plainGflops']) ok(m[k] > 0, `${k} at ${m.n}`);
+      }
+      equal(j.attention.length, 2);
+      for (const a of j.attention) {
+        ok(a.ms > 0, `attention T=${a.t} timed`);
+        ok(close(a.tflops, attentionFlops(a.b, a.nh, a.t, a.hs) / (a.ms * 1e9)), `TFLOP/s from ms at T=${a.t}`);
+      }
+      const t = j.train;
+      equal(t.tokensPerStep, 2 * 64);
+      ok(close(t.tokensPerSec, (t.tokensPerStep * 1000) / t.msPerStep), 'tokens/s from ms/step');
+      ok(close(t.mfu, t.tflops / 67), 'MFU = achieved / the profile peak');
+      ok(t.peakBytes > 0 && t.params > 0);
+      // The ratio columns: ours over the baseline where it measured, '–' where it did not.
+      const row64 = r.stdout.split('\n').find((l) => /^64 /.test(l) && l.includes('52.4'));
+      ok(row64, `a matmul row for 64 with the baseline's GFLOP/s:\n${r.stdout}`);
+      match(row64, new RegExp(`${(j.matmul[0].gflops / 52.4288).toFixed(2)}×\\s*$`));
+      match(r.stdout.split('\n').find((l) => /^128 /.test(l))!, /–\s*$/);
+      const eager = r.stdout.split('\n').find((l) => l.startsWith('PyTorch f32 eager'));
+      ok(eager, r.stdout);
+      match(eager, /32000\s+4\.00\s+2\s+\S+×$/);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test('scale CLI: bad flags and a baseline that is not torch_baseline.py output are one clear line', async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/bad.json`, JSON.stringify({ device: 'x', matmul: 'no' }));
+    const cases: [string[], RegExp][] = [
+      [['--batch', '0'], /--batch must be an integer ≥ 1, got '0'/],
+      [['--device', 'tpu'], /unknown --device 'tpu'; allowed: h100-sxm, h200, a100-80g, mi250x/],
+      [['--peak-tflops=-1'], /--peak-tflops must be a number > 0, got '-1'/],
+      [['--gpu', 'metal'], /--gpu must be auto, wgpu or dawn/],
+      [['--sizes', '1'], /Unknown option '--sizes'/],
+      [['--baseline', `${dir}/bad.json`], /not a torch_baseline\.py result: torch: .*matmul: /],
+    ];
+    for (const [args, want] of cases) {
+      const r = await runCli('scale.ts', ['--quick', ...args]);
+      equal(r.code, 2, `${args.join(' ')}: exit 2`);
+      match(r.stderr.trim(), want);
+      equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test('scale: --peak-tflops overrides --device; attention FLOPs count the causal half and 2.5× backward', () => {
+  equal(peakTflops(100, 'h100-sxm'), 100);
+  equal(peakTflops(undefined, 'a100-80g'), 19.5);
+  equal(peakTflops(undefined, undefined), 0);
+  equal(parseScaleArgs(['--device', 'h200']).peakTflops, 67);
+  // Forward 4·b·nh·T²·hs halved by the mask = 2·b·nh·T²·hs; total 3.5× that.
+  equal(attentionFlops(2, 3, 5, 7), 3.5 * 2 * 2 * 3 * 25 * 7);
+});
