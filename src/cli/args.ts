@@ -31,6 +31,7 @@ const EXTRA = {
   resume: { type: 'boolean' },
   'resume-step': { type: 'string' },
   'allow-legacy-checkpoint': { type: 'boolean' },
+  'init-from': { type: 'string' },
   // Short spellings of two recipes: --neftune α, --goldfish k,h.
   neftune: { type: 'string' },
   goldfish: { type: 'string' },
@@ -51,6 +52,8 @@ export interface ParsedTrainArgs {
   resumeStep?: number;
   /** With --resume: read a checkpoint that carries only the legacy data digest (still verified). */
   allowLegacyCheckpoint: boolean;
+  /** A Hugging Face GPT-2 safetensors file whose weights a new run starts from (fine-tuning). */
+  initFrom?: string;
   help: boolean;
   /** Values of the caller's own extra flags (see `more`), by flag name. */
   extra: Record<string, string | boolean | undefined>;
@@ -150,6 +153,11 @@ export function parseTrainArgs(
   if (values['allow-legacy-checkpoint'] && !values.resume) {
     throw new Error('--allow-legacy-checkpoint reads an old checkpoint and needs --resume');
   }
+  if (values['init-from'] !== undefined && values.resume) {
+    throw new Error(
+      '--init-from starts a new run from a GPT-2 checkpoint and --resume continues one: give one of them',
+    );
+  }
   const gpu = (values.gpu as string | undefined) ?? 'auto';
   return {
     overrides,
@@ -160,6 +168,7 @@ export function parseTrainArgs(
     resume: values.resume === true,
     resumeStep,
     allowLegacyCheckpoint: values['allow-legacy-checkpoint'] === true,
+    initFrom: path('init-from', values['init-from']),
     help: values.help === true,
     extra: Object.fromEntries(Object.keys(more).map((k) => [k, values[k]])),
     options: typed,
@@ -179,6 +188,7 @@ export function trainHelp(): string {
     '  --resume-step N      with --resume: start from the kept ckpt-N.safetensors (--ckpt-schedule pythia)',
     '  --allow-legacy-checkpoint',
     '                       with --resume: read a checkpoint written before whole-file digests (its data_sha256 is still verified)',
+    '  --init-from FILE     start from a Hugging Face GPT-2 safetensors file (fine-tuning; --tokenizer gpt2 for its vocabulary)',
     '  --neftune A          short for --neftune-alpha A',
     '  --goldfish K,H       short for --goldfish-k K --goldfish-h H',
     '  --dp --tp --pp --cp --ep --zero --sp --micro-batches --pp-schedule --net',

@@ -71,12 +71,20 @@ export type Command = 'train' | 'parallel' | 'plan';
 /**
  * Parses `argv` for `command`: the training config's flags plus, for a parallel run, the
  * PlanSchema flags and, for plan, its own (PlanCliSchema); their values are in `options`.
- * @throws Error naming the flag (see parseTrainArgs).
+ * @throws Error naming the flag (see parseTrainArgs), and for --init-from outside a single-rank run.
  */
 export function parseCommandArgs(argv: string[], command: Command): ParsedTrainArgs {
   if (command === 'train' && isParallelArgv(argv)) command = 'parallel';
   if (command === 'train') return parseTrainArgs(argv);
-  return parseTrainArgs(aliasSchedule(argv), {}, command === 'plan' ? PLAN_SCHEMA : PlanSchema);
+  const args = parseTrainArgs(aliasSchedule(argv), {}, command === 'plan' ? PLAN_SCHEMA : PlanSchema);
+  if (args.initFrom !== undefined) {
+    throw new Error(
+      `--init-from loads a GPT-2 checkpoint into single-rank runs only; ${
+        command === 'plan' ? 'npm run plan' : 'a parallel run'
+      } does not take it`,
+    );
+  }
+  return args;
 }
 
 /** The most ranks `command` allows: a real run's, or plan's (a real one again with --measure). */

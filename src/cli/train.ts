@@ -15,6 +15,7 @@ import { Trainer } from '../train/trainer.ts';
 import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
 import { createModel } from '../models/registry.ts';
+import { initFromGpt2 } from '../train/init_from.ts';
 import { mixSeed, Random } from '../util/random.ts';
 import { CliExit, runCli } from './main.ts';
 import { checkState, DivergenceError } from '../train/finite.ts';
@@ -63,6 +64,10 @@ export async function main(argv: string[]): Promise<number | null> {
       valLoss = ckpt.state.valLoss;
       sampleRng.state = ckpt.state.rngState;
       await truncateMetrics(files.metrics, start);
+    }
+    if (args.initFrom) {
+      await initFromGpt2(model.params, cfg, tokenizer.vocabSize, args.initFrom);
+      console.log(`init: GPT-2 weights from ${args.initFrom}`);
     }
     await sweepTempWrites(outDir); // left by a writer killed mid-write
     await Deno.mkdir(outDir, { recursive: true });
