@@ -12,6 +12,11 @@
 // under lavapipe's 65 535 loop iterations per invocation); the running O, m and ℓ carry over in
 // y, lse and lsum exactly as in the barrier-free `fwd`.
 //
+// Loops over a row's channels and a tile's keys have constant trip counts (HS4, BC; a guard
+// skips keys past the tile), unlike the barrier-free kernels': a GPU compiler then unrolls them
+// and keeps q, o and the scores in registers, where an index it cannot resolve puts a private
+// array in local memory (docs/design.md §9). These kernels only run on GPUs, or forced in tests.
+//
 // Every loop bound and every barrier depends only on the workgroup id and the uniform, so
 // control flow around the barriers is workgroup-uniform; rows past T compute on a clamped copy
 // of row T−1 and are not stored.
@@ -49,7 +54,7 @@ fn fwd_tiled(
 
   var q: array<vec4<f32>, HS4>;
   var o: array<vec4<f32>, HS4>;
-  for (var j = 0u; j < p.hs4; j++) {
+  for (var j = 0u; j < HS4; j++) {
     q[j] = ld_qkv(qb + tc * c3, j) * p.scale;
     o[j] = select(vec4<f32>(0.0), ld_out(yb + tc * p.c, j), resume);
   }
@@ -70,34 +75,41 @@ fn fwd_tiled(
   // The first tile of the first chunk holds key 0, which every row sees: m is finite after it.
   for (var s0 = p.lo; s0 < end; s0 += BC) {
     let nk = min(BC, end - s0);
-    for (var i = lid; i < nk * p.hs4; i += BR) {
-      let r = (s0 + i / p.hs4) * c3;
-      let j = i % p.hs4;
+    for (var i = lid; i < nk * HS4; i += BR) {
+      let r = (s0 + i / HS4) * c3;
+      let j = i % HS4;
       ktile[i] = ld_qkv(kb + r, j);
       vtile[i] = ld_qkv(vb + r, j);
     }
     workgroupBarrier();
     var mx = NEG;
-    for (var k = 0u; k < nk; k++) {
-      var acc = vec4<f32>(0.0);
-      for (var j = 0u; j < p.hs4; j++) {
-        acc = fma(q[j], ktile[k * p.hs4 + j], acc);
+    // Constant trip counts (BC keys, HS4 channels) with a guard rather than `k < nk`: the loops
+    // unroll and sc, q and o stay in registers instead of local memory (docs/design.md §9).
+    for (var k = 0u; k < BC; k++) {
+      var s = NEG;
+      if (k < nk) {
+        var acc = vec4<f32>(0.0);
+        for (var j = 0u; j < HS4; j++) {
+          acc = fma(q[j], ktile[k * HS4 + j], acc);
+        }
+        s = select(NEG, (acc.x + acc.y) + (acc.z + acc.w), s0 + k < lim);
       }
-      let s = select(NEG, (acc.x + acc.y) + (acc.z + acc.w), s0 + k < lim);
       sc[k] = s;
       mx = max(mx, s);
     }
     let mn = max(m, mx);
     let alpha = exp(m - mn);
     l *= alpha;
-    for (var j = 0u; j < p.hs4; j++) {
+    for (var j = 0u; j < HS4; j++) {
       o[j] *= alpha;
     }
-    for (var k = 0u; k < nk; k++) {
-      let pk = exp(sc[k] - mn);
-      l += pk;
-      for (var j = 0u; j < p.hs4; j++) {
-        o[j] = fma(vec4<f32>(pk), vtile[k * p.hs4 + j], o[j]);
+    for (var k = 0u; k < BC; k++) {
+      if (k < nk) {
+        let pk = exp(sc[k] - mn);
+        l += pk;
+        for (var j = 0u; j < HS4; j++) {
+          o[j] = fma(vec4<f32>(pk), vtile[k * HS4 + j], o[j]);
+        }
       }
     }
     m = mn;
@@ -112,7 +124,7 @@ fn fwd_tiled(
     lv = m;
     lsum[lrow] = l;
   }
-  for (var j = 0u; j < p.hs4; j++) {
+  for (var j = 0u; j < HS4; j++) {
     st_out(yb + t * p.c, j, o[j] * inv, false);
   }
   lseo[lrow] = lv;

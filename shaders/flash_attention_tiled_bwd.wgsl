@@ -47,7 +47,7 @@ fn dq_tiled(
   var q: array<vec4<f32>, HS4>;
   var go: array<vec4<f32>, HS4>;
   var a: array<vec4<f32>, HS4>;
-  for (var j = 0u; j < p.hs4; j++) {
+  for (var j = 0u; j < HS4; j++) {
     q[j] = ld_qkv(qb + tc * c3, j) * p.scale;
     go[j] = ld_dy(ob + tc * p.c, j);
     a[j] = vec4<f32>(0.0);
@@ -62,9 +62,9 @@ fn dq_tiled(
   }
   for (var s0 = p.lo; s0 < end; s0 += BC) {
     let nk = min(BC, end - s0);
-    for (var i = lid; i < nk * p.hs4; i += BR) {
-      let r = (s0 + i / p.hs4) * c3;
-      let j = i % p.hs4;
+    for (var i = lid; i < nk * HS4; i += BR) {
+      let r = (s0 + i / HS4) * c3;
+      let j = i % HS4;
       atile[i] = ld_qkv(kb + r, j);
       btile[i] = ld_qkv(vb + r, j);
     }
@@ -72,20 +72,20 @@ fn dq_tiled(
     for (var k = 0u; k < nk; k++) {
       var s = vec4<f32>(0.0);
       var dp = vec4<f32>(0.0);
-      for (var j = 0u; j < p.hs4; j++) {
-        s = fma(q[j], atile[k * p.hs4 + j], s);
-        dp = fma(go[j], btile[k * p.hs4 + j], dp);
+      for (var j = 0u; j < HS4; j++) {
+        s = fma(q[j], atile[k * HS4 + j], s);
+        dp = fma(go[j], btile[k * HS4 + j], dp);
       }
       let sv = select(NEG, (s.x + s.y) + (s.z + s.w), s0 + k < lim);
       let z = exp(sv - lr) * ((dp.x + dp.y) + (dp.z + dp.w) - dr);
-      for (var j = 0u; j < p.hs4; j++) {
-        a[j] = fma(vec4<f32>(z), atile[k * p.hs4 + j], a[j]);
+      for (var j = 0u; j < HS4; j++) {
+        a[j] = fma(vec4<f32>(z), atile[k * HS4 + j], a[j]);
       }
     }
     workgroupBarrier();
   }
   if (t >= p.t) { return; }
-  for (var j = 0u; j < p.hs4; j++) {
+  for (var j = 0u; j < HS4; j++) {
     st_out(qb + t * c3, j, a[j] * p.scale, true);
   }
 }
@@ -116,7 +116,7 @@ fn dkv_tiled(
   var v: array<vec4<f32>, HS4>;
   var dk: array<vec4<f32>, HS4>;
   var dv: array<vec4<f32>, HS4>;
-  for (var j = 0u; j < p.hs4; j++) {
+  for (var j = 0u; j < HS4; j++) {
     k[j] = ld_qkv(kb + sc * c3, j) * p.scale;
     v[j] = ld_qkv(vb + sc * c3, j);
     dk[j] = vec4<f32>(0.0);
@@ -132,9 +132,9 @@ fn dkv_tiled(
   }
   for (var t0 = start; t0 < end; t0 += BC) {
     let nq = min(BC, end - t0);
-    for (var i = lid; i < nq * p.hs4; i += BR) {
-      let r = t0 + i / p.hs4;
-      let j = i % p.hs4;
+    for (var i = lid; i < nq * HS4; i += BR) {
+      let r = t0 + i / HS4;
+      let j = i % HS4;
       atile[i] = ld_qkv(qb + r * c3, j);
       btile[i] = ld_dy(ob + r * p.c, j);
     }
@@ -143,23 +143,23 @@ fn dkv_tiled(
       let tq = t0 + i;
       var x = vec4<f32>(0.0);
       var dp = vec4<f32>(0.0);
-      for (var j = 0u; j < p.hs4; j++) {
-        x = fma(k[j], atile[i * p.hs4 + j], x);
-        dp = fma(v[j], btile[i * p.hs4 + j], dp);
+      for (var j = 0u; j < HS4; j++) {
+        x = fma(k[j], atile[i * HS4 + j], x);
+        dp = fma(v[j], btile[i * HS4 + j], dp);
       }
       // L and D of one query: the same address for every invocation, a broadcast load.
       let sv = select(NEG, (x.x + x.y) + (x.z + x.w), tq >= qmin);
       let pv = exp(sv - lse[lb + tq]);
       let z = pv * ((dp.x + dp.y) + (dp.z + dp.w) - dd[lb + tq]);
-      for (var j = 0u; j < p.hs4; j++) {
-        dv[j] = fma(vec4<f32>(pv), btile[i * p.hs4 + j], dv[j]);
-        dk[j] = fma(vec4<f32>(z), atile[i * p.hs4 + j], dk[j]);
+      for (var j = 0u; j < HS4; j++) {
+        dv[j] = fma(vec4<f32>(pv), btile[i * HS4 + j], dv[j]);
+        dk[j] = fma(vec4<f32>(z), atile[i * HS4 + j], dk[j]);
       }
     }
     workgroupBarrier();
   }
   if (s >= p.t) { return; }
-  for (var j = 0u; j < p.hs4; j++) {
+  for (var j = 0u; j < HS4; j++) {
     st_out(kb + s * c3, j, dk[j] * p.scale, true);
     st_out(vb + s * c3, j, dv[j], true);
   }

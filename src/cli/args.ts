@@ -32,6 +32,7 @@ const EXTRA = {
   'resume-step': { type: 'string' },
   'allow-legacy-checkpoint': { type: 'boolean' },
   'init-from': { type: 'string' },
+  adapter: { type: 'string' },
   // Short spellings of two recipes: --neftune α, --goldfish k,h.
   neftune: { type: 'string' },
   goldfish: { type: 'string' },
@@ -54,6 +55,8 @@ export interface ParsedTrainArgs {
   allowLegacyCheckpoint: boolean;
   /** A Hugging Face GPT-2 safetensors file whose weights a new run starts from (fine-tuning). */
   initFrom?: string;
+  /** Dawn's adapter by name substring or index (src/gpu/dawn_adapters.ts). */
+  adapter?: string;
   help: boolean;
   /** Values of the caller's own extra flags (see `more`), by flag name. */
   extra: Record<string, string | boolean | undefined>;
@@ -169,6 +172,7 @@ export function parseTrainArgs(
     resumeStep,
     allowLegacyCheckpoint: values['allow-legacy-checkpoint'] === true,
     initFrom: path('init-from', values['init-from']),
+    adapter: values.adapter as string | undefined,
     help: values.help === true,
     extra: Object.fromEntries(Object.keys(more).map((k) => [k, values[k]])),
     options: typed,
@@ -183,6 +187,7 @@ export function trainHelp(): string {
     '  --preset NAME        ' + Object.keys(PRESETS).join(' | ') + ' (default tiny)',
     '  --config FILE        JSON object of config keys (camelCase), applied over the preset',
     '  --gpu B              auto | wgpu | dawn (default auto)',
+    '  --adapter NAME|N     on a machine with several GPUs: the adapter whose name contains NAME, or the N-th Dawn finds (Dawn)',
     '  --out DIR            run directory (default runs/<preset>-<time>)',
     '  --resume             continue the run in --out from its checkpoint',
     '  --resume-step N      with --resume: start from the kept ckpt-N.safetensors (--ckpt-schedule pythia)',

@@ -151,6 +151,7 @@ Suites: comm (collective layer; see 'comm --help'), all (default), ${
 
 Options:
   --gpu=auto|wgpu|dawn   WebGPU implementation (default auto)
+  --adapter NAME|N       the adapter whose name contains NAME, or the N-th Dawn finds (Dawn)
   --json FILE            also write the JSON results to FILE
   --sizes LIST           comma-separated square sizes for size sweeps (matmul: ${DEFAULT_MATMUL_SIZES.join(',')})
   --attn SPEC            attention suite shape, e.g. b=1,nh=4,hs=64,causal=1,reps=3,tiled=0 (T from --sizes)
@@ -159,6 +160,8 @@ Options:
 interface BenchArgs {
   suites: string[];
   backend: Backend;
+  /** Dawn's adapter by name substring or index (src/gpu/dawn_adapters.ts). */
+  adapter?: string;
   json?: string;
   sizes?: number[];
   attn?: string;
@@ -176,6 +179,7 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
       args: argv,
       options: {
         gpu: { type: 'string', default: 'auto' },
+        adapter: { type: 'string' },
         json: { type: 'string' },
         sizes: { type: 'string' },
         attn: { type: 'string' },
@@ -209,6 +213,7 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
   return {
     suites: [...new Set(suites)],
     backend: values.gpu as Backend,
+    adapter: values.adapter,
     json: values.json,
     sizes,
     attn: values.attn,
@@ -229,7 +234,7 @@ async function main(argv: string[]): Promise<number> {
     console.log(HELP);
     return 0;
   }
-  const gpu = await Gpu.create({ backend: args.backend, log: console.log });
+  const gpu = await Gpu.create({ backend: args.backend, adapter: args.adapter, log: console.log });
   const results: Record<string, unknown> = {};
   try {
     for (const name of args.suites) {

@@ -71,17 +71,19 @@ export type Command = 'train' | 'parallel' | 'plan';
 /**
  * Parses `argv` for `command`: the training config's flags plus, for a parallel run, the
  * PlanSchema flags and, for plan, its own (PlanCliSchema); their values are in `options`.
- * @throws Error naming the flag (see parseTrainArgs), and for --init-from outside a single-rank run.
+ * @throws Error naming the flag (see parseTrainArgs), and for --init-from or --adapter outside a single-rank run.
  */
 export function parseCommandArgs(argv: string[], command: Command): ParsedTrainArgs {
   if (command === 'train' && isParallelArgv(argv)) command = 'parallel';
   if (command === 'train') return parseTrainArgs(argv);
   const args = parseTrainArgs(aliasSchedule(argv), {}, command === 'plan' ? PLAN_SCHEMA : PlanSchema);
+  const where = command === 'plan' ? 'npm run plan' : 'a parallel run';
   if (args.initFrom !== undefined) {
+    throw new Error(`--init-from loads a GPT-2 checkpoint into single-rank runs only; ${where} does not take it`);
+  }
+  if (args.adapter !== undefined) {
     throw new Error(
-      `--init-from loads a GPT-2 checkpoint into single-rank runs only; ${
-        command === 'plan' ? 'npm run plan' : 'a parallel run'
-      } does not take it`,
+      `--adapter picks the GPU of a single-rank run; ${where} does not take it (its ranks share one adapter)`,
     );
   }
   return args;

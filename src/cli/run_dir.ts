@@ -1,4 +1,5 @@
 /** A run directory on disk (docs/design.md §15): metrics.jsonl, config.json, ckpt.safetensors. */
+import { kebab } from './flags.ts';
 import { exists, writeAtomic } from '../io/atomic.ts';
 
 /**
@@ -39,8 +40,8 @@ export function checkResumeOverrides(args: { overrides: Record<string, unknown>;
   if (bad.length || args.configFile) {
     throw new Error(
       `--resume continues the saved config; these flags would change it: ${
-        bad.map((k) => `--${k}`).join(', ') || '--config'
-      } (allowed: ${[...RESUMABLE_KEYS].join(', ')})`,
+        bad.map((k) => `--${kebab(k)}`).join(', ') || '--config'
+      } (allowed: ${[...RESUMABLE_KEYS].map((k) => `--${kebab(k)}`).join(', ')})`,
     );
   }
 }

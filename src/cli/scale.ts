@@ -28,6 +28,7 @@ sizes 64 and 128, and a GPT-2-124M-shaped training step (tokens/s, MFU, peak poo
 Options:
   --quick               small shapes (CPU adapters, CI)
   --gpu=auto|wgpu|dawn  WebGPU implementation (default auto)
+  --adapter NAME|N      the adapter whose name contains NAME, or the N-th Dawn finds (Dawn)
   --device NAME         peak for MFU from a profile: ${Object.keys(DEVICE_PEAKS).join(', ')}
   --peak-tflops X       peak for MFU in TFLOP/s (overrides --device)
   --batch B             sequences per training step (default 4; quick 2)
@@ -39,6 +40,8 @@ Options:
 export interface ScaleArgs {
   quick: boolean;
   backend: Backend;
+  /** Dawn's adapter by name substring or index (src/gpu/dawn_adapters.ts). */
+  adapter?: string;
   peakTflops: number;
   batch?: number;
   baseline?: string;
@@ -58,6 +61,7 @@ export function parseScaleArgs(argv: string[]): ScaleArgs {
       options: {
         quick: { type: 'boolean', default: false },
         gpu: { type: 'string', default: 'auto' },
+        adapter: { type: 'string' },
         device: { type: 'string' },
         'peak-tflops': { type: 'string' },
         batch: { type: 'string' },
@@ -82,6 +86,7 @@ export function parseScaleArgs(argv: string[]): ScaleArgs {
   return {
     quick: v.quick,
     backend: v.gpu as Backend,
+    adapter: v.adapter,
     peakTflops: peakTflops(peak, v.device),
     batch,
     baseline: v.baseline,
@@ -178,7 +183,7 @@ async function main(argv: string[]): Promise<number> {
     console.log(HELP);
     return 0;
   }
-  const gpu = await Gpu.create({ backend: args.backend, log: console.log });
+  const gpu = await Gpu.create({ backend: args.backend, adapter: args.adapter, log: console.log });
   const head = {
     backend: gpu.backend,
     adapter: gpu.adapterDescription,

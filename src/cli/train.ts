@@ -16,10 +16,14 @@ import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
 import { createModel } from '../models/registry.ts';
 import { initFromGpt2 } from '../train/init_from.ts';
+import { DeviceLostError } from '../gpu/lost.ts';
 import { mixSeed, Random } from '../util/random.ts';
 import { CliExit, runCli } from './main.ts';
 import { checkState, DivergenceError } from '../train/finite.ts';
 import { resumeCommand, StopListener, yieldToEvents } from './stop.ts';
+
+/** Environment variable of the device-loss fault injection (tests only): the step before which the device is destroyed. */
+export const LOSE_DEVICE_ENV = 'WEBGPU_SANDBOX_LOSE_DEVICE_AT_STEP';
 
 function stamp(): string {
   return new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
@@ -46,7 +50,7 @@ export async function main(argv: string[]): Promise<number | null> {
   const { cfg, ckpt } = await resolveConfig(args, outDir);
   const { tokenizer, data, texts } = await loadTrainingData(cfg, ckpt?.state.tokenizer ?? null);
 
-  const gpu = await Gpu.create({ backend: args.gpu as Backend, log: console.log });
+  const gpu = await Gpu.create({ backend: args.gpu as Backend, adapter: args.adapter, log: console.log });
   let stopper: StopListener | null = null;
   try {
     const model = createModel(gpu, cfg, tokenizer.vocabSize);
@@ -123,61 +127,73 @@ export async function main(argv: string[]): Promise<number | null> {
 
     let tLast = performance.now();
     const stop = (stopper = new StopListener());
-    for (let s = start; s < cfg.steps; s++) {
-      await trainer.step(s);
-      await yieldToEvents(); // encoding never awaits between log lines: let a signal in
-      const done = s + 1;
-      const last = done === cfg.steps;
-      const stopNow = stop.requested;
-      const evalNow = done % cfg.evalInterval === 0 || last;
-      const ckptNow = isCheckpointStep(done, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule) || stopNow;
-      if (done % cfg.logInterval === 0 || evalNow || ckptNow) {
-        const recs = await trainer.drain();
-        const now = performance.now();
-        const ms = (now - tLast) / recs.length;
-        tLast = now;
-        const tps = (tokensPerStep * 1000) / ms;
-        const mfu = cfg.peakTflops > 0 ? flopsPerStep / (ms / 1000) / (cfg.peakTflops * 1e12) : null;
-        for (const r of recs) {
-          if (!Number.isFinite(r.loss)) throw new DivergenceError(r.step, `loss became ${r.loss}`, lastGood, outDir);
-          writeMetric({
-            step: r.step,
-            loss: r.loss,
-            lr: r.lr,
-            grad_norm: r.gradNorm,
-            ms_per_step: ms,
-            tokens_per_s: tps,
-          });
+    // Fault injection for the device-loss test (tests/cli/device_lost.test.ts): destroys the device before step N.
+    const loseAt = Number(Deno.env.get(LOSE_DEVICE_ENV) ?? NaN);
+    try {
+      for (let s = start; s < cfg.steps; s++) {
+        if (s === loseAt) gpu.device.destroy();
+        await trainer.step(s);
+        await yieldToEvents(); // encoding never awaits between log lines: let a signal in
+        const done = s + 1;
+        const last = done === cfg.steps;
+        const stopNow = stop.requested;
+        const evalNow = done % cfg.evalInterval === 0 || last;
+        const ckptNow = isCheckpointStep(done, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule) || stopNow;
+        if (done % cfg.logInterval === 0 || evalNow || ckptNow) {
+          const recs = await trainer.drain();
+          const now = performance.now();
+          const ms = (now - tLast) / recs.length;
+          tLast = now;
+          const tps = (tokensPerStep * 1000) / ms;
+          const mfu = cfg.peakTflops > 0 ? flopsPerStep / (ms / 1000) / (cfg.peakTflops * 1e12) : null;
+          for (const r of recs) {
+            if (!Number.isFinite(r.loss)) throw new DivergenceError(r.step, `loss became ${r.loss}`, lastGood, outDir);
+            writeMetric({
+              step: r.step,
+              loss: r.loss,
+              lr: r.lr,
+              grad_norm: r.gradNorm,
+              ms_per_step: ms,
+              tokens_per_s: tps,
+            });
+          }
+          const r = recs[recs.length - 1];
+          progress.clear();
+          console.log(fmtLine(r.step, r.loss, r.lr, ms, tps, mfu));
+          if (evalNow) {
+            valLoss = await trainer.evaluate('val');
+            // A mixture also reports each corpus (forgetting vs adaptation in continual pre-training).
+            const bySource = trainer.sourceNames.length > 1 ? await trainer.evaluateSources('val') : null;
+            const perSource = bySource
+              ? Object.fromEntries(trainer.sourceNames.map((n, i) => [n, bySource[i]]))
+              : undefined;
+            writeMetric({ step: r.step, val_loss: valLoss, ...(perSource ? { val_loss_by_source: perSource } : {}) });
+            const extra = perSource
+              ? ` (${Object.entries(perSource).map(([n, v]) => `${n} ${v.toFixed(4)}`).join(' · ')})`
+              : '';
+            console.log(`step ${String(r.step).padStart(5)} | val loss ${valLoss.toFixed(4)}${extra}`);
+          }
+          if (ckptNow) await checkpoint(done);
+          tLast = performance.now(); // evaluation and checkpoints are not training time
         }
-        const r = recs[recs.length - 1];
-        progress.clear();
-        console.log(fmtLine(r.step, r.loss, r.lr, ms, tps, mfu));
-        if (evalNow) {
-          valLoss = await trainer.evaluate('val');
-          // A mixture also reports each corpus (forgetting vs adaptation in continual pre-training).
-          const bySource = trainer.sourceNames.length > 1 ? await trainer.evaluateSources('val') : null;
-          const perSource = bySource
-            ? Object.fromEntries(trainer.sourceNames.map((n, i) => [n, bySource[i]]))
-            : undefined;
-          writeMetric({ step: r.step, val_loss: valLoss, ...(perSource ? { val_loss_by_source: perSource } : {}) });
-          const extra = perSource
-            ? ` (${Object.entries(perSource).map(([n, v]) => `${n} ${v.toFixed(4)}`).join(' · ')})`
-            : '';
-          console.log(`step ${String(r.step).padStart(5)} | val loss ${valLoss.toFixed(4)}${extra}`);
+        if (stopNow) {
+          progress.clear();
+          metrics.close();
+          console.log(
+            `stopped by ${stop.signal} after step ${s} (${done} steps done): checkpoint saved in ${files.checkpoint}`,
+          );
+          console.log(`resume with: ${resumeCommand(outDir)}`);
+          throw new CliExit(stop.exitCode);
         }
-        if (ckptNow) await checkpoint(done);
-        tLast = performance.now(); // evaluation and checkpoints are not training time
+        progress.update(done);
       }
-      if (stopNow) {
-        progress.clear();
-        metrics.close();
-        console.log(
-          `stopped by ${stop.signal} after step ${s} (${done} steps done): checkpoint saved in ${files.checkpoint}`,
-        );
-        console.log(`resume with: ${resumeCommand(outDir)}`);
-        throw new CliExit(stop.exitCode);
-      }
-      progress.update(done);
+    } catch (e) {
+      if (!(e instanceof DeviceLostError)) throw e;
+      progress.clear();
+      const kept = lastGood !== null
+        ? `the last checkpoint (step ${lastGood}) in ${outDir} is kept: resume with: ${resumeCommand(outDir)}`
+        : `no checkpoint was saved in ${outDir}`;
+      throw new Error(`${e.message}; the run stopped; ${kept}`);
     }
     progress.clear();
     metrics.close();

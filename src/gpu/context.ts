@@ -10,6 +10,7 @@ import { checkBindingSize, checkWorkgroups } from './limits.ts';
 import { loadShaders, type ShaderName } from '../kernels/shaders.ts';
 import { type KernelTime, Profiler } from './profiler.ts';
 import { DispatchCache } from './dispatch_cache.ts';
+import { DeviceLostError } from './lost.ts';
 
 /** A compiled-on-demand kernel: `key` names the specialisation, `code` is its WGSL. */
 export interface KernelCode {
@@ -36,6 +37,12 @@ export class Gpu {
   private profiler: Profiler | null = null;
   /** Dispatches encoded since creation (for benchmarks and tests). */
   dispatchCount = 0;
+  /** Set by {@link destroy}, so the loss it causes is not reported as a lost device. */
+  private closing = false;
+  /** Why the device was lost, once it was (not by {@link destroy}). */
+  private lostWith: DeviceLostError | null = null;
+  /** Rejects with the DeviceLostError when the device is lost, so no wait outlives the device. */
+  private readonly lostSignal: Promise<never>;
 
   private constructor(private readonly opened: OpenedDevice, readonly shaders: Record<ShaderName, string>) {
     this.device = opened.device;
@@ -49,19 +56,46 @@ export class Gpu {
       const msg = (ev as GPUUncapturedErrorEvent).error.message;
       if (!this.firstError) this.firstError = msg;
     });
+    this.lostSignal = this.device.lost.then((info) => {
+      if (!this.closing) this.lostWith = new DeviceLostError(info.reason ?? 'unknown', info.message ?? '');
+      throw this.lostWith ?? new Error('the GPU context was destroyed');
+    });
+    this.lostSignal.catch(() => {}); // observed by the waits below; unobserved otherwise
+  }
+
+  /** The loss of the device, or null while it is alive (a destroy() is not a loss). */
+  get lost(): DeviceLostError | null {
+    return this.lostWith;
+  }
+
+  /** `work`, or the DeviceLostError when the device is lost first or was lost already. */
+  private async untilLost<T>(work: Promise<T>): Promise<T> {
+    if (this.lostWith) throw this.lostWith;
+    try {
+      return await Promise.race([work, this.lostSignal]);
+    } catch (e) {
+      // Work can fail on a lost device before `lost` resolves: give it a moment to say why.
+      await Promise.race([this.lostSignal.catch(() => {}), new Promise((r) => setTimeout(r, 100))]);
+      throw this.lostWith ?? e;
+    }
   }
 
   /**
    * Opens a device on `backend` and loads the shaders.
    * @throws Error from {@link openDevice} when no adapter exists (names the driver to install).
    */
-  static async create(opts: Pick<OpenOptions, 'backend' | 'log' | 'maxLimits'> = {}): Promise<Gpu> {
+  static async create(opts: Pick<OpenOptions, 'backend' | 'log' | 'maxLimits' | 'adapter'> = {}): Promise<Gpu> {
     const [opened, shaders] = await Promise.all([openDevice(opts), loadShaders()]);
     return new Gpu(opened, shaders);
   }
 
   /** Destroys the device (required on Dawn for the process to exit). */
   destroy(): void {
+    this.closing = true;
+    if (this.lostWith) {
+      this.opened.close();
+      return;
+    }
     this.flush();
     this.opened.close();
   }
@@ -120,9 +154,11 @@ export class Gpu {
 
   /**
    * Reads a tensor back to the host. This is the only place a step waits for the GPU.
-   * @throws Error carrying the first WebGPU validation error seen since the last read.
+   * @throws DeviceLostError once the device is lost; Error carrying the first WebGPU validation
+   *   error seen since the last read.
    */
   async read(t: Tensor): Promise<Float32Array | Int32Array | Uint32Array> {
+    if (this.lostWith) throw this.lostWith;
     const bytes = Math.max(4, t.bytes);
     const staging = this.device.createBuffer({
       size: Math.ceil(bytes / 4) * 4,
@@ -131,7 +167,7 @@ export class Gpu {
     this.endPass();
     this.enc().copyBufferToBuffer(t.buffer, t.offset, staging, 0, bytes);
     this.flush();
-    await staging.mapAsync(GPUMapMode.READ);
+    await this.untilLost(staging.mapAsync(GPUMapMode.READ));
     const copy = staging.getMappedRange().slice(0);
     staging.unmap();
     staging.destroy();
@@ -144,11 +180,13 @@ export class Gpu {
     return out.subarray(0, t.size);
   }
 
-  /** Waits until all submitted work finished. @throws the first validation error seen. */
+  /** Waits until all submitted work finished. @throws DeviceLostError once the device is lost; the first validation error seen. */
   async sync(): Promise<void> {
+    if (this.lostWith) throw this.lostWith;
     this.flush();
-    await this.device.queue.onSubmittedWorkDone();
+    await this.untilLost(this.device.queue.onSubmittedWorkDone());
     this.throwIfError();
+    if (this.lostWith) throw this.lostWith;
   }
 
   private throwIfError(): void {

@@ -3,6 +3,7 @@
  * Deno's built-in WebGPU (wgpu) and Dawn (`npm:webgpu`, from Deno or Node).
  * docs/design.md §8 lists the drivers each needs on a machine without a GPU.
  */
+import { dawnAdapterFlag } from './dawn_adapters.ts';
 
 /** Which WebGPU implementation to use. `auto` takes `navigator.gpu` when present, else Dawn. */
 export type Backend = 'auto' | 'wgpu' | 'dawn' | 'browser';
@@ -33,6 +34,11 @@ export interface OpenOptions {
   /** Prints adapter and limits once (default true). */
   log?: (line: string) => void;
   powerPreference?: GPUPowerPreference;
+  /**
+   * Dawn only: which adapter, by name substring or index into the adapters Dawn finds
+   * (dawn_adapters.ts). With backend `auto` it selects Dawn.
+   */
+  adapter?: string;
   /** Upper bounds on the limits raised to the adapter's maximum, so a test can open a device as small as another adapter's. */
   maxLimits?: Partial<Record<RaisedLimit, number>>;
 }
@@ -100,17 +106,22 @@ function addSwiftShaderForDawn(): void {
  * promise is kept, not the object, so ranks opening devices at once in one thread share one
  * instance instead of each creating one and dropping the other's.
  */
-let dawnInstance: Promise<GPU> | null = null;
+const dawnInstances = new Map<string, Promise<GPU>>();
 
-function dawnGpu(): Promise<GPU> {
-  dawnInstance ??= createDawnGpu().catch((e) => {
-    dawnInstance = null;
-    throw e;
-  });
-  return dawnInstance;
+function dawnGpu(adapter?: string): Promise<GPU> {
+  const key = adapter ?? '';
+  let gpu = dawnInstances.get(key);
+  if (!gpu) {
+    gpu = createDawnGpu(adapter).catch((e) => {
+      dawnInstances.delete(key);
+      throw e;
+    });
+    dawnInstances.set(key, gpu);
+  }
+  return gpu;
 }
 
-async function createDawnGpu(): Promise<GPU> {
+async function createDawnGpu(adapter?: string): Promise<GPU> {
   addSwiftShaderForDawn();
   // A computed specifier keeps Vite and tsc from trying to resolve a Deno-only import.
   const spec = 'npm:webgpu';
@@ -122,7 +133,9 @@ async function createDawnGpu(): Promise<GPU> {
   for (const [k, v] of Object.entries(mod.globals)) {
     if (!(k in globalThis)) (globalThis as Record<string, unknown>)[k] = v;
   }
-  return mod.create(['backend=vulkan']);
+  const flags = ['backend=vulkan'];
+  if (adapter !== undefined) flags.push(await dawnAdapterFlag(adapter, (f) => mod.create(f), flags));
+  return mod.create(flags);
 }
 
 function noAdapterError(backend: Exclude<Backend, 'auto'>): Error {
@@ -148,13 +161,21 @@ export async function openDevice(opts: OpenOptions = {}): Promise<OpenedDevice> 
   const isDeno = deno !== undefined;
   const nav = (globalThis as { navigator?: { gpu?: GPU } }).navigator;
   let backend: Exclude<Backend, 'auto'>;
-  if (want === 'auto') backend = nav?.gpu ? (isDeno ? 'wgpu' : 'browser') : 'dawn';
-  else backend = want;
+  if (want === 'auto') {
+    backend = opts.adapter !== undefined ? 'dawn' : nav?.gpu ? (isDeno ? 'wgpu' : 'browser') : 'dawn';
+  } else backend = want;
+  if (opts.adapter !== undefined && backend !== 'dawn') {
+    throw new Error(
+      `--adapter picks among several GPUs through Dawn: use --gpu=dawn (or auto); ${
+        backend === 'wgpu' ? "Deno's built-in WebGPU" : 'a browser'
+      } chooses its adapter itself`,
+    );
+  }
 
   let gpu: GPU | undefined;
   if (backend === 'dawn') {
     if (!isDeno) throw new Error("--gpu=dawn needs Deno (it loads 'npm:webgpu'); in a browser use --gpu=browser");
-    gpu = await dawnGpu();
+    gpu = await dawnGpu(opts.adapter);
   } else {
     if (backend === 'wgpu' && !isDeno) {
       throw new Error("--gpu=wgpu is Deno's built-in WebGPU; this runtime is not Deno");
@@ -168,7 +189,14 @@ export async function openDevice(opts: OpenOptions = {}): Promise<OpenedDevice> 
       );
     }
   }
-  const adapter = await gpu.requestAdapter({ powerPreference: opts.powerPreference ?? 'high-performance' });
+  let adapter: GPUAdapter | null;
+  try {
+    adapter = await gpu.requestAdapter({ powerPreference: opts.powerPreference ?? 'high-performance' });
+  } catch (e) {
+    // Dawn rejects when no adapter has the --adapter name, listing the ones it found.
+    if (opts.adapter === undefined) throw e;
+    throw new Error(`--adapter ${opts.adapter}: ${(e as Error).message.replace(/\s*\n\s*/g, ' ')}`);
+  }
   if (!adapter) throw noAdapterError(backend);
 
   const requiredLimits: Record<string, number> = {};

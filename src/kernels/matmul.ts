@@ -171,13 +171,26 @@ export function matmul(
   for (const t of copies) t.release();
 }
 
+/** Workgroup memory of matmul_tiled_128.wgsl: two tiles of 16 k-rows × 33 vec4s (bytes). */
+export const LARGE_TILE_WORKGROUP_BYTES = 2 * 16 * 33 * 16;
+
+/**
+ * The GPU kernel's block for an (M, N) output: 128 once there are {@link LARGE_TILE_BLOCKS}
+ * blocks of it and the device's workgroup memory holds its tiles (16.5 KiB, over WebGPU's
+ * 16 KiB default), else 64.
+ */
+export function matmulTile(gpu: Gpu, m: number, n: number): 64 | 128 {
+  const fits = gpu.device.limits.maxComputeWorkgroupStorageSize >= LARGE_TILE_WORKGROUP_BYTES;
+  return fits && cdiv(m, 128) * cdiv(n, 128) >= LARGE_TILE_BLOCKS ? 128 : 64;
+}
+
 /** matmul_tiled.wgsl specialised per layout (TRANS_A, TRANS_B), built once each. */
 const specialised = new Map<string, string>();
 
 /** The GPU path: 64×64 or 128×128 blocks of C per 16×16 workgroup ({@link matmulTuning}). */
 function matmulTiled(gpu: Gpu, call: CheckedMatmul): void {
   const { a, b, c, m, n, k, transA, transB, alpha, beta, bias, aCols: lda, bCols: ldb } = call;
-  const tile = matmulTuning.tile || (cdiv(m, 128) * cdiv(n, 128) >= LARGE_TILE_BLOCKS ? 128 : 64);
+  const tile = matmulTuning.tile || matmulTile(gpu, m, n);
   const shader = tile === 128 ? 'matmul_tiled_128' : 'matmul_tiled';
   const key = `${shader}.${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}`;
   let code = specialised.get(key);

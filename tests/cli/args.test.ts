@@ -1,6 +1,7 @@
 import { deepStrictEqual, equal, throws } from 'node:assert/strict';
 import { parseTrainArgs } from '../../src/cli/args.ts';
 import { parseConfig, PRESETS } from '../../src/train/config.ts';
+import { checkResumeOverrides } from '../../src/cli/run_dir.ts';
 
 Deno.test('train flags map to config keys', () => {
   const a = parseTrainArgs([
@@ -79,4 +80,12 @@ Deno.test('recipe short flags: --neftune α and --goldfish k,h; bad values and -
   throws(() => parseConfig(parseTrainArgs(['--neftune=-1']).overrides), /neftuneAlpha/);
   throws(() => parseTrainArgs(['--resume-step', '4']), /--resume-step .* needs --resume/);
   equal(parseTrainArgs(['--resume', '--out', 'x', '--resume-step', '8']).resumeStep, 8);
+});
+
+Deno.test('--resume with flags that would change the saved config names them as flags (kebab-case)', () => {
+  throws(
+    () => checkResumeOverrides({ overrides: { nLayer: 2, batchSize: 4, steps: 9 } }),
+    /these flags would change it: --n-layer, --batch-size \(allowed: --steps, --log-interval, /,
+  );
+  checkResumeOverrides({ overrides: { steps: 9, lr: 1e-3 } });
 });

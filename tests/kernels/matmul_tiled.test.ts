@@ -1,8 +1,10 @@
 // The GPU path of matmul (shaders/matmul_tiled.wgsl and matmul_tiled_128.wgsl), forced on the CPU adapter so CI checks
 // it against the f64 reference even where no GPU exists.
-import { gpuTest } from '../util/gpu.ts';
+import { gpuTest, testBackend } from '../util/gpu.ts';
 import { assertClose, randn } from '../util/assert.ts';
-import { matmul, matmulTuning } from '../../src/kernels/matmul.ts';
+import { LARGE_TILE_WORKGROUP_BYTES, matmul, matmulTile, matmulTuning } from '../../src/kernels/matmul.ts';
+import { Gpu } from '../../src/gpu/context.ts';
+import { equal } from 'node:assert/strict';
 import { matmulRef } from '../../src/reference/matmul.ts';
 import { Tensor } from '../../src/gpu/tensor.ts';
 
@@ -42,3 +44,37 @@ for (const tile of [64, 128] as const) {
     },
   );
 }
+
+Deno.test({
+  name: 'matmul tile choice: 128² from 128 output blocks when the workgroup memory holds its tiles, else 64²',
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const big = await Gpu.create({ backend: testBackend() });
+    const small = await Gpu.create({
+      backend: testBackend(),
+      maxLimits: { maxComputeWorkgroupStorageSize: LARGE_TILE_WORKGROUP_BYTES - 512 },
+    });
+    try {
+      if (big.device.limits.maxComputeWorkgroupStorageSize < LARGE_TILE_WORKGROUP_BYTES) {
+        throw new Error('this adapter offers too little workgroup memory to test the 128² choice');
+      }
+      equal(matmulTile(big, 2048, 2048), 128);
+      equal(matmulTile(big, 1024, 1024), 64, '64 blocks of 128² do not fill a large GPU');
+      equal(matmulTile(big, 4096, 512), 128);
+      equal(matmulTile(small, 2048, 2048), 64, 'a device with the default 16 KiB keeps the 64² tile');
+      // On that device the product still runs (the tiled path forced on CPU adapters) and is right.
+      matmulTuning.forceTiled = true;
+      const [m, n, k] = [1536, 1536, 3];
+      const a = randn(m * k, 11), b = randn(k * n, 12);
+      const ta = small.upload(Float32Array.from(a), [m, k]), tb = small.upload(Float32Array.from(b), [k, n]);
+      const tc = small.empty([m, n]);
+      matmul(small, ta, tb, tc, m, n, k);
+      assertClose(await small.read(tc), matmulRef(a, b, m, n, k), 'tiled on a 16 KiB device');
+    } finally {
+      matmulTuning.forceTiled = false;
+      big.destroy();
+      small.destroy();
+    }
+  },
+});
