@@ -1,7 +1,8 @@
 // What the shared-memory tiled matmuls (matmul_tiled.wgsl, matmul_tiled_128.wgsl) share: the
 // parameters, the bindings, the layout constants the TS side specialises, and the bounds-checked
 // loads of op(A) and op(B), which return 0 outside the matrices so ragged edges need no branch
-// in the inner loop, and the epilogue that stores four columns of C.
+// in the inner loop, and the epilogue that stores four columns of C. The loads convert to f32
+// so the TS side can declare a or b as array<f16> (f16 operands, f32 accumulation and output).
 //
 // Bindings: 0 a (read), 1 b (read), 2 c (read_write), 3 bias (read), 4 params.
 
@@ -27,14 +28,14 @@ const TRANS_B: bool = false;
 
 fn load_a(i: u32, kk: u32) -> f32 {
   if (i >= p.m || kk >= p.k) { return 0.0; }
-  if (TRANS_A) { return a[kk * p.lda + i]; }
-  return a[i * p.lda + kk];
+  if (TRANS_A) { return f32(a[kk * p.lda + i]); }
+  return f32(a[i * p.lda + kk]);
 }
 
 fn load_b(kk: u32, j: u32) -> f32 {
   if (kk >= p.k || j >= p.n) { return 0.0; }
-  if (TRANS_B) { return b[j * p.ldb + kk]; }
-  return b[kk * p.ldb + j];
+  if (TRANS_B) { return f32(b[j * p.ldb + kk]); }
+  return f32(b[kk * p.ldb + j]);
 }
 
 // Writes C[i, j … j + 3] = alpha·v + beta·C (+ bias), skipping what lies outside C.

@@ -1,7 +1,7 @@
 /**
  * The scale suite (`npm run scale`): what one adapter achieves at sizes a real GPU is bought for.
- * f32 matmul GFLOP/s by size (the shipped kernel against the plain 16×16 tile kernel in the same
- * run), FlashAttention-2 forward + backward by sequence length and head size, and a training step
+ * f32 matmul GFLOP/s by size (the shipped kernel against each tile forced, the plain 16×16 tile
+ * kernel and, with shader-f16, f16 operands, in the same run), FlashAttention-2 forward + backward by sequence length and head size, and a training step
  * of a GPT-2-124M-shaped model (12 layers, 12 heads, width 768, block 1024, vocabulary 50257;
  * Radford et al. 2019) in tokens/s with MFU and the pool's peak bytes. `--quick` shrinks every
  * shape so CPU adapters finish in CI. docs/design.md §8 says how the figures are taken.
@@ -12,6 +12,7 @@ import { parseConfig } from '../train/config.ts';
 import type { KernelTime } from '../gpu/profiler.ts';
 import { matmul, matmulPlain, matmulTuning } from '../kernels/matmul.ts';
 import { fill, timeKernels } from './timing.ts';
+import { castToF16 } from '../kernels/cast.ts';
 import { benchAttention } from './attention.ts';
 import { benchTrainConfig } from './train.ts';
 
@@ -80,6 +81,8 @@ export interface ScaleMatmulRow {
   tile64Gflops: number;
   tile128Gflops: number;
   plainGflops: number;
+  /** The shipped kernel with f16 operands (f32 accumulation; null without shader-f16). */
+  f16Gflops: number | null;
 }
 
 /** One attention shape: forward + backward time, model TFLOP/s and the call's peak pool bytes. */
@@ -143,9 +146,20 @@ export async function scaleMatmul(gpu: Gpu, sizes: number[]): Promise<ScaleMatmu
     const plain = (batch: number) => {
       for (let i = 0; i < batch; i++) matmulPlain(gpu, a, b, c, n, n, n);
     };
+    const f16 = gpu.features.has('shader-f16');
+    const a16 = f16 ? gpu.empty([n, n], 'f16', 'scale.a16') : null;
+    const b16 = f16 ? gpu.empty([n, n], 'f16', 'scale.b16') : null;
+    if (a16 && b16) {
+      castToF16(gpu, a, a16);
+      castToF16(gpu, b, b16);
+    }
+    const half = (batch: number) => {
+      for (let i = 0; i < batch; i++) matmul(gpu, a16!, b16!, c, n, n, n);
+    };
     try {
       const t = { reps: 3, minRepMs: 50, maxMsPerShape: 5_000 };
-      const [shipped, t64, t128, tp] = await timeKernels(gpu, [withTile(0), withTile(64), withTile(128), plain], t);
+      const kernels = [withTile(0), withTile(64), withTile(128), plain, ...(f16 ? [half] : [])];
+      const [shipped, t64, t128, tp, th] = await timeKernels(gpu, kernels, t);
       const gf = (ms: number) => (2 * n ** 3) / (ms * 1e6);
       rows.push({
         n,
@@ -154,9 +168,10 @@ export async function scaleMatmul(gpu: Gpu, sizes: number[]): Promise<ScaleMatmu
         tile64Gflops: gf(t64),
         tile128Gflops: gf(t128),
         plainGflops: gf(tp),
+        f16Gflops: th === undefined ? null : gf(th),
       });
     } finally {
-      for (const x of [a, b, c]) x.release();
+      for (const x of [a, b, c, a16, b16]) x?.release();
     }
   }
   return rows;

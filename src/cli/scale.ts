@@ -104,7 +104,7 @@ export function scaleTables(r: Partial<ScaleResult>, base?: TorchBaseline): stri
   if (r.matmul) {
     const torch = base ? ['PyTorch f32 GFLOP/s', 'PyTorch f16 GFLOP/s', 'ours/PyTorch f32'] : [];
     out.push(table(
-      ['matmul f32 M=N=K', 'ms', 'GFLOP/s', '64² tile', '128² tile', 'plain 16²', ...torch],
+      ['matmul f32 M=N=K', 'ms', 'GFLOP/s', '64² tile', '128² tile', 'plain 16²', 'f16 operands', ...torch],
       r.matmul.map((m) => [
         String(m.n),
         fmt(m.ms),
@@ -112,6 +112,7 @@ export function scaleTables(r: Partial<ScaleResult>, base?: TorchBaseline): stri
         fmt(m.tile64Gflops),
         fmt(m.tile128Gflops),
         fmt(m.plainGflops),
+        m.f16Gflops === null ? '–' : fmt(m.f16Gflops),
         ...(base ? matmulBaselineCells(m, base) : []),
       ]),
     ));
@@ -187,6 +188,7 @@ async function main(argv: string[]): Promise<number> {
   const head = {
     backend: gpu.backend,
     adapter: gpu.adapterDescription,
+    features: [...gpu.features],
     date: new Date().toISOString(),
     quick: args.quick,
     peakTflops: args.peakTflops,

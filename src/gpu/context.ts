@@ -5,7 +5,7 @@
  */
 import { openDevice, type OpenedDevice, type OpenOptions } from './device.ts';
 import { BufferPool } from './pool.ts';
-import { type DType, type HostArray, Tensor } from './tensor.ts';
+import { type DType, type HostArray, hostArray, storageBytes, Tensor } from './tensor.ts';
 import { checkBindingSize, checkWorkgroups } from './limits.ts';
 import { loadShaders, type ShaderName } from '../kernels/shaders.ts';
 import { type KernelTime, Profiler } from './profiler.ts';
@@ -104,9 +104,9 @@ export class Gpu {
 
   /** An uninitialised tensor from the pool. @throws DeviceLimitError over maxBufferSize. */
   empty(shape: readonly number[], dtype: DType = 'f32', label = ''): Tensor {
-    const n = shape.reduce((a, b) => a * b, 1);
-    checkBindingSize(this.device, n * 4, `tensor ${label} [${shape}]`);
-    return new Tensor(this, this.pool.acquire(n * 4, label || 'tensor'), shape, dtype, 0, true, label);
+    const bytes = storageBytes(shape.reduce((a, b) => a * b, 1), dtype);
+    checkBindingSize(this.device, bytes, `tensor ${label} [${shape}]`);
+    return new Tensor(this, this.pool.acquire(bytes, label || 'tensor'), shape, dtype, 0, true, label);
   }
 
   /** A zero-filled tensor from the pool. */
@@ -131,9 +131,13 @@ export class Gpu {
    */
   write(t: Tensor, data: HostArray | readonly number[]): void {
     if (data.length !== t.size) throw new Error(`write: ${data.length} values for tensor [${t.shape}] of ${t.size}`);
-    const arr = Array.isArray(data)
-      ? (t.dtype === 'f32' ? new Float32Array(data) : t.dtype === 'i32' ? new Int32Array(data) : new Uint32Array(data))
-      : data as HostArray;
+    let arr = Array.isArray(data) ? hostArray(t.dtype, data) : data as HostArray;
+    if (arr.byteLength % 4) {
+      // writeBuffer moves whole 4-byte words: an odd number of halves gets a zero half after it.
+      const padded = new Float16Array(arr.length + 1);
+      padded.set(arr as Float16Array);
+      arr = padded;
+    }
     this.flush();
     this.device.queue.writeBuffer(t.buffer, t.offset, arr as Float32Array<ArrayBuffer>);
   }
@@ -149,7 +153,7 @@ export class Gpu {
   copy(src: Tensor, dst: Tensor): void {
     if (src.size !== dst.size) throw new Error(`copy: sizes differ ([${src.shape}] vs [${dst.shape}])`);
     this.endPass();
-    this.enc().copyBufferToBuffer(src.buffer, src.offset, dst.buffer, dst.offset, src.bytes);
+    this.enc().copyBufferToBuffer(src.buffer, src.offset, dst.buffer, dst.offset, storageBytes(src.size, src.dtype));
   }
 
   /**
@@ -157,9 +161,9 @@ export class Gpu {
    * @throws DeviceLostError once the device is lost; Error carrying the first WebGPU validation
    *   error seen since the last read.
    */
-  async read(t: Tensor): Promise<Float32Array | Int32Array | Uint32Array> {
+  async read(t: Tensor): Promise<HostArray> {
     if (this.lostWith) throw this.lostWith;
-    const bytes = Math.max(4, t.bytes);
+    const bytes = Math.max(4, storageBytes(t.size, t.dtype));
     const staging = this.device.createBuffer({
       size: Math.ceil(bytes / 4) * 4,
       usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
@@ -172,12 +176,7 @@ export class Gpu {
     staging.unmap();
     staging.destroy();
     this.throwIfError();
-    const out = t.dtype === 'f32'
-      ? new Float32Array(copy)
-      : t.dtype === 'i32'
-      ? new Int32Array(copy)
-      : new Uint32Array(copy);
-    return out.subarray(0, t.size);
+    return hostArray(t.dtype, copy).subarray(0, t.size);
   }
 
   /** Waits until all submitted work finished. @throws DeviceLostError once the device is lost; the first validation error seen. */

@@ -1,16 +1,40 @@
 /** A typed, shaped view of a GPU buffer region. Row-major, contiguous. */
 import type { Gpu } from './context.ts';
 
-/** Element types the kernels use: f32 for values, i32 for token ids and targets. */
-export type DType = 'f32' | 'i32' | 'u32';
+/**
+ * Element types the kernels use: f32 for values, i32 for token ids and targets, f16 for the
+ * half-precision copies of mixed precision (kernels need the device feature shader-f16).
+ */
+export type DType = 'f32' | 'i32' | 'u32' | 'f16';
 
 /** Host arrays matching each dtype. */
-export type HostArray = Float32Array | Int32Array | Uint32Array;
+export type HostArray = Float32Array | Int32Array | Uint32Array | Float16Array;
+
+/** Bytes per element of each dtype. */
+export const DTYPE_BYTES: Record<DType, number> = { f32: 4, i32: 4, u32: 4, f16: 2 };
+
+/** Bytes a buffer or binding needs for `n` elements of `dtype`: WebGPU sizes bindings in 4-byte words. */
+export function storageBytes(n: number, dtype: DType): number {
+  return Math.ceil((n * DTYPE_BYTES[dtype]) / 4) * 4;
+}
+
+/** A host array of `dtype` over `data` (an ArrayBuffer is viewed, numbers are converted). */
+export function hostArray(dtype: DType, data: ArrayBuffer | readonly number[]): HostArray {
+  // Float16Array is only touched for f16, so runtimes without it still run everything else.
+  const of = dtype === 'f32'
+    ? Float32Array
+    : dtype === 'i32'
+    ? Int32Array
+    : dtype === 'u32'
+    ? Uint32Array
+    : Float16Array;
+  return data instanceof ArrayBuffer ? new of(data) : new of(data);
+}
 
 let nextId = 1;
 
 /**
- * A GPU tensor: `shape` elements of 4 bytes at `offset` bytes into `buffer`.
+ * A GPU tensor: `shape` elements of its dtype (4 bytes, 2 for f16) at `offset` bytes into `buffer`.
  * Tensors from the pool are released explicitly ({@link Tensor.release}); views and
  * parameter slices are never released on their own.
  */
@@ -38,15 +62,15 @@ export class Tensor {
     }
   }
 
-  /** Size in bytes (4 per element). */
+  /** Size in bytes (4 per element, 2 for f16). */
   get bytes(): number {
-    return this.size * 4;
+    return this.size * DTYPE_BYTES[this.dtype];
   }
 
   /** The binding for a bind group entry. @throws Error when the tensor was released. */
   binding(): GPUBufferBinding {
     if (this.released) throw new Error(`Tensor ${this.label || this.id} [${this.shape}] used after release`);
-    return { buffer: this.buffer, offset: this.offset, size: Math.max(4, this.bytes) };
+    return { buffer: this.buffer, offset: this.offset, size: Math.max(4, storageBytes(this.size, this.dtype)) };
   }
 
   /** The same memory with another shape of equal size. The view is not released on its own. */

@@ -14,6 +14,7 @@ import type { Tensor } from '../gpu/tensor.ts';
 import { specialise } from './shaders.ts';
 import { addBiasInPlace } from './elementwise.ts';
 import { matmulRegisterBlocked } from './matmul_cpu.ts';
+import { requireF16 } from './cast.ts';
 
 /** Transpose flags, scales and bias epilogue of {@link matmul}. */
 export interface MatmulOptions {
@@ -51,8 +52,10 @@ export const matmulTuning = { forceTiled: false, forceRegister: false, tile: 0 a
  */
 export const LARGE_TILE_BLOCKS = 128;
 
-function checkTensor(what: string, t: Tensor, rows: number, cols: number, stored: string): void {
-  if (t.dtype !== 'f32') throw new Error(`${what} must be f32, got ${t.dtype}`);
+function checkTensor(what: string, t: Tensor, rows: number, cols: number, stored: string, f16 = false): void {
+  if (t.dtype !== 'f32' && !(f16 && t.dtype === 'f16')) {
+    throw new Error(`${what} must be f32${f16 ? ' or f16' : ''}, got ${t.dtype}`);
+  }
   if (t.size !== rows * cols) {
     throw new Error(
       `${what} is [${t.shape}] (${t.size} elements) but must hold ${stored} = ${rows}×${cols} = ${rows * cols}`,
@@ -127,9 +130,11 @@ export function matmul(
   checkDims('matmul', m, n, k);
   const [aRows, aCols] = transA ? [k, m] : [m, k];
   const [bRows, bCols] = transB ? [n, k] : [k, n];
-  checkTensor('matmul: A', a, aRows, aCols, transA ? '(K,M)' : '(M,K)');
-  checkTensor('matmul: B', b, bRows, bCols, transB ? '(N,K)' : '(K,N)');
+  checkTensor('matmul: A', a, aRows, aCols, transA ? '(K,M)' : '(M,K)', true);
+  checkTensor('matmul: B', b, bRows, bCols, transB ? '(N,K)' : '(K,N)', true);
   checkTensor('matmul: C', c, m, n, '(M,N)');
+  const half = a.dtype === 'f16' || b.dtype === 'f16';
+  if (half) requireF16(gpu, 'matmul');
   const bias = opts.bias ?? null;
   if (bias && (bias.dtype !== 'f32' || bias.size !== n)) {
     throw new Error(
@@ -152,14 +157,15 @@ export function matmul(
     return;
   }
 
-  const gpuPath = !matmulTuning.forceRegister && (!gpu.isCpu || matmulTuning.forceTiled);
+  // f16 operands only have the tiled kernels (their loads convert); CPU adapters run them too.
+  const gpuPath = half || (!matmulTuning.forceRegister && (!gpu.isCpu || matmulTuning.forceTiled));
   // WebGPU refuses one buffer bound read-only and writable in the same dispatch, even at
   // disjoint ranges; the tiled kernels bind A, B and the bias straight beside C, so an operand
   // that lives in C's buffer is read from a copy.
   const copies: Tensor[] = [];
   const apart = (t: Tensor): Tensor => {
     if (!gpuPath || t.buffer !== c.buffer) return t;
-    const copy = gpu.empty(t.shape, 'f32', `${t.label}.copy`);
+    const copy = gpu.empty(t.shape, t.dtype, `${t.label}.copy`);
     gpu.copy(t, copy);
     copies.push(copy);
     return copy;
@@ -184,6 +190,21 @@ export function matmulTile(gpu: Gpu, m: number, n: number): 64 | 128 {
   return fits && cdiv(m, 128) * cdiv(n, 128) >= LARGE_TILE_BLOCKS ? 128 : 64;
 }
 
+/**
+ * A tiled matmul's WGSL with operand a and / or b declared array<f16> (its loads convert to f32).
+ * @throws Error when a declaration is not found, so a renamed binding cannot be missed.
+ */
+function halfOperands(code: string, a: boolean, b: boolean): string {
+  let out = 'enable f16;\n' + code;
+  for (const [name, on] of [['a', a], ['b', b]] as const) {
+    if (!on) continue;
+    const decl = `var<storage, read> ${name}: array<f32>;`;
+    if (!out.includes(decl)) throw new Error(`matmul: the tiled kernel has no '${decl}' to make f16`);
+    out = out.replace(decl, `var<storage, read> ${name}: array<f16>;`);
+  }
+  return out;
+}
+
 /** matmul_tiled.wgsl specialised per layout (TRANS_A, TRANS_B), built once each. */
 const specialised = new Map<string, string>();
 
@@ -192,10 +213,12 @@ function matmulTiled(gpu: Gpu, call: CheckedMatmul): void {
   const { a, b, c, m, n, k, transA, transB, alpha, beta, bias, aCols: lda, bCols: ldb } = call;
   const tile = matmulTuning.tile || matmulTile(gpu, m, n);
   const shader = tile === 128 ? 'matmul_tiled_128' : 'matmul_tiled';
-  const key = `${shader}.${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}`;
+  const types = a.dtype === 'f16' || b.dtype === 'f16' ? `.${a.dtype}${b.dtype}` : '';
+  const key = `${shader}.${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}${types}`;
   let code = specialised.get(key);
   if (code === undefined) {
     code = specialise(gpu.shaders[shader], { TRANS_A: String(transA), TRANS_B: String(transB) });
+    if (types) code = halfOperands(code, a.dtype === 'f16', b.dtype === 'f16');
     specialised.set(key, code);
   }
   gpu.dispatch(

@@ -11,6 +11,8 @@ export const SHADER_NAMES = [
   'matmul_tiled_128',
   // included by both tiled matmuls
   'matmul_tiled_common',
+  // f32 ↔ f16 casts (kernels/cast.ts)
+  'cast',
   'reduce',
   // included by the row kernels and column sums (layernorm, rmsnorm, softmax_xent, reduce)
   'row_reduce',

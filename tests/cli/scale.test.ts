@@ -45,6 +45,8 @@ Deno.test({
       for (const m of j.matmul) {
         ok(close(m.gflops, (2 * m.n ** 3) / (m.ms * 1e6)), `GFLOP/s from ms at ${m.n}`);
         for (const k of ['tile64Gflops', 'tile128Gflops', 'plainGflops']) ok(m[k] > 0, `${k} at ${m.n}`);
+        // f16 operands are timed exactly where the adapter has shader-f16 (lavapipe has it, SwiftShader not).
+        ok(j.features.includes('shader-f16') ? m.f16Gflops > 0 : m.f16Gflops === null, `f16 column: ${m.f16Gflops}`);
       }
       equal(j.attention.length, 2);
       for (const a of j.attention) {
