@@ -6,6 +6,8 @@
 /** Every shader file the kernels use; `shaders/NAME.wgsl` must exist for each. */
 export const SHADER_NAMES = [
   'matmul',
+  // included by matmul (split-K reduce, operand padding)
+  'matmul_passes',
   'matmul_plain',
   'matmul_tiled',
   'matmul_tiled_128',

@@ -3,7 +3,7 @@ import { gpuTest } from '../util/gpu.ts';
 import { DeviceLimitError } from '../../src/gpu/limits.ts';
 import { openDevice } from '../../src/gpu/device.ts';
 
-gpuTest('a tensor over a device limit fails with the limit name and the sizes', async (gpu) => {
+gpuTest('a tensor over a device limit fails with the limit name and the sizes', (gpu) => {
   const max = gpu.device.limits.maxStorageBufferBindingSize;
   const n = max / 4 + 64;
   const err = (() => {
@@ -24,7 +24,7 @@ gpuTest('a tensor over a device limit fails with the limit name and the sizes', 
   throws(() => gpu.dispatch({ key: 'x', code: '' }, [], null, [70_000]), /maxComputeWorkgroupsPerDimension is 65535/);
 });
 
-gpuTest('the buffer pool reuses released buffers and accounts live and peak bytes', async (gpu) => {
+gpuTest('the buffer pool reuses released buffers and accounts live and peak bytes', (gpu) => {
   const s = gpu.pool.stats;
   gpu.pool.resetPeak();
   const live0 = s.liveBytes;

@@ -26,6 +26,6 @@ export function deviceImpl(gpu: Gpu): 'wgpu' | 'dawn' {
 }
 
 /** A Deno test that uses the GPU; WebGPU objects outlive one test, so the sanitizers are off. */
-export function gpuTest(name: string, fn: (gpu: Gpu) => Promise<void>): void {
-  Deno.test({ name, sanitizeResources: false, sanitizeOps: false, fn: async () => fn(await testGpu()) });
+export function gpuTest(name: string, fn: (gpu: Gpu) => Promise<void> | void): void {
+  Deno.test({ name, sanitizeResources: false, sanitizeOps: false, fn: async () => await fn(await testGpu()) });
 }
