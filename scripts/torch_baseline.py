@@ -16,7 +16,6 @@ The JSON is rewritten after every part, so a run stopped early keeps what it mea
 import argparse
 import datetime
 import json
-import math
 import time
 
 import torch
@@ -168,7 +167,6 @@ def main():
         flops = 3.5 * 2 * r['b'] * r['nh'] * r['t'] ** 2 * r['hs']
         print(f"attn {r['dtype']} T={r['t']} hs={r['hs']}: {r['ms']:.2f} ms, {flops / r['ms'] / 1e9:.1f} TFLOP/s")
     save()
-    assert math.isfinite(sum(m['ms'] for m in out['matmul']))
 
 
 if __name__ == '__main__':

@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import type { ScaleAttentionRow, ScaleMatmulRow, ScaleTrainRow } from './scale.ts';
 import { fmt } from './table.ts';
+import { zodIssues } from '../train/digest.ts';
 
 const Dtype = z.enum(['f32', 'f16']);
 const num = z.number().positive();
@@ -48,8 +49,7 @@ export function parseTorchBaseline(text: string, file: string): TorchBaseline {
   }
   const r = TorchBaselineSchema.safeParse(raw);
   if (!r.success) {
-    const lines = r.error.issues.map((i) => `${i.path.join('.') || 'file'}: ${i.message}`);
-    throw new Error(`--baseline ${file}: not a torch_baseline.py result: ${lines.join('; ')}`);
+    throw new Error(`--baseline ${file}: not a torch_baseline.py result: ${zodIssues(r.error)}`);
   }
   return r.data;
 }

@@ -1,10 +1,11 @@
 /**
  * The scale suite (`npm run scale`): what one adapter achieves at sizes a real GPU is bought for.
  * f32 matmul GFLOP/s by size (the shipped kernel against each tile forced, the plain 16×16 tile
- * kernel and, with shader-f16, f16 operands, in the same run), FlashAttention-2 forward + backward by sequence length and head size, and a training step
- * of a GPT-2-124M-shaped model (12 layers, 12 heads, width 768, block 1024, vocabulary 50257;
- * Radford et al. 2019) in tokens/s with MFU and the pool's peak bytes. `--quick` shrinks every
- * shape so CPU adapters finish in CI. docs/design.md §8 says how the figures are taken.
+ * kernel and, with shader-f16, f16 operands, in the same run), FlashAttention-2 forward +
+ * backward by sequence length and head size, and a training step of a GPT-2-124M-shaped model
+ * (12 layers, 12 heads, width 768, block 1024, vocabulary 50257; Radford et al. 2019) in
+ * tokens/s with MFU and the pool's peak bytes. `--quick` shrinks every shape so CPU adapters
+ * finish in CI. docs/design.md §8 says how the figures are taken.
  */
 import type { Gpu } from '../gpu/context.ts';
 import { TextDataset } from '../data/dataset.ts';
@@ -15,6 +16,7 @@ import { fill, timeKernels } from './timing.ts';
 import { castToF16 } from '../kernels/cast.ts';
 import { benchAttention } from './attention.ts';
 import { benchTrainConfig } from './train.ts';
+import { Random } from '../util/random.ts';
 
 /** The shapes one scale run measures. */
 export interface ScaleShapes {
@@ -200,15 +202,10 @@ export async function scaleAttention(gpu: Gpu, a: ScaleShapes['attention']): Pro
   return out;
 }
 
-/** n token ids uniform in [0, vocab) from a small LCG: the step's cost does not depend on the text. */
+/** n token ids uniform in [0, vocab): the step's cost does not depend on the text. */
 function randomTokens(n: number, vocab: number, seed = 7): Int32Array {
-  const out = new Int32Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    out[i] = s % vocab;
-  }
-  return out;
+  const rng = new Random(seed);
+  return Int32Array.from({ length: n }, () => rng.int(vocab));
 }
 
 /**

@@ -68,9 +68,8 @@ export class Gpu {
     return this.lostWith;
   }
 
-  /** `work`, or the DeviceLostError when the device is lost first or was lost already. */
+  /** `work`, or the DeviceLostError when the device is lost first (callers check for a past loss). */
   private async untilLost<T>(work: Promise<T>): Promise<T> {
-    if (this.lostWith) throw this.lostWith;
     try {
       return await Promise.race([work, this.lostSignal]);
     } catch (e) {
@@ -153,7 +152,7 @@ export class Gpu {
   copy(src: Tensor, dst: Tensor): void {
     if (src.size !== dst.size) throw new Error(`copy: sizes differ ([${src.shape}] vs [${dst.shape}])`);
     this.endPass();
-    this.enc().copyBufferToBuffer(src.buffer, src.offset, dst.buffer, dst.offset, storageBytes(src.size, src.dtype));
+    this.enc().copyBufferToBuffer(src.buffer, src.offset, dst.buffer, dst.offset, src.wordBytes);
   }
 
   /**
@@ -163,9 +162,9 @@ export class Gpu {
    */
   async read(t: Tensor): Promise<HostArray> {
     if (this.lostWith) throw this.lostWith;
-    const bytes = Math.max(4, storageBytes(t.size, t.dtype));
+    const bytes = Math.max(4, t.wordBytes);
     const staging = this.device.createBuffer({
-      size: Math.ceil(bytes / 4) * 4,
+      size: bytes,
       usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
     });
     this.endPass();

@@ -28,7 +28,7 @@ export function hostArray(dtype: DType, data: ArrayBuffer | readonly number[]): 
     : dtype === 'u32'
     ? Uint32Array
     : Float16Array;
-  return data instanceof ArrayBuffer ? new of(data) : new of(data);
+  return new of(data as ArrayBuffer);
 }
 
 let nextId = 1;
@@ -67,10 +67,15 @@ export class Tensor {
     return this.size * DTYPE_BYTES[this.dtype];
   }
 
+  /** Bytes a binding or copy of the tensor spans: {@link bytes} in whole 4-byte words. */
+  get wordBytes(): number {
+    return storageBytes(this.size, this.dtype);
+  }
+
   /** The binding for a bind group entry. @throws Error when the tensor was released. */
   binding(): GPUBufferBinding {
     if (this.released) throw new Error(`Tensor ${this.label || this.id} [${this.shape}] used after release`);
-    return { buffer: this.buffer, offset: this.offset, size: Math.max(4, storageBytes(this.size, this.dtype)) };
+    return { buffer: this.buffer, offset: this.offset, size: Math.max(4, this.wordBytes) };
   }
 
   /** The same memory with another shape of equal size. The view is not released on its own. */
