@@ -3,10 +3,11 @@
 //   mean = Σx/C,  rstd = 1/sqrt(Σ(x−mean)²/C + eps),  xhat = (x−mean)·rstd,  y = xhat·w + b
 //   dx += rstd·(w·dy − mean_c(w·dy) − xhat·mean_c(w·dy·xhat)),  dw += Σ_rows dy·xhat,  db += Σ_rows dy
 //
-// Row kernels (forward, bwd_dx): LANES invocations share one row and reduce through
-// workgroup memory (row_reduce.wgsl); a workgroup holds WG / LANES rows. LANES is specialised
-// from C so short rows do not leave most of a workgroup idle. Workgroups form a 2D grid (row blocks beyond
-// 65535 go to y): block = wid.x + wid.y · groups.x.
+// Row kernels (forward, bwd_dx): LANES invocations share one row and reduce it with
+// row_reduce.wgsl (workgroup memory, or subgroup operations where the device has them);
+// a workgroup holds WG / LANES rows. LANES is specialised from C so short rows do not leave
+// most of a workgroup idle. Workgroups form a 2D grid (row blocks beyond 65535 go to y):
+// block = wid.x + wid.y · groups.x.
 //
 // dw/db are sums over all rows, shared by many workgroups; with no float atomics they are
 // computed as partial sums over chunks of rows (bwd_partial, a grid that owns each
@@ -40,15 +41,12 @@ const ROWS: u32 = WG / LANES;
 @group(0) @binding(10) var<uniform> p: Params;
 
 //!include row_reduce
+//!include col_chunks
 
 @compute @workgroup_size(WG)
-fn forward(
-  @builtin(local_invocation_index) lid: u32,
-  @builtin(workgroup_id) wid: vec3<u32>,
-  @builtin(num_workgroups) groups: vec3<u32>,
-) {
-  let row = (wid.x + wid.y * groups.x) * ROWS + lid / LANES;
-  let lane = lid % LANES;
+fn forward(at: RowLane, wg: RowGroup) {
+  let row = (wg.wid.x + wg.wid.y * wg.groups.x) * ROWS + at.lid / LANES;
+  let lane = at.lid % LANES;
   let live = row < p.n;
   let c = p.c;
   let base = row * c;
@@ -65,7 +63,7 @@ fn forward(
       acc += vec2<f32>(d, d * d);
     }
   }
-  let mom = row_sum2(lid, acc, LANES) / f32(c);
+  let mom = row_sum2(at, wg, acc, LANES) / f32(c);
   let m = k + mom.x;
   let r = inverseSqrt(max(mom.y - mom.x * mom.x, 0.0) + p.eps);
   if (live) {
@@ -80,13 +78,9 @@ fn forward(
 }
 
 @compute @workgroup_size(WG)
-fn bwd_dx(
-  @builtin(local_invocation_index) lid: u32,
-  @builtin(workgroup_id) wid: vec3<u32>,
-  @builtin(num_workgroups) groups: vec3<u32>,
-) {
-  let row = (wid.x + wid.y * groups.x) * ROWS + lid / LANES;
-  let lane = lid % LANES;
+fn bwd_dx(at: RowLane, wg: RowGroup) {
+  let row = (wg.wid.x + wg.wid.y * wg.groups.x) * ROWS + at.lid / LANES;
+  let lane = at.lid % LANES;
   let live = row < p.n;
   let c = p.c;
   let base = row * c;
@@ -101,7 +95,7 @@ fn bwd_dx(
       acc += vec2<f32>(g, g * (x[base + i] - m) * r);
     }
   }
-  let sums = row_sum2(lid, acc, LANES) / f32(c);
+  let sums = row_sum2(at, wg, acc, LANES) / f32(c);
   if (live) {
     for (var i = lane; i < c; i += LANES) {
       let g = w[i] * dy[base + i];

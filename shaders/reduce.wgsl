@@ -1,6 +1,6 @@
 // Column sums of a row-major (n, c) matrix over chunks of rows, without atomics: one
 // invocation owns each (chunk, column) output and loops over the chunk's rows (chunk_column
-// in row_reduce.wgsl, the grid the norms' partial-sum passes use too).
+// in col_chunks.wgsl, the grid the norms' partial-sum passes use too).
 //   out[k·c + col] (+)= Σ_{r in [k·chunk, min(n, (k+1)·chunk))} src[r·c + col]
 // With chunk ≥ n this is a plain column sum into out (c); with accumulate = 1 it adds. The TS
 // side chains two passes (chunk partials, then their sum) for long columns, and adds the
@@ -19,7 +19,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<uniform> p: Params;
 
-//!include row_reduce
+//!include col_chunks
 
 @compute @workgroup_size(COL_WG)
 fn colsum(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {

@@ -5,9 +5,9 @@
 // No mean is subtracted, so unlike LayerNorm the gradient has no mean_c(w·dy) term.
 //
 // Same layout as layernorm.wgsl: row kernels (forward, bwd_dx) share a row between LANES
-// invocations that reduce through workgroup memory (row_reduce.wgsl; LANES = 1 on CPU
-// adapters: no barriers); dw is a sum over all rows, so with no float atomics it is partial
-// sums over chunks of rows (bwd_partial) that reduce.wgsl's colsum adds into dw.
+// invocations that reduce it with row_reduce.wgsl (LANES = 1 on CPU adapters: no barriers);
+// dw is a sum over all rows, so with no float atomics it is partial sums over chunks of rows
+// (bwd_partial) that reduce.wgsl's colsum adds into dw.
 //
 // Bindings (holes per entry point are left by the TS side):
 //   0 x (N,C)   1 w (C)   2 y (N,C) out   3 rstd (N) out   4 dy (N,C)   5 dx (N,C) +=
@@ -34,15 +34,12 @@ const ROWS: u32 = WG / LANES;
 @group(0) @binding(7) var<uniform> p: Params;
 
 //!include row_reduce
+//!include col_chunks
 
 @compute @workgroup_size(WG)
-fn forward(
-  @builtin(local_invocation_index) lid: u32,
-  @builtin(workgroup_id) wid: vec3<u32>,
-  @builtin(num_workgroups) groups: vec3<u32>,
-) {
-  let row = (wid.x + wid.y * groups.x) * ROWS + lid / LANES;
-  let lane = lid % LANES;
+fn forward(at: RowLane, wg: RowGroup) {
+  let row = (wg.wid.x + wg.wid.y * wg.groups.x) * ROWS + at.lid / LANES;
+  let lane = at.lid % LANES;
   let live = row < p.n;
   let c = p.c;
   let base = row * c;
@@ -54,7 +51,7 @@ fn forward(
       acc += v * v;
     }
   }
-  let r = inverseSqrt(row_sum(lid, acc, LANES) / f32(c) + p.eps);
+  let r = inverseSqrt(row_sum(at, wg, acc, LANES) / f32(c) + p.eps);
   if (live) {
     for (var i = lane; i < c; i += LANES) {
       y[base + i] = x[base + i] * r * w[i];
@@ -66,13 +63,9 @@ fn forward(
 }
 
 @compute @workgroup_size(WG)
-fn bwd_dx(
-  @builtin(local_invocation_index) lid: u32,
-  @builtin(workgroup_id) wid: vec3<u32>,
-  @builtin(num_workgroups) groups: vec3<u32>,
-) {
-  let row = (wid.x + wid.y * groups.x) * ROWS + lid / LANES;
-  let lane = lid % LANES;
+fn bwd_dx(at: RowLane, wg: RowGroup) {
+  let row = (wg.wid.x + wg.wid.y * wg.groups.x) * ROWS + at.lid / LANES;
+  let lane = at.lid % LANES;
   let live = row < p.n;
   let c = p.c;
   let base = row * c;
@@ -84,7 +77,7 @@ fn bwd_dx(
       acc += w[i] * dy[base + i] * x[base + i] * r;
     }
   }
-  let m = row_sum(lid, acc, LANES) / f32(c);
+  let m = row_sum(at, wg, acc, LANES) / f32(c);
   if (live) {
     for (var i = lane; i < c; i += LANES) {
       let xhat = x[base + i] * r;

@@ -9,7 +9,7 @@
 // blocks: block = wid.x + wid.y · groups.x.
 // fwd_loss: one workgroup of WG invocations owns the two loss outputs and sums over all rows
 // (no atomics); it is dispatched unspecialised, so WG is 256 there.
-// Row sums and maxima come from row_reduce.wgsl.
+// Row sums and maxima come from row_reduce.wgsl (or its subgroup variant, row_reduce_sg.wgsl).
 // bwd: one invocation per logit.
 //
 // Bindings: 0 logits (N,V)  1 targets (N) i32  2 lse (N)  3 loss (2): [mean, count]
@@ -39,13 +39,9 @@ const NEG_BIG: f32 = -3.0e38;  // below any finite logit; −inf is not portable
 // Two passes (max, then Σ exp(z − max)) rather than an online max/sum: one exp per logit
 // instead of two, and the second read of a row is cache-hot.
 @compute @workgroup_size(WG)
-fn fwd_lse(
-  @builtin(local_invocation_index) lid: u32,
-  @builtin(workgroup_id) wid: vec3<u32>,
-  @builtin(num_workgroups) groups: vec3<u32>,
-) {
-  let row = (wid.x + wid.y * groups.x) * ROWS + lid / LANES;
-  let lane = lid % LANES;
+fn fwd_lse(at: RowLane, wg: RowGroup) {
+  let row = (wg.wid.x + wg.wid.y * wg.groups.x) * ROWS + at.lid / LANES;
+  let lane = at.lid % LANES;
   let live = row < p.n;
   let v = p.v;
   let base = row * v;
@@ -55,14 +51,14 @@ fn fwd_lse(
       mx = max(mx, logits[base + i]);
     }
   }
-  mx = row_max(lid, mx, LANES);
+  mx = row_max(at, wg, mx, LANES);
   var s = 0.0;
   if (live) {
     for (var i = lane; i < v; i += LANES) {
       s += exp(logits[base + i] - mx);
     }
   }
-  s = row_sum(lid, s, LANES);
+  s = row_sum(at, wg, s, LANES);
   if (live && lane == 0u) {
     // s ≥ 1: the maximum contributes exp(0).
     lse[row] = mx + log(s);
@@ -73,7 +69,8 @@ fn fwd_lse(
 // A target ≥ V (a caller bug the GPU cannot throw for) makes the loss NaN rather than
 // reading another row's logit.
 @compute @workgroup_size(WG)
-fn fwd_loss(@builtin(local_invocation_index) lid: u32) {
+fn fwd_loss(at: RowLane, wg: RowGroup) {
+  let lid = at.lid;
   var acc = vec2<f32>(0.0, 0.0);
   for (var r = lid; r < p.n; r += WG) {
     let t = targets[r];
@@ -86,7 +83,7 @@ fn fwd_loss(@builtin(local_invocation_index) lid: u32) {
     }
   }
   // The whole workgroup is one "row" of WG lanes.
-  let total = row_sum2(lid, acc, WG);
+  let total = row_sum2(at, wg, acc, WG);
   if (lid == 0u) {
     loss[0] = select(0.0, total.x / total.y, total.y > 0.0);
     loss[1] = total.y;

@@ -23,6 +23,7 @@ import {
 } from '../kernels/activations.ts';
 import { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from './tape.ts';
+import { castOperand } from './autocast.ts';
 import type { AttnDims } from './records.ts';
 
 function expect(cond: boolean, msg: () => string): void {
@@ -32,6 +33,7 @@ function expect(cond: boolean, msg: () => string): void {
 /**
  * y (N, Cout) = x (N, Cin) · wᵀ + b, w (Cout, Cin) as torch.nn.Linear. The bias is added by
  * the matmul's epilogue as y is written (llm.c's matmul_forward), not by a second pass over y.
+ * Under the tape's autocast the matmul reads half precision copies of x and w (autocast.ts).
  */
 export function linear(tape: Tape, x: Tensor, w: Tensor, b: Tensor | null, label = 'linear'): Tensor {
   const [cout, cin] = w.shape;
@@ -39,8 +41,10 @@ export function linear(tape: Tape, x: Tensor, w: Tensor, b: Tensor | null, label
   expect(Number.isInteger(n), () => `${label}: input [${x.shape}] is not a multiple of in_features ${cin}`);
   expect(!b || b.size === cout, () => `${label}: bias of ${b?.size} for out_features ${cout}`);
   const y = tape.alloc([n, cout], label);
-  matmul(tape.gpu, x, w, y, n, cout, cin, { transB: true, bias: b });
-  tape.record({ op: 'linear', x, w, b, y, n, cin, cout }, [x, w, b], [y]);
+  const mode = tape.autocast;
+  const half = mode && { mode, x: castOperand(tape, mode, x), w: castOperand(tape, mode, w) };
+  matmul(tape.gpu, half?.x ?? x, half?.w ?? w, y, n, cout, cin, { transB: true, bias: b });
+  tape.record({ op: 'linear', x, w, b, y, n, cin, cout, half }, [x, w, b], [y]);
   return y;
 }
 

@@ -3,6 +3,7 @@
  * table): adding an op to {@link OpRecords} makes a missing rule in rules.ts a compile error.
  * The Tape (tape.ts) records nodes of these shapes; the rules read them.
  */
+import type { Autocast } from './autocast.ts';
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { TokenIndex } from '../kernels/embedding.ts';
@@ -21,7 +22,17 @@ export interface AttnDims {
 /** What each op saves for its backward pass. Adding an op here forces a rule in rules.ts. */
 export interface OpRecords {
   /** y (N, Cout) = x (N, Cin) · wᵀ (Cin, Cout) + b (Cout) */
-  linear: { x: Tensor; w: Tensor; b: Tensor | null; y: Tensor; n: number; cin: number; cout: number };
+  /** `half`: under autocast, the half precision copies of x and w the matmuls read (autocast.ts) */
+  linear: {
+    x: Tensor;
+    w: Tensor;
+    b: Tensor | null;
+    y: Tensor;
+    n: number;
+    cin: number;
+    cout: number;
+    half: { mode: Autocast; x: Tensor; w: Tensor } | null;
+  };
   /** y (n, C) = rows [r0, r0+n) of x (N, C), a view of x's memory (no copy); see ops.ts rowSlice */
   rowSlice: { x: Tensor; y: Tensor; r0: number; n: number; c: number };
   /** y = a + b */

@@ -27,21 +27,26 @@ import { rowView } from './ops.ts';
 import { MIXER_RULES } from './mixer_rules.ts';
 import { collectiveRule } from './collective.ts';
 import { MOE_RULES } from './moe_ops.ts';
+import { halfCopy } from './autocast.ts';
 
 export const RULES: RuleTable = {
   ...MIXER_RULES,
   ...MOE_RULES,
   collective: collectiveRule,
   checkpoint: (g, r) => r.recompute(g.grad(r.y), r.xs.map((x) => g.acc(x))),
-  linear(g, { x, w, b, y, n, cin, cout }) {
+  linear(g, { x, w, b, y, n, cin, cout, half }) {
     const dy = g.grad(y);
     if (!dy) return;
+    // Under autocast both matmuls read half precision operands and accumulate in f32 (autocast.ts).
+    const dyh = half && halfCopy(g.gpu, half.mode, dy);
+    const [dyM, xM, wM] = half ? [dyh!, half.x, half.w] : [dy, x, w];
     const dx = g.acc(x);
-    if (dx) matmul(g.gpu, dy, w, dx, n, cin, cout, { beta: 1 }); // dx (N,Cin) += dy (N,Cout) · w (Cout,Cin)
+    if (dx) matmul(g.gpu, dyM, wM, dx, n, cin, cout, { beta: 1 }); // dx (N,Cin) += dy (N,Cout) · w (Cout,Cin)
     const dw = g.acc(w);
-    if (dw) matmul(g.gpu, dy, x, dw, cout, cin, n, { transA: true, beta: 1 }); // dw (Cout,Cin) += dyᵀ · x
+    if (dw) matmul(g.gpu, dyM, xM, dw, cout, cin, n, { transA: true, beta: 1 }); // dw (Cout,Cin) += dyᵀ · x
+    dyh?.release();
     const db = b && g.acc(b);
-    if (db) columnSum(g.gpu, dy, db, n, cout); // db (Cout) += Σ_rows dy
+    if (db) columnSum(g.gpu, dy, db, n, cout); // db (Cout) += Σ_rows dy (f32, as torch's autocast sums it)
   },
   rowSlice(g, { x, y, r0, n, c }) {
     const dy = g.grad(y);

@@ -10,7 +10,8 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { GradContext, Node, OpName, RuleTable } from './records.ts';
-import type { Tensor } from '../gpu/tensor.ts';
+import type { DType, Tensor } from '../gpu/tensor.ts';
+import type { Autocast } from './autocast.ts';
 
 export class Tape {
   private nodes: { node: Node; outputs: readonly Tensor[] }[] = [];
@@ -22,6 +23,10 @@ export class Tape {
   /** Tensors whose gradient buffer belongs to someone else ({@link bindGrad}): never released here. */
   private borrowed = new Set<number>();
   private disposers: (() => void)[] = [];
+  /** Mixed precision of the linear layers' matmuls (autocast.ts); null runs them in f32. */
+  autocast: Autocast | null = null;
+  /** Operand casts made on this tape, by source tensor id: a weight read twice is cast once. */
+  readonly casts = new Map<number, Tensor>();
 
   /**
    * @param paramGrads parameter tensor → its gradient slice (never released by the tape).
@@ -41,8 +46,8 @@ export class Tape {
   }
 
   /** A pooled tensor released when the tape is disposed. */
-  alloc(shape: readonly number[], label = ''): Tensor {
-    const t = this.gpu.empty(shape, 'f32', label);
+  alloc(shape: readonly number[], label = '', dtype: DType = 'f32'): Tensor {
+    const t = this.gpu.empty(shape, dtype, label);
     this.temps.push(t);
     return t;
   }
@@ -94,7 +99,9 @@ export class Tape {
    * or not (the forward of a segment whose activations are dropped).
    */
   child(recording: boolean): Tape {
-    return new Tape(this.gpu, this.paramGrads, recording);
+    const t = new Tape(this.gpu, this.paramGrads, recording);
+    t.autocast = this.autocast;
+    return t;
   }
 
   /**
@@ -221,6 +228,7 @@ export class Tape {
     for (const t of this.temps) t.release();
     for (const fn of this.disposers) fn();
     this.temps = [];
+    this.casts.clear();
     this.disposers = [];
     this.nodes = [];
     this.grads.clear();

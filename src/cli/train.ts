@@ -11,7 +11,7 @@ import { Progress } from './progress.ts';
 import { resolveConfig } from './config_file.ts';
 import { isParallelArgv } from './command.ts';
 import { isCheckpointStep, keepsCheckpointFile, loadIntoStore, saveCheckpoint } from '../train/checkpoint.ts';
-import { Trainer } from '../train/trainer.ts';
+import { type StepRecord, Trainer } from '../train/trainer.ts';
 import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
 import { createModel } from '../models/registry.ts';
@@ -34,6 +34,14 @@ function fmtLine(step: number, loss: number, lr: number, ms: number, tps: number
     ms.toFixed(1)
   } ms/step | ${Math.round(tps)} tokens/s` +
     (mfu !== null ? ` | MFU ${(mfu * 100).toFixed(2)}%` : '');
+}
+
+/** f16-mixed: the loss scale after a log interval's steps, and how many of them overflowed and were skipped. */
+function scaleNote(recs: StepRecord[]): string {
+  const last = recs[recs.length - 1];
+  if (last.lossScale === undefined) return '';
+  const skipped = recs.filter((r) => r.skipped).length;
+  return ` | loss scale ${last.lossScale}` + (skipped ? ` (${skipped} overflowed: skipped, scale halved)` : '');
 }
 
 /** Runs the CLI; returns the final validation loss. */
@@ -67,6 +75,7 @@ export async function main(argv: string[]): Promise<number | null> {
       start = ckpt.state.step;
       valLoss = ckpt.state.valLoss;
       sampleRng.state = ckpt.state.rngState;
+      if (ckpt.state.lossScale) trainer.scaler?.load(ckpt.state.lossScale);
       await truncateMetrics(files.metrics, start);
     }
     if (args.initFrom) {
@@ -117,6 +126,7 @@ export async function main(argv: string[]): Promise<number | null> {
         dataPosition: { seed: cfg.seed, step },
         rngState: sampleRng.state,
         valLoss,
+        lossScale: trainer.scaler?.state(),
       });
       await writeAtomic(files.checkpoint, bytes);
       if (keepsCheckpointFile(step, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule)) {
@@ -153,13 +163,14 @@ export async function main(argv: string[]): Promise<number | null> {
               loss: r.loss,
               lr: r.lr,
               grad_norm: r.gradNorm,
+              ...(r.lossScale === undefined ? {} : { loss_scale: r.lossScale, skipped: r.skipped }),
               ms_per_step: ms,
               tokens_per_s: tps,
             });
           }
           const r = recs[recs.length - 1];
           progress.clear();
-          console.log(fmtLine(r.step, r.loss, r.lr, ms, tps, mfu));
+          console.log(fmtLine(r.step, r.loss, r.lr, ms, tps, mfu) + scaleNote(recs));
           if (evalNow) {
             valLoss = await trainer.evaluate('val');
             // A mixture also reports each corpus (forgetting vs adaptation in continual pre-training).

@@ -111,6 +111,11 @@ export async function main(argv: string[]): Promise<number | null> {
   if (texts.length !== 1) {
     throw new Error(`parallel runs train on one data file for now; got a mixture of ${texts.length} (${cfg.data})`);
   }
+  if (cfg.precision !== 'f32') {
+    throw new Error(
+      `--precision ${cfg.precision} trains on one rank for now (its loss scaler and half precision casts are not wired into the parallel trainer); parallel plans train in f32`,
+    );
+  }
   const { model, kind } = checkRun(plan, cfg, tokenizer.vocabSize);
   const tokens = tokenizer.encode(texts[0]), size = planWorldSize(plan);
   const outDir = args.out ??

@@ -52,3 +52,29 @@ export function castToF16(gpu: Gpu, x: Tensor, y: Tensor): void {
 export function castToF32(gpu: Gpu, x: Tensor, y: Tensor): void {
   cast(gpu, 'to_f32', x, y, 'f16', 'f32');
 }
+
+/**
+ * y = x rounded to bfloat16 (ties to even) and kept in f32 storage (shaders/round_bf16.wgsl):
+ * the bf16-mixed precision's operands, emulated on any adapter. x and y: f32 of equal sizes,
+ * any shape; y may be x itself (in place).
+ * @throws Error for other dtypes or different sizes.
+ */
+export function roundToBf16(gpu: Gpu, x: Tensor, y: Tensor): void {
+  if (x.dtype !== 'f32' || y.dtype !== 'f32') {
+    throw new Error(`roundToBf16: expects f32 → f32, got ${x.dtype} [${x.shape}] → ${y.dtype} [${y.shape}]`);
+  }
+  if (x.size !== y.size) throw new Error(`roundToBf16: sizes differ: [${x.shape}] vs [${y.shape}]`);
+  if (x.size === 0) return;
+  const g = grid1d(x.size, 256);
+  const inPlace = x.buffer === y.buffer && x.offset === y.offset;
+  // One buffer bound read-only and writable in one dispatch is refused: in place reads a copy.
+  const src = inPlace ? gpu.empty(x.shape, 'f32', `${x.label}.copy`) : x;
+  if (inPlace) gpu.copy(x, src);
+  gpu.dispatch(
+    { key: 'cast.round_bf16', code: gpu.shaders.round_bf16, entryPoint: 'round_bf16' },
+    [src, y],
+    new Uint32Array([x.size, g[0]]),
+    g,
+  );
+  if (inPlace) src.release();
+}

@@ -7,7 +7,7 @@
 import { f32bits, type Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { grid1d } from './grid.ts';
-import { expectDtype, expectSize, rowKernel, rowsGrid } from './reduce.ts';
+import { expectDtype, expectSize, rowKernel, rowReduceShader, rowsGrid, subgroupRows } from './reduce.ts';
 
 /** Logits each invocation handles, roughly, on GPUs (see rowLanes). */
 const PER_LANE = 8;
@@ -69,9 +69,11 @@ export function crossEntropyForward(
       grid1d(n, rowsPerGroup),
     );
   }
-  // Runs for N = 0 too, so the loss is [0, 0] rather than stale.
+  // Runs for N = 0 too, so the loss is [0, 0] rather than stale. Its one workgroup is a row of
+  // 256 lanes, so it takes the subgroup reductions too where the device has them.
+  const { code, suffix } = rowReduceShader(gpu, 'softmax_xent', subgroupRows(gpu));
   gpu.dispatch(
-    { key: 'softmax_xent.fwd_loss', code: gpu.shaders.softmax_xent, entryPoint: 'fwd_loss' },
+    { key: `softmax_xent.fwd_loss${suffix}`, code, entryPoint: 'fwd_loss' },
     [logits, targets, lse, loss, undefined],
     params,
     [1],

@@ -28,9 +28,39 @@ export function rowLanes(rowLength: number, perLane: number): number {
 
 /**
  * Overrides the row-kernel choice (tests use it to exercise the multi-lane path on CPU
- * adapters). `lanes: null` restores the automatic choice.
+ * adapters). `lanes: null` restores the automatic choice; `subgroups: false` forces the
+ * workgroup-memory reductions on a device that has subgroups, so tests can run both.
  */
-export const rowTuning: { lanes: number | null } = { lanes: null };
+export const rowTuning: { lanes: number | null; subgroups: boolean } = { lanes: null, subgroups: true };
+
+/** The shaders whose row reductions come from shaders/row_reduce.wgsl. */
+export type RowShader = 'layernorm' | 'softmax_xent' | 'rmsnorm';
+
+/**
+ * Whether row reductions on `gpu` use subgroup operations (shaders/row_reduce_sg.wgsl): the
+ * device has the `subgroups` feature and {@link rowTuning} does not force the fallback.
+ */
+export function subgroupRows(gpu: Gpu): boolean {
+  return rowTuning.subgroups && gpu.features.has('subgroups');
+}
+
+/**
+ * Shader `name` with its row reductions taken from row_reduce_sg.wgsl instead of
+ * row_reduce.wgsl when `subgroups` is true, and the suffix of its pipeline keys ('.sg' or '').
+ * The variant is fixed here, at pipeline creation, so a kernel never branches on it.
+ * @throws Error when the shader does not include row_reduce (nothing to swap).
+ */
+export function rowReduceShader(gpu: Gpu, name: RowShader, subgroups: boolean): { code: string; suffix: string } {
+  const code = gpu.shaders[name];
+  if (!code.includes(gpu.shaders.row_reduce)) {
+    throw new Error(`rowReduceShader: shaders/${name}.wgsl does not include row_reduce`);
+  }
+  if (!subgroups) return { code, suffix: '' };
+  // `enable` must come before every declaration. A function replacement, so no `$` in the
+  // WGSL is read as a replacement pattern.
+  const sg = code.replace(gpu.shaders.row_reduce, () => gpu.shaders.row_reduce_sg);
+  return { code: `enable subgroups;\n${sg}`, suffix: '.sg' };
+}
 
 /**
  * Mesa's llvmpipe (lavapipe) stops every invocation after 65 535 loop iterations in total,
@@ -53,11 +83,14 @@ export function isCpuAdapter(gpu: Gpu): boolean {
 
 /**
  * The row kernel `entry` of shader `name`, specialised with LANES invocations per row and WG
- * per workgroup, plus the number of rows each workgroup covers.
+ * per workgroup, plus the number of rows each workgroup covers. Rows of several lanes reduce
+ * with subgroup operations where {@link subgroupRows} allows (key suffix '.sg').
+ * @throws Error when a CPU adapter cannot loop over rows this long, or `rowTuning.lanes` is
+ *   not a power of two in [1, 256].
  */
 export function rowKernel(
   gpu: Gpu,
-  name: 'layernorm' | 'softmax_xent' | 'rmsnorm',
+  name: RowShader,
   entry: string,
   rowLength: number,
   perLane: number,
@@ -81,10 +114,12 @@ export function rowKernel(
   if (!(lanes >= 1 && lanes <= wg && (lanes & (lanes - 1)) === 0)) {
     throw new Error(`rowKernel: lanes must be a power of two in [1, ${wg}], got ${lanes}`);
   }
+  // One lane per row reduces nothing, so it keeps the tree's pipeline (no barrier either way).
+  const { code, suffix } = rowReduceShader(gpu, name, lanes > 1 && subgroupRows(gpu));
   return {
     kernel: {
-      key: `${name}.${entry}.L${lanes}.W${wg}`,
-      code: specialise(gpu.shaders[name], { LANES: `${lanes}u`, WG: `${wg}u` }),
+      key: `${name}.${entry}.L${lanes}.W${wg}${suffix}`,
+      code: specialise(code, { LANES: `${lanes}u`, WG: `${wg}u` }),
       entryPoint: entry,
     },
     rowsPerGroup: wg / lanes,

@@ -15,9 +15,15 @@ export const SHADER_NAMES = [
   'matmul_tiled_common',
   // f32 ↔ f16 casts (kernels/cast.ts)
   'cast',
+  // bf16 rounding in f32 storage (kernels/cast.ts; no feature needed)
+  'round_bf16',
   'reduce',
-  // included by the row kernels and column sums (layernorm, rmsnorm, softmax_xent, reduce)
+  // row reductions included by the row kernels (layernorm, rmsnorm, softmax_xent); the _sg
+  // variant replaces the other where the device has subgroups (kernels/reduce.ts)
   'row_reduce',
+  'row_reduce_sg',
+  // column sums over chunks of rows, included by the norms and reduce
+  'col_chunks',
   'elementwise',
   'layernorm',
   'softmax_xent',

@@ -15,6 +15,7 @@ import {
   type NamedTensor,
 } from './safetensors.ts';
 import { zodIssues } from './digest.ts';
+import { type LossScaleState, LossScaleStateSchema } from './loss_scale.ts';
 
 export const CHECKPOINT_FORMAT = 'webgpu-train-sandbox/gpt/1';
 
@@ -30,6 +31,8 @@ export interface CheckpointState {
   rngState: number;
   /** Best validation loss so far (for summaries). */
   valLoss: number | null;
+  /** f16-mixed: the dynamic loss scaler's state (loss_scale.ts); absent otherwise. */
+  lossScale?: LossScaleState;
 }
 
 /** Reads parameters and moments from the GPU and encodes a checkpoint. */
@@ -62,6 +65,7 @@ export function encodeCheckpoint(tensors: NamedTensor[], state: CheckpointState)
     data_position: JSON.stringify(state.dataPosition),
     rng_state: String(state.rngState),
     val_loss: JSON.stringify(state.valLoss),
+    ...(state.lossScale ? { loss_scale: JSON.stringify(state.lossScale) } : {}),
   });
 }
 
@@ -80,6 +84,7 @@ const StateSchema = z.object({
   dataPosition: z.strictObject({ seed: count, step: count }),
   rngState: count.max(0xffffffff),
   valLoss: z.number().nullable(),
+  lossScale: LossScaleStateSchema.optional(),
 });
 
 /**
@@ -114,6 +119,7 @@ export async function parseCheckpoint(
       dataPosition: JSON.parse(metadata.data_position),
       rngState: Number(metadata.rng_state),
       valLoss: JSON.parse(metadata.val_loss ?? 'null'),
+      ...(metadata.loss_scale === undefined ? {} : { lossScale: JSON.parse(metadata.loss_scale) }),
     };
   } catch (e) {
     throw new CorruptCheckpointError(what, `metadata unreadable: ${(e as Error).message}`);

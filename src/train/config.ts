@@ -7,6 +7,10 @@ import { SCHEDULE_KINDS, scheduleFromConfig, validateSchedule } from './schedule
 import { ARCH_NAMES } from '../models/archs.ts';
 import { parseDataSpec } from '../data/mixture.ts';
 
+/** The training precisions (`--precision`; autograd/autocast.ts). */
+export const PRECISIONS = ['f32', 'f16-mixed', 'bf16-mixed'] as const;
+export type Precision = (typeof PRECISIONS)[number];
+
 const int = (min: number) => z.number().int().min(min);
 const pos = z.number().positive();
 
@@ -40,6 +44,11 @@ export const TrainConfigSchema = z.object({
   recompute: z.enum(['none', 'selective', 'full']).default('none').describe(
     'activation recomputation: full re-runs each block in backward from its input; selective only the attention / recurrent mixer cores',
   ),
+  precision: z.enum(PRECISIONS).default('f32').describe(
+    'f32, or f32 master weights and AdamW state with the linear layers in f16 (f16-mixed: shader-f16, dynamic loss scaling) or bf16 (bf16-mixed: emulated on any adapter)',
+  ),
+  lossScale: pos.default(65_536).describe('f16-mixed: the first dynamic loss scale (halves on overflow)'),
+  lossScaleWindow: int(1).default(2000).describe('f16-mixed: clean steps before the loss scale doubles'),
   linearDecay: z.enum(['head', 'channel']).default('head').describe(
     'linear: decay per head (chunked kernel) or per channel with bonus u (recurrent, RWKV-6)',
   ),

@@ -3,6 +3,8 @@
  * and in every run (one reserved step index of the batch sampler), so numbers compare between
  * evaluations, runs and parallel plans.
  */
+import { autocastOf } from '../autograd/autocast.ts';
+import type { Precision } from './config.ts';
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { Tape } from '../autograd/tape.ts';
@@ -32,7 +34,7 @@ export async function meanLoss(
   gpu: Gpu,
   model: LanguageModel,
   data: BatchSource,
-  cfg: { batchSize: number; blockSize: number; evalBatches: number; seed: number },
+  cfg: { batchSize: number; blockSize: number; evalBatches: number; seed: number; precision?: Precision },
   split: 'train' | 'val' = 'val',
   io?: { tokens: Tensor; targets: Tensor },
 ): Promise<number> {
@@ -45,6 +47,7 @@ export async function meanLoss(
     gpu.write(tokens, batch.x);
     gpu.write(targets, batch.y);
     const tape = new Tape(gpu, new Map(), false);
+    tape.autocast = autocastOf(cfg.precision ?? 'f32'); // validation runs the matmuls as training does
     const { loss } = await model.forward(tape, tokens, batch.x, targets, b, t);
     axpy(gpu, 1 / cfg.evalBatches, loss!, acc);
     tape.dispose();

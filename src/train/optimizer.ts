@@ -58,6 +58,22 @@ export class AdamW {
   }
 
   /**
+   * {@link step} for gradients that hold the loss scale S (train/loss_scale.ts): ‖g‖ is read back
+   * and divided by S, the update divides the gradients by S along with the clip scale, and when
+   * ‖g‖ is not finite (an f16 overflow) nothing is updated. One readback per call, as
+   * torch.amp.GradScaler.step syncs on its inf check. Returns whether the update was applied.
+   * A sum of squares past f32's range (‖g‖·S > 1.8e19) also counts as an overflow.
+   */
+  async stepScaled(store: ParamStore, lr: number, step: number, scale: number): Promise<boolean> {
+    gradNorm(this.gpu, store.grads, this.norm, 0);
+    const norm = Math.fround((await this.gpu.read(this.norm))[0] / scale);
+    const finite = Number.isFinite(norm);
+    this.gpu.write(this.norm, new Float32Array([norm, finite ? clipScale(norm, this.o.gradClip) / scale : 0]));
+    if (finite) this.apply(store.params, lr, step);
+    return finite;
+  }
+
+  /**
    * Encodes one update of `slots` with the global gradient norm `norm` (before clipping) that the
    * caller reduced over the ranks: clip scale min(1, clip/(‖g‖+1e-6)) as torch computes it.
    */

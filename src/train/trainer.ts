@@ -19,6 +19,8 @@ import { lrAt, scheduleFromConfig, type ScheduleSpec, validateSchedule } from '.
 import { goldfishMask } from './goldfish.ts';
 import { mixSeed, Random } from '../util/random.ts';
 import { meanLoss } from './evaluate.ts';
+import { LossScaler } from './loss_scale.ts';
+import { autocastOf, checkPrecision } from '../autograd/autocast.ts';
 
 /** Per-step values read back from the GPU. */
 export interface StepRecord {
@@ -26,6 +28,9 @@ export interface StepRecord {
   loss: number;
   gradNorm: number;
   lr: number;
+  /** f16-mixed: the loss scale this step's backward used, and whether its update was skipped (overflow). */
+  lossScale?: number;
+  skipped?: boolean;
 }
 
 /** Salt of the NEFTune noise seeds, so they are unrelated to the batch sampler's. */
@@ -46,7 +51,9 @@ export class Trainer {
   onBatch: ((step: number, micro: number, batch: Batch) => void) | null = null;
   private readonly lossAcc: Tensor;
   private history: Tensor;
-  private pending: { step: number; lr: number }[] = [];
+  private pending: { step: number; lr: number; lossScale?: number; skipped?: boolean }[] = [];
+  /** Dynamic loss scaling under f16-mixed (loss_scale.ts), else null. */
+  readonly scaler: LossScaler | null;
   private readonly paramGrads: Map<Tensor, Tensor>;
   /** The LR schedule, fixed at construction (a re-warm's start is resolved by then). */
   readonly schedule: ScheduleSpec;
@@ -62,6 +69,8 @@ export class Trainer {
     this.history = gpu.zeros([Math.max(1, cfg.logInterval) * 2], 'f32', 'loss_history');
     this.opt = new AdamW(gpu, cfg);
     this.paramGrads = model.params.gradMap();
+    checkPrecision(gpu, cfg.precision);
+    this.scaler = cfg.precision === 'f16-mixed' ? new LossScaler(cfg.lossScale, cfg.lossScaleWindow) : null;
   }
 
   /** The learning rate at `step` (0-based). */
@@ -72,21 +81,29 @@ export class Trainer {
   /**
    * Encodes optimizer step `step` (0-based): gradAccum micro-batches, then clip + AdamW.
    * Nothing is read back (the promise resolves once the step is encoded, not when the GPU is
-   * done); call {@link drain} to collect the losses.
+   * done) except under f16-mixed, whose loss scaler reads ‖g‖ to decide whether the update
+   * applies (AdamW.stepScaled); call {@link drain} to collect the losses.
+   * @throws Error from LossScaler.update when the loss scale underflows (a diverged run).
    */
   async step(step: number): Promise<void> {
-    const { gpu } = this;
+    const { gpu, scaler } = this;
+    const lossScale = scaler?.scale;
     await this.gradients(step, true);
     const lr = this.lrAt(step);
-    this.opt.step(this.model.params, lr, step + 1);
+    let skipped: boolean | undefined;
+    if (scaler) skipped = !scaler.update(await this.opt.stepScaled(this.model.params, lr, step + 1, lossScale!));
+    else this.opt.step(this.model.params, lr, step + 1);
     const slot = this.pending.length;
     if (slot * 2 + 2 > this.history.size) this.growHistory();
     gpu.copy(this.slice(this.lossAcc, 0, 1), this.slice(this.history, slot * 2, 1));
     gpu.copy(this.slice(this.opt.norm, 0, 1), this.slice(this.history, slot * 2 + 1, 1));
-    this.pending.push({ step, lr });
+    this.pending.push(scaler ? { step, lr, lossScale, skipped } : { step, lr });
   }
 
-  /** Encodes step `step`'s micro-batches: the mean loss into lossAcc, the gradients into the store. */
+  /**
+   * Encodes step `step`'s micro-batches: the mean loss into lossAcc, the gradients into the store
+   * (times the loss scale when `record`, a training step, runs under f16-mixed; a probe's are unscaled).
+   */
   private async gradients(step: number, record: boolean): Promise<void> {
     const { gpu, model, cfg } = this;
     const { batchSize: b, blockSize: t, gradAccum } = cfg;
@@ -99,12 +116,13 @@ export class Trainer {
       // Goldfish masking touches training targets only; evaluate() always scores every token.
       gpu.write(this.targets, goldfishMask(batch.y, batch.x, t, cfg.goldfishK, cfg.goldfishH));
       const tape = new Tape(gpu, this.paramGrads);
+      tape.autocast = autocastOf(cfg.precision);
       // NEFTune noise only in training passes, seeded per (seed, step, micro) so resumes replay it.
       const neftune = cfg.neftuneAlpha > 0
         ? { alpha: cfg.neftuneAlpha, seed: mixSeed(cfg.seed, NEFTUNE_SALT, step, micro) }
         : undefined;
       const { loss } = await model.forward(tape, this.tokens, batch.x, this.targets, b, t, {
-        gradScale: 1 / gradAccum,
+        gradScale: (record ? this.scaler?.scale ?? 1 : 1) / gradAccum,
         neftune,
         recompute: cfg.recompute,
       });
@@ -118,7 +136,7 @@ export class Trainer {
   async drain(): Promise<StepRecord[]> {
     if (!this.pending.length) return [];
     const h = await this.gpu.read(this.history);
-    const out = this.pending.map((p, i) => ({ step: p.step, lr: p.lr, loss: h[i * 2], gradNorm: h[i * 2 + 1] }));
+    const out = this.pending.map((p, i) => ({ ...p, loss: h[i * 2], gradNorm: h[i * 2 + 1] }));
     this.pending = [];
     return out;
   }
@@ -178,6 +196,7 @@ export class Trainer {
       host.set(window);
       gpu.write(ctx, host);
       const tape = new Tape(gpu, new Map(), false);
+      tape.autocast = autocastOf(this.cfg.precision);
       const logits = logitsOf(await model.forward(tape, ctx, host, null, 1, T), 'sample');
       const row = await gpu.read(this.slice(logits, (window.length - 1) * V, V));
       tape.dispose();

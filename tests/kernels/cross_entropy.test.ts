@@ -3,6 +3,7 @@ import { assertClose, assertFiniteDiff, assertRelRms, assertThrows, randn, rng }
 import { crossEntropyBackward, crossEntropyForward } from '../../src/kernels/cross_entropy.ts';
 import { crossEntropyBackwardRef, crossEntropyRef } from '../../src/reference/cross_entropy.ts';
 import { rowTuning } from '../../src/kernels/reduce.ts';
+import { RAGGED_ROWS, rowVariantTest, VARIANT_LANES } from '../util/row_variants.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 
 /** Targets in [0, v), a fraction `ignored` of them replaced by -1 or -100 (both mean "ignore"). */
@@ -119,19 +120,19 @@ gpuTest('cross-entropy: an all-ignored batch gives loss 0 and no gradient', asyn
 });
 
 // CPU adapters get one invocation per row; GPUs share a row between LANES invocations that
-// reduce through workgroup memory. Force the latter so CPU test runs check it too.
-for (const lanes of [4, 256]) {
-  gpuTest(`cross-entropy with ${lanes} lanes per row`, async (gpu) => {
+// reduce through workgroup memory or, where the adapter has subgroups, subgroup operations.
+// Force several lanes so CPU test runs check every reduction path (fwd_loss's 256-lane sum
+// over rows takes the variant too).
+await rowVariantTest('cross-entropy with 2 to 256 lanes per row', async (gpu) => {
+  for (const lanes of VARIANT_LANES) {
     rowTuning.lanes = lanes;
-    try {
-      for (const [n, v] of [[1, 1], [7, 65], [65, 257], [9, 5003]]) {
-        await check(gpu, n, v, { seed: n + v + lanes, lo: -30, hi: 30 });
-      }
-    } finally {
-      rowTuning.lanes = null;
+    for (const n of [1, 7, 65]) {
+      for (const v of RAGGED_ROWS) await check(gpu, n, v, { seed: n + v + lanes, lo: -30, hi: 30 });
     }
-  });
-}
+    await check(gpu, 9, 5003, { seed: lanes, lo: -30, hi: 30 });
+    await check(gpu, 300, 3, { seed: lanes }); // fwd_loss: more rows than its 256 lanes
+  }
+});
 
 gpuTest('cross-entropy at GPT-2 vocabulary size (V = 50257)', async (gpu) => {
   await check(gpu, 6, 50257, { lo: -10, hi: 10, ignored: 0.3 });

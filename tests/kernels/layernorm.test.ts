@@ -4,6 +4,7 @@ import { layerNormBackward, layerNormForward } from '../../src/kernels/layernorm
 import { layerNormBackwardRef, layerNormRef } from '../../src/reference/layernorm.ts';
 import { Tensor } from '../../src/gpu/tensor.ts';
 import { rowTuning } from '../../src/kernels/reduce.ts';
+import { RAGGED_ROWS, rowVariantTest, VARIANT_LANES } from '../util/row_variants.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 
 const f32 = (a: Float64Array) => Float32Array.from(a);
@@ -62,20 +63,17 @@ gpuTest('layernorm forward/backward on ragged shapes', async (gpu) => {
 });
 
 // CPU adapters get one invocation per row; GPUs share a row between LANES invocations that
-// reduce through workgroup memory. Force the latter so CPU test runs check it too.
-for (const lanes of [2, 16, 256]) {
-  gpuTest(`layernorm with ${lanes} lanes per row`, async (gpu) => {
+// reduce through workgroup memory or, where the adapter has subgroups, subgroup operations.
+// Force several lanes so CPU test runs check every reduction path.
+await rowVariantTest('layernorm with 2 to 256 lanes per row', async (gpu) => {
+  for (const lanes of VARIANT_LANES) {
     rowTuning.lanes = lanes;
-    try {
-      for (const n of [1, 7, 65]) {
-        for (const c of [1, 7, 65, 257]) await check(gpu, n, c, { seed: n * 1000 + c + lanes });
-      }
-      await check(gpu, 9, 40, { shift: 100 });
-    } finally {
-      rowTuning.lanes = null;
+    for (const n of [1, 7, 65]) {
+      for (const c of RAGGED_ROWS) await check(gpu, n, c, { seed: n * 1000 + c + lanes });
     }
-  });
-}
+    await check(gpu, 9, 40, { shift: 100, seed: lanes });
+  }
+});
 
 gpuTest('layernorm: large mean, other eps, long rows, many chunks', async (gpu) => {
   await check(gpu, 33, 96, { shift: 100 }); // shifted moments: no cancellation at |mean| ≫ std

@@ -3,6 +3,7 @@ import { assertClose, assertFiniteDiff, assertRelRms, assertThrows, dot, randn }
 import { rmsNormBackward, rmsNormForward } from '../../src/kernels/rmsnorm.ts';
 import { rmsNormBackwardRef, rmsNormRef } from '../../src/reference/rmsnorm.ts';
 import { rowTuning } from '../../src/kernels/reduce.ts';
+import { RAGGED_ROWS, rowVariantTest, VARIANT_LANES } from '../util/row_variants.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 
 const f32 = (a: Float64Array) => Float32Array.from(a);
@@ -51,17 +52,14 @@ gpuTest('rmsnorm forward/backward on ragged shapes', async (gpu) => {
 });
 
 // CPU adapters get one invocation per row; GPUs share a row between LANES invocations that
-// reduce through workgroup memory. Force the latter so CPU test runs check it too.
-gpuTest('rmsnorm with 4 and 64 lanes per row', async (gpu) => {
-  try {
-    for (const lanes of [4, 64]) {
-      rowTuning.lanes = lanes;
-      for (const [n, c] of [[1, 1], [7, 13], [65, 257]]) {
-        await check(gpu, n, c, { seed: n + c + lanes, eps: c === 1 ? 0.1 : 1e-5 });
-      }
+// reduce through workgroup memory or, where the adapter has subgroups, subgroup operations.
+// Force several lanes so CPU test runs check every reduction path.
+await rowVariantTest('rmsnorm with 2 to 256 lanes per row', async (gpu) => {
+  for (const lanes of VARIANT_LANES) {
+    rowTuning.lanes = lanes;
+    for (const n of [1, 7, 65]) {
+      for (const c of RAGGED_ROWS) await check(gpu, n, c, { seed: n + c + lanes, eps: c === 1 ? 0.1 : 1e-5 });
     }
-  } finally {
-    rowTuning.lanes = null;
   }
 });
 

@@ -1,0 +1,101 @@
+/**
+ * Runs a row kernel's test once per row-reduction variant (docs/design.md §10): the
+ * workgroup-memory tree every adapter has, and subgroup operations where the adapter offers
+ * `subgroups` (Dawn on SwiftShader does; Deno's wgpu on lavapipe does not).
+ */
+import type { Gpu } from '../../src/gpu/context.ts';
+import { rowTuning } from '../../src/kernels/reduce.ts';
+import { testGpu } from './gpu.ts';
+
+export type RowVariant = 'tree' | 'subgroup';
+
+/**
+ * Lanes per row the variant tests force: fewer than, as many as and more than a subgroup of 4
+ * (SwiftShader's size) or 32, which covers both paths of the subgroup reduction.
+ */
+export const VARIANT_LANES = [2, 4, 16, 256] as const;
+
+/** Row lengths that are not multiples of any lane count, subgroup or vector width. */
+export const RAGGED_ROWS = [1, 3, 67, 257, 1000] as const;
+
+/** Pipeline keys of row kernels that reduce with subgroup operations end with this. */
+const SG_SUFFIX = '.sg';
+
+/**
+ * Calls `fn` while recording the key of every dispatch on `gpu`, and returns the keys.
+ * Wraps `gpu.dispatch` for the duration, so other work on the same context must not overlap.
+ */
+export async function dispatchedKeys(gpu: Gpu, fn: () => Promise<void> | void): Promise<string[]> {
+  const keys: string[] = [];
+  const dispatch = gpu.dispatch;
+  gpu.dispatch = (k, bindings, params, workgroups) => {
+    keys.push(k.key);
+    dispatch.call(gpu, k, bindings, params, workgroups);
+  };
+  try {
+    await fn();
+  } finally {
+    gpu.dispatch = dispatch;
+  }
+  return keys;
+}
+
+/** Suffix of a test's name when it is registered as ignored for want of `subgroups`. */
+const NO_SUBGROUPS = "not run, the adapter lacks 'subgroups'";
+
+/**
+ * Registers a GPU test that needs `subgroups`; where the adapter lacks them it is registered as
+ * ignored, saying so in its name, rather than passing without running. Opens the test GPU (to
+ * read its features), so callers await it at the top level.
+ */
+export async function subgroupTest(name: string, fn: (gpu: Gpu) => Promise<void>): Promise<void> {
+  const has = (await testGpu()).features.has('subgroups');
+  Deno.test({
+    name: has ? name : `${name} [${NO_SUBGROUPS}]`,
+    ignore: !has,
+    sanitizeResources: false,
+    sanitizeOps: false,
+    fn: async () => await fn(await testGpu()),
+  });
+}
+
+/**
+ * Registers `name` once per variant, with `rowTuning.subgroups` set accordingly (`fn` sets
+ * `rowTuning.lanes`; both are restored afterwards). Each run fails unless a pipeline of its own
+ * variant ran and none of the other, so a gate that silently falls back cannot pass. Where the
+ * adapter lacks `subgroups` the subgroup run is registered as ignored, saying so in its name.
+ * Opens the test GPU (to read its features), so callers await it at the top level.
+ */
+export async function rowVariantTest(
+  name: string,
+  fn: (gpu: Gpu, variant: RowVariant) => Promise<void>,
+): Promise<void> {
+  const hasSubgroups = (await testGpu()).features.has('subgroups');
+  for (const variant of ['tree', 'subgroup'] as const) {
+    const missing = variant === 'subgroup' && !hasSubgroups;
+    Deno.test({
+      name: `${name} [${variant}${missing ? `: ${NO_SUBGROUPS}` : ''}]`,
+      ignore: missing,
+      sanitizeResources: false,
+      sanitizeOps: false,
+      fn: async () => {
+        const gpu = await testGpu();
+        rowTuning.subgroups = variant === 'subgroup';
+        let keys: string[];
+        try {
+          keys = await dispatchedKeys(gpu, () => fn(gpu, variant));
+        } finally {
+          rowTuning.subgroups = true;
+          rowTuning.lanes = null;
+        }
+        const sg = keys.filter((k) => k.endsWith(SG_SUFFIX));
+        if (variant === 'subgroup' && sg.length === 0) {
+          throw new Error(`no subgroup pipeline ran; dispatched: ${[...new Set(keys)].join(', ')}`);
+        }
+        if (variant === 'tree' && sg.length > 0) {
+          throw new Error(`subgroup pipelines ran with subgroups off: ${[...new Set(sg)].join(', ')}`);
+        }
+      },
+    });
+  }
+}
