@@ -25,16 +25,6 @@ const ROW: u32 = 33u; // vec4s per staged k-row: BM / 4 = 32, plus one of paddin
 var<workgroup> As: array<vec4<f32>, 528>; // [BK][ROW]: rows 4·v … 4·v + 3 of op(A) at column kk
 var<workgroup> Bs: array<vec4<f32>, 528>; // [BK][ROW]: columns 4·v … 4·v + 3 of op(B) at row kk
 
-// Rows i … i + 3 of op(A) at column kk (zero outside).
-fn a_vec(i: u32, kk: u32) -> vec4<f32> {
-  return vec4<f32>(load_a(i, kk), load_a(i + 1u, kk), load_a(i + 2u, kk), load_a(i + 3u, kk));
-}
-
-// Columns j … j + 3 of op(B) at row kk (zero outside).
-fn b_vec(kk: u32, j: u32) -> vec4<f32> {
-  return vec4<f32>(load_b(kk, j), load_b(kk, j + 1u), load_b(kk, j + 2u), load_b(kk, j + 3u));
-}
-
 @compute @workgroup_size(16, 16)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
   let row0 = wid.y * BM;

@@ -1,8 +1,9 @@
-// What the shared-memory tiled matmuls (matmul_tiled.wgsl, matmul_tiled_128.wgsl) share: the
-// parameters, the bindings, the layout constants the TS side specialises, and the bounds-checked
-// loads of op(A) and op(B), which return 0 outside the matrices so ragged edges need no branch
-// in the inner loop, and the epilogue that stores four columns of C. The loads convert to f32
-// so the TS side can declare a or b as array<f16> (f16 operands, f32 accumulation and output).
+// What the shared-memory tiled matmuls (matmul_tiled*.wgsl, subgroup variants included) share:
+// the parameters, the bindings, the layout constants the TS side specialises, and the
+// bounds-checked loads of op(A) and op(B) (one element, or four rows of op(A) / four columns of
+// op(B) as a vec4), which return 0 outside the matrices so ragged edges need no branch in the
+// inner loop, and the epilogue that stores four columns of C. The loads convert to f32 so the
+// TS side can declare a or b as array<f16> (f16 operands, f32 accumulation and output).
 //
 // Bindings: 0 a (read), 1 b (read), 2 c (read_write), 3 bias (read), 4 params.
 
@@ -36,6 +37,16 @@ fn load_b(kk: u32, j: u32) -> f32 {
   if (kk >= p.k || j >= p.n) { return 0.0; }
   if (TRANS_B) { return f32(b[j * p.ldb + kk]); }
   return f32(b[kk * p.ldb + j]);
+}
+
+// Rows i … i + 3 of op(A) at column kk (zero outside).
+fn a_vec(i: u32, kk: u32) -> vec4<f32> {
+  return vec4<f32>(load_a(i, kk), load_a(i + 1u, kk), load_a(i + 2u, kk), load_a(i + 3u, kk));
+}
+
+// Columns j … j + 3 of op(B) at row kk (zero outside).
+fn b_vec(kk: u32, j: u32) -> vec4<f32> {
+  return vec4<f32>(load_b(kk, j), load_b(kk, j + 1u), load_b(kk, j + 2u), load_b(kk, j + 3u));
 }
 
 // Writes C[i, j … j + 3] = alpha·v + beta·C (+ bias), skipping what lies outside C.

@@ -10,7 +10,9 @@
  * - GPUs (`!gpu.isCpu`, or `flashTuning.forceTiled`) get the shared-memory tiled kernels of
  *   shaders/flash_attention_tiled*.wgsl: one workgroup per (b, h, block of Br query rows — key
  *   rows for dK/dV), the other side staged in workgroup memory in tiles of Bc rows, with Bc
- *   chosen from maxComputeWorkgroupStorageSize and the head size ({@link flashTiles}).
+ *   chosen from maxComputeWorkgroupStorageSize and the head size ({@link flashTiles}). Where
+ *   the device has `subgroups` the forward shares K and V rows between the lanes of a subgroup
+ *   with shuffles instead ({@link subgroupFlash}).
  * - CPU adapters get the barrier-free shaders/flash_attention.wgsl: each invocation owns four
  *   query (or key) rows in private arrays and streams the other side's rows from storage, four
  *   at a time; workgroup barriers cost lavapipe and SwiftShader more than the caches they save.
@@ -62,13 +64,26 @@ export const CPU_LOOP_BUDGET = 34000;
  * rows per dispatch. `forceTiled`: the shared-memory tiled kernels on a CPU adapter too.
  * `storageBytes`: pick tile sizes for this workgroup-storage budget instead of the device's.
  * `br`: rows per workgroup of the tiled kernels (16, 32 or 64) instead of {@link flashTiles}'s.
+ * `subgroups = false`: the tiled forward keeps its workgroup-memory variant on a device that has
+ * subgroups ({@link subgroupFlash}), so tests can run both.
  */
 export const flashTuning: {
   chunk: number | null;
   forceTiled: boolean;
   storageBytes: number | null;
   br: number | null;
-} = { chunk: null, forceTiled: false, storageBytes: null, br: null };
+  subgroups: boolean;
+} = { chunk: null, forceTiled: false, storageBytes: null, br: null, subgroups: true };
+
+/**
+ * Whether the tiled forward reads K and V through subgroup shuffles
+ * (shaders/flash_attention_tiled_sg.wgsl) instead of workgroup-memory tiles on `gpu`: the device
+ * has `subgroups` and {@link flashTuning} does not force the fallback. The backward kernels have
+ * no subgroup variant.
+ */
+export function subgroupFlash(gpu: Gpu): boolean {
+  return flashTuning.subgroups && gpu.features.has('subgroups');
+}
 
 /**
  * The tiles the kernels use on this adapter for `rows` = B·nh·T query rows, or null for the
@@ -161,12 +176,14 @@ function run(
 ): void {
   // `dsum` (one row per invocation, no reuse to tile) always runs barrier-free.
   const tiled = tiles !== null && entry !== 'dsum';
+  // The subgroup forward has no K/V tiles, so no Bc; fixed here, at pipeline creation.
+  const sg = tiled && entry === 'fwd' && subgroupFlash(gpu);
   const sh = gpu.shaders;
   const src = entry === 'fwd'
-    ? (tiled ? sh.flash_attention_tiled : sh.flash_attention)
+    ? (sg ? sh.flash_attention_tiled_sg : tiled ? sh.flash_attention_tiled : sh.flash_attention)
     : (tiled ? sh.flash_attention_tiled_bwd : sh.flash_attention_bwd);
   const consts: Record<string, string> = { HS: `${hs}u` };
-  if (tiled) Object.assign(consts, { BR: `${tiles.br}u`, BC: `${tiles.bc}u` });
+  if (tiled) Object.assign(consts, sg ? { BR: `${tiles.br}u` } : { BR: `${tiles.br}u`, BC: `${tiles.bc}u` });
   const code = specialise(src, consts);
   const rows = d.b * d.nh * d.t;
   // Barrier-free `fwd`, `dq` and `dkv` run four rows per invocation, `dsum` one; the tiled ones
@@ -185,7 +202,7 @@ function run(
   gpu.dispatch(
     tiled
       ? {
-        key: `flash_attention.${entry}_tiled.hs${hs}.br${tiles.br}.bc${tiles.bc}`,
+        key: `flash_attention.${entry}_tiled.hs${hs}.br${tiles.br}${sg ? '.sg' : `.bc${tiles.bc}`}`,
         code,
         entryPoint: `${entry}_tiled`,
       }

@@ -6,8 +6,10 @@
  * CPU adapters (`gpu.isCpu`) run the register-blocked kernel of matmul_cpu.ts (shaders/matmul.wgsl);
  * GPUs get shaders/matmul_tiled.wgsl, the classic shared-memory tiling with a 4×4 register block
  * per invocation, or for outputs that fill the GPU with 128×128 blocks shaders/matmul_tiled_128.wgsl
- * with an 8×8 one (see {@link matmulTuning}). `matmulPlain` is the textbook 16×16 shared-memory
- * tile kernel, kept as the benchmark baseline.
+ * with an 8×8 one (see {@link matmulTuning}). Where the device has `subgroups`, both read op(A)
+ * through subgroup shuffles instead of workgroup memory (shaders/matmul_tiled_sg.wgsl,
+ * matmul_tiled_128_sg.wgsl; {@link subgroupMatmul}). `matmulPlain` is the textbook 16×16
+ * shared-memory tile kernel, kept as the benchmark baseline.
  */
 import { cdiv, f32bits, type Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -39,11 +41,29 @@ export interface MatmulOptions {
  * the GPU path on a CPU adapter and `forceRegister` to check the CPU path (its split-K and
  * padding) on a GPU. `tile` picks the GPU kernel's block: 64 (matmul_tiled.wgsl), 128
  * (matmul_tiled_128.wgsl) or 0, the default, for 128 once the output holds at least
- * {@link LARGE_TILE_BLOCKS} 128×128 blocks. `fuseBias = false` brings back the old two-pass
- * bias (the product, then `addBiasInPlace` over C), for the training bench's fused-vs-unfused
- * comparison and for tests.
+ * {@link LARGE_TILE_BLOCKS} 128×128 blocks. `subgroups = false` keeps the GPU kernels'
+ * workgroup-memory variants on a device that has subgroups ({@link subgroupMatmul}), so tests
+ * can run both. `fuseBias = false` brings back the old two-pass bias (the product, then
+ * `addBiasInPlace` over C), for the training bench's fused-vs-unfused comparison and for tests.
  */
-export const matmulTuning = { forceTiled: false, forceRegister: false, tile: 0 as 0 | 64 | 128, fuseBias: true };
+export const matmulTuning = {
+  forceTiled: false,
+  forceRegister: false,
+  tile: 0 as 0 | 64 | 128,
+  subgroups: true,
+  fuseBias: true,
+};
+
+/**
+ * Whether the GPU path's tiled kernels use their subgroup variants on `gpu` for operands of these
+ * dtypes: the device has `subgroups` and {@link matmulTuning} does not force the fallback. f16
+ * operands keep the workgroup-memory kernels: no adapter the tests reach offers both
+ * `shader-f16` and `subgroups` (lavapipe lacks the one, SwiftShader the other), so that
+ * combination could never be checked, and it is not shipped unchecked.
+ */
+export function subgroupMatmul(gpu: Gpu, aDtype = 'f32', bDtype = 'f32'): boolean {
+  return matmulTuning.subgroups && gpu.features.has('subgroups') && aDtype === 'f32' && bDtype === 'f32';
+}
 
 /**
  * Output blocks of 128×128 from which the large tile wins: about one per multiprocessor of a
@@ -205,16 +225,22 @@ function halfOperands(code: string, a: boolean, b: boolean): string {
   return out;
 }
 
-/** matmul_tiled.wgsl specialised per layout (TRANS_A, TRANS_B), built once each. */
+/** The tiled kernels specialised per layout (TRANS_A, TRANS_B), dtypes and variant, built once each. */
 const specialised = new Map<string, string>();
 
-/** The GPU path: 64×64 or 128×128 blocks of C per 16×16 workgroup ({@link matmulTuning}). */
+/**
+ * The GPU path: 64×64 or 128×128 blocks of C per workgroup of 256 ({@link matmulTuning}), with
+ * the subgroup variant where {@link subgroupMatmul} allows. The variant is fixed here, at
+ * pipeline creation (key suffix '.sg'), so a kernel never branches on it.
+ */
 function matmulTiled(gpu: Gpu, call: CheckedMatmul): void {
   const { a, b, c, m, n, k, transA, transB, alpha, beta, bias, aCols: lda, bCols: ldb } = call;
   const tile = matmulTuning.tile || matmulTile(gpu, m, n);
-  const shader = tile === 128 ? 'matmul_tiled_128' : 'matmul_tiled';
+  const base = tile === 128 ? 'matmul_tiled_128' : 'matmul_tiled';
+  const sg = subgroupMatmul(gpu, a.dtype, b.dtype);
+  const shader = sg ? (`${base}_sg` as const) : base;
   const types = a.dtype === 'f16' || b.dtype === 'f16' ? `.${a.dtype}${b.dtype}` : '';
-  const key = `${shader}.${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}${types}`;
+  const key = `${base}.${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}${types}${sg ? '.sg' : ''}`;
   let code = specialised.get(key);
   if (code === undefined) {
     code = specialise(gpu.shaders[shader], { TRANS_A: String(transA), TRANS_B: String(transB) });

@@ -11,7 +11,11 @@ export const SHADER_NAMES = [
   'matmul_plain',
   'matmul_tiled',
   'matmul_tiled_128',
-  // included by both tiled matmuls
+  // the tiled matmuls' variants with subgroup operations, picked where the device has
+  // subgroups (kernels/matmul.ts)
+  'matmul_tiled_sg',
+  'matmul_tiled_128_sg',
+  // included by every tiled matmul
   'matmul_tiled_common',
   // f32 ↔ f16 casts (kernels/cast.ts)
   'cast',
@@ -33,6 +37,8 @@ export const SHADER_NAMES = [
   'flash_attention_bwd',
   'flash_attention_common',
   'flash_attention_tiled',
+  // the tiled forward with subgroup shuffles instead of K/V tiles (kernels/flash_attention.ts)
+  'flash_attention_tiled_sg',
   'flash_attention_tiled_bwd',
   'flash_attention_block',
   'adamw',

@@ -1,6 +1,9 @@
 // The shared-memory tiled FlashAttention-2 kernels (what GPUs run), forced on the CPU adapter
-// with flashTuning.forceTiled and checked against the f64 references.
+// with flashTuning.forceTiled and checked against the f64 references; the forward in both
+// variants, workgroup-memory K/V tiles and subgroup shuffles (where the adapter has subgroups:
+// Dawn on SwiftShader, not Deno's wgpu on lavapipe).
 import { gpuTest } from '../util/gpu.ts';
+import { subgroupVariantTest } from '../util/row_variants.ts';
 import { checkNoQuadraticAllocation } from './flash_pool.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import { assertClose, assertRelRms, assertThrows, randn } from '../util/assert.ts';
@@ -109,10 +112,12 @@ const CASES: Case[] = [
   [2, 63, 1, 32, false, 16384, 12, 32, 4],
 ];
 for (const [b, t, nh, hs, causal, storageBytes, chunk, br, range] of CASES) {
-  gpuTest(
+  await subgroupVariantTest(
     `tiled flash attention B=${b} T=${t} nh=${nh} hs=${hs} causal=${causal} storage=${storageBytes ?? 'device'} chunk=${
       chunk ?? 'default'
     } Br=${br ?? 'auto'}`,
+    flashTuning,
+    'workgroup memory',
     (gpu) => tiled(gpu, { storageBytes, chunk, br }, () => checkCase(gpu, b, t, nh, hs, causal, range)),
   );
 }

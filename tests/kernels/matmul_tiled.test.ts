@@ -1,49 +1,103 @@
-// The GPU path of matmul (shaders/matmul_tiled.wgsl and matmul_tiled_128.wgsl), forced on the CPU adapter so CI checks
-// it against the f64 reference even where no GPU exists.
+// The GPU path of matmul (shaders/matmul_tiled*.wgsl), forced on the CPU adapter so CI checks it against the f64
+// reference even where no GPU exists: each tile in both variants, workgroup memory and subgroups (the latter where the
+// adapter has them: Dawn on SwiftShader, subgroups of 4; not Deno's wgpu on lavapipe).
 import { gpuTest, testBackend } from '../util/gpu.ts';
-import { assertClose, randn } from '../util/assert.ts';
-import { LARGE_TILE_WORKGROUP_BYTES, matmul, matmulTile, matmulTuning } from '../../src/kernels/matmul.ts';
+import { assertClose, assertRelRms, randn } from '../util/assert.ts';
+import {
+  LARGE_TILE_WORKGROUP_BYTES,
+  matmul,
+  matmulTile,
+  matmulTuning,
+  subgroupMatmul,
+} from '../../src/kernels/matmul.ts';
 import { Gpu } from '../../src/gpu/context.ts';
 import { equal } from 'node:assert/strict';
 import { matmulRef } from '../../src/reference/matmul.ts';
 import { Tensor } from '../../src/gpu/tensor.ts';
+import { dispatchedKeys, subgroupTest, subgroupVariantTest } from '../util/row_variants.ts';
 
 const LAYOUTS = [[false, false], [false, true], [true, false], [true, true]] as const;
 
+/** (M, N, K) with sizes that are not multiples of 4, 16 or the tiles, and a partial K step (K < 16, K = 17). */
+const SHAPES = [[1, 1, 1], [7, 65, 63], [65, 7, 127], [130, 66, 17], [64, 64, 64], [257, 131, 35], [1, 130, 7]];
+
 for (const tile of [64, 128] as const) {
-  gpuTest(
+  await subgroupVariantTest(
     `matmul GPU path (shared-memory ${tile}² tiles): every layout, ragged sizes, alpha/beta, slices`,
+    matmulTuning,
+    'workgroup memory',
     async (gpu) => {
       Object.assign(matmulTuning, { forceTiled: true, tile });
-      try {
-        for (const [transA, transB] of LAYOUTS) {
-          for (const [m, n, k] of [[1, 1, 1], [7, 65, 63], [65, 7, 127], [130, 66, 17], [64, 64, 64], [257, 131, 35]]) {
-            for (const [alpha, beta] of [[1, 0], [0.5, 1]]) {
-              const a = randn(m * k, m + n + k), b = randn(k * n, 3 * m + k), c0 = randn(m * n, 7 + n);
-              // A as a slice at a non-zero offset inside a bigger buffer.
-              const big = gpu.upload(new Float32Array(64 + m * k).fill(NaN).map((v, i) => (i >= 64 ? a[i - 64] : v)), [
-                64 + m * k,
-              ]);
-              const ta = new Tensor(gpu, big.buffer, transA ? [k, m] : [m, k], 'f32', 256, false);
-              const tb = gpu.upload(Float32Array.from(b), transB ? [n, k] : [k, n]);
-              const tc = gpu.upload(beta ? Float32Array.from(c0) : new Float32Array(m * n).fill(NaN), [m, n]);
-              matmul(gpu, ta, tb, tc, m, n, k, { transA, transB, alpha, beta });
-              const ref = matmulRef(a, b, m, n, k, { transA, transB, alpha, beta, c: c0 });
-              assertClose(
-                await gpu.read(tc),
-                ref,
-                `tiled ${transA ? 'T' : 'N'}${transB ? 'T' : 'N'} ${m}×${n}×${k} α=${alpha} β=${beta}`,
-              );
-              for (const t of [big, tb, tc]) t.release();
-            }
+      for (const [transA, transB] of LAYOUTS) {
+        for (const [m, n, k] of SHAPES) {
+          for (const [alpha, beta] of [[1, 0], [0.5, 1]]) {
+            const a = randn(m * k, m + n + k), b = randn(k * n, 3 * m + k), c0 = randn(m * n, 7 + n);
+            // A as a slice at a non-zero offset inside a bigger buffer.
+            const big = gpu.upload(new Float32Array(64 + m * k).fill(NaN).map((v, i) => (i >= 64 ? a[i - 64] : v)), [
+              64 + m * k,
+            ]);
+            const ta = new Tensor(gpu, big.buffer, transA ? [k, m] : [m, k], 'f32', 256, false);
+            const tb = gpu.upload(Float32Array.from(b), transB ? [n, k] : [k, n]);
+            const tc = gpu.upload(beta ? Float32Array.from(c0) : new Float32Array(m * n).fill(NaN), [m, n]);
+            matmul(gpu, ta, tb, tc, m, n, k, { transA, transB, alpha, beta });
+            const ref = matmulRef(a, b, m, n, k, { transA, transB, alpha, beta, c: c0 });
+            const what = `tiled ${transA ? 'T' : 'N'}${transB ? 'T' : 'N'} ${m}×${n}×${k} α=${alpha} β=${beta}`;
+            const got = await gpu.read(tc);
+            assertClose(got, ref, what);
+            assertRelRms(got, ref, what);
+            for (const t of [big, tb, tc]) t.release();
           }
         }
-      } finally {
-        Object.assign(matmulTuning, { forceTiled: false, tile: 0 });
       }
     },
+    () => Object.assign(matmulTuning, { forceTiled: false, tile: 0 }),
   );
 }
+
+// Both variants add the same products in the same order (k ascending, one fma each), whatever the subgroup size: the
+// shuffle only changes where op(A) comes from. So they agree bit for bit, which a wrong lane would break even where it
+// stayed within the tolerances.
+await subgroupTest('matmul: the subgroup variants equal the workgroup-memory ones bit for bit', async (gpu) => {
+  const [m, n, k] = [130, 67, 45];
+  const a = gpu.upload(Float32Array.from(randn(m * k, 5)), [m, k]);
+  const b = gpu.upload(Float32Array.from(randn(k * n, 6)), [k, n]);
+  Object.assign(matmulTuning, { forceTiled: true });
+  try {
+    for (const tile of [64, 128] as const) {
+      matmulTuning.tile = tile;
+      const out: Float32Array[] = [];
+      for (const subgroups of [false, true]) {
+        matmulTuning.subgroups = subgroups;
+        const c = gpu.empty([m, n]);
+        const keys = await dispatchedKeys(gpu, () => matmul(gpu, a, b, c, m, n, k));
+        if (keys.length !== 1 || keys[0].endsWith('.sg') !== subgroups) throw new Error(`dispatched ${keys}`);
+        out.push(await gpu.read(c) as Float32Array);
+        c.release();
+      }
+      const diff = out[0].findIndex((v, i) => !Object.is(v, out[1][i]));
+      if (diff >= 0) throw new Error(`${tile}² tile: element ${diff}: ${out[0][diff]} vs ${out[1][diff]} (subgroups)`);
+    }
+  } finally {
+    Object.assign(matmulTuning, { forceTiled: false, tile: 0, subgroups: true });
+    a.release();
+    b.release();
+  }
+});
+
+gpuTest('matmul: subgroup variants exactly where the adapter has subgroups, never for f16 operands', (gpu) => {
+  const has = gpu.features.has('subgroups');
+  equal(subgroupMatmul(gpu), has);
+  // f16 × subgroups runs on no adapter the tests reach (lavapipe lacks subgroups, SwiftShader shader-f16), so it is
+  // refused: f16 operands keep the workgroup-memory kernels.
+  equal(subgroupMatmul(gpu, 'f16', 'f32'), false);
+  equal(subgroupMatmul(gpu, 'f32', 'f16'), false);
+  matmulTuning.subgroups = false;
+  try {
+    equal(subgroupMatmul(gpu), false, 'matmulTuning.subgroups = false forces the fallback');
+  } finally {
+    matmulTuning.subgroups = true;
+  }
+});
 
 Deno.test({
   name: 'matmul tile choice: 128² from 128 output blocks when the workgroup memory holds its tiles, else 64²',

@@ -78,11 +78,13 @@ fn main(
   return r as Uint32Array;
 }
 
-// row_reduce_sg.wgsl assumes that invocation lid of a 1D workgroup is lane lid % S of a
-// subgroup made of invocations lid − lane … lid − lane + S − 1, all active except those past
-// the end of the workgroup. WGSL does not promise it, so it is checked here for the workgroup
-// sizes the row kernels use (64 on CPU adapters, 256 elsewhere).
-for (const wg of [64, 256]) {
+// row_reduce_sg.wgsl, matmul_tiled*_sg.wgsl and flash_attention_tiled_sg.wgsl assume that
+// invocation lid of a 1D workgroup is lane lid % S of a subgroup made of invocations
+// lid − lane … lid − lane + S − 1, all active except those past the end of the workgroup. WGSL
+// does not promise it, so it is checked here for the workgroup sizes those kernels use (the
+// row kernels 64 on CPU adapters and 256 elsewhere, the matmuls 256, the flash forward its Br
+// of 16, 32 or 64).
+for (const wg of [16, 32, 64, 256]) {
   await subgroupTest(
     `subgroup layout in a workgroup of ${wg}: lid = subgroup·size + lane, full subgroups`,
     async (gpu) => {
@@ -94,7 +96,7 @@ for (const wg of [64, 256]) {
         if (!ok) {
           throw new Error(
             `workgroup of ${wg}, invocation ${lid}: lane ${lane}, subgroup size ${size}, ` +
-              `first lid ${first}, ${count} active — not the layout row_reduce_sg.wgsl assumes`,
+              `first lid ${first}, ${count} active — not the layout the subgroup kernels assume`,
           );
         }
       }

@@ -1,7 +1,8 @@
 /**
- * Runs a row kernel's test once per row-reduction variant (docs/design.md §10): the
- * workgroup-memory tree every adapter has, and subgroup operations where the adapter offers
- * `subgroups` (Dawn on SwiftShader does; Deno's wgpu on lavapipe does not).
+ * Runs a kernel's test once per variant (docs/design.md §10): the workgroup-memory path every
+ * adapter has, and subgroup operations where the adapter offers `subgroups` (Dawn on SwiftShader
+ * does; Deno's wgpu on lavapipe does not). Row kernels (the reduction tree or subgroups) and the
+ * tiled matmuls use it.
  */
 import type { Gpu } from '../../src/gpu/context.ts';
 import { rowTuning } from '../../src/kernels/reduce.ts';
@@ -18,7 +19,7 @@ export const VARIANT_LANES = [2, 4, 16, 256] as const;
 /** Row lengths that are not multiples of any lane count, subgroup or vector width. */
 export const RAGGED_ROWS = [1, 3, 67, 257, 1000] as const;
 
-/** Pipeline keys of row kernels that reduce with subgroup operations end with this. */
+/** Pipeline keys of kernels that use subgroup operations end with this. */
 const SG_SUFFIX = '.sg';
 
 /**
@@ -59,19 +60,29 @@ export async function subgroupTest(name: string, fn: (gpu: Gpu) => Promise<void>
   });
 }
 
+/** A kernel family's tuning switch: `subgroups = false` forces its fallback (rowTuning, matmulTuning). */
+export interface SubgroupSwitch {
+  subgroups: boolean;
+}
+
 /**
- * Registers `name` once per variant, with `rowTuning.subgroups` set accordingly (`fn` sets
- * `rowTuning.lanes`; both are restored afterwards). Each run fails unless a pipeline of its own
- * variant ran and none of the other, so a gate that silently falls back cannot pass. Where the
- * adapter lacks `subgroups` the subgroup run is registered as ignored, saying so in its name.
- * Opens the test GPU (to read its features), so callers await it at the top level.
+ * Registers `name` once per variant of a kernel family: `fallback` (the label of the variant
+ * every adapter has) with `tuning.subgroups` false, then 'subgroup' with it true; `cleanup`
+ * runs after each, and `tuning.subgroups` is restored to true. Each run fails unless a pipeline
+ * of its own variant ran (key suffix '.sg' for subgroups) and none of the other, so a gate that
+ * silently falls back cannot pass. Where the adapter lacks `subgroups` the subgroup run is
+ * registered as ignored, saying so in its name. Opens the test GPU (to read its features), so
+ * callers await it at the top level.
  */
-export async function rowVariantTest(
+export async function subgroupVariantTest<V extends string>(
   name: string,
-  fn: (gpu: Gpu, variant: RowVariant) => Promise<void>,
+  tuning: SubgroupSwitch,
+  fallback: V,
+  fn: (gpu: Gpu, variant: V | 'subgroup') => Promise<void>,
+  cleanup: () => void = () => {},
 ): Promise<void> {
   const hasSubgroups = (await testGpu()).features.has('subgroups');
-  for (const variant of ['tree', 'subgroup'] as const) {
+  for (const variant of [fallback, 'subgroup'] as const) {
     const missing = variant === 'subgroup' && !hasSubgroups;
     Deno.test({
       name: `${name} [${variant}${missing ? `: ${NO_SUBGROUPS}` : ''}]`,
@@ -80,22 +91,35 @@ export async function rowVariantTest(
       sanitizeOps: false,
       fn: async () => {
         const gpu = await testGpu();
-        rowTuning.subgroups = variant === 'subgroup';
+        tuning.subgroups = variant === 'subgroup';
         let keys: string[];
         try {
           keys = await dispatchedKeys(gpu, () => fn(gpu, variant));
         } finally {
-          rowTuning.subgroups = true;
-          rowTuning.lanes = null;
+          tuning.subgroups = true;
+          cleanup();
         }
         const sg = keys.filter((k) => k.endsWith(SG_SUFFIX));
         if (variant === 'subgroup' && sg.length === 0) {
           throw new Error(`no subgroup pipeline ran; dispatched: ${[...new Set(keys)].join(', ')}`);
         }
-        if (variant === 'tree' && sg.length > 0) {
+        if (variant !== 'subgroup' && sg.length > 0) {
           throw new Error(`subgroup pipelines ran with subgroups off: ${[...new Set(sg)].join(', ')}`);
         }
       },
     });
   }
+}
+
+/**
+ * Registers a row kernel's test once per row-reduction variant ({@link subgroupVariantTest} with
+ * `rowTuning`); `fn` sets `rowTuning.lanes`, which is restored afterwards.
+ */
+export function rowVariantTest(
+  name: string,
+  fn: (gpu: Gpu, variant: RowVariant) => Promise<void>,
+): Promise<void> {
+  return subgroupVariantTest(name, rowTuning, 'tree', fn, () => {
+    rowTuning.lanes = null;
+  });
 }

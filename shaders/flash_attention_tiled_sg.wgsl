@@ -1,0 +1,122 @@
+// FlashAttention-2 forward with subgroup operations: the variant of flash_attention_tiled.wgsl
+// (same entry point name, bindings, grid of one workgroup per (b, h, block of BR query rows),
+// one invocation per query row, same outputs and chunk carry-over) that flash_attention.ts picks
+// where the device has `subgroups`. The backward keeps flash_attention_tiled_bwd.wgsl.
+//
+// Every query row reads every key and value of a tile, so the tiled kernel stages them in
+// workgroup memory behind two barriers per tile. Here each subgroup streams its own: per step
+// of W keys, the invocation at subgroup lane L < W loads key row s0 + L of K and of V into
+// private arrays (kf, vf) and every lane reads the others' with subgroupShuffle; no workgroup
+// memory, no barrier. W = min(subgroup_size, BR): the subgroup size S is read from the builtin,
+// never assumed (WebGPU promises a power of two in [4, 128]; SwiftShader has 4, NVIDIA 32, AMD
+// 32 or 64), and a workgroup of BR < S invocations is one partial subgroup whose lanes
+// 0 … BR − 1 are the active ones (tests/kernels/row_reduce.test.ts checks that layout). Since
+// S ≥ 4 and BR ∈ {16, 32, 64}, W is a multiple of 4: the keys go four at a time, with constant
+// trip counts inside (4 keys, HS4 channels) so q, o, kf and vf stay in registers where a GPU
+// compiler can keep them (docs/design.md §9), and the online softmax rescales once per four
+// keys instead of once per tile: the same sums, grouped differently.
+//
+// Causal: as in the tiled kernel, keys past the block's last query row are never loaded; a row
+// masks keys s > t with NEG. The first group of the first chunk holds key 0, which every row
+// sees, so m is finite from then on; groups wholly past the block's end are skipped (uniform).
+// Rows past T compute on a clamped copy of row T−1, as do lanes loading keys past the end, so
+// every lane takes part in every shuffle; neither is stored or counted.
+enable subgroups;
+
+//!include flash_attention_common
+
+const BR: u32 = 64u;
+
+@compute @workgroup_size(BR)
+fn fwd_tiled(
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) groups: vec3<u32>,
+  @builtin(local_invocation_index) lid: u32,
+  @builtin(subgroup_invocation_id) lane: u32,
+  @builtin(subgroup_size) sg_size: u32,
+) {
+  let blocks = (p.t + BR - 1u) / BR;
+  let g = group_index(wid, groups);
+  // Whole workgroups past the end return together, so the shuffles below stay in uniform control flow.
+  if (g >= p.b * p.nh * blocks) { return; }
+  let bh = g / blocks;
+  let first_row = (g % blocks) * BR;
+  let h = bh % p.nh;
+  let tok0 = (bh / p.nh) * p.t;
+  let c3 = 3u * p.c;
+  let t = first_row + lid;
+  let tc = min(t, p.t - 1u);
+  let qb = tok0 * c3 + h * HS;
+  let kb = qb + p.c;
+  let vb = kb + p.c;
+  let yb = tok0 * p.c + h * HS;
+  let lrow = bh * p.t + tc;
+  let resume = p.first == 0u;
+  // Uniform (subgroup_size and a constant), so the loops it bounds are too.
+  let w = min(sg_size, BR);
+
+  var q: array<vec4<f32>, HS4>;
+  var o: array<vec4<f32>, HS4>;
+  for (var j = 0u; j < HS4; j++) {
+    q[j] = ld_qkv(qb + tc * c3, j) * p.scale;
+    o[j] = select(vec4<f32>(0.0), ld_out(yb + tc * p.c, j), resume);
+  }
+  var m = NEG;
+  var l = 0.0;
+  if (resume) {
+    m = lseo[lrow];
+    l = lsum[lrow];
+  }
+  // Keys this row sees: s < lim; keys the block needs: s < end (uniform).
+  var lim = min(p.t, p.hi);
+  var end = lim;
+  if (p.causal != 0u) {
+    lim = min(lim, tc + 1u);
+    end = min(end, min(p.t, first_row + BR));
+  }
+  var kf: array<vec4<f32>, HS4>;
+  var vf: array<vec4<f32>, HS4>;
+  for (var s0 = p.lo; s0 < end; s0 += w) {
+    // This lane's share: key row s0 + lane (clamped inside T; its scores are masked below).
+    let r = min(s0 + lane, p.t - 1u) * c3;
+    for (var j = 0u; j < HS4; j++) {
+      kf[j] = ld_qkv(kb + r, j);
+      vf[j] = ld_qkv(vb + r, j);
+    }
+    for (var i0 = 0u; i0 < w; i0 += 4u) {
+      if (s0 + i0 >= end) { break; }
+      var sc = vec4<f32>(NEG);
+      for (var u = 0u; u < 4u; u++) {
+        var acc = vec4<f32>(0.0);
+        for (var j = 0u; j < HS4; j++) {
+          acc = fma(q[j], subgroupShuffle(kf[j], i0 + u), acc);
+        }
+        sc[u] = select(NEG, (acc.x + acc.y) + (acc.z + acc.w), s0 + i0 + u < lim);
+      }
+      let mn = max(m, max(max(sc.x, sc.y), max(sc.z, sc.w)));
+      let alpha = exp(m - mn);
+      let pk = exp(sc - vec4<f32>(mn));
+      l = l * alpha + ((pk.x + pk.y) + (pk.z + pk.w));
+      for (var j = 0u; j < HS4; j++) {
+        var x = o[j] * alpha;
+        x = fma(vec4<f32>(pk.x), subgroupShuffle(vf[j], i0), x);
+        x = fma(vec4<f32>(pk.y), subgroupShuffle(vf[j], i0 + 1u), x);
+        x = fma(vec4<f32>(pk.z), subgroupShuffle(vf[j], i0 + 2u), x);
+        o[j] = fma(vec4<f32>(pk.w), subgroupShuffle(vf[j], i0 + 3u), x);
+      }
+      m = mn;
+    }
+  }
+  if (t >= p.t) { return; }
+  var inv = 1.0 / l;
+  var lv = m + log(l);
+  if (p.final_ == 0u) {
+    inv = 1.0;
+    lv = m;
+    lsum[lrow] = l;
+  }
+  for (var j = 0u; j < HS4; j++) {
+    st_out(yb + t * p.c, j, o[j] * inv, false);
+  }
+  lseo[lrow] = lv;
+}
