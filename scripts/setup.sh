@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What `npm test` needs beyond npm packages, set up idempotently: Deno and the npm packages
 # (npm ci when node_modules is missing), Mesa's lavapipe (WebGPU for Deno on a machine without
-# a GPU) and Debian's Chromium (Dawn's SwiftShader ICD and the browser tests). Installs the
+# a GPU), Debian's Chromium (Dawn's SwiftShader ICD and the browser tests) and MPICH (the MPI
+# transport: mpirun and libmpich, loaded through Deno FFI). Installs the
 # system packages with apt-get as root or through passwordless sudo; otherwise stops at once
 # with the one command to run. Quiet when everything is present, so it costs nothing per run.
 set -euo pipefail
@@ -13,7 +14,7 @@ if [[ ! -x node_modules/.bin/deno ]]; then
 fi
 
 # CHROMIUM names another browser binary (playwright.config.ts); then Debian's is not needed.
-want=(mesa-vulkan-drivers)
+want=(mesa-vulkan-drivers mpich libmpich-dev)
 [[ -n "${CHROMIUM:-}" ]] || want+=(chromium)
 
 if ! command -v dpkg >/dev/null 2>&1; then

@@ -58,9 +58,24 @@ export interface CommBenchRow {
   simBusbw?: number;
 }
 
-function sizes(o: CommBenchOptions): number[] {
-  const out: number[] = [];
-  for (let s = o.minBytes; s <= o.maxBytes; s *= o.step) out.push(s);
+/**
+ * The sizes of one (collective, world size p) sweep: S from --min-bytes to --max-bytes in ×step
+ * steps (the chunked collectives round S up to a multiple of 4·p bytes), with its timed
+ * iterations (default: about 4 MiB moved, 2…10) and warm-up calls (none once S ≥ 1 MiB: smaller
+ * sizes already warmed the code paths up, and a large warm-up call only costs time).
+ */
+export function sizeRows(
+  o: Pick<CommBenchOptions, 'minBytes' | 'maxBytes' | 'step' | 'iters'>,
+  coll: SizedCollective,
+  p: number,
+): { bytes: number; iters: number; warmup: number }[] {
+  const out = [];
+  for (let s = o.minBytes; s <= o.maxBytes; s *= o.step) {
+    const chunked = coll === 'reduceScatter' || coll === 'allGather' || coll === 'allToAll';
+    const bytes = chunked ? Math.ceil(s / (4 * p)) * 4 * p : Math.ceil(s / 4) * 4;
+    const iters = o.iters ?? Math.max(2, Math.min(10, Math.round((4 << 20) / bytes)));
+    out.push({ bytes, iters, warmup: bytes >= 1 << 20 ? 0 : 1 });
+  }
   return out;
 }
 
@@ -83,12 +98,7 @@ export async function benchComm(o: CommBenchOptions): Promise<CommBenchRow[]> {
     try {
       for (const coll of o.collectives) {
         for (const algorithm of ALGORITHMS[coll]) {
-          for (const s of sizes(o)) {
-            const chunked = coll === 'reduceScatter' || coll === 'allGather' || coll === 'allToAll';
-            const bytes = chunked ? Math.ceil(s / (4 * p)) * 4 * p : Math.ceil(s / 4) * 4;
-            const iters = o.iters ?? Math.max(2, Math.min(10, Math.round((4 << 20) / bytes)));
-            // Smaller sizes already warmed the code paths up; a large warm-up call only costs time.
-            const warmup = bytes >= 1 << 20 ? 0 : 1;
+          for (const { bytes, iters, warmup } of sizeRows(o, coll, p)) {
             const res = await world.run<TimingResult>('time', { coll, algorithm, bytes, iters, warmup, sim: !!net });
             const ms = Math.max(...res.map((r) => r.ms));
             const row: CommBenchRow = { coll, algorithm, p, bytes, iters, ms, ...bandwidths(coll, bytes, ms, p) };
@@ -156,16 +166,31 @@ Options:
   --net SPEC          network model for simulated time vs α-β prediction, e.g.
                       'intra=300GB/s,1us;inter=25GB/s,5us;node=4' or nvlink-ib, pcie-eth, ideal
   --json FILE         also write the rows as JSON to FILE
+  --transport T       workers (default: Web Workers in this process) or mpi (one rank per
+                      process; start under mpirun: ${'mpirun -n 4 npm run bench -- comm --transport mpi'};
+                      every algorithm and MPI's own collective; --worlds defaults to the MPI world)
+  --tune FILE         with --transport mpi: write the faster backend per (collective, group
+                      size, S) to FILE, the table --comm-backend auto reads
   -h, --help          this text`;
 
 /** Parses the comm suite's flags. @throws Error naming a bad flag value and what is allowed. */
-export function parseCommArgs(argv: string[]): CommBenchOptions & { json?: string; help: boolean } {
+export function parseCommArgs(
+  argv: string[],
+): CommBenchOptions & {
+  json?: string;
+  help: boolean;
+  transport: 'workers' | 'mpi';
+  tune?: string;
+  worldsGiven: boolean;
+} {
   let parsed;
   try {
     parsed = parseArgs({
       args: argv,
       options: {
-        worlds: { type: 'string', default: '2,4,8' },
+        worlds: { type: 'string' },
+        transport: { type: 'string', default: 'workers' },
+        tune: { type: 'string' },
         'min-bytes': { type: 'string', default: '4' },
         'max-bytes': { type: 'string', default: '8MiB' },
         step: { type: 'string', default: '8' },
@@ -181,9 +206,15 @@ export function parseCommArgs(argv: string[]): CommBenchOptions & { json?: strin
     throw new Error(`${(e as Error).message.split('\n')[0]} (see --help)`);
   }
   const v = parsed.values;
-  const worlds = v.worlds.split(',').map(Number);
+  const worlds = (v.worlds ?? '2,4,8').split(',').map(Number);
   if (!worlds.length || worlds.some((n) => !Number.isInteger(n) || n < 1 || n > 16)) {
     throw new Error(`--worlds expects comma-separated sizes in 1–16, got '${v.worlds}'`);
+  }
+  if (v.transport !== 'workers' && v.transport !== 'mpi') {
+    throw new Error(`--transport expects workers or mpi, got '${v.transport}'`);
+  }
+  if (v.tune !== undefined && v.transport !== 'mpi') {
+    throw new Error("--tune compares MPI's own collectives with ours and needs --transport mpi");
   }
   const collectives = v.ops.split(',').map((s) => s.trim()) as SizedCollective[];
   for (const c of collectives) {
@@ -210,6 +241,9 @@ export function parseCommArgs(argv: string[]): CommBenchOptions & { json?: strin
     net: v.net,
     json: v.json,
     help: v.help,
+    transport: v.transport,
+    tune: v.tune,
+    worldsGiven: v.worlds !== undefined,
     log: console.log,
   };
 }
@@ -225,6 +259,10 @@ export async function commMain(argv: string[]): Promise<number> {
   }
   if (o.help) {
     console.log(COMM_HELP);
+    return 0;
+  }
+  if (o.transport === 'mpi') {
+    await (await import('./comm_mpi.ts')).benchCommMpi(o);
     return 0;
   }
   console.log(

@@ -26,9 +26,17 @@ export const ALGORITHMS = {
 /** A collective named in {@link ALGORITHMS}. */
 export type Collective = keyof typeof ALGORITHMS;
 
+/**
+ * Who runs a call: this project's algorithms over the transport (`ours`), or the MPI library's
+ * own collective (`mpi`, only over the MPI transport) — mixed per call as MCR-DL does.
+ */
+export type Backend = 'ours' | 'mpi';
+
 export interface CallOptions {
-  /** Algorithm for this call; the default is the first entry of {@link ALGORITHMS}. */
+  /** Algorithm for this call; the default is the first entry of {@link ALGORITHMS}. Ignored by backend `mpi`. */
   algorithm?: Algorithm;
+  /** Backend for this call (default: the communicator's `backend`); `auto` reads its tuning table. */
+  backend?: Backend | 'auto';
   /** Receive timeout in ms for this call (default: the transport's). */
   timeoutMs?: number;
 }

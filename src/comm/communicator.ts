@@ -16,11 +16,15 @@
  * tensors go through `TensorComm` (tensor_comm.ts), which wraps a Communicator.
  */
 import type { Transport } from './transport.ts';
-import { alloc, callLink, dtypeOf, p2pExpect, peekSeq } from './link.ts';
+import { alloc, dtypeOf, p2pExpect } from './link.ts';
+import type { NativeGroup } from './wire.ts';
+import { nativeOp, runCall } from './call.ts';
+import type { TuningTable } from './tuning.ts';
 import * as A from './algorithms.ts';
 import type { Link, NumArray, ReduceOp } from './algorithms.ts';
-import { algorithmOf, type Tracer, wallMs } from './trace.ts';
+import type { Tracer } from './trace.ts';
 import {
+  type Backend,
   type CallOptions,
   checkLength,
   checkPeer,
@@ -41,6 +45,14 @@ export class Communicator {
   /** This rank's group-local rank. */
   readonly rank: number;
   readonly size: number;
+  /**
+   * Backend of calls that do not name one (`CallOptions.backend`): this project's algorithms,
+   * MPI's own collectives, or `auto`, the faster of the two per call from {@link tuning}.
+   */
+  backend: Backend | 'auto' = 'ours';
+  /** The measured backend choices `auto` reads (tuning.ts). */
+  tuning: TuningTable | null = null;
+  private native: NativeGroup | null = null;
 
   /** The world communicator over `transport` (group id `world`). */
   static world(transport: Transport): Communicator {
@@ -111,6 +123,7 @@ export class Communicator {
       `root=${root}/${algo}`,
       buf,
       opts,
+      (g) => g.broadcast(work, root),
       (l) => algo === 'direct' ? A.directBroadcast(l, work, root) : A.binomialBroadcast(l, work, root),
     );
     return work;
@@ -130,6 +143,7 @@ export class Communicator {
       `${op}/root=${root}/${algo}`,
       buf,
       opts,
+      (g) => g.reduce(buf.slice(), work, root, nativeOp(op)),
       (l) => algo === 'direct' ? A.directReduce(l, work, root, op) : A.binomialReduce(l, work, root, op),
     );
     const res = opts.out ?? buf;
@@ -144,7 +158,8 @@ export class Communicator {
     const work = opts.out ?? buf;
     if (work !== buf) work.set(buf);
     const offs = A.chunkOffsets(buf.length, this.size);
-    await this.call('allReduce', `${op}/${algo}`, buf, opts, async (l) => {
+    const native = (g: NativeGroup) => g.allReduce(work, nativeOp(op));
+    await this.call('allReduce', `${op}/${algo}`, buf, opts, native, async (l) => {
       if (algo === 'ring') {
         await A.ringReduceScatter(l, work, offs, op);
         await A.ringAllGather(l, work, offs);
@@ -178,6 +193,7 @@ export class Communicator {
       `${op}/${algo}`,
       input,
       opts,
+      (g) => g.reduceScatter(input.slice(), work.subarray(offs[this.rank], offs[this.rank + 1]), nativeOp(op)),
       (l) =>
         algo === 'ring'
           ? A.ringReduceScatter(l, work, offs, op)
@@ -207,6 +223,7 @@ export class Communicator {
       algo,
       input,
       opts,
+      (g) => g.allGather(input.slice(), work),
       (l) =>
         algo === 'ring'
           ? A.ringAllGather(l, work, offs)
@@ -231,6 +248,7 @@ export class Communicator {
       'direct',
       input,
       opts,
+      (g) => g.allToAll(src, out),
       (l) => A.pairwiseAllToAll(l, src, out, A.chunkOffsets(input.length, this.size)),
     );
     return out;
@@ -245,6 +263,7 @@ export class Communicator {
       algo,
       token,
       opts,
+      (g) => g.barrier(),
       (l) => algo === 'direct' ? A.directBarrier(l, token) : A.disseminationBarrier(l, token),
     );
   }
@@ -262,34 +281,20 @@ export class Communicator {
     return this.transport.tracer;
   }
 
-  /** Runs one collective call's `body` over its Link, recorded as a `collective` span. */
-  private async call(
+  /** MPI's own collectives on this group (created on first use; the `mpi` backend). @throws Error over MessagePorts. */
+  nativeGroup(): NativeGroup {
+    return this.native ??= this.transport.nativeGroup(this.ranks, this.id);
+  }
+
+  /** Runs one collective call (call.ts): `body` over its Link, or the `native` collective under backend `mpi`. */
+  private call(
     op: string,
     detail: string,
     x: NumArray,
     opts: CallOptions,
+    native: (g: NativeGroup) => Promise<unknown>,
     body: (l: Link) => Promise<unknown>,
   ): Promise<void> {
-    const start = wallMs(), simStart = this.transport.clock.now;
-    const seq = peekSeq(this.transport, this.id);
-    await body(this.link(op, detail, x, opts));
-    this.tracer.record({
-      kind: 'collective',
-      op,
-      group: this.id,
-      algorithm: algorithmOf(detail),
-      bytes: x.byteLength,
-      peer: -1,
-      start,
-      end: wallMs(),
-      simStart,
-      simEnd: this.transport.clock.now,
-      seq,
-    });
-  }
-
-  /** One call's Link (see link.ts): takes the group's next sequence number. */
-  private link(op: string, detail: string, x: NumArray, opts: CallOptions): Link {
-    return callLink(this.transport, this.ranks, this.rank, this.id, op, detail, x, opts.timeoutMs);
+    return runCall(this, { op, detail, x, timeoutMs: opts.timeoutMs, backend: opts.backend }, native, body);
   }
 }

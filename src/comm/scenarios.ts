@@ -8,7 +8,7 @@
  */
 import type { RankTask } from './launch.ts';
 import type { Communicator, NumArray, ReduceOp } from './communicator.ts';
-import { ALGORITHMS } from './call_options.ts';
+import { type Algorithm, ALGORITHMS, type Backend } from './call_options.ts';
 import { DeviceMesh, MESH_DIMS } from './mesh.ts';
 
 export type DT = 'f32' | 'i32';
@@ -57,8 +57,13 @@ export interface Report {
   failures: string[];
 }
 
-/** Every collective × algorithm × op × dtype × in/out of place on `g` (group-local checks). */
-export async function matrix(g: Communicator): Promise<Report> {
+/**
+ * Every collective × algorithm × op × dtype × in/out of place on `g` (group-local checks). With
+ * backend `mpi` every call runs MPI's own collective instead (one pass: algorithms do not apply).
+ */
+export async function matrix(g: Communicator, backend: Backend = 'ours'): Promise<Report> {
+  const algos = <C extends keyof typeof ALGORITHMS>(c: C): readonly Algorithm[] =>
+    backend === 'ours' ? ALGORITHMS[c] : ALGORITHMS[c].slice(0, 1);
   const p = g.size, r = g.rank;
   const rep: Report = { cases: 0, failures: [] };
   let seed = 0;
@@ -71,26 +76,26 @@ export async function matrix(g: Communicator): Promise<Report> {
   for (const dt of DTS) {
     for (const inPlace of [true, false]) {
       const mode = `${dt} ${inPlace ? 'in-place' : 'out-of-place'}`;
-      for (const algorithm of ALGORITHMS.allReduce) {
+      for (const algorithm of algos('allReduce')) {
         for (const op of OPS[dt]) {
           for (const n of [1, 5, 37]) {
             const xs = all(dt, n, ++seed);
             const x = xs[r].slice();
             const out = inPlace ? undefined : as(x, new Array(n).fill(0));
-            const res = await g.allReduce(x, { op, algorithm, out });
+            const res = await g.allReduce(x, { op, algorithm, out, backend });
             const want = as(x, reduceRef(xs, op));
             check(`allReduce ${op}/${algorithm} ${mode} n=${n}`, res, want);
             if (!inPlace) check(`allReduce ${op}/${algorithm} input kept`, x, xs[r]);
           }
         }
       }
-      for (const algorithm of ALGORITHMS.reduceScatter) {
+      for (const algorithm of algos('reduceScatter')) {
         for (const op of OPS[dt]) {
           for (const c of [1, 3]) {
             const xs = all(dt, c * p, ++seed);
             const x = xs[r].slice();
             const out = inPlace ? undefined : as(x, new Array(c).fill(0));
-            const res = await g.reduceScatter(x, { op, algorithm, out });
+            const res = await g.reduceScatter(x, { op, algorithm, out, backend });
             check(
               `reduceScatter ${op}/${algorithm} ${mode} c=${c}`,
               res,
@@ -99,7 +104,7 @@ export async function matrix(g: Communicator): Promise<Report> {
           }
         }
       }
-      for (const algorithm of ALGORITHMS.allGather) {
+      for (const algorithm of algos('allGather')) {
         for (const c of [0, 1, 4]) {
           const xs = all(dt, c, ++seed);
           const want = as(xs[0], xs.flatMap((x) => [...x]));
@@ -107,22 +112,26 @@ export async function matrix(g: Communicator): Promise<Report> {
           if (inPlace) {
             const buf = as(xs[0], new Array(c * p).fill(0));
             buf.set(xs[r], r * c);
-            res = await g.allGather(buf.subarray(r * c, r * c + c), { algorithm, out: buf });
+            res = await g.allGather(buf.subarray(r * c, r * c + c), { algorithm, out: buf, backend });
             check(`allGather ${algorithm} ${mode} same buffer`, buf, want);
-          } else res = await g.allGather(xs[r].slice(), { algorithm });
+          } else res = await g.allGather(xs[r].slice(), { algorithm, backend });
           check(`allGather ${algorithm} ${mode} c=${c}`, res, want);
         }
       }
-      for (const algorithm of ALGORITHMS.broadcast) {
+      for (const algorithm of algos('broadcast')) {
         for (let root = 0; root < p; root++) {
           const xs = all(dt, 9, ++seed);
           const x = xs[r].slice();
-          const res = await g.broadcast(x, root, { algorithm, out: inPlace ? undefined : as(x, new Array(9).fill(0)) });
+          const res = await g.broadcast(x, root, {
+            algorithm,
+            backend,
+            out: inPlace ? undefined : as(x, new Array(9).fill(0)),
+          });
           check(`broadcast root=${root}/${algorithm} ${mode}`, res, xs[root]);
           if (!inPlace) check(`broadcast input kept`, x, xs[r]);
         }
       }
-      for (const algorithm of ALGORITHMS.reduce) {
+      for (const algorithm of algos('reduce')) {
         for (const op of OPS[dt]) {
           for (const root of new Set([0, p - 1, p >> 1])) {
             const xs = all(dt, 7, ++seed);
@@ -130,6 +139,7 @@ export async function matrix(g: Communicator): Promise<Report> {
             const res = await g.reduce(x, root, {
               op,
               algorithm,
+              backend,
               out: inPlace ? undefined : as(x, new Array(7).fill(0)),
             });
             if (r === root) check(`reduce ${op}/root=${root}/${algorithm} ${mode}`, res, as(x, reduceRef(xs, op)));
@@ -140,14 +150,14 @@ export async function matrix(g: Communicator): Promise<Report> {
       for (const c of [1, 3]) {
         const xs = all(dt, c * p, ++seed);
         const x = xs[r].slice();
-        const res = await g.allToAll(x, { out: inPlace ? undefined : as(x, new Array(c * p).fill(0)) });
+        const res = await g.allToAll(x, { backend, out: inPlace ? undefined : as(x, new Array(c * p).fill(0)) });
         const want = as(x, xs.flatMap((y) => [...y.subarray(r * c, r * c + c)]));
         check(`allToAll ${mode} c=${c}`, res, want);
       }
     }
   }
-  for (const algorithm of ALGORITHMS.barrier) {
-    await g.barrier({ algorithm });
+  for (const algorithm of algos('barrier')) {
+    await g.barrier({ algorithm, backend });
     rep.cases++;
   }
   return rep;

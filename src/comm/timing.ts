@@ -4,18 +4,19 @@
  * `npm run bench -- comm` (src/bench/comm.ts). Runtime-neutral.
  */
 import type { Communicator } from './communicator.ts';
-import type { Algorithm } from './call_options.ts';
+import type { Algorithm, Backend } from './call_options.ts';
 import type { RankTask } from './launch.ts';
 import type { SizedCollective } from './cost.ts';
 
-/** One call of `coll` with `algorithm` on a buffer of `bytes` f32 bytes (S as in cost.ts; root 0). */
+/** One call of `coll` with `algorithm` (or MPI's own, backend `mpi`) on a buffer of `bytes` f32 bytes (S as in cost.ts; root 0). */
 export function runCollective(
   c: Communicator,
   coll: SizedCollective,
   algorithm: string | undefined,
   buf: Float32Array,
+  backend?: Backend,
 ): Promise<unknown> {
-  const opts = { algorithm: algorithm as Algorithm | undefined };
+  const opts = { algorithm: algorithm as Algorithm | undefined, backend };
   switch (coll) {
     case 'allReduce':
       return c.allReduce(buf, opts);
@@ -37,6 +38,8 @@ export function runCollective(
 export interface TimingArgs {
   coll: SizedCollective;
   algorithm?: string;
+  /** `mpi`: MPI's own collective instead of `algorithm` (MPI transport only). */
+  backend?: Backend;
   /** S in bytes (a multiple of 4 × world size for the chunked collectives). */
   bytes: number;
   /** `time`: timed iterations (default 5) and warm-up calls (default 1). */
@@ -68,7 +71,7 @@ function buffer(world: Communicator, args: TimingArgs): Float32Array {
 export const TIMING_TASKS: Record<string, RankTask> = {
   /** A single call (traced like any other). */
   async one(world, args: TimingArgs) {
-    await runCollective(world, args.coll, args.algorithm, buffer(world, args));
+    await runCollective(world, args.coll, args.algorithm, buffer(world, args), args.backend);
     return world.transport.clock.now;
   },
 
@@ -82,15 +85,17 @@ export const TIMING_TASKS: Record<string, RankTask> = {
   async time(world, args: TimingArgs): Promise<TimingResult> {
     const buf = buffer(world, args);
     const iters = args.iters ?? 5;
-    for (let i = 0; i < (args.warmup ?? 1); i++) await runCollective(world, args.coll, args.algorithm, buf);
+    for (let i = 0; i < (args.warmup ?? 1); i++) {
+      await runCollective(world, args.coll, args.algorithm, buf, args.backend);
+    }
     await world.barrier();
     const t0 = performance.now();
-    for (let i = 0; i < iters; i++) await runCollective(world, args.coll, args.algorithm, buf.fill(1));
+    for (let i = 0; i < iters; i++) await runCollective(world, args.coll, args.algorithm, buf.fill(1), args.backend);
     const ms = (performance.now() - t0) / iters;
     if (args.sim === false) return { ms, simUs: 0 };
     await world.barrier();
     world.transport.clock.reset();
-    await runCollective(world, args.coll, args.algorithm, buf);
+    await runCollective(world, args.coll, args.algorithm, buf, args.backend);
     return { ms, simUs: world.transport.clock.now };
   },
 };

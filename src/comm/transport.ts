@@ -16,6 +16,9 @@
  */
 import { type NetworkModel, SimClock } from './network.ts';
 import { algorithmOf, Tracer, wallMs } from './trace.ts';
+import { type NativeGroup, PortWire, type Wire } from './wire.ts';
+
+export type { Wire } from './wire.ts';
 
 /** Element types carried on the wire. */
 export type DType = 'f32' | 'i32';
@@ -73,7 +76,8 @@ export interface TransportOptions {
 }
 
 /**
- * One rank's end of the mesh. `ports[j]` is the port to global rank j (`null` at j = rank).
+ * One rank's end of the mesh, over a {@link Wire} (a port list builds a {@link PortWire}:
+ * `ports[j]` is the port to global rank j, `null` at j = rank).
  *
  * Errors: constructor throws if the port list has the wrong length or a missing peer;
  * {@link recvMany} rejects on a header mismatch (naming both calls) or on timeout (listing
@@ -85,7 +89,7 @@ export class Transport {
   readonly worldSize: number;
   /** Default receive timeout in ms. */
   timeoutMs: number;
-  private readonly ports: (MessagePort | null)[];
+  private readonly wire: Wire;
   /** Arrived but not yet matched messages, per source rank, in arrival order. */
   private readonly pending: Envelope[][];
   private readonly waiters: Waiter[][];
@@ -95,23 +99,20 @@ export class Transport {
   /** This rank's span recorder. */
   readonly tracer: Tracer;
 
-  constructor(rank: number, ports: (MessagePort | null)[], options: TransportOptions = {}) {
+  constructor(rank: number, wire: (MessagePort | null)[] | Wire, options: TransportOptions = {}) {
+    const n = Array.isArray(wire) ? wire.length : wire.worldSize;
     this.rank = rank;
-    this.worldSize = ports.length;
+    this.worldSize = n;
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.clock = new SimClock(rank, options.net ?? null);
     this.tracer = new Tracer(rank, this.clock, options.trace ?? true);
-    if (!Number.isInteger(rank) || rank < 0 || rank >= ports.length) {
-      throw new Error(`transport: rank ${rank} is outside a world of ${ports.length}`);
+    if (!Number.isInteger(rank) || rank < 0 || rank >= n) {
+      throw new Error(`transport: rank ${rank} is outside a world of ${n}`);
     }
-    this.ports = ports;
-    this.pending = ports.map(() => []);
-    this.waiters = ports.map(() => []);
-    ports.forEach((port, j) => {
-      if (j === rank) return;
-      if (!port) throw new Error(`transport: rank ${rank} has no port to rank ${j}`);
-      port.onmessage = (ev: MessageEvent<Envelope>) => this.arrive(j, ev.data);
-    });
+    this.wire = Array.isArray(wire) ? new PortWire(rank, wire) : wire;
+    this.pending = Array.from({ length: n }, () => []);
+    this.waiters = Array.from({ length: n }, () => []);
+    this.wire.listen((src, env) => this.arrive(src, env));
   }
 
   /**
@@ -120,8 +121,7 @@ export class Transport {
    */
   send(dst: number, header: Omit<Header, 'src'>, payload: ArrayBuffer): void {
     this.checkOpen();
-    const port = this.ports[dst];
-    if (dst === this.rank || !port) {
+    if (dst === this.rank || !Number.isInteger(dst) || dst < 0 || dst >= this.worldSize) {
       throw new Error(`transport: rank ${this.rank} cannot send to rank ${dst} (world of ${this.worldSize})`);
     }
     const start = wallMs(), simStart = this.clock.now;
@@ -141,7 +141,7 @@ export class Transport {
       simArrival,
       seq: header.seq,
     });
-    port.postMessage(env, [payload]);
+    this.wire.post(dst, env);
   }
 
   /** Receives one message from global rank `src` matching `expect`; see {@link recvMany}. */
@@ -226,14 +226,27 @@ export class Transport {
     });
   }
 
-  /** Closes every port; pending receives are rejected. */
+  /**
+   * The wire library's own collectives on group `id` of world ranks `ranks` (the `mpi` backend).
+   * @throws Error when the wire has none (MessagePorts), naming the transport that does.
+   */
+  nativeGroup(ranks: readonly number[], id: string): NativeGroup {
+    if (!this.wire.group) {
+      throw new Error(
+        `backend 'mpi' runs MPI's own collectives and needs the MPI transport (--transport mpi under mpirun); rank ${this.rank} runs over MessagePorts`,
+      );
+    }
+    return this.wire.group(ranks, id);
+  }
+
+  /** Closes the wire (every port); pending receives are rejected. */
   close(): void {
     if (this.closed) return;
     this.closed = true;
     for (const list of this.waiters) {
       for (const w of list.splice(0)) w.reject(new Error(`transport: rank ${this.rank} closed`));
     }
-    for (const p of this.ports) p?.close();
+    this.wire.close();
   }
 
   private checkOpen(): void {

@@ -1,0 +1,65 @@
+/**
+ * One MPI process as one rank (docs/design.md §26): MPI_Init_thread (MPI_THREAD_MULTIPLE, since
+ * the waiting calls run on Deno's blocking threads), the world communicator of comm/communicator.ts
+ * over the MPI wire, and an orderly shutdown (every send completed, a barrier, MPI_Finalize).
+ * Rank and world size come from MPI. Deno-only.
+ */
+import { Communicator } from '../communicator.ts';
+import { Transport, type TransportOptions } from '../transport.ts';
+import { check, intOut, MPI, mpi } from './libmpi.ts';
+import { MpiWire } from './wire.ts';
+
+/** Environment variables a process launched by mpirun / mpiexec carries (MPICH's Hydra: PMI_*; Open MPI: OMPI_*). */
+const LAUNCH_VARS = ['PMI_RANK', 'PMI_SIZE', 'PMIX_RANK', 'OMPI_COMM_WORLD_SIZE'];
+
+/** Whether this process was started by an MPI launcher. */
+export function launchedByMpi(env: (k: string) => string | undefined = (k) => Deno.env.get(k)): boolean {
+  return LAUNCH_VARS.some((k) => env(k) !== undefined);
+}
+
+export interface MpiWorld {
+  rank: number;
+  size: number;
+  world: Communicator;
+  transport: Transport;
+  /** Completes every send, waits for every rank (MPI_Barrier), then MPI_Finalize. */
+  finalize(): Promise<void>;
+}
+
+let initialised = false;
+
+/**
+ * Joins the MPI job this process belongs to.
+ * @param how the command to show when the process was not started by mpirun.
+ * @throws Error when the process was not launched by mpirun (naming `how`), when MPICH is not
+ *   installed, when MPI grants less than MPI_THREAD_MULTIPLE, or when called twice.
+ */
+export function mpiWorld(options: TransportOptions = {}, how = 'mpirun -n 4 <command>'): MpiWorld {
+  if (!launchedByMpi()) {
+    throw new Error(`the MPI transport runs one rank per process under an MPI launcher; start it as: ${how}`);
+  }
+  if (initialised) throw new Error('mpiWorld: MPI is already initialised in this process (one world per process)');
+  const m = mpi();
+  const provided = new Int32Array(1);
+  check(m.MPI_Init_thread(null, null, MPI.THREAD_MULTIPLE, provided), 'MPI_Init_thread');
+  initialised = true;
+  if (provided[0] < MPI.THREAD_MULTIPLE) {
+    throw new Error(`MPI granted thread level ${provided[0]}, the MPI transport needs MPI_THREAD_MULTIPLE (3)`);
+  }
+  const rank = intOut((b) => m.MPI_Comm_rank(MPI.COMM_WORLD, b), 'MPI_Comm_rank');
+  const size = intOut((b) => m.MPI_Comm_size(MPI.COMM_WORLD, b), 'MPI_Comm_size');
+  const wire = new MpiWire(rank, size);
+  const transport = new Transport(rank, wire, options);
+  return {
+    rank,
+    size,
+    world: Communicator.world(transport),
+    transport,
+    async finalize() {
+      transport.close();
+      await wire.flush();
+      check(await m.MPI_Barrier(MPI.COMM_WORLD), 'MPI_Barrier');
+      check(await m.MPI_Finalize(), 'MPI_Finalize');
+    },
+  };
+}

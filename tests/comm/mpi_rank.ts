@@ -1,0 +1,28 @@
+/**
+ * One rank of an MPI test job (tests/comm/mpi.test.ts starts it under `mpirun -n N`): joins the
+ * MPI world and runs the task named by argv[0] — `matrix`, every collective × algorithm × op ×
+ * dtype × in/out of place checked on the rank against the CPU reference (src/comm/scenarios.ts),
+ * `native`, the same with MPI's own collectives (backend `mpi`), or `groups`, both at once in
+ * two concurrent communicators over each of two disjoint subset groups — then prints one JSON line
+ * `{"rank":r,"size":n,"report":{…}}` and finalizes.
+ */
+import { mpiWorld } from '../../src/comm/mpi/world.ts';
+import { matrix, type Report } from '../../src/comm/scenarios.ts';
+
+const task = Deno.args[0];
+const w = mpiWorld({ timeoutMs: 60_000 }, 'mpirun -n N deno run -A tests/comm/mpi_rank.ts matrix');
+let report: Report;
+if (task === 'matrix') report = await matrix(w.world);
+else if (task === 'native') report = await matrix(w.world, 'mpi');
+else if (task === 'groups') {
+  // Disjoint groups covering the world, in a scrambled order, run the matrix at the same time.
+  const order = [...Array(w.size).keys()].reverse();
+  const half = Math.ceil(w.size / 2);
+  const mine = order.slice(0, half).includes(w.rank) ? order.slice(0, half) : order.slice(half);
+  const g = w.world.newGroup(mine, `g${mine[0]}`);
+  // Both backends at once: the groups interleave MPI's collectives and this project's algorithms.
+  const [a, b] = await Promise.all([matrix(g, 'mpi'), matrix(w.world.newGroup(mine, `h${mine[0]}`))]);
+  report = { cases: a.cases + b.cases, failures: [...a.failures, ...b.failures] };
+} else throw new Error(`mpi_rank: unknown task '${task}' (matrix, native, groups)`);
+console.log(JSON.stringify({ rank: w.rank, size: w.size, report }));
+await w.finalize();
