@@ -70,14 +70,21 @@ fn row_index(gid: vec3<u32>, groups: vec3<u32>) -> u32 {
 }
 
 // Channels 4j … 4j+3 of the head row starting at `base`; with a head size that is no multiple
-// of 4 the channels past HS read as 0 (the loads stay inside the buffer or are discarded).
+// of 4 the channels past HS read as 0 (the loads stay inside the buffer or are discarded). Every
+// read of qkv goes through here and converts, so flash_attention.ts can declare qkv array<f16>
+// (mixed precision) and nothing else changes.
 fn ld_qkv(base: u32, j: u32) -> vec4<f32> {
   let i = base + 4u * j;
   if (HS % 4u == 0u) {
-    return vec4<f32>(qkv[i], qkv[i + 1u], qkv[i + 2u], qkv[i + 3u]);
+    return vec4<f32>(f32(qkv[i]), f32(qkv[i + 1u]), f32(qkv[i + 2u]), f32(qkv[i + 3u]));
   }
   let n = HS - 4u * j;
-  return vec4<f32>(qkv[i], select(0.0, qkv[i + 1u], n > 1u), select(0.0, qkv[i + 2u], n > 2u), select(0.0, qkv[i + 3u], n > 3u));
+  return vec4<f32>(
+    f32(qkv[i]),
+    select(0.0, f32(qkv[i + 1u]), n > 1u),
+    select(0.0, f32(qkv[i + 2u]), n > 2u),
+    select(0.0, f32(qkv[i + 3u]), n > 3u),
+  );
 }
 
 fn ld_dy(base: u32, j: u32) -> vec4<f32> {

@@ -133,15 +133,17 @@ export function attention(tape: Tape, qkv: Tensor, dims: AttnDims, label = 'attn
 /**
  * y (B, T, C) = multi-head self-attention of qkv (B, T, 3C) by FlashAttention-2 (Dao,
  * arXiv 2307.08691): the same result as {@link attention} with O(T) saved state (the row
- * log-sum-exp) instead of the T×T probabilities.
+ * log-sum-exp) instead of the T×T probabilities. Under the tape's autocast the kernels read a half
+ * precision copy of qkv (f32 math; autocast.ts).
  */
 export function flashAttention(tape: Tape, qkv: Tensor, dims: AttnDims, label = 'attn'): Tensor {
   const { b, t, c, nh } = dims;
   expect(qkv.size === b * t * 3 * c, () => `${label}: qkv [${qkv.shape}] is not (B=${b}, T=${t}, 3C=${3 * c})`);
   const y = tape.alloc([b, t, c], label);
   const lse = tape.alloc([b, nh, t], `${label}.lse`);
-  flashAttentionForward(tape.gpu, qkv, y, lse, dims);
-  tape.record({ op: 'flashAttention', qkv, y, lse, dims }, [qkv], [y]);
+  const half = tape.autocast && castOperand(tape, tape.autocast, qkv);
+  flashAttentionForward(tape.gpu, half || qkv, y, lse, dims);
+  tape.record({ op: 'flashAttention', qkv, y, lse, dims, half: half || null }, [qkv], [y]);
   return y;
 }
 

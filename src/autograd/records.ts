@@ -44,7 +44,8 @@ export interface OpRecords {
   /** y (B, T, C) = causal self-attention of qkv (B, T, 3C); att (B, nh, T, T) saved */
   attention: { qkv: Tensor; y: Tensor; att: Tensor; dims: AttnDims };
   /** y (B, T, C) = FlashAttention-2 of qkv (B, T, 3C); only lse (B, nh, T) saved */
-  flashAttention: { qkv: Tensor; y: Tensor; lse: Tensor; dims: AttnDims };
+  /** `half`: under autocast, the half precision copy of qkv the kernels read (autocast.ts) */
+  flashAttention: { qkv: Tensor; y: Tensor; lse: Tensor; dims: AttnDims; half: Tensor | null };
   /** y (B, T, C) = wte[tokens] + wpe[0:T] */
   embedding: { index: TokenIndex; wte: Tensor; wpe: Tensor; y: Tensor; b: number; t: number };
   /** loss (2) = [mean cross-entropy of logits (N, V) against targets (N), count]; terminal */

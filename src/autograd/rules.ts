@@ -79,10 +79,10 @@ export const RULES: RuleTable = {
     const dqkv = g.acc(qkv);
     if (dy && dqkv) attentionBackward(g.gpu, qkv, att, dy, dqkv, dims);
   },
-  flashAttention(g, { qkv, y, lse, dims }) {
+  flashAttention(g, { qkv, y, lse, dims, half }) {
     const dy = g.grad(y);
     const dqkv = g.acc(qkv);
-    if (dy && dqkv) flashAttentionBackward(g.gpu, qkv, y, lse, dy, dqkv, dims);
+    if (dy && dqkv) flashAttentionBackward(g.gpu, half ?? qkv, y, lse, dy, dqkv, dims);
   },
   embedding(g, { index, wte, wpe, y, b, t }) {
     const dy = g.grad(y);

@@ -30,15 +30,17 @@ export function checkHeadDims(what: string, d: HeadDims): number {
   return d.c / d.nh;
 }
 
-/** @throws Error when t's element count or dtype differ from an f32 tensor of `shape`. */
-export function checkSize(what: string, name: string, t: Tensor, shape: number[]): void {
+/** @throws Error when t's element count or dtype differ from an f32 (or, with `f16`, f16) tensor of `shape`. */
+export function checkSize(what: string, name: string, t: Tensor, shape: number[], f16 = false): void {
   const n = shape.reduce((x, y) => x * y, 1);
   if (t.size !== n) {
     throw new Error(
       `${what}: ${name} has shape [${t.shape}] (${t.size} elements), expected [${shape}]`,
     );
   }
-  if (t.dtype !== 'f32') throw new Error(`${what}: ${name} must be f32, got ${t.dtype}`);
+  if (t.dtype !== 'f32' && !(f16 && t.dtype === 'f16')) {
+    throw new Error(`${what}: ${name} must be f32${f16 ? ' or f16' : ''}, got ${t.dtype}`);
+  }
 }
 
 /**

@@ -26,6 +26,7 @@
 import { f32bits, type Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { specialise } from './shaders.ts';
+import { requireF16 } from './cast.ts';
 import { grid1d } from './grid.ts';
 import {
   checkDistinct,
@@ -36,7 +37,19 @@ import {
   flashTiles,
 } from './attention_checks.ts';
 
+import { flashCpuChunk, flashTiledCpuChunk, flashTilesFor, flashTuning, subgroupFlash } from './flash_tuning.ts';
+
 export { FLASH_MIN_WORKGROUPS, type FlashTiles, flashTiles };
+export {
+  CPU_LOOP_BUDGET,
+  flashCpuChunk,
+  flashLoopTrips,
+  flashTiledCpuChunk,
+  flashTiledLoopTrips,
+  flashTilesFor,
+  flashTuning,
+  subgroupFlash,
+} from './flash_tuning.ts';
 
 /** Shapes of one attention call: batch, sequence length, channels (= nh·hs), heads. */
 export interface FlashAttentionDims {
@@ -51,91 +64,7 @@ export interface FlashAttentionDims {
 /** Largest head size: each invocation keeps up to sixteen head rows (four rows × q/k, v, dq/dk, dv) in private arrays. */
 export const FLASH_MAX_HEAD_SIZE = 128;
 
-/**
- * Loop iterations one invocation may run per dispatch on a CPU adapter. lavapipe silently
- * stops an invocation after 65 535 loop iterations in total (all loops summed), which would
- * leave wrong results without an error (measured: T = 4000, hs = 128 in one dispatch); this
- * keeps about half of that (chunks of 2084 rows at hs = 128, 4112 at hs = 64).
- */
-export const CPU_LOOP_BUDGET = 34000;
-
-/**
- * Test and benchmark hooks. `chunk` (a positive multiple of 4): every adapter streams that many
- * rows per dispatch. `forceTiled`: the shared-memory tiled kernels on a CPU adapter too.
- * `storageBytes`: pick tile sizes for this workgroup-storage budget instead of the device's.
- * `br`: rows per workgroup of the tiled kernels (16, 32 or 64) instead of {@link flashTiles}'s.
- * `subgroups = false`: the tiled forward keeps its workgroup-memory variant on a device that has
- * subgroups ({@link subgroupFlash}), so tests can run both.
- */
-export const flashTuning: {
-  chunk: number | null;
-  forceTiled: boolean;
-  storageBytes: number | null;
-  br: number | null;
-  subgroups: boolean;
-} = { chunk: null, forceTiled: false, storageBytes: null, br: null, subgroups: true };
-
-/**
- * Whether the tiled forward reads K and V through subgroup shuffles
- * (shaders/flash_attention_tiled_sg.wgsl) instead of workgroup-memory tiles on `gpu`: the device
- * has `subgroups` and {@link flashTuning} does not force the fallback. The backward kernels have
- * no subgroup variant.
- */
-export function subgroupFlash(gpu: Gpu): boolean {
-  return flashTuning.subgroups && gpu.features.has('subgroups');
-}
-
-/**
- * The tiles the kernels use on this adapter for `rows` = B·nh·T query rows, or null for the
- * barrier-free kernels (CPU adapters unless `flashTuning.forceTiled`).
- * @throws Error when `flashTuning.br` is set to other than 16, 32 or 64.
- */
-export function flashTilesFor(gpu: Gpu, hs: number, rows = Infinity): FlashTiles | null {
-  if (gpu.isCpu && !flashTuning.forceTiled) return null;
-  const lim = gpu.device.limits;
-  const storage = flashTuning.storageBytes ?? lim.maxComputeWorkgroupStorageSize;
-  const tiles = flashTiles(hs, storage, lim.maxComputeInvocationsPerWorkgroup, rows);
-  const br = flashTuning.br;
-  if (br === null) return tiles;
-  if (![16, 32, 64].includes(br)) throw new Error(`flashTuning.br must be 16, 32 or 64, got ${br}`);
-  return { ...tiles, br };
-}
-
-/**
- * Loop iterations of the busiest invocation of a tiled kernel streaming `n` rows in one
- * dispatch: per tile the cooperative load, two Bc·⌈hs/4⌉ loops (scores, then P·V or the
- * gradients) and the rescale; plus loading and storing its own row.
- */
-export function flashTiledLoopTrips(n: number, hs: number, tiles: FlashTiles): number {
-  const hs4 = Math.ceil(hs / 4);
-  const { br, bc } = tiles;
-  const perTile = Math.ceil((bc * hs4) / br) + 2 * bc * (hs4 + 1) + hs4 + 1;
-  return Math.ceil(n / bc) * perTile + 2 * hs4 + 1;
-}
-
-/** Rows a tiled kernel streams per dispatch on a CPU adapter (a multiple of Bc within {@link CPU_LOOP_BUDGET}). */
-export function flashTiledCpuChunk(hs: number, tiles: FlashTiles): number {
-  const perTile = flashTiledLoopTrips(tiles.bc, hs, tiles) - flashTiledLoopTrips(0, hs, tiles);
-  return tiles.bc *
-    Math.max(1, Math.floor((CPU_LOOP_BUDGET - flashTiledLoopTrips(0, hs, tiles)) / perTile));
-}
-
 const WG = 64;
-
-/**
- * Loop iterations of the busiest invocation of any of the kernels when it streams `t` rows in
- * one dispatch: ⌈t/4⌉ steps of two ⌈hs/4⌉-long loops, plus loading and storing its own rows.
- */
-export function flashLoopTrips(t: number, hs: number): number {
-  const hs4 = Math.ceil(hs / 4);
-  return Math.ceil(t / 4) * (2 * hs4 + 1) + 3 * hs4;
-}
-
-/** Rows streamed per dispatch on a CPU adapter at head size `hs` (see {@link CPU_LOOP_BUDGET}); a multiple of 4. */
-export function flashCpuChunk(hs: number): number {
-  const hs4 = Math.ceil(hs / 4);
-  return 4 * Math.floor((CPU_LOOP_BUDGET - 3 * hs4) / (2 * hs4 + 1));
-}
 
 function checkDims(what: string, d: FlashAttentionDims): number {
   const hs = checkHeadDims(what, d);
@@ -176,15 +105,18 @@ function run(
 ): void {
   // `dsum` (one row per invocation, no reuse to tile) always runs barrier-free.
   const tiled = tiles !== null && entry !== 'dsum';
-  // The subgroup forward has no K/V tiles, so no Bc; fixed here, at pipeline creation.
-  const sg = tiled && entry === 'fwd' && subgroupFlash(gpu);
+  // f16 q, k, v (mixed precision): the same kernels with qkv declared array<f16> (halfQkv).
+  const half = bindings[0]?.dtype === 'f16';
+  // The subgroup forward has no K/V tiles, so no Bc; fixed here, at pipeline creation. f16 keeps
+  // the workgroup-memory kernels: no adapter the tests reach has both features.
+  const sg = tiled && entry === 'fwd' && !half && subgroupFlash(gpu);
   const sh = gpu.shaders;
   const src = entry === 'fwd'
     ? (sg ? sh.flash_attention_tiled_sg : tiled ? sh.flash_attention_tiled : sh.flash_attention)
     : (tiled ? sh.flash_attention_tiled_bwd : sh.flash_attention_bwd);
   const consts: Record<string, string> = { HS: `${hs}u` };
   if (tiled) Object.assign(consts, sg ? { BR: `${tiles.br}u` } : { BR: `${tiles.br}u`, BC: `${tiles.bc}u` });
-  const code = specialise(src, consts);
+  const code = half ? halfQkv(specialise(src, consts)) : specialise(src, consts);
   const rows = d.b * d.nh * d.t;
   // Barrier-free `fwd`, `dq` and `dkv` run four rows per invocation, `dsum` one; the tiled ones
   // one workgroup per block of Br rows.
@@ -202,15 +134,27 @@ function run(
   gpu.dispatch(
     tiled
       ? {
-        key: `flash_attention.${entry}_tiled.hs${hs}.br${tiles.br}${sg ? '.sg' : `.bc${tiles.bc}`}`,
+        key: `flash_attention.${entry}_tiled.hs${hs}.br${tiles.br}${sg ? '.sg' : `.bc${tiles.bc}`}${
+          half ? '.f16' : ''
+        }`,
         code,
         entryPoint: `${entry}_tiled`,
       }
-      : { key: `flash_attention.${entry}.hs${hs}`, code, entryPoint: entry },
+      : { key: `flash_attention.${entry}.hs${hs}${half ? '.f16' : ''}`, code, entryPoint: entry },
     slots,
     params,
     grid,
   );
+}
+
+/**
+ * A flash kernel's WGSL with qkv declared array<f16>: its one reader, ld_qkv, converts to f32.
+ * @throws Error when the declaration is not found, so a renamed binding cannot be missed.
+ */
+function halfQkv(code: string): string {
+  const decl = 'var<storage, read> qkv: array<f32>;';
+  if (!code.includes(decl)) throw new Error(`flash attention: the kernel has no '${decl}' to make f16`);
+  return 'enable f16;\n' + code.replace(decl, 'var<storage, read> qkv: array<f16>;');
 }
 
 /** Runs `entry` over the streamed rows in chunks of {@link chunkOf}. */
@@ -231,7 +175,8 @@ function runChunked(
 
 /**
  * FlashAttention-2 forward: y (B, T, C) and lse (B, nh, T) from qkv (B, T, 3C) (q, k, v
- * interleaved per token as in attention.ts; head h = channels h·hs … of each). Scale is
+ * interleaved per token as in attention.ts; head h = channels h·hs … of each; f32, or f16 on a
+ * device with shader-f16 — math, y and lse stay f32). Scale is
  * 1/sqrt(hs). One dispatch (one per chunk of keys on CPU adapters, see {@link flashCpuChunk}),
  * tiled over Br query rows per workgroup on GPUs ({@link flashTilesFor}), and a pooled
  * (B, nh, T) scratch for ℓ; no T×T buffer. Every element of y and lse is written.
@@ -249,7 +194,8 @@ export function flashAttentionForward(
   const what = 'flashAttentionForward';
   const hs = checkDims(what, dims);
   const { b, t, c, nh } = dims;
-  checkSize(what, 'qkv', qkv, [b, t, 3 * c]);
+  checkSize(what, 'qkv', qkv, [b, t, 3 * c], true);
+  if (qkv.dtype === 'f16') requireF16(gpu, what);
   checkSize(what, 'y', y, [b, t, c]);
   checkSize(what, 'lse', lse, [b, nh, t]);
   checkDistinct(what, [['y', y], ['lse', lse]], [['qkv', qkv]]);
@@ -285,7 +231,8 @@ export function flashAttentionBackward(
   const what = 'flashAttentionBackward';
   const hs = checkDims(what, dims);
   const { b, t, c, nh } = dims;
-  checkSize(what, 'qkv', qkv, [b, t, 3 * c]);
+  checkSize(what, 'qkv', qkv, [b, t, 3 * c], true);
+  if (qkv.dtype === 'f16') requireF16(gpu, what);
   checkSize(what, 'y', y, [b, t, c]);
   checkSize(what, 'lse', lse, [b, nh, t]);
   checkSize(what, 'dy', dy, [b, t, c]);

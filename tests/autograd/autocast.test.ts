@@ -4,14 +4,16 @@
  * reference computed on the half precision operands (f32 accumulation: the f32 tolerances), and
  * the unrounded f64 reference within the half precision's tolerance; the operands really were
  * rounded (the f32 tolerance against the unrounded reference fails). bf16 runs everywhere; f16
- * where the adapter has shader-f16 (lavapipe), and is refused with a clear line elsewhere.
+ * where the adapter has shader-f16 (lavapipe), and is refused with a clear line elsewhere. Flash
+ * attention under autocast reads the rounded qkv in both passes.
  */
 import { equal, ok, throws } from 'node:assert/strict';
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertRelRms, randn } from '../util/assert.ts';
 import { Tape } from '../../src/autograd/tape.ts';
 import { RULES } from '../../src/autograd/rules.ts';
-import { linear } from '../../src/autograd/ops.ts';
+import { flashAttention, linear } from '../../src/autograd/ops.ts';
+import { attentionBackwardRef, attentionForwardRef } from '../../src/reference/attention.ts';
 import { type Autocast, checkPrecision } from '../../src/autograd/autocast.ts';
 import { matmulRef } from '../../src/reference/matmul.ts';
 import { bf16RoundRef } from '../../src/reference/cast.ts';
@@ -100,4 +102,28 @@ gpuTest('autocast: a weight read twice on a tape is cast once; a recomputation t
   ok(tape.child(false).autocast === 'bf16', 'the child tape runs in the same precision');
   tape.dispose();
   equal(tape.casts.size, 0, 'dispose releases the casts');
+});
+
+gpuTest('autocast: flash attention reads the half precision qkv in forward and backward', async (gpu) => {
+  const modes: Autocast[] = gpu.features.has('shader-f16') ? ['bf16', 'f16'] : ['bf16'];
+  const d = { b: 2, t: 17, c: 12, nh: 3, causal: true };
+  const n = d.b * d.t * 3 * d.c;
+  const qkv = randn(n, 3, -2, 2), dy = randn(d.b * d.t * d.c, 4);
+  for (const mode of modes) {
+    const tape = new Tape(gpu);
+    tape.autocast = mode;
+    const X = gpu.upload(Float32Array.from(qkv), [d.b, d.t, 3 * d.c]),
+      DY = gpu.upload(Float32Array.from(dy), [d.b, d.t, d.c]);
+    tape.requireGrad(X);
+    const y = flashAttention(tape, X, d);
+    tape.seed(y, DY);
+    tape.backward(RULES);
+    const [gy, gx] = [await gpu.read(y), await gpu.read(tape.gradOf(X)!)];
+    tape.dispose();
+    const r = rounded(mode, qkv), ref = attentionForwardRef(r, d);
+    assertClose(gy, ref.y, `${mode} flash y vs the rounded qkv`);
+    assertClose(gx, attentionBackwardRef(r, ref.att, dy, d), `${mode} flash dqkv vs the rounded qkv`);
+    ok(!closeF32(gy, attentionForwardRef(qkv, d).y), `${mode}: qkv was not rounded`);
+    for (const t of [X, DY]) t.release();
+  }
 });
