@@ -36,7 +36,7 @@
  * Not counted: parameters, gradients and optimizer state (cost.ts), activation gradients and
  * kernel workspaces that appear during backward, host copies (the vocab-parallel
  * cross-entropy keeps its logits on the host), and per-step buffers the trainers allocate
- * once (token / target tensors of the single-rank and ZeRO trainers). A measured
+ * once (the single-rank Trainer's token / target tensors). A measured
  * pool peak therefore exceeds this figure.
  *
  * Architectures: gpt (src/models/gpt.ts and the parallel models built from it; activation_items.ts)
@@ -222,10 +222,9 @@ export function activationMemory(
   const L = model.nLayer, tp = plan.tp > 1; // tp 1: rank_context.ts runs the plain ops
   const { at, work } = layers(arch, g, tp, o.recompute ?? 'none', L, lay?.attnEvery ?? 1), layer = at(0);
   const gpt = arch === 'gpt', embed = gpt ? (tp ? tpEmbed(g) : gptEmbed(g)) : recurrentEmbed(g, tp);
-  // One rank (the single-rank Trainer) and ZeRO over a whole replica run the model's forward on
-  // uploaded token tensors; a rank model's stages (the mesh, ZeRO over a tp / cp split) upload
-  // them on each micro-batch's tape.
-  const replica = planWorldSize(plan) === 1 || (kind === 'zero' && plan.tp === 1 && plan.cp === 1);
+  // One rank (the single-rank Trainer) runs the model's forward on uploaded token tensors; a rank
+  // model's stages (the mesh trainer, every plan) upload them on each micro-batch's tape.
+  const replica = planWorldSize(plan) === 1;
   if (replica) {
     const items = [...embed, ...merged(at, 0, L), ...head(g, tp, g.cp > 1, !gpt)]; // cp uploads its targets in the head
     const bytes = raw(items) + raw(work);

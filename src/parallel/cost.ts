@@ -69,9 +69,8 @@ export interface TrafficOptions {
   buckets?: number[];
   /**
    * The trainer that will run the plan (strategy.ts `strategyOf`): its small scalar allReduces follow
-   * it (ep: 1-element expert norm over the EP group; mesh: 2-element [norm, loss] over the world
-   * instead of the dp loss average and ZeRO's norm). Absent: only the dp loss average and ZeRO's
-   * norm.
+   * it (mesh: one 2-element [norm, loss] over the world instead of the dp loss average and ZeRO's
+   * norm). Absent (a plan no trainer runs): the dp loss average and ZeRO's norm over dp·cp.
    */
   trainer?: StrategyKind;
 }
@@ -82,7 +81,7 @@ export interface TrafficOptions {
  *   data-parallel group with context parallelism), per bucket: one allReduce (zero 0); a
  *   reduce-scatter (per micro-batch for zero 2) + one all-gather of the updated parameters
  *   (zero 1/2); all-gathers in forward and backward plus a reduce-scatter per micro-batch
- *   (zero 3) — as src/parallel/data_parallel.ts and zero.ts; plus the 1-element loss average
+ *   (zero 3) — as src/parallel/grad_sync.ts and zero_sync.ts; plus the 1-element loss average
  *   (and ZeRO's 1-element gradient-norm sum), or the scalars of `o.trainer` (see TrafficOptions);
  *   expert parameters over the dp·cp/ep ranks holding the same experts; with pp > 1 the tied
  *   embedding's gradient is summed between the first and last stage.
@@ -191,16 +190,16 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   if (trainer === 'mesh') {
     push('dp', 'gradient norm + loss over the world', 'allReduce', [...Array(planWorldSize(plan)).keys()], 2, 1);
   } else {
-    // The ZeRO trainer sums over the world: with tp its reduced pieces cover a shard, not the model.
-    const group = trainer === 'zero' ? [...Array(planWorldSize(plan)).keys()] : dpGroup;
-    push('dp', 'loss average', 'allReduce', group, 1, 1);
-    if (zero > 0) push('dp', 'gradient norm (ZeRO)', 'allReduce', group, 1, 1);
+    push('dp', 'loss average', 'allReduce', dpGroup, 1, 1);
+    if (zero > 0) push('dp', 'gradient norm (ZeRO)', 'allReduce', dpGroup, 1, 1);
   }
   // Without ep the experts are replicated like every other parameter and sync with them.
   sync('dense', dpGroup, par.dense + (ep > 1 ? 0 : expertParams), o.buckets);
   if (ep > 1) sync('expert', dpcp((d) => d % ep === me.dp % ep), expertParams);
   if (P > 1 && (me.pp === 0 || me.pp === P - 1)) {
-    push('pp', 'tied embedding gradients', 'allReduce', [at({ pp: 0 }), at({ pp: P - 1 })], par.embedding, 1);
+    // ZeRO-2/3 sum the rank's reduced piece of wte's own unit, c = ⌈E/(64·d)⌉·64 (zero_sync.ts).
+    const d = dpGroup.length, n = zero >= 2 ? Math.ceil(par.embedding / (64 * d)) * 64 : par.embedding;
+    push('pp', 'tied embedding gradients', 'allReduce', [at({ pp: 0 }), at({ pp: P - 1 })], n, 1);
   }
   // tp: Megatron's f/g operators, or sequence parallelism's all-gather / reduce-scatter.
   const tpGroup = mesh.group('tp', rank), bsh = b * s * C, first = me.pp === 0, last = me.pp === P - 1;

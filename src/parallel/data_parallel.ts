@@ -1,8 +1,7 @@
 /**
  * What data parallelism (picotron's data_parallel.py; PyTorch DDP, Li et al. arXiv 2006.15704)
- * shares between the trainers that run it — the mesh trainer (whole replicas with DDP's
- * overlapped buckets, grad_sync.ts) and ZeRO (zero.ts): its rules, options, step record and
- * sub-group naming.
+ * means in the mesh trainer's gradient sync — whole replicas with DDP's overlapped buckets
+ * (grad_sync.ts) and ZeRO (zero_sync.ts): its rules, options and sub-group naming.
  *
  * - Batch: each micro-batch (B, T) is the one the single-rank Trainer draws,
  *   `dataset.batch('train', B, T, seed, step, micro)`; rank r of d takes rows
@@ -19,22 +18,11 @@
  */
 import type { Communicator } from '../comm/communicator.ts';
 import type { TrainConfig } from '../train/config.ts';
-import type { StepRecord } from '../train/trainer.ts';
-import type { OverlapStats } from './buckets.ts';
-import type { Sent } from './traffic.ts';
 
 /** Options shared by data parallelism and ZeRO. */
 export interface DataParallelOptions {
   /** Gradient bucket size in bytes (default 1 MiB, rounded up to whole parameters) or 'layer'. */
   bucketBytes?: number | 'layer';
-}
-
-/** One step as a data-parallel rank saw it. */
-export interface ParallelStepRecord extends StepRecord {
-  /** Elements this rank sent during the step, keyed `group/op` (see traffic.ts). */
-  sent: Sent;
-  /** Bucket launches of the step's last backward. */
-  overlap: OverlapStats;
 }
 
 /**

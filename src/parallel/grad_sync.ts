@@ -8,9 +8,12 @@
  *   over the embedding group (Megatron's `_allreduce_word_embedding_grads`); a block several
  *   stages run (the hybrid's shared attention), held by every stage: summed over the pp group;
  * - data (and context) parallelism: one allReduce (avg) of the rank's packed gradient over the
- *   dp·cp ranks holding the same shard — or, under ZeRO-1, mesh_zero.ts's reduce-scatter, piece
- *   update and all-gather;
+ *   dp·cp ranks holding the same shard; for a whole replica, DDP's buckets allReduced during the
+ *   last backward instead; under ZeRO-1/2/3, zero_sync.ts's reduce-scatters (after the schedule,
+ *   or inside the backward), piece update and all-gathers;
  * - this rank's share of ‖g‖², each parameter counted once in the world sum.
+ * The hooks it hands the pipeline executor ({@link GradSync.hooks}) are where the buckets and
+ * ZeRO enter the micro-batch schedule.
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { AdamWSlot } from '../train/optimizer.ts';
@@ -18,8 +21,9 @@ import type { Communicator } from '../comm/communicator.ts';
 import type { MeshCoords } from '../comm/mesh.ts';
 import { allReduceSequenceParallelGrads } from './sequence_parallel.ts';
 import { subGroup } from './data_parallel.ts';
-import { MeshZero1 } from './mesh_zero.ts';
+import { type ZeroStage, ZeroSync } from './zero_sync.ts';
 import type { ModelStages } from './stages.ts';
+import { bucketedHooks, type ExecutorHooks } from './pipeline_executor.ts';
 import { countedOnTpRank } from './tp_table.ts';
 import type { Param } from '../nn/params.ts';
 import { RULES } from '../autograd/rules.ts';
@@ -47,8 +51,8 @@ export interface SyncGroups {
 
 /** Gradient synchronisation and update of one mesh rank (see the module doc). */
 export class GradSync {
-  /** ZeRO-1 over the dp·cp group (plan.zero 1), else null. */
-  readonly zero: MeshZero1 | null;
+  /** ZeRO-1/2/3 over the dp·cp group (plan.zero > 0), else null. */
+  readonly zero: ZeroSync | null;
   private readonly dpGrads: Communicator;
   private readonly spGrads: Communicator | null;
   private readonly embGroup: Communicator | null;
@@ -63,11 +67,12 @@ export class GradSync {
   /** Data parallelism of a whole replica: the gradient buckets allReduced during the last backward, else null. */
   readonly buckets: Bucket[] | null;
   /** The last step's bucket launches ({@link bucketedBackward}); empty without buckets. */
-  overlap: OverlapStats = { launchedDuringBackward: 0, order: [] };
+  private ddpOverlap: OverlapStats = { launchedDuringBackward: 0, order: [] };
   private reduced = false;
 
   /**
-   * @param tp this rank's tensor-parallel group; `zero` the ZeRO stage (0 or 1); `sp` sequence parallelism.
+   * @param tp this rank's tensor-parallel group; `zero` the ZeRO stage; `sp` sequence parallelism.
+   * @throws Error from ZeroSync (ZeRO-2/3 with byte-sized buckets).
    */
   constructor(
     readonly gpu: Gpu,
@@ -80,7 +85,11 @@ export class GradSync {
   ) {
     const sync = world.newGroup(groups.dpcp, `${o.cp > 1 ? 'dpcp' : 'dp'}[${groups.dpcp.join(',')}]`);
     this.dpGrads = subGroup(sync, 'grads');
-    this.zero = o.zero === 1 ? new MeshZero1(gpu, stages.params, sync) : null;
+    // A whole-model replica (data parallelism only): its reduction can overlap the last backward.
+    const replica = stages.ctx.tp === 1 && groups.pp.length === 1 && o.cp === 1 && (o.ep ?? 1) === 1;
+    this.zero = o.zero > 0
+      ? new ZeroSync(gpu, stages, o.zero as ZeroStage, sync, this.dpGrads, replica, o.bucketBytes)
+      : null;
     this.spGrads = o.sp ? subGroup(tp, 'sp-grads') : null;
     const emb = groups.embedding;
     this.embGroup = emb.length ? world.newGroup(emb, `embedding[${emb.join(',')}]`) : null;
@@ -92,9 +101,9 @@ export class GradSync {
     this.dense = moe ? ps.filter((p) => !expertOf(p.name)) : ps;
     this.experts = moe ? ps.filter((p) => expertOf(p.name)) : [];
     const edp = groups.dp.filter((_, d) => d % this.ep === this.coords.dp % this.ep);
-    // A whole-model replica (data parallelism only): DDP's buckets, reduced while backward runs.
-    const replica = stages.ctx.tp === 1 && pp.length === 1 && o.cp === 1 && !o.zero && this.ep === 1;
-    this.buckets = replica && groups.dpcp.length > 1 ? planBuckets(stages.params, o.bucketBytes ?? 1 << 20) : null;
+    // DDP's buckets, reduced while backward runs.
+    const ddp = replica && !o.zero && groups.dpcp.length > 1;
+    this.buckets = ddp ? planBuckets(stages.params, o.bucketBytes ?? 1 << 20) : null;
     this.expertGrads = moe && edp.length > 1 ? subGroup(world.newGroup(edp, `edp[${edp.join(',')}]`), 'experts') : null;
   }
 
@@ -104,7 +113,13 @@ export class GradSync {
    * @throws (rejects with) a peer's failure or timeout.
    */
   async run(): Promise<number> {
-    const { gpu, stages } = this;
+    const { gpu, stages, zero } = this;
+    if (zero?.inBackward) {
+      // Every bucket was reduce-scattered inside backward (ZeRO-2/3, no sp; an overlapped ZeRO-1):
+      // the tied embedding's copies hold equal pieces, summed over the embedding group.
+      if (this.embGroup) await zero.sumPieces(stages.tied!, this.embGroup);
+      return zero.squaredNorm((n) => this.counts(n));
+    }
     if (this.spGrads) await allReduceSequenceParallelGrads(gpu, stages.params, this.spGrads);
     const flat = (await gpu.read(stages.params.grads) as Float32Array).slice();
     if (this.embGroup) {
@@ -127,7 +142,10 @@ export class GradSync {
       return this.squaredNorm(flat);
     }
     // dp·cp average: every rank's loss is the mean over equal token counts.
-    if (this.zero) return this.zero.squaredNorm(await this.zero.reduceScatter(flat), (n) => this.counts(n));
+    if (zero) {
+      await zero.reduceAfter(flat);
+      return zero.squaredNorm((n) => this.counts(n));
+    }
     // Packed without the store's alignment gaps, so the allReduce moves exactly Ψ_r = rankParams().dense elements.
     const grads = this.pack(flat, this.dense);
     await this.dpGrads.allReduce(grads, { op: 'avg' });
@@ -152,16 +170,45 @@ export class GradSync {
    */
   async bucketedBackward(tape: LoggingTape): Promise<void> {
     const { gpu, stages } = this, grads = stages.params.grads;
-    this.overlap = await backwardWithBuckets(gpu, stages.params, this.buckets!, tape, RULES, async (b, host) => {
+    this.ddpOverlap = await backwardWithBuckets(gpu, stages.params, this.buckets!, tape, RULES, async (b, host) => {
       await this.dpGrads.allReduce(host, { op: 'avg' });
       gpu.write(sliceOf(grads, b.start, b.end), host);
     });
     this.reduced = true;
   }
 
-  /** What this rank's AdamW updates (optimizer.ts AdamWSlot): its whole shard, or its ZeRO-1 piece. */
+  /** The last step's bucket launches of its last reducing backward (DDP or ZeRO); empty without buckets. */
+  get overlap(): OverlapStats {
+    return this.zero?.overlap ?? this.ddpOverlap;
+  }
+
+  /** Starts a step: gradients zeroed (ZeRO: its per-step state). */
+  async startStep(): Promise<void> {
+    if (this.zero) await this.zero.startStep();
+    else this.stages.params.zeroGrad();
+  }
+
+  /**
+   * How the pipeline executor makes, runs and backpropagates the tapes of a step of `m`
+   * micro-batches: ZeRO's (zero_sync.ts), DDP's (the last micro-batch's tape logs its nodes and
+   * its backward allReduces each bucket as it is finished, {@link bucketedBackward}), or none.
+   */
+  hooks(m: number): ExecutorHooks {
+    if (this.zero) return this.zero.hooks(m);
+    if (!this.buckets) return {};
+    return bucketedHooks(this.gpu, this.stages, (micro) => micro === m - 1, (tape) => this.bucketedBackward(tape));
+  }
+
+  /** What this rank's AdamW updates (optimizer.ts AdamWSlot): its whole shard, or its ZeRO pieces. */
   owned(): readonly AdamWSlot[] {
-    return this.zero ? this.zero.slots : this.stages.params.params;
+    return this.zero ? this.zero.slots() : this.stages.params.params;
+  }
+
+  /** After the update: ZeRO-1/2's all-gather of the updated pieces. Resolves to whether it sent anything. */
+  async finish(): Promise<boolean> {
+    if (!this.zero || this.zero.stage === 3) return false;
+    await this.zero.allGather();
+    return true;
   }
 
   /**

@@ -5,7 +5,7 @@
  *
  * Units: bytes.
  */
-import { type ParallelPlan, type PlanModel, rankParams, zeroWorkingElements } from './plan.ts';
+import { type ParallelPlan, planMesh, type PlanModel, rankParams, zeroWorkingElements } from './plan.ts';
 
 /** Bytes per rank of parameters, gradients and optimizer state. */
 export interface MemoryBytes {
@@ -60,8 +60,10 @@ export function rankMemory(
   rank: number,
   bias = true,
 ): MemoryBytes & { paramElements: number } {
-  const p = rankParams(plan, model, rank, bias), d = plan.dp * plan.cp;
-  const dense = zeroMemoryFp32(p.dense, d, plan.zero, plan.zero >= 2 ? zeroWorkingElements(model, bias, plan.tp) : 0);
+  const p = rankParams(plan, model, rank, bias), d = plan.dp * plan.cp, pp = planMesh(plan).coords(rank).pp;
+  const at = { first: pp === 0, last: pp === plan.pp - 1 };
+  const working = plan.zero >= 2 ? zeroWorkingElements(model, bias, plan.tp, at) : 0;
+  const dense = zeroMemoryFp32(p.dense, d, plan.zero, working);
   const ex = zeroMemoryFp32(p.expert, d / plan.ep, plan.zero);
   return {
     ...mem(dense.params + ex.params, dense.grads + ex.grads, dense.optimizer + ex.optimizer),

@@ -12,7 +12,8 @@
  *     rec.sent     // elements this rank sent, keyed `group/op` (traffic.ts)
  *     rec.timeline // this rank's compute / comm / idle spans, ms from rec.origin (epoch ms)
  *   await t.gradients() / await t.parameters()      // Map<name, Float32Array> of this rank's shards
- *                                                    // (not collective; see gradients() for ZeRO-1)
+ *                                                    // (collective over dp·cp under ZeRO: see each)
+ *   t.memory(), t.trainingState()                    // model-state bytes; a checkpoint's tensors
  *   t.coords, t.groups, t.positions                  // mesh coordinates, world ranks of each group, cp tokens
  *   t.describe()                                     // one line: the plan and this rank's place
  *   t.destroy();
@@ -26,7 +27,7 @@
  *   from cfg.seed exactly as the single-rank model's.
  *   `sent` keys: `tp[..]/act|ce|sp-grads/<op>`, `pp[..]:p2p/send`, `cp[..]/attn:p2p/send` (ring)
  *   or `cp[..]/attn/allToAll` (Ulysses), `dp[..]` (`dpcp[..]` with cp) `/grads/allReduce` or, with
- *   ZeRO-1, `/grads/reduceScatter` + `/params/allGather`, `embedding[first,last]/allReduce`,
+ *   ZeRO, `/grads/reduceScatter` + `/params/allGather`, `embedding[first,last]/allReduce`,
  *   `world/scalars/allReduce`; per-rank formulas in tests/parallel/mesh_harness.ts.
  *
  * Composition per rank (world rank → mesh coordinates by plan.ts `planMesh`, every group from
@@ -49,14 +50,17 @@
  * - the global grad norm: one world allReduce of [Σ squares counted once, loss share] — each
  *   parameter counted on dp and cp index 0 only, replicated (tp) ones on tp index 0 only, the head's
  *   wte copy never — then torch's clip scale and AdamW on the rank's own shard.
- * - zero 1: instead of the allReduce, mesh_zero.ts's reduce-scatter / piece update / all-gather
- *   over the same dp·cp group.
+ * - ZeRO 1/2/3 (zero_sync.ts): instead of the allReduce, reduce-scatters of the gradient over the
+ *   same dp·cp group — stage 1 after the schedule (a whole replica: in buckets during the last
+ *   backward), stages 2–3 per 'layer' unit in every micro-batch's backward — AdamW on the rank's
+ *   pieces, and the all-gather of the updated values (stages 1–2); stage 3 gathers each layer
+ *   in the forward when the executor reaches its block and again before its backward.
  * - ep (MoE models): experts spread over ep consecutive dp ranks of the same (pp, cp, tp)
  *   coordinate; the context's MoE function exchanges tokens over that EP group
  *   (expert_exchange.ts), grad_sync.ts sums expert gradients over the ranks holding the same
  *   experts, and each stage's load-balancing loss enters its own backward and loss share.
- * Not composed (thrown up front, naming the combination): ep with ZeRO, zero 2 and 3 (zero.ts
- * runs those over a tp / cp split, zero_split.ts).
+ * Not composed (thrown up front, naming the rule; mesh_plan.ts): ep with ZeRO; ZeRO-2/3 with sp,
+ * with --recompute, with the interleaved schedule or the hybrid over pp.
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -68,10 +72,8 @@ import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { lrAt, scheduleFromConfig, type ScheduleSpec, validateSchedule } from '../train/schedules.ts';
 import type { StepRecord } from '../train/trainer.ts';
-import { type ExecutorHooks, PipelineExecutor, type SpanFn } from './pipeline_executor.ts';
-import { Tape } from '../autograd/tape.ts';
-import { RULES } from '../autograd/rules.ts';
-import { LoggingTape, type OverlapStats } from './buckets.ts';
+import { PipelineExecutor, type SpanFn } from './pipeline_executor.ts';
+import type { OverlapStats } from './buckets.ts';
 import type { PipelineSchedule } from './pipeline_schedule.ts';
 import type { Span } from './pipeline_sim.ts';
 import { describePlan, type ParallelPlan } from './plan.ts';
@@ -98,7 +100,7 @@ export interface MeshStepRecord extends StepRecord {
   overlap: OverlapStats;
 }
 
-/** The per-rank trainer of a dp × pp × cp × tp (+ sp) × ep plan (see the module doc). */
+/** The per-rank trainer of a dp × pp × cp × tp (+ sp) × ep × ZeRO plan (see the module doc). */
 export class MeshTrainer {
   readonly schedule: ScheduleSpec;
   readonly program: PipelineSchedule;
@@ -115,12 +117,12 @@ export class MeshTrainer {
   /** Rows per micro-batch, b = B / (dp·m). */
   readonly rows: number;
   private readonly exec: PipelineExecutor;
-  /** The gradient-sync hook: sp partials, the tied embedding, the dp·cp average or ZeRO-1. */
+  /** The gradient-sync hook: sp partials, the tied embedding, the dp·cp average, DDP's buckets or ZeRO. */
   readonly sync: GradSync;
   private readonly scalars: Communicator;
   private readonly meter: TrafficMeter;
   private readonly lossAcc: Tensor;
-  /** optimizer.ts's AdamW over what this rank owns (its shard, or its ZeRO-1 piece). */
+  /** optimizer.ts's AdamW over what this rank owns (its shard, or its ZeRO pieces). */
   private readonly opt: AdamW;
 
   /**
@@ -162,12 +164,12 @@ export class MeshTrainer {
    * @throws (rejects with) a peer's failure or timeout, or a schedule action out of order.
    */
   async step(step: number): Promise<MeshStepRecord> {
-    const { gpu, cfg, plan, stages } = this;
+    const { gpu, cfg, plan } = this;
     this.meter.take();
     const t0 = wallMs(), timeline: Span[] = [];
     const span: SpanFn = (kind, start, label, action) =>
       timeline.push({ kind, start: start - t0, end: wallMs() - t0, label, action });
-    stages.params.zeroGrad();
+    await this.sync.startStep();
     gpu.clear(this.lossAcc);
     // Micro-batch j as the single-rank Trainer draws it; this dp replica's rows of it, then this
     // cp rank's tokens of each row; the executor reads micro-batch j at rows [j·b, (j+1)·b).
@@ -179,7 +181,7 @@ export class MeshTrainer {
       x.set(mine(batch.x), j * n);
       y.set(mine(batch.y), j * n);
     }
-    await this.exec.run(x, y, this.lossAcc, span, this.bucketHooks());
+    await this.exec.run(x, y, this.lossAcc, span, this.sync.hooks(m));
 
     let start = wallMs();
     const squares = await this.sync.run();
@@ -194,27 +196,10 @@ export class MeshTrainer {
     this.opt.stepSharded(this.sync.owned(), lr, step + 1, norm);
     await gpu.sync();
     span('compute', start, 'AdamW');
-    if (this.sync.zero) {
-      start = wallMs();
-      await this.sync.zero.allGather();
-      span('comm', start, 'ZeRO-1 parameter all-gather');
-    }
+    start = wallMs();
+    if (await this.sync.finish()) span('comm', start, `ZeRO-${plan.zero} parameter all-gather`);
     const overlap = this.sync.overlap;
     return { step, lr, loss: sums[1], gradNorm: norm, sent: this.meter.take(), timeline, origin: t0, overlap };
-  }
-
-  /**
-   * With data-parallel buckets (a whole replica): the last micro-batch's tape logs its nodes and
-   * its backward allReduces each bucket as it is finished (grad_sync.ts bucketedBackward).
-   */
-  private bucketHooks(): ExecutorHooks {
-    const { gpu, stages, sync } = this, last = this.plan.microBatches - 1;
-    if (!sync.buckets) return {};
-    return {
-      tape: (micro) => micro === last ? new LoggingTape(gpu, stages.gradMap) : new Tape(gpu, stages.gradMap),
-      backward: (tape, micro) =>
-        micro === last ? sync.bucketedBackward(tape as LoggingTape) : tape.backwardAsync(RULES),
-    };
   }
 
   /**
@@ -228,16 +213,30 @@ export class MeshTrainer {
 
   /**
    * This rank's shard of every gradient it holds (the last step's, synchronised, before
-   * clipping), by name. Under ZeRO-1 only the rank's piece [sync.zero.lo, hi) of the flat buffer
-   * is the reduced gradient; the rest is the rank's local, unreduced gradient.
+   * clipping), by name. Under ZeRO the reduced pieces are gathered over the dp·cp group, so
+   * every rank of it must call this.
    */
-  gradients(): Promise<Map<string, Float32Array>> {
-    return this.byName(this.stages.params.grads);
+  async gradients(): Promise<Map<string, Float32Array>> {
+    const { zero } = this.sync;
+    return this.byName(zero ? await zero.gradients() : await this.gpu.read(this.stages.params.grads) as Float32Array);
   }
 
-  /** This rank's shard of every parameter it holds, by name. */
-  parameters(): Promise<Map<string, Float32Array>> {
-    return this.byName(this.stages.params.values);
+  /** This rank's shard of every parameter it holds, by name (ZeRO-3 gathers them: every rank of the dp·cp group calls it). */
+  async parameters(): Promise<Map<string, Float32Array>> {
+    const { zero } = this.sync;
+    return this.byName(zero ? await zero.values() : await this.gpu.read(this.stages.params.values) as Float32Array);
+  }
+
+  /** Model-state bytes this rank holds (fp32): its ParamStore's flat buffers, or what its ZeRO stage keeps. */
+  memory(): { params: number; grads: number; optimizer: number } {
+    if (this.sync.zero) return this.sync.zero.memory();
+    const flat = this.stages.params.flatSize * 4;
+    return { params: flat, grads: flat, optimizer: 2 * flat };
+  }
+
+  /** What a checkpoint of this rank holds: the store's values and AdamW moments, or ZeRO's remaining buffers and pieces. */
+  trainingState(): Record<string, Tensor> {
+    return this.sync.zero?.trainingState() ?? this.stages.params.trainingState();
   }
 
   /** One line describing the plan and this rank's place in it. */
@@ -246,13 +245,13 @@ export class MeshTrainer {
     return `${describePlan(this.plan)}; this rank at dp ${c.dp} · pp ${c.pp} · cp ${c.cp} · tp ${c.tp}`;
   }
 
-  private async byName(flat: Tensor): Promise<Map<string, Float32Array>> {
-    const all = await this.gpu.read(flat) as Float32Array;
+  private byName(all: Float32Array): Map<string, Float32Array> {
     return new Map(this.stages.params.params.map((p) => [p.name, all.slice(p.offset, p.offset + p.size)]));
   }
 
   /** Frees the parameters and step buffers. */
   destroy(): void {
+    this.sync.zero?.destroy();
     this.stages.params.destroy();
     this.lossAcc.release();
     this.opt.dispose();

@@ -13,7 +13,8 @@ import type { Communicator } from '../comm/communicator.ts';
 import { wallMs } from '../comm/trace.ts';
 import type { PipeAction, PipelineSchedule } from './pipeline_schedule.ts';
 import { label, type Span } from './pipeline_sim.ts';
-import { type PipelineStageModel, sendForward } from './pipeline_stage.ts';
+import { type BeforeBlock, type PipelineStageModel, sendForward } from './pipeline_stage.ts';
+import { LoggingTape } from './buckets.ts';
 
 /** What one (micro, stage) keeps between its actions. */
 interface Slot {
@@ -27,13 +28,33 @@ interface Slot {
 }
 
 /**
- * How the trainer wants a (micro, stage) tape made and backpropagated, when not the default
- * (a Tape over the stage's gradients, backwardAsync): the mesh's data-parallel buckets log the
- * last micro-batch's tape and allReduce each bucket as its backward finishes it.
+ * How the trainer wants a (micro, stage) tape made, run forward and backpropagated, when not the
+ * default (a Tape over the stage's gradients, the stage's pieces, backwardAsync): the
+ * data-parallel buckets and ZeRO log a tape and reduce each bucket as its backward finishes it;
+ * ZeRO-3 wraps each forward to gather the layers it runs, one block at a time.
  */
 export interface ExecutorHooks {
   tape?(micro: number): Tape;
   backward?(tape: Tape, micro: number): Promise<void>;
+  /** Runs one forward action's compute; `run` awaits `beforeBlock(i)` before global block i. */
+  forward?(micro: number, run: (beforeBlock?: BeforeBlock) => Promise<void>): Promise<void>;
+}
+
+/**
+ * Hooks under which micro-batch j records on a LoggingTape and backpropagates with
+ * `backward` where `logs(j)` — a reduction that runs inside the backward, bucket by bucket
+ * (grad_sync.ts's DDP buckets, zero_sync.ts's reduce-scatters) — and as by default elsewhere.
+ */
+export function bucketedHooks(
+  gpu: Gpu,
+  model: PipelineStageModel,
+  logs: (micro: number) => boolean,
+  backward: (tape: LoggingTape) => Promise<void>,
+): ExecutorHooks {
+  return {
+    tape: (micro) => logs(micro) ? new LoggingTape(gpu, model.gradMap) : new Tape(gpu, model.gradMap),
+    backward: (tape, micro) => logs(micro) ? backward(tape as LoggingTape) : tape.backwardAsync(RULES),
+  };
 }
 
 /** Records a span of `kind` from `start` (epoch ms) to now. */
@@ -95,29 +116,30 @@ export class PipelineExecutor {
     switch (a.kind) {
       case 'forward': {
         const { tape } = slot, rows = [a.micro * b * t, (a.micro + 1) * b * t] as const;
-        let x: Tensor;
-        if (a.stage === 0) x = await model.embed(tape, bx.slice(...rows), b, t);
-        else {
-          if (!slot.input && model.holds(a.stage - 1)) this.handOver(slots.get(key(a.micro, a.stage - 1)), slot, shape);
-          if (!slot.input) throw new Error(`pipeline: ${name} runs before its activation arrived`);
-          x = slot.input;
+        if (!slot.input && a.stage > 0 && model.holds(a.stage - 1)) {
+          this.handOver(slots.get(key(a.micro, a.stage - 1)), slot, shape);
         }
-        const out = await model.blocks(tape, x, a.stage, b, t), m = this.plan.m;
-        const aux = model.auxLoss?.(tape, 1 / m);
-        if (aux) axpy(gpu, 1 / m, aux, lossAcc); // the stage's MoE load-balancing terms join the loss it reports
-        if (a.stage === model.S - 1) {
-          axpy(gpu, 1 / m, await model.head(tape, out, by.slice(...rows), 1 / m), lossAcc);
-        } else {
-          slot.output = out;
-          sendForward(tape, out, () => {
-            if (!slot.dOut) {
-              throw new Error(
-                `pipeline: backward of micro ${a.micro} stage ${a.stage} has no output gradient (recv-grad missing)`,
-              );
-            }
-            return slot.dOut;
-          });
-        }
+        if (a.stage > 0 && !slot.input) throw new Error(`pipeline: ${name} runs before its activation arrived`);
+        const run = async (beforeBlock?: BeforeBlock) => {
+          const x = a.stage === 0 ? await model.embed(tape, bx.slice(...rows), b, t) : slot.input!;
+          const out = await model.blocks(tape, x, a.stage, b, t, beforeBlock), m = this.plan.m;
+          const aux = model.auxLoss?.(tape, 1 / m);
+          if (aux) axpy(gpu, 1 / m, aux, lossAcc); // the stage's MoE load-balancing terms join the loss it reports
+          if (a.stage === model.S - 1) {
+            axpy(gpu, 1 / m, await model.head(tape, out, by.slice(...rows), 1 / m), lossAcc);
+          } else {
+            slot.output = out;
+            sendForward(tape, out, () => {
+              if (!slot.dOut) {
+                throw new Error(
+                  `pipeline: backward of micro ${a.micro} stage ${a.stage} has no output gradient (recv-grad missing)`,
+                );
+              }
+              return slot.dOut;
+            });
+          }
+        };
+        await (this.hooks.forward?.(a.micro, run) ?? run());
         await gpu.sync();
         return void span('compute', start, name, a);
       }

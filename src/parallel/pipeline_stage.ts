@@ -36,6 +36,9 @@ export function stageLayers(nLayer: number, S: number, stage: number): [number, 
  * ModelStages. Every method may return a promise (tensor-parallel pieces communicate inside
  * their forward).
  */
+/** Awaited before global block i's forward (ZeRO-3 gathers that layer there; ForwardOptions.beforeBlock). */
+export type BeforeBlock = (i: number) => Promise<void>;
+
 export interface PipelineStageModel {
   readonly params: ParamStore;
   /** Parameter values → gradients for the stage tapes (may hold views besides params.gradMap()). */
@@ -48,8 +51,18 @@ export interface PipelineStageModel {
   actShape(b: number, t: number): number[];
   /** Stage 0's input from host token ids (b·t). */
   embed(tape: Tape, hostTokens: Int32Array, b: number, t: number): Tensor | Promise<Tensor>;
-  /** Stage `stage`'s blocks on its input activation. */
-  blocks(tape: Tape, x: Tensor, stage: number, b: number, t: number): Tensor | Promise<Tensor>;
+  /**
+   * Stage `stage`'s blocks on its input activation; `beforeBlock(i)` is awaited before global
+   * block i (ZeRO-3 gathers that layer there, as ForwardOptions.beforeBlock).
+   */
+  blocks(
+    tape: Tape,
+    x: Tensor,
+    stage: number,
+    b: number,
+    t: number,
+    beforeBlock?: BeforeBlock,
+  ): Tensor | Promise<Tensor>;
   /** The last stage's loss (2) = [mean cross-entropy, count] vs host targets (b·t), its gradient seeded with gradScale. */
   head(tape: Tape, x: Tensor, hostTargets: Int32Array, gradScale: number): Tensor | Promise<Tensor>;
   /**

@@ -17,8 +17,11 @@ import { DeviceMesh, type MeshCoords, type MeshDim } from '../comm/mesh.ts';
 import { SCHEDULE_KINDS, type ScheduleKind } from './pipeline_schedule.ts';
 
 export type CpKind = 'ring' | 'ulysses';
-/** The trainer that runs a plan ({@link strategyOf}): the ZeRO trainer (ZeRO over dp, ZeRO-2/3 over tp / cp) or the mesh for every other. */
-export type StrategyKind = 'zero' | 'mesh';
+/**
+ * The trainer that runs a plan (strategy.ts `strategyOf`): the mesh trainer for every plan. Kept
+ * as a type because run summaries, traces and checkpoints record it.
+ */
+export type StrategyKind = 'mesh';
 export const CP_KINDS: readonly CpKind[] = ['ring', 'ulysses'];
 
 export interface ParallelPlan {
@@ -258,12 +261,14 @@ export function rankParams(plan: ParallelPlan, model: PlanModel, rank: number, b
 
 /**
  * Elements of ZeRO-2/3's working buffers on a rank of a GPT that is whole or split by tp
- * (zero_units.ts over zero_split.ts): the units kept for the whole micro-batch (its wte shard
- * (V_p/t, C), wpe (T, C), ln_f) plus one block's shard, the only layer resident at a time.
- * Alignment padding is not counted.
+ * (zero_units.ts under zero_sync.ts): the units kept for the whole micro-batch that its
+ * pipeline stage holds (the first: its wte shard (V_p/t, C) and wpe (T, C); the last: ln_f and
+ * its wte copy) plus one block's shard, the only layer resident at a time. Alignment padding
+ * is not counted.
  */
-export function zeroWorkingElements(model: PlanModel, bias = true, tp = 1): number {
+export function zeroWorkingElements(model: PlanModel, bias = true, tp = 1, at = { first: true, last: true }): number {
   const single = rankParams({ ...DEFAULT_PLAN, pp: 1, tp, ep: 1 }, model, 0, bias);
-  const C = model.nEmbd, resident = (paddedVocab(model.vocabSize, tp) / tp) * C + model.blockSize * C + 2 * C;
-  return resident + (single.dense + single.expert - resident) / model.nLayer;
+  const C = model.nEmbd, T = model.blockSize, wte = (paddedVocab(model.vocabSize, tp) / tp) * C;
+  const block = (single.dense + single.expert - wte - T * C - 2 * C) / model.nLayer;
+  return (at.first || at.last ? wte : 0) + (at.first ? T * C : 0) + (at.last ? 2 * C : 0) + block;
 }

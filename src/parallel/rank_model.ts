@@ -1,8 +1,8 @@
 /**
  * One rank's place in the [dp, pp, cp, tp] DeviceMesh and the model it holds there: its mesh
  * coordinates, the world ranks of each of its groups, the tokens it holds under context
- * parallelism and its ModelStages over its RankContext (tp shard, cp attention). Built the same
- * way by every trainer that runs a split model (mesh_trainer.ts; zero.ts over a tp / cp split).
+ * parallelism and its ModelStages over its RankContext (tp shard, cp attention), as the mesh
+ * trainer (mesh_trainer.ts) builds it for every plan.
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Communicator } from '../comm/communicator.ts';

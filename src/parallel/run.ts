@@ -4,10 +4,10 @@
  * run_host.ts). Runtime-neutral (browser and Deno module workers): no Deno APIs; the data
  * arrives as text or tokens.
  *
- * - Dispatch ({@link strategyOf}, run_build.ts): any split model (pp, cp, tp or ep > 1, with dp
- *   and ZeRO-1) and data parallelism alone → MeshTrainer (mesh_trainer.ts); ZeRO over dp and
- *   ZeRO-2/3 over tp and cp → ZeroTrainer (zero_split.ts with a split). ZeRO-2/3 with pp or sp
- *   and ZeRO with ep are refused: "not supported yet: …".
+ * - One trainer (run_build.ts): every plan runs on MeshTrainer (mesh_trainer.ts) — data
+ *   parallelism alone, any split by pp, cp, tp or ep, ZeRO-1/2/3 as its gradient-sync modes.
+ *   {@link strategyOf} refuses up front what it does not compose yet: ZeRO with ep, ZeRO-2/3
+ *   with sp or an interleaved / hybrid pipeline ("not supported yet: …").
  * - Batch convention (as `npm run plan`): the global batch of one optimizer step is
  *   G = cfg.batchSize × cfg.gradAccum sequences, split into plan.microBatches micro-batches of
  *   G/m (each split over dp), each drawn as the single-rank Trainer draws a micro-batch: every
@@ -204,7 +204,7 @@ export class RankRun {
     const data = new TextDataset(tokens, cfg.blockSize, cfg.valFraction, 'training data');
     const gpu = await Gpu.create({ backend: args.backend ?? 'auto' });
     try {
-      const built = await buildTrainer(gpu, world, args.plan, kind, cfg, data, vocabSize, args.bucketBytes);
+      const built = buildTrainer(gpu, world, args.plan, cfg, data, vocabSize, args.bucketBytes);
       const rank = world.transport.rank;
       const predicted = predictedTraffic(kind, args.plan, model, cfg, rank, built.buckets);
       const run = new RankRun(world, gpu, kind, args.plan, cfg, data, built, predicted);
@@ -231,7 +231,7 @@ export class RankRun {
 
   /** The tensors a checkpoint of this rank holds. */
   state(): Record<string, Tensor> {
-    return this.built.state?.() ?? this.built.params.trainingState();
+    return this.built.state();
   }
 
   /** This rank's checkpoint file after {@link next} steps (rank_checkpoint.ts). */
@@ -277,8 +277,7 @@ export class RankRun {
   }
 
   summary(records: RankStepRecord[] = []): RankSummary {
-    const p = this.built.params, flat = p.flatSize * 4;
-    const own = this.built.memory ?? { params: flat, grads: flat, optimizer: 2 * flat };
+    const p = this.built.params, own = this.built.memory;
     return {
       rank: this.world.transport.rank,
       kind: this.kind,

@@ -18,15 +18,15 @@ import type { ParamSpec, ParamStore, Placement } from '../nn/params.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { createModel, createMoEModel, MOE_ARCHS, PIECES } from '../models/registry.ts';
 import { type MoELanguageModel, withAuxLoss } from '../models/moe_layer.ts';
-import { add } from '../autograd/ops.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import { subGroup } from './data_parallel.ts';
 import { expertShard, moeExpertParallel } from './expert_exchange.ts';
 import type { ForwardResult, LayeredModel, Piece } from '../models/model.ts';
-import type { ModelInput } from '../models/context.ts';
 import { runPieces } from '../models/model.ts';
+import { add } from '../autograd/ops.ts';
+import type { ModelInput } from '../models/context.ts';
 import { recomputeContext, runBlock } from '../models/recompute.ts';
-import { checkPipelineSplit, type PipelineStageModel, stageLayers } from './pipeline_stage.ts';
+import { type BeforeBlock, checkPipelineSplit, type PipelineStageModel, stageLayers } from './pipeline_stage.ts';
 import type { RankContext } from './rank_context.ts';
 import { shardKind, shardParam, shardShape } from './tp_table.ts';
 
@@ -74,7 +74,8 @@ export function stagePlacement(arch: string, nLayer: number, at: StagePlace, tp:
 export class ModelStages implements PipelineStageModel {
   readonly model: LayeredModel;
   readonly params: ParamStore;
-  readonly gradMap: Map<Tensor, Tensor>;
+  /** The stage tapes' value → gradient map; {@link rebindGrads} renews it when ZeRO moves the store's buffers. */
+  gradMap: Map<Tensor, Tensor>;
   /** Total stages S = pp·v. */
   readonly S: number;
   /** Global stage indices held by this rank, ascending. */
@@ -121,6 +122,11 @@ export class ModelStages implements PipelineStageModel {
     this.headCopy = this.holds(this.S - 1) && at.ppRank !== 0 && this.tied !== null;
   }
 
+  /** Rebuilds {@link gradMap} after ZeRO-2/3 moved the store's values or gradients (zero_units.ts). */
+  rebindGrads(): void {
+    this.gradMap = this.ctx.gradMap(this.params);
+  }
+
   holds(s: number): boolean {
     return s >= 0 && s < this.S && s % this.at.pp === this.at.ppRank;
   }
@@ -133,10 +139,13 @@ export class ModelStages implements PipelineStageModel {
     return this.model.embed(this.ctx, tape, input(hostTokens, null), b, t, {});
   }
 
-  async blocks(tape: Tape, x: Tensor, stage: number, b: number, t: number): Promise<Tensor> {
+  async blocks(tape: Tape, x: Tensor, stage: number, b: number, t: number, beforeBlock?: BeforeBlock): Promise<Tensor> {
     const [lo, hi] = stageLayers(this.cfg.nLayer, this.S, stage), mode = this.cfg.recompute;
     const ctx = recomputeContext(this.ctx, mode);
-    for (let i = lo; i < hi; i++) x = await runBlock(this.model, ctx, tape, x, i, b, t, mode);
+    for (let i = lo; i < hi; i++) {
+      await beforeBlock?.(i);
+      x = await runBlock(this.model, ctx, tape, x, i, b, t, mode);
+    }
     return x;
   }
 
@@ -167,7 +176,7 @@ export class ModelStages implements PipelineStageModel {
     b: number,
     t: number,
     gradScale = 1,
-    beforeBlock?: (i: number) => Promise<void>,
+    beforeBlock?: BeforeBlock,
   ): Promise<ForwardResult> {
     const out = await runPieces(this.model, this.ctx, tape, input(hostTokens, hostTargets), b, t, {
       gradScale,

@@ -1,9 +1,10 @@
 /**
- * Which trainer runs a plan, and which architectures each split applies to (docs/design.md §16,
- * §23): the rules between a plan and a model that no single dimension's validation sees.
+ * Whether the trainer runs a plan on an architecture, and which architectures each split applies
+ * to (docs/design.md §16, §23): the rules between a plan and a model that no single dimension's
+ * validation sees.
  */
 import type { ParallelPlan, StrategyKind } from './plan.ts';
-import { checkZeroSplit } from './zero_split.ts';
+import { checkZeroPlan } from './mesh_plan.ts';
 import { MOE_ARCHS } from '../models/archs.ts';
 
 /**
@@ -55,24 +56,17 @@ export function checkArchSplit(plan: ParallelPlan, arch: string): void {
 }
 
 /**
- * The trainer for `plan`: zero (zero.ts) for ZeRO-1/2/3 over dp alone and for ZeRO-2/3 over a
- * tp / cp split (zero_split.ts); the mesh trainer (mesh_trainer.ts) for everything else — data
- * parallelism alone (with DDP's overlapped buckets), any split by pp, cp, tp or ep, ZeRO-1.
- * @throws Error "not supported yet: …" for ZeRO with ep, ZeRO-2/3 with pp or sp
- *   (zero_split.ts checkZeroSplit); for ep on a dense architecture; or from {@link checkArchSplit}.
+ * The trainer for `plan` on `arch`: the mesh trainer (mesh_trainer.ts) runs every plan it
+ * accepts — data parallelism alone (DDP's overlapped buckets), any split by pp, cp, tp or ep,
+ * ZeRO-1/2/3 as gradient-sync modes (zero_sync.ts) — so this is the up-front check that it does.
+ * @throws Error "not supported yet: …" for ZeRO with ep, ZeRO-2/3 with sp or with an interleaved
+ *   or hybrid pipeline (mesh_plan.ts checkZeroPlan); for ep on a dense architecture; or from {@link checkArchSplit}.
  */
 export function strategyOf(plan: ParallelPlan, arch: string): StrategyKind {
   checkArchSplit(plan, arch);
-  if (plan.ep > 1) {
-    checkExperts(plan, arch);
-    return 'mesh';
-  }
-  if ((['pp', 'cp', 'tp'] as const).some((k) => plan[k] > 1)) {
-    if (plan.zero < 2) return 'mesh';
-    checkZeroSplit(plan);
-    return 'zero';
-  }
-  return plan.zero > 0 ? 'zero' : 'mesh';
+  if (plan.ep > 1) checkExperts(plan, arch);
+  checkZeroPlan(plan, arch);
+  return 'mesh';
 }
 
 /**

@@ -1,7 +1,7 @@
 /**
- * The pieces of one ZeRO rank (zero.ts): where each bucket is cut, the shard buffers that hold
- * this rank's pieces, the AdamW views over them, the all-gathers that rebuild whole buckets from
- * every rank's pieces, and the model-state bytes the rank holds. zero.ts's trainer decides when
+ * The pieces of one ZeRO rank (zero_sync.ts): where each bucket is cut, the shard buffers that
+ * hold this rank's pieces, the AdamW views over them, the all-gathers that rebuild whole buckets
+ * from every rank's pieces, and the model-state bytes the rank holds. zero_sync.ts decides when
  * to reduce, gather and update; this module is the layout and state those calls act on, the
  * same at every stage.
  *
@@ -79,8 +79,9 @@ export class ZeroShards {
   private readonly updates: AdamWSlot[] = [];
 
   /**
-   * Allocates this rank's shard buffers; with sharded values, writes its pieces of `initial`
-   * (the flat values every rank built from the same seed).
+   * Allocates this rank's shard buffers; with sharded values, copies its pieces of the store's
+   * flat values (which every rank built from the same seed) on the GPU, so the caller may free
+   * the flat buffer right after (a queued copy runs before a later destroy).
    */
   constructor(
     readonly gpu: Gpu,
@@ -88,7 +89,6 @@ export class ZeroShards {
     buckets: Bucket[],
     comm: Communicator,
     sharded: { grads: boolean; values: boolean },
-    initial: Float32Array,
   ) {
     const { pieces, shard: at } = planPieces(buckets, comm.rank, comm.size);
     this.pieces = pieces;
@@ -114,9 +114,11 @@ export class ZeroShards {
       }
     }
     if (this.values) {
-      const mine = new Float32Array(at);
-      for (const pc of this.pieces) mine.set(initial.subarray(pc.lo, pc.hi), pc.at);
-      gpu.write(this.values, mine);
+      for (const pc of this.pieces) {
+        if (pc.hi > pc.lo) {
+          gpu.copy(sliceOf(store.values, pc.lo, pc.hi), sliceOf(this.values, pc.at, pc.at + pc.hi - pc.lo));
+        }
+      }
     }
   }
 

@@ -165,7 +165,7 @@ export class LayerUnits {
       throw new Error(
         `ZeRO-3: '${
           this.buckets[k].params[0].name
-        }' was read outside a training pass; the weights are sharded over the data-parallel group (ZeroTrainer.parameters() gathers them)`,
+        }' was read outside a training pass; the weights are sharded over the data-parallel group (MeshTrainer.parameters() gathers them)`,
       );
     }
     this.gpu.write(this.regionOf(k, 'value'), host);

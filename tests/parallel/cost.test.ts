@@ -218,7 +218,7 @@ Deno.test('stepTraffic: SP sums wpe with the LayerNorm gradients, ring attention
 });
 
 Deno.test('stepTraffic: the trainer option adds the scalar allReduces each trainer issues', () => {
-  const scalar = (plan: ParallelPlan, trainer: StrategyKind, r: number) =>
+  const scalar = (plan: ParallelPlan, trainer: StrategyKind | undefined, r: number) =>
     stepTraffic(plan, TINY, r, { trainer }).filter((x) => x.n <= 2).map((
       x,
     ) => [x.dim, x.what, x.group, x.n, x.elements]);
@@ -237,9 +237,13 @@ Deno.test('stepTraffic: the trainer option adds the scalar allReduces each train
     2,
     ring(2, 2, 0),
   ]]);
-  deepStrictEqual(scalar(makePlan({ dp: 2, zero: 1 }), 'zero', 0).map((x) => x[1]), [
+  // Without a trainer (a plan none runs): the dp loss average and ZeRO's norm.
+  deepStrictEqual(scalar(makePlan({ dp: 2, zero: 1 }), undefined, 0).map((x) => x[1]), [
     'loss average',
     'gradient norm (ZeRO)',
+  ]);
+  deepStrictEqual(scalar(makePlan({ dp: 2, zero: 1 }), 'mesh', 0).map((x) => x[1]), [
+    'gradient norm + loss over the world',
   ]);
   deepStrictEqual(scalar(makePlan({ dp: 4, ep: 2 }), 'mesh', 3).map((x) => x.slice(1, 3)), [[
     'gradient norm + loss over the world',

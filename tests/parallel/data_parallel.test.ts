@@ -111,18 +111,19 @@ Deno.test({
         const { buckets } = res[0];
         ok(buckets.some((n) => n % 3 !== 0), `some bucket splits unevenly over 3 ranks: ${buckets}`);
         for (const [rank, r] of res.entries()) {
-          const scalar = ringAllReduceSent(1, 3, rank);
+          // Both run on the mesh trainer: one 2-element [‖g‖² share, loss share] sum over the world.
+          const scalars = ringAllReduceSent(2, 3, rank);
           // ZeRO pieces: c_k = ⌈n_k/(64·3)⌉·64; ring reduce-scatter / all-gather send (d−1)·c_k per bucket.
           const C = buckets.reduce((s, n) => s + Math.ceil(n / 192) * 64, 0);
           const want = stage
             ? {
-              'world/grads/reduceScatter': 2 * C,
-              'world/params/allGather': 2 * 2 * C,
-              'world/scalars/allReduce': 2 * scalar,
+              'dp[0,1,2]/grads/reduceScatter': 2 * C,
+              'dp[0,1,2]/params/allGather': 2 * 2 * C,
+              'world/scalars/allReduce': scalars,
             }
             : {
               'dp[0,1,2]/grads/allReduce': buckets.reduce((a, n) => a + ringAllReduceSent(n, 3, rank), 0),
-              'world/scalars/allReduce': ringAllReduceSent(2, 3, rank),
+              'world/scalars/allReduce': scalars,
             };
           for (const sent of r.sent) deepStrictEqual(sent, want, `${what} rank ${rank}`);
         }

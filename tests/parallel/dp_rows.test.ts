@@ -1,7 +1,7 @@
 /**
  * Each data-parallel rank trains on its own rows of the global batch: per step and micro-batch,
  * the rows the ranks' models see are disjoint and together exactly the rows the single-rank
- * Trainer sees — for plain dp and ZeRO-3 (both slice through LocalBatches). Loss parity alone
+ * Trainer sees — for plain dp and ZeRO-3 (both run on the mesh trainer). Loss parity alone
  * would not notice ranks that read overlapping rows whose mean happens to agree.
  */
 import { deepStrictEqual, equal, throws } from 'node:assert/strict';

@@ -152,7 +152,7 @@ export function expectedMeshSent(
   return out;
 }
 
-/** d·c: ZeRO-1's call size for a flat buffer of F elements over d ranks (mesh_zero.ts). */
+/** d·c: ZeRO-1's call size for a flat buffer of F elements over d ranks (zero_sync.ts: one bucket of the whole flat buffer). */
 export const zeroPadded = (flatLen: number, d: number) => Math.ceil(flatLen / (64 * d)) * 64 * d;
 
 /** The single-rank run a mesh run is checked against (single_rank.ts singleRankRun). */
@@ -185,7 +185,7 @@ function compareWithCost(
     batchSize: cfg.batchSize,
     vocabSize: V,
   };
-  // ZeRO-1 pads the aligned flat buffer (mesh_zero.ts), not Ψ_r: passed as the one bucket's call size.
+  // ZeRO-1 pads the aligned flat buffer (zero_sync.ts), not Ψ_r: passed as the one bucket's call size.
   const dpcp = plan.dp * plan.cp, buckets = plan.zero ? [zeroPadded(flatLen, dpcp)] : undefined;
   const rows = stepTraffic(plan, model, r, { buckets, trainer: 'mesh', recompute: cfg.recompute });
   deepStrictEqual(

@@ -63,7 +63,7 @@ export async function trainMeshRank(
     grads0: {},
     params: {},
     count: t.stages.params.count,
-    flat: t.stages.params.grads.size,
+    flat: t.stages.params.flatSize,
     timelines: [],
     origins: [],
   };

@@ -2,8 +2,8 @@
  * Parallel checkpoints (src/parallel/rank_checkpoint.ts): every rank saves its own state after
  * 2 of 4 steps; a fresh world restored from those files runs steps 2 and 3 with the same losses
  * and gradient norms as the uninterrupted run — for plain dp, ZeRO-3 (whose state is its pieces
- * and shard buffers), tp 2 and pp 2. A file of another plan or rank, or a damaged one, is refused
- * with an error that says so.
+ * and shard buffers), tp 2, pp 2 and ZeRO-2 over a pipeline. A file of another plan or rank, or
+ * a damaged one, is refused with an error that says so.
  */
 import { equal, ok, rejects } from 'node:assert/strict';
 import { closeLocalWorld, localWorld } from '../../src/comm/local.ts';
@@ -73,6 +73,7 @@ for (
     ['tp 2', { tp: 2 }],
     ['pp 2', { pp: 2 }],
     ['dp 2 · tp 2 · ZeRO-3', { dp: 2, tp: 2, zero: 3 }],
+    ['dp 2 · pp 2 · ZeRO-2', { dp: 2, pp: 2, zero: 2 }],
   ] as const
 ) {
   Deno.test({

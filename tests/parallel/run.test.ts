@@ -40,7 +40,7 @@ function exactMismatches(s: RankSummary): string[] {
 
 Deno.test('strategyOf: the mesh trainer for every split model, dp / ZeRO / ep over data parallelism, and refuses the rest by name', () => {
   equal(strategyOf(makePlan({ dp: 2 }), 'gpt'), 'mesh', 'data parallelism alone runs on the mesh trainer');
-  equal(strategyOf(makePlan({ dp: 2, zero: 2 }), 'gpt'), 'zero');
+  equal(strategyOf(makePlan({ dp: 2, zero: 2 }), 'gpt'), 'mesh', 'ZeRO is a gradient-sync mode of the mesh trainer');
   for (
     const p of [{ tp: 2, sp: true }, { pp: 2 }, { cp: 2 }, { dp: 2, pp: 2, tp: 2 }, { dp: 2, cp: 2 }, {
       dp: 2,
@@ -49,8 +49,12 @@ Deno.test('strategyOf: the mesh trainer for every split model, dp / ZeRO / ep ov
     }] as const
   ) equal(strategyOf(makePlan(p), 'gpt'), 'mesh', JSON.stringify(p));
   equal(strategyOf(makePlan({ dp: 2, ep: 2 }), 'gpt-moe'), 'mesh', 'the mesh runs expert parallelism');
-  equal(strategyOf(makePlan({ dp: 2, tp: 2, zero: 2 }), 'gpt'), 'zero', 'ZeRO-2/3 shard a tp shard (zero_split.ts)');
-  throws(() => strategyOf(makePlan({ dp: 2, pp: 2, zero: 3 }), 'gpt'), /not supported yet: zero 3 combined with pp 2/);
+  equal(strategyOf(makePlan({ dp: 2, tp: 2, zero: 2 }), 'gpt'), 'mesh', 'ZeRO-2/3 shard a tp shard (zero_sync.ts)');
+  equal(strategyOf(makePlan({ dp: 2, pp: 2, zero: 3 }), 'gpt'), 'mesh', 'ZeRO-3 shards each pipeline stage');
+  throws(
+    () => strategyOf(makePlan({ dp: 2, pp: 2, zero: 3, schedule: 'interleaved', virtualStages: 2 }), 'gpt'),
+    /not supported yet: zero 3 combined with pp 2 under the interleaved schedule/,
+  );
   equal(strategyOf(makePlan({ tp: 2 }), 'mamba'), 'mesh', 'mamba splits its inner channels');
   equal(strategyOf(makePlan({ pp: 2, tp: 2 }), 'mamba'), 'mesh');
   equal(strategyOf(makePlan({ tp: 2 }), 'linear'), 'mesh', 'linear splits its heads');

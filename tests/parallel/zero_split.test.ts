@@ -1,10 +1,11 @@
 /**
- * ZeRO-2 and ZeRO-3 over a tensor- and context-parallel model (src/parallel/zero_split.ts):
- * every rank's tp shard is sharded again over its dp·cp group. Each plan runs on in-process
- * ranks sharing the test's GPU and is checked against the single-rank run of the same config
- * (same seed and global batch, 10 steps): losses within 1e-4 relative and norms within 1e-3 on
- * every rank, the gathered step-0 gradients by relative RMS, the final parameters, and the
- * elements each rank sends = cost.ts stepTraffic for the zero trainer, every row exact.
+ * ZeRO-2 and ZeRO-3 over a tensor-, context- or pipeline-parallel model (the mesh trainer's ZeRO
+ * modes, src/parallel/zero_sync.ts): every rank's (pp, tp) shard is sharded again over its dp·cp
+ * group, and with pp the tied embedding's pieces are summed between first and last stage. Each
+ * plan runs on in-process ranks sharing the test's GPU and is checked against the single-rank
+ * run of the same config (same seed and global batch, 10 steps): losses within 1e-4 relative and
+ * norms within 1e-3 on every rank, the gathered step-0 gradients by relative RMS, the final
+ * parameters, and the elements each rank sends = cost.ts stepTraffic for the trainer, every row exact.
  */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
 import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
@@ -12,9 +13,7 @@ import type { Communicator } from '../../src/comm/communicator.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { makePlan, type ParallelPlan, planMesh, planWorldSize } from '../../src/parallel/plan.ts';
-import { rankModel } from '../../src/parallel/rank_model.ts';
-import { zeroSplit } from '../../src/parallel/zero_split.ts';
-import { ZeroTrainer } from '../../src/parallel/zero.ts';
+import { MeshTrainer } from '../../src/parallel/mesh_trainer.ts';
 import { strategyOf } from '../../src/parallel/strategy.ts';
 import { planModelOf, sentByDim, trainerConfig } from '../../src/parallel/run.ts';
 import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
@@ -46,23 +45,16 @@ async function zeroSplitRank(
 ): Promise<Result> {
   const cfg = trainerConfig(plan, parseConfig(over));
   const { tok, data } = tinyData(TEXT, cfg.blockSize);
-  const rm = rankModel(gpu, cfg, plan, world, tok.vocabSize), sync = rm.sync(), store = rm.stages.params;
-  const shard = store.flatSize * 4;
-  const t = await ZeroTrainer.create(gpu, rm.stages.model, data, cfg, sync, {
-    stage: plan.zero as 2 | 3,
-    bucketBytes: 'layer',
-    split: zeroSplit(rm, plan, world),
-  });
-  const named = (all: Float32Array): Named =>
-    Object.fromEntries(store.params.map((p) => [p.name, all.slice(p.offset, p.offset + p.size)]));
+  const t = new MeshTrainer(gpu, cfg, plan, world, data, tok.vocabSize, { bucketBytes: 'layer' });
+  const shard = t.stages.params.flatSize * 4, memory = t.memory();
   const res: Result = {
     losses: [],
     gradNorms: [],
     sent: [],
     grads0: {},
     params: {},
-    buckets: t.pieces.map((p) => p.c * sync.size),
-    memory: { params: t.memory().params, grads: t.memory().grads, shard },
+    buckets: t.sync.zero!.callSizes(),
+    memory: { params: memory.params, grads: memory.grads, shard },
   };
   try {
     for (let s = 0; s < cfg.steps; s++) {
@@ -70,9 +62,9 @@ async function zeroSplitRank(
       res.losses.push(rec.loss);
       res.gradNorms.push(rec.gradNorm);
       res.sent.push(rec.sent);
-      if (s === 0) res.grads0 = named(await t.gradients());
+      if (s === 0) res.grads0 = Object.fromEntries(await t.gradients());
     }
-    res.params = named(await t.parameters());
+    res.params = Object.fromEntries(await t.parameters());
   } finally {
     t.destroy();
   }
@@ -84,6 +76,18 @@ const CASES: [string, Partial<TrainConfig>, Partial<ParallelPlan>][] = [
   ['gpt dp2 × tp2 × ZeRO-3', { nLayer: 4 }, { dp: 2, tp: 2, zero: 3 }],
   // Two micro-batches: ZeRO-2 reduce-scatters each one's gradients and accumulates the pieces.
   ['gpt cp2 (ring) × tp2 × ZeRO-2', { gradAccum: 2 }, { cp: 2, tp: 2, zero: 2, cpKind: 'ring', microBatches: 2 }],
+  // Each pipeline stage shards its own store over dp; the tied wte's pieces are summed between
+  // the first and last stage. Eight blocks, so a stage's pieces plus one layer stay below its shard.
+  ['gpt dp2 × pp2 (1F1B) × ZeRO-3', { nLayer: 8, gradAccum: 2 }, { dp: 2, pp: 2, zero: 3, microBatches: 2 }],
+  // No biases: the planner leaves out each parameter's 256-byte alignment inside a unit, which
+  // the 32-element biases of width 32 would pile up beyond the slack below.
+  ['gpt dp2 × pp2 (GPipe) × ZeRO-2', { bias: false, gradAccum: 2 }, {
+    dp: 2,
+    pp: 2,
+    zero: 2,
+    schedule: 'gpipe',
+    microBatches: 2,
+  }],
 ];
 
 for (const [what, extra, p] of CASES) {
@@ -91,7 +95,7 @@ for (const [what, extra, p] of CASES) {
     `${what}: matches the single-rank run; traffic = stepTraffic exactly; model-state bytes = the planner's`,
     async (gpu) => {
       const over = tinyConfig(extra), plan = makePlan(p);
-      equal(strategyOf(plan, 'gpt'), 'zero', 'ZeRO-2/3 over tp / cp runs on the ZeRO trainer');
+      equal(strategyOf(plan, 'gpt'), 'mesh', 'ZeRO-2/3 over tp / cp runs on the mesh trainer');
       const ref = await singleRankRun(gpu, over, TEXT);
       const world = localWorld(planWorldSize(plan), { timeoutMs: 120_000 });
       let res: Result[];
@@ -100,11 +104,11 @@ for (const [what, extra, p] of CASES) {
       } finally {
         closeLocalWorld(world);
       }
-      const model = planModelOf(plan, trainerConfig(plan, parseConfig(over)), ref.vocabSize);
+      const model = planModelOf(plan, trainerConfig(plan, parseConfig(over)), ref.vocabSize), bias = over.bias ?? true;
       for (const [r, x] of res.entries()) {
         ok(maxRel(x.losses, ref.losses) < 1e-4, `${what} rank ${r}: losses ${x.losses} vs ${ref.losses}`);
         ok(maxRel(x.gradNorms, ref.gradNorms) < 1e-3, `${what} rank ${r}: norms ${x.gradNorms} vs ${ref.gradNorms}`);
-        const rows = stepTraffic(plan, model, r, { buckets: x.buckets, trainer: 'zero', bias: true });
+        const rows = stepTraffic(plan, model, r, { buckets: x.buckets, trainer: 'mesh', bias });
         deepStrictEqual(rows.filter((row) => !row.exact).map((row) => row.what), [], `${what} rank ${r}: rows exact`);
         for (const [s, sent] of x.sent.entries()) {
           deepStrictEqual(
@@ -118,7 +122,7 @@ for (const [what, extra, p] of CASES) {
         }
         // npm run plan's model-state bytes: the tp shard's pieces and working buffers, up to the
         // 256-byte alignment of each piece and unit that the formula does not count.
-        const predicted = rankMemory(plan, model, r, true), slack = 4 * 64 * 2 * x.buckets.length;
+        const predicted = rankMemory(plan, model, r, bias), slack = 4 * 64 * 2 * x.buckets.length;
         for (const k of ['params', 'grads'] as const) {
           const gap = x.memory[k] - predicted[k];
           ok(
@@ -142,8 +146,11 @@ for (const [what, extra, p] of CASES) {
   );
 }
 
-Deno.test('ZeRO-2/3 with a split model: pp and sequence parallelism are refused naming the rule', () => {
-  throws(() => strategyOf(makePlan({ dp: 2, pp: 2, zero: 2 }), 'gpt'), /zero 2 combined with pp 2/);
+Deno.test('ZeRO-2/3 with a split model: sp, interleaved pipelines and the hybrid over pp are refused naming the rule', () => {
+  const interleaved = { schedule: 'interleaved', virtualStages: 2 } as const;
+  throws(() => strategyOf(makePlan({ dp: 2, pp: 2, zero: 2, ...interleaved }), 'gpt'), /zero 2 combined with pp 2/);
+  throws(() => strategyOf(makePlan({ dp: 2, pp: 2, zero: 3 }), 'hybrid'), /zero 3 combined with pp 2 on --arch hybrid/);
   throws(() => strategyOf(makePlan({ dp: 2, tp: 2, zero: 3, sp: true }), 'gpt'), /zero 3 combined with sequence/);
   equal(strategyOf(makePlan({ dp: 2, pp: 2, zero: 1 }), 'gpt'), 'mesh', 'ZeRO-1 composes with pipelines');
+  equal(strategyOf(makePlan({ dp: 2, pp: 2, zero: 2 }), 'gpt'), 'mesh', 'and ZeRO-2/3 with 1F1B and GPipe');
 });
