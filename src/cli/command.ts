@@ -12,6 +12,7 @@ import type { TrainConfig } from '../train/config.ts';
 import type { ParallelPlan } from '../parallel/plan.ts';
 import { MAX_PLAN_WORLD, MAX_RUN_WORLD, planFromOptions, PlanSchema } from '../parallel/plan_schema.ts';
 import { SCHEDULE_KINDS, type ScheduleKind } from '../parallel/pipeline_schedule.ts';
+import { LaunchSchema } from './run_world.ts';
 
 /** Largest vocabulary `npm run plan --vocab-size` models (GPT-2's is 50 257). */
 export const MAX_VOCAB = 1 << 20;
@@ -38,8 +39,11 @@ export type PlanCliOptions = z.infer<typeof PlanCliSchema>;
 
 const PLAN_SCHEMA = PlanSchema.extend(PlanCliSchema.shape);
 
-/** Flag names of the parallel plan (`--no-sp` included): any of them makes `npm run train` a parallel run. */
-export const PARALLEL_FLAG_NAMES: readonly string[] = flagKeys(PlanSchema).flatMap((
+/** The flags of a parallel training run: the plan's and the CLI's launch flags (--transport, --comm-backend). */
+export const PARALLEL_SCHEMA = PlanSchema.extend(LaunchSchema.shape);
+
+/** Flag names of a parallel run (`--no-sp` included): any of them makes `npm run train` a parallel run. */
+export const PARALLEL_FLAG_NAMES: readonly string[] = flagKeys(PARALLEL_SCHEMA).flatMap((
   k,
 ) => (k.kind === 'boolean' ? [k.flag, `no-${k.flag}`] : [k.flag]));
 
@@ -76,7 +80,7 @@ export type Command = 'train' | 'parallel' | 'plan';
 export function parseCommandArgs(argv: string[], command: Command): ParsedTrainArgs {
   if (command === 'train' && isParallelArgv(argv)) command = 'parallel';
   if (command === 'train') return parseTrainArgs(argv);
-  const args = parseTrainArgs(aliasSchedule(argv), {}, command === 'plan' ? PLAN_SCHEMA : PlanSchema);
+  const args = parseTrainArgs(aliasSchedule(argv), {}, command === 'plan' ? PLAN_SCHEMA : PARALLEL_SCHEMA);
   const where = command === 'plan' ? 'npm run plan' : 'a parallel run';
   if (args.initFrom !== undefined) {
     throw new Error(`--init-from loads a GPT-2 checkpoint into single-rank runs only; ${where} does not take it`);

@@ -32,15 +32,15 @@ import { isCheckpointStep, keepsCheckpointFile } from '../train/checkpoint.ts';
 import { resolveRewarm } from '../train/rewarm.ts';
 import { parseConfig, type TrainConfig } from '../train/config.ts';
 import type { Backend } from '../gpu/device.ts';
-import { World } from '../comm/launch.ts';
 import { NetworkModel } from '../comm/network.ts';
 import { describePlan, type ParallelPlan, planWorldSize } from '../parallel/plan.ts';
 import { MAX_RUN_WORLD, planFromOptions, PlanSchema } from '../parallel/plan_schema.ts';
 import { runParallel } from '../parallel/run_host.ts';
 import { checkRun } from '../parallel/measure.ts';
-import { accounting, accountingText, fmtBytes } from '../parallel/plan_report.ts';
+import { accounting } from '../parallel/plan_report.ts';
+import { checkLaunch, launchRecord, LaunchSchema, openRunWorld } from './run_world.ts';
+import { stepReporter, writeAccounting } from './parallel_outputs.ts';
 import { CliExit } from './main.ts';
-import { rankWorkerUrl } from './worker_bundle.ts';
 import { resumeCommand, StopListener } from './stop.ts';
 import { StepStop } from '../parallel/step_stop.ts';
 
@@ -48,6 +48,8 @@ const HELP =
   `parallel flags (any of them makes a parallel run of dp·pp·cp·tp ≤ ${MAX_RUN_WORLD} ranks, one Deno worker + WebGPU device each;
 dp × pp × tp (+sp) combine (mesh trainer; tp: gpt, mamba, hybrid, linear (no sp); pp: gpt, linear, mamba; cp: gpt); cp, ep (dividing dp, --arch gpt-moe|mamba-moe) and zero run alone):
 ${helpLines(flagKeys(PlanSchema)).join('\n')}
+launch (CLI only):
+${helpLines(flagKeys(LaunchSchema)).join('\n')}
 outputs: metrics.jsonl, trace.json, config.json, plan.txt, accounting.json, ckpt-parallel.json + ckpt-parallel-<step>/rank-<r>.safetensors
   --resume --out DIR           continues DIR's latest checkpoint; the parallel flags must be the checkpoint's plan
 `;
@@ -117,6 +119,8 @@ export async function main(argv: string[]): Promise<number | null> {
     );
   }
   const { model, kind } = checkRun(plan, cfg, tokenizer.vocabSize);
+  const launch = LaunchSchema.parse(args.options);
+  checkLaunch(launch);
   const tokens = tokenizer.encode(texts[0]), size = planWorldSize(plan);
   const outDir = args.out ??
     `runs/parallel-${new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15)}`;
@@ -126,86 +130,54 @@ export async function main(argv: string[]): Promise<number | null> {
       `${outDir} already holds a parallel checkpoint: pass --resume to continue it, or choose another --out`,
     );
   }
-  await sweepTempWrites(outDir); // left by a writer killed mid-write
-  await Deno.mkdir(outDir, { recursive: true });
-  await writeAtomic(
-    files.config,
-    enc.encode(
-      JSON.stringify(
-        {
-          ...cfg,
-          plan,
-          worldSize: size,
-          net: net?.toString() ?? null,
-          tokenizer: tokenizer.kind,
-          vocabSize: tokenizer.vocabSize,
-        },
-        null,
-        2,
-      ) + '\n',
-    ),
-  );
-  console.log(
-    `plan: ${describePlan(plan)} · ${kind} trainer · ${cfg.arch} · vocab ${tokenizer.vocabSize} (${tokenizer.kind})`,
-  );
-  console.log(
-    `data: ${cfg.data} · ${data.trainTokens} train / ${data.valTokens} val tokens · run: ${outDir}${
-      resume ? ` · resuming at step ${resume.manifest.step}` : ''
-    }`,
-  );
-
-  // Listening before the launch: a signal while the world starts stops the run at its first step boundary.
-  const stop = new StepStop(), stopper = new StopListener(() => stop.request());
-  let world: World | null = null;
+  // Listening before the launch: a signal while the world starts stops the run at its first step
+  // boundary. Under MPI, mpirun delivers a signal to every process and the default ends the job.
+  const stop = launch.transport === 'workers' ? new StepStop() : undefined;
+  const stopper = stop ? new StopListener(() => stop.request()) : null;
+  // Under MPI every process runs this host loop (comm/mpi/task_world.ts); rank 0 alone prints and writes.
+  const rw = await openRunWorld(launch, size, net, `mpirun -n ${size} npm run train -- ${argv.join(' ')}`);
+  const say = rw.primary ? console.log : () => {};
   let valLoss: number | null = null;
   try {
-    world = await World.launch({
-      size,
-      url: await rankWorkerUrl(),
-      net: net?.spec ?? null,
-      trace: true,
-      timeoutMs: 120_000,
-      runTimeoutMs: 600_000,
-    });
-    if (resume) await truncateMetrics(files.metrics, resume.manifest.step);
-    const metrics = await Deno.open(
-      files.metrics,
-      resume ? { append: true, create: true } : { write: true, create: true, truncate: true },
+    if (rw.primary) {
+      await sweepTempWrites(outDir); // left by a writer killed mid-write
+      await Deno.mkdir(outDir, { recursive: true });
+      const saved = { ...cfg, plan, worldSize: size, net: net?.toString() ?? null, ...launchRecord(launch) };
+      await writeAtomic(
+        files.config,
+        enc.encode(
+          JSON.stringify({ ...saved, tokenizer: tokenizer.kind, vocabSize: tokenizer.vocabSize }, null, 2) + '\n',
+        ),
+      );
+      if (resume) await truncateMetrics(files.metrics, resume.manifest.step);
+    }
+    say(
+      `plan: ${describePlan(plan)} · ${kind} trainer · ${cfg.arch} · vocab ${tokenizer.vocabSize} (${tokenizer.kind})` +
+        (launch.transport === 'mpi' ? ` · ${size} MPI processes · collectives: ${launch.commBackend}` : ''),
     );
-    const write = (o: Record<string, unknown>) => metrics.writeSync(enc.encode(JSON.stringify(o) + '\n'));
+    say(
+      `data: ${cfg.data} · ${data.trainTokens} train / ${data.valTokens} val tokens · run: ${outDir}${
+        resume ? ` · resuming at step ${resume.manifest.step}` : ''
+      }`,
+    );
+    const metrics = rw.primary
+      ? await Deno.open(
+        files.metrics,
+        resume ? { append: true, create: true } : { write: true, create: true, truncate: true },
+      )
+      : null;
     const { steps, ranks, stoppedAt } = await runParallel(
-      world,
+      rw.world,
       plan,
       cfg,
       { tokens, vocabSize: tokenizer.vocabSize },
-      (r) => {
-        const byKind: Record<string, number> = {};
-        for (const m of r.byDim) for (const [k, n] of Object.entries(m)) byKind[k] = (byKind[k] ?? 0) + n;
-        const bytes = Object.values(byKind).reduce((a, n) => a + 4 * n, 0);
-        write({
-          step: r.step,
-          loss: r.loss,
-          lr: r.lr,
-          grad_norm: r.gradNorm,
-          ms_per_step: r.ms,
-          tokens_per_s: r.tokensPerSec,
-          elements_by_collective: byKind,
-          bytes_by_collective: Object.fromEntries(Object.entries(byKind).map(([k, n]) => [k, 4 * n])),
-          sent_by_rank: r.sent,
-        });
-        if ((r.step + 1) % cfg.logInterval === 0 || r.step + 1 === cfg.steps || r.valLoss !== undefined) {
-          console.log(
-            `step ${String(r.step).padStart(5)} | loss ${r.loss.toFixed(4)} | lr ${r.lr.toExponential(2)} | ${
-              r.ms.toFixed(1)
-            } ms/step | ${Math.round(r.tokensPerSec)} tokens/s | ${fmtBytes(bytes / size)} sent/rank`,
-          );
-        }
-        if (r.valLoss !== undefined) {
-          valLoss = r.valLoss;
-          write({ step: r.step, val_loss: r.valLoss });
-          console.log(`step ${String(r.step).padStart(5)} | val loss ${r.valLoss.toFixed(4)}`);
-        }
-      },
+      stepReporter({
+        write: (o) => metrics?.writeSync(enc.encode(JSON.stringify(o) + '\n')),
+        say,
+        cfg,
+        size,
+        onVal: (v) => (valLoss = v),
+      }),
       {
         backend: args.gpu as Backend,
         resume: resume ? { step: resume.manifest.step, shards: resume.shards } : undefined,
@@ -214,14 +186,10 @@ export async function main(argv: string[]): Promise<number | null> {
           where: outDir,
           at: (done) => isCheckpointStep(done, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule),
           save: async (done, shards) => {
-            await saveCheckpointSet(
-              outDir,
-              done,
-              shards,
-              plan,
-              keepsCheckpointFile(done, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule),
-            );
-            console.log(
+            if (!rw.primary) return;
+            const keep = keepsCheckpointFile(done, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule);
+            await saveCheckpointSet(outDir, done, shards, plan, keep);
+            say(
               `step ${String(done - 1).padStart(5)} | checkpoint: ${shards.length} rank files in ${outDir}/${
                 parallelCheckpointFiles(outDir).dirAt(done)
               }/`,
@@ -230,46 +198,31 @@ export async function main(argv: string[]): Promise<number | null> {
         },
       },
     );
-    metrics.close();
+    metrics?.close();
     if (stoppedAt !== null) {
-      console.log(
-        `stopped by ${stopper.signal} after step ${stoppedAt - 1} (${stoppedAt} steps done): checkpoint saved in ${
+      say(
+        `stopped by ${stopper!.signal} after step ${stoppedAt - 1} (${stoppedAt} steps done): checkpoint saved in ${
           parallelCheckpointFiles(outDir).manifest
         }`,
       );
-      console.log(`resume with: ${resumeCommand(outDir, argv, (a) => isParallelArgv([a]))}`);
-      throw new CliExit(stopper.exitCode);
+      say(`resume with: ${resumeCommand(outDir, argv, (a) => isParallelArgv([a]))}`);
+      throw new CliExit(stopper!.exitCode);
     }
-    await writeAtomic(
-      `${outDir}/trace.json`,
-      enc.encode(JSON.stringify(await world.chromeTrace({ plan, net: net?.toString() ?? null, kind }))),
-    );
+    const trace = await rw.world.chromeTrace({ plan, net: net?.toString() ?? null, kind }); // collective under MPI
     const acc = accounting(plan, model, cfg, steps, ranks);
-    await writeAtomic(`${outDir}/accounting.json`, enc.encode(JSON.stringify({ plan, ranks: acc }, null, 2) + '\n'));
-    const text = accountingText(
-      plan,
-      cfg,
-      net?.toString() ?? 'none (messages cost no simulated time; --net prices them)',
-      acc,
-    );
-    await writeAtomic(`${outDir}/plan.txt`, enc.encode(text + '\n'));
-    const bad = acc.flatMap((a) =>
-      a.traffic.filter((t) => t.exact && t.measured !== t.predicted).map((t) => `rank ${a.rank} ${t.key}`)
-    );
-    console.log(
-      `accounting: ${
-        bad.length
-          ? `measured ≠ predicted on ${bad.join(', ')}`
-          : 'measured elements per collective = predicted on every exact row'
-      } (see plan.txt)`,
-    );
-    if (valLoss === null) console.log(`(${kind} ranks hold shards only: training loss reported, no validation loss)`);
-    console.log(
+    if (rw.primary) {
+      await writeAccounting(outDir, { plan, cfg, net, acc, trace, traced: launch.commBackend === 'ours' }, say);
+    }
+    if (valLoss === null) say(`(${kind} ranks hold shards only: training loss reported, no validation loss)`);
+    say(
       `done: ${cfg.steps} steps on ${size} ranks · outputs in ${outDir}/ (metrics.jsonl, trace.json, config.json, plan.txt, accounting.json, ckpt-parallel.json)`,
     );
+  } catch (e) {
+    if (rw.abort && !(e instanceof CliExit)) rw.abort(e); // no MPI rank may wait on a dead peer
+    throw e;
   } finally {
-    stopper.dispose();
-    await world?.shutdown();
+    stopper?.dispose();
+    await rw.close();
   }
   return valLoss;
 }

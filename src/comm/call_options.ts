@@ -91,3 +91,14 @@ export function checkPeer(comm: Communicator, peer: number, what: string): void 
     throw new Error(`${what}: peer ${peer} is not another rank of group ${comm.id} (size ${comm.size})`);
   }
 }
+
+/** @throws Error unless `ranks` are distinct world ranks of a world of `n` that include `me` (newGroup's members). */
+export function checkGroupRanks(ranks: readonly number[], n: number, me: number): void {
+  if (
+    ranks.length === 0 || new Set(ranks).size !== ranks.length ||
+    ranks.some((r) => !Number.isInteger(r) || r < 0 || r >= n)
+  ) {
+    throw new Error(`newGroup: ranks [${ranks}] must be distinct world ranks in 0…${n - 1}`);
+  }
+  if (!ranks.includes(me)) throw new Error(`newGroup: rank ${me} is not a member of [${ranks}]`);
+}

@@ -26,6 +26,7 @@ import type { Tracer } from './trace.ts';
 import {
   type Backend,
   type CallOptions,
+  checkGroupRanks,
   checkLength,
   checkPeer,
   checkRoot,
@@ -69,21 +70,15 @@ export class Communicator {
   /**
    * A communicator over world ranks `ranks` (their order defines group ranks), like
    * torch.distributed.new_group. Local: no messages. Members must use the same ranks and name;
-   * the id is `name` or `[r0,r1,…]`. Throws if a rank is invalid or repeated, or if this rank
-   * is not a member.
+   * the id is `name` or `[r0,r1,…]`; the group takes this communicator's backend and tuning table.
+   * Throws if a rank is invalid or repeated, or if this rank is not a member.
    */
   newGroup(ranks: number[], name?: string): Communicator {
-    const n = this.transport.worldSize;
-    if (
-      ranks.length === 0 || new Set(ranks).size !== ranks.length ||
-      ranks.some((r) => !Number.isInteger(r) || r < 0 || r >= n)
-    ) {
-      throw new Error(`newGroup: ranks [${ranks}] must be distinct world ranks in 0…${n - 1}`);
-    }
-    if (!ranks.includes(this.transport.rank)) {
-      throw new Error(`newGroup: rank ${this.transport.rank} is not a member of [${ranks}]`);
-    }
-    return new Communicator(this.transport, [...ranks], name ?? `[${ranks.join(',')}]`);
+    checkGroupRanks(ranks, this.transport.worldSize, this.transport.rank);
+    const g = new Communicator(this.transport, [...ranks], name ?? `[${ranks.join(',')}]`);
+    g.backend = this.backend; // a run's --comm-backend reaches every process group
+    g.tuning = this.tuning;
+    return g;
   }
 
   /**

@@ -8,7 +8,6 @@
  * batch: the files wait in host memory until its record arrives. When the run ends there (its
  * last step, or a stop), the ranks run one probe step from the saved state instead.
  */
-import type { World } from '../comm/launch.ts';
 import type { Backend } from '../gpu/device.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { type ParallelPlan, planWorldSize } from './plan.ts';
@@ -17,6 +16,16 @@ import type { Sent } from './traffic.ts';
 import type { RankSave } from './run_save.ts';
 import type { StepStop } from './step_stop.ts';
 import { DivergenceError, fmtCount, probeReason } from '../train/finite.ts';
+
+/**
+ * What the host loop needs of a world: its size and `run` (a task on every rank, results in rank
+ * order). launch.ts `World` (worker ranks) and comm/mpi/task_world.ts `MpiTaskWorld` (one MPI
+ * process per rank, each running this loop itself) both provide it.
+ */
+export interface TaskWorld {
+  readonly size: number;
+  run<R = unknown>(name: string, args?: unknown | ((rank: number) => unknown)): Promise<R[]>;
+}
 
 /** One step of the whole world, as the host reports it. */
 export interface StepReport extends Omit<RankStepRecord, 'sent' | 'byDim' | 'ms'> {
@@ -52,7 +61,7 @@ export interface ParallelCheckpointing {
  *   checkpoint of another plan).
  */
 export async function runParallel(
-  world: World,
+  world: TaskWorld,
   plan: ParallelPlan,
   cfg: TrainConfig,
   data: RunData,

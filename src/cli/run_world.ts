@@ -1,0 +1,109 @@
+/**
+ * Where a parallel run's ranks live (`--transport`; docs/design.md §26): Deno module workers in
+ * this process (the default; launch.ts `World`), or one MPI process per rank under mpirun, each
+ * running the host loop itself (comm/mpi/task_world.ts). Either way the CLI gets a world to
+ * drive with run_host.ts `runParallel`, whether this process is the one that prints and writes
+ * files, and how to end it. `--comm-backend` and `--comm-tuning` choose, per collective call,
+ * this project's algorithms or MPI's own (comm/tuning.ts).
+ */
+import { z } from 'zod';
+import { World } from '../comm/launch.ts';
+import type { NetworkModel } from '../comm/network.ts';
+import type { ChromeTrace } from '../comm/trace.ts';
+import { parseTuning } from '../comm/tuning.ts';
+import type { TaskWorld } from '../parallel/run_host.ts';
+import { rankWorkerUrl } from './worker_bundle.ts';
+
+/** The CLI-only launch flags of a parallel run (not in PlanSchema: the browser has workers only). */
+export const LaunchSchema = z.object({
+  transport: z.enum(['workers', 'mpi']).default('workers').describe(
+    'ranks as Deno workers in this process, or one MPI process each (start under mpirun -n <world size>)',
+  ),
+  commBackend: z.enum(['ours', 'mpi', 'auto']).default('ours').describe(
+    "collectives: this project's algorithms, MPI's own, or the faster per call from --comm-tuning (mpi and auto need --transport mpi)",
+  ),
+  commTuning: z.string().min(1).optional().describe(
+    'tuning table for --comm-backend auto (npm run bench -- comm --transport mpi --tune FILE)',
+  ),
+});
+export type LaunchOptions = z.infer<typeof LaunchSchema>;
+
+/** What config.json records of the launch: nothing for a worker run (as before), else the transport and backend. */
+export function launchRecord(o: LaunchOptions): Record<string, unknown> {
+  return o.transport === 'workers' ? {} : { transport: o.transport, commBackend: o.commBackend };
+}
+
+export interface RunWorld {
+  world: TaskWorld & { chromeTrace(meta?: Record<string, unknown>): Promise<ChromeTrace> };
+  /** Whether this process prints and writes the run's files (always with workers; rank 0 under MPI). */
+  primary: boolean;
+  /** Ends the world (workers terminated, or MPI finalized). */
+  close(): Promise<void>;
+  /** Under MPI: reports `e` as this rank's and aborts the whole job (MPI_Abort), so no rank waits on a dead peer. */
+  abort?(e: unknown): never;
+}
+
+/**
+ * Checks the launch flags against each other before anything starts.
+ * @throws Error for --comm-backend mpi|auto without --transport mpi, auto without a table, or a table without auto.
+ */
+export function checkLaunch(o: LaunchOptions): void {
+  if (o.commBackend !== 'ours' && o.transport !== 'mpi') {
+    throw new Error(`--comm-backend ${o.commBackend} runs MPI's own collectives and needs --transport mpi`);
+  }
+  if (o.commBackend === 'auto' && !o.commTuning) {
+    throw new Error(
+      '--comm-backend auto needs --comm-tuning FILE (write one with: mpirun -n N npm run bench -- comm --transport mpi --tune FILE)',
+    );
+  }
+  if (o.commTuning && o.commBackend !== 'auto') throw new Error('--comm-tuning is read by --comm-backend auto only');
+}
+
+/**
+ * Opens the world of `size` ranks the launch flags ask for.
+ * @param how the command line to show when --transport mpi was not started by mpirun.
+ * @throws Error when MPI is missing or not launching this process, when mpirun started another
+ *   number of processes than the plan's world size, or for an unreadable tuning table.
+ */
+export async function openRunWorld(
+  o: LaunchOptions,
+  size: number,
+  net: NetworkModel | null,
+  how: string,
+): Promise<RunWorld> {
+  if (o.transport === 'workers') {
+    const world = await World.launch({
+      size,
+      url: await rankWorkerUrl(),
+      net: net?.spec ?? null,
+      trace: true,
+      timeoutMs: 120_000,
+      runTimeoutMs: 600_000,
+    });
+    return { world, primary: true, close: () => world.shutdown() };
+  }
+  const tuning = o.commTuning ? parseTuning(await Deno.readTextFile(o.commTuning), o.commTuning) : null;
+  const { mpiWorld } = await import('../comm/mpi/world.ts');
+  const { MpiTaskWorld } = await import('../comm/mpi/task_world.ts');
+  const { PARALLEL_TASKS } = await import('../parallel/run_tasks.ts');
+  const { mpi, MPI } = await import('../comm/mpi/libmpi.ts');
+  const m = mpiWorld({ timeoutMs: 120_000, net, trace: true }, how);
+  if (m.size !== size) {
+    await m.finalize(); // every rank sees the same mismatch: end the job cleanly, then say why
+    throw new Error(
+      `--transport mpi: mpirun started ${m.size} processes; the plan's world size dp·pp·cp·tp is ${size}`,
+    );
+  }
+  m.world.backend = o.commBackend;
+  m.world.tuning = tuning;
+  return {
+    world: new MpiTaskWorld(m, PARALLEL_TASKS),
+    primary: m.rank === 0,
+    close: () => m.finalize(),
+    abort(e) {
+      console.error(`error: rank ${m.rank}: ${(e as Error)?.message ?? e}`);
+      mpi().MPI_Abort(MPI.COMM_WORLD, 1);
+      Deno.exit(1);
+    },
+  };
+}

@@ -1,0 +1,71 @@
+/**
+ * The host side of a run over MPI (docs/design.md §26). With workers, one host process drives
+ * N ranks through comlink (launch.ts `World.run`). Under mpirun there is no such host: every
+ * process is a rank AND runs the host loop (run_host.ts `runParallel`) itself, SPMD. `run(name)`
+ * runs the task on this process's rank and then gathers every rank's result to every rank, so
+ * each copy of the host loop sees the same results and takes the same decisions (divergence,
+ * checkpoints, stop); only rank 0 prints and writes files.
+ *
+ * Results are structured-cloneable values (records, checkpoint bytes), serialised with V8's
+ * serializer — the structured clone a worker's postMessage would use — and exchanged with MPI's
+ * own allGather on a control communicator of their own, so they never enter a step's traffic.
+ * Deno-only.
+ */
+import { deserialize, serialize } from 'node:v8';
+import type { Communicator } from '../communicator.ts';
+import type { RankTask } from '../launch.ts';
+import { type ChromeTrace, type Span, toChromeTrace } from '../trace.ts';
+import type { MpiWorld } from './world.ts';
+
+export class MpiTaskWorld {
+  private readonly control: Communicator;
+
+  /** @param tasks the tasks a rank worker would serve (e.g. PARALLEL_TASKS). */
+  constructor(readonly mpi: MpiWorld, private readonly tasks: Record<string, RankTask>) {
+    this.control = mpi.world.newGroup([...Array(mpi.size).keys()], 'control');
+    this.control.backend = 'mpi';
+  }
+
+  get size(): number {
+    return this.mpi.size;
+  }
+
+  get rank(): number {
+    return this.mpi.rank;
+  }
+
+  /**
+   * Runs task `name` on this rank (args: one value, or a function of the rank) and resolves to
+   * every rank's result in rank order, as `World.run` does.
+   * @throws Error for an unknown task, or what the task throws on this rank.
+   */
+  async run<R = unknown>(name: string, args?: unknown | ((rank: number) => unknown)): Promise<R[]> {
+    const task = this.tasks[name];
+    if (!task) throw new Error(`rank ${this.rank}: no task '${name}'`);
+    const a = typeof args === 'function' ? (args as (r: number) => unknown)(this.rank) : args;
+    return await this.gather(await task(this.mpi.world, a)) as R[];
+  }
+
+  /** Every rank's spans as Chrome Trace Event JSON (as `World.chromeTrace`); collective over all ranks. */
+  async chromeTrace(meta: Record<string, unknown> = {}): Promise<ChromeTrace> {
+    const spans = this.mpi.transport.tracer.spans.filter((s) => s.group !== this.control.id);
+    return toChromeTrace((await this.gather(spans) as Span[][]).flat(), {
+      worldSize: this.size,
+      transport: 'mpi',
+      ...meta,
+    });
+  }
+
+  /** Every rank's `value`, in rank order, on every rank (byte lengths first, then one padded allGather). */
+  async gather(value: unknown): Promise<unknown[]> {
+    const bytes = new Uint8Array(serialize(value));
+    const lens = await this.control.allGather(Int32Array.of(bytes.length));
+    const words = Math.ceil(Math.max(...lens) / 4);
+    const mine = new Int32Array(words);
+    new Uint8Array(mine.buffer).set(bytes);
+    const all = await this.control.allGather(mine);
+    const bytesOf = new Uint8Array(all.buffer, all.byteOffset, all.byteLength);
+    // A copy per rank: node:v8's deserialize reads a view's whole underlying buffer.
+    return [...lens].map((n, r) => deserialize(bytesOf.slice(r * words * 4, r * words * 4 + n)));
+  }
+}
