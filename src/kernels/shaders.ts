@@ -57,6 +57,12 @@ export const SHADER_NAMES = [
   'noise',
   // mixture-of-experts routing, dispatch and combine (kernels/moe.ts, moe_gather.ts)
   'moe',
+  // gradient/activation compressors (kernels/compress/)
+  'compress_bf16',
+  'compress_int8',
+  'compress_sign',
+  'compress_topk',
+  'powersgd',
 ] as const;
 
 export type ShaderName = (typeof SHADER_NAMES)[number];
