@@ -38,12 +38,16 @@ export function stepReporter(o: {
       elements_by_collective: byKind,
       bytes_by_collective: Object.fromEntries(Object.entries(byKind).map(([k, n]) => [k, 4 * n])),
       sent_by_rank: r.sent,
+      ...(r.lossScale === undefined ? {} : { loss_scale: r.lossScale, skipped: r.skipped }),
     });
     if ((r.step + 1) % cfg.logInterval === 0 || r.step + 1 === cfg.steps || r.valLoss !== undefined) {
       say(
         `step ${String(r.step).padStart(5)} | loss ${r.loss.toFixed(4)} | lr ${r.lr.toExponential(2)} | ${
           r.ms.toFixed(1)
-        } ms/step | ${Math.round(r.tokensPerSec)} tokens/s | ${fmtBytes(bytes / size)} sent/rank`,
+        } ms/step | ${Math.round(r.tokensPerSec)} tokens/s | ${fmtBytes(bytes / size)} sent/rank` +
+          (r.lossScale === undefined
+            ? ''
+            : ` | loss scale ${r.lossScale}${r.skipped ? ' (overflow: skipped, scale halved)' : ''}`),
       );
     }
     if (r.valLoss !== undefined) {

@@ -71,9 +71,10 @@ async function resumeOrFresh(
   }
   const resume = await loadCheckpointSet(args.out, { allowLegacy: args.allowLegacyCheckpoint });
   checkResumeOverrides(args);
-  const { plan: _p, worldSize: _w, net: _n, tokenizer: _t, vocabSize: _v, ...saved } = JSON.parse(
-    await Deno.readTextFile(runFiles(args.out).config),
-  );
+  const { plan: _p, worldSize: _w, net: _n, tokenizer: _t, vocabSize: _v, transport: _x, commBackend: _b, ...saved } =
+    JSON.parse(
+      await Deno.readTextFile(runFiles(args.out).config),
+    );
   return {
     cfg: resolveRewarm(parseConfig({ ...saved, ...args.overrides }), {
       step: resume.manifest.step,
@@ -112,11 +113,6 @@ export async function main(argv: string[]): Promise<number | null> {
   const { tokenizer, data, texts } = await loadTrainingData(cfg);
   if (texts.length !== 1) {
     throw new Error(`parallel runs train on one data file for now; got a mixture of ${texts.length} (${cfg.data})`);
-  }
-  if (cfg.precision !== 'f32') {
-    throw new Error(
-      `--precision ${cfg.precision} trains on one rank for now (its loss scaler and half precision casts are not wired into the parallel trainer); parallel plans train in f32`,
-    );
   }
   const { model, kind } = checkRun(plan, cfg, tokenizer.vocabSize);
   const launch = LaunchSchema.parse(args.options);

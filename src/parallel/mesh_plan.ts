@@ -27,6 +27,11 @@ export function checkMeshPlan(
     unsupported.push(`expert parallelism (ep ${plan.ep}) on --arch ${cfg.arch} (no experts)`);
   }
   if (plan.ep > 1 && plan.zero) unsupported.push(`expert parallelism (ep ${plan.ep}) with ZeRO-${plan.zero}`);
+  if (cfg.precision !== 'f32' && plan.cp > 1 && plan.cpKind === 'ring') {
+    unsupported.push(
+      `--precision ${cfg.precision} with ring attention (its block kernels read f32 q, k, v; use --cp-kind ulysses)`,
+    );
+  }
   if (plan.zero > 1 && cfg.recompute !== 'none') {
     unsupported.push(`--recompute ${cfg.recompute} with ZeRO-${plan.zero} (its per-layer gathers follow the forward)`);
   }

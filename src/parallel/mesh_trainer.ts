@@ -62,6 +62,8 @@
  * Not composed (thrown up front, naming the rule; mesh_plan.ts): ep with ZeRO; ZeRO-2/3 with sp,
  * with --recompute, with the interleaved schedule or the hybrid over pp.
  */
+import { autocastOf, checkPrecision } from '../autograd/autocast.ts';
+import { LossScaler } from '../train/loss_scale.ts';
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { Communicator } from '../comm/communicator.ts';
@@ -124,6 +126,8 @@ export class MeshTrainer {
   private readonly lossAcc: Tensor;
   /** optimizer.ts's AdamW over what this rank owns (its shard, or its ZeRO pieces). */
   private readonly opt: AdamW;
+  /** f16-mixed: the dynamic loss scaler (train/loss_scale.ts), the same on every rank; else null. */
+  readonly scaler: LossScaler | null;
 
   /**
    * @param world the world communicator (size dp·pp·cp·tp); every rank constructs the trainer
@@ -150,6 +154,9 @@ export class MeshTrainer {
     const T = cfg.blockSize, tp = rm.comm('tp');
     this.rows = cfg.batchSize / plan.dp;
     this.exec = new PipelineExecutor(gpu, this.stages, rm.comm('pp'), this.program, this.rows, T / plan.cp);
+    this.exec.autocast = autocastOf(cfg.precision);
+    checkPrecision(gpu, cfg.precision);
+    this.scaler = cfg.precision === 'f16-mixed' ? new LossScaler(cfg.lossScale, cfg.lossScaleWindow) : null;
     this.sync = new GradSync(gpu, this.stages, this.coords, world, tp, this.groups, { ...plan, ...opts });
     this.scalars = subGroup(world, 'scalars');
     this.meter = TrafficMeter.of(world);
@@ -171,6 +178,10 @@ export class MeshTrainer {
       timeline.push({ kind, start: start - t0, end: wallMs() - t0, label, action });
     await this.sync.startStep();
     gpu.clear(this.lossAcc);
+    // Each rank's loss is the mean over its 1/(dp·cp) of the tokens, so its loss gradient is dp·cp times the
+    // single-rank one: seeding S/(dp·cp) gives the f16 casts the single-rank values, and the same overflows.
+    const scale = this.scaler?.scale ?? 1;
+    const seed = this.exec.lossScale = this.scaler ? scale / (plan.dp * plan.cp) : 1;
     // Micro-batch j as the single-rank Trainer draws it; this dp replica's rows of it, then this
     // cp rank's tokens of each row; the executor reads micro-batch j at rows [j·b, (j+1)·b).
     const b = this.rows, T = cfg.blockSize, from = this.coords.dp * b * T, m = plan.microBatches;
@@ -189,17 +200,30 @@ export class MeshTrainer {
 
     start = wallMs();
     const sums = await this.scalars.allReduce(new Float32Array([squares, await this.lossShare()]), { op: 'sum' });
-    const norm = Math.sqrt(sums[0]);
+    // Under f16-mixed the gradients hold the loss scale; a non-finite sum reaches every rank, so all skip alike.
+    const norm = Math.fround(Math.sqrt(sums[0]) / seed);
     span('comm', start, 'norm + loss allReduce');
     start = wallMs();
     const lr = lrAt(this.schedule, step);
-    this.opt.stepSharded(this.sync.owned(), lr, step + 1, norm);
+    const apply = this.scaler ? this.scaler.update(Number.isFinite(norm)) : true;
+    if (apply) this.opt.stepSharded(this.sync.owned(), lr, step + 1, norm, 1 / seed);
     await gpu.sync();
     span('compute', start, 'AdamW');
     start = wallMs();
     if (await this.sync.finish()) span('comm', start, `ZeRO-${plan.zero} parameter all-gather`);
     const overlap = this.sync.overlap;
-    return { step, lr, loss: sums[1], gradNorm: norm, sent: this.meter.take(), timeline, origin: t0, overlap };
+    const scaled = this.scaler ? { lossScale: scale, skipped: !apply } : {};
+    return {
+      step,
+      lr,
+      loss: sums[1],
+      gradNorm: norm,
+      sent: this.meter.take(),
+      timeline,
+      origin: t0,
+      overlap,
+      ...scaled,
+    };
   }
 
   /**

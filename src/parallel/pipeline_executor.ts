@@ -4,6 +4,7 @@
  * received gradient, buffered point-to-point sends on the pp group). Run by the mesh trainer
  * (mesh_trainer.ts) over its ModelStages (stages.ts), with pp = 1 too.
  */
+import type { Autocast } from '../autograd/autocast.ts';
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { Tape } from '../autograd/tape.ts';
@@ -79,6 +80,10 @@ export class PipelineExecutor {
   ) {}
 
   private hooks: ExecutorHooks = {};
+  /** Mixed precision of every tape this executor opens (autograd/autocast.ts); null for f32. */
+  autocast: Autocast | null = null;
+  /** The loss scale S the backward starts from (f16-mixed, train/loss_scale.ts); 1 otherwise. */
+  lossScale = 1;
 
   /**
    * Runs this rank's program over micro-batches of `x`, `y` (m·b·t host ids, micro i = rows
@@ -107,7 +112,10 @@ export class PipelineExecutor {
     const b = this.rows, t = this.t, shape = model.actShape(b, t), size = shape.reduce((u, w) => u * w, 1);
     const open = (micro: number, stage: number) => {
       let s = slots.get(key(micro, stage));
-      if (!s) slots.set(key(micro, stage), s = { tape: this.hooks.tape?.(micro) ?? new Tape(gpu, model.gradMap) });
+      if (!s) {
+        slots.set(key(micro, stage), s = { tape: this.hooks.tape?.(micro) ?? new Tape(gpu, model.gradMap) });
+        s.tape.autocast = this.autocast;
+      }
       return s;
     };
     const slot = open(a.micro, a.stage);
@@ -123,10 +131,10 @@ export class PipelineExecutor {
         const run = async (beforeBlock?: BeforeBlock) => {
           const x = a.stage === 0 ? await model.embed(tape, bx.slice(...rows), b, t) : slot.input!;
           const out = await model.blocks(tape, x, a.stage, b, t, beforeBlock), m = this.plan.m;
-          const aux = model.auxLoss?.(tape, 1 / m);
+          const aux = model.auxLoss?.(tape, this.lossScale / m);
           if (aux) axpy(gpu, 1 / m, aux, lossAcc); // the stage's MoE load-balancing terms join the loss it reports
           if (a.stage === model.S - 1) {
-            axpy(gpu, 1 / m, await model.head(tape, out, by.slice(...rows), 1 / m), lossAcc);
+            axpy(gpu, 1 / m, await model.head(tape, out, by.slice(...rows), this.lossScale / m), lossAcc);
           } else {
             slot.output = out;
             sendForward(tape, out, () => {

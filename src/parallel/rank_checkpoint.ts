@@ -18,6 +18,7 @@ import {
   encodeSafetensors,
 } from '../train/safetensors.ts';
 import { zodIssues } from '../train/digest.ts';
+import { type LossScaleState, LossScaleStateSchema } from '../train/loss_scale.ts';
 import { describePlan, type ParallelPlan, planWorldSize } from './plan.ts';
 
 export const RANK_CHECKPOINT_FORMAT = 'webgpu-train-sandbox/parallel-rank/1';
@@ -33,6 +34,8 @@ export interface RankCheckpointMeta {
   step: number;
   /** The trainer kind (plan.ts StrategyKind). */
   kind: string;
+  /** f16-mixed: the loss scaler's state (train/loss_scale.ts), the same on every rank. */
+  lossScale?: LossScaleState;
 }
 
 /**
@@ -63,6 +66,7 @@ export async function encodeRankTensors(
     world_size: String(meta.worldSize),
     step: String(meta.step),
     kind: meta.kind,
+    ...(meta.lossScale ? { loss_scale: JSON.stringify(meta.lossScale) } : {}),
   });
 }
 
@@ -81,6 +85,7 @@ const MetaSchema = z.object({
   worldSize: count.min(1),
   step: count,
   kind: z.string().min(1),
+  lossScale: LossScaleStateSchema.optional(),
 });
 
 /**
@@ -112,6 +117,7 @@ export async function decodeRankState(
       worldSize: Number(m.world_size),
       step: Number(m.step),
       kind: m.kind,
+      ...(m.loss_scale === undefined ? {} : { lossScale: JSON.parse(m.loss_scale) }),
     };
   } catch (e) {
     throw new CorruptCheckpointError(what, `metadata unreadable: ${(e as Error).message}`);

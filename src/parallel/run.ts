@@ -36,7 +36,7 @@ import { MOE_ARCHS } from '../models/archs.ts';
 import { type ParallelPlan, type PlanModel, type StrategyKind, validatePlan } from './plan.ts';
 import { strategyOf } from './strategy.ts';
 import { archLayout } from './arch_params.ts';
-import { type CommRow, type PlanDim, stepTraffic } from './cost.ts';
+import type { CommRow } from './cost.ts';
 import type { Sent } from './traffic.ts';
 import { buildTrainer, type Built } from './run_build.ts';
 import { decodeRankState, encodeRankState, restoreRankState } from './rank_checkpoint.ts';
@@ -44,6 +44,8 @@ import { StepStop } from './step_stop.ts';
 
 export { type StrategyKind } from './plan.ts';
 export { strategyOf } from './strategy.ts';
+export { dimOfKey, predictedTraffic, sentByDim } from './rank_traffic.ts';
+import { predictedTraffic, sentByDim } from './rank_traffic.ts';
 /** The corpus: text (char tokenizer built from it) or tokens already encoded on the host. */
 export type RunData = { text: string } | { tokens: Int32Array; vocabSize: number };
 
@@ -78,6 +80,9 @@ export interface RankStepRecord {
   sent: Sent;
   /** The same, keyed `dim/collective` as cost.ts `trafficByKind`. */
   byDim: Record<string, number>;
+  /** f16-mixed: the loss scale this step's backward used, and whether its update was skipped (overflow). */
+  lossScale?: number;
+  skipped?: boolean;
   /** Validation loss (world rank 0 of a replicated model, at eval steps only). */
   valLoss?: number;
 }
@@ -127,45 +132,6 @@ export function planModelOf(plan: ParallelPlan, cfg: TrainConfig, vocabSize: num
   };
 }
 
-/** The parallel dimension of a measured `group/op` key (groups name their dimension; `world`, `dpcp[…]`, `edp[…]` are dp). */
-export function dimOfKey(key: string): PlanDim {
-  const m = /^(dp|pp|cp|tp|ep)\[/.exec(key);
-  if (m) return m[1] as PlanDim;
-  // The mesh's tied-embedding and shared-block groups span pipeline ranks (cost.ts counts them under pp).
-  if (key.startsWith('embedding[') || key.startsWith('shared[')) return 'pp';
-  return 'dp';
-}
-
-/** Elements per `dim/collective` of a measured `group/op` map (traffic.ts Sent). */
-export function sentByDim(sent: Record<string, number>): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const [k, n] of Object.entries(sent)) {
-    const key = `${dimOfKey(k)}/${k.split('/').pop()}`;
-    out[key] = (out[key] ?? 0) + n;
-  }
-  return out;
-}
-
-/** One step's predicted traffic of `rank`: cost.ts stepTraffic with the trainer's buckets and scalar collectives. */
-export function predictedTraffic(
-  kind: StrategyKind,
-  plan: ParallelPlan,
-  model: PlanModel,
-  cfg: TrainConfig,
-  rank: number,
-  buckets?: number[],
-): CommRow[] {
-  return stepTraffic(plan, model, rank, {
-    buckets,
-    bias: cfg.bias,
-    topK: cfg.moeTopK,
-    capacityFactor: cfg.capacityFactor,
-    moeEvery: cfg.moeEvery,
-    trainer: kind,
-    recompute: cfg.recompute,
-  });
-}
-
 /** Token ids and vocabulary of the run's data (a char tokenizer over the text when given text). */
 function encoded(d: RunData): { tokens: Int32Array; vocabSize: number } {
   if (!('text' in d)) return d;
@@ -210,7 +176,9 @@ export class RankRun {
       const run = new RankRun(world, gpu, kind, args.plan, cfg, data, built, predicted);
       if (args.resume) {
         const what = `rank ${rank}'s checkpoint`;
-        run.next = restoreRankState(gpu, run.state(), await decodeRankState(args.resume, what), {
+        const loaded = await decodeRankState(args.resume, what);
+        if (loaded.meta.lossScale) built.scaler?.load(loaded.meta.lossScale);
+        run.next = restoreRankState(gpu, run.state(), loaded, {
           plan: args.plan,
           rank,
           worldSize: world.size,
@@ -244,6 +212,7 @@ export class RankRun {
       worldSize: this.world.size,
       step: this.next,
       kind: this.kind,
+      lossScale: this.built.scaler?.state(),
     });
   }
 
@@ -264,6 +233,7 @@ export class RankRun {
       tokensPerSec: (tokens * 1000) / ms,
       sent: r.sent,
       byDim,
+      ...(r.lossScale === undefined ? {} : { lossScale: r.lossScale, skipped: r.skipped }),
     };
     const due = (s + 1) % this.cfg.evalInterval === 0 || s + 1 === this.cfg.steps;
     const rank0 = this.world.transport.rank === 0;

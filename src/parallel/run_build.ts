@@ -3,6 +3,7 @@
  * interface — step, the rank's ParamStore, what its memory and checkpoint hold, and how the run
  * validates (rank 0 alone where it holds the whole model, every rank together under ZeRO-3).
  */
+import type { LossScaler } from '../train/loss_scale.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -16,7 +17,11 @@ import type { Sent } from './traffic.ts';
 
 /** A rank's trainer as run.ts drives it. */
 export interface Built {
-  step(s: number): Promise<{ loss: number; lr: number; gradNorm: number; sent: Sent }>;
+  step(
+    s: number,
+  ): Promise<{ loss: number; lr: number; gradNorm: number; sent: Sent; lossScale?: number; skipped?: boolean }>;
+  /** f16-mixed: the loss scaler, whose state a checkpoint carries; null otherwise. */
+  scaler: LossScaler | null;
   params: ParamStore;
   /** Model-state bytes (ZeRO: what the stage keeps). */
   memory: { params: number; grads: number; optimizer: number };
@@ -52,6 +57,7 @@ export function buildTrainer(
   const sharded = zero?.stage === 3;
   return {
     step: (s) => t.step(s),
+    scaler: t.scaler,
     params: t.stages.params,
     memory: t.memory(),
     evalModel: whole && !sharded ? t.stages.model : undefined,

@@ -50,6 +50,6 @@ function probeStep(run: RankRun): Promise<Probe> {
   run.ended = `step ${run.next} ran as a probe of the saved state`;
   return untraced(run, async () => {
     const r = await run.built.step(run.next);
-    return { loss: r.loss, gradNorm: r.gradNorm };
+    return { loss: r.loss, gradNorm: r.gradNorm, skipped: r.skipped };
   });
 }

@@ -44,11 +44,14 @@ export function nonFiniteReason(count: number): string | null {
 export interface Probe {
   loss: number;
   gradNorm: number;
+  /** f16-mixed: the step overflowed at its loss scale and was skipped (its norm is not finite, by design). */
+  skipped?: boolean;
 }
 
 /** Why a state is not saved when the next step computed from it gives `p`, else null. */
 export function probeReason(p: Probe): string | null {
-  if (Number.isFinite(p.loss) && Number.isFinite(p.gradNorm)) return null;
+  // An f16 overflow at the current loss scale is not divergence: the scaler halves and goes on.
+  if (Number.isFinite(p.loss) && (Number.isFinite(p.gradNorm) || p.skipped)) return null;
   return `parameters and optimizer state are finite but the next step computed from them gives loss ${p.loss}, gradient norm ${p.gradNorm} (the update diverged)`;
 }
 

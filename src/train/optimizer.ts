@@ -76,9 +76,11 @@ export class AdamW {
   /**
    * Encodes one update of `slots` with the global gradient norm `norm` (before clipping) that the
    * caller reduced over the ranks: clip scale min(1, clip/(‖g‖+1e-6)) as torch computes it.
+   * `unscale` multiplies the gradients too: 1/S for gradients that hold a loss scale S
+   * (loss_scale.ts; `norm` is then the unscaled one).
    */
-  stepSharded(slots: readonly AdamWSlot[], lr: number, step: number, norm: number): void {
-    this.gpu.write(this.norm, new Float32Array([norm, clipScale(norm, this.o.gradClip)]));
+  stepSharded(slots: readonly AdamWSlot[], lr: number, step: number, norm: number, unscale = 1): void {
+    this.gpu.write(this.norm, new Float32Array([norm, clipScale(norm, this.o.gradClip) * unscale]));
     this.apply(slots, lr, step);
   }
 

@@ -8,13 +8,10 @@
  * an MPI backend without the MPI transport.
  */
 import { equal, match, ok } from 'node:assert/strict';
-import { lossSeries, runCli, withTestBackend } from '../util/cli.ts';
+import { lossSeries, runCli, TINY_RUN, withTestBackend } from '../util/cli.ts';
 
 const root = new URL('../../', import.meta.url).pathname;
-const TINY = [
-  ...['--n-layer', '2', '--n-embd', '32', '--n-head', '2', '--block-size', '16', '--batch-size', '4'],
-  ...['--steps', '4', '--log-interval', '1', '--eval-interval', '1000', '--eval-batches', '1', '--sample-tokens', '0'],
-];
+const TINY = [...TINY_RUN, '--n-layer', '2', '--steps', '4', '--eval-batches', '1'];
 const opts = { sanitizeResources: false, sanitizeOps: false };
 
 async function mpirun(n: number, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -90,5 +87,66 @@ Deno.test({
       dir,
     ]);
     match(auto.stderr, /--comm-backend auto needs --comm-tuning FILE/);
+  },
+});
+
+/** Pids of the `deno` processes whose command line names `marker` (the MPI ranks of one job). */
+async function ranksOf(marker: string): Promise<number[]> {
+  const out = await new Deno.Command('ps', { args: ['-eo', 'pid=,comm=,args='], stdout: 'piped' }).output();
+  return new TextDecoder().decode(out.stdout).split('\n').map((l) => l.trim().split(/\s+/))
+    .filter((f) => f[1] === 'deno' && f.slice(2).join(' ').includes(marker)).map((f) => Number(f[0]));
+}
+
+Deno.test({
+  name:
+    'kill -9 of one MPI rank ends the whole job promptly and non-zero; the last checkpoint set resumes under mpirun',
+  ...opts,
+  fn: async () => {
+    const dir = await Deno.makeTempDir();
+    const args = [...TINY, '--dp', '2', '--steps', '400', '--ckpt-interval', '5', '--transport', 'mpi', '--out', dir];
+    const job = new Deno.Command('mpirun', {
+      args: ['-n', '2', Deno.execPath(), 'run', '-A', 'src/cli/train.ts', ...withTestBackend('train.ts', args)],
+      cwd: root,
+      env: { XDG_RUNTIME_DIR: '/tmp' },
+      stdout: 'null',
+      stderr: 'null',
+    }).spawn();
+    let killed = 0;
+    for (let t = 0; t < 600 && !killed; t++) {
+      await new Promise((r) => setTimeout(r, 100));
+      const m = await Deno.readTextFile(`${dir}/ckpt-parallel.json`).then(JSON.parse).catch(() => null);
+      if (m?.step >= 10) {
+        const [pid] = await ranksOf(dir);
+        Deno.kill(pid, 'SIGKILL');
+        killed = Date.now();
+      }
+    }
+    ok(killed, 'the job reached a checkpoint at step 10');
+    const status = await Promise.race([job.status, new Promise<null>((r) => setTimeout(() => r(null), 30_000))]);
+    ok(status !== null, 'mpirun ended within 30 s of the kill');
+    ok(!status!.success, `exit status ${status!.code} is non-zero`);
+    equal((await ranksOf(dir)).length, 0, 'no rank is left running');
+    const m = JSON.parse(await Deno.readTextFile(`${dir}/ckpt-parallel.json`));
+    ok(m.step >= 10 && m.step % 5 === 0, `the manifest names a complete set (step ${m.step})`);
+    // Resume the set under mpirun for two more steps: it continues where the set left off.
+    const resumed = await mpirun(2, [
+      '--out',
+      dir,
+      '--resume',
+      '--dp',
+      '2',
+      '--transport',
+      'mpi',
+      '--steps',
+      String(m.step + 2),
+    ]);
+    equal(resumed.code, 0, resumed.stderr + resumed.stdout);
+    match(resumed.stdout, new RegExp(`resuming at step ${m.step}`));
+    const steps = await lossSeries(`${dir}/metrics.jsonl`);
+    equal(
+      steps.length,
+      m.step + 2,
+      'metrics hold every step once: the killed run up to the set, then the resumed steps',
+    );
   },
 });
