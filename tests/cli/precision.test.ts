@@ -7,7 +7,7 @@
  * skips and loss scales), and an f16-mixed parallel run resumes its loss scale exactly.
  */
 import { deepStrictEqual, equal, match, ok } from 'node:assert/strict';
-import { lossSeries, runCli, TINY_RUN } from '../util/cli.ts';
+import { runCli, TINY_RUN } from '../util/cli.ts';
 import { testGpu } from '../util/gpu.ts';
 
 const hasF16 = (await testGpu()).features.has('shader-f16');
