@@ -9,23 +9,54 @@
 import { paddedVocab } from './plan.ts';
 import { POOL_GRANULE } from '../gpu/pool.ts';
 
-/** `count` allocations of `elements` 4-byte values each. */
+/** `count` allocations of `elements` values each, 4 bytes apiece unless `width` says 2 (f16). */
 export interface ActivationItem {
   what: string;
   elements: number;
   count: number;
+  width?: 2 | 4;
 }
 
-export const it = (what: string, elements: number, count = 1): ActivationItem => ({ what, elements, count });
-/** Bytes of `items` at 4 B per element; `pooled`: each allocation rounded up as src/gpu/pool.ts does. */
+export const it = (what: string, elements: number, count = 1, width: 2 | 4 = 4): ActivationItem => ({
+  what,
+  elements,
+  count,
+  ...(width === 4 ? {} : { width }),
+});
+/**
+ * Bytes of `items`; `pooled`: each allocation stored in whole 4-byte words (an odd f16 count
+ * carries a padding half, gpu/tensor.ts) and rounded up as src/gpu/pool.ts does.
+ */
 export const itemBytes = (items: ActivationItem[], pooled = false): number =>
-  items.reduce(
-    (a, x) =>
-      a +
-      x.count *
-        (pooled ? Math.max(POOL_GRANULE, Math.ceil((4 * x.elements) / POOL_GRANULE) * POOL_GRANULE) : 4 * x.elements),
-    0,
-  );
+  items.reduce((a, x) => {
+    const bytes = (x.width ?? 4) * x.elements, words = Math.ceil(bytes / 4) * 4;
+    return a + x.count * (pooled ? Math.max(POOL_GRANULE, Math.ceil(words / POOL_GRANULE) * POOL_GRANULE) : bytes);
+  }, 0);
+
+/**
+ * The half precision copies a GPT block's tape holds under autocast (autograd/autocast.ts), one
+ * rank without tp or cp: each linear's input and weight, and FlashAttention's q, k, v (`flash`);
+ * 2 bytes per element for f16, 4 for bf16 (rounded values in f32 storage).
+ */
+export function autocastLayer(g: Geo, width: 2 | 4, flash: boolean): ActivationItem[] {
+  const N = g.b * g.s, C = g.C, w = (what: string, n: number) => it(`autocast: ${what}`, n, 1, width);
+  return [
+    w('c_attn input', N * C),
+    w('c_attn weight', 3 * C * C),
+    ...(flash ? [w('flash attention q, k, v', 3 * N * C)] : []),
+    w('attn c_proj input', N * C),
+    w('attn c_proj weight', C * C),
+    w('c_fc input', N * C),
+    w('c_fc weight', 4 * C * C),
+    w('mlp c_proj input', 4 * N * C),
+    w('mlp c_proj weight', 4 * C * C),
+  ];
+}
+
+/** The LM head's copies under autocast: ln_f's output and the tied token embedding (V, C). */
+export function autocastHead(g: Geo, width: 2 | 4): ActivationItem[] {
+  return [it('autocast: lm_head input', g.b * g.s * g.C, 1, width), it('autocast: wte', g.V * g.C, 1, width)];
+}
 /** One rank's view of a micro-batch: b rows of s tokens, width C, nh heads, tp degree t. */
 export interface Geo {
   b: number;
@@ -160,4 +191,26 @@ export function head(g: Geo, tp: boolean, targets: boolean, rms = false): Activa
     it('cross-entropy log-sum-exp', N),
     it('loss', 2),
   ];
+}
+
+/**
+ * The half precision copies autocast adds per layer and at the head (docs/design.md §25), counted
+ * for gpt on ranks without tp or cp and without recomputation.
+ * @throws Error for another architecture or split under autocast, naming what is counted.
+ */
+export function autocastItems(
+  autocast: 'f16' | 'bf16' | null,
+  arch: string,
+  plan: { tp: number; cp: number },
+  recompute: string,
+  g: Geo,
+): { layer: ActivationItem[]; head: ActivationItem[] } {
+  if (!autocast) return { layer: [], head: [] };
+  if (arch !== 'gpt' || plan.tp > 1 || plan.cp > 1 || recompute !== 'none') {
+    throw new Error(
+      `activation memory under --precision ${autocast}-mixed: its half precision copies are counted for --arch gpt without tp, cp or recompute; got --arch ${arch}, tp ${plan.tp}, cp ${plan.cp}, recompute ${recompute}`,
+    );
+  }
+  const width = autocast === 'f16' ? 2 : 4;
+  return { layer: autocastLayer(g, width, !g.naive), head: autocastHead(g, width) };
 }

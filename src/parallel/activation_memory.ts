@@ -47,6 +47,7 @@
  * hybrid (its shared attention block after every attnEvery-th layer), so a pipeline stage counts
  * the layers it holds. The MoE models (routed experts, data-dependent capacity) throw.
  */
+import type { Autocast } from '../autograd/autocast.ts';
 import {
   microBatchSize,
   type ParallelPlan,
@@ -61,6 +62,7 @@ import { makeSchedule, peakInFlight } from './pipeline_schedule.ts';
 import {
   type ActivationItem,
   attentionItems,
+  autocastItems,
   gptEmbed,
   gptLayer,
   head,
@@ -88,6 +90,8 @@ export interface ActivationOptions {
   trainer?: StrategyKind;
   /** Activation recomputation (src/models/recompute.ts); default none. */
   recompute?: Recompute;
+  /** Mixed precision (autograd/autocast.ts): the tapes also hold half precision copies; default none (f32). */
+  autocast?: Autocast | null;
 }
 
 /** The analytical activation memory of one rank. */
@@ -220,13 +224,15 @@ export function activationMemory(
     decay: lay?.decay ?? 'head',
   };
   const L = model.nLayer, tp = plan.tp > 1; // tp 1: rank_context.ts runs the plain ops
-  const { at, work } = layers(arch, g, tp, o.recompute ?? 'none', L, lay?.attnEvery ?? 1), layer = at(0);
+  const base = layers(arch, g, tp, o.recompute ?? 'none', L, lay?.attnEvery ?? 1), { work } = base;
+  const half = autocastItems(o.autocast ?? null, arch, plan, o.recompute ?? 'none', g);
+  const at = (i: number) => [...base.at(i), ...half.layer], layer = at(0);
   const gpt = arch === 'gpt', embed = gpt ? (tp ? tpEmbed(g) : gptEmbed(g)) : recurrentEmbed(g, tp);
   // One rank (the single-rank Trainer) runs the model's forward on uploaded token tensors; a rank
   // model's stages (the mesh trainer, every plan) upload them on each micro-batch's tape.
   const replica = planWorldSize(plan) === 1;
   if (replica) {
-    const items = [...embed, ...merged(at, 0, L), ...head(g, tp, g.cp > 1, !gpt)]; // cp uploads its targets in the head
+    const items = [...embed, ...merged(at, 0, L), ...head(g, tp, g.cp > 1, !gpt), ...half.head]; // cp uploads its targets in the head
     const bytes = raw(items) + raw(work);
     return {
       kind,
@@ -247,7 +253,7 @@ export function activationMemory(
   const stageItems = (s: number): ActivationItem[] => [
     ...(s === 0 ? (tp ? embed : [...(g.cp > 1 ? [] : [it('token ids', N)]), ...embed]) : []),
     ...merged(at, (s * L) / S, ((s + 1) * L) / S), // pipeline_stage.ts stageLayers
-    ...(s === S - 1 ? head(g, tp, true, !gpt) : [it('send marker', 1)]),
+    ...(s === S - 1 ? [...head(g, tp, true, !gpt), ...half.head] : [it('send marker', 1)]),
   ];
   const stages = [...Array(v).keys()].map((c) => c * plan.pp + ppRank).map((stage) => ({
     stage,

@@ -6,6 +6,7 @@
  * which reads the flags and runs `--measure`, and from plan_report.ts, whose formatting helpers
  * it shares with a parallel run's accounting. Pure formatting: no file system, no GPU.
  */
+import { autocastOf } from '../autograd/autocast.ts';
 import type { TrainConfig } from '../train/config.ts';
 import type { NetworkModel } from '../comm/network.ts';
 import { p2pTimeUs } from '../comm/cost.ts';
@@ -239,7 +240,14 @@ function activations(
   trainer?: StrategyKind,
 ): PredictedActivations {
   try {
-    const o = { arch: cfg.arch, bias: cfg.bias, attention: cfg.attention, trainer, recompute: cfg.recompute };
+    const o = {
+      arch: cfg.arch,
+      bias: cfg.bias,
+      attention: cfg.attention,
+      trainer,
+      recompute: cfg.recompute,
+      autocast: autocastOf(cfg.precision),
+    };
     return { ranks: [...Array(planWorldSize(plan)).keys()].map((r) => activationMemory(plan, model, r, o)) };
   } catch (e) {
     return { why: (e as Error).message };
@@ -256,8 +264,12 @@ function activationNote(
   if (!acts.ranks) return `  activations: not predicted — ${acts.why}`;
   const a = acts.ranks[me], b = model.batchSize / (plan.dp * plan.microBatches), s = model.blockSize / plan.cp;
   const k = korthikantiLayerBytes(s, b, model.nEmbd, model.nHead, plan.tp, plan.sp), arch = model.layout?.arch ?? 'gpt';
+  const half = a.stages.flatMap((x) => x.items).find((x) => x.what.startsWith('autocast:'));
+  const widths = half
+    ? `fp32 + ${half.width === 2 ? 'f16' : 'bf16-in-f32'} copies of the linear and attention inputs and weights`
+    : 'fp32';
   const head =
-    `  activations: analytical peak of the tensors the autograd tapes keep (fp32; ${arch}; src/parallel/activation_memory.ts): the peak over the schedule, ≈ one micro-batch × the most in flight;\n` +
+    `  activations: analytical peak of the tensors the autograd tapes keep (${widths}; ${arch}; src/parallel/activation_memory.ts): the peak over the schedule, ≈ one micro-batch × the most in flight;\n` +
     `  rank ${me} (${a.kind} trainer): ${fmtBytes(a.perMicroBatch)} per micro-batch, ${fmtBytes(a.perLayer)} per layer`;
   if (arch !== 'gpt') return `${head} (Korthikanti et al.'s transformer count does not apply to a recurrent layer)`;
   return `${head} — ` +
