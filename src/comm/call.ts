@@ -62,12 +62,14 @@ export function nativeOp(op: ReduceOp): NativeOp {
 
 /**
  * The backend a call runs on: its own, else the communicator's; `auto` looks the call up in the
- * communicator's tuning table (tuning.ts) by collective, group size and bytes.
+ * communicator's tuning table (tuning.ts) by collective, group size and bytes (a barrier, which
+ * the table does not measure, runs ours).
  * @throws Error for `auto` without a table, or a table with no entry for the collective.
  */
 export function backendOf(c: Communicator, call: CallSpec): Backend {
   const b = call.backend ?? c.backend;
   if (b !== 'auto') return b;
+  if (call.op === 'barrier') return 'ours'; // no size to look up: the table measures the sized collectives only
   if (!c.tuning) {
     throw new Error(
       `${call.op} in group ${c.id}: backend 'auto' needs a tuning table (npm run bench -- comm --transport mpi --tune FILE)`,

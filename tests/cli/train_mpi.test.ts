@@ -9,10 +9,30 @@
  */
 import { equal, match, ok } from 'node:assert/strict';
 import { lossSeries, runCli, TINY_RUN, withTestBackend } from '../util/cli.ts';
+import { buildTuning } from '../../src/comm/tuning.ts';
 
 const root = new URL('../../', import.meta.url).pathname;
 const TINY = [...TINY_RUN, '--n-layer', '2', '--steps', '4', '--eval-batches', '1'];
 const opts = { sanitizeResources: false, sanitizeOps: false };
+
+/** A tuning table for 2 ranks: allReduce above 64 bytes on MPI's own, everything else on ours (tuning.ts). */
+async function mixedTable(): Promise<string> {
+  const colls = ['allReduce', 'reduceScatter', 'allGather', 'broadcast', 'reduce', 'allToAll'] as const;
+  const rows = colls.flatMap((coll) => [
+    { coll, p: 2, bytes: 64, backend: 'ours' as const, algorithm: 'ring', ms: 1 },
+    {
+      coll,
+      p: 2,
+      bytes: 1 << 30,
+      backend: coll === 'allReduce' ? 'mpi' as const : 'ours' as const,
+      algorithm: 'ring',
+      ms: 1,
+    },
+  ]);
+  const file = await Deno.makeTempFile({ suffix: '.json' });
+  await Deno.writeTextFile(file, JSON.stringify(buildTuning(rows)));
+  return file;
+}
 
 async function mpirun(n: number, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const out = await new Deno.Command('mpirun', {
@@ -27,19 +47,20 @@ async function mpirun(n: number, args: string[]): Promise<{ code: number; stdout
 }
 
 for (
-  const [n, plan, backend, tol] of [[2, ['--dp', '2'], 'ours', 1e-6], [
-    4,
-    ['--dp', '2', '--tp', '2'],
-    'mpi',
-    1e-4,
-  ]] as const
+  const [n, plan, backend, tol] of [
+    [2, ['--dp', '2'], 'ours', 1e-6],
+    [4, ['--dp', '2', '--tp', '2'], 'mpi', 1e-4],
+    [2, ['--dp', '2'], 'auto', 1e-4],
+  ] as const
 ) {
   Deno.test({
     name: `mpirun -n ${n} ${plan.join(' ')} --comm-backend ${backend} trains as the worker ranks do`,
     ...opts,
     fn: async () => {
       const [a, b] = [await Deno.makeTempDir(), await Deno.makeTempDir()];
-      const mpi = await mpirun(n, [...TINY, ...plan, '--transport', 'mpi', '--comm-backend', backend, '--out', a]);
+      const tuning = backend === 'auto' ? ['--comm-tuning', await mixedTable()] : [];
+      const launch = ['--transport', 'mpi', '--comm-backend', backend, ...tuning];
+      const mpi = await mpirun(n, [...TINY, ...plan, ...launch, '--out', a]);
       equal(mpi.code, 0, mpi.stderr + mpi.stdout);
       const workers = await runCli('train.ts', [...TINY, ...plan, '--out', b]);
       equal(workers.code, 0, workers.stderr);
@@ -49,7 +70,16 @@ for (
       equal(got.length, 4);
       got.forEach((l, i) => ok(Math.abs(l - want[i]) <= tol * want[i], `step ${i}: MPI ${l} vs workers ${want[i]}`));
       if (backend === 'ours') match(mpi.stdout, /measured elements per collective = predicted on every exact row/);
-      else match(mpi.stdout, /MPI's own collectives .* leave no send spans/);
+      else if (backend === 'auto') {
+        // The table sends the gradient buckets to MPI_Allreduce and the 2-element scalars to our ring.
+        const trace = JSON.parse(await Deno.readTextFile(`${a}/trace.json`));
+        const algos = new Set(
+          trace.traceEvents.filter((e: { cat?: string }) => e.cat === 'collective').map((
+            e: { args: { algorithm: string } },
+          ) => e.args.algorithm),
+        );
+        ok(algos.has('mpi') && algos.has('ring'), `both backends ran: ${[...algos]}`);
+      } else match(mpi.stdout, /MPI's own collectives .* leave no send spans/);
       const cfg = JSON.parse(await Deno.readTextFile(`${a}/config.json`));
       equal(cfg.transport, 'mpi');
       const manifest = JSON.parse(await Deno.readTextFile(`${a}/ckpt-parallel.json`));
