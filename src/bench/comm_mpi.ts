@@ -25,7 +25,7 @@ export const COMM_MPI_LAUNCH = 'mpirun -n 4 npm run bench -- comm --transport mp
 export async function benchCommMpi(
   o: CommBenchOptions & { worldsGiven: boolean; json?: string; tune?: string },
 ): Promise<CommBenchRow[]> {
-  const w = mpiWorld({ timeoutMs: 120_000, trace: false }, COMM_MPI_LAUNCH);
+  const w = await mpiWorld({ timeoutMs: 120_000, trace: false }, COMM_MPI_LAUNCH);
   try {
     const log = w.rank === 0 ? o.log : () => {};
     const worlds = o.worldsGiven ? o.worlds : [w.size];

@@ -85,11 +85,13 @@ export function parseCommandArgs(argv: string[], command: Command): ParsedTrainA
   if (args.initFrom !== undefined) {
     throw new Error(`--init-from loads a GPT-2 checkpoint into single-rank runs only; ${where} does not take it`);
   }
-  if (args.adapter !== undefined) {
+  const mpi = args.options.transport === 'mpi';
+  if (args.adapter !== undefined && !mpi) {
     throw new Error(
-      `--adapter picks the GPU of a single-rank run; ${where} does not take it (its ranks share one adapter)`,
+      `--adapter picks the GPU of a single-rank run or of each MPI process (--transport mpi); ${where} over workers does not take it (its ranks share one adapter)`,
     );
   }
+
   return args;
 }
 

@@ -37,6 +37,8 @@ export interface RunWorld {
   world: TaskWorld & { chromeTrace(meta?: Record<string, unknown>): Promise<ChromeTrace> };
   /** Whether this process prints and writes the run's files (always with workers; rank 0 under MPI). */
   primary: boolean;
+  /** Under MPI: this process's rank on its node, which `--adapter local-rank` turns into its GPU's index. */
+  localRank?: number;
   /** Ends the world (workers terminated, or MPI finalized). */
   close(): Promise<void>;
   /** Under MPI: reports `e` as this rank's and aborts the whole job (MPI_Abort), so no rank waits on a dead peer. */
@@ -87,7 +89,7 @@ export async function openRunWorld(
   const { MpiTaskWorld } = await import('../comm/mpi/task_world.ts');
   const { PARALLEL_TASKS } = await import('../parallel/run_tasks.ts');
   const { mpi, MPI } = await import('../comm/mpi/libmpi.ts');
-  const m = mpiWorld({ timeoutMs: 120_000, net, trace: true }, how);
+  const m = await mpiWorld({ timeoutMs: 120_000, net, trace: true }, how);
   if (m.size !== size) {
     await m.finalize(); // every rank sees the same mismatch: end the job cleanly, then say why
     throw new Error(
@@ -99,6 +101,7 @@ export async function openRunWorld(
   return {
     world: new MpiTaskWorld(m, PARALLEL_TASKS),
     primary: m.rank === 0,
+    localRank: m.localRank,
     close: () => m.finalize(),
     abort(e) {
       console.error(`error: rank ${m.rank}: ${(e as Error)?.message ?? e}`);

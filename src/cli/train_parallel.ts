@@ -176,6 +176,7 @@ export async function main(argv: string[]): Promise<number | null> {
       }),
       {
         backend: args.gpu as Backend,
+        adapter: args.adapter === 'local-rank' ? String(rw.localRank) : args.adapter,
         resume: resume ? { step: resume.manifest.step, shards: resume.shards } : undefined,
         stop,
         checkpoint: {

@@ -49,6 +49,11 @@ export async function dawnAdapterFlag(
   if (spec.trim() === '') {
     throw new Error('--adapter expects an adapter name (or part of one) or an index, got an empty value');
   }
+  if (spec === 'local-rank') {
+    throw new Error(
+      '--adapter local-rank gives each MPI process the GPU of its node-local rank and needs --transport mpi',
+    );
+  }
   if (!/^\d+$/.test(spec)) return `adapter=${spec}`;
   const all = await listDawnAdapters(create, flags);
   const i = Number(spec);

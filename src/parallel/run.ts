@@ -57,6 +57,8 @@ export interface TrainRankArgs {
   data: RunData;
   /** WebGPU implementation of the rank's own device (default 'auto': wgpu in Deno, navigator.gpu in a page). */
   backend?: Backend;
+  /** Dawn only: the adapter this rank opens, by name or index (gpu/dawn_adapters.ts); the MPI transport's per-process GPU. */
+  adapter?: string;
   /** DP / ZeRO gradient bucket size (see DataParallelOptions). */
   bucketBytes?: number | 'layer';
   /** This rank's checkpoint file (rank_checkpoint.ts) to continue from. */
@@ -168,7 +170,7 @@ export class RankRun {
     validatePlan(args.plan, model, world.size);
     const kind = strategyOf(args.plan, runCfg.arch), cfg = trainerConfig(args.plan, runCfg);
     const data = new TextDataset(tokens, cfg.blockSize, cfg.valFraction, 'training data');
-    const gpu = await Gpu.create({ backend: args.backend ?? 'auto' });
+    const gpu = await Gpu.create({ backend: args.backend ?? 'auto', adapter: args.adapter });
     try {
       const built = buildTrainer(gpu, world, args.plan, cfg, data, vocabSize, args.bucketBytes);
       const rank = world.transport.rank;

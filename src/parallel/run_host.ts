@@ -68,6 +68,8 @@ export async function runParallel(
   onStep?: (r: StepReport) => void | Promise<void>,
   opts: {
     backend?: Backend;
+    /** This process's ranks' adapter (the MPI transport: every process runs this loop for its own rank). */
+    adapter?: string;
     bucketBytes?: number | 'layer';
     resume?: { step: number; shards: Uint8Array[] };
     checkpoint?: ParallelCheckpointing;
@@ -83,7 +85,15 @@ export async function runParallel(
     );
   }
   const { checkpoint: ckpt, stop } = opts;
-  const base = { plan, cfg, data, backend: opts.backend, bucketBytes: opts.bucketBytes, stop: stop?.buffer };
+  const base = {
+    plan,
+    cfg,
+    data,
+    backend: opts.backend,
+    adapter: opts.adapter,
+    bucketBytes: opts.bucketBytes,
+    stop: stop?.buffer,
+  };
   await world.run('trainStart', (r: number) => ({ ...base, resume: opts.resume?.shards[r] }) satisfies TrainRankArgs);
   const steps: StepReport[] = [];
   let lastGood = opts.resume?.step ?? null;

@@ -180,3 +180,34 @@ Deno.test({
     );
   },
 });
+
+Deno.test({
+  name: '--adapter local-rank: each MPI process opens the Dawn adapter of its node-local rank, or says there is none',
+  ...opts,
+  fn: async () => {
+    const dir = await Deno.makeTempDir();
+    const pick = ['--transport', 'mpi', '--gpu', 'dawn', '--adapter', 'local-rank', '--steps', '2'];
+    const one = await mpirun(1, [...TINY, ...pick, '--dp', '1', '--out', `${dir}/one`]);
+    equal(one.code, 0, one.stderr + one.stdout);
+    // This machine has one Dawn adapter (SwiftShader): local rank 1 has no GPU of its own.
+    const two = await mpirun(2, [...TINY, ...pick, '--dp', '2', '--out', `${dir}/two`]);
+    ok(two.code !== 0);
+    match(two.stderr, /rank 1: .*--adapter 1: Dawn found 1 adapter\(s\)/);
+    const alone = await runCli('train.ts', [
+      ...TINY,
+      '--steps',
+      '1',
+      '--gpu',
+      'dawn',
+      '--adapter',
+      'local-rank',
+      '--out',
+      `${dir}/x`,
+    ]);
+    ok(alone.code !== 0);
+    match(
+      alone.stderr,
+      /--adapter local-rank gives each MPI process the GPU of its node-local rank and needs --transport mpi/,
+    );
+  },
+});

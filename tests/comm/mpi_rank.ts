@@ -10,7 +10,7 @@ import { mpiWorld } from '../../src/comm/mpi/world.ts';
 import { matrix, type Report } from '../../src/comm/scenarios.ts';
 
 const task = Deno.args[0];
-const w = mpiWorld({ timeoutMs: 60_000 }, 'mpirun -n N deno run -A tests/comm/mpi_rank.ts matrix');
+const w = await mpiWorld({ timeoutMs: 60_000 }, 'mpirun -n N deno run -A tests/comm/mpi_rank.ts matrix');
 let report: Report;
 if (task === 'matrix') report = await matrix(w.world);
 else if (task === 'native') report = await matrix(w.world, 'mpi');

@@ -68,7 +68,10 @@ Deno.test({
       match(r.stdout, /^gpu: dawn · /m);
       const p = await runCli('train.ts', ['--dp', '2', '--adapter', '0']);
       equal(p.code, 1);
-      match(p.stderr, /--adapter picks the GPU of a single-rank run; a parallel run does not take it/);
+      match(
+        p.stderr,
+        /--adapter picks the GPU of a single-rank run or of each MPI process \(--transport mpi\); a parallel run over workers does not take it/,
+      );
     } finally {
       await Deno.remove(dir, { recursive: true });
     }

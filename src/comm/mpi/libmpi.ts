@@ -19,6 +19,8 @@ export const MPI = {
   MIN: 0x58000002,
   SUM: 0x58000003,
   ANY_SOURCE: -2,
+  INFO_NULL: 0x1c000000,
+  COMM_TYPE_SHARED: 1,
   THREAD_MULTIPLE: 3,
   SUCCESS: 0,
   /** sizeof(MPI_Status): count_lo, count_hi_and_cancelled, MPI_SOURCE, MPI_TAG, MPI_ERROR. */
@@ -35,6 +37,7 @@ const SYMBOLS = {
   MPI_Comm_size: { parameters: ['i32', 'buffer'], result: 'i32' },
   MPI_Comm_split: { parameters: ['i32', 'i32', 'i32', 'buffer'], result: 'i32', nonblocking: true },
   MPI_Comm_free: { parameters: ['buffer'], result: 'i32' },
+  MPI_Comm_split_type: { parameters: ['i32', 'i32', 'i32', 'i32', 'buffer'], result: 'i32', nonblocking: true },
   MPI_Comm_group: { parameters: ['i32', 'buffer'], result: 'i32' },
   MPI_Group_incl: { parameters: ['i32', 'i32', 'buffer', 'buffer'], result: 'i32' },
   MPI_Group_free: { parameters: ['buffer'], result: 'i32' },

@@ -20,6 +20,8 @@ export function launchedByMpi(env: (k: string) => string | undefined = (k) => De
 export interface MpiWorld {
   rank: number;
   size: number;
+  /** This process's rank among the processes on its node (MPI_COMM_TYPE_SHARED): picks its GPU there. */
+  localRank: number;
   world: Communicator;
   transport: Transport;
   /** Completes every send, waits for every rank (MPI_Barrier), then MPI_Finalize. */
@@ -34,7 +36,7 @@ let initialised = false;
  * @throws Error when the process was not launched by mpirun (naming `how`), when MPICH is not
  *   installed, when MPI grants less than MPI_THREAD_MULTIPLE, or when called twice.
  */
-export function mpiWorld(options: TransportOptions = {}, how = 'mpirun -n 4 <command>'): MpiWorld {
+export async function mpiWorld(options: TransportOptions = {}, how = 'mpirun -n 4 <command>'): Promise<MpiWorld> {
   if (!launchedByMpi()) {
     throw new Error(`the MPI transport runs one rank per process under an MPI launcher; start it as: ${how}`);
   }
@@ -48,11 +50,20 @@ export function mpiWorld(options: TransportOptions = {}, how = 'mpirun -n 4 <com
   }
   const rank = intOut((b) => m.MPI_Comm_rank(MPI.COMM_WORLD, b), 'MPI_Comm_rank');
   const size = intOut((b) => m.MPI_Comm_size(MPI.COMM_WORLD, b), 'MPI_Comm_size');
+  // The node's processes (one shared-memory communicator each), ordered by world rank.
+  const node = new Int32Array(1);
+  check(
+    await m.MPI_Comm_split_type(MPI.COMM_WORLD, MPI.COMM_TYPE_SHARED, rank, MPI.INFO_NULL, node),
+    'MPI_Comm_split_type',
+  );
+  const localRank = intOut((b) => m.MPI_Comm_rank(node[0], b), 'MPI_Comm_rank');
+  check(m.MPI_Comm_free(node), 'MPI_Comm_free');
   const wire = new MpiWire(rank, size);
   const transport = new Transport(rank, wire, options);
   return {
     rank,
     size,
+    localRank,
     world: Communicator.world(transport),
     transport,
     async finalize() {
