@@ -63,7 +63,7 @@
  * with --recompute, with the interleaved schedule or the hybrid over pp.
  */
 import { autocastOf, checkPrecision } from '../autograd/autocast.ts';
-import { LossScaler } from '../train/loss_scale.ts';
+import { type LossScaler, lossScalerFor } from '../train/loss_scale.ts';
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { Communicator } from '../comm/communicator.ts';
@@ -156,7 +156,7 @@ export class MeshTrainer {
     this.exec = new PipelineExecutor(gpu, this.stages, rm.comm('pp'), this.program, this.rows, T / plan.cp);
     this.exec.autocast = autocastOf(cfg.precision);
     checkPrecision(gpu, cfg.precision);
-    this.scaler = cfg.precision === 'f16-mixed' ? new LossScaler(cfg.lossScale, cfg.lossScaleWindow) : null;
+    this.scaler = lossScalerFor(cfg);
     this.sync = new GradSync(gpu, this.stages, this.coords, world, tp, this.groups, { ...plan, ...opts });
     this.scalars = subGroup(world, 'scalars');
     this.meter = TrafficMeter.of(world);

@@ -21,6 +21,13 @@ export type LossScaleState = z.infer<typeof LossScaleStateSchema>;
 /** Below this the scale cannot help any more: f16's smallest subnormal is 2⁻²⁴. */
 export const MIN_LOSS_SCALE = 2 ** -24;
 
+/** The scaler a config asks for: f16-mixed's, else null (f32 and bf16 have f32's range and need none). */
+export function lossScalerFor(
+  cfg: { precision: string; lossScale: number; lossScaleWindow: number },
+): LossScaler | null {
+  return cfg.precision === 'f16-mixed' ? new LossScaler(cfg.lossScale, cfg.lossScaleWindow) : null;
+}
+
 export class LossScaler {
   private s: LossScaleState;
 

@@ -67,10 +67,12 @@ export class AdamW {
   async stepScaled(store: ParamStore, lr: number, step: number, scale: number): Promise<boolean> {
     gradNorm(this.gpu, store.grads, this.norm, 0);
     const norm = Math.fround((await this.gpu.read(this.norm))[0] / scale);
-    const finite = Number.isFinite(norm);
-    this.gpu.write(this.norm, new Float32Array([norm, finite ? clipScale(norm, this.o.gradClip) / scale : 0]));
-    if (finite) this.apply(store.params, lr, step);
-    return finite;
+    if (Number.isFinite(norm)) {
+      this.stepSharded(store.params, lr, step, norm, 1 / scale);
+      return true;
+    }
+    this.gpu.write(this.norm, new Float32Array([norm, 0])); // the record shows the overflow; nothing is updated
+    return false;
   }
 
   /**

@@ -19,7 +19,7 @@ import { lrAt, scheduleFromConfig, type ScheduleSpec, validateSchedule } from '.
 import { goldfishMask } from './goldfish.ts';
 import { mixSeed, Random } from '../util/random.ts';
 import { meanLoss } from './evaluate.ts';
-import { LossScaler } from './loss_scale.ts';
+import { type LossScaler, lossScalerFor } from './loss_scale.ts';
 import { autocastOf, checkPrecision } from '../autograd/autocast.ts';
 
 /** Per-step values read back from the GPU. */
@@ -70,7 +70,7 @@ export class Trainer {
     this.opt = new AdamW(gpu, cfg);
     this.paramGrads = model.params.gradMap();
     checkPrecision(gpu, cfg.precision);
-    this.scaler = cfg.precision === 'f16-mixed' ? new LossScaler(cfg.lossScale, cfg.lossScaleWindow) : null;
+    this.scaler = lossScalerFor(cfg);
   }
 
   /** The learning rate at `step` (0-based). */
