@@ -14,7 +14,8 @@
 // blocks skip the tiles on the far side of the diagonal. Loop bounds and barriers depend only on
 // the workgroup id and the uniform; rows past T compute on a clamped copy of row T−1 and are not
 // stored. Layouts and bindings (same as the barrier-free `dq`, `dkv`) in
-// flash_attention_common.wgsl.
+// flash_attention_common.wgsl. Where the device has `subgroups`, flash_attention_tiled_bwd_sg.wgsl
+// replaces this file: the same entry points, the streamed rows shared by shuffle instead of tiles.
 //!include flash_attention_common
 
 const BR: u32 = 64u;

@@ -1,7 +1,7 @@
 // FlashAttention-2 forward with subgroup operations: the variant of flash_attention_tiled.wgsl
 // (same entry point name, bindings, grid of one workgroup per (b, h, block of BR query rows),
 // one invocation per query row, same outputs and chunk carry-over) that flash_attention.ts picks
-// where the device has `subgroups`. The backward keeps flash_attention_tiled_bwd.wgsl.
+// where the device has `subgroups`. The backward's variant is flash_attention_tiled_bwd_sg.wgsl.
 //
 // Every query row reads every key and value of a tile, so the tiled kernel stages them in
 // workgroup memory behind two barriers per tile. Here each subgroup streams its own: per step

@@ -11,8 +11,8 @@
  *   shaders/flash_attention_tiled*.wgsl: one workgroup per (b, h, block of Br query rows — key
  *   rows for dK/dV), the other side staged in workgroup memory in tiles of Bc rows, with Bc
  *   chosen from maxComputeWorkgroupStorageSize and the head size ({@link flashTiles}). Where
- *   the device has `subgroups` the forward shares K and V rows between the lanes of a subgroup
- *   with shuffles instead ({@link subgroupFlash}).
+ *   the device has `subgroups` the forward and both backward passes share the streamed rows
+ *   between the lanes of a subgroup with shuffles instead ({@link subgroupFlash}).
  * - CPU adapters get the barrier-free shaders/flash_attention.wgsl: each invocation owns four
  *   query (or key) rows in private arrays and streams the other side's rows from storage, four
  *   at a time; workgroup barriers cost lavapipe and SwiftShader more than the caches they save.
@@ -107,13 +107,13 @@ function run(
   const tiled = tiles !== null && entry !== 'dsum';
   // f16 q, k, v (mixed precision): the same kernels with qkv declared array<f16> (halfQkv).
   const half = bindings[0]?.dtype === 'f16';
-  // The subgroup forward has no K/V tiles, so no Bc; fixed here, at pipeline creation. f16 keeps
-  // the workgroup-memory kernels: no adapter the tests reach has both features.
-  const sg = tiled && entry === 'fwd' && !half && subgroupFlash(gpu);
+  // The subgroup kernels (forward, dQ and dK/dV) stage no tiles, so no Bc; fixed here, at pipeline
+  // creation. f16 keeps the workgroup-memory kernels: no adapter the tests reach has both features.
+  const sg = tiled && !half && subgroupFlash(gpu);
   const sh = gpu.shaders;
   const src = entry === 'fwd'
     ? (sg ? sh.flash_attention_tiled_sg : tiled ? sh.flash_attention_tiled : sh.flash_attention)
-    : (tiled ? sh.flash_attention_tiled_bwd : sh.flash_attention_bwd);
+    : (sg ? sh.flash_attention_tiled_bwd_sg : tiled ? sh.flash_attention_tiled_bwd : sh.flash_attention_bwd);
   const consts: Record<string, string> = { HS: `${hs}u` };
   if (tiled) Object.assign(consts, sg ? { BR: `${tiles.br}u` } : { BR: `${tiles.br}u`, BC: `${tiles.bc}u` });
   const code = half ? halfQkv(specialise(src, consts)) : specialise(src, consts);
@@ -214,8 +214,9 @@ export function flashAttentionForward(
  * y and lse that {@link flashAttentionForward} produced with the same dims. Three dispatches
  * (dQ and dK/dV one per chunk on CPU adapters): D = rowsum(dO ∘ O) into a pooled (B, nh, T)
  * scratch (released once encoded); dQ over blocks of query rows (four per invocation, or Br
- * per workgroup with K/V tiles in workgroup memory on GPUs); dK/dV likewise over key rows with
- * Q/dO tiles; each recomputes P = exp(scale·QKᵀ − L). Nothing of size O(T²) is allocated.
+ * per workgroup with K/V tiles in workgroup memory on GPUs, or shared by subgroup shuffles where
+ * {@link subgroupFlash}); dK/dV likewise over key rows with Q/dO; each recomputes
+ * P = exp(scale·QKᵀ − L) (FlashAttention-2, Algorithm 2). Nothing of size O(T²) is allocated.
  * @throws Error when a shape does not match `dims` (see {@link flashAttentionForward}),
  *   dqkv shares a GPUBuffer with an input, or (tiled) the tiles do not fit the device.
  */

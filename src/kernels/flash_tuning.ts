@@ -19,8 +19,8 @@ export const CPU_LOOP_BUDGET = 34000;
  * rows per dispatch. `forceTiled`: the shared-memory tiled kernels on a CPU adapter too.
  * `storageBytes`: pick tile sizes for this workgroup-storage budget instead of the device's.
  * `br`: rows per workgroup of the tiled kernels (16, 32 or 64) instead of {@link flashTiles}'s.
- * `subgroups = false`: the tiled forward keeps its workgroup-memory variant on a device that has
- * subgroups ({@link subgroupFlash}), so tests can run both.
+ * `subgroups = false`: the tiled forward and backward keep their workgroup-memory variants on a
+ * device that has subgroups ({@link subgroupFlash}), so tests can run both.
  */
 export const flashTuning: {
   chunk: number | null;
@@ -31,10 +31,11 @@ export const flashTuning: {
 } = { chunk: null, forceTiled: false, storageBytes: null, br: null, subgroups: true };
 
 /**
- * Whether the tiled forward reads K and V through subgroup shuffles
- * (shaders/flash_attention_tiled_sg.wgsl) instead of workgroup-memory tiles on `gpu`: the device
- * has `subgroups` and {@link flashTuning} does not force the fallback. The backward kernels have
- * no subgroup variant.
+ * Whether the tiled kernels read the streamed rows through subgroup shuffles instead of
+ * workgroup-memory tiles on `gpu` (K and V for the forward, shaders/flash_attention_tiled_sg.wgsl,
+ * and for dQ; Q, dO, L and D for dK/dV, shaders/flash_attention_tiled_bwd_sg.wgsl): the device
+ * has `subgroups` and {@link flashTuning} does not force the fallback. f32 only: f16 q, k, v keep
+ * the workgroup-memory kernels.
  */
 export function subgroupFlash(gpu: Gpu): boolean {
   return flashTuning.subgroups && gpu.features.has('subgroups');

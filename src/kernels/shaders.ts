@@ -40,6 +40,8 @@ export const SHADER_NAMES = [
   // the tiled forward with subgroup shuffles instead of K/V tiles (kernels/flash_attention.ts)
   'flash_attention_tiled_sg',
   'flash_attention_tiled_bwd',
+  // its subgroup variant (dQ, dK/dV reading the streamed rows by shuffle)
+  'flash_attention_tiled_bwd_sg',
   'flash_attention_block',
   'adamw',
   // linear attention (kernels/linear_attention.ts)

@@ -1,9 +1,9 @@
 // The shared-memory tiled FlashAttention-2 kernels (what GPUs run), forced on the CPU adapter
-// with flashTuning.forceTiled and checked against the f64 references; the forward in both
-// variants, workgroup-memory K/V tiles and subgroup shuffles (where the adapter has subgroups:
-// Dawn on SwiftShader, not Deno's wgpu on lavapipe).
+// with flashTuning.forceTiled and checked against the f64 references; forward and backward in
+// both variants, workgroup-memory tiles and subgroup shuffles (where the adapter has subgroups:
+// Dawn on SwiftShader, where a missing feature fails the run; not Deno's wgpu on lavapipe).
 import { gpuTest } from '../util/gpu.ts';
-import { subgroupVariantTest } from '../util/row_variants.ts';
+import { dispatchedKeys, subgroupTest, subgroupVariantTest } from '../util/row_variants.ts';
 import { checkNoQuadraticAllocation } from './flash_pool.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import { assertClose, assertRelRms, assertThrows, randn } from '../util/assert.ts';
@@ -42,9 +42,22 @@ function part(a: ArrayLike<number>, rows: number, c: number, lo: number): number
   return out;
 }
 
+/**
+ * Runs the backward, and throws unless its dQ and dK/dV pipelines are all of `variant` (pipeline
+ * keys ending in '.sg' for subgroups): the variant test only asks that some pipeline was.
+ */
+async function backwardOf(gpu: Gpu, variant: string, fn: () => void): Promise<void> {
+  const keys = [...new Set(await dispatchedKeys(gpu, fn))].filter((k) => /\.(dq|dkv)_tiled\./.test(k));
+  const want = variant === 'subgroup';
+  if (keys.length !== 2 || keys.some((k) => k.endsWith('.sg') !== want)) {
+    throw new Error(`${variant} backward ran ${keys.join(', ')}`);
+  }
+}
+
 /** Forward and backward of one case against the f64 references, accumulating onto pre-filled dqkv. */
 async function checkCase(
   gpu: Gpu,
+  variant: string,
   b: number,
   t: number,
   nh: number,
@@ -69,7 +82,7 @@ async function checkCase(
   flashAttentionForward(gpu, tqkv, ty, tlse, d);
   assertClose(await gpu.read(ty), ref.y, 'y');
   assertClose(await gpu.read(tlse), ref.lse, 'lse');
-  flashAttentionBackward(gpu, tqkv, ty, tlse, tdy, tdqkv, d);
+  await backwardOf(gpu, variant, () => flashAttentionBackward(gpu, tqkv, ty, tlse, tdy, tdqkv, d));
   const got = await gpu.read(tdqkv);
   const delta = Float64Array.from(got, (v, i) => v - pre[i]);
   assertClose(got, dref.map((v, i) => v + pre[i]), 'dqkv (accumulated onto pre-filled)');
@@ -86,7 +99,8 @@ async function checkCase(
 // {1, 17, 63, 113, 257} against Br = 16 (what small B·nh·T get), 32 and 64 (partial blocks;
 // 257 = four blocks of 64 and one row) and Bc = 64/32/16 at hs 32/64/128 under the default
 // 16 KiB; hs = 7 (masked last vec4); chunks that are no multiple of Bc (tiles cut at chunk
-// boundaries, O/m/ℓ carried over); the device's own budget once.
+// boundaries, O/m/ℓ carried over); the device's own budget once; odd head sizes 13 and 33 on
+// ragged T (a last vec4 of one channel; subgroup steps cut by T and by a chunk's end).
 type Case = [
   number,
   number,
@@ -110,6 +124,8 @@ const CASES: Case[] = [
   [1, 63, 2, 64, true, null, null, null, 2],
   [1, 113, 1, 64, true, 16384, 20, null, 4],
   [2, 63, 1, 32, false, 16384, 12, 32, 4],
+  [2, 45, 2, 13, false, 16384, null, 16, 2],
+  [1, 70, 1, 33, true, 16384, 28, null, 2],
 ];
 for (const [b, t, nh, hs, causal, storageBytes, chunk, br, range] of CASES) {
   await subgroupVariantTest(
@@ -118,7 +134,42 @@ for (const [b, t, nh, hs, causal, storageBytes, chunk, br, range] of CASES) {
     } Br=${br ?? 'auto'}`,
     flashTuning,
     'workgroup memory',
-    (gpu) => tiled(gpu, { storageBytes, chunk, br }, () => checkCase(gpu, b, t, nh, hs, causal, range)),
+    (gpu, variant) =>
+      tiled(gpu, { storageBytes, chunk, br }, () => checkCase(gpu, variant, b, t, nh, hs, causal, range)),
+  );
+}
+
+// The backward's two variants on the same y and L. Without an online softmax both add the same
+// products in the same order, yet a compiler may contract or reorder each pipeline its own way,
+// so they are held to the f32 bounds of docs/design.md §7 rather than to equal bits.
+const PAIRS = [[1, 257, 2, 64, true, 64], [2, 45, 2, 13, false, 16], [1, 70, 1, 33, true, null]] as const;
+for (const [b, t, nh, hs, causal, br] of PAIRS) {
+  await subgroupTest(
+    `tiled flash backward: subgroup variant matches workgroup memory (T=${t} hs=${hs} causal=${causal})`,
+    (gpu) =>
+      tiled(gpu, { storageBytes: 16384, chunk: null, br }, async () => {
+        const c = nh * hs;
+        const d = { b, t, c, nh, causal };
+        const tqkv = gpu.upload(Float32Array.from(randn(b * t * 3 * c, t + hs, -2, 2)), [b, t, 3 * c]);
+        const tdy = gpu.upload(Float32Array.from(randn(b * t * c, t + hs + 1)), [b, t, c]);
+        const [ty, tlse] = [gpu.empty([b, t, c]), gpu.empty([b, nh, t])];
+        flashAttentionForward(gpu, tqkv, ty, tlse, d);
+        const grads: ArrayLike<number>[] = [];
+        for (const variant of ['workgroup memory', 'subgroup']) {
+          const tdqkv = gpu.zeros([b, t, 3 * c]);
+          flashTuning.subgroups = variant === 'subgroup';
+          try {
+            await backwardOf(gpu, variant, () => flashAttentionBackward(gpu, tqkv, ty, tlse, tdy, tdqkv, d));
+          } finally {
+            flashTuning.subgroups = true;
+          }
+          grads.push(await gpu.read(tdqkv));
+          tdqkv.release();
+        }
+        assertClose(grads[1], grads[0], 'dqkv, subgroup vs workgroup memory');
+        assertRelRms(grads[1], grads[0], 'dqkv, subgroup vs workgroup memory');
+        for (const x of [tqkv, tdy, ty, tlse]) x.release();
+      }),
   );
 }
 

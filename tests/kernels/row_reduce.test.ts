@@ -78,11 +78,11 @@ fn main(
   return r as Uint32Array;
 }
 
-// row_reduce_sg.wgsl, matmul_tiled*_sg.wgsl and flash_attention_tiled_sg.wgsl assume that
+// row_reduce_sg.wgsl, matmul_tiled*_sg.wgsl and flash_attention_tiled{,_bwd}_sg.wgsl assume that
 // invocation lid of a 1D workgroup is lane lid % S of a subgroup made of invocations
 // lid − lane … lid − lane + S − 1, all active except those past the end of the workgroup. WGSL
 // does not promise it, so it is checked here for the workgroup sizes those kernels use (the
-// row kernels 64 on CPU adapters and 256 elsewhere, the matmuls 256, the flash forward its Br
+// row kernels 64 on CPU adapters and 256 elsewhere, the matmuls 256, the flash kernels their Br
 // of 16, 32 or 64).
 for (const wg of [16, 32, 64, 256]) {
   await subgroupTest(
