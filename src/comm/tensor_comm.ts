@@ -12,7 +12,7 @@
  * Usage: `const tc = new TensorComm(world, gpu); await tc.allReduce(grad, { op: 'avg' });`
  */
 import type { Gpu } from '../gpu/context.ts';
-import { Tensor } from '../gpu/tensor.ts';
+import type { Tensor } from '../gpu/tensor.ts';
 import type { Communicator, NumArray, ReduceOp } from './communicator.ts';
 import type { CallOptions } from './call_options.ts';
 
@@ -51,7 +51,7 @@ export class TensorComm {
     const p = this.comm.size;
     if (t.size % p) throw new Error(`reduceScatter: tensor of ${t.size} elements does not split over ${p} ranks`);
     const c = t.size / p;
-    const dst = opts.out ? this.target(t, opts.out, c, 'reduceScatter') : this.chunk(t, this.comm.rank * c, c);
+    const dst = opts.out ? this.target(t, opts.out, c, 'reduceScatter') : t.range(this.comm.rank * c, c);
     const host = await this.read(t);
     const mine = await this.comm.reduceScatter(host, {
       op: opts.op,
@@ -114,11 +114,6 @@ export class TensorComm {
     if (dst.dtype !== t.dtype) throw new Error(`${what}: out is ${dst.dtype} but the input is ${t.dtype}`);
     if (dst.size !== n) throw new Error(`${what}: out has ${dst.size} elements, needs ${n}`);
     return dst;
-  }
-
-  /** A non-pooled view of elements [first, first + n) of `t`, for queue writes. */
-  private chunk(t: Tensor, first: number, n: number): Tensor {
-    return new Tensor(this.gpu, t.buffer, [n], t.dtype, t.offset + first * 4, false, t.label);
   }
 
   private read(t: Tensor): Promise<NumArray> {

@@ -111,3 +111,11 @@ export function sentElements(rows: readonly StepSends[], rank: number, step: num
   const row = rows.find((r) => r.rank === rank && r.step === step);
   return Object.fromEntries(Object.entries(row?.sent ?? {}).map(([k, c]) => [k, c.elements]));
 }
+
+/**
+ * Whether a `group/op` key is validation traffic: a group with an `eval` part (ZeRO-3's gathers,
+ * mesh_eval.ts's forward passes), which runs between steps, outside a step's accounting.
+ */
+export function isValidationKey(key: string): boolean {
+  return /(^|\/)eval[/:]/.test(key);
+}

@@ -85,6 +85,18 @@ export class Tensor {
     return new Tensor(this.gpu, this.buffer, shape, this.dtype, this.offset, false, this.label);
   }
 
+  /**
+   * A non-pooled view of elements [first, first + n) of a 4-byte dtype. Its byte offset may miss
+   * the storage-binding alignment: copy, read or write it, and bind it only where first·4 is aligned.
+   * @throws Error when the range leaves the tensor or the dtype is f16.
+   */
+  range(first: number, n: number, label = this.label): Tensor {
+    if (this.dtype === 'f16' || first < 0 || n < 0 || first + n > this.size) {
+      throw new Error(`range: elements [${first}, ${first + n}) of ${this.dtype} [${this.shape}] (4-byte dtypes only)`);
+    }
+    return new Tensor(this.gpu, this.buffer, [n], this.dtype, this.offset + first * 4, false, label);
+  }
+
   /** Hands the buffer back to the pool (no-op for views and slices). Idempotent. */
   release(): void {
     if (this.released || !this.pooled) return;

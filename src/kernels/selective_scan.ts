@@ -124,7 +124,7 @@ export function pieces(total: number, per: number, forced: number | null, cpu: b
 
 /** A tensor of `n` floats at element `off` of `base` (a view for copies; not released on its own). */
 export function at(base: Tensor, off: number, n: number): Tensor {
-  return new Tensor(base.gpu, base.buffer, [n], 'f32', base.offset + off * 4, false, base.label);
+  return base.range(off, n);
 }
 
 /** Pooled [A | Dskip | bias | extra…] scratch, so the kernels bind one buffer for the small operands. */

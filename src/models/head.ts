@@ -59,7 +59,7 @@ export function headChunkRows(gpu: Gpu, vocab: number): number {
 
 /** Element i of t as a one-element tensor, for buffer-to-buffer copies (4-byte aligned only). */
 function element(t: Tensor, i: number): Tensor {
-  return new Tensor(t.gpu, t.buffer, [1], t.dtype, t.offset + 4 * i, false, `${t.label}[${i}]`);
+  return t.range(i, 1, `${t.label}[${i}]`);
 }
 
 /**

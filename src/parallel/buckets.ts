@@ -89,15 +89,7 @@ function paddedSize(store: ParamStore, i: number): number {
 
 /** A view of flat buffer `flat` over elements [start, end) (start must be 256-byte aligned to be bound). */
 export function sliceOf(flat: Tensor, start: number, end: number, label = ''): Tensor {
-  return new Tensor(
-    flat.gpu,
-    flat.buffer,
-    [end - start],
-    'f32',
-    flat.offset + start * 4,
-    false,
-    label || `${flat.label}[${start}:${end}]`,
-  );
+  return flat.range(start, end - start, label || `${flat.label}[${start}:${end}]`);
 }
 
 /** A tape that also keeps every node offered to it, so the last use of each parameter is known before backward. */

@@ -20,7 +20,8 @@ import {
   rankParams,
   type StrategyKind,
 } from './plan.ts';
-import { recurrentBlockTraffic } from './arch_params.ts';
+import { type Push, recurrentBlockTraffic } from './arch_params.ts';
+import { compressRows, type RankGradMatrices } from './compressed_rows.ts';
 
 export type PlanDim = 'dp' | 'tp' | 'pp' | 'cp' | 'ep';
 
@@ -40,6 +41,13 @@ export interface CommRow {
   messages: number;
   /** False where the count depends on choices the formula cannot see (ZeRO-2/3 per-layer padding without the trainer's buckets). */
   exact: boolean;
+  /**
+   * Bulk traffic the plan's compression policy applies to (compressed_rows.ts): activations and
+   * their gradients (`act`), or the dp gradient sync of the dense or expert parameters.
+   */
+  bulk?: 'act' | 'dense' | 'expert';
+  /** The compression scheme this row's words are counted under (compressed_rows.ts). */
+  scheme?: string;
 }
 
 /** Knobs of {@link stepTraffic}: collective algorithm (default ring), MoE routing, Linear biases. */
@@ -73,6 +81,11 @@ export interface TrafficOptions {
    * norm). Absent (a plan no trainer runs): the dp loss average and ZeRO's norm over dp·cp.
    */
   trainer?: StrategyKind;
+  /**
+   * This rank's gradient matrices (grad_compression.ts rankGradMatrices), which PowerSGD's words
+   * depend on; absent, a dp=powersgd row is marked inexact.
+   */
+  gradMatrices?: RankGradMatrices;
 }
 
 /**
@@ -123,6 +136,7 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
     n: number,
     calls: number,
     exact = true,
+    bulk?: CommRow['bulk'],
   ) => {
     if (group.length < 2 || calls === 0 || n === 0) return;
     const a: Algorithm = coll === 'allToAll' || (coll === 'reduceScatter' && algo === 'recursive-doubling')
@@ -142,8 +156,10 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
       elements: tr.elements * calls,
       messages: tr.messages * calls,
       exact,
+      ...(bulk && { bulk }),
     });
   };
+  const bulk: Push = (dim, what, coll, group, n, calls) => push(dim, what, coll, group, n, calls, true, 'act');
   const sends = (dim: PlanDim, what: string, group: number[], n: number, count: number, exact = true) => {
     if (count > 0 && n > 0) {
       rows.push({
@@ -157,16 +173,17 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
         elements: n * count,
         messages: count,
         exact,
+        bulk: 'act',
       });
     }
   };
   // dp: gradient synchronisation (and ZeRO's parameter gathers).
   const dpcp = (keep: (d: number) => boolean) =>
     [...Array(dp).keys()].filter(keep).flatMap((d) => [...Array(cp).keys()].map((c) => at({ dp: d, cp: c })));
-  const sync = (what: string, group: number[], psi: number, buckets?: number[]) => {
+  const sync = (what: 'dense' | 'expert', group: number[], psi: number, buckets?: number[]) => {
     const d = group.length, calls = (buckets ?? [psi]).map((n) => ({ n, padded: buckets ? n : Math.ceil(n / d) * d }));
     for (const { n, padded } of calls) {
-      if (zero === 0) push('dp', `${what} gradients`, 'allReduce', group, n, 1);
+      if (zero === 0) push('dp', `${what} gradients`, 'allReduce', group, n, 1, true, what);
       else if (zero < 3) {
         // ZeRO-2 reduces per 'layer' unit, whose 256-byte padding the formula cannot see without the buckets.
         push(
@@ -208,7 +225,7 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   // gpt-moe: a MoE block's MLP is the replicated MoE sub-layer, with no tp collective of its own.
   const moeBlocks = model.layout?.arch === 'gpt-moe' ? moeLayers : 0;
   if (recurrent) {
-    recurrentBlockTraffic(recurrent, push, tpGroup, {
+    recurrentBlockTraffic(recurrent, bulk, tpGroup, {
       b,
       s,
       C,
@@ -221,22 +238,22 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
       P,
     });
   } else if (!sp) {
-    push('tp', 'layer outputs fwd + inputs bwd', 'allReduce', tpGroup, bsh, (4 * L - 2 * moeBlocks) * m);
-    push('tp', 'recomputed layer outputs (bwd)', 'allReduce', tpGroup, bsh, again ? (2 * L - moeBlocks) * m : 0);
+    bulk('tp', 'layer outputs fwd + inputs bwd', 'allReduce', tpGroup, bsh, (4 * L - 2 * moeBlocks) * m);
+    bulk('tp', 'recomputed layer outputs (bwd)', 'allReduce', tpGroup, bsh, again ? (2 * L - moeBlocks) * m : 0);
   } else {
-    push('tp', 'sequence-parallel gathers (2 fwd, 2 bwd per layer)', 'allGather', tpGroup, bsh, 4 * L * m);
-    push('tp', 'sequence-parallel scatters (2 fwd, 2 bwd per layer)', 'reduceScatter', tpGroup, bsh, 4 * L * m);
-    push('tp', 'recomputed sequence-parallel gathers (bwd)', 'allGather', tpGroup, bsh, 2 * again);
-    push('tp', 'recomputed sequence-parallel scatters (bwd)', 'reduceScatter', tpGroup, bsh, 2 * again);
+    bulk('tp', 'sequence-parallel gathers (2 fwd, 2 bwd per layer)', 'allGather', tpGroup, bsh, 4 * L * m);
+    bulk('tp', 'sequence-parallel scatters (2 fwd, 2 bwd per layer)', 'reduceScatter', tpGroup, bsh, 4 * L * m);
+    bulk('tp', 'recomputed sequence-parallel gathers (bwd)', 'allGather', tpGroup, bsh, 2 * again);
+    bulk('tp', 'recomputed sequence-parallel scatters (bwd)', 'reduceScatter', tpGroup, bsh, 2 * again);
   }
   if (!sp) {
-    if (first) push('tp', 'vocab-parallel embedding (fwd)', 'allReduce', tpGroup, bsh, m);
-    if (last) push('tp', 'LM head input (bwd)', 'allReduce', tpGroup, bsh, m);
+    if (first) bulk('tp', 'vocab-parallel embedding (fwd)', 'allReduce', tpGroup, bsh, m);
+    if (last) bulk('tp', 'LM head input (bwd)', 'allReduce', tpGroup, bsh, m);
   } else {
-    if (first) push('tp', 'embedding scatter (fwd)', 'reduceScatter', tpGroup, bsh, m);
-    if (first) push('tp', 'embedding gather (bwd)', 'allGather', tpGroup, bsh, m);
-    if (last) push('tp', 'LM head gather (fwd)', 'allGather', tpGroup, bsh, m);
-    if (last) push('tp', 'LM head scatter (bwd)', 'reduceScatter', tpGroup, bsh, m);
+    if (first) bulk('tp', 'embedding scatter (fwd)', 'reduceScatter', tpGroup, bsh, m);
+    if (first) bulk('tp', 'embedding gather (bwd)', 'allGather', tpGroup, bsh, m);
+    if (last) bulk('tp', 'LM head gather (fwd)', 'allGather', tpGroup, bsh, m);
+    if (last) bulk('tp', 'LM head scatter (bwd)', 'reduceScatter', tpGroup, bsh, m);
     push('tp', 'LayerNorm and row-parallel bias gradients', 'allReduce', tpGroup, par.spReplicated, 1);
   }
   if (last) push('tp', 'vocab-parallel cross-entropy (max, target, sum-exp)', 'allReduce', tpGroup, b * s, 3 * m);
@@ -254,16 +271,16 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
     sends('cp', 'ring attention dK,dV accumulators (bwd, last hop returns them)', cpGroup, kv, cp * L * m);
     sends('cp', 'recomputed ring attention K,V blocks (bwd)', cpGroup, kv, (cp - 1) * core);
   } else if (cp > 1) {
-    push('cp', 'Ulysses packed q, k, v (fwd + bwd)', 'allToAll', cpGroup, 3 * b * s * (C / t), 2 * L * m);
-    push('cp', 'Ulysses attention output (fwd + bwd)', 'allToAll', cpGroup, b * s * (C / t), 2 * L * m);
-    push('cp', 'recomputed Ulysses packed q, k, v (bwd)', 'allToAll', cpGroup, 3 * b * s * (C / t), core);
-    push('cp', 'recomputed Ulysses attention output (bwd)', 'allToAll', cpGroup, b * s * (C / t), core);
+    bulk('cp', 'Ulysses packed q, k, v (fwd + bwd)', 'allToAll', cpGroup, 3 * b * s * (C / t), 2 * L * m);
+    bulk('cp', 'Ulysses attention output (fwd + bwd)', 'allToAll', cpGroup, b * s * (C / t), 2 * L * m);
+    bulk('cp', 'recomputed Ulysses packed q, k, v (bwd)', 'allToAll', cpGroup, 3 * b * s * (C / t), core);
+    bulk('cp', 'recomputed Ulysses attention output (bwd)', 'allToAll', cpGroup, b * s * (C / t), core);
   }
   // ep: MoE dispatch and combine.
   if (model.nExpert && ep > 1) {
     const E = model.nExpert, tokens = sp ? (b * s) / t : b * s;
     const cap = Math.ceil(((o.capacityFactor ?? 1.25) * tokens * (o.topK ?? 1)) / E);
-    push(
+    bulk(
       'ep',
       `MoE dispatch + combine (capacity ${cap})`,
       'allToAll',
@@ -272,7 +289,7 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
       4 * moeLayers * m,
     );
   }
-  return rows;
+  return compressRows(rows, plan.compress, rank, o.gradMatrices);
 }
 
 /** Elements per parallel dimension and collective, summed over rows: `dp/allReduce` → elements. */

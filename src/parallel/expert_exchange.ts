@@ -22,7 +22,7 @@
 import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from '../autograd/tape.ts';
 import { collectiveOp } from '../autograd/collective.ts';
-import type { Communicator } from '../comm/communicator.ts';
+import type { FloatCollectives } from '../comm/compressed.ts';
 import type { ForwardOptions, ForwardResult } from '../models/model.ts';
 import type { MoECall, MoELanguageModel } from '../models/moe_layer.ts';
 import type { ExpertShard } from '../models/moe_specs.ts';
@@ -56,7 +56,7 @@ export interface ExchangeGeometry {
  * l·expertRows + s·cap + i holding source rank s's slot i of local expert l (padding rows 0).
  */
 export async function allToAllToExperts(
-  comm: Communicator,
+  comm: FloatCollectives,
   x: Float32Array,
   g: ExchangeGeometry,
 ): Promise<Float32Array> {
@@ -75,7 +75,7 @@ export async function allToAllToExperts(
 
 /** The inverse of {@link allToAllToExperts}: expert outputs (E/ep, expertRows, C) back to the ranks their tokens came from, (E, localRows, C). */
 export async function allToAllFromExperts(
-  comm: Communicator,
+  comm: FloatCollectives,
   y: Float32Array,
   g: ExchangeGeometry,
 ): Promise<Float32Array> {
@@ -93,7 +93,12 @@ export async function allToAllFromExperts(
 }
 
 /** Dispatch as an autograd function: forward {@link allToAllToExperts}, backward its inverse. */
-export function dispatchToExperts(tape: Tape, xe: Tensor, comm: Communicator, g: ExchangeGeometry): Promise<Tensor> {
+export function dispatchToExperts(
+  tape: Tape,
+  xe: Tensor,
+  comm: FloatCollectives,
+  g: ExchangeGeometry,
+): Promise<Tensor> {
   return collectiveOp(
     tape,
     xe,
@@ -105,7 +110,12 @@ export function dispatchToExperts(tape: Tape, xe: Tensor, comm: Communicator, g:
 }
 
 /** Combine's exchange as an autograd function: forward {@link allToAllFromExperts}, backward {@link allToAllToExperts}. */
-export function combineFromExperts(tape: Tape, ye: Tensor, comm: Communicator, g: ExchangeGeometry): Promise<Tensor> {
+export function combineFromExperts(
+  tape: Tape,
+  ye: Tensor,
+  comm: FloatCollectives,
+  g: ExchangeGeometry,
+): Promise<Tensor> {
   return collectiveOp(
     tape,
     ye,
@@ -121,7 +131,7 @@ export async function moeExpertParallel(
   tape: Tape,
   model: MoELanguageModel,
   call: MoECall,
-  comm: Communicator,
+  comm: FloatCollectives,
 ): Promise<Tensor> {
   const layers = model.moeLayers;
   const { routing, xe } = layers.route(tape, call.x, call.layer, 1);
@@ -148,7 +158,7 @@ export async function forwardExpertParallel(
   targets: Tensor | null,
   b: number,
   t: number,
-  comm: Communicator,
+  comm: FloatCollectives,
   opts: ForwardOptions = {},
 ): Promise<ForwardResult> {
   if (model.shard.count * comm.size !== model.moe.nExpert) {

@@ -16,6 +16,7 @@
  * ZeRO enter the micro-batch schedule.
  */
 import type { Gpu } from '../gpu/context.ts';
+import type { Tensor } from '../gpu/tensor.ts';
 import type { AdamWSlot } from '../train/optimizer.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import type { MeshCoords } from '../comm/mesh.ts';
@@ -36,6 +37,8 @@ import {
   sliceOf,
 } from './buckets.ts';
 import { expertOf } from '../models/moe_specs.ts';
+import type { CompressPolicy } from '../comm/compression.ts';
+import { type GradReduce, gradReduce } from './grad_compression.ts';
 
 /** The groups one rank synchronises over (world ranks), from the mesh trainer. */
 export interface SyncGroups {
@@ -64,6 +67,9 @@ export class GradSync {
   private readonly expertGrads: Communicator | null;
   private readonly ep: number;
   private readonly dp: number;
+  /** The dp·cp average of the dense gradient and the edp sum of the experts' (under the plan's dp compression). */
+  private readonly denseAverage: GradReduce;
+  private readonly expertSum: GradReduce | null;
   /** Data parallelism of a whole replica: the gradient buckets allReduced during the last backward, else null. */
   readonly buckets: Bucket[] | null;
   /** The last step's bucket launches ({@link bucketedBackward}); empty without buckets. */
@@ -81,7 +87,14 @@ export class GradSync {
     world: Communicator,
     tp: Communicator,
     groups: SyncGroups,
-    o: { zero: number; sp: boolean; cp: number; ep?: number; bucketBytes?: number | 'layer' },
+    o: {
+      zero: number;
+      sp: boolean;
+      cp: number;
+      ep?: number;
+      bucketBytes?: number | 'layer';
+      compress?: CompressPolicy;
+    },
   ) {
     const sync = world.newGroup(groups.dpcp, `${o.cp > 1 ? 'dpcp' : 'dp'}[${groups.dpcp.join(',')}]`);
     this.dpGrads = subGroup(sync, 'grads');
@@ -102,9 +115,14 @@ export class GradSync {
     this.experts = moe ? ps.filter((p) => expertOf(p.name)) : [];
     const edp = groups.dp.filter((_, d) => d % this.ep === this.coords.dp % this.ep);
     // DDP's buckets, reduced while backward runs.
-    const ddp = replica && !o.zero && groups.dpcp.length > 1;
+    // A compressed dp gradient is reduced whole after the schedule (its residuals span the vector).
+    const ddp = replica && !o.zero && groups.dpcp.length > 1 && (o.compress?.dp.kind ?? 'none') === 'none';
     this.buckets = ddp ? planBuckets(stages.params, o.bucketBytes ?? 1 << 20) : null;
     this.expertGrads = moe && edp.length > 1 ? subGroup(world.newGroup(edp, `edp[${edp.join(',')}]`), 'experts') : null;
+    this.denseAverage = gradReduce(gpu, this.dpGrads, this.dense, o.compress?.dp, 'avg', 'grads');
+    this.expertSum = this.expertGrads
+      ? gradReduce(gpu, this.expertGrads, this.experts, o.compress?.dp, 'sum', 'experts')
+      : null;
   }
 
   /**
@@ -147,15 +165,12 @@ export class GradSync {
       return zero.squaredNorm((n) => this.counts(n));
     }
     // Packed without the store's alignment gaps, so the allReduce moves exactly Ψ_r = rankParams().dense elements.
-    const grads = this.pack(flat, this.dense);
-    await this.dpGrads.allReduce(grads, { op: 'avg' });
-    this.unpack(grads, flat, this.dense);
+    this.unpack(await this.denseAverage.reduce(this.pack(flat, this.dense)), flat, this.dense);
     if (this.experts.length) {
       // An expert's gradient already sums its EP group's tokens (the backward all-to-all brought
-      // them): summed over the dp ranks holding the same expert, then divided by dp.
-      const e = this.pack(flat, this.experts);
-      if (this.expertGrads) await this.expertGrads.allReduce(e, { op: 'sum' });
-      this.unpack(e.map((v) => v / this.dp), flat, this.experts);
+      // them): summed over the edp ranks holding the same expert, then divided by dp.
+      const e = this.pack(flat, this.experts), sum = this.expertSum ? await this.expertSum.reduce(e) : e;
+      this.unpack(sum.map((v) => v / this.dp), flat, this.experts);
     }
     gpu.write(stages.params.grads, flat);
     // Replicas hold equal averaged gradients: dp / cp index 0 counts dense ones, the first EP group experts.
@@ -175,6 +190,14 @@ export class GradSync {
       gpu.write(sliceOf(grads, b.start, b.end), host);
     });
     this.reduced = true;
+  }
+
+  /** What the dp compression carries between steps (grad_compression.ts), keyed `compress.<group>.<name>`. */
+  compressionState(): Record<string, Tensor> {
+    const out: Record<string, Tensor> = {};
+    for (const [k, t] of Object.entries(this.denseAverage.state())) out[`compress.dp.${k}`] = t;
+    for (const [k, t] of Object.entries(this.expertSum?.state() ?? {})) out[`compress.edp.${k}`] = t;
+    return out;
   }
 
   /** The last step's bucket launches of its last reducing backward (DDP or ZeRO); empty without buckets. */

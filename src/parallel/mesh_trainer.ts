@@ -87,6 +87,7 @@ import { rankModel } from './rank_model.ts';
 import { type Sent, TrafficMeter } from './traffic.ts';
 import type { ModelStages } from './stages.ts';
 import { takePositions } from './context_parallel.ts';
+import { MeshEval } from './mesh_eval.ts';
 import { GradSync } from './grad_sync.ts';
 import { AdamW } from '../train/optimizer.ts';
 
@@ -128,6 +129,8 @@ export class MeshTrainer {
   private readonly opt: AdamW;
   /** f16-mixed: the dynamic loss scaler (train/loss_scale.ts), the same on every rank; else null. */
   readonly scaler: LossScaler | null;
+  /** Validation of a split model over the ranks (mesh_eval.ts); null under ep or ZeRO-3, which it does not cover. */
+  readonly validation: MeshEval | null;
 
   /**
    * @param world the world communicator (size dp·pp·cp·tp); every rank constructs the trainer
@@ -153,7 +156,7 @@ export class MeshTrainer {
     this.stages = rm.stages;
     const T = cfg.blockSize, tp = rm.comm('tp');
     this.rows = cfg.batchSize / plan.dp;
-    this.exec = new PipelineExecutor(gpu, this.stages, rm.comm('pp'), this.program, this.rows, T / plan.cp);
+    this.exec = new PipelineExecutor(gpu, this.stages, rm.p2p, this.program, this.rows, T / plan.cp);
     this.exec.autocast = autocastOf(cfg.precision);
     checkPrecision(gpu, cfg.precision);
     this.scaler = lossScalerFor(cfg);
@@ -162,6 +165,13 @@ export class MeshTrainer {
     this.meter = TrafficMeter.of(world);
     this.lossAcc = gpu.zeros([2], 'f32', 'mesh.loss');
     this.opt = new AdamW(gpu, cfg);
+    const { stages, rows, positions, coords } = this, mine = (a: Int32Array) => this.mine(a);
+    this.validation = plan.ep > 1 || plan.zero === 3 ? null : new MeshEval(
+      { gpu, cfg, data, stages, rows, positions, coords, dpcp: plan.dp * plan.cp, mine },
+      rm.comm('pp'),
+      world,
+      this.program.v,
+    );
   }
 
   /**
@@ -184,13 +194,12 @@ export class MeshTrainer {
     const seed = this.exec.lossScale = this.scaler ? scale / (plan.dp * plan.cp) : 1;
     // Micro-batch j as the single-rank Trainer draws it; this dp replica's rows of it, then this
     // cp rank's tokens of each row; the executor reads micro-batch j at rows [j·b, (j+1)·b).
-    const b = this.rows, T = cfg.blockSize, from = this.coords.dp * b * T, m = plan.microBatches;
-    const n = b * this.positions.length, x = new Int32Array(m * n), y = new Int32Array(m * n);
-    const mine = (a: Int32Array) => takePositions(a.slice(from, from + b * T), b, T, this.positions);
+    const m = plan.microBatches, n = this.rows * this.positions.length;
+    const x = new Int32Array(m * n), y = new Int32Array(m * n);
     for (let j = 0; j < m; j++) {
-      const batch = this.data.batch('train', cfg.batchSize, T, cfg.seed, step, j);
-      x.set(mine(batch.x), j * n);
-      y.set(mine(batch.y), j * n);
+      const batch = this.data.batch('train', cfg.batchSize, cfg.blockSize, cfg.seed, step, j);
+      x.set(this.mine(batch.x), j * n);
+      y.set(this.mine(batch.y), j * n);
     }
     await this.exec.run(x, y, this.lossAcc, span, this.sync.hooks(m));
 
@@ -260,13 +269,20 @@ export class MeshTrainer {
 
   /** What a checkpoint of this rank holds: the store's values and AdamW moments, or ZeRO's remaining buffers and pieces. */
   trainingState(): Record<string, Tensor> {
-    return this.sync.zero?.trainingState() ?? this.stages.params.trainingState();
+    const own = this.sync.zero?.trainingState() ?? this.stages.params.trainingState();
+    return { ...own, ...this.sync.compressionState() };
   }
 
   /** One line describing the plan and this rank's place in it. */
   describe(): string {
     const c = this.coords;
     return `${describePlan(this.plan)}; this rank at dp ${c.dp} · pp ${c.pp} · cp ${c.cp} · tp ${c.tp}`;
+  }
+
+  /** This rank's part of a (B, T) batch: its dp replica's rows, then its cp tokens of each row. */
+  private mine(a: Int32Array): Int32Array {
+    const b = this.rows, T = this.cfg.blockSize, from = this.coords.dp * b * T;
+    return takePositions(a.slice(from, from + b * T), b, T, this.positions);
   }
 
   private byName(all: Float32Array): Map<string, Float32Array> {
@@ -278,6 +294,7 @@ export class MeshTrainer {
     this.sync.zero?.destroy();
     this.stages.params.destroy();
     this.lossAcc.release();
+    this.validation?.release();
     this.opt.dispose();
   }
 }

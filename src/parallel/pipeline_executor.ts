@@ -10,7 +10,7 @@ import type { Tensor } from '../gpu/tensor.ts';
 import { Tape } from '../autograd/tape.ts';
 import { RULES } from '../autograd/rules.ts';
 import { axpy } from '../kernels/elementwise.ts';
-import type { Communicator } from '../comm/communicator.ts';
+import type { FloatCollectives } from '../comm/compressed.ts';
 import { wallMs } from '../comm/trace.ts';
 import type { PipeAction, PipelineSchedule } from './pipeline_schedule.ts';
 import { label, type Span } from './pipeline_sim.ts';
@@ -73,7 +73,7 @@ export class PipelineExecutor {
   constructor(
     readonly gpu: Gpu,
     readonly model: PipelineStageModel,
-    readonly p2p: Communicator,
+    readonly p2p: FloatCollectives,
     readonly plan: PipelineSchedule,
     readonly rows: number,
     readonly t: number,
@@ -84,6 +84,28 @@ export class PipelineExecutor {
   autocast: Autocast | null = null;
   /** The loss scale S the backward starts from (f16-mixed, train/loss_scale.ts); 1 otherwise. */
   lossScale = 1;
+
+  /**
+   * Forward passes only (validation): runs this rank's program — forward, send-act and recv-act
+   * actions (mesh_eval.ts forwardProgram) — with no loss scale and no load-balancing terms, so
+   * `lossAcc` gets the cross-entropy alone, then disposes every tape.
+   * @throws (rejects with) a peer's failure or timeout, or an action out of order.
+   */
+  async runForward(x: Int32Array, y: Int32Array, lossAcc: Tensor): Promise<void> {
+    const slots = new Map<string, Slot>(), scale = this.lossScale;
+    this.hooks = {};
+    this.lossScale = 1;
+    this.forwardOnly = true;
+    try {
+      for (const a of this.plan.ranks[this.p2p.rank]) await this.action(a, x, y, lossAcc, slots, () => {});
+    } finally {
+      for (const s of slots.values()) s.tape.dispose();
+      this.lossScale = scale;
+      this.forwardOnly = false;
+    }
+  }
+
+  private forwardOnly = false;
 
   /**
    * Runs this rank's program over micro-batches of `x`, `y` (m·b·t host ids, micro i = rows
@@ -131,7 +153,7 @@ export class PipelineExecutor {
         const run = async (beforeBlock?: BeforeBlock) => {
           const x = a.stage === 0 ? await model.embed(tape, bx.slice(...rows), b, t) : slot.input!;
           const out = await model.blocks(tape, x, a.stage, b, t, beforeBlock), m = this.plan.m;
-          const aux = model.auxLoss?.(tape, this.lossScale / m);
+          const aux = this.forwardOnly ? null : model.auxLoss?.(tape, this.lossScale / m);
           if (aux) axpy(gpu, 1 / m, aux, lossAcc); // the stage's MoE load-balancing terms join the loss it reports
           if (a.stage === model.S - 1) {
             axpy(gpu, 1 / m, await model.head(tape, out, by.slice(...rows), this.lossScale / m), lossAcc);

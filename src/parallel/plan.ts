@@ -13,6 +13,7 @@
  * work with tp 2. Padded rows are never a target; the cross-entropy must mask their logits
  * to −∞ so the loss equals the unpadded model's.
  */
+import { compresses, type CompressPolicy, formatCompressPolicy } from '../comm/compression.ts';
 import { DeviceMesh, type MeshCoords, type MeshDim } from '../comm/mesh.ts';
 import { SCHEDULE_KINDS, type ScheduleKind } from './pipeline_schedule.ts';
 
@@ -40,6 +41,8 @@ export interface ParallelPlan {
   virtualStages: number;
   microBatches: number;
   cpKind: CpKind;
+  /** Compression per parallel dimension (comm/compression.ts); absent: none. */
+  compress?: CompressPolicy;
 }
 
 /** What validation needs from the model. `nExpert` is set for MoE models only. */
@@ -120,6 +123,11 @@ export function planProblems(plan: ParallelPlan, model: PlanModel, worldSize?: n
   if (!div(nHead, tp)) out.push(`heads ${nHead} not divisible by tp ${tp}`);
   if (sp && tp === 1) out.push('sequence parallel (sp) requires tp > 1');
   if (zero > 0 && dp * cp === 1) out.push(`zero ${zero} shards over the dp·cp group and requires dp·cp > 1`);
+  if (zero > 0 && plan.compress && plan.compress.dp.kind !== 'none') {
+    out.push(
+      `compressing the dp gradients (--compress dp=…) needs zero 0: ZeRO's reduce-scatters and all-gathers run uncompressed (got zero ${zero})`,
+    );
+  }
   const stages = pp * v;
   if (!div(nLayer, stages)) {
     out.push(
@@ -206,7 +214,8 @@ export function describePlan(p: ParallelPlan): string {
   return `dp ${p.dp} · pp ${p.pp} · cp ${p.cp}${
     p.cp > 1 ? ` (${p.cpKind})` : ''
   } · tp ${p.tp} · ep ${p.ep} · zero ${p.zero} · ` +
-    `sp ${p.sp ? 'on' : 'off'} · ${sched} × ${p.microBatches} micro-batches (${planWorldSize(p)} ranks)`;
+    `sp ${p.sp ? 'on' : 'off'} · ${sched} × ${p.microBatches} micro-batches (${planWorldSize(p)} ranks)` +
+    (compresses(p.compress) ? ` · compress ${formatCompressPolicy(p.compress!)}` : '');
 }
 
 /** Parameter elements one rank holds: `dense` (synchronised over dp·cp) and `expert` (over dp·cp/ep). */

@@ -21,7 +21,8 @@ import {
   type StrategyKind,
   zeroWorkingElements,
 } from './plan.ts';
-import { type PlanDim, stepTraffic, type TrafficOptions } from './cost.ts';
+import type { PlanDim, TrafficOptions } from './cost.ts';
+import { compressionSection, rankStepTraffic } from './compression_report.ts';
 import { rankMemory } from './memory_cost.ts';
 import { bubbleFraction, dryRun } from './pipeline_sim.ts';
 import { makeSchedule, peakInFlight } from './pipeline_schedule.ts';
@@ -113,7 +114,11 @@ export function predictionReport(
     ], memRows),
   );
   out.push(activationNote(acts, plan, model, me), '');
-  out.push(...trafficSection(plan, model, net, traffic, me), ...pipelineSection(plan, model, net, o, b));
+  out.push(
+    ...trafficSection(plan, model, cfg, net, traffic, me),
+    ...compressionSection(plan, model, cfg, net, traffic, me),
+    ...pipelineSection(plan, model, net, o, b),
+  );
   return { text: out.join('\n'), acts };
 }
 
@@ -121,6 +126,7 @@ export function predictionReport(
 function trafficSection(
   plan: ParallelPlan,
   model: PlanModel,
+  cfg: TrainConfig,
   net: NetworkModel,
   opts: TrafficOptions,
   me: number,
@@ -128,7 +134,7 @@ function trafficSection(
   const out: string[] = [];
   const ranks = [...Array(planWorldSize(plan)).keys()];
   const dims: PlanDim[] = ['dp', 'tp', 'pp', 'cp', 'ep'];
-  const traffic = ranks.map((r) => stepTraffic(plan, model, r, opts));
+  const traffic = ranks.map((r) => rankStepTraffic(plan, model, cfg, r, opts));
   out.push('communication per optimizer step: elements each rank sends, by parallel dimension (4 B each)');
   out.push(
     table(

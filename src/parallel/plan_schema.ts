@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { CP_KINDS, type CpKind, makePlan, type ParallelPlan, planWorldSize } from './plan.ts';
 import { SCHEDULE_KINDS, type ScheduleKind } from './pipeline_schedule.ts';
 import { NET_PRESETS, parseNetwork } from '../comm/network.ts';
+import { parseCompressPolicy } from '../comm/compression.ts';
 
 /** Ranks of a real run (one worker and WebGPU device each). */
 export const MAX_RUN_WORLD = 64;
@@ -50,6 +51,15 @@ export const PlanSchema = z.object({
   ),
   virtualStages: z.number().int().min(1).max(1024).default(1).describe('model chunks per pipeline rank (interleaved)'),
   cpKind: z.enum(CP_KINDS as [CpKind, ...CpKind[]]).default('ring').describe('context-parallel attention'),
+  compress: z.string().default('none').superRefine((text, ctx) => {
+    try {
+      parseCompressPolicy(text);
+    } catch (e) {
+      ctx.addIssue({ code: 'custom', message: (e as Error).message });
+    }
+  }).describe(
+    'compression per dimension, e.g. dp=powersgd:4,tp=fp16,pp=int8 (schemes: none, fp16, bf16, int8[:block], topk[:density], sign, powersgd[:rank], dp only), or naive:<scheme>',
+  ),
   net: netSpec.optional().describe(
     `network model: ${Object.keys(NET_PRESETS).join(' | ')} or 'intra=…GB/s,…us;inter=…;node=N'`,
   ),
@@ -81,6 +91,7 @@ export function planFromOptions(
     schedule: o.ppSchedule,
     virtualStages: o.virtualStages,
     cpKind: o.cpKind,
+    compress: parseCompressPolicy(o.compress),
   });
   const world = planWorldSize(plan);
   if (world > maxWorld) {

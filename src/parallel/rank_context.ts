@@ -16,6 +16,7 @@ import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from '../autograd/tape.ts';
 import { add, crossEntropy, embedding, flashAttention, linear } from '../autograd/ops.ts';
 import type { Communicator } from '../comm/communicator.ts';
+import type { FloatCollectives } from '../comm/compressed.ts';
 import type { ParamStore } from '../nn/params.ts';
 import { type ContextAttnDims, LOCAL, type ModelContext, type ModelInput, uploadIds } from '../models/context.ts';
 import type { ForwardOptions, ForwardResult } from '../models/model.ts';
@@ -41,7 +42,15 @@ export interface RankContextOptions {
   /** Megatron sequence parallelism (needs tp > 1 and B·T divisible by tp). */
   sequenceParallel?: boolean;
   /** This rank holds the tokens at global `positions` of every sequence; attention runs over `group`. */
-  context?: { group: Communicator; kind: CpKind; positions: Int32Array };
+  context?: {
+    group: FloatCollectives;
+    /** The plain communicator under `group` when it is compressed (validation's groups derive from it). */
+    comm?: Communicator;
+    kind: CpKind;
+    positions: Int32Array;
+  };
+  /** The activations' collectives over tp (default: the tp group's `act` sub-group, uncompressed). */
+  act?: FloatCollectives;
 }
 
 /** The parallel context of one rank (see the module doc). */
@@ -49,8 +58,9 @@ export class RankContext implements ModelContext {
   readonly tp: number;
   readonly sequenceParallel: boolean;
   readonly shard: VocabShard;
-  private readonly act: Communicator;
-  private readonly ce: Communicator;
+  private act: FloatCollectives;
+  private ce: Communicator;
+  private attnGroup: FloatCollectives | undefined;
   /** Row-parallel bias values → their (C, 1) views, the weight of a 1-input linear: y = 1·bᵀ. */
   private readonly biasCols = new Map<Tensor, Tensor>();
   /**
@@ -65,8 +75,27 @@ export class RankContext implements ModelContext {
     this.sequenceParallel = !!o.sequenceParallel;
     if (this.sequenceParallel && this.tp === 1) throw new Error('sequence parallel requires tp > 1');
     this.shard = vocabShard(o.vocabSize, this.tp, o.tp.rank);
-    this.act = subGroup(o.tp, 'act');
+    this.act = o.act ?? subGroup(o.tp, 'act');
     this.ce = subGroup(o.tp, 'ce');
+    this.attnGroup = o.context?.group;
+  }
+
+  /**
+   * Runs `fn` with the activations, cross-entropy and attention traffic on `purpose` sub-groups of
+   * their groups, uncompressed (validation runs between steps on `eval` groups, so a step's
+   * traffic accounting never sees it), then restores the training groups.
+   */
+  async withGroups<T>(purpose: string, fn: () => Promise<T>): Promise<T> {
+    const saved = [this.act, this.ce, this.attnGroup] as const;
+    this.act = subGroup(this.o.tp, `act/${purpose}`);
+    this.ce = subGroup(this.o.tp, `ce/${purpose}`);
+    const cx = this.o.context;
+    if (cx) this.attnGroup = subGroup(cx.comm ?? (cx.group as Communicator), purpose);
+    try {
+      return await fn();
+    } finally {
+      [this.act, this.ce, this.attnGroup] = saved;
+    }
   }
 
   /** Whether every op is the single-rank one. */
@@ -152,8 +181,8 @@ export class RankContext implements ModelContext {
     if (!cx) return flashAttention(tape, qkv, local, label); // (B, T, C/tp): this rank's heads
     const ring = { ...local, causal: true };
     return cx.kind === 'ring'
-      ? await ringAttention(tape, qkv, ring, cx.group, label)
-      : await ulyssesAttention(tape, qkv, ring, cx.group, label);
+      ? await ringAttention(tape, qkv, ring, this.attnGroup!, label)
+      : await ulyssesAttention(tape, qkv, ring, this.attnGroup!, label);
   }
 
   /** A recurrent mixer core runs on this rank's own channels / heads: nothing crosses ranks. */

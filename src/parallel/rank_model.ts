@@ -13,6 +13,8 @@ import { subGroup } from './data_parallel.ts';
 import { ModelStages } from './stages.ts';
 import { RankContext } from './rank_context.ts';
 import { cpPositions } from './context_parallel.ts';
+import { type FloatCollectives, withCompression } from '../comm/compressed.ts';
+import { type CompressDim, NO_COMPRESSION } from '../comm/compression.ts';
 
 /** World ranks of a rank's group along each mesh dimension, its dp·cp sync group and its embedding group. */
 export type RankGroups = Record<MeshDim | 'dpcp' | 'embedding', number[]>;
@@ -33,6 +35,8 @@ export interface RankModel {
   comm(dim: MeshDim): Communicator;
   /** The dp·cp gradient-sync communicator, named `dp[…]` (`dpcp[…]` with cp). */
   sync(): Communicator;
+  /** The pipeline's point-to-point messages: the pp group under the plan's pp compression. */
+  p2p: FloatCollectives;
 }
 
 /**
@@ -69,12 +73,17 @@ export function rankModel(
   const positions = plan.cp > 1
     ? cpPositions(plan.cpKind, coords.cp, plan.cp, T)
     : Int32Array.from({ length: T }, (_, i) => i);
-  const context = plan.cp > 1 ? { group: subGroup(comm('cp'), 'attn'), kind: plan.cpKind, positions } : undefined;
-  const ctx = new RankContext({ tp: comm('tp'), vocabSize, sequenceParallel: plan.sp, context });
+  // Each dimension's bulk traffic under the plan's compression policy (compression.ts).
+  const compress = plan.compress ?? NO_COMPRESSION;
+  const floats = (c: Communicator, dim: CompressDim) => withCompression(c, gpu, compress[dim]);
+  const attn = plan.cp > 1 ? subGroup(comm('cp'), 'attn') : null;
+  const context = attn ? { group: floats(attn, 'cp'), comm: attn, kind: plan.cpKind, positions } : undefined;
+  const act = floats(subGroup(comm('tp'), 'act'), 'tp');
+  const ctx = new RankContext({ tp: comm('tp'), vocabSize, sequenceParallel: plan.sp, context, act });
   // Expert parallelism: ep consecutive dp ranks of the same (pp, cp, tp) coordinate (plan.ts planGroup).
   const ep = plan.ep > 1 ? planGroup(plan, 'ep', rank) : null;
-  const epComm = ep ? named(ep, `ep[${ep.join(',')}]`) : undefined;
-  const stages = new ModelStages(gpu, cfg, vocabSize, ctx, { ppRank: coords.pp, pp: plan.pp, v }, epComm);
+  const moe = ep ? floats(subGroup(named(ep, `ep[${ep.join(',')}]`), 'moe'), 'ep') : undefined;
+  const stages = new ModelStages(gpu, cfg, vocabSize, ctx, { ppRank: coords.pp, pp: plan.pp, v }, moe);
   const sync = () => named(groups.dpcp, `${plan.cp > 1 ? 'dpcp' : 'dp'}[${groups.dpcp.join(',')}]`);
-  return { coords, groups, positions, stages, comm, sync };
+  return { coords, groups, positions, stages, comm, sync, p2p: floats(comm('pp'), 'pp') };
 }

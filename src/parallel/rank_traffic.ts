@@ -3,6 +3,7 @@
  * by parallel dimension, and what cost.ts `stepTraffic` predicts for the same rank and trainer, so
  * the accounting can set them side by side.
  */
+import { rankGradMatrices } from './grad_compression.ts';
 import type { TrainConfig } from '../train/config.ts';
 import type { ParallelPlan, PlanModel, StrategyKind } from './plan.ts';
 import { type CommRow, type PlanDim, stepTraffic } from './cost.ts';
@@ -43,5 +44,8 @@ export function predictedTraffic(
     moeEvery: cfg.moeEvery,
     trainer: kind,
     recompute: cfg.recompute,
+    gradMatrices: plan.compress?.dp.kind === 'powersgd'
+      ? rankGradMatrices(cfg, model.vocabSize, plan, rank)
+      : undefined,
   });
 }

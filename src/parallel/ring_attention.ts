@@ -21,7 +21,7 @@
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from '../autograd/tape.ts';
-import type { Communicator } from '../comm/communicator.ts';
+import type { FloatCollectives } from '../comm/compressed.ts';
 import {
   flashBlockBackward,
   type FlashBlockDims,
@@ -114,7 +114,7 @@ export async function ringAttention(
   tape: Tape,
   qkv: Tensor,
   dims: RingDims,
-  group: Communicator,
+  group: FloatCollectives,
   label = 'ring_attn',
 ): Promise<Tensor> {
   checkRing(dims, qkv);
@@ -157,7 +157,7 @@ async function ringBackward(
   lse: Tensor,
   dyHost: Float32Array,
   dims: RingDims,
-  group: Communicator,
+  group: FloatCollectives,
 ): Promise<Float32Array> {
   const { b, t, c, nh } = dims, cp = group.size, r = group.rank, rows = b * t;
   const next = (r + 1) % cp, prev = (r + cp - 1) % cp;

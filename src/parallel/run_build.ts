@@ -61,7 +61,11 @@ export function buildTrainer(
     params: t.stages.params,
     memory: t.memory(),
     evalModel: whole && !sharded ? t.stages.model : undefined,
-    evaluate: whole && sharded ? () => zero.evaluate(data, cfg) : undefined,
+    evaluate: whole
+      ? (sharded ? () => zero.evaluate(data, cfg) : undefined)
+      : t.validation
+      ? () => t.validation!.run()
+      : undefined,
     buckets: zero?.callSizes() ?? t.sync.buckets?.map((b) => b.end - b.start),
     state: () => t.trainingState(),
     dispose: () => t.destroy(),

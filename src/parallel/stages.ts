@@ -18,8 +18,7 @@ import type { ParamSpec, ParamStore, Placement } from '../nn/params.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { createModel, createMoEModel, MOE_ARCHS, PIECES } from '../models/registry.ts';
 import { type MoELanguageModel, withAuxLoss } from '../models/moe_layer.ts';
-import type { Communicator } from '../comm/communicator.ts';
-import { subGroup } from './data_parallel.ts';
+import type { FloatCollectives } from '../comm/compressed.ts';
 import { expertShard, moeExpertParallel } from './expert_exchange.ts';
 import type { ForwardResult, LayeredModel, Piece } from '../models/model.ts';
 import { runPieces } from '../models/model.ts';
@@ -98,7 +97,7 @@ export class ModelStages implements PipelineStageModel {
     vocabSize: number,
     readonly ctx: RankContext,
     readonly at: StagePlace,
-    ep?: Communicator,
+    ep?: FloatCollectives,
   ) {
     checkPipelineSplit(cfg.nLayer, at.pp, at.v);
     if (ctx.tp > 1 && ['gpt', 'hybrid', 'linear'].includes(cfg.arch) && cfg.nHead % ctx.tp) {
@@ -202,12 +201,11 @@ function moeStageModel(
   vocabSize: number,
   ctx: RankContext,
   place: Placement | undefined,
-  ep: Communicator | undefined,
+  ep: FloatCollectives | undefined,
 ): MoELanguageModel {
   const shard = expertShard(cfg.nExpert, ep?.size ?? 1, ep?.rank ?? 0);
   const model = createMoEModel(gpu, cfg, vocabSize, { shard, place, groups: 1 });
-  const moe = ep ? subGroup(ep, 'moe') : null;
-  ctx.moe = (call) => (moe ? moeExpertParallel(call.tape, model, call, moe) : model.moeLayers.local(call.tape, call));
+  ctx.moe = (call) => (ep ? moeExpertParallel(call.tape, model, call, ep) : model.moeLayers.local(call.tape, call));
   return model;
 }
 

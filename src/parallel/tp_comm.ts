@@ -17,10 +17,10 @@
 import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from '../autograd/tape.ts';
 import { collectiveOp } from '../autograd/collective.ts';
-import type { Communicator } from '../comm/communicator.ts';
+import type { FloatCollectives } from '../comm/compressed.ts';
 
 /** Rows of x (N, C) given its last dimension; throws when N does not split over the group. */
-function rowsOf(x: Tensor, what: string, group: Communicator, split: boolean): { n: number; c: number } {
+function rowsOf(x: Tensor, what: string, group: FloatCollectives, split: boolean): { n: number; c: number } {
   const c = x.shape[x.shape.length - 1];
   const n = x.size / c;
   if (!Number.isInteger(n) || c < 1) throw new Error(`${what}: input [${x.shape}] is not (N, C)`);
@@ -39,7 +39,7 @@ function rowsOf(x: Tensor, what: string, group: Communicator, split: boolean): {
  * @param x (N, C) replicated over `group`. @returns y (N, C), the same values.
  * @throws Error when x is not two-dimensional in its last axis (see rowsOf).
  */
-export function copyToTensorParallelRegion(tape: Tape, x: Tensor, group: Communicator): Promise<Tensor> {
+export function copyToTensorParallelRegion(tape: Tape, x: Tensor, group: FloatCollectives): Promise<Tensor> {
   const { n, c } = rowsOf(x, 'copyToTensorParallelRegion', group, false);
   return collectiveOp(
     tape,
@@ -56,7 +56,7 @@ export function copyToTensorParallelRegion(tape: Tape, x: Tensor, group: Communi
  * backward. Sums the partial outputs of a row-parallel layer or the vocab-parallel embedding.
  * @param x (N, C) this rank's partial sum. @returns y (N, C), the sum over `group`.
  */
-export function reduceFromTensorParallelRegion(tape: Tape, x: Tensor, group: Communicator): Promise<Tensor> {
+export function reduceFromTensorParallelRegion(tape: Tape, x: Tensor, group: FloatCollectives): Promise<Tensor> {
   const { n, c } = rowsOf(x, 'reduceFromTensorParallelRegion', group, false);
   return collectiveOp(
     tape,
@@ -73,7 +73,7 @@ export function reduceFromTensorParallelRegion(tape: Tape, x: Tensor, group: Com
  * forward, reduce-scatter (sum) of the gradient backward. Sits before column-parallel layers.
  * @param x (N/p, C) this rank's rows. @returns y (N, C), every rank's rows in rank order.
  */
-export function gatherFromSequenceParallelRegion(tape: Tape, x: Tensor, group: Communicator): Promise<Tensor> {
+export function gatherFromSequenceParallelRegion(tape: Tape, x: Tensor, group: FloatCollectives): Promise<Tensor> {
   const { n, c } = rowsOf(x, 'gatherFromSequenceParallelRegion', group, false);
   return collectiveOp(
     tape,
@@ -92,7 +92,7 @@ export function gatherFromSequenceParallelRegion(tape: Tape, x: Tensor, group: C
  * @param x (N, C) this rank's partial sum. @returns y (N/p, C), rows [r·N/p, (r+1)·N/p) of the sum.
  * @throws Error when N is not a multiple of the group size.
  */
-export function reduceScatterToSequenceParallelRegion(tape: Tape, x: Tensor, group: Communicator): Promise<Tensor> {
+export function reduceScatterToSequenceParallelRegion(tape: Tape, x: Tensor, group: FloatCollectives): Promise<Tensor> {
   const { n, c } = rowsOf(x, 'reduceScatterToSequenceParallelRegion', group, true);
   return collectiveOp(
     tape,
@@ -112,7 +112,7 @@ export function reduceScatterToSequenceParallelRegion(tape: Tape, x: Tensor, gro
  * @param x (N, C) replicated. @returns y (N/p, C).
  * @throws Error when N is not a multiple of the group size.
  */
-export function scatterToSequenceParallelRegion(tape: Tape, x: Tensor, group: Communicator): Promise<Tensor> {
+export function scatterToSequenceParallelRegion(tape: Tape, x: Tensor, group: FloatCollectives): Promise<Tensor> {
   const { n, c } = rowsOf(x, 'scatterToSequenceParallelRegion', group, true);
   const rows = n / group.size, r = group.rank;
   return collectiveOp(
@@ -134,7 +134,7 @@ export function scatterToSequenceParallelRegion(tape: Tape, x: Tensor, group: Co
  * @param x (N, C). @returns y (N/p, C).
  * @throws Error when N is not a multiple of the group size.
  */
-export function localSequenceRows(tape: Tape, x: Tensor, group: Communicator): Promise<Tensor> {
+export function localSequenceRows(tape: Tape, x: Tensor, group: FloatCollectives): Promise<Tensor> {
   const { n, c } = rowsOf(x, 'localSequenceRows', group, true);
   const rows = n / group.size, r = group.rank;
   return collectiveOp(

@@ -17,7 +17,7 @@ import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from '../autograd/tape.ts';
 import { flashAttention } from '../autograd/ops.ts';
 import { collectiveOp } from '../autograd/collective.ts';
-import type { Communicator } from '../comm/communicator.ts';
+import type { FloatCollectives } from '../comm/compressed.ts';
 
 /** Local geometry: batch, the rank's T/cp rows, width C, heads (all of them). */
 export interface UlyssesDims {
@@ -90,7 +90,7 @@ export function seqToHeadAllToAll(
   x: Tensor,
   d: UlyssesDims,
   parts: number,
-  group: Communicator,
+  group: FloatCollectives,
 ): Promise<Tensor> {
   const cp = group.size, rows = d.b * d.t, w = (parts * d.c) / cp;
   return collectiveOp(tape, x, [d.b, cp * d.t, w], 'ulysses.seqToHead', async (host) => {
@@ -103,7 +103,7 @@ export function seqToHeadAllToAll(
 }
 
 /** Head-sharded z (B, T, C/cp) → sequence-sharded (B, T/cp, C) by one all-to-all; backward the inverse. */
-export function headToSeqAllToAll(tape: Tape, z: Tensor, d: UlyssesDims, group: Communicator): Promise<Tensor> {
+export function headToSeqAllToAll(tape: Tape, z: Tensor, d: UlyssesDims, group: FloatCollectives): Promise<Tensor> {
   const cp = group.size, rows = d.b * d.t, w = d.c / cp;
   return collectiveOp(tape, z, [d.b, d.t, d.c], 'ulysses.headToSeq', async (host) => {
     const res = await group.allToAll(packSeq(host, d.b, d.t, w, cp));
@@ -124,7 +124,7 @@ export async function ulyssesAttention(
   tape: Tape,
   qkv: Tensor,
   dims: UlyssesDims,
-  group: Communicator,
+  group: FloatCollectives,
   label = 'ulysses_attn',
 ): Promise<Tensor> {
   const cp = group.size, { b, t, c, nh } = dims;

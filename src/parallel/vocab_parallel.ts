@@ -19,6 +19,7 @@ import type { Tape } from '../autograd/tape.ts';
 import { embedding, mul } from '../autograd/ops.ts';
 import { collectiveOp } from '../autograd/collective.ts';
 import type { Communicator } from '../comm/communicator.ts';
+import type { FloatCollectives } from '../comm/compressed.ts';
 import { reduceFromTensorParallelRegion, reduceScatterToSequenceParallelRegion } from './tp_comm.ts';
 
 /** The vocabulary slice of one rank: global ids [start, start + rows), of which `valid` are < V. */
@@ -56,7 +57,7 @@ export async function vocabParallelEmbedding(
   hostTokens: Int32Array,
   shard: VocabShard,
   vocabSize: number,
-  group: Communicator,
+  group: FloatCollectives,
   b: number,
   t: number,
   sequenceParallel: boolean,

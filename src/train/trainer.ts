@@ -224,7 +224,7 @@ export class Trainer {
   }
 
   private slice(t: Tensor, start: number, len: number): Tensor {
-    return new Tensor(this.gpu, t.buffer, [len], t.dtype, t.offset + start * 4, false, `${t.label}[${start}]`);
+    return t.range(start, len, `${t.label}[${start}]`);
   }
 
   private growHistory(): void {

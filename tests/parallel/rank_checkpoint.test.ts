@@ -3,12 +3,15 @@
  * 2 of 4 steps; a fresh world restored from those files runs steps 2 and 3 with the same losses
  * and gradient norms as the uninterrupted run — for plain dp, ZeRO-3 (whose state is its pieces
  * and shard buffers), tp 2, pp 2 and ZeRO-2 over a pipeline. A file of another plan or rank, or
- * a damaged one, is refused with an error that says so.
+ * a damaged one, is refused with an error that says so. Under dp compression the files carry the
+ * error-feedback residuals and PowerSGD's Q and residuals, so the resumed steps match too.
  */
 import { equal, ok, rejects } from 'node:assert/strict';
 import { closeLocalWorld, localWorld } from '../../src/comm/local.ts';
 import { makePlan, type ParallelPlan, planWorldSize } from '../../src/parallel/plan.ts';
 import { RankRun } from '../../src/parallel/run.ts';
+import { decodeRankState } from '../../src/parallel/rank_checkpoint.ts';
+import { parseCompressPolicy } from '../../src/comm/compression.ts';
 import { TEXT, tinyConfig } from './harness.ts';
 import { deviceImpl, testBackend } from '../util/gpu.ts';
 
@@ -74,6 +77,8 @@ for (
     ['pp 2', { pp: 2 }],
     ['dp 2 · tp 2 · ZeRO-3', { dp: 2, tp: 2, zero: 3 }],
     ['dp 2 · pp 2 · ZeRO-2', { dp: 2, pp: 2, zero: 2 }],
+    ['dp 2 · top-k with error feedback', { dp: 2, compress: parseCompressPolicy('dp=topk:0.05') }],
+    ['dp 2 · PowerSGD rank 2', { dp: 2, compress: parseCompressPolicy('dp=powersgd:2') }],
   ] as const
 ) {
   Deno.test({
@@ -85,6 +90,11 @@ for (
       equal(whole.files.length, planWorldSize(plan));
       const resumed = await leg(plan, 4, -1, whole.files);
       equal(resumed.losses.length, 2, 'the resumed run starts at step 2');
+      if (plan.compress) {
+        // The compression's residuals (and PowerSGD's warm-started Q) travel in the rank files.
+        const keys = [...(await decodeRankState(whole.files[0], 'rank 0')).tensors.keys()];
+        ok(keys.some((k) => k.startsWith('compress.dp.')), `compression state saved: ${keys}`);
+      }
       for (let i = 0; i < 2; i++) {
         const [a, b] = [whole.losses[2 + i], resumed.losses[i]];
         ok(Math.abs(a - b) <= 1e-6 * Math.abs(a), `${name} step ${2 + i}: loss ${b} resumed vs ${a} uninterrupted`);

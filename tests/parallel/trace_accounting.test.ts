@@ -10,7 +10,7 @@
  */
 import { deepStrictEqual, equal, notDeepStrictEqual, ok, throws } from 'node:assert/strict';
 import { type ChromeTrace, type TraceEvent, WALL_PID } from '../../src/comm/trace.ts';
-import { sentElements, traceSends } from '../../src/comm/trace_bytes.ts';
+import { isValidationKey, sentElements, traceSends } from '../../src/comm/trace_bytes.ts';
 import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 import { runCli } from '../util/cli.ts';
@@ -25,7 +25,7 @@ async function exact(name: string, plan: Partial<ParallelPlan>, over: Partial<Tr
   for (const s of r.ranks) {
     // Outside the steps only ZeRO-3's validation gathers (group eval) may send.
     const outside = rows.filter((x) => x.rank === s.rank && x.step === null).flatMap((x) => Object.keys(x.sent)).filter(
-      (k) => !/(^|\/)eval\//.test(k),
+      (k) => !isValidationKey(k),
     );
     deepStrictEqual(outside, [], `${name}: rank ${s.rank} sent nothing outside the steps but validation gathers`);
     deepStrictEqual(

@@ -6,7 +6,7 @@
  */
 import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
 import { type ChromeTrace, toChromeTrace } from '../../src/comm/trace.ts';
-import { sentElements, traceSends } from '../../src/comm/trace_bytes.ts';
+import { isValidationKey, sentElements, traceSends } from '../../src/comm/trace_bytes.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 import { type ParallelPlan, planWorldSize } from '../../src/parallel/plan.ts';
 import { type RankSummary, sentByDim } from '../../src/parallel/run.ts';
@@ -61,7 +61,7 @@ export function traceMismatches(ranks: readonly RankSummary[], trace: unknown): 
     const steps = new Set(s.records.map((r) => r.step));
     for (const r of rows) {
       // ZeRO-3's validation gathers (group `eval`) run between steps, outside their accounting.
-      const sent = Object.fromEntries(Object.entries(r.sent).filter(([k]) => !/(^|\/)eval\//.test(k)));
+      const sent = Object.fromEntries(Object.entries(r.sent).filter(([k]) => !isValidationKey(k)));
       if (r.rank === s.rank && !steps.has(r.step as number) && Object.keys(sent).length) {
         out.push(
           `rank ${s.rank}: trace has sends at step ${r.step}, which the run did not report: ${JSON.stringify(sent)}`,

@@ -6,7 +6,7 @@
  * 1-bit Adam, arXiv 2102.02888).
  */
 import type { Gpu } from '../../gpu/context.ts';
-import type { DType, Tensor } from '../../gpu/tensor.ts';
+import { type DType, Tensor } from '../../gpu/tensor.ts';
 import { axpy } from '../elementwise.ts';
 
 /** One compressed message of `n` values: the wire tensors, in the order each scheme documents. */
@@ -81,20 +81,33 @@ export class ErrorFeedback {
    * @throws Error when `name` was used with another size, or on the compressor's own checks.
    */
   compress(gpu: Gpu, name: string, x: Tensor, c: Compressed, decoded?: Tensor): void {
-    let e = this.residuals.get(name);
-    if (e && e.size !== x.size) {
-      throw new Error(`ErrorFeedback: tensor '${name}' had ${e.size} elements, now ${x.size}`);
-    }
-    if (!e) {
-      e = gpu.zeros([x.size], 'f32', `ef.${name}`);
-      this.residuals.set(name, e);
-    }
+    const e = this.residualFor(gpu, name, x.size);
     axpy(gpu, 1, x, e);
     this.compressor.compress(gpu, e, c);
     const d = decoded ?? gpu.empty([x.size], 'f32', 'ef.decoded');
     this.compressor.decompress(gpu, c, d);
     axpy(gpu, -1, d, e);
     if (!decoded) d.release(); // safe at once: later users of the buffer are encoded after
+  }
+
+  /**
+   * The residual of `name` (n, f32), created at zero on first use: a checkpoint restores into it
+   * before the first step.
+   * @throws Error when `name` was used with another size.
+   */
+  residualFor(gpu: Gpu, name: string, n: number): Tensor {
+    let e = this.residuals.get(name);
+    if (e && e.size !== n) throw new Error(`ErrorFeedback: tensor '${name}' had ${e.size} elements, now ${n}`);
+    if (!e) {
+      e = gpu.zeros([n], 'f32', `ef.${name}`);
+      this.residuals.set(name, e);
+    }
+    return e;
+  }
+
+  /** Every residual by name, for checkpoints. */
+  entries(): [string, Tensor][] {
+    return [...this.residuals];
   }
 
   /** The residual of `name` (n, f32), or undefined before its first step. */
@@ -106,5 +119,47 @@ export class ErrorFeedback {
   release(): void {
     for (const e of this.residuals.values()) e.release();
     this.residuals.clear();
+  }
+}
+
+/** A u32 view of `t`'s stored words (an f16 part's halves two to a word), for buffer copies. */
+function wordView(t: Tensor): Tensor {
+  return new Tensor(t.gpu, t.buffer, [t.wordBytes / 4], 'u32', t.offset, false, t.label);
+}
+
+/** 4-byte words of a message's parts, back to back: what {@link packMessage} writes. */
+export function messageWords(c: Compressed): number {
+  return compressedBytes(c) / 4;
+}
+
+/**
+ * Encodes copies of a message's parts, back to back in whole words, into `words` (u32) from word
+ * `at`: one buffer holds several messages, so a collective reads them back at once.
+ * @throws Error when `words` is not u32 or the message does not fit from `at`.
+ */
+export function packMessage(gpu: Gpu, c: Compressed, words: Tensor, at: number): void {
+  moveParts(gpu, c, words, at, true);
+}
+
+/** The inverse of {@link packMessage}: the message's parts from `words` at word `at`. */
+export function unpackMessage(gpu: Gpu, words: Tensor, at: number, c: Compressed): void {
+  moveParts(gpu, c, words, at, false);
+}
+
+function moveParts(gpu: Gpu, c: Compressed, words: Tensor, at: number, pack: boolean): void {
+  if (words.dtype !== 'u32' || at + messageWords(c) > words.size) {
+    throw new Error(
+      `${pack ? 'packMessage' : 'unpackMessage'}: a message of ${
+        messageWords(c)
+      } words from word ${at} does not fit ${words.dtype} [${words.size}] (u32 needed)`,
+    );
+  }
+  let off = at;
+  for (const part of c.parts) {
+    const v = wordView(part), n = v.size;
+    const slot = words.range(off, n);
+    if (pack) gpu.copy(v, slot);
+    else gpu.copy(slot, v);
+    off += n;
   }
 }
