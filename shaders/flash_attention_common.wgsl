@@ -140,3 +140,119 @@ fn mask4(s: vec4<f32>, first: u32, n: u32) -> vec4<f32> {
 fn group_index(wid: vec3<u32>, groups: vec3<u32>) -> u32 {
   return wid.x + wid.y * groups.x;
 }
+
+// Where a workgroup of the tiled kernels (flash_attention_tiled*.wgsl) works: a block of `br`
+// rows of one (b, h). Nothing here depends on the invocation, so bounds derived from it keep
+// barriers and subgroup shuffles in uniform control flow; each kernel adds its own row (first +
+// local index) outside, since a struct holding one non-uniform field is non-uniform as a whole.
+struct Block {
+  bh: u32,     // b·nh + h: row bh·T + t of lse and D
+  first: u32,
+  c3: u32,
+  qb: u32,     // q, k, v of head h at token (b, 0); token t adds t·c3
+  kb: u32,
+  vb: u32,
+  ob: u32,     // y, dy of head h at token (b, 0); token t adds t·C
+}
+
+// Workgroups holding a block; past this, whole workgroups return before any barrier or shuffle.
+fn tiled_groups(br: u32) -> u32 {
+  return p.b * p.nh * ((p.t + br - 1u) / br);
+}
+
+fn tiled_block(g: u32, br: u32) -> Block {
+  let blocks = (p.t + br - 1u) / br;
+  let bh = g / blocks;
+  let tok0 = (bh / p.nh) * p.t;
+  let hoff = (bh % p.nh) * HS;
+  let c3 = 3u * p.c;
+  let qb = tok0 * c3 + hoff;
+  return Block(bh, (g % blocks) * br, c3, qb, qb + p.c, qb + 2u * p.c, tok0 * p.c + hoff);
+}
+
+// The streamed keys a block of query rows needs: s < key_end (uniform); causal blocks stop at
+// their last row. Row t itself sees s < key_lim(t) ≤ key_end, t clamped into T.
+fn key_end(first: u32, br: u32) -> u32 {
+  var e = min(p.t, p.hi);
+  if (p.causal != 0u) {
+    e = min(e, first + br);
+  }
+  return e;
+}
+
+fn key_lim(t: u32) -> u32 {
+  var e = min(p.t, p.hi);
+  if (p.causal != 0u) {
+    e = min(e, t + 1u);
+  }
+  return e;
+}
+
+// The streamed queries a block of key rows needs start at query_start (uniform); causal blocks
+// skip those before their first key. Key row s itself sees t ≥ query_min(s), s clamped into T.
+fn query_start(first: u32) -> u32 {
+  return select(p.lo, max(p.lo, first), p.causal != 0u);
+}
+
+fn query_min(s: u32) -> u32 {
+  return select(0u, s, p.causal != 0u);
+}
+
+// Whole head rows for the tiled kernels' private arrays: constant trip counts (HS4) so a GPU
+// compiler unrolls them and keeps the arrays in registers (docs/design.md §9). `scale` folds the
+// softmax scale into q or k at load (1.0 elsewhere: exact).
+fn ld_qkv_row(base: u32, scale: f32) -> array<vec4<f32>, HS4> {
+  var r: array<vec4<f32>, HS4>;
+  for (var j = 0u; j < HS4; j++) {
+    r[j] = ld_qkv(base, j) * scale;
+  }
+  return r;
+}
+
+fn ld_dy_row(base: u32) -> array<vec4<f32>, HS4> {
+  var r: array<vec4<f32>, HS4>;
+  for (var j = 0u; j < HS4; j++) {
+    r[j] = ld_dy(base, j);
+  }
+  return r;
+}
+
+fn st_out_row(base: u32, r: array<vec4<f32>, HS4>, scale: f32, add: bool) {
+  for (var j = 0u; j < HS4; j++) {
+    st_out(base, j, r[j] * scale, add);
+  }
+}
+
+// A tiled forward row's O, m and ℓ: carried over from the previous chunk (in y, lse and lsum),
+// or zero, NEG and 0 on the first.
+struct FwdRow {
+  o: array<vec4<f32>, HS4>,
+  m: f32,
+  l: f32,
+}
+
+fn fwd_row_start(yrow: u32, lrow: u32) -> FwdRow {
+  var r = FwdRow(array<vec4<f32>, HS4>(), NEG, 0.0);
+  if (p.first == 0u) {
+    for (var j = 0u; j < HS4; j++) {
+      r.o[j] = ld_out(yrow, j);
+    }
+    r.m = lseo[lrow];
+    r.l = lsum[lrow];
+  }
+  return r;
+}
+
+// Only the last chunk normalises and stores L = m + log ℓ; earlier ones keep O unnormalised and
+// m, ℓ for the next to resume from.
+fn fwd_row_store(yrow: u32, lrow: u32, o: array<vec4<f32>, HS4>, m: f32, l: f32) {
+  var inv = 1.0 / l;
+  var lv = m + log(l);
+  if (p.final_ == 0u) {
+    inv = 1.0;
+    lv = m;
+    lsum[lrow] = l;
+  }
+  st_out_row(yrow, o, inv, false);
+  lseo[lrow] = lv;
+}

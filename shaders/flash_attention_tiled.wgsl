@@ -21,12 +21,10 @@
 // control flow around the barriers is workgroup-uniform; rows past T compute on a clamped copy
 // of row T−1 and are not stored.
 //!include flash_attention_common
+//!include flash_attention_tiles
 
 const BR: u32 = 64u;
 const BC: u32 = 32u;
-
-var<workgroup> ktile: array<vec4<f32>, BC * HS4>;
-var<workgroup> vtile: array<vec4<f32>, BC * HS4>;
 
 @compute @workgroup_size(BR)
 fn fwd_tiled(
@@ -34,53 +32,27 @@ fn fwd_tiled(
   @builtin(num_workgroups) groups: vec3<u32>,
   @builtin(local_invocation_index) lid: u32,
 ) {
-  let blocks = (p.t + BR - 1u) / BR;
   let g = group_index(wid, groups);
   // Whole workgroups past the end return together, so the barriers below stay uniform.
-  if (g >= p.b * p.nh * blocks) { return; }
-  let bh = g / blocks;
-  let first_row = (g % blocks) * BR;
-  let h = bh % p.nh;
-  let tok0 = (bh / p.nh) * p.t;
-  let c3 = 3u * p.c;
-  let t = first_row + lid;
+  if (g >= tiled_groups(BR)) { return; }
+  let blk = tiled_block(g, BR);
+  let t = blk.first + lid;
   let tc = min(t, p.t - 1u);
-  let qb = tok0 * c3 + h * HS;
-  let kb = qb + p.c;
-  let vb = kb + p.c;
-  let yb = tok0 * p.c + h * HS;
-  let lrow = bh * p.t + tc;
-  let resume = p.first == 0u;
+  let lrow = blk.bh * p.t + tc;
 
-  var q: array<vec4<f32>, HS4>;
-  var o: array<vec4<f32>, HS4>;
-  for (var j = 0u; j < HS4; j++) {
-    q[j] = ld_qkv(qb + tc * c3, j) * p.scale;
-    o[j] = select(vec4<f32>(0.0), ld_out(yb + tc * p.c, j), resume);
-  }
-  var m = NEG;
-  var l = 0.0;
-  if (resume) {
-    m = lseo[lrow];
-    l = lsum[lrow];
-  }
+  var q = ld_qkv_row(blk.qb + tc * blk.c3, p.scale);
+  let r0 = fwd_row_start(blk.ob + tc * p.c, lrow);
+  var o = r0.o;
+  var m = r0.m;
+  var l = r0.l;
   // Keys this row sees: s < lim; keys the block needs: s < end (uniform).
-  var lim = min(p.t, p.hi);
-  var end = lim;
-  if (p.causal != 0u) {
-    lim = min(lim, tc + 1u);
-    end = min(end, min(p.t, first_row + BR));
-  }
+  let lim = key_lim(tc);
+  let end = key_end(blk.first, BR);
   var sc: array<f32, BC>;
   // The first tile of the first chunk holds key 0, which every row sees: m is finite after it.
   for (var s0 = p.lo; s0 < end; s0 += BC) {
     let nk = min(BC, end - s0);
-    for (var i = lid; i < nk * HS4; i += BR) {
-      let r = (s0 + i / HS4) * c3;
-      let j = i % HS4;
-      ktile[i] = ld_qkv(kb + r, j);
-      vtile[i] = ld_qkv(vb + r, j);
-    }
+    stage_kv(blk, s0, nk, lid);
     workgroupBarrier();
     var mx = NEG;
     // Constant trip counts (BC keys, HS4 channels) with a guard rather than `k < nk`: the loops
@@ -90,7 +62,7 @@ fn fwd_tiled(
       if (k < nk) {
         var acc = vec4<f32>(0.0);
         for (var j = 0u; j < HS4; j++) {
-          acc = fma(q[j], ktile[k * HS4 + j], acc);
+          acc = fma(q[j], atile[k * HS4 + j], acc);
         }
         s = select(NEG, (acc.x + acc.y) + (acc.z + acc.w), s0 + k < lim);
       }
@@ -108,24 +80,14 @@ fn fwd_tiled(
         let pk = exp(sc[k] - mn);
         l += pk;
         for (var j = 0u; j < HS4; j++) {
-          o[j] = fma(vec4<f32>(pk), vtile[k * HS4 + j], o[j]);
+          o[j] = fma(vec4<f32>(pk), btile[k * HS4 + j], o[j]);
         }
       }
     }
     m = mn;
-    // The next tile overwrites ktile/vtile only after every row is done with this one.
+    // The next tile overwrites atile/btile only after every row is done with this one.
     workgroupBarrier();
   }
   if (t >= p.t) { return; }
-  var inv = 1.0 / l;
-  var lv = m + log(l);
-  if (p.final_ == 0u) {
-    inv = 1.0;
-    lv = m;
-    lsum[lrow] = l;
-  }
-  for (var j = 0u; j < HS4; j++) {
-    st_out(yb + t * p.c, j, o[j] * inv, false);
-  }
-  lseo[lrow] = lv;
+  fwd_row_store(blk.ob + t * p.c, lrow, o, m, l);
 }

@@ -17,12 +17,10 @@
 // flash_attention_common.wgsl. Where the device has `subgroups`, flash_attention_tiled_bwd_sg.wgsl
 // replaces this file: the same entry points, the streamed rows shared by shuffle instead of tiles.
 //!include flash_attention_common
+//!include flash_attention_tiles
 
 const BR: u32 = 64u;
 const BC: u32 = 32u;
-
-var<workgroup> atile: array<vec4<f32>, BC * HS4>;
-var<workgroup> btile: array<vec4<f32>, BC * HS4>;
 
 @compute @workgroup_size(BR)
 fn dq_tiled(
@@ -30,45 +28,22 @@ fn dq_tiled(
   @builtin(num_workgroups) groups: vec3<u32>,
   @builtin(local_invocation_index) lid: u32,
 ) {
-  let blocks = (p.t + BR - 1u) / BR;
   let g = group_index(wid, groups);
-  if (g >= p.b * p.nh * blocks) { return; }
-  let bh = g / blocks;
-  let first_row = (g % blocks) * BR;
-  let h = bh % p.nh;
-  let tok0 = (bh / p.nh) * p.t;
-  let c3 = 3u * p.c;
-  let t = first_row + lid;
+  if (g >= tiled_groups(BR)) { return; }
+  let blk = tiled_block(g, BR);
+  let t = blk.first + lid;
   let tc = min(t, p.t - 1u);
-  let qb = tok0 * c3 + h * HS;
-  let kb = qb + p.c;
-  let vb = kb + p.c;
-  let ob = tok0 * p.c + h * HS;
 
-  var q: array<vec4<f32>, HS4>;
-  var go: array<vec4<f32>, HS4>;
+  var q = ld_qkv_row(blk.qb + tc * blk.c3, p.scale);
+  var go = ld_dy_row(blk.ob + tc * p.c);
   var a: array<vec4<f32>, HS4>;
-  for (var j = 0u; j < HS4; j++) {
-    q[j] = ld_qkv(qb + tc * c3, j) * p.scale;
-    go[j] = ld_dy(ob + tc * p.c, j);
-    a[j] = vec4<f32>(0.0);
-  }
-  let lr = lse[bh * p.t + tc];
-  let dr = dd[bh * p.t + tc];
-  var lim = min(p.t, p.hi);
-  var end = lim;
-  if (p.causal != 0u) {
-    lim = min(lim, tc + 1u);
-    end = min(end, min(p.t, first_row + BR));
-  }
+  let lr = lse[blk.bh * p.t + tc];
+  let dr = dd[blk.bh * p.t + tc];
+  let lim = key_lim(tc);
+  let end = key_end(blk.first, BR);
   for (var s0 = p.lo; s0 < end; s0 += BC) {
     let nk = min(BC, end - s0);
-    for (var i = lid; i < nk * HS4; i += BR) {
-      let r = (s0 + i / HS4) * c3;
-      let j = i % HS4;
-      atile[i] = ld_qkv(kb + r, j);
-      btile[i] = ld_qkv(vb + r, j);
-    }
+    stage_kv(blk, s0, nk, lid);
     workgroupBarrier();
     for (var k = 0u; k < nk; k++) {
       var s = vec4<f32>(0.0);
@@ -86,9 +61,7 @@ fn dq_tiled(
     workgroupBarrier();
   }
   if (t >= p.t) { return; }
-  for (var j = 0u; j < HS4; j++) {
-    st_out(qb + t * c3, j, a[j] * p.scale, true);
-  }
+  st_out_row(blk.qb + t * blk.c3, a, p.scale, true);
 }
 
 @compute @workgroup_size(BR)
@@ -97,47 +70,28 @@ fn dkv_tiled(
   @builtin(num_workgroups) groups: vec3<u32>,
   @builtin(local_invocation_index) lid: u32,
 ) {
-  let blocks = (p.t + BR - 1u) / BR;
   let g = group_index(wid, groups);
-  if (g >= p.b * p.nh * blocks) { return; }
-  let bh = g / blocks;
-  let first_key = (g % blocks) * BR;
-  let h = bh % p.nh;
-  let tok0 = (bh / p.nh) * p.t;
-  let c3 = 3u * p.c;
-  let s = first_key + lid;
+  if (g >= tiled_groups(BR)) { return; }
+  let blk = tiled_block(g, BR);
+  let s = blk.first + lid;
   let sc = min(s, p.t - 1u);
-  let qb = tok0 * c3 + h * HS;
-  let kb = qb + p.c;
-  let vb = kb + p.c;
-  let ob = tok0 * p.c + h * HS;
-  let lb = bh * p.t;
+  let lb = blk.bh * p.t;
 
-  var k: array<vec4<f32>, HS4>;
-  var v: array<vec4<f32>, HS4>;
+  var k = ld_qkv_row(blk.kb + sc * blk.c3, p.scale);
+  var v = ld_qkv_row(blk.vb + sc * blk.c3, 1.0);
   var dk: array<vec4<f32>, HS4>;
   var dv: array<vec4<f32>, HS4>;
-  for (var j = 0u; j < HS4; j++) {
-    k[j] = ld_qkv(kb + sc * c3, j) * p.scale;
-    v[j] = ld_qkv(vb + sc * c3, j);
-    dk[j] = vec4<f32>(0.0);
-    dv[j] = vec4<f32>(0.0);
-  }
-  // Queries this key sees: from ≤ t < end; the block starts at its first key when causal.
+  // Queries this key sees: qmin ≤ t < end; the block starts at its first key when causal.
   let end = min(p.t, p.hi);
-  var start = p.lo;
-  var qmin = 0u;
-  if (p.causal != 0u) {
-    start = max(start, first_key);
-    qmin = sc;
-  }
+  let start = query_start(blk.first);
+  let qmin = query_min(sc);
   for (var t0 = start; t0 < end; t0 += BC) {
     let nq = min(BC, end - t0);
     for (var i = lid; i < nq * HS4; i += BR) {
       let r = t0 + i / HS4;
       let j = i % HS4;
-      atile[i] = ld_qkv(qb + r * c3, j);
-      btile[i] = ld_dy(ob + r * p.c, j);
+      atile[i] = ld_qkv(blk.qb + r * blk.c3, j);
+      btile[i] = ld_dy(blk.ob + r * p.c, j);
     }
     workgroupBarrier();
     for (var i = 0u; i < nq; i++) {
@@ -160,8 +114,6 @@ fn dkv_tiled(
     workgroupBarrier();
   }
   if (s >= p.t) { return; }
-  for (var j = 0u; j < HS4; j++) {
-    st_out(kb + s * c3, j, dk[j] * p.scale, true);
-    st_out(vb + s * c3, j, dv[j], true);
-  }
+  st_out_row(blk.kb + s * blk.c3, dk, p.scale, true);
+  st_out_row(blk.vb + s * blk.c3, dv, 1.0, true);
 }

@@ -36,48 +36,28 @@ fn dq_tiled(
   @builtin(subgroup_invocation_id) lane: u32,
   @builtin(subgroup_size) sg_size: u32,
 ) {
-  let blocks = (p.t + BR - 1u) / BR;
   let g = group_index(wid, groups);
   // Whole workgroups past the end return together, so the shuffles stay in uniform control flow.
-  if (g >= p.b * p.nh * blocks) { return; }
-  let bh = g / blocks;
-  let first_row = (g % blocks) * BR;
-  let h = bh % p.nh;
-  let tok0 = (bh / p.nh) * p.t;
-  let c3 = 3u * p.c;
-  let t = first_row + lid;
+  if (g >= tiled_groups(BR)) { return; }
+  let blk = tiled_block(g, BR);
+  let t = blk.first + lid;
   let tc = min(t, p.t - 1u);
-  let qb = tok0 * c3 + h * HS;
-  let kb = qb + p.c;
-  let vb = kb + p.c;
-  let ob = tok0 * p.c + h * HS;
   let w = min(sg_size, BR);
 
-  var q: array<vec4<f32>, HS4>;
-  var go: array<vec4<f32>, HS4>;
+  var q = ld_qkv_row(blk.qb + tc * blk.c3, p.scale);
+  var go = ld_dy_row(blk.ob + tc * p.c);
   var a: array<vec4<f32>, HS4>;
-  for (var j = 0u; j < HS4; j++) {
-    q[j] = ld_qkv(qb + tc * c3, j) * p.scale;
-    go[j] = ld_dy(ob + tc * p.c, j);
-    a[j] = vec4<f32>(0.0);
-  }
-  let lr = lse[bh * p.t + tc];
-  let dr = dd[bh * p.t + tc];
+  let lr = lse[blk.bh * p.t + tc];
+  let dr = dd[blk.bh * p.t + tc];
   // Keys this row sees: s < lim; keys the block needs: s < end (uniform); lim ≤ end.
-  var lim = min(p.t, p.hi);
-  var end = lim;
-  if (p.causal != 0u) {
-    lim = min(lim, tc + 1u);
-    end = min(end, min(p.t, first_row + BR));
-  }
+  let lim = key_lim(tc);
+  let end = key_end(blk.first, BR);
   var kf: array<vec4<f32>, HS4>;
   var vf: array<vec4<f32>, HS4>;
   for (var s0 = p.lo; s0 < end; s0 += w) {
-    let r = min(s0 + lane, p.t - 1u) * c3;
-    for (var j = 0u; j < HS4; j++) {
-      kf[j] = ld_qkv(kb + r, j);
-      vf[j] = ld_qkv(vb + r, j);
-    }
+    let r = min(s0 + lane, p.t - 1u) * blk.c3;
+    kf = ld_qkv_row(blk.kb + r, 1.0);
+    vf = ld_qkv_row(blk.vb + r, 1.0);
     for (var i0 = 0u; i0 < w; i0 += 4u) {
       if (s0 + i0 >= end) { break; }
       var sc = vec4<f32>(NEG);
@@ -103,9 +83,7 @@ fn dq_tiled(
     }
   }
   if (t >= p.t) { return; }
-  for (var j = 0u; j < HS4; j++) {
-    st_out(qb + t * c3, j, a[j] * p.scale, true);
-  }
+  st_out_row(blk.qb + t * blk.c3, a, p.scale, true);
 }
 
 @compute @workgroup_size(BR)
@@ -116,49 +94,28 @@ fn dkv_tiled(
   @builtin(subgroup_invocation_id) lane: u32,
   @builtin(subgroup_size) sg_size: u32,
 ) {
-  let blocks = (p.t + BR - 1u) / BR;
   let g = group_index(wid, groups);
-  if (g >= p.b * p.nh * blocks) { return; }
-  let bh = g / blocks;
-  let first_key = (g % blocks) * BR;
-  let h = bh % p.nh;
-  let tok0 = (bh / p.nh) * p.t;
-  let c3 = 3u * p.c;
-  let s = first_key + lid;
+  if (g >= tiled_groups(BR)) { return; }
+  let blk = tiled_block(g, BR);
+  let s = blk.first + lid;
   let sc = min(s, p.t - 1u);
-  let qb = tok0 * c3 + h * HS;
-  let kb = qb + p.c;
-  let vb = kb + p.c;
-  let ob = tok0 * p.c + h * HS;
-  let lb = bh * p.t;
+  let lb = blk.bh * p.t;
   let w = min(sg_size, BR);
 
-  var k: array<vec4<f32>, HS4>;
-  var v: array<vec4<f32>, HS4>;
+  var k = ld_qkv_row(blk.kb + sc * blk.c3, p.scale);
+  var v = ld_qkv_row(blk.vb + sc * blk.c3, 1.0);
   var dk: array<vec4<f32>, HS4>;
   var dv: array<vec4<f32>, HS4>;
-  for (var j = 0u; j < HS4; j++) {
-    k[j] = ld_qkv(kb + sc * c3, j) * p.scale;
-    v[j] = ld_qkv(vb + sc * c3, j);
-    dk[j] = vec4<f32>(0.0);
-    dv[j] = vec4<f32>(0.0);
-  }
   // Queries this key sees: qmin ≤ t < end; the block starts at its first key when causal.
   let end = min(p.t, p.hi);
-  var start = p.lo;
-  var qmin = 0u;
-  if (p.causal != 0u) {
-    start = max(start, first_key);
-    qmin = sc;
-  }
+  let start = query_start(blk.first);
+  let qmin = query_min(sc);
   var qf: array<vec4<f32>, HS4>;
   var gf: array<vec4<f32>, HS4>;
   for (var t0 = start; t0 < end; t0 += w) {
     let r = min(t0 + lane, p.t - 1u);
-    for (var j = 0u; j < HS4; j++) {
-      qf[j] = ld_qkv(qb + r * c3, j);
-      gf[j] = ld_dy(ob + r * p.c, j);
-    }
+    qf = ld_qkv_row(blk.qb + r * blk.c3, 1.0);
+    gf = ld_dy_row(blk.ob + r * p.c);
     let lf = lse[lb + r];
     let df = dd[lb + r];
     for (var i0 = 0u; i0 < w; i0 += 4u) {
@@ -196,8 +153,6 @@ fn dkv_tiled(
     }
   }
   if (s >= p.t) { return; }
-  for (var j = 0u; j < HS4; j++) {
-    st_out(kb + s * c3, j, dk[j] * p.scale, true);
-    st_out(vb + s * c3, j, dv[j], true);
-  }
+  st_out_row(blk.kb + s * blk.c3, dk, p.scale, true);
+  st_out_row(blk.vb + s * blk.c3, dv, 1.0, true);
 }

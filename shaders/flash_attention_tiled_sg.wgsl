@@ -35,54 +35,31 @@ fn fwd_tiled(
   @builtin(subgroup_invocation_id) lane: u32,
   @builtin(subgroup_size) sg_size: u32,
 ) {
-  let blocks = (p.t + BR - 1u) / BR;
   let g = group_index(wid, groups);
   // Whole workgroups past the end return together, so the shuffles below stay in uniform control flow.
-  if (g >= p.b * p.nh * blocks) { return; }
-  let bh = g / blocks;
-  let first_row = (g % blocks) * BR;
-  let h = bh % p.nh;
-  let tok0 = (bh / p.nh) * p.t;
-  let c3 = 3u * p.c;
-  let t = first_row + lid;
+  if (g >= tiled_groups(BR)) { return; }
+  let blk = tiled_block(g, BR);
+  let t = blk.first + lid;
   let tc = min(t, p.t - 1u);
-  let qb = tok0 * c3 + h * HS;
-  let kb = qb + p.c;
-  let vb = kb + p.c;
-  let yb = tok0 * p.c + h * HS;
-  let lrow = bh * p.t + tc;
-  let resume = p.first == 0u;
+  let lrow = blk.bh * p.t + tc;
   // Uniform (subgroup_size and a constant), so the loops it bounds are too.
   let w = min(sg_size, BR);
 
-  var q: array<vec4<f32>, HS4>;
-  var o: array<vec4<f32>, HS4>;
-  for (var j = 0u; j < HS4; j++) {
-    q[j] = ld_qkv(qb + tc * c3, j) * p.scale;
-    o[j] = select(vec4<f32>(0.0), ld_out(yb + tc * p.c, j), resume);
-  }
-  var m = NEG;
-  var l = 0.0;
-  if (resume) {
-    m = lseo[lrow];
-    l = lsum[lrow];
-  }
+  var q = ld_qkv_row(blk.qb + tc * blk.c3, p.scale);
+  let r0 = fwd_row_start(blk.ob + tc * p.c, lrow);
+  var o = r0.o;
+  var m = r0.m;
+  var l = r0.l;
   // Keys this row sees: s < lim; keys the block needs: s < end (uniform).
-  var lim = min(p.t, p.hi);
-  var end = lim;
-  if (p.causal != 0u) {
-    lim = min(lim, tc + 1u);
-    end = min(end, min(p.t, first_row + BR));
-  }
+  let lim = key_lim(tc);
+  let end = key_end(blk.first, BR);
   var kf: array<vec4<f32>, HS4>;
   var vf: array<vec4<f32>, HS4>;
   for (var s0 = p.lo; s0 < end; s0 += w) {
     // This lane's share: key row s0 + lane (clamped inside T; its scores are masked below).
-    let r = min(s0 + lane, p.t - 1u) * c3;
-    for (var j = 0u; j < HS4; j++) {
-      kf[j] = ld_qkv(kb + r, j);
-      vf[j] = ld_qkv(vb + r, j);
-    }
+    let r = min(s0 + lane, p.t - 1u) * blk.c3;
+    kf = ld_qkv_row(blk.kb + r, 1.0);
+    vf = ld_qkv_row(blk.vb + r, 1.0);
     for (var i0 = 0u; i0 < w; i0 += 4u) {
       if (s0 + i0 >= end) { break; }
       var sc = vec4<f32>(NEG);
@@ -108,15 +85,5 @@ fn fwd_tiled(
     }
   }
   if (t >= p.t) { return; }
-  var inv = 1.0 / l;
-  var lv = m + log(l);
-  if (p.final_ == 0u) {
-    inv = 1.0;
-    lv = m;
-    lsum[lrow] = l;
-  }
-  for (var j = 0u; j < HS4; j++) {
-    st_out(yb + t * p.c, j, o[j] * inv, false);
-  }
-  lseo[lrow] = lv;
+  fwd_row_store(blk.ob + t * p.c, lrow, o, m, l);
 }

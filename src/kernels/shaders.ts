@@ -36,6 +36,8 @@ export const SHADER_NAMES = [
   'flash_attention',
   'flash_attention_bwd',
   'flash_attention_common',
+  // the K/V (or Q/dO) workgroup tiles, included by the two tiled flash kernels that stage them
+  'flash_attention_tiles',
   'flash_attention_tiled',
   // the tiled forward with subgroup shuffles instead of K/V tiles (kernels/flash_attention.ts)
   'flash_attention_tiled_sg',
