@@ -4,32 +4,15 @@
  * invalid config without starting, and explains itself when WebGPU is missing.
  */
 import { expect, type Page, test } from '@playwright/test';
+import { expectNoErrors, watchConsoleErrors } from './console_errors.ts';
 
-/** Console errors and uncaught exceptions of the page (and its workers), per test. */
-const problems = new WeakMap<Page, string[]>();
-
-test.beforeEach(async ({ page }) => {
-  const list: string[] = [];
-  problems.set(page, list);
-  page.on('console', (msg) => {
-    if (msg.type() === 'error') list.push(`console: ${msg.text()}`);
-  });
-  page.on('pageerror', (err) => list.push(`pageerror: ${err.message}`));
-  page.on('worker', (w) =>
-    w.on('console', (msg) => {
-      if (msg.type() === 'error') list.push(`worker console: ${msg.text()}`);
-    }));
-});
+watchConsoleErrors();
 
 test.afterEach(async ({ page }, testInfo) => {
   // A GPU process busy compiling a pipeline can stall screenshots: bound the wait.
   const png = await page.screenshot({ path: testInfo.outputPath('page.png'), timeout: 10_000 }).catch(() => null);
   if (png) await testInfo.attach('page', { body: png, contentType: 'image/png' });
 });
-
-function expectNoErrors(page: Page): void {
-  expect(problems.get(page), 'console errors / uncaught exceptions').toEqual([]);
-}
 
 /** Waits until the rank worker opened its device and the demo is ready to train. */
 async function ready(page: Page): Promise<void> {

@@ -7,26 +7,10 @@
  * console error fails the test.
  */
 import { expect, type Page, test, type TestInfo } from '@playwright/test';
+import { expectNoErrors, watchConsoleErrors } from './console_errors.ts';
 import { fileURLToPath } from 'node:url';
 
-const problems = new WeakMap<Page, string[]>();
-
-test.beforeEach(async ({ page }) => {
-  const list: string[] = [];
-  problems.set(page, list);
-  page.on('console', (msg) => {
-    if (msg.type() === 'error') list.push(`console: ${msg.text()}`);
-  });
-  page.on('pageerror', (err) => list.push(`pageerror: ${err.message}`));
-  page.on('worker', (w) =>
-    w.on('console', (msg) => {
-      if (msg.type() === 'error') list.push(`worker console: ${msg.text()}`);
-    }));
-});
-
-function expectNoErrors(page: Page): void {
-  expect(problems.get(page), 'console errors / uncaught exceptions').toEqual([]);
-}
+watchConsoleErrors();
 
 /** Opens the demo with `query` (Setup fields and parallel controls) and waits until it can train. */
 async function ready(page: Page, query = ''): Promise<void> {

@@ -22,6 +22,7 @@ import { Views } from './panels/views.ts';
 import { RingLesson } from './panels/learn_ring.ts';
 import { PipelineLesson } from './panels/learn_pipeline.ts';
 import { TpLesson } from './panels/learn_tp.ts';
+import { CompressLesson } from './panels/learn_compress.ts';
 import { type LoadedRun, OpenRunPanel } from './panels/open_run.ts';
 import { fmt, TrainingView } from './panels/training_view.ts';
 import { DatasetPicker } from './panels/dataset.ts';
@@ -163,7 +164,7 @@ function onPlanChange(r: ParallelResult): void {
   planResult = r;
   if (state === 'ready' && !r.ok) setStatus(`Cannot start: invalid parallel plan: ${r.problems.join('; ')}`);
   else if (state === 'ready' && r.ok && !wasOk) setStatus('Ready. Choose a setup and press Start training.');
-  if (r.ok && formResult?.ok) views?.setPlan(r.choice.plan, planModel(formResult.cfg), formResult.cfg.arch);
+  if (r.ok && formResult?.ok) views?.setPlan(r.choice.plan, planModel(formResult.cfg), formResult.cfg.arch, formResult.cfg);
   refreshStart();
 }
 
@@ -230,6 +231,7 @@ new RingLesson($('#learn-ring'), async (p) => {
   }
 });
 new PipelineLesson($('#learn-pipe'));
+new CompressLesson($('#learn-compress'), async (scheme) => (await import('./panels/compress_run.ts')).runCompressLesson(scheme));
 new OpenRunPanel($('#open'), onOpen, new URL(`${import.meta.env.BASE_URL}example-run/`, location.href).href);
 new Tabs($('#learn-tabs'));
 new Tabs($('#views-tabs'), (id) => {

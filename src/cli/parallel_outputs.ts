@@ -34,6 +34,7 @@ export function stepReporter(o: {
       lr: r.lr,
       grad_norm: r.gradNorm,
       ms_per_step: r.ms,
+      sim_ms_per_step: r.simUs / 1000,
       tokens_per_s: r.tokensPerSec,
       elements_by_collective: byKind,
       bytes_by_collective: Object.fromEntries(Object.entries(byKind).map(([k, n]) => [k, 4 * n])),

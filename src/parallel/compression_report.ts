@@ -27,6 +27,41 @@ export function rankStepTraffic(
   });
 }
 
+/** One parallel dimension's share of a rank's step traffic, without and with the plan's policy. */
+export interface DimCompression {
+  dim: PlanDim;
+  /** The dimension's scheme as the policy spells it (`none`, `topk:0.1`, …). */
+  scheme: string;
+  /** The rows without compression (stepTraffic of the plan less its policy). */
+  raw: CommRow[];
+  /** The rows under the policy (compressed rows carry `scheme`). */
+  packed: CommRow[];
+}
+
+/**
+ * Rank `me`'s step traffic per dimension without and with the plan's compression: the rows behind
+ * {@link compressionSection}, shared with the demo's Communication panel. Empty when the plan
+ * compresses nothing. Without `cfg` PowerSGD's rows are inexact (no gradient matrices).
+ */
+export function compressionByDim(
+  plan: ParallelPlan,
+  model: PlanModel,
+  cfg: TrainConfig | undefined,
+  opts: TrafficOptions,
+  me: number,
+): DimCompression[] {
+  if (!compresses(plan.compress)) return [];
+  const raw = stepTraffic({ ...plan, compress: undefined }, model, me, opts);
+  const packed = cfg ? rankStepTraffic(plan, model, cfg, me, opts) : stepTraffic(plan, model, me, opts);
+  const dims: PlanDim[] = ['dp', 'tp', 'pp', 'cp', 'ep'];
+  return dims.map((dim) => ({
+    dim,
+    scheme: formatScheme(plan.compress![dim]),
+    raw: raw.filter((r) => r.dim === dim),
+    packed: packed.filter((r) => r.dim === dim),
+  }));
+}
+
 /**
  * The compression table of rank `me` (empty when the plan compresses nothing): per dimension its
  * scheme, bytes per step raw and compressed, their ratio, and the predicted µs of each.
@@ -39,24 +74,21 @@ export function compressionSection(
   opts: TrafficOptions,
   me: number,
 ): string[] {
-  if (!compresses(plan.compress)) return [];
-  const raw = stepTraffic({ ...plan, compress: undefined }, model, me, opts);
-  const packed = rankStepTraffic(plan, model, cfg, me, opts);
-  const dims: PlanDim[] = ['dp', 'tp', 'pp', 'cp', 'ep'];
-  const sum = (rows: CommRow[], dim: PlanDim, f: (r: CommRow) => number) =>
-    rows.filter((r) => r.dim === dim).reduce((a, r) => a + f(r), 0);
+  const dims = compressionByDim(plan, model, cfg, opts, me);
+  if (!dims.length) return [];
+  const sum = (rows: CommRow[], f: (r: CommRow) => number) => rows.reduce((a, r) => a + f(r), 0);
   const bytes = (r: CommRow) => 4 * r.elements, us = (r: CommRow) => rowTimeUs(r, net);
-  const exact = packed.every((r) => r.exact);
+  const exact = dims.every((d) => d.packed.every((r) => r.exact));
   const rows = dims.map((d) => {
-    const b0 = sum(raw, d, bytes), b1 = sum(packed, d, bytes);
+    const b0 = sum(d.raw, bytes), b1 = sum(d.packed, bytes);
     return [
-      d,
-      formatScheme(plan.compress![d]),
+      d.dim,
+      d.scheme,
       fmtBytes(b0),
       `${exact ? '' : '≈'}${fmtBytes(b1)}`,
       b1 ? `${(b0 / b1).toFixed(2)}×` : '–',
-      sum(raw, d, us).toFixed(1),
-      sum(packed, d, us).toFixed(1),
+      sum(d.raw, us).toFixed(1),
+      sum(d.packed, us).toFixed(1),
     ];
   });
   return [

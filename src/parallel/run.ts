@@ -77,6 +77,8 @@ export interface RankStepRecord {
   gradNorm: number;
   /** Wall-clock ms of the step on this rank. */
   ms: number;
+  /** Simulated µs the step moved this rank's clock (comm/network.ts: messages priced by --net; 0 without it). */
+  simUs: number;
   tokensPerSec: number;
   /** Elements sent, keyed `group/op` (traffic.ts). */
   sent: Sent;
@@ -221,7 +223,7 @@ export class RankRun {
   /** Runs the next optimizer step (and rank 0's validation when due). */
   async step(): Promise<RankStepRecord> {
     if (this.ended) throw new Error(`rank ${this.world.transport.rank}: the run cannot step any more: ${this.ended}`);
-    const s = this.next++, t0 = performance.now();
+    const s = this.next++, t0 = performance.now(), clock = this.world.tracer.clock, sim0 = clock.now;
     const r = await this.world.tracer.span(`step ${s}`, () => this.built.step(s), { sim: false, step: s });
     const ms = performance.now() - t0;
     const byDim = sentByDim(r.sent);
@@ -232,6 +234,7 @@ export class RankRun {
       lr: r.lr,
       gradNorm: r.gradNorm,
       ms,
+      simUs: clock.now - sim0,
       tokensPerSec: (tokens * 1000) / ms,
       sent: r.sent,
       byDim,

@@ -29,8 +29,9 @@ export interface TaskWorld {
 
 /** One step of the whole world, as the host reports it. */
 export interface StepReport extends Omit<RankStepRecord, 'sent' | 'byDim' | 'ms'> {
-  /** Slowest rank's wall ms. */
+  /** Slowest rank's wall ms and simulated µs. */
   ms: number;
+  simUs: number;
   /** Per world rank: elements sent by `group/op` and by `dim/collective`. */
   sent: Sent[];
   byDim: Record<string, number>[];
@@ -135,6 +136,7 @@ export async function runParallel(
       const rep: StepReport = {
         ...r0,
         ms: Math.max(...recs.map((r) => r[i].ms)),
+        simUs: Math.max(...recs.map((r) => r[i].simUs)),
         sent: recs.map((r) => r[i].sent),
         byDim: recs.map((r) => r[i].byDim),
       };

@@ -1,6 +1,14 @@
 import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { z } from 'zod';
-import { buildPlan, checkPlan, planFields, planParamKey, type PlanValues } from '../../src/app/panels/plan_fields.ts';
+import {
+  buildPlan,
+  checkPlan,
+  compressProblem,
+  planFields,
+  planParamKey,
+  type PlanValues,
+} from '../../src/app/panels/plan_fields.ts';
+import { parseCompressPolicy } from '../../src/comm/compression.ts';
 import { MAX_RUN_WORLD, planFromOptions, PlanSchema } from '../../src/parallel/plan_schema.ts';
 import { CP_KINDS, type PlanModel, planProblems } from '../../src/parallel/plan.ts';
 import { SCHEDULE_KINDS } from '../../src/parallel/pipeline_schedule.ts';
@@ -111,4 +119,47 @@ Deno.test('parallel setup: schedule=gpipe in the URL names the pipeline schedule
   equal(planParamKey('schedule', 'gpipe'), 'ppSchedule');
   equal(planParamKey('schedule', 'cosine'), 'schedule');
   equal(planParamKey('dp', '2'), 'dp');
+});
+
+Deno.test('parallel setup: the compression field offers policies that parse, and its plan trains under the policy', () => {
+  const f = byKey().get('compress')!;
+  equal(f.label, 'Compression');
+  equal(f.kind, 'text');
+  equal(f.default, 'none');
+  ok(f.suggestions!.length > 3);
+  for (const v of f.suggestions!) {
+    const b = buildPlan({ net: 'nvlink-ib', compress: v }, { gradAccum: 1 });
+    ok(b.ok, v);
+    deepStrictEqual(b.plan.compress, parseCompressPolicy(v), v);
+  }
+  const r = checkPlan(typed({ dp: 2, compress: 'dp=topk:0.1' }, 2), MODEL, { gradAccum: 1 });
+  ok(r.ok, JSON.stringify(r));
+  deepStrictEqual(r.choice.plan.compress, parseCompressPolicy('dp=topk:0.1'));
+});
+
+Deno.test('parallel setup: a bad compression policy is one problem in words, quoting the field once', () => {
+  const problem = (compress: string, extra: Record<string, unknown> = {}) => {
+    const r = checkPlan(typed({ dp: 2, compress, ...extra }, 2), MODEL, { gradAccum: 1 });
+    ok(!r.ok, compress);
+    return r.problems;
+  };
+  const allowed = 'none, fp16, bf16, int8[:block], topk[:density], sign, powersgd[:rank]';
+  deepStrictEqual(problem('dp=zip'), [`compress 'dp=zip': unknown scheme 'zip' (allowed: ${allowed})`]);
+  deepStrictEqual(problem('tp=powersgd'), [`compress 'tp=powersgd': PowerSGD compresses dp gradient matrices only`]);
+  deepStrictEqual(problem('naive:powersgd'), [
+    `compress 'naive:powersgd': PowerSGD compresses dp gradient matrices only; give it as dp=powersgd:4`,
+  ]);
+  deepStrictEqual(problem('q=fp16'), [`compress 'q=fp16': unknown dimension 'q' (allowed: dp, tp, pp, cp, ep)`]);
+  // With several entries the one at fault keeps its name.
+  deepStrictEqual(problem('dp=sign,tp=powersgd'), [
+    `compress 'dp=sign,tp=powersgd': tp=powersgd: PowerSGD compresses dp gradient matrices only`,
+  ]);
+  // In the form's order beside other fields' problems.
+  deepStrictEqual(problem('dp=int8:3', { tp: 'x' }), [
+    `tp must be a whole number from 1 to 4096, got 'x'`,
+    `compress 'dp=int8:3': the int8 block must be one of 32, 64, 128, 256, 512, 1024, 2048, 4096 (allowed: ${allowed})`,
+  ]);
+  // planProblems' rule names the flag, so the field is marked too.
+  ok(problem('dp=sign', { zero: 1 }).some((p) => /\bcompress\b/.test(p)));
+  equal(compressProblem('x', 'something else'), "compress 'x': something else");
 });

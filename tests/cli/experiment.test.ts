@@ -83,12 +83,47 @@ Deno.test({
 });
 
 Deno.test({
+  name: 'experiment compression: three dp2×tp2×pp2 runs, fewer bytes under compression, simulated step times',
+  sanitizeResources: false,
+  fn: async () => {
+    const out = await Deno.makeTempDir();
+    const tiny = ['--n-layer', '2', '--n-embd', '16', '--n-head', '2', '--batch-size', '4', '--block-size', '8'];
+    const r = await runCli('experiment.ts', [
+      'compression',
+      ...tiny,
+      '--steps',
+      '2',
+      '--eval-interval',
+      '1',
+      '--out',
+      out,
+    ]);
+    equal(r.code, 0, r.stderr);
+    const md = await Deno.readTextFile(`${out}/results.md`);
+    for (const run of ['uncompressed', 'naive', 'hybrid']) {
+      ok(md.includes(`| ${run} |`), `${run} row: ${md}`);
+      const lines = (await Deno.readTextFile(`${out}/${run}/metrics.jsonl`)).trim().split('\n').map((l) =>
+        JSON.parse(l)
+      );
+      const steps = lines.filter((l) => l.loss !== undefined);
+      equal(steps.length, 2, `${run}: 2 steps`);
+      ok(steps.every((l) => l.sim_ms_per_step > 0), `${run}: the --net prices every step`);
+      equal(lines.filter((l) => l.val_loss !== undefined).length, 2, `${run}: validation after each step`);
+    }
+    const bytes = (run: string) => Number(md.split('\n').find((l) => l.startsWith(`| ${run} |`))!.split('|')[8]);
+    ok(bytes('hybrid') < bytes('uncompressed') && bytes('naive') < bytes('uncompressed'), md);
+    ok((await Deno.stat(`${out}/compression_val.svg`)).size > 100);
+  },
+});
+
+Deno.test({
   name: 'experiment CLI: unknown name, unknown flag and bad values are one-line errors',
   sanitizeResources: false,
   fn: async () => {
     for (
       const [args, pattern] of [
-        [['nope'], /unknown experiment 'nope'; allowed: continual, goldfish, neftune/],
+        [['nope'], /unknown experiment 'nope'; allowed: compression, continual, goldfish, neftune/],
+        [['compression', '--hybrid', 'tp=powersgd'], /PowerSGD compresses dp gradient matrices only/],
         [[], /give one experiment name/],
         [['neftune', '--maxima', '1'], /unknown flag --maxima for 'neftune'/],
         [['continual', '--replay', '1.5'], /--replay expects a number strictly between 0 and 1, got '1.5'/],

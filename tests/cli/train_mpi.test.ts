@@ -5,7 +5,8 @@
  * same losses (the same arithmetic in the same order) and the same exact traffic accounting;
  * MPI's own collectives (--comm-backend mpi) give losses within 1e-4 relative (another
  * summation order). The refusals: no mpirun, a process count that is not the plan's world size,
- * an MPI backend without the MPI transport.
+ * an MPI backend without the MPI transport. Compressed dp gradients (--compress) train over MPI as
+ * over workers, on both backends.
  */
 import { equal, match, ok } from 'node:assert/strict';
 import { lossSeries, runCli, TINY_RUN, withTestBackend } from '../util/cli.ts';
@@ -51,6 +52,9 @@ for (
     [2, ['--dp', '2'], 'ours', 1e-6],
     [4, ['--dp', '2', '--tp', '2'], 'mpi', 1e-4],
     [2, ['--dp', '2'], 'auto', 1e-4],
+    // Compressed collectives move packed words through the same calls: ours traced exactly, MPI's bit for bit.
+    [2, ['--dp', '2', '--compress', 'dp=int8'], 'ours', 1e-6],
+    [2, ['--dp', '2', '--compress', 'dp=topk:0.1'], 'mpi', 1e-4],
   ] as const
 ) {
   Deno.test({

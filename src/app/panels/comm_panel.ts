@@ -2,11 +2,15 @@
  * The Communication panel: a rank×rank heatmap of the bytes each rank sent to each other rank
  * (rows: sender, columns: receiver; from the trace's send spans via `traceTotals`), and the
  * bytes per collective measured beside the analytical prediction of `stepTraffic`
- * (src/parallel/cost.ts) summed over every rank and the traced steps.
+ * (src/parallel/cost.ts) summed over every rank and the traced steps. A plan that compresses
+ * adds its bytes per parallel dimension, raw and compressed, beside the measured (comm_compression.ts).
  */
 import { type Span, traceTotals } from '../../comm/trace.ts';
 import { type ParallelPlan, type PlanModel, planWorldSize } from '../../parallel/plan.ts';
 import { stepTraffic } from '../../parallel/cost.ts';
+import { rankStepTraffic } from '../../parallel/compression_report.ts';
+import type { TrainConfig } from '../../train/config.ts';
+import { compressionBytes, type DimBytes, trafficOptions } from './comm_compression.ts';
 import { fmtBytes } from './trace_io.ts';
 
 /** What the prediction needs: the plan, the model and how many optimizer steps the trace covers. */
@@ -14,6 +18,8 @@ export interface Prediction {
   plan: ParallelPlan;
   model: PlanModel;
   steps: number;
+  /** The run's config, for PowerSGD's gradient matrices in the compression figures. */
+  cfg?: TrainConfig;
 }
 
 /**
@@ -24,7 +30,10 @@ export interface Prediction {
 export function predictedBytesByOp(p: Prediction): Record<string, number> {
   const out: Record<string, number> = {};
   for (let r = 0; r < planWorldSize(p.plan); r++) {
-    for (const row of stepTraffic(p.plan, p.model, r)) out[row.collective] = (out[row.collective] ?? 0) + 4 * row.elements * p.steps;
+    // With the config, the run's own options (its trainer's scalars) and PowerSGD's gradient matrices.
+    const opts = trafficOptions(p.plan, p.cfg);
+    const rows = p.cfg ? rankStepTraffic(p.plan, p.model, p.cfg, r, opts) : stepTraffic(p.plan, p.model, r, opts);
+    for (const row of rows) out[row.collective] = (out[row.collective] ?? 0) + 4 * row.elements * p.steps;
   }
   return out;
 }
@@ -35,6 +44,7 @@ export class CommPanel {
   private readonly table: HTMLElement;
   private readonly note: HTMLElement;
   private readonly summary: HTMLElement;
+  private readonly compress: HTMLElement;
 
   constructor(host: HTMLElement) {
     host.innerHTML = `
@@ -43,11 +53,23 @@ export class CommPanel {
         <figure><figcaption>Bytes sent, rank → rank (row sends to column)</figcaption><div data-testid="comm-heatmap"></div></figure>
         <figure><figcaption>Per collective: measured (trace) vs predicted (stepTraffic)</figcaption><div data-testid="comm-totals"></div>
         <p class="hint" data-slot="note"></p></figure>
-      </div>`;
+      </div>
+      <figure class="comm-compress" data-slot="compress" hidden><figcaption>Compression per dimension: raw vs compressed bytes (stepTraffic without and
+        with the plan's policy, every rank) and measured (trace sends inside training steps)</figcaption>
+        <div data-testid="comm-compress"></div><p class="hint" data-slot="compress-note"></p></figure>`;
     this.heat = host.querySelector('[data-testid="comm-heatmap"]')!;
     this.table = host.querySelector('[data-testid="comm-totals"]')!;
     this.note = host.querySelector('[data-slot="note"]')!;
     this.summary = host.querySelector('[data-testid="comm-summary"]')!;
+    this.compress = host.querySelector('[data-slot="compress"]')!;
+  }
+
+  /**
+   * Before any traffic: the plan's compression figures for one step, predicted only (hidden when
+   * it compresses nothing), so the Setup's policy shows its effect before a run.
+   */
+  preview(p: Omit<Prediction, 'steps'>): void {
+    this.showCompression({ ...p, steps: 1 });
   }
 
   /** Shows the traffic of `spans`; with `prediction`, the analytical bytes beside it. */
@@ -69,6 +91,37 @@ export class CommPanel {
       }
     }
     this.table.replaceChildren(this.totals(t.bytesByOp, t.messagesByOp, predicted));
+    this.showCompression(prediction, spans);
+  }
+
+  /** The compression table of `p` (with `spans`, measured beside it); hidden without a compressing plan. */
+  private showCompression(p: Prediction | undefined, spans?: readonly Span[]): void {
+    let rows: DimBytes[] = [], note = '';
+    try {
+      rows = p ? compressionBytes(p, spans) : [];
+    } catch (e) {
+      note = `No compression figures: ${(e as Error).message}`;
+    }
+    this.compress.hidden = !rows.length && !note;
+    if (this.compress.hidden) return;
+    this.compress.querySelector('[data-slot="compress-note"]')!.textContent = note ||
+      `${p!.steps} step(s); ≈ marks an estimate (PowerSGD without the run's config).` +
+        (spans ? '' : ' Measured bytes appear once a run has traffic.');
+    const tbl = document.createElement('table');
+    tbl.className = 'totals';
+    const head = tbl.createTHead().insertRow();
+    for (const h of ['dim', 'scheme', 'raw', 'compressed', 'ratio', 'measured', 'measured / compressed']) head.insertCell().textContent = h;
+    const body = tbl.createTBody();
+    for (const d of rows) {
+      const row = body.insertRow();
+      Object.assign(row.dataset, { dim: d.dim, scheme: d.scheme, raw: String(d.raw), compressed: String(d.compressed), measured: String(d.measured ?? '') });
+      const m = d.measured;
+      for (
+        const v of [d.dim, d.scheme, fmtBytes(d.raw), `${d.exact ? '' : '≈'}${fmtBytes(d.compressed)}`, d.compressed ? `${(d.raw / d.compressed).toFixed(2)}×` : '—',
+          m === null ? '—' : fmtBytes(m), m !== null && d.compressed ? (m / d.compressed).toFixed(3) : '—']
+      ) row.insertCell().textContent = v;
+    }
+    this.compress.querySelector('[data-testid="comm-compress"]')!.replaceChildren(tbl);
   }
 
   private heatmap(pairs: Record<string, number>, n: number): HTMLElement {

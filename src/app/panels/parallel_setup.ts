@@ -1,11 +1,11 @@
 /**
  * Setup additions for parallel runs: world size, then one control per key of the CLI's
  * `PlanSchema` (degrees, ep, ZeRO stage, sequence parallelism, micro-batches, pipeline schedule,
- * virtual stages, context-parallel kind, network), each with the schema's kind, default, choices
- * and description (plan_fields.ts). The network is picked as a preset or composed from
- * intra/inter-node bandwidth and latency. Validated on every edit by the CLI's own
- * `planFromOptions` and the trainer's `planProblems` (src/parallel/plan.ts), so the page shows
- * exactly the CLI's messages before anything starts.
+ * virtual stages, context-parallel kind, compression policy, network), each with the schema's
+ * kind, default, choices, description and suggestions (plan_fields.ts). The network is picked
+ * as a preset or composed from intra/inter-node bandwidth and latency. Validated on every edit
+ * by the CLI's own `planFromOptions` and the trainer's `planProblems` (src/parallel/plan.ts), so
+ * the page shows exactly the CLI's messages before anything starts.
  */
 import { NET_PRESETS } from '../../comm/network.ts';
 import { describePlan, type PlanModel } from '../../parallel/plan.ts';
@@ -23,6 +23,8 @@ interface Ctl {
   hint?: string;
   numeric?: boolean;
   placeholder?: string;
+  /** A text input's typical values (a datalist). */
+  suggestions?: string[];
 }
 
 const FIELDS = planFields();
@@ -35,6 +37,7 @@ function schemaCtl(f: PlanField): Ctl {
   return {
     key: f.key, label: f.label, options, init: f.default ?? '', hint: f.help + range,
     numeric: f.kind === 'int' || f.kind === 'number', placeholder: f.default === undefined ? 'unset' : undefined,
+    suggestions: f.suggestions,
   };
 }
 
@@ -90,7 +93,8 @@ export class ParallelSetup {
     fs.append(lg);
     for (const c of ctls) {
       const wrap = document.createElement('div');
-      wrap.className = 'field';
+      // A text with a datalist holds a whole policy: it gets the fieldset's full width.
+      wrap.className = c.suggestions ? 'field wide' : 'field';
       const id = `p-${c.key}`;
       const label = document.createElement('label');
       label.htmlFor = id;
@@ -110,6 +114,14 @@ export class ParallelSetup {
         input.inputMode = c.numeric ? 'numeric' : 'decimal';
         input.autocomplete = 'off';
         if (c.placeholder) input.placeholder = c.placeholder;
+        if (c.suggestions) {
+          // A datalist offers the typical values yet keeps the CLI's full syntax typeable.
+          const list = document.createElement('datalist');
+          list.id = `${id}-list`;
+          for (const v of c.suggestions) list.append(Object.assign(document.createElement('option'), { value: v }));
+          input.setAttribute('list', list.id);
+          wrap.append(list);
+        }
       }
       input.id = id;
       input.name = c.key;

@@ -24,6 +24,8 @@ export interface PlanField {
   default?: string;
   /** The schema's description. */
   help: string;
+  /** Typical values a text field offers (a datalist); any other value the schema accepts is fine too. */
+  suggestions?: string[];
   min?: number;
   max?: number;
 }
@@ -32,7 +34,15 @@ export interface PlanField {
 export const PLAN_LABELS: Partial<Record<PlanKey, string>> = {
   dp: 'dp (data)', tp: 'tp (tensor)', pp: 'pp (pipeline)', cp: 'cp (context)', ep: 'ep (experts)', zero: 'ZeRO stage',
   sp: 'Sequence parallel', microBatches: 'Micro-batches', ppSchedule: 'Pipeline schedule', virtualStages: 'Virtual stages',
-  cpKind: 'Context parallel', net: 'Network',
+  cpKind: 'Context parallel', compress: 'Compression', net: 'Network',
+};
+
+/**
+ * Policies the compression field offers (docs/design.md §28): error-feedback schemes on dp, a
+ * cast everywhere, PowerSGD, and a hybrid. bf16 rather than fp16, which needs shader-f16.
+ */
+export const PLAN_SUGGESTIONS: Partial<Record<PlanKey, string[]>> = {
+  compress: ['none', 'dp=topk:0.1', 'dp=sign', 'dp=int8', 'dp=powersgd:4', 'naive:bf16', 'dp=topk:0.05,tp=bf16,pp=int8'],
 };
 
 /** Ranks a browser world runs: World.launch (src/comm/launch.ts) starts 1–16 rank workers. */
@@ -61,6 +71,7 @@ export function planFields(): PlanField[] {
       kind: 'text',
       default: d === undefined ? undefined : String(d),
       help: (field as z.ZodType).description ?? '',
+      ...(PLAN_SUGGESTIONS[key] ? { suggestions: PLAN_SUGGESTIONS[key] } : {}),
     };
     if (t instanceof z.ZodEnum) return { ...f, kind: 'enum', options: t.options.map(String) };
     if (t instanceof z.ZodBoolean) return { ...f, kind: 'boolean', options: ['false', 'true'] };
@@ -138,8 +149,19 @@ function issuesText(e: z.ZodError, values: PlanValues, fields: PlanField[]): str
   for (const i of e.issues) byKey.set(String(i.path[0]), [...(byKey.get(String(i.path[0])) ?? []), i]);
   return [...byKey].map(([key, issues]) => {
     const f = fields.find((x) => x.key === key), raw = values[key as PlanKey]?.trim() ?? '';
+    if (key === 'compress') return compressProblem(raw, firstIssue(issues).message);
     return f && (f.kind === 'int' || f.kind === 'number') ? `${key} must be ${allowedText(f)}, got '${raw}'` : issueText(key, raw, firstIssue(issues));
   });
+}
+
+/**
+ * parseCompressPolicy's message as the field's problem, `compress '<text>': <why>`: the CLI's
+ * `--compress …:` prefix and the scheme's own quoting go, since the field's text is quoted once.
+ */
+export function compressProblem(raw: string, message: string): string {
+  let why = message.replace(/^--compress:?\s*/, '').replace(/^compression scheme '[^']*':\s*/, '');
+  if (why.startsWith(`${raw}: `)) why = why.slice(raw.length + 2);
+  return `compress '${raw}': ${why}`;
 }
 
 /**

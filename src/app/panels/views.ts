@@ -5,6 +5,7 @@
  */
 import type { Span } from '../../comm/trace.ts';
 import type { ParallelPlan, PlanModel } from '../../parallel/plan.ts';
+import type { TrainConfig } from '../../train/config.ts';
 import { CommPanel } from './comm_panel.ts';
 import { MemoryPanel, type RankMemory } from './memory_panel.ts';
 import { MeshPanel } from './mesh_panel.ts';
@@ -21,6 +22,8 @@ export class Views {
   private plan: ParallelPlan | null = null;
   private model: PlanModel | null = null;
   private arch = 'gpt';
+  /** The run's config (PowerSGD's gradient matrices in the traffic prediction); absent for opened runs. */
+  private cfg: TrainConfig | undefined;
   private measured: RankMemory[] = [];
   /** Optimizer steps the spans cover (for the traffic prediction); 0 = unknown. */
   private steps = 0;
@@ -34,13 +37,17 @@ export class Views {
   }
 
   /** A new plan chosen in Setup (no run yet): predictions and the mesh follow it. */
-  setPlan(plan: ParallelPlan, model: PlanModel, arch = 'gpt'): void {
+  setPlan(plan: ParallelPlan, model: PlanModel, arch = 'gpt', cfg?: TrainConfig): void {
     this.plan = plan;
     this.model = model;
     this.arch = arch;
+    this.cfg = cfg;
     this.mesh.setShape([plan.dp, plan.pp, plan.cp, plan.tp]);
     this.memory.update(plan, model, this.measured, arch);
-    if (!this.spans.length) this.tp.setData(model);
+    if (!this.spans.length) {
+      this.tp.setData(model);
+      this.comm.preview({ plan, model, cfg });
+    }
   }
 
   /** Clears the previous run's data (a new run starts). */
@@ -76,7 +83,7 @@ export class Views {
   private refresh(): void {
     this.timeline.setSpans(this.spans, this.meta);
     this.mesh.setSpans(this.spans);
-    const pred = this.plan && this.model && this.steps > 0 ? { plan: this.plan, model: this.model, steps: this.steps } : undefined;
+    const pred = this.plan && this.model && this.steps > 0 ? { plan: this.plan, model: this.model, steps: this.steps, cfg: this.cfg } : undefined;
     this.comm.update(this.spans, pred);
     if (this.model) this.tp.setData(this.model, this.spans, this.steps || 1);
   }
