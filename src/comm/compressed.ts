@@ -205,6 +205,12 @@ export class CompressedComm implements FloatCollectives {
     this.feedback.residualFor(this.gpu, `${name}/reduced/0`, c);
   }
 
+  /** The residuals a reduceScatter of p chunks of c values under `name` keeps (as {@link prepareAllReduce}). */
+  prepareReduceScatter(name: string, c: number): void {
+    if (!this.feedback || this.comm.size === 1) return;
+    for (let j = 0; j < this.comm.size; j++) this.feedback.residualFor(this.gpu, `${name}/${j}`, c);
+  }
+
   /** The error-feedback residuals by key (see {@link residual}): what a checkpoint must keep. */
   state(): Record<string, Tensor> {
     return Object.fromEntries(this.feedback?.entries() ?? []);

@@ -186,19 +186,12 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
       if (zero === 0) push('dp', `${what} gradients`, 'allReduce', group, n, 1, true, what);
       else if (zero < 3) {
         // ZeRO-2 reduces per 'layer' unit, whose 256-byte padding the formula cannot see without the buckets.
-        push(
-          'dp',
-          `${what} gradients (ZeRO-${zero})`,
-          'reduceScatter',
-          group,
-          padded,
-          zero === 2 ? m : 1,
-          zero === 1 || !!buckets,
-        );
-        push('dp', `${what} parameters (ZeRO-${zero})`, 'allGather', group, padded, 1, zero === 1 || !!buckets);
+        const exact = zero === 1 || !!buckets, label = `${what} gradients (ZeRO-${zero})`;
+        push('dp', label, 'reduceScatter', group, padded, zero === 2 ? m : 1, exact, what);
+        push('dp', `${what} parameters (ZeRO-${zero})`, 'allGather', group, padded, 1, exact);
       } else {
         push('dp', `${what} parameters, forward + backward (ZeRO-3)`, 'allGather', group, padded, 2 * m, !!buckets);
-        push('dp', `${what} gradients (ZeRO-3)`, 'reduceScatter', group, padded, m, !!buckets);
+        push('dp', `${what} gradients (ZeRO-3)`, 'reduceScatter', group, padded, m, !!buckets, what);
       }
     }
   };

@@ -101,7 +101,7 @@ export class GradSync {
     // A whole-model replica (data parallelism only): its reduction can overlap the last backward.
     const replica = stages.ctx.tp === 1 && groups.pp.length === 1 && o.cp === 1 && (o.ep ?? 1) === 1;
     this.zero = o.zero > 0
-      ? new ZeroSync(gpu, stages, o.zero as ZeroStage, sync, this.dpGrads, replica, o.bucketBytes)
+      ? new ZeroSync(gpu, stages, o.zero as ZeroStage, sync, this.dpGrads, replica, o.bucketBytes, o.compress?.dp)
       : null;
     this.spGrads = o.sp ? subGroup(tp, 'sp-grads') : null;
     const emb = groups.embedding;
@@ -119,7 +119,15 @@ export class GradSync {
     const ddp = replica && !o.zero && groups.dpcp.length > 1 && (o.compress?.dp.kind ?? 'none') === 'none';
     this.buckets = ddp ? planBuckets(stages.params, o.bucketBytes ?? 1 << 20) : null;
     this.expertGrads = moe && edp.length > 1 ? subGroup(world.newGroup(edp, `edp[${edp.join(',')}]`), 'experts') : null;
-    this.denseAverage = gradReduce(gpu, this.dpGrads, this.dense, o.compress?.dp, 'avg', 'grads');
+    // Under ZeRO the reduce-scatters carry the dp compression (zero_sync.ts); the plain average is never called.
+    this.denseAverage = gradReduce(
+      gpu,
+      this.dpGrads,
+      this.dense,
+      this.zero ? undefined : o.compress?.dp,
+      'avg',
+      'grads',
+    );
     this.expertSum = this.expertGrads
       ? gradReduce(gpu, this.expertGrads, this.experts, o.compress?.dp, 'sum', 'experts')
       : null;
@@ -197,6 +205,7 @@ export class GradSync {
     const out: Record<string, Tensor> = {};
     for (const [k, t] of Object.entries(this.denseAverage.state())) out[`compress.dp.${k}`] = t;
     for (const [k, t] of Object.entries(this.expertSum?.state() ?? {})) out[`compress.edp.${k}`] = t;
+    for (const [k, t] of Object.entries(this.zero?.compressionState() ?? {})) out[`compress.dp.${k}`] = t;
     return out;
   }
 

@@ -123,9 +123,9 @@ export function planProblems(plan: ParallelPlan, model: PlanModel, worldSize?: n
   if (!div(nHead, tp)) out.push(`heads ${nHead} not divisible by tp ${tp}`);
   if (sp && tp === 1) out.push('sequence parallel (sp) requires tp > 1');
   if (zero > 0 && dp * cp === 1) out.push(`zero ${zero} shards over the dp·cp group and requires dp·cp > 1`);
-  if (zero > 0 && plan.compress && plan.compress.dp.kind !== 'none') {
+  if (zero > 0 && plan.compress?.dp.kind === 'powersgd') {
     out.push(
-      `compressing the dp gradients (--compress dp=…) needs zero 0: ZeRO's reduce-scatters and all-gathers run uncompressed (got zero ${zero})`,
+      `--compress dp=powersgd needs zero 0: PowerSGD all-reduces low-rank factors of whole gradient matrices, ZeRO reduce-scatters flat buckets; with zero ${zero} use an elementwise scheme (fp16, bf16, int8, topk, sign)`,
     );
   }
   const stages = pp * v;

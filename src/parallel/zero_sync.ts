@@ -52,6 +52,8 @@ import {
   sliceOf,
 } from './buckets.ts';
 import { subGroup } from './data_parallel.ts';
+import { CompressedComm } from '../comm/compressed.ts';
+import type { Scheme } from '../comm/compression.ts';
 import { bucketedHooks, type ExecutorHooks } from './pipeline_executor.ts';
 import type { ModelStages } from './stages.ts';
 import { LayerUnits } from './zero_units.ts';
@@ -74,6 +76,8 @@ export class ZeroSync {
   private own: Float32Array[] | null = null;
   private readonly params: Communicator;
   private readonly evalGroup: Communicator;
+  /** The dp compression of the gradient reduce-scatters (docs/design.md §28), or null; the gathers stay exact. */
+  private readonly compressed: CompressedComm | null;
 
   /**
    * Shards `stages.params` over `group` and frees what the stage shards away: the flat AdamW
@@ -91,6 +95,7 @@ export class ZeroSync {
     private readonly grads: Communicator,
     replica: boolean,
     bucketBytes?: number | 'layer',
+    compress?: Scheme,
   ) {
     this.inBackward = stage > 1 || replica;
     if (stage > 1 && bucketBytes !== undefined && bucketBytes !== 'layer') {
@@ -110,6 +115,13 @@ export class ZeroSync {
     if (this.units) stages.rebindGrads();
     this.params = subGroup(group, 'params');
     this.evalGroup = subGroup(group, 'eval');
+    this.compressed = compress && compress.kind !== 'none' ? new CompressedComm(grads, gpu, compress) : null;
+    for (const pc of this.shards.pieces) this.compressed?.prepareReduceScatter(`zero.${pc.bucket.index}`, pc.c);
+  }
+
+  /** The compressed reduce-scatters' error-feedback residuals (empty without them): checkpoint state. */
+  compressionState(): Record<string, Tensor> {
+    return this.compressed?.state() ?? {};
   }
 
   /** Whether micro-batch `micro`'s backward reduce-scatters (every one from stage 2, the last at stage 1 in backward). */
@@ -179,7 +191,10 @@ export class ZeroSync {
     const pc = this.shards.pieces[b.index], padded = new Float32Array(pc.c * this.grads.size);
     padded.set(host);
     // avg: the mean over ranks of per-rank mean-loss gradients is the global mean's gradient.
-    const mine = await this.grads.reduceScatter(padded, { op: 'avg' }), g = this.shards.gHost;
+    const mine = this.compressed
+      ? await this.compressed.reduceScatter(padded, { op: 'avg', name: `zero.${b.index}` })
+      : await this.grads.reduceScatter(padded, { op: 'avg' });
+    const g = this.shards.gHost;
     for (let i = 0; i < pc.c; i++) g[pc.at + i] += mine[i];
   }
 

@@ -79,6 +79,7 @@ for (
     ['dp 2 · pp 2 · ZeRO-2', { dp: 2, pp: 2, zero: 2 }],
     ['dp 2 · top-k with error feedback', { dp: 2, compress: parseCompressPolicy('dp=topk:0.05') }],
     ['dp 2 · PowerSGD rank 2', { dp: 2, compress: parseCompressPolicy('dp=powersgd:2') }],
+    ['dp 2 · ZeRO-2 · top-k', { dp: 2, zero: 2, compress: parseCompressPolicy('dp=topk:0.05') }],
   ] as const
 ) {
   Deno.test({
