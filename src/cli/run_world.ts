@@ -42,7 +42,7 @@ export interface RunWorld {
   /** Ends the world (workers terminated, or MPI finalized). */
   close(): Promise<void>;
   /** Under MPI: reports `e` as this rank's and aborts the whole job (MPI_Abort), so no rank waits on a dead peer. */
-  abort?(e: unknown): never;
+  abort?(e: unknown): Promise<never>;
 }
 
 /**
@@ -67,6 +67,9 @@ export function checkLaunch(o: LaunchOptions): void {
  * @throws Error when MPI is missing or not launching this process, when mpirun started another
  *   number of processes than the plan's world size, or for an unreadable tuning table.
  */
+/** How long a failing MPI rank waits, after printing why, before it aborts the job. */
+const ABORT_GRACE_MS = 300;
+
 export async function openRunWorld(
   o: LaunchOptions,
   size: number,
@@ -103,8 +106,11 @@ export async function openRunWorld(
     primary: m.rank === 0,
     localRank: m.localRank,
     close: () => m.finalize(),
-    abort(e) {
+    async abort(e) {
       console.error(`error: rank ${m.rank}: ${(e as Error)?.message ?? e}`);
+      // mpirun forwards a rank's stderr through its proxy, which MPI_Abort tears down: give the line
+      // time to get through before the job ends, or the reason can be lost.
+      await new Promise((r) => setTimeout(r, ABORT_GRACE_MS));
       mpi().MPI_Abort(MPI.COMM_WORLD, 1);
       Deno.exit(1);
     },

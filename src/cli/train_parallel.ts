@@ -215,7 +215,7 @@ export async function main(argv: string[]): Promise<number | null> {
       `done: ${cfg.steps} steps on ${size} ranks · outputs in ${outDir}/ (metrics.jsonl, trace.json, config.json, plan.txt, accounting.json, ckpt-parallel.json)`,
     );
   } catch (e) {
-    if (rw.abort && !(e instanceof CliExit)) rw.abort(e); // no MPI rank may wait on a dead peer
+    if (rw.abort && !(e instanceof CliExit)) await rw.abort(e); // no MPI rank may wait on a dead peer
     throw e;
   } finally {
     stopper?.dispose();

@@ -160,6 +160,6 @@ Deno.test('parallel setup: a bad compression policy is one problem in words, quo
     `compress 'dp=int8:3': the int8 block must be one of 32, 64, 128, 256, 512, 1024, 2048, 4096 (allowed: ${allowed})`,
   ]);
   // planProblems' rule names the flag, so the field is marked too.
-  ok(problem('dp=sign', { zero: 1 }).some((p) => /\bcompress\b/.test(p)));
+  ok(problem('dp=powersgd:2', { zero: 1 }).some((p) => /\bcompress\b/.test(p)));
   equal(compressProblem('x', 'something else'), "compress 'x': something else");
 });

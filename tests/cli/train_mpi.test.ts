@@ -10,6 +10,7 @@
  */
 import { equal, match, ok } from 'node:assert/strict';
 import { lossSeries, runCli, TINY_RUN, withTestBackend } from '../util/cli.ts';
+import { mpirun } from '../util/mpirun.ts';
 import { buildTuning } from '../../src/comm/tuning.ts';
 
 const root = new URL('../../', import.meta.url).pathname;
@@ -33,18 +34,6 @@ async function mixedTable(): Promise<string> {
   const file = await Deno.makeTempFile({ suffix: '.json' });
   await Deno.writeTextFile(file, JSON.stringify(buildTuning(rows)));
   return file;
-}
-
-async function mpirun(n: number, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const out = await new Deno.Command('mpirun', {
-    args: ['-n', String(n), Deno.execPath(), 'run', '-A', 'src/cli/train.ts', ...withTestBackend('train.ts', args)],
-    cwd: root,
-    env: { XDG_RUNTIME_DIR: '/tmp' },
-    stdout: 'piped',
-    stderr: 'piped',
-    signal: AbortSignal.timeout(240_000),
-  }).output();
-  return { code: out.code, stdout: new TextDecoder().decode(out.stdout), stderr: new TextDecoder().decode(out.stderr) };
 }
 
 for (
