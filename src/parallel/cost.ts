@@ -75,6 +75,8 @@ export interface TrafficOptions {
    * flat buffer of Ψ (padded to a multiple of the group for ZeRO).
    */
   buckets?: number[];
+  /** Under sp with ZeRO-2/3: each bucket's sequence-parallel partial elements (zero_sync.ts spCallSizes). */
+  spBuckets?: number[];
   /**
    * The trainer that will run the plan (strategy.ts `strategyOf`): its small scalar allReduces follow
    * it (mesh: one 2-element [norm, loss] over the world instead of the dp loss average and ZeRO's
@@ -247,7 +249,11 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
     if (first) bulk('tp', 'embedding gather (bwd)', 'allGather', tpGroup, bsh, m);
     if (last) bulk('tp', 'LM head gather (fwd)', 'allGather', tpGroup, bsh, m);
     if (last) bulk('tp', 'LM head scatter (bwd)', 'reduceScatter', tpGroup, bsh, m);
-    push('tp', 'LayerNorm and row-parallel bias gradients', 'allReduce', tpGroup, par.spReplicated, 1);
+    if (zero < 2) push('tp', 'LayerNorm and row-parallel bias gradients', 'allReduce', tpGroup, par.spReplicated, 1);
+    else if (!o.spBuckets) {
+      push('tp', 'sp partial gradients per ZeRO unit', 'allReduce', tpGroup, par.spReplicated, m, false);
+    } // ZeRO-2/3 sum each unit's partials before its reduce-scatter, every micro-batch.
+    else for (const n of o.spBuckets) push('tp', 'sp partial gradients of a ZeRO unit', 'allReduce', tpGroup, n, m);
   }
   if (last) push('tp', 'vocab-parallel cross-entropy (max, target, sum-exp)', 'allReduce', tpGroup, b * s, 3 * m);
   // pp: activations forward, their gradients backward, for every local stage with a neighbour.

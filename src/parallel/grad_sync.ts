@@ -100,10 +100,22 @@ export class GradSync {
     this.dpGrads = subGroup(sync, 'grads');
     // A whole-model replica (data parallelism only): its reduction can overlap the last backward.
     const replica = stages.ctx.tp === 1 && groups.pp.length === 1 && o.cp === 1 && (o.ep ?? 1) === 1;
-    this.zero = o.zero > 0
-      ? new ZeroSync(gpu, stages, o.zero as ZeroStage, sync, this.dpGrads, replica, o.bucketBytes, o.compress?.dp)
-      : null;
     this.spGrads = o.sp ? subGroup(tp, 'sp-grads') : null;
+    // ZeRO-2/3 reduce inside backward, so they sum the sp partials bucket by bucket there.
+    const spInBackward = o.zero >= 2 ? this.spGrads : null;
+    this.zero = o.zero > 0
+      ? new ZeroSync(
+        gpu,
+        stages,
+        o.zero as ZeroStage,
+        sync,
+        this.dpGrads,
+        replica,
+        o.bucketBytes,
+        o.compress?.dp,
+        spInBackward,
+      )
+      : null;
     const emb = groups.embedding;
     this.embGroup = emb.length ? world.newGroup(emb, `embedding[${emb.join(',')}]`) : null;
     const pp = groups.pp;

@@ -62,11 +62,12 @@ export function checkMeshPlan(
  * full gradient after a micro-batch's backward (each 'layer' unit is reduce-scattered as it is
  * finished, zero_sync.ts), so a sum the sync makes after the schedule must work on the pieces:
  * the tied embedding's two copies (first and last stage) hold the same pieces and are summed
- * there; but sequence parallelism's partial gradients need a tp sum before the reduce-scatter,
- * the hybrid's shared block is not summed piecewise over pp, and an interleaved schedule would
- * gather a rank's resident units once per chunk, not once per micro-batch.
- * @throws Error naming the rule: ZeRO-2/3 with sequence parallelism, or with pp > 1 under the
- *   interleaved schedule or on an architecture with a block shared by stages (hybrid).
+ * there, and sequence parallelism's partial gradients are summed over tp bucket by bucket just
+ * before each reduce-scatter; but the hybrid's shared block is not summed piecewise over pp, and
+ * an interleaved schedule would gather a rank's resident units once per chunk, not once per
+ * micro-batch.
+ * @throws Error naming the rule: ZeRO-2/3 with pp > 1 under the interleaved schedule or on an
+ *   architecture with a block shared by stages (hybrid).
  */
 export function checkZeroPlan(plan: ParallelPlan, arch = 'gpt'): void {
   if (plan.zero < 2) return;
@@ -79,11 +80,6 @@ export function checkZeroPlan(plan: ParallelPlan, arch = 'gpt'): void {
   if (plan.pp > 1 && arch === 'hybrid') {
     throw new Error(
       `not supported yet: zero ${plan.zero} combined with pp ${plan.pp} on --arch hybrid (its shared block's gradient is summed over pp before the reduce-scatter); ${rule}`,
-    );
-  }
-  if (plan.sp) {
-    throw new Error(
-      `not supported yet: zero ${plan.zero} combined with sequence parallelism (--sp); use zero 1 or drop --sp`,
     );
   }
 }

@@ -59,8 +59,8 @@
  *   coordinate; the context's MoE function exchanges tokens over that EP group
  *   (expert_exchange.ts), grad_sync.ts sums expert gradients over the ranks holding the same
  *   experts, and each stage's load-balancing loss enters its own backward and loss share.
- * Not composed (thrown up front, naming the rule; mesh_plan.ts): ep with ZeRO; ZeRO-2/3 with sp,
- * with --recompute, with the interleaved schedule or the hybrid over pp.
+ * Not composed (thrown up front, naming the rule; mesh_plan.ts): ep with ZeRO; ZeRO-2/3 with
+ * --recompute, with the interleaved schedule or the hybrid over pp.
  */
 import { autocastOf, checkPrecision } from '../autograd/autocast.ts';
 import { type LossScaler, lossScalerFor } from '../train/loss_scale.ts';

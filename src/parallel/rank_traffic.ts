@@ -35,9 +35,11 @@ export function predictedTraffic(
   cfg: TrainConfig,
   rank: number,
   buckets?: number[],
+  spBuckets?: number[],
 ): CommRow[] {
   return stepTraffic(plan, model, rank, {
     buckets,
+    spBuckets,
     bias: cfg.bias,
     topK: cfg.moeTopK,
     capacityFactor: cfg.capacityFactor,

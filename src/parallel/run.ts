@@ -176,7 +176,7 @@ export class RankRun {
     try {
       const built = buildTrainer(gpu, world, args.plan, cfg, data, vocabSize, args.bucketBytes);
       const rank = world.transport.rank;
-      const predicted = predictedTraffic(kind, args.plan, model, cfg, rank, built.buckets);
+      const predicted = predictedTraffic(kind, args.plan, model, cfg, rank, built.buckets, built.spBuckets);
       const run = new RankRun(world, gpu, kind, args.plan, cfg, data, built, predicted);
       if (args.resume) {
         const what = `rank ${rank}'s checkpoint`;

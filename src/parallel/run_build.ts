@@ -31,6 +31,8 @@ export interface Built {
   evaluate?: () => Promise<number>;
   /** Buffer sizes of the dense gradient sync calls, for stepTraffic. */
   buckets?: number[];
+  /** Under sp with ZeRO-2/3: each bucket's sequence-parallel partial elements, for stepTraffic. */
+  spBuckets?: number[];
   /** What a checkpoint holds. */
   state: () => Record<string, Tensor>;
   dispose(): void;
@@ -67,6 +69,7 @@ export function buildTrainer(
       ? () => t.validation!.run()
       : undefined,
     buckets: zero?.callSizes() ?? t.sync.buckets?.map((b) => b.end - b.start),
+    spBuckets: plan.sp && zero && zero.stage > 1 ? zero.spCallSizes() : undefined,
     state: () => t.trainingState(),
     dispose: () => t.destroy(),
   };

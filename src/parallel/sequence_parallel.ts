@@ -73,3 +73,27 @@ export async function allReduceSequenceParallelGrads(
   }
   return total;
 }
+
+/** Elements of the sequence-parallel partial gradients among `params` (their tp sum's buffer). */
+export function sequenceParallelElements(params: readonly Param[]): number {
+  return params.filter((p) => isSequenceParallelPartial(p.name)).reduce((a, p) => a + p.size, 0);
+}
+
+/**
+ * Sums over `group` (tp) the sequence-parallel partials among `params`, whose gradients sit in
+ * `host` at their store offsets less `start` (a ZeRO unit's local gradient, zero_sync.ts): one
+ * allReduce of their packed slices, written back in place. Nothing is sent when none is partial.
+ */
+export async function sumSequenceParallelSlices(
+  params: readonly Param[],
+  start: number,
+  host: Float32Array,
+  group: Communicator,
+): Promise<void> {
+  const ps = params.filter((p) => isSequenceParallelPartial(p.name));
+  if (!ps.length) return;
+  const part = new Float32Array(sequenceParallelElements(ps));
+  ps.reduce((o, p) => (part.set(host.subarray(p.offset - start, p.offset - start + p.size), o), o + p.size), 0);
+  await group.allReduce(part);
+  ps.reduce((o, p) => (host.set(part.subarray(o, o + p.size), p.offset - start), o + p.size), 0);
+}

@@ -59,7 +59,7 @@ export function checkArchSplit(plan: ParallelPlan, arch: string): void {
  * The trainer for `plan` on `arch`: the mesh trainer (mesh_trainer.ts) runs every plan it
  * accepts — data parallelism alone (DDP's overlapped buckets), any split by pp, cp, tp or ep,
  * ZeRO-1/2/3 as gradient-sync modes (zero_sync.ts) — so this is the up-front check that it does.
- * @throws Error "not supported yet: …" for ZeRO with ep, ZeRO-2/3 with sp or with an interleaved
+ * @throws Error "not supported yet: …" for ZeRO with ep, ZeRO-2/3 with an interleaved
  *   or hybrid pipeline (mesh_plan.ts checkZeroPlan); for ep on a dense architecture; or from {@link checkArchSplit}.
  */
 export function strategyOf(plan: ParallelPlan, arch: string): StrategyKind {

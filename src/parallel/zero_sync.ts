@@ -52,6 +52,7 @@ import {
   sliceOf,
 } from './buckets.ts';
 import { subGroup } from './data_parallel.ts';
+import { sequenceParallelElements, sumSequenceParallelSlices } from './sequence_parallel.ts';
 import { CompressedComm } from '../comm/compressed.ts';
 import type { Scheme } from '../comm/compression.ts';
 import { bucketedHooks, type ExecutorHooks } from './pipeline_executor.ts';
@@ -96,6 +97,7 @@ export class ZeroSync {
     replica: boolean,
     bucketBytes?: number | 'layer',
     compress?: Scheme,
+    private readonly spGrads: Communicator | null = null,
   ) {
     this.inBackward = stage > 1 || replica;
     if (stage > 1 && bucketBytes !== undefined && bucketBytes !== 'layer') {
@@ -188,6 +190,8 @@ export class ZeroSync {
 
   /** Reduce-scatters (avg) bucket b's local gradient `host` and adds this rank's piece to the step's reduced pieces. */
   private async reduce(b: Bucket, host: Float32Array): Promise<void> {
+    // Each tp rank reduces the same unit at the same point of its backward, so these allReduces line up.
+    if (this.spGrads) await sumSequenceParallelSlices(b.params, b.start, host, this.spGrads);
     const pc = this.shards.pieces[b.index], padded = new Float32Array(pc.c * this.grads.size);
     padded.set(host);
     // avg: the mean over ranks of per-rank mean-loss gradients is the global mean's gradient.
@@ -276,6 +280,11 @@ export class ZeroSync {
   /** Elements of each reduce-scatter / all-gather call's buffer, d·c_k per bucket (for stepTraffic). */
   callSizes(): number[] {
     return this.shards.pieces.map((p) => p.c * this.grads.size);
+  }
+
+  /** Elements of each bucket's sequence-parallel partial gradients, which its reduce sums over tp first (0: none). */
+  spCallSizes(): number[] {
+    return this.buckets.map((b) => sequenceParallelElements(b.params));
   }
 
   /** Frees the shard buffers (the store frees the working buffers with itself). */

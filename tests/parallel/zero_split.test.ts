@@ -32,6 +32,7 @@ interface Result {
   grads0: Named;
   params: Named;
   buckets: number[];
+  spBuckets?: number[];
   /** Bytes of model state this rank holds, and the bytes of its whole tp shard (values only). */
   memory: { params: number; grads: number; shard: number };
 }
@@ -54,6 +55,7 @@ async function zeroSplitRank(
     grads0: {},
     params: {},
     buckets: t.sync.zero!.callSizes(),
+    spBuckets: plan.sp ? t.sync.zero!.spCallSizes() : undefined,
     memory: { params: memory.params, grads: memory.grads, shard },
   };
   try {
@@ -74,6 +76,9 @@ async function zeroSplitRank(
 const CASES: [string, Partial<TrainConfig>, Partial<ParallelPlan>][] = [
   // Four blocks, so that one layer's working slot plus the pieces is visibly less than the shard.
   ['gpt dp2 × tp2 × ZeRO-3', { nLayer: 4 }, { dp: 2, tp: 2, zero: 3 }],
+  // Sequence parallelism: each unit's partial LayerNorm / bias gradients summed over tp before its reduce-scatter.
+  ['gpt dp2 × tp2 + sp × ZeRO-2', { gradAccum: 2 }, { dp: 2, tp: 2, sp: true, zero: 2, microBatches: 2 }],
+  ['gpt dp2 × tp2 + sp × ZeRO-3', { nLayer: 4 }, { dp: 2, tp: 2, sp: true, zero: 3 }],
   // Two micro-batches: ZeRO-2 reduce-scatters each one's gradients and accumulates the pieces.
   ['gpt cp2 (ring) × tp2 × ZeRO-2', { gradAccum: 2 }, { cp: 2, tp: 2, zero: 2, cpKind: 'ring', microBatches: 2 }],
   // Each pipeline stage shards its own store over dp; the tied wte's pieces are summed between
@@ -108,7 +113,7 @@ for (const [what, extra, p] of CASES) {
       for (const [r, x] of res.entries()) {
         ok(maxRel(x.losses, ref.losses) < 1e-4, `${what} rank ${r}: losses ${x.losses} vs ${ref.losses}`);
         ok(maxRel(x.gradNorms, ref.gradNorms) < 1e-3, `${what} rank ${r}: norms ${x.gradNorms} vs ${ref.gradNorms}`);
-        const rows = stepTraffic(plan, model, r, { buckets: x.buckets, trainer: 'mesh', bias });
+        const rows = stepTraffic(plan, model, r, { buckets: x.buckets, spBuckets: x.spBuckets, trainer: 'mesh', bias });
         deepStrictEqual(rows.filter((row) => !row.exact).map((row) => row.what), [], `${what} rank ${r}: rows exact`);
         for (const [s, sent] of x.sent.entries()) {
           deepStrictEqual(
@@ -146,11 +151,11 @@ for (const [what, extra, p] of CASES) {
   );
 }
 
-Deno.test('ZeRO-2/3 with a split model: sp, interleaved pipelines and the hybrid over pp are refused naming the rule', () => {
+Deno.test('ZeRO-2/3 with a split model: interleaved pipelines and the hybrid over pp are refused naming the rule', () => {
   const interleaved = { schedule: 'interleaved', virtualStages: 2 } as const;
   throws(() => strategyOf(makePlan({ dp: 2, pp: 2, zero: 2, ...interleaved }), 'gpt'), /zero 2 combined with pp 2/);
   throws(() => strategyOf(makePlan({ dp: 2, pp: 2, zero: 3 }), 'hybrid'), /zero 3 combined with pp 2 on --arch hybrid/);
-  throws(() => strategyOf(makePlan({ dp: 2, tp: 2, zero: 3, sp: true }), 'gpt'), /zero 3 combined with sequence/);
+  equal(strategyOf(makePlan({ dp: 2, tp: 2, zero: 3, sp: true }), 'gpt'), 'mesh', 'ZeRO-3 composes with sp');
   equal(strategyOf(makePlan({ dp: 2, pp: 2, zero: 1 }), 'gpt'), 'mesh', 'ZeRO-1 composes with pipelines');
   equal(strategyOf(makePlan({ dp: 2, pp: 2, zero: 2 }), 'gpt'), 'mesh', 'and ZeRO-2/3 with 1F1B and GPipe');
 });
