@@ -231,29 +231,42 @@ export class CompressedComm implements FloatCollectives {
 
   /** Phase 2: every rank's chunk t (c, released here), compressed, gathered and decoded (p·c). */
   private async gatherChunks(t: Tensor, c: number, name?: string): Promise<Float32Array> {
-    const host = await this.gpu.read(t) as Float32Array;
+    const words = await this.encodeChunks([t], name);
     t.release();
-    const got = await this.comm.allGather(await this.encode(host, c, name));
-    const out = this.decodeAll(got, c, 1);
+    const out = this.decodeAll(await this.comm.allGather(words), c, 1);
     const r = await this.gpu.read(out) as Float32Array;
     out.release();
     return r;
   }
 
-  /** x (k·c) → k compressed messages of c values, back to back in one word array. */
+  /** x (k·c) on the host → k compressed messages of c values, back to back in one word array. */
   private async encode(x: Float32Array, c: number, name?: string): Promise<Int32Array> {
-    const { gpu } = this, k = x.length / c, w = this.wordsOf(c);
-    const words = gpu.empty([k * w], 'u32', 'compressed.words');
-    for (let j = 0; j < k; j++) {
-      const t = gpu.upload(x.subarray(j * c, (j + 1) * c), [c], 'f32', 'compressed.in');
-      const m = this.compressor.allocate(gpu, c);
+    const chunks = Array.from(
+      { length: x.length / c },
+      (_, j) => this.gpu.upload(x.subarray(j * c, (j + 1) * c), [c], 'f32', 'compressed.in'),
+    );
+    const words = await this.encodeChunks(chunks, name);
+    for (const t of chunks) t.release();
+    return words;
+  }
+
+  /**
+   * Chunks (c values each, on the GPU) → their compressed messages back to back in one word
+   * array; chunk j's error feedback is keyed `${name}/${j}`. One message buffer serves every
+   * chunk: each is packed before the next compress overwrites it, in command order.
+   */
+  private async encodeChunks(chunks: Tensor[], name?: string): Promise<Int32Array> {
+    const { gpu } = this, c = chunks[0].size, w = this.wordsOf(c);
+    const words = gpu.empty([chunks.length * w], 'u32', 'compressed.words');
+    const m = this.compressor.allocate(gpu, c);
+    chunks.forEach((t, j) => {
       if (this.feedback && name) this.feedback.compress(gpu, `${name}/${j}`, t, m);
       else this.compressor.compress(gpu, t, m);
       packMessage(gpu, m, words, j * w);
-      releaseCompressed(m);
-      t.release();
-    }
-    const host = await this.comm.tracer.span('compress', () => gpu.read(words), { bytes: x.length * 4, sim: false });
+    });
+    releaseCompressed(m);
+    const bytes = chunks.length * c * 4;
+    const host = await this.comm.tracer.span('compress', () => gpu.read(words), { bytes, sim: false });
     words.release();
     return new Int32Array(host.buffer, host.byteOffset, host.length);
   }

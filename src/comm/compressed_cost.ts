@@ -21,7 +21,7 @@ const sum = (a: Traffic, b: Traffic): Traffic => ({
 /** One word-level call of a compressed call: the call and the words of its buffer. */
 export type Phase = [CompressedCall, number];
 /** The algorithm compressed.ts runs a word-level call with (its Communicator's defaults). */
-export const phaseAlgorithm = (c: CompressedCall) => (c === 'allToAll' ? 'direct' : 'ring');
+export const phaseAlgorithm = (c: CompressedCall): 'direct' | 'ring' => (c === 'allToAll' ? 'direct' : 'ring');
 
 /** The word-level calls one compressed call runs: [call, words of its buffer]; `none` runs itself. */
 export function compressedPhases(call: CompressedCall, s: Scheme, n: number, p: number): Phase[] {
@@ -43,11 +43,15 @@ export function compressedTraffic(call: CompressedCall, s: Scheme, n: number, p:
   if ((call === 'reduceScatter' || call === 'allGather' || call === 'allToAll') && n % p) {
     throw new Error(`compressedTraffic: ${call} of ${n} elements does not split over ${p} ranks`);
   }
-  return compressedPhases(call, s, n, p).reduce<Traffic>(
-    (t, [c, w]) =>
-      sum(t, c === 'send' ? { elements: w, messages: 1 } : collectiveTraffic(c, phaseAlgorithm(c), w, p, r)),
-    { elements: 0, messages: 0 },
-  );
+  return compressedPhases(call, s, n, p).reduce<Traffic>((t, ph) => sum(t, phaseTraffic(ph, p, r)), {
+    elements: 0,
+    messages: 0,
+  });
+}
+
+/** Words and messages group rank r of p sends in one word-level call (a send: one message of w words). */
+export function phaseTraffic([c, w]: Phase, p: number, r: number): Traffic {
+  return c === 'send' ? { elements: w, messages: 1 } : collectiveTraffic(c, phaseAlgorithm(c), w, p, r);
 }
 
 /**

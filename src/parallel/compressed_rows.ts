@@ -8,7 +8,6 @@
  * the cross-entropy's statistics, the tied embedding's and replicated parameters' sums) pass
  * through unchanged.
  */
-import { collectiveTraffic } from '../comm/cost.ts';
 import {
   compresses,
   type CompressPolicy,
@@ -18,7 +17,7 @@ import {
   powerSgdWords,
   schemeWords,
 } from '../comm/compression.ts';
-import { type CompressedCall, compressedPhases, phaseAlgorithm } from '../comm/compressed_cost.ts';
+import { type CompressedCall, compressedPhases, phaseAlgorithm, phaseTraffic } from '../comm/compressed_cost.ts';
 import type { CommRow } from './cost.ts';
 
 /** A rank's gradient matrices, packed as the gradient sync packs them (dense; experts under ep). */
@@ -43,22 +42,10 @@ export function compressRows(
     const s = r.bulk ? policy![r.dim] : undefined;
     if (!s || s.kind === 'none') return [r];
     const scheme = formatScheme(s), me = r.group.indexOf(rank), p = r.group.length;
-    const row = (what: string, coll: CompressedCall, n: number, exact = r.exact): CommRow => {
-      if (coll === 'send') {
-        return { ...r, what, n, elements: n * r.calls, messages: r.calls, exact, scheme };
-      }
-      const algorithm = phaseAlgorithm(coll), tr = collectiveTraffic(coll, algorithm, n, p, me);
-      return {
-        ...r,
-        what,
-        collective: coll,
-        algorithm,
-        n,
-        elements: tr.elements * r.calls,
-        messages: tr.messages * r.calls,
-        exact,
-        scheme,
-      };
+    const row = (what: string, coll: CompressedCall, n: number): CommRow => {
+      const tr = phaseTraffic([coll, n], p, me);
+      const how = coll === 'send' ? {} : { collective: coll, algorithm: phaseAlgorithm(coll) };
+      return { ...r, ...how, what, n, elements: tr.elements * r.calls, messages: tr.messages * r.calls, scheme };
     };
     if (s.kind === 'powersgd') {
       const list = r.bulk === 'act' ? undefined : matrices?.[r.bulk!];

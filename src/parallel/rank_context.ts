@@ -61,6 +61,8 @@ export class RankContext implements ModelContext {
   private act: FloatCollectives;
   private ce: Communicator;
   private attnGroup: FloatCollectives | undefined;
+  /** The groups {@link withGroups} swaps in, per purpose. */
+  private readonly purposeGroups = new Map<string, [Communicator, Communicator, Communicator | undefined]>();
   /** Row-parallel bias values → their (C, 1) views, the weight of a 1-input linear: y = 1·bᵀ. */
   private readonly biasCols = new Map<Tensor, Tensor>();
   /**
@@ -87,10 +89,17 @@ export class RankContext implements ModelContext {
    */
   async withGroups<T>(purpose: string, fn: () => Promise<T>): Promise<T> {
     const saved = [this.act, this.ce, this.attnGroup] as const;
-    this.act = subGroup(this.o.tp, `act/${purpose}`);
-    this.ce = subGroup(this.o.tp, `ce/${purpose}`);
-    const cx = this.o.context;
-    if (cx) this.attnGroup = subGroup(cx.comm ?? (cx.group as Communicator), purpose);
+    let groups = this.purposeGroups.get(purpose);
+    if (!groups) {
+      const cx = this.o.context;
+      groups = [
+        subGroup(this.o.tp, `act/${purpose}`),
+        subGroup(this.o.tp, `ce/${purpose}`),
+        cx && subGroup(cx.comm ?? (cx.group as Communicator), purpose),
+      ];
+      this.purposeGroups.set(purpose, groups); // made once: every evaluation runs on the same groups
+    }
+    [this.act, this.ce, this.attnGroup] = groups;
     try {
       return await fn();
     } finally {
