@@ -27,6 +27,7 @@ import {
   type Compressor,
   ErrorFeedback,
   fp16Compressor,
+  int4Compressor,
   int8Compressor,
   packMessage,
   releaseCompressed,
@@ -49,6 +50,8 @@ export function compressorFor(s: Scheme): Compressor {
       return bf16Compressor;
     case 'int8':
       return int8Compressor(s.block);
+    case 'int4':
+      return int4Compressor(s.block);
     case 'topk':
       return topKCompressor({ density: s.density });
     case 'sign':

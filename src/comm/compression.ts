@@ -5,15 +5,16 @@
  * for the plan schema, the trainer and the demo, and the exact 4-byte words a scheme puts on the
  * wire for n values. Runtime-neutral: no GPU code (the kernels are src/kernels/compress/).
  */
+import { QUANT_BLOCKS } from '../kernels/compress/blocks.ts';
 
 /** The schemes, as spelled on the command line. */
-export const SCHEME_KINDS = ['none', 'fp16', 'bf16', 'int8', 'topk', 'sign', 'powersgd'] as const;
+export const SCHEME_KINDS = ['none', 'fp16', 'bf16', 'int8', 'int4', 'topk', 'sign', 'powersgd'] as const;
 export type SchemeKind = typeof SCHEME_KINDS[number];
 
-/** One compression scheme: `int8` carries its block size, `topk` its density, `powersgd` its rank. */
+/** One compression scheme: `int8` and `int4` carry their block size, `topk` its density, `powersgd` its rank. */
 export type Scheme =
   | { kind: 'none' | 'fp16' | 'bf16' | 'sign' }
-  | { kind: 'int8'; block: number }
+  | { kind: 'int8' | 'int4'; block: number }
   | { kind: 'topk'; density: number }
   | { kind: 'powersgd'; rank: number };
 
@@ -24,8 +25,8 @@ export type CompressDim = typeof COMPRESS_DIMS[number];
 /** A scheme per dimension; an unnamed dimension is uncompressed. */
 export type CompressPolicy = Record<CompressDim, Scheme>;
 
-/** int8 block sizes the kernel takes (kernels/compress/int8.ts INT8_BLOCKS). */
-export const INT8_BLOCK_SIZES = [32, 64, 128, 256, 512, 1024, 2048, 4096] as const;
+/** int8 and int4 block sizes the kernels take (kernels/compress/blocks.ts, one list for both). */
+export const QUANT_BLOCK_SIZES = QUANT_BLOCKS;
 
 const NONE: Scheme = { kind: 'none' };
 
@@ -37,11 +38,11 @@ export const NO_COMPRESSION: Readonly<CompressPolicy> = Object.freeze({
   cp: NONE,
   ep: NONE,
 });
-const ALLOWED = 'none, fp16, bf16, int8[:block], topk[:density], sign, powersgd[:rank]';
+const ALLOWED = 'none, fp16, bf16, int8[:block], int4[:block], topk[:density], sign, powersgd[:rank]';
 
 /**
- * Parses one scheme: `none`, `fp16`, `bf16`, `int8[:B]` (B in {@link INT8_BLOCK_SIZES}, default
- * 256), `topk[:d]` (density d in (0, 1], default 0.01), `sign`, `powersgd[:r]` (rank r ≥ 1,
+ * Parses one scheme: `none`, `fp16`, `bf16`, `int8[:B]` and `int4[:B]` (B in
+ * {@link QUANT_BLOCK_SIZES}, default 256), `topk[:d]` (density d in (0, 1], default 0.01), `sign`, `powersgd[:r]` (rank r ≥ 1,
  * default 4).
  * @throws Error naming the text and what is allowed.
  */
@@ -57,10 +58,11 @@ export function parseScheme(text: string): Scheme {
     case 'sign':
       if (arg !== undefined) throw bad(`${kind} takes no parameter`);
       return { kind };
-    case 'int8': {
+    case 'int8':
+    case 'int4': {
       const block = num(256);
-      if (!(INT8_BLOCK_SIZES as readonly number[]).includes(block)) {
-        throw bad(`the int8 block must be one of ${INT8_BLOCK_SIZES.join(', ')}`);
+      if (!(QUANT_BLOCK_SIZES as readonly number[]).includes(block)) {
+        throw bad(`the ${kind} block must be one of ${QUANT_BLOCK_SIZES.join(', ')}`);
       }
       return { kind, block };
     }
@@ -79,9 +81,9 @@ export function parseScheme(text: string): Scheme {
   }
 }
 
-/** The scheme as {@link parseScheme} reads it back (`int8:256`, `topk:0.01`, `powersgd:4`). */
+/** The scheme as {@link parseScheme} reads it back (`int8:256`, `int4:256`, `topk:0.01`, `powersgd:4`). */
 export function formatScheme(s: Scheme): string {
-  if (s.kind === 'int8') return `int8:${s.block}`;
+  if (s.kind === 'int8' || s.kind === 'int4') return `${s.kind}:${s.block}`;
   if (s.kind === 'topk') return `topk:${s.density}`;
   if (s.kind === 'powersgd') return `powersgd:${s.rank}`;
   return s.kind;
@@ -143,8 +145,8 @@ export function compresses(p: CompressPolicy | undefined): boolean {
 
 /**
  * Whether the scheme keeps an error-feedback residual on a gradient sum that recurs every step
- * (top-k and sign drop most of a message; PowerSGD keeps its own). Casts and int8 are unbiased
- * enough without one, and activations never recur, so only dp's gradients carry residuals.
+ * (top-k and sign drop most of a message; PowerSGD keeps its own). Casts, int8 and int4 (whose
+ * rounding to nearest errs by at most half a step either way) are unbiased enough without one, and activations never recur, so only dp's gradients carry residuals.
  */
 export function needsErrorFeedback(s: Scheme): boolean {
   return s.kind === 'topk' || s.kind === 'sign';
@@ -157,7 +159,8 @@ export function topKOf(n: number, density: number): number {
 
 /**
  * 4-byte words of one compressed message of n values (payload + scales + indices, each part in
- * whole words), as the compressors store them: fp16 and bf16 ⌈n/2⌉, int8:B ⌈n/4⌉ + ⌈n/B⌉, sign
+ * whole words), as the compressors store them: fp16 and bf16 ⌈n/2⌉, int8:B ⌈n/4⌉ + ⌈n/B⌉,
+ * int4:B ⌈n/8⌉ + ⌈n/B⌉, sign
  * ⌈n/32⌉ + 1, topk 2k, none n.
  * @throws Error for powersgd, whose message depends on the matrix shape ({@link powerSgdWords}).
  */
@@ -170,6 +173,8 @@ export function schemeWords(s: Scheme, n: number): number {
       return Math.ceil(n / 2);
     case 'int8':
       return Math.ceil(n / 4) + Math.ceil(n / s.block);
+    case 'int4':
+      return Math.ceil(n / 8) + Math.ceil(n / s.block);
     case 'sign':
       return Math.ceil(n / 32) + 1;
     case 'topk':

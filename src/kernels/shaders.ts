@@ -63,6 +63,7 @@ export const SHADER_NAMES = [
   'moe',
   // gradient/activation compressors (kernels/compress/)
   'compress_bf16',
+  'compress_int4',
   'compress_int8',
   'compress_sign',
   'compress_topk',

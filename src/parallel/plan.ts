@@ -125,7 +125,7 @@ export function planProblems(plan: ParallelPlan, model: PlanModel, worldSize?: n
   if (zero > 0 && dp * cp === 1) out.push(`zero ${zero} shards over the dp·cp group and requires dp·cp > 1`);
   if (zero > 0 && plan.compress?.dp.kind === 'powersgd') {
     out.push(
-      `--compress dp=powersgd needs zero 0: PowerSGD all-reduces low-rank factors of whole gradient matrices, ZeRO reduce-scatters flat buckets; with zero ${zero} use an elementwise scheme (fp16, bf16, int8, topk, sign)`,
+      `--compress dp=powersgd needs zero 0: PowerSGD all-reduces low-rank factors of whole gradient matrices, ZeRO reduce-scatters flat buckets; with zero ${zero} use an elementwise scheme (fp16, bf16, int8, int4, topk, sign)`,
     );
   }
   const stages = pp * v;

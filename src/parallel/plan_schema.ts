@@ -58,7 +58,7 @@ export const PlanSchema = z.object({
       ctx.addIssue({ code: 'custom', message: (e as Error).message });
     }
   }).describe(
-    'compression per dimension, e.g. dp=powersgd:4,tp=fp16,pp=int8 (schemes: none, fp16, bf16, int8[:block], topk[:density], sign, powersgd[:rank], dp only), or naive:<scheme>',
+    'compression per dimension, e.g. dp=powersgd:4,tp=fp16,pp=int8 (schemes: none, fp16, bf16, int8[:block], int4[:block], topk[:density], sign, powersgd[:rank], dp only), or naive:<scheme>',
   ),
   net: netSpec.optional().describe(
     `network model: ${Object.keys(NET_PRESETS).join(' | ')} or 'intra=…GB/s,…us;inter=…;node=N'`,

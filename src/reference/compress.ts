@@ -1,6 +1,6 @@
 /**
  * f64 references of the compressors (src/kernels/compress/) and the host side of their wire
- * formats: packed bf16 halves, int8 bytes and sign bits, decoded here so tests compare the
+ * formats: packed bf16 halves, int8 bytes, int4 nibbles and sign bits, decoded here so tests compare the
  * GPU's words with these values exactly (docs/design.md §11).
  */
 import { bf16RoundRef } from './cast.ts';
@@ -24,24 +24,51 @@ export function unpackInt8(words: Uint32Array, n: number): Int32Array {
   return Int32Array.from({ length: n }, (_, i) => (words[i >> 2] << (24 - 8 * (i & 3))) >> 24);
 }
 
+/** The signed nibbles of int4 wire words, element 8w + j in nibble j (two's complement), n of them. */
+export function unpackInt4(words: Uint32Array, n: number): Int32Array {
+  return Int32Array.from({ length: n }, (_, i) => (words[i >> 3] << (28 - 4 * (i & 7))) >> 28);
+}
+
 /**
- * Block-wise int8 quantisation: per block of `block` values s = absmax / 127 and
- * q = round(127·x / absmax) ties to even (0 for an all-zero block); dequantised q·s.
+ * Block-wise absmax quantisation to `levels` steps each side of 0: per block of `block` values
+ * s = absmax / levels and q = round(levels·x / absmax) ties to even (0 for an all-zero block);
+ * dequantised q·s. The last block may be partial.
  */
-export function int8Ref(x: Float64Array, block: number): { q: Int32Array; scales: Float64Array; y: Float64Array } {
+function blockQuantRef(
+  x: Float64Array,
+  block: number,
+  levels: number,
+): { q: Int32Array; scales: Float64Array; y: Float64Array } {
   const blocks = Math.ceil(x.length / block);
   const q = new Int32Array(x.length), scales = new Float64Array(blocks), y = new Float64Array(x.length);
   for (let b = 0; b < blocks; b++) {
     const lo = b * block, hi = Math.min(x.length, lo + block);
     let amax = 0;
     for (let i = lo; i < hi; i++) amax = Math.max(amax, Math.abs(x[i]));
-    scales[b] = amax / 127;
+    scales[b] = amax / levels;
     for (let i = lo; i < hi; i++) {
-      q[i] = amax > 0 ? roundHalfEven((127 * x[i]) / amax) : 0;
+      q[i] = amax > 0 ? roundHalfEven((levels * x[i]) / amax) : 0;
       y[i] = q[i] * scales[b];
     }
   }
   return { q, scales, y };
+}
+
+/**
+ * Block-wise int8 quantisation: per block of `block` values s = absmax / 127 and
+ * q = round(127·x / absmax) ties to even (0 for an all-zero block); dequantised q·s.
+ */
+export function int8Ref(x: Float64Array, block: number): { q: Int32Array; scales: Float64Array; y: Float64Array } {
+  return blockQuantRef(x, block, 127);
+}
+
+/**
+ * Block-wise int4 quantisation: per block of `block` values s = absmax / 7 and
+ * q = round(7·x / absmax) ties to even, in [−7, 7] (0 for an all-zero block); dequantised q·s.
+ * q (n), scales (⌈n/block⌉), y (n).
+ */
+export function int4Ref(x: Float64Array, block: number): { q: Int32Array; scales: Float64Array; y: Float64Array } {
+  return blockQuantRef(x, block, 7);
 }
 
 /** The signs of sign-compression wire words, n of them: +1 for bit 1, −1 for bit 0. */

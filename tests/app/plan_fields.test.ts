@@ -143,7 +143,7 @@ Deno.test('parallel setup: a bad compression policy is one problem in words, quo
     ok(!r.ok, compress);
     return r.problems;
   };
-  const allowed = 'none, fp16, bf16, int8[:block], topk[:density], sign, powersgd[:rank]';
+  const allowed = 'none, fp16, bf16, int8[:block], int4[:block], topk[:density], sign, powersgd[:rank]';
   deepStrictEqual(problem('dp=zip'), [`compress 'dp=zip': unknown scheme 'zip' (allowed: ${allowed})`]);
   deepStrictEqual(problem('tp=powersgd'), [`compress 'tp=powersgd': PowerSGD compresses dp gradient matrices only`]);
   deepStrictEqual(problem('naive:powersgd'), [

@@ -15,7 +15,7 @@ import { CompressedComm, compressorFor } from '../../src/comm/compressed.ts';
 import { type CompressedCall, compressedTraffic } from '../../src/comm/compressed_cost.ts';
 import { parseScheme, type Scheme, schemeWords, topKOf } from '../../src/comm/compression.ts';
 import { bf16RoundRef } from '../../src/reference/cast.ts';
-import { int8Ref, signRef, topKRef } from '../../src/reference/compress.ts';
+import { int4Ref, int8Ref, signRef, topKRef } from '../../src/reference/compress.ts';
 
 /** D(C(v)) by the f64 references. */
 function cdRef(s: Scheme, v: Float32Array): Float32Array {
@@ -26,6 +26,8 @@ function cdRef(s: Scheme, v: Float32Array): Float32Array {
     ? bf16RoundRef(x)
     : s.kind === 'int8'
     ? int8Ref(x, s.block).y
+    : s.kind === 'int4'
+    ? int4Ref(x, s.block).y
     : s.kind === 'sign'
     ? signRef(x).y
     : s.kind === 'topk'
@@ -49,7 +51,7 @@ function allReduceRef(s: Scheme, xs: Float32Array[]): Float32Array {
   return out.subarray(0, n);
 }
 
-/** Elementwise within f32 rounding of the result's scale; an int8 quotient near a tie (GPU division) may move one step. */
+/** Elementwise within f32 rounding of the result's scale; an int8/int4 quotient near a tie (GPU division) may move one step. */
 function assertNear(s: Scheme, got: Float32Array, want: Float32Array, what: string): void {
   equal(got.length, want.length, `${what}: length`);
   const scale = want.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
@@ -57,7 +59,10 @@ function assertNear(s: Scheme, got: Float32Array, want: Float32Array, what: stri
   for (let i = 0; i < want.length; i++) {
     if (Math.abs(got[i] - want[i]) > 1e-5 * Math.abs(want[i]) + 1e-6 * scale) off++;
   }
-  ok(off <= (s.kind === 'int8' ? 2 : 0), `${what}: ${off} of ${want.length} values off the reference`);
+  ok(
+    off <= (s.kind === 'int8' || s.kind === 'int4' ? 2 : 0),
+    `${what}: ${off} of ${want.length} values off the reference`,
+  );
 }
 
 /** Words each rank sent in its send spans. */
@@ -86,7 +91,9 @@ async function onWorld<T>(
 }
 
 const schemes = (gpu: Gpu) =>
-  ['bf16', 'int8:32', 'sign', 'topk:0.05', ...(gpu.features.has('shader-f16') ? ['fp16'] : [])].map(parseScheme);
+  ['bf16', 'int8:32', 'int4:32', 'sign', 'topk:0.05', ...(gpu.features.has('shader-f16') ? ['fp16'] : [])].map(
+    parseScheme,
+  );
 
 gpuTest(
   'compressed allReduce: ranks agree, values match the two-phase reference, words match the formula',
@@ -122,7 +129,7 @@ gpuTest('compressed avg is the sum over p; one rank sends and compresses nothing
 
 gpuTest('compressed reduceScatter, allGather, allToAll and send/recv against the references', async (gpu) => {
   const p = 3, c = 333, n = p * c;
-  for (const s of [parseScheme('int8:64'), parseScheme('bf16')]) {
+  for (const s of [parseScheme('int8:64'), parseScheme('int4:64'), parseScheme('bf16')]) {
     const xs = [...Array(p)].map((_, r) => Float32Array.from(randn(n, 40 + r)));
     const rs = await onWorld(gpu, p, s, 'reduceScatter', n, (cc) => cc.reduceScatter(xs[cc.comm.rank].slice()));
     rs.forEach((got, r) => {

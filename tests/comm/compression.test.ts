@@ -9,6 +9,7 @@ import {
   compresses,
   formatCompressPolicy,
   formatScheme,
+  needsErrorFeedback,
   parseCompressPolicy,
   parseScheme,
   powerSgdCompresses,
@@ -19,12 +20,18 @@ import { collectiveTraffic, predictUs } from '../../src/comm/cost.ts';
 
 Deno.test('schemes parse with their defaults, print back, and refuse bad parameters naming what is allowed', () => {
   deepStrictEqual(parseScheme('int8'), { kind: 'int8', block: 256 });
+  deepStrictEqual(parseScheme('int4'), { kind: 'int4', block: 256 });
   deepStrictEqual(parseScheme('topk'), { kind: 'topk', density: 0.01 });
   deepStrictEqual(parseScheme('powersgd'), { kind: 'powersgd', rank: 4 });
-  for (const t of ['none', 'fp16', 'bf16', 'int8:32', 'topk:0.25', 'sign', 'powersgd:8']) {
+  for (const t of ['none', 'fp16', 'bf16', 'int8:32', 'int4:32', 'int4:4096', 'topk:0.25', 'sign', 'powersgd:8']) {
     equal(formatScheme(parseScheme(t)), t);
   }
   throws(() => parseScheme('int8:100'), /int8 block must be one of 32, 64/);
+  throws(
+    () => parseScheme('int4:16'),
+    /'int4:16': the int4 block must be one of 32, 64, .*, 4096 \(allowed: .*int4\[:block\]/,
+  );
+  throws(() => parseScheme('int4:x'), /the int4 block must be one of/);
   throws(() => parseScheme('topk:0'), /density must be in \(0, 1\]/);
   throws(() => parseScheme('powersgd:0'), /rank must be an integer in 1–64/);
   throws(() => parseScheme('fp16:2'), /fp16 takes no parameter/);
@@ -35,6 +42,8 @@ Deno.test('policies: per dimension, naive, none; PowerSGD only on dp; repeats an
   const p = parseCompressPolicy('dp=powersgd:4,tp=fp16,pp=int8,cp=none');
   equal(formatCompressPolicy(p), 'dp=powersgd:4,tp=fp16,pp=int8:256');
   equal(p.ep.kind, 'none');
+  equal(formatCompressPolicy(parseCompressPolicy('dp=int4:64,tp=int8')), 'dp=int4:64,tp=int8:256');
+  ok(!needsErrorFeedback(parseScheme('int4')) && needsErrorFeedback(parseScheme('sign')), 'int4 as int8: no residual');
   ok(compresses(p) && !compresses(parseCompressPolicy('none')) && !compresses(undefined));
   equal(formatCompressPolicy(parseCompressPolicy('naive:bf16')), 'dp=bf16,tp=bf16,pp=bf16,cp=bf16,ep=bf16');
   throws(
@@ -49,6 +58,8 @@ Deno.test('policies: per dimension, naive, none; PowerSGD only on dp; repeats an
 Deno.test('words per scheme; compressed calls cost their phases; none is the plain call', () => {
   equal(schemeWords(parseScheme('bf16'), 7), 4);
   equal(schemeWords(parseScheme('int8:32'), 100), 25 + 4);
+  equal(schemeWords(parseScheme('int4:32'), 100), 13 + 4);
+  equal(schemeWords(parseScheme('int4'), 7), 1 + 1);
   equal(schemeWords(parseScheme('sign'), 65), 3 + 1);
   equal(schemeWords(parseScheme('topk:0.1'), 95), 20);
   throws(() => schemeWords(parseScheme('powersgd'), 10), /depends on the matrix shape/);

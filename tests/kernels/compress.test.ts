@@ -1,7 +1,8 @@
 /**
  * Compressors (src/kernels/compress/, issue 14) against their f64 references on ragged sizes:
  * bf16 words and fp16 halves exactly, int8 bytes exactly (a quotient within 1e-4 of a tie may
- * round either way: GPU division is not correctly rounded) and scales to f32 rounding, sign bits
+ * round either way: GPU division is not correctly rounded) and scales to f32 rounding, int4
+ * nibbles the same way (tests/kernels/compress_int4.test.ts), sign bits
  * exactly and the scale to 1e-5; wire bytes equal the formulas; error feedback keeps
  * x + e_old = D(c) + e_new per step and Σ D(c) + e = Σ x over steps. An adapter without
  * shader-f16 must refuse the fp16 compressor.

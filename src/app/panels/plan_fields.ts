@@ -42,7 +42,7 @@ export const PLAN_LABELS: Partial<Record<PlanKey, string>> = {
  * cast everywhere, PowerSGD, and a hybrid. bf16 rather than fp16, which needs shader-f16.
  */
 export const PLAN_SUGGESTIONS: Partial<Record<PlanKey, string[]>> = {
-  compress: ['none', 'dp=topk:0.1', 'dp=sign', 'dp=int8', 'dp=powersgd:4', 'naive:bf16', 'dp=topk:0.05,tp=bf16,pp=int8'],
+  compress: ['none', 'dp=topk:0.1', 'dp=sign', 'dp=int8', 'dp=int4', 'dp=powersgd:4', 'naive:bf16', 'dp=topk:0.05,tp=bf16,pp=int8'],
 };
 
 /** Ranks a browser world runs: World.launch (src/comm/launch.ts) starts 1–16 rank workers. */

@@ -8,16 +8,15 @@ import type { Gpu } from '../../gpu/context.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
 import { specialise } from '../shaders.ts';
 import { grid1d } from '../grid.ts';
+import { checkQuantBlock, QUANT_BLOCKS } from './blocks.ts';
 import { checkCount, checkParts, checkTensor, type Compressed, type Compressor } from './compressor.ts';
 
-/** The block sizes allowed: powers of two from 32 (whole u32 words, one warp) to 4096 (≤ 16 steps per invocation). */
-export const INT8_BLOCKS = [32, 64, 128, 256, 512, 1024, 2048, 4096] as const;
+/** The block sizes allowed: {@link QUANT_BLOCKS}, shared with int4. */
+export const INT8_BLOCKS = QUANT_BLOCKS;
 
 /** @throws Error naming the allowed block sizes unless `block` is one of them. */
 export function checkInt8Block(block: number): void {
-  if (!(INT8_BLOCKS as readonly number[]).includes(block)) {
-    throw new Error(`int8: block size must be one of ${INT8_BLOCKS.join(', ')} (a power of two), got ${block}`);
-  }
+  checkQuantBlock('int8', block);
 }
 
 function kernel(gpu: Gpu, entry: 'quantize' | 'dequantize', block: number) {
