@@ -3,9 +3,9 @@
 //
 // Bindings (holes where an entry point does not use one):
 //   0 src   (read)        norm_partial: grads     norm_final: partials   update: grad
-//   1 hyper (read)        update: [lr, beta1, beta2, eps, 1−beta1^t, 1−beta2^t, 0, 0]
-//   2 nrm   (read)        update: [‖g‖, clip scale]
-//   3 dst   (read_write)  norm_partial: partials  norm_final: [‖g‖, clip scale]  update: param
+//   1 hyper (read)        update, sgd: [lr, beta1, beta2, eps, 1−beta1^t, 1−beta2^t, 0, 0]
+//   2 nrm   (read)        update, sgd: [‖g‖, clip scale]
+//   3 dst   (read_write)  norm_partial: partials  norm_final: [‖g‖, clip scale]  update, sgd: param
 //   4 m1    (read_write)  update: first moment
 //   5 m2    (read_write)  update: second moment
 //   6 p     (uniform)
@@ -84,4 +84,16 @@ fn update(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
   m2[i] = v;
   let w = dst[i];
   dst[i] = w - lr * ((m / bc1) / (sqrt(v / bc2) + eps) + p.weight_decay * w);
+}
+
+// Plain SGD with the same clip and decoupled decay (p ← p(1 − lr·wd) − lr·g′): an update linear in
+// p and g, so averaging the parameters of workers that each took one step equals one step with the
+// averaged gradient (the local-SGD / DiLoCo identity at H = 1, docs/design.md §30).
+@compute @workgroup_size(WG)
+fn sgd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let i = gid.x + gid.y * groups.x * WG;
+  if (i >= p.n) { return; }
+  let lr = hyper[0];
+  let w = dst[i];
+  dst[i] = w - lr * (src[i] * nrm[1] + p.weight_decay * w);
 }

@@ -164,3 +164,43 @@ export function adamwUpdate(
     grid1d(n, WG),
   );
 }
+
+/**
+ * One SGD step for one parameter slice (no momentum): p −= lr·(g·norm[1] + weightDecay·p), the
+ * gradient clipped as {@link adamwUpdate} clips it and the decay decoupled from the old p. Linear
+ * in p and g, which is what makes local SGD and DiLoCo with one inner step equal data parallelism.
+ *
+ * @param param parameter slice (read_write); `grad` its gradient (same size, another buffer).
+ * @param hyper (8) from {@link packAdamHyper} (only lr is read); `norm` (2) from {@link gradNorm}.
+ * @throws Error on a size mismatch, a non-f32 tensor, or param sharing a buffer with an operand.
+ */
+export function sgdUpdate(
+  gpu: Gpu,
+  param: Tensor,
+  grad: Tensor,
+  hyper: Tensor,
+  norm: Tensor,
+  weightDecay: number,
+): void {
+  const what = 'sgdUpdate';
+  checkF32(what, 'param', param);
+  checkF32(what, 'grad', grad);
+  if (grad.size !== param.size) {
+    throw new Error(`${what}: grad has shape [${grad.shape}] (${grad.size} elements), param has ${param.size}`);
+  }
+  checkF32(what, 'hyper', hyper, 8);
+  checkF32(what, 'norm', norm, 2);
+  if (!Number.isFinite(weightDecay)) throw new Error(`${what}: weightDecay must be finite, got ${weightDecay}`);
+  for (const [name, t] of [['grad', grad], ['hyper', hyper], ['norm', norm]] as const) {
+    if (t.buffer === param.buffer) {
+      throw new Error(`${what}: param and ${name} share one GPUBuffer; the writable param needs a buffer of its own`);
+    }
+  }
+  const n = param.size;
+  gpu.dispatch(
+    { key: 'adamw.sgd', code: gpu.shaders.adamw, entryPoint: 'sgd' },
+    [grad, hyper, norm, param, undefined, undefined],
+    new Uint32Array([n, f32bits(weightDecay), 0, 0]),
+    grid1d(n, WG),
+  );
+}

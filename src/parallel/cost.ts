@@ -200,13 +200,16 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   const dpGroup = dpcp(() => true), trainer = o.trainer;
   // Scalar allReduces: each trainer sums its loss and gradient-norm shares its own way.
   if (trainer === 'mesh') {
-    push('dp', 'gradient norm + loss over the world', 'allReduce', [...Array(planWorldSize(plan)).keys()], 2, 1);
+    // With --sync each dp worker's own norm has a slot (mesh_trainer.ts).
+    const scalars = plan.sync ? dp + 1 : 2, world = [...Array(planWorldSize(plan)).keys()];
+    push('dp', 'gradient norm + loss over the world', 'allReduce', world, scalars, 1);
   } else {
     push('dp', 'loss average', 'allReduce', dpGroup, 1, 1);
     if (zero > 0) push('dp', 'gradient norm (ZeRO)', 'allReduce', dpGroup, 1, 1);
   }
   // Without ep the experts are replicated like every other parameter and sync with them.
-  sync('dense', dpGroup, par.dense + (ep > 1 ? 0 : expertParams), o.buckets);
+  // Under --sync the outer loop moves the dp traffic (low_comm.ts outerSyncRows), not every step.
+  if (!plan.sync) sync('dense', dpGroup, par.dense + (ep > 1 ? 0 : expertParams), o.buckets);
   if (ep > 1) sync('expert', dpcp((d) => d % ep === me.dp % ep), expertParams);
   if (P > 1 && (me.pp === 0 || me.pp === P - 1)) {
     // ZeRO-2/3 sum the rank's reduced piece of wte's own unit, c = ⌈E/(64·d)⌉·64 (zero_sync.ts).

@@ -57,6 +57,10 @@ export class GradSync {
   /** ZeRO-1/2/3 over the dp·cp group (plan.zero > 0), else null. */
   readonly zero: ZeroSync | null;
   private readonly dpGrads: Communicator;
+  /** The dp·cp ranks holding this rank's shard (the low-communication outer loop's group, outer_sync.ts). */
+  readonly dpGroup: Communicator;
+  /** Low-communication training (plan.sync): no per-step dp average; each worker's norm is its own. */
+  private readonly local: boolean;
   private readonly spGrads: Communicator | null;
   private readonly embGroup: Communicator | null;
   private readonly sharedGroup: Communicator | null;
@@ -94,9 +98,11 @@ export class GradSync {
       ep?: number;
       bucketBytes?: number | 'layer';
       compress?: CompressPolicy;
+      local?: boolean;
     },
   ) {
-    const sync = world.newGroup(groups.dpcp, `${o.cp > 1 ? 'dpcp' : 'dp'}[${groups.dpcp.join(',')}]`);
+    const sync = this.dpGroup = world.newGroup(groups.dpcp, `${o.cp > 1 ? 'dpcp' : 'dp'}[${groups.dpcp.join(',')}]`);
+    this.local = o.local ?? false;
     this.dpGrads = subGroup(sync, 'grads');
     // A whole-model replica (data parallelism only): its reduction can overlap the last backward.
     const replica = stages.ctx.tp === 1 && groups.pp.length === 1 && o.cp === 1 && (o.ep ?? 1) === 1;
@@ -128,7 +134,8 @@ export class GradSync {
     const edp = groups.dp.filter((_, d) => d % this.ep === this.coords.dp % this.ep);
     // DDP's buckets, reduced while backward runs.
     // A compressed dp gradient is reduced whole after the schedule (its residuals span the vector).
-    const ddp = replica && !o.zero && groups.dpcp.length > 1 && (o.compress?.dp.kind ?? 'none') === 'none';
+    const ddp = replica && !o.zero && !this.local && groups.dpcp.length > 1 &&
+      (o.compress?.dp.kind ?? 'none') === 'none';
     this.buckets = ddp ? planBuckets(stages.params, o.bucketBytes ?? 1 << 20) : null;
     this.expertGrads = moe && edp.length > 1 ? subGroup(world.newGroup(edp, `edp[${edp.join(',')}]`), 'experts') : null;
     // Under ZeRO the reduce-scatters carry the dp compression (zero_sync.ts); the plain average is never called.
@@ -173,6 +180,11 @@ export class GradSync {
       ps.reduce((off, p) => (g.set(flat.subarray(p.offset, p.offset + p.size), off), off + p.size), 0);
       await this.sharedGroup.allReduce(g, { op: 'sum' });
       ps.reduce((off, p) => (flat.set(g.subarray(off, off + p.size), p.offset), off + p.size), 0);
+    }
+    if (this.local) {
+      // Low-communication training: the worker steps on its own gradient (outer_sync.ts synchronises).
+      gpu.write(stages.params.grads, flat);
+      return this.squaredNorm(flat);
     }
     if (this.reduced) {
       // The buckets were averaged during backward: only the norm is left (dp index 0 counts it).
@@ -271,7 +283,9 @@ export class GradSync {
     let s = 0;
     for (const p of this.stages.params.params) {
       // After the sync, dp replicas are equal; an expert's copies are one per EP group.
-      const replica = this.experts.length && expertOf(p.name) ? this.coords.dp < this.ep : this.coords.dp === 0;
+      const replica = this.experts.length && expertOf(p.name)
+        ? this.coords.dp < this.ep
+        : this.local || this.coords.dp === 0;
       if (!replica || !this.counts(p.name)) continue;
       for (let i = p.offset; i < p.offset + p.size; i++) s += flat[i] * flat[i];
     }

@@ -3,23 +3,12 @@
  * of every split model (tp, pp or cp alone as well as combined), composing the strategies the
  * way Megatron-LM and picotron compose them (Narayanan et al., arXiv 2104.04473, "PTD-P"):
  *
- * STABLE API (the CLI and workers code against this; added fields may appear, none go away):
- *
- *   const t = new MeshTrainer(gpu, cfg: TrainConfig, plan: ParallelPlan, world: Communicator,
- *                             data: TextDataset, vocabSize: number, { bucketBytes? });
- *   const rec: MeshStepRecord = await t.step(step);   // every rank, same steps, in order
- *     rec.loss, rec.gradNorm, rec.lr, rec.step        // global values, equal on every rank
- *     rec.sent     // elements this rank sent, keyed `group/op` (traffic.ts)
- *     rec.timeline // this rank's compute / comm / idle spans, ms from rec.origin (epoch ms)
- *   await t.gradients() / await t.parameters()      // Map<name, Float32Array> of this rank's shards
- *                                                    // (collective over dp·cp under ZeRO: see each)
- *   t.memory(), t.trainingState()                    // model-state bytes; a checkpoint's tensors
- *   t.coords, t.groups, t.positions                  // mesh coordinates, world ranks of each group, cp tokens
- *   t.describe()                                     // one line: the plan and this rank's place
- *   t.destroy();
- *
- *   `checkMeshPlan(plan, cfg, vocabSize, worldSize)` throws the same up-front errors the
- *   constructor throws (invalid plan, unsupported combination) without touching a device.
+ * API (the CLI and workers code against it; fields may be added, none removed): `new
+ * MeshTrainer(gpu, cfg, plan, world, data, vocabSize, { bucketBytes? })`; `await t.step(s)` on
+ * every rank, the same steps in order → MeshStepRecord (global loss, gradNorm, lr; this rank's
+ * `sent` and `timeline`); `gradients()` / `parameters()` (collective over dp·cp under ZeRO),
+ * `memory()`, `trainingState()`, `coords`, `groups`, `positions`, `describe()`, `destroy()`;
+ * `checkMeshPlan(plan, cfg, vocabSize, worldSize)` throws the constructor's up-front errors.
  *   The batch is the single-rank Trainer's: cfg.gradAccum = plan.microBatches micro-batches of
  *   cfg.batchSize sequences each (the global batch of one step is their product), micro-batch j
  *   drawn as the Trainer draws it, so a plan reproduces the single-rank run with the same
@@ -59,6 +48,8 @@
  *   coordinate; the context's MoE function exchanges tokens over that EP group
  *   (expert_exchange.ts), grad_sync.ts sums expert gradients over the ranks holding the same
  *   experts, and each stage's load-balancing loss enters its own backward and loss share.
+ * - --sync local-sgd | diloco | streaming-diloco | co2 (low_comm.ts): no per-step dp average;
+ *   each dp worker clips by its own norm and outer_sync.ts synchronises every H steps.
  * Not composed (thrown up front, naming the rule; mesh_plan.ts): ep with ZeRO; ZeRO-2/3 with
  * --recompute, with the interleaved schedule or the hybrid over pp.
  */
@@ -89,6 +80,7 @@ import type { ModelStages } from './stages.ts';
 import { takePositions } from './context_parallel.ts';
 import { MeshEval } from './mesh_eval.ts';
 import { GradSync } from './grad_sync.ts';
+import { OuterSync } from './outer_sync.ts';
 import { AdamW } from '../train/optimizer.ts';
 
 /** One optimizer step as a mesh rank saw it; `loss`, `gradNorm` and `lr` are global. */
@@ -129,6 +121,8 @@ export class MeshTrainer {
   private readonly opt: AdamW;
   /** f16-mixed: the dynamic loss scaler (train/loss_scale.ts), the same on every rank; else null. */
   readonly scaler: LossScaler | null;
+  /** The low-communication outer loop (outer_sync.ts) when the plan has --sync other than ddp, else null. */
+  readonly outer: OuterSync | null;
   /** Validation of a split model over the ranks (mesh_eval.ts); null under ep or ZeRO-3, which it does not cover. */
   readonly validation: MeshEval | null;
 
@@ -160,7 +154,12 @@ export class MeshTrainer {
     this.exec.autocast = autocastOf(cfg.precision);
     checkPrecision(gpu, cfg.precision);
     this.scaler = lossScalerFor(cfg);
-    this.sync = new GradSync(gpu, this.stages, this.coords, world, tp, this.groups, { ...plan, ...opts });
+    this.sync = new GradSync(gpu, this.stages, this.coords, world, tp, this.groups, {
+      ...plan,
+      ...opts,
+      local: !!plan.sync,
+    });
+    this.outer = plan.sync ? new OuterSync(gpu, this.stages.params, this.sync.dpGroup, plan.sync, cfg.steps) : null;
     this.scalars = subGroup(world, 'scalars');
     this.meter = TrafficMeter.of(world);
     this.lossAcc = gpu.zeros([2], 'f32', 'mesh.loss');
@@ -208,9 +207,12 @@ export class MeshTrainer {
     span('comm', start, 'gradient sync');
 
     start = wallMs();
-    const sums = await this.scalars.allReduce(new Float32Array([squares, await this.lossShare()]), { op: 'sum' });
+    // [‖g‖² share, loss share]; with --sync each dp worker clips by its own norm: [‖g‖² per worker…, loss share].
+    const w = plan.sync ? plan.dp : 1, shares = new Float32Array(w + 1), mine = plan.sync ? this.coords.dp : 0;
+    [shares[mine], shares[w]] = [squares, await this.lossShare()];
+    const sums = await this.scalars.allReduce(shares, { op: 'sum' });
     // Under f16-mixed the gradients hold the loss scale; a non-finite sum reaches every rank, so all skip alike.
-    const norm = Math.fround(Math.sqrt(sums[0]) / seed);
+    const norm = Math.fround(Math.sqrt(sums[mine]) / seed);
     span('comm', start, 'norm + loss allReduce');
     start = wallMs();
     const lr = lrAt(this.schedule, step);
@@ -219,13 +221,15 @@ export class MeshTrainer {
     await gpu.sync();
     span('compute', start, 'AdamW');
     start = wallMs();
+    if (await this.outer?.afterStep(step)) span('comm', start, `outer sync (${plan.sync!.method})`);
+    start = wallMs();
     if (await this.sync.finish()) span('comm', start, `ZeRO-${plan.zero} parameter all-gather`);
     const overlap = this.sync.overlap;
     const scaled = this.scaler ? { lossScale: scale, skipped: !apply } : {};
     return {
       step,
       lr,
-      loss: sums[1],
+      loss: sums[w],
       gradNorm: norm,
       sent: this.meter.take(),
       timeline,
@@ -270,7 +274,7 @@ export class MeshTrainer {
   /** What a checkpoint of this rank holds: the store's values and AdamW moments, or ZeRO's remaining buffers and pieces. */
   trainingState(): Record<string, Tensor> {
     const own = this.sync.zero?.trainingState() ?? this.stages.params.trainingState();
-    return { ...own, ...this.sync.compressionState() };
+    return { ...own, ...this.sync.compressionState(), ...this.outer?.state() };
   }
 
   /** One line describing the plan and this rank's place in it. */
@@ -296,5 +300,6 @@ export class MeshTrainer {
     this.lossAcc.release();
     this.validation?.release();
     this.opt.dispose();
+    this.outer?.dispose();
   }
 }

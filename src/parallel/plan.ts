@@ -13,6 +13,7 @@
  * work with tp 2. Padded rows are never a target; the cross-entropy must mask their logits
  * to −∞ so the loss equals the unpadded model's.
  */
+import { describeSync, syncProblems, type SyncSpec } from './low_comm.ts';
 import { compresses, type CompressPolicy, formatCompressPolicy } from '../comm/compression.ts';
 import { DeviceMesh, type MeshCoords, type MeshDim } from '../comm/mesh.ts';
 import { SCHEDULE_KINDS, type ScheduleKind } from './pipeline_schedule.ts';
@@ -43,6 +44,8 @@ export interface ParallelPlan {
   cpKind: CpKind;
   /** Compression per parallel dimension (comm/compression.ts); absent: none. */
   compress?: CompressPolicy;
+  /** Low-communication data parallelism (low_comm.ts); absent: DDP, every step. */
+  sync?: SyncSpec;
 }
 
 /** What validation needs from the model. `nExpert` is set for MoE models only. */
@@ -122,6 +125,7 @@ export function planProblems(plan: ParallelPlan, model: PlanModel, worldSize?: n
   if (!div(nEmbd, tp)) out.push(`nEmbd ${nEmbd} is not divisible by tp ${tp}`);
   if (!div(nHead, tp)) out.push(`heads ${nHead} not divisible by tp ${tp}`);
   if (sp && tp === 1) out.push('sequence parallel (sp) requires tp > 1');
+  out.push(...syncProblems(plan));
   if (zero > 0 && dp * cp === 1) out.push(`zero ${zero} shards over the dp·cp group and requires dp·cp > 1`);
   if (zero > 0 && plan.compress?.dp.kind === 'powersgd') {
     out.push(
@@ -215,7 +219,8 @@ export function describePlan(p: ParallelPlan): string {
     p.cp > 1 ? ` (${p.cpKind})` : ''
   } · tp ${p.tp} · ep ${p.ep} · zero ${p.zero} · ` +
     `sp ${p.sp ? 'on' : 'off'} · ${sched} × ${p.microBatches} micro-batches (${planWorldSize(p)} ranks)` +
-    (compresses(p.compress) ? ` · compress ${formatCompressPolicy(p.compress!)}` : '');
+    (compresses(p.compress) ? ` · compress ${formatCompressPolicy(p.compress!)}` : '') +
+    (p.sync ? ` · ${describeSync(p.sync)}` : '');
 }
 
 /** Parameter elements one rank holds: `dense` (synchronised over dp·cp) and `expert` (over dp·cp/ep). */

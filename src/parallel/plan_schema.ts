@@ -10,6 +10,7 @@ import { CP_KINDS, type CpKind, makePlan, type ParallelPlan, planWorldSize } fro
 import { SCHEDULE_KINDS, type ScheduleKind } from './pipeline_schedule.ts';
 import { NET_PRESETS, parseNetwork } from '../comm/network.ts';
 import { parseCompressPolicy } from '../comm/compression.ts';
+import { SyncFlagsSchema, syncSpecOf } from './low_comm.ts';
 
 /** Ranks of a real run (one worker and WebGPU device each). */
 export const MAX_RUN_WORLD = 64;
@@ -60,6 +61,7 @@ export const PlanSchema = z.object({
   }).describe(
     'compression per dimension, e.g. dp=powersgd:4,tp=fp16,pp=int8 (schemes: none, fp16, bf16, int8[:block], int4[:block], topk[:density], sign, powersgd[:rank], dp only), or naive:<scheme>',
   ),
+  ...SyncFlagsSchema,
   net: netSpec.optional().describe(
     `network model: ${Object.keys(NET_PRESETS).join(' | ')} or 'intra=…GB/s,…us;inter=…;node=N'`,
   ),
@@ -93,6 +95,8 @@ export function planFromOptions(
     cpKind: o.cpKind,
     compress: parseCompressPolicy(o.compress),
   });
+  const sync = syncSpecOf(o);
+  if (sync) plan.sync = sync;
   const world = planWorldSize(plan);
   if (world > maxWorld) {
     const what = maxWorld === MAX_RUN_WORLD

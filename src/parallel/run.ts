@@ -208,6 +208,7 @@ export class RankRun {
 
   /** This rank's checkpoint file after {@link next} steps (rank_checkpoint.ts). */
   async checkpoint(): Promise<Uint8Array> {
+    await this.built.settle?.();
     const rank = this.world.transport.rank;
     return await encodeRankState(this.gpu, this.state(), {
       plan: this.plan,

@@ -35,6 +35,8 @@ export interface Built {
   spBuckets?: number[];
   /** What a checkpoint holds. */
   state: () => Record<string, Tensor>;
+  /** Before a save: waits for outer allReduces in flight and stores their results in the state (outer_sync.ts). */
+  settle?: () => Promise<void>;
   dispose(): void;
 }
 
@@ -71,6 +73,7 @@ export function buildTrainer(
     buckets: zero?.callSizes() ?? t.sync.buckets?.map((b) => b.end - b.start),
     spBuckets: plan.sp && zero && zero.stage > 1 ? zero.spCallSizes() : undefined,
     state: () => t.trainingState(),
+    settle: t.outer ? () => t.outer!.settle() : undefined,
     dispose: () => t.destroy(),
   };
 }

@@ -26,6 +26,7 @@ export interface RankSave {
  * @throws (rejects with) GPU read errors and a peer's failure in the allReduce or the probe step.
  */
 export async function checkedCheckpoint(run: RankRun, probe: boolean): Promise<RankSave> {
+  await run.built.settle?.();
   const local = await nonFiniteCount(run.gpu, Object.values(run.state()));
   // Untraced, like the probe: the trace and the accounting hold the steps' messages only.
   const [total] = await untraced(run, () => run.world.allReduce(new Int32Array([local]), { op: 'sum' }));

@@ -1,6 +1,6 @@
 /**
  * f64 references for the optimizer kernels (docs/design.md §11 test standard): the global gradient
- * norm with clip scale of torch.nn.utils.clip_grad_norm_, and one torch.optim.AdamW step.
+ * norm with clip scale of torch.nn.utils.clip_grad_norm_, one torch.optim.AdamW step and one SGD step.
  */
 
 /** [‖g‖₂, clip scale = min(1, maxNorm / (‖g‖₂ + 1e-6))], scale 1 when maxNorm ≤ 0. */
@@ -34,4 +34,9 @@ export function adamwStepRef(
     p[i] = p[i] * (1 - h.lr * weightDecay) -
       (h.lr / bc1) * m[i] / (Math.sqrt(v[i]) / Math.sqrt(bc2) + h.eps);
   }
+}
+
+/** One SGD step in place on p: p ← p(1 − lr·wd) − lr·clip·g (no momentum; kernels/adamw.ts sgdUpdate). */
+export function sgdStepRef(p: Float64Array, g: ArrayLike<number>, lr: number, clip: number, weightDecay: number): void {
+  for (let i = 0; i < p.length; i++) p[i] = p[i] * (1 - lr * weightDecay) - lr * clip * g[i];
 }

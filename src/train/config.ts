@@ -102,6 +102,9 @@ export const TrainConfigSchema = z.object({
   goldfishH: int(1).default(13).describe("context tokens hashed per decision (the paper's h = 13)"),
   // NEFTune (Jain et al. arXiv 2310.05914): U(−1, 1)·α/√(T·C) noise on the input embeddings, training passes only.
   neftuneAlpha: z.number().min(0).default(0).describe('NEFTune noise α (the paper uses 5–15); 0 = off'),
+  optimizer: z.enum(['adamw', 'sgd']).default('adamw').describe(
+    'update rule: adamw, or plain sgd (no momentum; linear in the gradient, as local SGD theory assumes)',
+  ),
   weightDecay: z.number().min(0).default(0.1).describe('AdamW decoupled decay (matrices only)'),
   beta1: z.number().min(0).lt(1).default(0.9).describe('AdamW β1'),
   beta2: z.number().min(0).lt(1).default(0.99).describe('AdamW β2'),

@@ -5,7 +5,7 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { adamwUpdate, gradNorm, packAdamHyper } from '../kernels/adamw.ts';
+import { adamwUpdate, gradNorm, packAdamHyper, sgdUpdate } from '../kernels/adamw.ts';
 import type { ParamStore } from '../nn/params.ts';
 
 export interface AdamWOptions {
@@ -15,6 +15,8 @@ export interface AdamWOptions {
   weightDecay: number;
   /** Global-norm clip threshold; 0 disables clipping. */
   gradClip: number;
+  /** `sgd`: the same clip and decay with a plain SGD step (kernels/adamw.ts sgdUpdate; moments untouched). Default adamw. */
+  optimizer?: 'adamw' | 'sgd';
 }
 
 /**
@@ -90,7 +92,9 @@ export class AdamW {
     const { gpu, o } = this;
     gpu.write(this.hyper, packAdamHyper({ lr, beta1: o.beta1, beta2: o.beta2, eps: o.eps, step }));
     for (const p of slots) {
-      adamwUpdate(gpu, p.value, p.grad, p.m, p.v, this.hyper, this.norm, p.decay ? o.weightDecay : 0);
+      const wd = p.decay ? o.weightDecay : 0;
+      if (o.optimizer === 'sgd') sgdUpdate(gpu, p.value, p.grad, this.hyper, this.norm, wd);
+      else adamwUpdate(gpu, p.value, p.grad, p.m, p.v, this.hyper, this.norm, wd);
     }
   }
 

@@ -1,8 +1,8 @@
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertRelRms, assertThrows, randn } from '../util/assert.ts';
 import { Tensor } from '../../src/gpu/tensor.ts';
-import { adamwUpdate, gradNorm, packAdamHyper } from '../../src/kernels/adamw.ts';
-import { adamwStepRef, gradNormRef } from '../../src/reference/adamw.ts';
+import { adamwUpdate, gradNorm, packAdamHyper, sgdUpdate } from '../../src/kernels/adamw.ts';
+import { adamwStepRef, gradNormRef, sgdStepRef } from '../../src/reference/adamw.ts';
 
 for (const n of [1, 7, 65, 1_000_003]) {
   gpuTest(`gradNorm n=${n} vs f64 sum`, async (gpu) => {
@@ -160,4 +160,32 @@ gpuTest('adamw validates sizes and aliasing', async (gpu) => {
   assertThrows(() => gradNorm(gpu, g, one, 1), 'norm needs at least 2');
   for (const t of [p, g, m, v, h, nrm, short, one]) t.release();
   await gpu.sync(); // the rejected calls encoded nothing the device could complain about
+});
+
+for (const [n, maxNorm, wd] of [[1, 0, 0], [7, 0.5, 0.1], [1000, 0, 0.1], [65_537, 2, 0]] as const) {
+  gpuTest(`sgdUpdate n=${n} clip ${maxNorm} decay ${wd} vs f64`, async (gpu) => {
+    const p0 = randn(n, n + 3), g = randn(n, n + 4, -1, 1);
+    const p = gpu.upload(Float32Array.from(p0), [n]), tg = gpu.upload(Float32Array.from(g), [n]);
+    const hyper = gpu.upload(packAdamHyper({ lr: 0.05, beta1: 0.9, beta2: 0.99, eps: 1e-8, step: 1 }), [8]);
+    const norm = gpu.zeros([2]);
+    gradNorm(gpu, tg, norm, maxNorm);
+    sgdUpdate(gpu, p, tg, hyper, norm, wd);
+    const [, clip] = gradNormRef(g, maxNorm);
+    if ((clip < 1) !== (maxNorm > 0 && n > 1)) throw new Error(`test setup: clip scale ${clip}`);
+    const ref = Float64Array.from(p0);
+    sgdStepRef(ref, g, Math.fround(0.05), clip, wd);
+    const got = await gpu.read(p);
+    assertClose(got, ref, 'param', 1e-6, 1e-6);
+    assertRelRms(Float64Array.from(got, (x, i) => x - p0[i]), ref.map((x, i) => x - p0[i]), 'update', 2e-4);
+    for (const t of [p, tg, hyper, norm]) t.release();
+  });
+}
+
+gpuTest('sgdUpdate validates sizes and aliasing', async (gpu) => {
+  const p = gpu.zeros([10]), g = gpu.zeros([10]), h = gpu.zeros([8]), nrm = gpu.zeros([2]), short = gpu.zeros([9]);
+  assertThrows(() => sgdUpdate(gpu, p, short, h, nrm, 0), 'grad has shape');
+  assertThrows(() => sgdUpdate(gpu, p, p.view([10]), h, nrm, 0), 'share one GPUBuffer');
+  assertThrows(() => sgdUpdate(gpu, p, g, h, nrm, NaN), 'weightDecay');
+  for (const t of [p, g, h, nrm, short]) t.release();
+  await gpu.sync();
 });
