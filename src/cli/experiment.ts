@@ -7,6 +7,7 @@
 import { parseArgs } from 'node:util';
 import type { Experiment } from '../experiments/common.ts';
 import { compression } from '../experiments/compression.ts';
+import { lowComm } from '../experiments/low_comm.ts';
 import { continual } from '../experiments/continual.ts';
 import { goldfish } from '../experiments/goldfish.ts';
 import { neftune } from '../experiments/neftune.ts';
@@ -15,7 +16,13 @@ import type { Backend } from '../gpu/device.ts';
 import { runCli } from './main.ts';
 
 /** Every experiment by name. */
-export const EXPERIMENTS: Record<string, Experiment> = { compression, continual, goldfish, neftune };
+export const EXPERIMENTS: Record<string, Experiment> = {
+  compression,
+  continual,
+  goldfish,
+  'low-comm': lowComm,
+  neftune,
+};
 
 export function experimentHelp(): string {
   return [

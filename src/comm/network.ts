@@ -200,6 +200,17 @@ export class SimClock {
     this.now += flops !== undefined && peak ? flops / (peak * 1e3) : us;
   }
 
+  /**
+   * A second clock of this rank starting now, for collectives that run in the background (an
+   * overlapped allReduce): their messages advance it instead of the rank's clock, which only
+   * waits for it where the result is used. Its links are booked apart from this clock's.
+   */
+  fork(): SimClock {
+    const c = new SimClock(this.rank, this.net);
+    c.reset(this.now);
+    return c;
+  }
+
   /** Back to time 0 with idle links (between benchmark repetitions). */
   reset(now = 0): void {
     this.now = now;

@@ -94,6 +94,8 @@ export class Transport {
   private readonly pending: Envelope[][];
   private readonly waiters: Waiter[][];
   private closed = false;
+  /** Background clocks by group id ({@link backgroundClock}). */
+  private readonly streams = new Map<string, SimClock>();
   /** This rank's simulated clock (its network model may be swapped at any time). */
   readonly clock: SimClock;
   /** This rank's span recorder. */
@@ -124,8 +126,8 @@ export class Transport {
     if (dst === this.rank || !Number.isInteger(dst) || dst < 0 || dst >= this.worldSize) {
       throw new Error(`transport: rank ${this.rank} cannot send to rank ${dst} (world of ${this.worldSize})`);
     }
-    const start = wallMs(), simStart = this.clock.now;
-    const simArrival = this.clock.send(dst, payload.byteLength);
+    const clock = this.clockOf(header.group), start = wallMs(), simStart = clock.now;
+    const simArrival = clock.send(dst, payload.byteLength);
     const env: Envelope = { header: { ...header, src: this.rank, simArrival }, payload };
     this.tracer.record({
       kind: 'send',
@@ -142,6 +144,22 @@ export class Transport {
       seq: header.seq,
     });
     this.wire.post(dst, env);
+  }
+
+  /**
+   * The simulated clock of the messages of group `id` from now on: a fork of this rank's clock
+   * (network.ts SimClock.fork), so a collective the rank does not wait for (low_comm's overlapped
+   * outer allReduce) moves it rather than the rank's own; the caller joins it where it waits.
+   */
+  backgroundClock(id: string): SimClock {
+    let c = this.streams.get(id);
+    if (!c) this.streams.set(id, c = this.clock.fork());
+    c.net = this.clock.net;
+    return c;
+  }
+
+  private clockOf(group: string): SimClock {
+    return this.streams.get(group) ?? this.clock;
   }
 
   /** Receives one message from global rank `src` matching `expect`; see {@link recvMany}. */
@@ -162,7 +180,7 @@ export class Transport {
     return new Promise<ArrayBuffer[]>((resolve, reject) => {
       let left = srcs.length;
       let done = false;
-      const start = wallMs(), simStart = this.clock.now;
+      const clock = this.clockOf(expect.group), start = wallMs(), simStart = clock.now;
       const mine: Waiter[] = [];
       const finish = (err?: Error) => {
         if (done) return;
@@ -201,7 +219,7 @@ export class Transport {
           expect,
           resolve: (env) => {
             out[i] = env.payload;
-            this.clock.receive(env.header.simArrival ?? 0);
+            clock.receive(env.header.simArrival ?? 0);
             this.tracer.record({
               kind: 'recv',
               op: expect.op,
@@ -212,7 +230,7 @@ export class Transport {
               start,
               end: wallMs(),
               simStart,
-              simEnd: this.clock.now,
+              simEnd: clock.now,
               seq: expect.seq,
             });
             if (--left === 0) finish();

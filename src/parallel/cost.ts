@@ -22,6 +22,7 @@ import {
 } from './plan.ts';
 import { type Push, recurrentBlockTraffic } from './arch_params.ts';
 import { compressRows, type RankGradMatrices } from './compressed_rows.ts';
+import { outerSyncRows } from './low_comm.ts';
 
 export type PlanDim = 'dp' | 'tp' | 'pp' | 'cp' | 'ep';
 
@@ -208,7 +209,6 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
     if (zero > 0) push('dp', 'gradient norm (ZeRO)', 'allReduce', dpGroup, 1, 1);
   }
   // Without ep the experts are replicated like every other parameter and sync with them.
-  // Under --sync the outer loop moves the dp traffic (low_comm.ts outerSyncRows), not every step.
   if (!plan.sync) sync('dense', dpGroup, par.dense + (ep > 1 ? 0 : expertParams), o.buckets);
   if (ep > 1) sync('expert', dpcp((d) => d % ep === me.dp % ep), expertParams);
   if (P > 1 && (me.pp === 0 || me.pp === P - 1)) {
@@ -291,6 +291,7 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
       4 * moeLayers * m,
     );
   }
+  if (plan.sync) rows.push(...outerSyncRows(plan.sync, par.dense, dpGroup, rank)); // low_comm.ts, every H steps
   return compressRows(rows, plan.compress, rank, o.gradMatrices);
 }
 

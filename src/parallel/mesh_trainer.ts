@@ -75,7 +75,7 @@ import { checkMeshPlan } from './mesh_plan.ts';
 export { checkMeshPlan } from './mesh_plan.ts';
 import { subGroup } from './data_parallel.ts';
 import { rankModel } from './rank_model.ts';
-import { type Sent, TrafficMeter } from './traffic.ts';
+import { addSent, type Sent, TrafficMeter } from './traffic.ts';
 import type { ModelStages } from './stages.ts';
 import { takePositions } from './context_parallel.ts';
 import { MeshEval } from './mesh_eval.ts';
@@ -181,7 +181,8 @@ export class MeshTrainer {
    */
   async step(step: number): Promise<MeshStepRecord> {
     const { gpu, cfg, plan } = this;
-    this.meter.take();
+    // Messages between steps (validation's) are no step's, except an outer allReduce's still in flight.
+    const between = this.meter.take(), carried = this.outer?.ownTraffic(between) ?? {};
     const t0 = wallMs(), timeline: Span[] = [];
     const span: SpanFn = (kind, start, label, action) =>
       timeline.push({ kind, start: start - t0, end: wallMs() - t0, label, action });
@@ -231,7 +232,7 @@ export class MeshTrainer {
       lr,
       loss: sums[w],
       gradNorm: norm,
-      sent: this.meter.take(),
+      sent: addSent(this.meter.take(), carried),
       timeline,
       origin: t0,
       overlap,

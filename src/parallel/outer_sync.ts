@@ -25,6 +25,7 @@ import type { Communicator } from '../comm/communicator.ts';
 import type { Param, ParamStore } from '../nn/params.ts';
 import { type GradReduce, gradReduce } from './grad_compression.ts';
 import { subGroup } from './data_parallel.ts';
+import type { Sent } from './traffic.ts';
 import { fragmentOf, outerScheme, syncsAt, type SyncSpec } from './low_comm.ts';
 
 interface InFlight {
@@ -32,6 +33,8 @@ interface InFlight {
   due: number;
   /** The allReduce, while it runs in this process; absent once settled or after a resume (then `outer.pending` holds it). */
   result?: Promise<Float32Array>;
+  /** Its end on the group's background clock (µs), once it finished; the rank's clock waits for it on landing. */
+  simEnd?: number;
 }
 
 /** The outer optimizer of one rank (see the module doc). */
@@ -41,6 +44,7 @@ export class OuterSync {
   private readonly t: Record<'global' | 'momentum' | 'pending' | 'start' | 'due', Tensor>;
   private readonly inFlight = new Map<number, InFlight>();
   private loaded = false;
+  private readonly outer: Communicator;
 
   /**
    * @param dp this rank's dp group (the workers holding the same shard); `steps` the run's length.
@@ -53,7 +57,7 @@ export class OuterSync {
     readonly spec: SyncSpec,
     private readonly steps: number,
   ) {
-    const F = spec.fragments, outer = subGroup(dp, 'outer');
+    const F = spec.fragments, outer = this.outer = subGroup(dp, 'outer');
     this.frags = [...Array(F).keys()].map((f) => params.params.filter((p) => fragmentOf(p.name, F) === f));
     const scheme = outerScheme(spec.outerQuant);
     this.reduce = this.frags.map((ps, f) => gradReduce(gpu, outer, ps, scheme, 'avg', `outer${f}`));
@@ -106,6 +110,11 @@ export class OuterSync {
     this.gpu.write(this.t.pending, pending);
   }
 
+  /** The entries of `sent` on the outer group: an allReduce in flight also sends between steps (traffic.ts keys). */
+  ownTraffic(sent: Sent): Sent {
+    return Object.fromEntries(Object.entries(sent).filter(([k]) => k.startsWith(`${this.outer.id}/`)));
+  }
+
   /** The tensors a checkpoint holds, keyed `outer.<what>` (plus the outer compressors' own state). */
   state(): Record<string, Tensor> {
     const out: Record<string, Tensor> = {};
@@ -150,9 +159,14 @@ export class OuterSync {
     let o = 0;
     for (const p of ps) for (let i = p.offset; i < p.offset + p.size; i++) delta[o++] = from[i] - theta[i];
     // A fragment with no parameters on this stage moves nothing (every worker of the group agrees).
-    const result = n ? this.reduce[f].reduce(delta) : Promise.resolve(delta);
-    result.catch(() => {}); // a failure surfaces where the result is awaited
-    this.inFlight.set(f, { due, result });
+    // Its messages run on the group's own simulated clock from now: the inner steps it overlaps
+    // move the rank's clock, which waits for this one only when the fragment lands.
+    const { transport } = this.outer, bg = transport.backgroundClock(this.outer.id);
+    bg.receive(transport.clock.now);
+    const x: InFlight = { due };
+    x.result = (n ? this.reduce[f].reduce(delta) : Promise.resolve(delta)).then((v) => (x.simEnd = bg.now, v));
+    x.result.catch(() => {}); // a failure surfaces where the result is awaited
+    this.inFlight.set(f, x);
     this.gpu.write(this.t.due, this.dueVector());
   }
 
@@ -163,6 +177,7 @@ export class OuterSync {
   private async land(f: number, theta: Float32Array, global: Float32Array, m: Float32Array, mix: number | null) {
     const x = this.inFlight.get(f)!;
     const avg = x.result ? await x.result : this.pack(await this.read(this.t.pending), f);
+    if (x.simEnd !== undefined) this.outer.transport.clock.receive(x.simEnd);
     this.inFlight.delete(f);
     this.gpu.write(this.t.due, this.dueVector());
     const { outerLr: lr, outerMomentum: mu, outerClip } = this.spec, ps = this.frags[f];

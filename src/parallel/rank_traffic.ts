@@ -5,8 +5,7 @@
  */
 import { rankGradMatrices } from './grad_compression.ts';
 import type { TrainConfig } from '../train/config.ts';
-import { type ParallelPlan, planGroup, type PlanModel, rankParams, type StrategyKind } from './plan.ts';
-import { outerSyncRows } from './low_comm.ts';
+import type { ParallelPlan, PlanModel, StrategyKind } from './plan.ts';
 import { type CommRow, type PlanDim, stepTraffic } from './cost.ts';
 
 /** The parallel dimension of a measured `group/op` key (groups name their dimension; `world`, `dpcp[…]`, `edp[…]` are dp). */
@@ -38,7 +37,7 @@ export function predictedTraffic(
   buckets?: number[],
   spBuckets?: number[],
 ): CommRow[] {
-  const rows = stepTraffic(plan, model, rank, {
+  return stepTraffic(plan, model, rank, {
     buckets,
     spBuckets,
     bias: cfg.bias,
@@ -51,9 +50,4 @@ export function predictedTraffic(
       ? rankGradMatrices(cfg, model.vocabSize, plan, rank)
       : undefined,
   });
-  if (!plan.sync) return rows;
-  return [
-    ...rows,
-    ...outerSyncRows(plan.sync, rankParams(plan, model, rank, cfg.bias).dense, planGroup(plan, 'dp', rank), rank),
-  ];
 }

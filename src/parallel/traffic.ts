@@ -43,3 +43,10 @@ export class TrafficMeter {
     return out;
   }
 }
+
+/** a + b, key by key. */
+export function addSent(a: Sent, b: Sent): Sent {
+  const out = { ...a };
+  for (const [k, n] of Object.entries(b)) out[k] = (out[k] ?? 0) + n;
+  return out;
+}

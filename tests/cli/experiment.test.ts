@@ -117,14 +117,52 @@ Deno.test({
 });
 
 Deno.test({
+  name: 'experiment low-comm: DDP, DiLoCo and Streaming DiLoCo on dp 4; DiLoCo H = 10 sends about a tenth of the bytes',
+  sanitizeResources: false,
+  fn: async () => {
+    const out = await Deno.makeTempDir();
+    const tiny = ['--n-layer', '2', '--n-embd', '16', '--n-head', '2', '--batch-size', '8', '--block-size', '8'];
+    const methods = ['--methods', 'ddp,diloco-10,streaming-10'];
+    const r = await runCli('experiment.ts', [
+      'low-comm',
+      ...tiny,
+      ...methods,
+      '--steps',
+      '20',
+      '--eval-interval',
+      '10',
+      '--out',
+      out,
+    ]);
+    equal(r.code, 0, r.stderr);
+    const md = await Deno.readTextFile(`${out}/results.md`);
+    const cell = (run: string, i: number) =>
+      md.split('\n').find((l) => l.startsWith(`| ${run} |`))!.split('|')[i].trim();
+    const bytes = (run: string) => Number(cell(run, 5));
+    // 20 steps: DDP allReduces the gradient 20 times (its buckets include the store's alignment padding),
+    // DiLoCo H = 10 twice (the parameters alone, plus a few scalars every step).
+    const ratio = Number(cell('DiLoCo H=10', 6).replace('×', ''));
+    ok(ratio > 8 && ratio < 12, `DDP / DiLoCo bytes ${ratio}: ${md}`);
+    ok(
+      bytes('Streaming DiLoCo H=10') < bytes('DiLoCo H=10') / 4 && bytes('DDP') > 0,
+      `int4 sends less than fp32: ${md}`,
+    );
+    ok(Number(cell('Streaming DiLoCo H=10', 7)) < Number(cell('DiLoCo H=10', 7)) / 2, `half the model per sync: ${md}`);
+    for (const run of ['DDP', 'DiLoCo H=10', 'Streaming DiLoCo H=10']) ok(Number(cell(run, 8)) > 0, `${run} sim time`);
+    ok((await Deno.stat(`${out}/low_comm_val.svg`)).size > 100);
+  },
+});
+
+Deno.test({
   name: 'experiment CLI: unknown name, unknown flag and bad values are one-line errors',
   sanitizeResources: false,
   fn: async () => {
     for (
       const [args, pattern] of [
-        [['nope'], /unknown experiment 'nope'; allowed: compression, continual, goldfish, neftune/],
+        [['nope'], /unknown experiment 'nope'; allowed: compression, continual, goldfish, low-comm, neftune/],
         [['compression', '--hybrid', 'tp=powersgd'], /PowerSGD compresses dp gradient matrices only/],
         [[], /give one experiment name/],
+        [['low-comm', '--methods', 'ddp,dilocco'], /--methods: unknown 'dilocco'; allowed: ddp, local-sgd, diloco-10/],
         [['neftune', '--maxima', '1'], /unknown flag --maxima for 'neftune'/],
         [['continual', '--replay', '1.5'], /--replay expects a number strictly between 0 and 1, got '1.5'/],
         [['goldfish', '--k', '1'], /--k expects an integer ≥ 2, got '1'/],

@@ -20,6 +20,7 @@ import { TextDataset } from '../../src/data/dataset.ts';
 import { MeshTrainer } from '../../src/parallel/mesh_trainer.ts';
 import { gptParamSpecs } from '../../src/models/gpt.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
+import { runCli } from '../util/cli.ts';
 
 Deno.test('low-comm flags: defaults per method, and each refusal names the flag', () => {
   deepStrictEqual(syncSpecOf({ sync: 'ddp' }), undefined);
@@ -185,5 +186,34 @@ Deno.test({
         }
       }
     }
+  },
+});
+
+Deno.test({
+  name:
+    'low-comm CLI: a streaming int4 run validating every step counts every outer message (in-flight sends between steps too)',
+  ...WORKER_TEST,
+  fn: async () => {
+    const out = await Deno.makeTempDir(), steps = 9;
+    const shape = { nLayer: 4, nHead: 2, nEmbd: 32, blockSize: 16, batchSize: 8, steps };
+    const flags = ['--sync', 'streaming-diloco', '--inner-steps', '4', '--fragments', '2', '--overlap-steps', '1'];
+    const r = await runCli('train.ts', [
+      ...['--dp', '2', ...flags, '--outer-quant', 'int4', '--eval-interval', '1', '--eval-batches', '1'],
+      ...Object.entries(shape).flatMap(([k, v]) => [`--${k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase())}`, `${v}`]),
+      ...['--data', 'public/data/tinyshakespeare.txt', '--out', out],
+    ]);
+    equal(r.code, 0, r.stderr);
+    const lines = (await Deno.readTextFile(`${out}/metrics.jsonl`)).trim().split('\n').map((l) => JSON.parse(l));
+    const sent = lines.filter((l) => l.sent_by_rank).map((l) => l.sent_by_rank[0] as Record<string, number>);
+    equal(sent.length, steps);
+    const spec = syncSpecOf({
+      sync: 'streaming-diloco',
+      innerSteps: 4,
+      fragments: 2,
+      overlapSteps: 1,
+      outerQuant: 'int4',
+    })!;
+    const vocabSize = new Set(await Deno.readTextFile('public/data/tinyshakespeare.txt')).size;
+    equal(outerSent(sent), expectedOuter(spec, shape, vocabSize, 2));
   },
 });

@@ -5,6 +5,7 @@
  * drag or ←/→ pans, hovering names the op, bytes, peer and group. "Export trace.json" writes
  * the spans as Chrome Trace Event JSON for Perfetto (src/comm/trace.ts `toChromeTrace`).
  */
+import { outerSyncLine } from './outer_view.ts';
 import { type Span, toChromeTrace } from '../../comm/trace.ts';
 import { buildLanes, type Clock, fmtBytes, idleShare, type Lane, laneTotals, type Segment } from './trace_io.ts';
 
@@ -88,7 +89,8 @@ export class TimelinePanel {
     const unit = this.clockSel.value === 'wall' ? 'ms' : 'µs';
     this.summary.textContent = lanes.length
       ? `${lanes.length} ranks · ${this.spans.length} spans · ${end.toFixed(1)} ${unit} · ${count('compute')} compute, ` +
-        `${count('comm')} communication, ${count('idle')} idle segments · idle ${(100 * idleShare(lanes, end)).toFixed(1)}% of rank-time`
+        `${count('comm')} communication, ${count('idle')} idle segments · idle ${(100 * idleShare(lanes, end)).toFixed(1)}% of rank-time` +
+        outerSyncLine(this.spans)
       : 'No trace yet: start a run with more than one rank, or open a run.';
     this.summary.dataset.idle = String(count('idle'));
     this.summary.dataset.comm = String(count('comm'));

@@ -1,0 +1,59 @@
+/**
+ * Low-communication data parallelism in the demo, end to end in Chromium (SwiftShader WebGPU):
+ * the Setup's --sync fields (set from the URL like any plan field, a combination the CLI refuses
+ * refused with its message), a 2-rank DiLoCo run that trains, and the Timeline's account of the
+ * outer synchronisation read from the run's own trace.
+ */
+import { expect, type Page, test, type TestInfo } from '@playwright/test';
+import { expectNoErrors, watchConsoleErrors } from './console_errors.ts';
+
+watchConsoleErrors();
+
+async function ready(page: Page, query = ''): Promise<void> {
+  await page.goto(`/${query}`);
+  await expect(page.locator('body')).toHaveAttribute('data-state', 'ready', { timeout: 30_000 });
+}
+
+async function shoot(page: Page, info: TestInfo, name: string): Promise<void> {
+  await page.waitForTimeout(300);
+  const png = await page.screenshot({ path: info.outputPath(`${name}.png`), timeout: 15_000 });
+  await info.attach(name, { body: png, contentType: 'image/png' });
+}
+
+/** The tiny model of panels.spec.ts: SwiftShader trains it in about a second per step per rank. */
+const TINY =
+  'preset=tiny&nLayer=1&nHead=2&nEmbd=32&blockSize=16&batchSize=8&lr=0.01&warmup=2&logInterval=1&evalBatches=1&sampleTokens=0';
+
+test(
+  'Setup: --sync diloco is a plan field; a dp 2 run syncs every 2 steps and the Timeline shows it',
+  async ({ page }, info) => {
+    test.setTimeout(150_000);
+    const steps = 4;
+    await ready(page, `?${TINY}&steps=${steps}&evalInterval=${steps}&world=2&dp=2&sync=diloco&innerSteps=2`);
+    await expect(page.getByTestId('par-sync')).toHaveValue('diloco');
+    await expect(page.getByTestId('par-innerSteps')).toHaveValue('2');
+    await expect(page.getByTestId('plan-info')).toContainText('diloco H 2 · outer lr 0.7 · momentum 0.9');
+
+    // ZeRO shards one optimizer state over the workers; each DiLoCo worker keeps its own: refused.
+    await page.getByTestId('par-zero').selectOption('1');
+    await expect(page.getByTestId('plan-errors')).toContainText('--sync diloco needs zero 0');
+    await expect(page.getByTestId('start')).toBeDisabled();
+    await page.getByTestId('par-zero').selectOption('0');
+    await expect(page.getByTestId('plan-errors')).toBeHidden();
+
+    await page.getByTestId('start').click();
+    await expect(page.locator('body')).toHaveAttribute('data-state', 'done', { timeout: 140_000 });
+    const losses = await page.locator('#log .line.train').evaluateAll((rows) =>
+      rows.map((r) => Number((r as HTMLElement).dataset.loss))
+    );
+    expect(losses.length).toBe(steps);
+    for (const l of losses) expect(Number.isFinite(l)).toBe(true);
+
+    // Outer syncs at the end of steps 1 and 3, one allReduce each on each of the 2 ranks.
+    await page.getByTestId('tab-timeline').click();
+    const summary = page.getByTestId('timeline-summary');
+    await expect(summary).toContainText('outer synchronisation: 4 calls on dp[0,1]/outer');
+    await shoot(page, info, 'timeline-diloco');
+    expectNoErrors(page);
+  },
+);

@@ -1,0 +1,27 @@
+/**
+ * What the Timeline says of a low-communication run's outer synchronisation (`--sync`, docs/design.md
+ * §30): its calls are the spans on a `…/outer` group (outer_sync.ts), one call per (rank, group,
+ * seq); a call whose spans fall in a later optimizer step than its first overlapped inner steps.
+ */
+import type { Span } from '../../comm/trace.ts';
+
+/** Outer calls in `spans` and how many ran on into later steps; null when the run has none. */
+export function outerSyncStats(spans: readonly Span[]): { calls: number; overlapped: number; groups: string[] } | null {
+  const calls = new Map<string, { first: number; last: number }>(), groups = new Set<string>();
+  for (const s of spans) {
+    if (!s.group.endsWith('/outer') || s.seq === undefined || s.step === undefined) continue;
+    groups.add(s.group);
+    const key = `${s.rank} ${s.group} ${s.seq}`, c = calls.get(key);
+    calls.set(key, c ? { first: Math.min(c.first, s.step), last: Math.max(c.last, s.step) } : { first: s.step, last: s.step });
+  }
+  if (!calls.size) return null;
+  const overlapped = [...calls.values()].filter((c) => c.last > c.first).length;
+  return { calls: calls.size, overlapped, groups: [...groups].sort() };
+}
+
+/** The Timeline summary's sentence for {@link outerSyncStats} (empty without outer calls). */
+export function outerSyncLine(spans: readonly Span[]): string {
+  const o = outerSyncStats(spans);
+  if (!o) return '';
+  return ` · outer synchronisation: ${o.calls} calls on ${o.groups.join(', ')}, ${o.overlapped} overlapping later inner steps`;
+}
