@@ -88,6 +88,15 @@ function headSeconds(plan: ParallelPlan, model: PlanModel, o: StepOptions, dev: 
   return g(N, vt, h) + g(N, h, vt) + g(h, vt, N) + (3 * 4 * N * vt) / dev.memBandwidth; // fp32 logits: write, softmax, grad
 }
 
+/**
+ * Seconds of compute of one micro-batch through all `model.nLayer / plan.pp` layers of a rank
+ * (forward, backward, recomputation) plus the LM head: the step's compute without communication.
+ */
+export function microBatchSeconds(plan: ParallelPlan, model: PlanModel, o: StepOptions, dev: DeviceProfile): number {
+  const ly = layerSeconds(plan, model, o, dev);
+  return (model.nLayer / plan.pp) * (ly.forward + ly.backward + ly.again) + headSeconds(plan, model, o, dev);
+}
+
 /** µs → s of one call of `c` (its whole buffer in `bytes` per element) on the link its group spans. */
 function callSeconds(c: DimCall, net: NetworkModel, bytes: number): number {
   const link = c.span < net.spec.ranksPerNode && c.span >= 0 ? net.spec.intra : net.spec.inter;
