@@ -55,11 +55,14 @@ export function parseSearchArgs(argv: string[]): PlanSearchOptions & { help: boo
   return { ...PlanSearchSchema.parse(values), help: !!raw.help };
 }
 
+/** FLOP/s in TFLOP/s, or GFLOP/s below one TFLOP/s (a measured lavapipe profile). */
+const fmtFlops = (x: number) => (x >= 1e12 ? `${(x / 1e12).toFixed(1)} TFLOP/s` : `${(x / 1e9).toFixed(1)} GFLOP/s`);
+
 /** One line on the device: peak, memory, source. */
 const deviceLine = (dev: DeviceProfile, dtype: 'bf16' | 'f32') =>
-  `${dev.name}: ${(peakFlops(dev, dtype) / 1e12).toFixed(1)} TFLOP/s ${dtype} dense, ${
-    (dev.memoryBytes / 2 ** 30).toFixed(0)
-  } GiB, ${(dev.memBandwidth / 1e12).toFixed(2)} TB/s (${dev.source})`;
+  `${dev.name}: ${fmtFlops(peakFlops(dev, dtype))} ${dtype} dense, ${(dev.memoryBytes / 2 ** 30).toFixed(0)} GiB, ${
+    (dev.memBandwidth / 1e9).toFixed(0)
+  } GB/s (${dev.source})`;
 
 /** Runs --search or --advise; returns the printed text. @throws Error naming a missing or bad flag. */
 export async function planSearchMain(argv: string[]): Promise<string> {
@@ -88,7 +91,7 @@ function search(f: PlanSearchOptions, dev: DeviceProfile): string {
     return [
       `${i + 1}. ${shortPlan(c, model)}`,
       x.step.toFixed(3),
-      x.tflops.toFixed(1),
+      x.tflops >= 1 ? x.tflops.toFixed(1) : x.tflops.toPrecision(2),
       pct(x.mfu),
       `${gib(x.memory.total)} (${gib(x.memory.states)} + ${gib(x.memory.activations)})`,
       by('dp'),
@@ -100,8 +103,8 @@ function search(f: PlanSearchOptions, dev: DeviceProfile): string {
   });
   return [
     `search   ${preset.name}: ${model.nLayer} layers · ${model.nHead} heads · hidden ${model.nEmbd} · seq ${model.blockSize} · vocab ${model.vocabSize} · ${
-      (params / 1e9).toFixed(1)
-    }B parameters · global batch ${model.batchSize} on ${f.world} ranks`,
+      params >= 1e9 ? `${(params / 1e9).toFixed(1)}B` : `${(params / 1e6).toFixed(1)}M`
+    } parameters · global batch ${model.batchSize} on ${f.world} ranks`,
     `device   ${deviceLine(dev, f.dtype)} · ${f.attention} attention`,
     `network  ${f.net} (${net})`,
     `plans    ${r.enumerated.toLocaleString('en-US')} enumerated, ${r.valid.toLocaleString('en-US')} valid, ${
@@ -127,8 +130,8 @@ function search(f: PlanSearchOptions, dev: DeviceProfile): string {
     ),
     '',
     `  bytes: what the critical rank (first of the last stage) sends per step; MFU counts model FLOPs (6N + 12·L·h·T per token) over ${
-      (peakFlops(dev, f.dtype) / 1e12).toFixed(0)
-    } TFLOP/s`,
+      fmtFlops(peakFlops(dev, f.dtype))
+    }`,
     whyBest(r, model),
   ].join('\n');
 }
