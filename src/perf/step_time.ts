@@ -166,18 +166,7 @@ export function predictStep(
   return {
     step,
     compute: m * stage,
-    exposed: byDim((
-      d,
-    ) => (d === 'tp'
-      ? m * tpMb
-      : d === 'cp'
-      ? m * cpMb
-      : d === 'pp'
-      ? m * ppMb + ppOther
-      : d === 'dp'
-      ? dpExposed
-      : 0)
-    ),
+    exposed: { dp: dpExposed, tp: m * tpMb, pp: m * ppMb + ppOther, cp: m * cpMb, ep: 0 },
     bubble,
     bubbleFraction: P > 1 ? bubbleFraction(P, m, v) : 0,
     optimizer,
