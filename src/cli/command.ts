@@ -12,6 +12,7 @@ import type { TrainConfig } from '../train/config.ts';
 import type { ParallelPlan } from '../parallel/plan.ts';
 import { MAX_PLAN_WORLD, MAX_RUN_WORLD, planFromOptions, PlanSchema } from '../parallel/plan_schema.ts';
 import { SCHEDULE_KINDS, type ScheduleKind } from '../parallel/pipeline_schedule.ts';
+import { parseNetwork } from '../comm/network.ts';
 import { LaunchSchema } from './run_world.ts';
 
 /** Largest vocabulary `npm run plan --vocab-size` models (GPT-2's is 50 257). */
@@ -36,6 +37,49 @@ export const PlanCliSchema = z.object({
   measure: z.boolean().default(false).describe('also run one real step on in-process ranks, measured beside predicted'),
 });
 export type PlanCliOptions = z.infer<typeof PlanCliSchema>;
+
+/** Ranks `npm run plan -- --search` enumerates plans for (closed form: no per-rank tables). */
+export const MAX_SEARCH_WORLD = 65_536;
+
+/**
+ * `npm run plan -- --search` and `--advise`'s flags (src/cli/plan_search.ts): the performance
+ * model's inputs instead of a plan's degrees (docs/design.md §29).
+ */
+export const PlanSearchSchema = z.object({
+  search: z.boolean().default(false).describe(
+    'rank every valid plan of --model on --world ranks by predicted step time',
+  ),
+  advise: z.string().optional().describe(
+    "name the shape choices of a model that waste the device (a preset or 'layers=…,heads=…,hidden=…,seq=…,vocab=…')",
+  ),
+  world: z.number().int().min(1).max(MAX_SEARCH_WORLD).optional().describe('ranks to plan for (--search)'),
+  model: z.string().optional().describe(
+    "preset (gpt3-175b, llama2-70b, megatron-1.7b … megatron-1t) or 'layers=…,heads=…,hidden=…,seq=…,vocab=…'",
+  ),
+  device: z.string().default('h100-sxm').describe(
+    'device profile (h100-sxm, a100-80g, mi250x, m2-max, cpu-lavapipe) or a .json profile / npm run bench output',
+  ),
+  net: z.string().default('nvlink-ib').superRefine((text, ctx) => {
+    try {
+      parseNetwork(text);
+    } catch (e) {
+      ctx.addIssue({ code: 'custom', message: `'${text}': ${(e as Error).message}` });
+    }
+  }).describe("network model: a preset or 'intra=…GB/s,…us;inter=…;node=N'"),
+  globalBatch: z.number().int().min(1).max(1 << 24).optional().describe(
+    "sequences per optimizer step (unset: the preset's)",
+  ),
+  dtype: z.enum(['bf16', 'f32']).default('bf16').describe(
+    "compute precision priced (bf16: mixed-precision memory; f32: this sandbox's)",
+  ),
+  attention: z.enum(['flash', 'naive']).default('flash').describe('attention kernel priced'),
+  top: z.number().int().min(1).max(1000).default(10).describe('plans printed'),
+  tp: z.number().int().min(1).max(MAX_SEARCH_WORLD).default(1).describe(
+    '--advise: tensor-parallel degree the shape must split over',
+  ),
+  microBatch: z.number().int().min(1).max(1 << 16).default(1).describe('--advise: sequences per micro-batch'),
+});
+export type PlanSearchOptions = z.infer<typeof PlanSearchSchema>;
 
 const PLAN_SCHEMA = PlanSchema.extend(PlanCliSchema.shape);
 

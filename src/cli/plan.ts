@@ -18,7 +18,8 @@
  * figures and their ratio are shown rather than a pretended equality.
  * The predicted report is src/parallel/plan_prediction.ts's (formatting helpers: plan_report.ts),
  * the measured step's accounting src/parallel/measure.ts's; without `--measure` this command
- * prints predictions only.
+ * prints predictions only. `--search` and `--advise` (the performance model choosing a plan and
+ * criticising a shape) are src/cli/plan_search.ts's.
  */
 import { trainHelp } from './args.ts';
 import { checkCommand, type PlanCliOptions, PlanCliSchema } from './command.ts';
@@ -42,6 +43,7 @@ import { activationComparison } from '../parallel/plan_report.ts';
 import { predictionReport } from '../parallel/plan_prediction.ts';
 import { loadTrainingData } from '../io/corpus.ts';
 import { runCli } from './main.ts';
+import { isSearchArgv, planSearchMain } from './plan_search.ts';
 
 const HELP = `npm run plan -- [flags]      predict memory, communication and the pipeline timeline of a parallel plan
   world size dp·pp·cp·tp ≤ ${MAX_PLAN_WORLD} (≤ ${MAX_RUN_WORLD} with --measure); ep divides dp; a MoE model is --arch gpt-moe | mamba-moe
@@ -111,6 +113,7 @@ function trainerOrNone(plan: ParallelPlan, arch: string): StrategyKind | undefin
 
 /** Runs the CLI; returns the text it printed. */
 export async function main(argv: string[]): Promise<string> {
+  if (isSearchArgv(argv)) return await planSearchMain(argv); // the performance model: src/cli/plan_search.ts
   const { plan, model, cfg, flags: f, help } = await planFromArgs(argv);
   if (help) {
     console.log(HELP + trainHelp());
