@@ -54,6 +54,11 @@ test(
     const summary = page.getByTestId('timeline-summary');
     await expect(summary).toContainText('outer synchronisation: 4 calls on dp[0,1]/outer');
     await shoot(page, info, 'timeline-diloco');
+    // The Communication panel names the outer allReduces' bytes; the gradient allReduce of DDP is gone.
+    await page.getByTestId('tab-comm').click();
+    await expect(page.getByTestId('comm-summary')).toContainText('outer synchronisation');
+    expect(Number(await page.getByTestId('comm-summary').getAttribute('data-outer-bytes'))).toBeGreaterThan(0);
+    await shoot(page, info, 'communication-diloco');
     expectNoErrors(page);
   },
 );

@@ -28,7 +28,7 @@ Deno.test('timeline: outer calls are counted per rank, group and seq; a call spa
     send(0, 'dp[0,1]/outer', 1, 4), // launched in step 3, still sending in step 4
     send(0, 'dp[0,1]/grads', 5, 2), // not the outer group
   ];
-  deepStrictEqual(outerSyncStats(spans), { calls: 3, overlapped: 1, groups: ['dp[0,1]/outer'] });
+  deepStrictEqual(outerSyncStats(spans), { calls: 3, overlapped: 1, groups: ['dp[0,1]/outer'], bytes: 5 * 64 });
   equal(outerSyncLine(spans), ' · outer synchronisation: 3 calls on dp[0,1]/outer, 1 overlapping later inner steps');
   equal(outerSyncStats(spans.slice(5)), null);
   equal(outerSyncLine([]), '');

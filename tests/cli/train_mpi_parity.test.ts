@@ -39,3 +39,43 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: 'mpirun: streaming DiLoCo (int4, an overlapped outer allReduce) on 2 processes trains as the worker ranks do',
+  ...opts,
+  fn: async () => {
+    const sync = [
+      '--dp',
+      '2',
+      '--sync',
+      'streaming-diloco',
+      '--inner-steps',
+      '4',
+      '--fragments',
+      '2',
+      '--outer-quant',
+      'int4',
+    ];
+    const [a, b] = [await Deno.makeTempDir(), await Deno.makeTempDir()];
+    const mpi = await mpirun(2, [...TINY, ...sync, '--transport', 'mpi', '--out', a], 300_000);
+    equal(mpi.code, 0, mpi.stderr + mpi.stdout);
+    match(mpi.stdout, /streaming-diloco H 4/);
+    const workers = await runCli('train.ts', [...TINY, ...sync, '--out', b]);
+    equal(workers.code, 0, workers.stderr);
+    const [got, want] = [await lossSeries(`${a}/metrics.jsonl`), await lossSeries(`${b}/metrics.jsonl`)];
+    equal(got.length, 10);
+    got.forEach((l, i) => ok(Math.abs(l - want[i]) <= 1e-6 * want[i], `step ${i}: MPI ${l} vs workers ${want[i]}`));
+    // Every outer message is counted, overlapped or not: the same bytes on both transports.
+    const outer = async (dir: string) =>
+      (await Deno.readTextFile(`${dir}/metrics.jsonl`)).trim().split('\n').map((l) => JSON.parse(l))
+        .filter((l) => l.sent_by_rank).reduce(
+          (s, l) =>
+            s + Object.entries(l.sent_by_rank[0] as Record<string, number>).filter(([k]) => k.includes('/outer'))
+              .reduce((t, [, n]) => t + n, 0),
+          0,
+        );
+    const bytes = await outer(a);
+    ok(bytes > 0);
+    equal(bytes, await outer(b));
+  },
+});

@@ -72,7 +72,7 @@ Deno.test({
   fn: async () => {
     const gpu = await testGpu();
     const over = tinyConfig({ optimizer: 'sgd', gradClip: 0, lr: 0.05, minLr: 0.05, batchSize: 8, steps: 6 });
-    for (const base of [{ dp: 2 }, { dp: 2, tp: 2 }] as Partial<ParallelPlan>[]) {
+    for (const base of [{ dp: 2 }, { dp: 2, tp: 2 }, { dp: 2, pp: 2 }] as Partial<ParallelPlan>[]) {
       const ddp = await localMeshRun(gpu, makePlan(base), over, TEXT);
       for (
         const sync of [{ sync: 'diloco', innerSteps: 1, outerLr: 1, outerMomentum: 0 }, {

@@ -12,6 +12,7 @@ import { rankStepTraffic } from '../../parallel/compression_report.ts';
 import type { TrainConfig } from '../../train/config.ts';
 import { compressionBytes, type DimBytes, trafficOptions } from './comm_compression.ts';
 import { fmtBytes } from './trace_io.ts';
+import { outerSyncStats } from './outer_view.ts';
 
 /** What the prediction needs: the plan, the model and how many optimizer steps the trace covers. */
 export interface Prediction {
@@ -77,7 +78,11 @@ export class CommPanel {
     const t = traceTotals(spans);
     const ranks = [...new Set(spans.map((s) => s.rank))].sort((a, b) => a - b);
     const n = ranks.length ? Math.max(...ranks) + 1 : 0;
+    const outer = outerSyncStats(spans);
     this.summary.textContent = n ? `${fmtBytes(t.totalBytes)} sent by ${n} ranks in ${Object.values(t.messagesByOp).reduce((a, b) => a + b, 0)} messages` : 'No traffic yet.';
+    // Low-communication runs (--sync): the outer allReduces' share, from their group.
+    if (n && outer) this.summary.textContent += `; outer synchronisation ${fmtBytes(outer.bytes)} in ${outer.calls} calls on ${outer.groups.join(', ')}`;
+    this.summary.dataset.outerBytes = String(outer?.bytes ?? 0);
     this.heat.replaceChildren(this.heatmap(t.bytesByPair, n));
     let predicted: Record<string, number> = {};
     this.note.textContent = '';

@@ -5,18 +5,22 @@
  */
 import type { Span } from '../../comm/trace.ts';
 
-/** Outer calls in `spans` and how many ran on into later steps; null when the run has none. */
-export function outerSyncStats(spans: readonly Span[]): { calls: number; overlapped: number; groups: string[] } | null {
+/** Outer calls in `spans`, how many ran on into later steps and the bytes they sent; null when the run has none. */
+export function outerSyncStats(
+  spans: readonly Span[],
+): { calls: number; overlapped: number; groups: string[]; bytes: number } | null {
   const calls = new Map<string, { first: number; last: number }>(), groups = new Set<string>();
+  let bytes = 0;
   for (const s of spans) {
     if (!s.group.endsWith('/outer') || s.seq === undefined || s.step === undefined) continue;
     groups.add(s.group);
+    if (s.kind === 'send') bytes += s.bytes;
     const key = `${s.rank} ${s.group} ${s.seq}`, c = calls.get(key);
     calls.set(key, c ? { first: Math.min(c.first, s.step), last: Math.max(c.last, s.step) } : { first: s.step, last: s.step });
   }
   if (!calls.size) return null;
   const overlapped = [...calls.values()].filter((c) => c.last > c.first).length;
-  return { calls: calls.size, overlapped, groups: [...groups].sort() };
+  return { calls: calls.size, overlapped, groups: [...groups].sort(), bytes };
 }
 
 /** The Timeline summary's sentence for {@link outerSyncStats} (empty without outer calls). */
