@@ -8,6 +8,7 @@ import { parseArgs } from 'node:util';
 import type { Experiment } from '../experiments/common.ts';
 import { compression } from '../experiments/compression.ts';
 import { lowComm } from '../experiments/low_comm.ts';
+import { planModel } from '../experiments/plan_model.ts';
 import { continual } from '../experiments/continual.ts';
 import { goldfish } from '../experiments/goldfish.ts';
 import { neftune } from '../experiments/neftune.ts';
@@ -22,6 +23,7 @@ export const EXPERIMENTS: Record<string, Experiment> = {
   goldfish,
   'low-comm': lowComm,
   neftune,
+  'plan-model': planModel,
 };
 
 export function experimentHelp(): string {

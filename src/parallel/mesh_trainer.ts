@@ -39,19 +39,14 @@
  * - the global grad norm: one world allReduce of [Σ squares counted once, loss share] — each
  *   parameter counted on dp and cp index 0 only, replicated (tp) ones on tp index 0 only, the head's
  *   wte copy never — then torch's clip scale and AdamW on the rank's own shard.
- * - ZeRO 1/2/3 (zero_sync.ts): instead of the allReduce, reduce-scatters of the gradient over the
- *   same dp·cp group — stage 1 after the schedule (a whole replica: in buckets during the last
- *   backward), stages 2–3 per 'layer' unit in every micro-batch's backward — AdamW on the rank's
- *   pieces, and the all-gather of the updated values (stages 1–2); stage 3 gathers each layer
- *   in the forward when the executor reaches its block and again before its backward.
- * - ep (MoE models): experts spread over ep consecutive dp ranks of the same (pp, cp, tp)
- *   coordinate; the context's MoE function exchanges tokens over that EP group
- *   (expert_exchange.ts), grad_sync.ts sums expert gradients over the ranks holding the same
- *   experts, and each stage's load-balancing loss enters its own backward and loss share.
+ * - ZeRO 1/2/3 (zero_sync.ts): reduce-scatters over the same dp·cp group instead (stage 1 after the
+ *   schedule, 2–3 per layer unit in each backward), AdamW on the rank's pieces, all-gathers of the
+ *   values (stages 1–2 after the update, 3 per layer in forward and again before its backward).
+ * - ep (MoE models): experts over ep consecutive dp ranks; tokens exchanged over that EP group
+ *   (expert_exchange.ts); expert gradients summed over the ranks holding the same experts.
  * - --sync local-sgd | diloco | streaming-diloco | co2 (low_comm.ts): no per-step dp average;
  *   each dp worker clips by its own norm and outer_sync.ts synchronises every H steps.
- * Not composed (thrown up front, naming the rule; mesh_plan.ts): ep with ZeRO; ZeRO-2/3 with
- * --recompute, with the interleaved schedule or the hybrid over pp.
+ * Refused up front (mesh_plan.ts): ep with ZeRO; ZeRO-2/3 with --recompute, interleaving or hybrid pp.
  */
 import { autocastOf, checkPrecision } from '../autograd/autocast.ts';
 import { type LossScaler, lossScalerFor } from '../train/loss_scale.ts';
@@ -65,7 +60,7 @@ import type { TextDataset } from '../data/dataset.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { lrAt, scheduleFromConfig, type ScheduleSpec, validateSchedule } from '../train/schedules.ts';
 import type { StepRecord } from '../train/trainer.ts';
-import { PipelineExecutor, type SpanFn } from './pipeline_executor.ts';
+import { PipelineExecutor } from './pipeline_executor.ts';
 import type { OverlapStats } from './buckets.ts';
 import type { PipelineSchedule } from './pipeline_schedule.ts';
 import type { Span } from './pipeline_sim.ts';
@@ -81,6 +76,7 @@ import { takePositions } from './context_parallel.ts';
 import { MeshEval } from './mesh_eval.ts';
 import { GradSync } from './grad_sync.ts';
 import { OuterSync } from './outer_sync.ts';
+import { type ActionUs, simActionUs, stepRecorder } from './sim_compute.ts';
 import { AdamW } from '../train/optimizer.ts';
 
 /** One optimizer step as a mesh rank saw it; `loss`, `gradNorm` and `lr` are global. */
@@ -121,6 +117,8 @@ export class MeshTrainer {
   private readonly opt: AdamW;
   /** f16-mixed: the dynamic loss scaler (train/loss_scale.ts), the same on every rank; else null. */
   readonly scaler: LossScaler | null;
+  /** µs each forward / backward adds to the simulated clock under a modelled peak (sim_compute.ts), else null. */
+  private readonly simUs: ActionUs | null;
   /** The low-communication outer loop (outer_sync.ts) when the plan has --sync other than ddp, else null. */
   readonly outer: OuterSync | null;
   /** Validation of a split model over the ranks (mesh_eval.ts); null under ep or ZeRO-3, which it does not cover. */
@@ -159,6 +157,8 @@ export class MeshTrainer {
       ...opts,
       local: !!plan.sync,
     });
+    const peak = world.transport.clock.net?.spec.peakGflops;
+    this.simUs = peak ? simActionUs(cfg, plan, vocabSize, peak) : null;
     this.outer = plan.sync ? new OuterSync(gpu, this.stages.params, this.sync.dpGroup, plan.sync, cfg.steps) : null;
     this.scalars = subGroup(world, 'scalars');
     this.meter = TrafficMeter.of(world);
@@ -184,8 +184,7 @@ export class MeshTrainer {
     // Messages between steps (validation's) are no step's, except an outer allReduce's still in flight.
     const between = this.meter.take(), carried = this.outer?.ownTraffic(between) ?? {};
     const t0 = wallMs(), timeline: Span[] = [];
-    const span: SpanFn = (kind, start, label, action) =>
-      timeline.push({ kind, start: start - t0, end: wallMs() - t0, label, action });
+    const span = stepRecorder(timeline, t0, this.sync.dpGroup.transport.clock, this.simUs, plan.pp * this.program.v);
     await this.sync.startStep();
     gpu.clear(this.lossAcc);
     // Each rank's loss is the mean over its 1/(dp·cp) of the tokens, so its loss gradient is dp·cp times the

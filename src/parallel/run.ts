@@ -225,11 +225,6 @@ export class RankRun {
   async step(): Promise<RankStepRecord> {
     if (this.ended) throw new Error(`rank ${this.world.transport.rank}: the run cannot step any more: ${this.ended}`);
     const s = this.next++, t0 = performance.now(), clock = this.world.tracer.clock, sim0 = clock.now;
-    // With a modelled peak (--net …;peak=GFLOP/s) the step's compute is charged up front, 6·Ψ_rank·tokens_rank
-    // FLOPs (Kaplan et al.'s 6ND), so messages still in flight from earlier steps overlap it (docs/design.md §30).
-    if (clock.net?.spec.peakGflops) {
-      clock.compute(0, (6 * this.built.params.count * this.tokensPerStep()) / (this.plan.dp * this.plan.cp));
-    }
     const r = await this.world.tracer.span(`step ${s}`, () => this.built.step(s), { sim: false, step: s });
     const ms = performance.now() - t0;
     const byDim = sentByDim(r.sent);

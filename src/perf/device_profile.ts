@@ -95,6 +95,23 @@ export const peakFlops = (dev: DeviceProfile, dtype: Dtype) => (dtype === 'f32' 
 const padTo = (x: number, q: number) => Math.ceil(x / q) * q;
 
 /**
+ * A device that runs every GEMM and attention core at `peak` FLOP/s and moves memory for free:
+ * the simulated clock's compute under `--net …;peak=` (the network model's one compute figure).
+ */
+export function flatProfile(peak: number): DeviceProfile {
+  return {
+    name: `flat ${peak / 1e9} GFLOP/s`,
+    source: "the network model's modelled peak",
+    peakF32: peak,
+    peakF16: peak,
+    memoryBytes: Infinity,
+    memBandwidth: Infinity,
+    gemm: { efficiency: 1, halfDim: 0, tile: 1, align: 1, misaligned: 1 },
+    attention: { efficiency: 1, halfHeadDim: 0 },
+  };
+}
+
+/**
  * Achieved FLOP/s of one M×N×K GEMM (2·M·N·K FLOPs) on `dev` (see the module doc).
  * @throws Error for a non-positive dimension.
  */

@@ -13,8 +13,9 @@
  *   tensor parallelism and Ulysses all-to-alls on the critical path; ring attention's K,V
  *   blocks overlap that layer's attention core; pipeline sends once per micro-batch boundary
  *   and model chunk; the dp gradient buckets overlap the last micro-batch's backward except the
- *   last bucket; ZeRO-1/2's parameter all-gather after the optimizer is exposed; ZeRO-2's
- *   per-micro-batch reduce-scatter and ZeRO-3's gathers overlap that micro-batch's compute.
+ *   last bucket; ZeRO-1/2's parameter all-gather after the optimizer is exposed, and so are
+ *   ZeRO-3's per-layer gathers (the engine fetches a layer when it reaches it, no prefetch);
+ *   ZeRO-2/3's per-micro-batch reduce-scatters overlap that micro-batch's backward.
  * - Bubble: a micro-batch's stage time × (p − 1)/v (pipeline_sim.ts bubbleFraction's share).
  *
  * Units: seconds, bytes, FLOP/s.
@@ -97,6 +98,24 @@ export function microBatchSeconds(plan: ParallelPlan, model: PlanModel, o: StepO
   return (model.nLayer / plan.pp) * (ly.forward + ly.backward + ly.again) + headSeconds(plan, model, o, dev);
 }
 
+/**
+ * Seconds of one pipeline action of a rank for one micro-batch: the forward and the backward
+ * (recomputation included) of its L/(pp·v) layers, the LM head's share on the last stage (a third
+ * forward, two thirds backward). What the engine charges its simulated clock per action under a
+ * modelled peak (src/parallel/sim_compute.ts), so a measured step prices compute as this model does.
+ */
+export function actionSeconds(
+  plan: ParallelPlan,
+  model: PlanModel,
+  o: StepOptions,
+  dev: DeviceProfile,
+  last: boolean,
+): { forward: number; backward: number } {
+  const ly = layerSeconds(plan, model, o, dev), L = model.nLayer / (plan.pp * plan.virtualStages);
+  const head = last ? headSeconds(plan, model, o, dev) : 0;
+  return { forward: L * ly.forward + head / 3, backward: L * (ly.backward + ly.again) + (2 * head) / 3 };
+}
+
 /** µs → s of one call of `c` (its whole buffer in `bytes` per element) on the link its group spans. */
 function callSeconds(c: DimCall, net: NetworkModel, bytes: number): number {
   const link = c.span < net.spec.ranksPerNode && c.span >= 0 ? net.spec.intra : net.spec.inter;
@@ -148,10 +167,11 @@ export function predictStep(
   };
   for (const c of dp.filter((c) => !scalar(c))) {
     const t = time(c), per = t / c.calls;
-    if (c.collective === 'allGather' && plan.zero < 3) dpExposed += t; // after the optimizer step
-    else if (plan.zero === 3) {
-      dpExposed += c.calls * Math.max(0, per - (c.collective === 'allGather' ? fwd : backwardMb));
-    } else if (plan.zero === 2) dpExposed += (c.calls - 1) * Math.max(0, per - backwardMb) + tail(per, c);
+    // ZeRO-1/2 gather after the optimizer step; ZeRO-3 gathers each layer when the executor reaches
+    // it (zero_sync.ts: on demand, no prefetch), so the step waits for those too.
+    if (c.collective === 'allGather') dpExposed += t;
+    else if (plan.zero === 3) dpExposed += c.calls * Math.max(0, per - backwardMb);
+    else if (plan.zero === 2) dpExposed += (c.calls - 1) * Math.max(0, per - backwardMb) + tail(per, c);
     else dpExposed += tail(per, c);
   }
   const ppOther = sum('pp', /tied/);

@@ -1,5 +1,6 @@
 import { equal, match, ok } from 'node:assert/strict';
 import { runCli } from '../util/cli.ts';
+import { spearman } from '../../src/experiments/plan_model.ts';
 import { csv, lineChart, markdownTable, ticks } from '../../src/experiments/report.ts';
 
 Deno.test('report: SVG chart, markdown and CSV tables', () => {
@@ -159,7 +160,10 @@ Deno.test({
   fn: async () => {
     for (
       const [args, pattern] of [
-        [['nope'], /unknown experiment 'nope'; allowed: compression, continual, goldfish, low-comm, neftune/],
+        [
+          ['nope'],
+          /unknown experiment 'nope'; allowed: compression, continual, goldfish, low-comm, neftune, plan-model/,
+        ],
         [['compression', '--hybrid', 'tp=powersgd'], /PowerSGD compresses dp gradient matrices only/],
         [[], /give one experiment name/],
         [['low-comm', '--methods', 'ddp,dilocco'], /--methods: unknown 'dilocco'; allowed: ddp, local-sgd, diloco-10/],
@@ -178,5 +182,30 @@ Deno.test({
       equal(lines.length, 1, r.stderr);
       match(lines[0], pattern);
     }
+  },
+});
+
+Deno.test('spearman: ρ of ranks, ties averaged; 1 for the same order, −1 for the reverse', () => {
+  equal(spearman([1, 2, 3, 4], [10, 20, 30, 40]), 1);
+  equal(spearman([1, 2, 3, 4], [4, 3, 2, 1]), -1);
+  ok(Math.abs(spearman([1, 2, 3, 4, 5], [2, 1, 4, 3, 5]) - 0.8) < 1e-12);
+  ok(Math.abs(spearman([1, 1, 2, 3], [1, 2, 3, 4]) - 0.9486832980505138) < 1e-12);
+});
+
+Deno.test({
+  name: 'experiment plan-model: real 8-rank runs on the simulated clock within 15% of the performance model',
+  sanitizeResources: false,
+  fn: async () => {
+    const out = await Deno.makeTempDir();
+    const tiny = ['--n-layer', '4', '--n-embd', '32', '--n-head', '4', '--batch-size', '16', '--block-size', '16'];
+    const r = await runCli('experiment.ts', ['plan-model', ...tiny, '--plans', '8', '--steps', '1', '--out', out]);
+    equal(r.code, 0, r.stderr);
+    const rows = (await Deno.readTextFile(`${out}/plan_model.csv`)).trim().split('\n').slice(1);
+    equal(rows.length, 8);
+    for (const row of rows) {
+      const [predicted, measured] = row.split(',').slice(-2).map(Number);
+      ok(predicted > 0 && Math.abs(measured / predicted - 1) < 0.15, `${row}: measured vs predicted`);
+    }
+    ok((await Deno.readTextFile(`${out}/results.md`)).includes('Spearman ρ ='));
   },
 });
