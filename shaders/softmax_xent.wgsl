@@ -3,6 +3,9 @@
 //   lse = log Σ_v exp(z_v)  (max-shifted)
 //   loss = Σ_{rows with target ≥ 0} (lse − z_target) / count,  count = #rows with target ≥ 0
 //   dz  += (softmax(z) − onehot(target)) · gradScale / count   on rows with target ≥ 0
+// Only the first `cols` of the V columns are classes: columns ≥ cols are a padded vocabulary
+// (--pad-vocab), excluded from the softmax (as if −∞) and given no gradient, as the
+// vocab-parallel cross-entropy treats the tp padding (src/parallel/vocab_parallel.ts).
 //
 // fwd_lse: LANES invocations per row (specialised from V and the adapter; 1 on CPU adapters,
 // where workgroup barriers are expensive), WG / LANES rows per workgroup, 2D grid of row
@@ -20,6 +23,10 @@ struct Params {
   v: u32,          // classes per row
   scale: f32,      // gradScale (bwd)
   nan_bits: u32,   // 0x7fc00000: a runtime NaN (a constant NaN is a WGSL compile error)
+  cols: u32,       // real classes ≤ v; columns ≥ cols are padding
+  pad0: u32,       // uniform structs are sized in 16-byte steps
+  pad1: u32,
+  pad2: u32,
 }
 
 const LANES: u32 = 32u;  // invocations per row in fwd_lse: a power of two dividing WG
@@ -43,18 +50,18 @@ fn fwd_lse(at: RowLane, wg: RowGroup) {
   let row = (wg.wid.x + wg.wid.y * wg.groups.x) * ROWS + at.lid / LANES;
   let lane = at.lid % LANES;
   let live = row < p.n;
-  let v = p.v;
-  let base = row * v;
+  let cols = p.cols;
+  let base = row * p.v;
   var mx = NEG_BIG;
   if (live) {
-    for (var i = lane; i < v; i += LANES) {
+    for (var i = lane; i < cols; i += LANES) {
       mx = max(mx, logits[base + i]);
     }
   }
   mx = row_max(at, wg, mx, LANES);
   var s = 0.0;
   if (live) {
-    for (var i = lane; i < v; i += LANES) {
+    for (var i = lane; i < cols; i += LANES) {
       s += exp(logits[base + i] - mx);
     }
   }
@@ -66,7 +73,7 @@ fn fwd_lse(at: RowLane, wg: RowGroup) {
 }
 
 // loss = [Σ (lse − z_target) / count, count]; 0 loss when every row is ignored.
-// A target ≥ V (a caller bug the GPU cannot throw for) makes the loss NaN rather than
+// A target ≥ cols (a caller bug the GPU cannot throw for) makes the loss NaN rather than
 // reading another row's logit.
 @compute @workgroup_size(WG)
 fn fwd_loss(at: RowLane, wg: RowGroup) {
@@ -76,7 +83,7 @@ fn fwd_loss(at: RowLane, wg: RowGroup) {
     let t = targets[r];
     if (t >= 0) {
       var l = bitcast<f32>(p.nan_bits);
-      if (u32(t) < p.v) {
+      if (u32(t) < p.cols) {
         l = lse[r] - logits[r * p.v + u32(t)];
       }
       acc += vec2<f32>(l, 1.0);
@@ -97,7 +104,8 @@ fn bwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) g
   let col = gid.x;
   let row = gid.y + gid.z * groups.y;
   let v = p.v;
-  if (col >= v || row >= p.n) { return; }
+  // Padded columns (≥ cols) take no part in the softmax: their gradient is zero.
+  if (col >= p.cols || row >= p.n) { return; }
   let t = targets[row];
   let count = loss[1];
   // count > 0 whenever some target is ≥ 0; the test only guards against a stale loss tensor.

@@ -168,15 +168,17 @@ export function embedding(
 /**
  * Mean cross-entropy of logits (N, V) against targets (N, i32; < 0 ignored).
  * Returns loss (2) = [mean loss, count of counted rows], still on the GPU.
- * `gradScale` multiplies the gradient (1/micro-batches under gradient accumulation).
+ * `gradScale` multiplies the gradient (1/micro-batches under gradient accumulation). `cols`
+ * (default V) counts the real classes: columns ≥ cols are a padded vocabulary, left out of
+ * the softmax and of the gradient (kernels/cross_entropy.ts).
  */
-export function crossEntropy(tape: Tape, logits: Tensor, targets: Tensor, gradScale = 1): Tensor {
+export function crossEntropy(tape: Tape, logits: Tensor, targets: Tensor, gradScale = 1, cols?: number): Tensor {
   const n = targets.size;
   expect(logits.size % n === 0, () => `crossEntropy: logits [${logits.shape}] vs targets [${targets.shape}]`);
   const lse = tape.alloc([n], 'lse');
   const loss = tape.alloc([2], 'loss');
-  crossEntropyForward(tape.gpu, logits, targets, lse, loss);
-  tape.record({ op: 'crossEntropy', logits, targets, lse, loss, gradScale }, [logits], [loss]);
+  crossEntropyForward(tape.gpu, logits, targets, lse, loss, cols);
+  tape.record({ op: 'crossEntropy', logits, targets, lse, loss, gradScale, cols }, [logits], [loss]);
   return loss;
 }
 

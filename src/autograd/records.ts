@@ -49,7 +49,7 @@ export interface OpRecords {
   /** y (B, T, C) = wte[tokens] + wpe[0:T] */
   embedding: { index: TokenIndex; wte: Tensor; wpe: Tensor; y: Tensor; b: number; t: number };
   /** loss (2) = [mean cross-entropy of logits (N, V) against targets (N), count]; terminal */
-  crossEntropy: { logits: Tensor; targets: Tensor; lse: Tensor; loss: Tensor; gradScale: number };
+  crossEntropy: { logits: Tensor; targets: Tensor; lse: Tensor; loss: Tensor; gradScale: number; cols?: number };
   /** y (N, C) = x · rstd · w (RMSNorm), rstd (N) saved */
   rmsNorm: { x: Tensor; w: Tensor; y: Tensor; rstd: Tensor; eps: number };
   /** y = x·σ(x) */

@@ -93,9 +93,9 @@ export const RULES: RuleTable = {
     embeddingBackward(g.gpu, index, dy, dwte, dwpe, b, t);
     if (!g.acc(wpe)) dwpe.release();
   },
-  crossEntropy(g, { logits, targets, lse, loss, gradScale }) {
+  crossEntropy(g, { logits, targets, lse, loss, gradScale, cols }) {
     const dlogits = g.acc(logits);
-    if (dlogits) crossEntropyBackward(g.gpu, logits, targets, lse, loss, dlogits, gradScale);
+    if (dlogits) crossEntropyBackward(g.gpu, logits, targets, lse, loss, dlogits, gradScale, cols);
   },
   rmsNorm(g, { x, w, y, rstd }) {
     const dy = g.grad(y);

@@ -8,6 +8,7 @@ import { parseArgs } from 'node:util';
 import { parseCheckpoint } from '../train/checkpoint.ts';
 import { encodeSafetensors } from '../train/safetensors.ts';
 import { exportGpt2 } from '../models/gpt2_hf.ts';
+import { tokenizerFromJSON } from '../data/tokenizer.ts';
 import { writeAtomic } from '../io/atomic.ts';
 import { exitProcess } from './exit.ts';
 
@@ -26,7 +27,14 @@ export async function exportCheckpoint(bytes: Uint8Array, what: string): Promise
   const arch = (state.config as { arch?: string }).arch ?? 'gpt';
   if (arch !== 'gpt') throw new Error(`export: ${what} is --arch ${arch}; the GPT-2 layout holds --arch gpt only`);
   const params = [...tensors.values()].filter((t) => !t.name.startsWith('optim.'));
-  return await encodeSafetensors(exportGpt2(params), { format: 'pt' });
+  // A --pad-vocab run's padded rows are not tokens: the GPT-2 layout holds the tokenizer's V rows.
+  const real = (state.config.padVocab ?? 1) > 1 ? (await tokenizerFromJSON(state.tokenizer)).vocabSize : Infinity;
+  const cropped = params.map((t) =>
+    t.name === 'transformer.wte.weight' && t.shape[0] > real
+      ? { ...t, shape: [real, t.shape[1]], data: t.data.slice(0, real * t.shape[1]) }
+      : t
+  );
+  return await encodeSafetensors(exportGpt2(cropped), { format: 'pt' });
 }
 
 async function main(argv: string[]): Promise<number> {

@@ -3,6 +3,8 @@
  * ignore_index), after llm.c's fused_classifier: the forward keeps only each row's
  * log-sum-exp, never the (N, V) probabilities, and the backward recomputes softmax from it.
  * The loss stays on the GPU ([mean, count] tensor) so a step needs no read-back.
+ * `cols` < V marks the columns ≥ cols as a padded vocabulary (--pad-vocab): they are left out
+ * of the softmax and get no gradient, so the loss is the unpadded model's.
  */
 import { f32bits, type Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -39,16 +41,25 @@ function checkCommon(
   return [n, v];
 }
 
+/** The uniform: [N, V, gradScale bits, NaN bits, cols, 0, 0, 0]. @throws Error unless 1 ≤ cols ≤ V. */
+function paramsOf(fn: string, n: number, v: number, scaleBits: number, cols: number): Uint32Array {
+  if (!Number.isInteger(cols) || cols < 1 || cols > v) {
+    throw new Error(`${fn}: real classes cols must be an integer in [1, V=${v}], got ${cols}`);
+  }
+  return new Uint32Array([n, v, scaleBits, NAN_BITS, cols, 0, 0, 0]);
+}
+
 /**
  * lse[n] = log Σ_v exp(logits[n, v]) (max-shifted, so logits of any magnitude are safe) and
  * loss = [Σ_{targets[n] ≥ 0} (lse[n] − logits[n, targets[n]]) / count, count] (natural log, nats).
- * With every row ignored the loss is [0, 0]. A target ≥ V cannot be reported from the GPU:
- * it makes the loss NaN.
+ * With every row ignored the loss is [0, 0]. A target ≥ cols cannot be reported from the GPU:
+ * it makes the loss NaN. Sums and maxima run over columns [0, cols) only.
  * @param logits (N, V) — any shape whose last dimension is V
  * @param targets (N) i32 class ids; < 0 marks a row ignored
  * @param lse (N) output, saved for the backward
  * @param loss (2) output: [mean loss over non-ignored rows, count of non-ignored rows]
- * @throws Error naming the tensor whose size or dtype does not match.
+ * @param cols real classes (default V): columns ≥ cols are padding, outside the softmax
+ * @throws Error naming the tensor whose size or dtype does not match, or cols outside [1, V].
  */
 export function crossEntropyForward(
   gpu: Gpu,
@@ -56,10 +67,11 @@ export function crossEntropyForward(
   targets: Tensor,
   lse: Tensor,
   loss: Tensor,
+  cols?: number,
 ): void {
   const fn = 'crossEntropyForward';
   const [n, v] = checkCommon(fn, logits, targets, lse, loss);
-  const params = new Uint32Array([n, v, 0, NAN_BITS]);
+  const params = paramsOf(fn, n, v, 0, cols ?? v);
   if (n > 0) {
     const { kernel, rowsPerGroup } = rowKernel(gpu, 'softmax_xent', 'fwd_lse', v, PER_LANE);
     gpu.dispatch(
@@ -82,13 +94,15 @@ export function crossEntropyForward(
 
 /**
  * dlogits[n, v] += (softmax(logits[n])[v] − [v = targets[n]]) · gradScale / count on rows with
- * targets[n] ≥ 0; ignored rows, and every row when count = 0, are left unchanged. This is the
+ * targets[n] ≥ 0 and v < cols; ignored rows, padded columns, and every row when count = 0,
+ * are left unchanged. This is the
  * gradient of gradScale · (mean loss) from {@link crossEntropyForward}, whose outputs it reads.
  * @param logits (N, V), @param targets (N) i32, @param lse (N) and @param loss (2) from the forward
  *   (count = loss[1] is read on the GPU, so no read-back is needed)
  * @param dlogits (N, V) +=
  * @param gradScale multiplies the gradient, e.g. 1/steps for gradient accumulation (default 1)
- * @throws Error naming the tensor whose size or dtype does not match.
+ * @param cols real classes, as given to the forward (default V)
+ * @throws Error naming the tensor whose size or dtype does not match, or cols outside [1, V].
  */
 export function crossEntropyBackward(
   gpu: Gpu,
@@ -98,6 +112,7 @@ export function crossEntropyBackward(
   loss: Tensor,
   dlogits: Tensor,
   gradScale = 1,
+  cols?: number,
 ): void {
   const fn = 'crossEntropyBackward';
   const [n, v] = checkCommon(fn, logits, targets, lse, loss);
@@ -108,7 +123,7 @@ export function crossEntropyBackward(
   gpu.dispatch(
     { key: 'softmax_xent.bwd', code: gpu.shaders.softmax_xent, entryPoint: 'bwd' },
     [logits, targets, lse, loss, dlogits],
-    new Uint32Array([n, v, f32bits(gradScale), NAN_BITS]),
+    paramsOf(fn, n, v, f32bits(gradScale), cols ?? v),
     rowsGrid(n, v, 64),
   );
 }

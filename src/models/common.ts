@@ -7,6 +7,7 @@
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { ParamSpec } from '../nn/params.ts';
+import { embeddingInit } from './vocab_pad.ts';
 
 /** An (blockSize, C) table of zeros that stands in for the positional embedding; never trained. */
 export function zeroPositions(gpu: Gpu, blockSize: number, c: number): Tensor {
@@ -18,6 +19,13 @@ export class SpecList {
   readonly specs: ParamSpec[] = [];
   matrix(name: string, shape: number[], std: number): void {
     this.specs.push({ name, shape, init: { kind: 'normal', std }, decay: true });
+  }
+  /**
+   * The (V', C) token embedding: N(0, std) on the `real` first rows, zero on --pad-vocab
+   * padding (models/vocab_pad.ts embeddingInit).
+   */
+  embedding(name: string, shape: [number, number], std: number, real: number): void {
+    this.specs.push({ name, shape, init: embeddingInit(std, real, shape[1]), decay: true });
   }
   constant(name: string, shape: number[], value: number): void {
     this.specs.push({ name, shape, init: { kind: 'const', value }, decay: false });

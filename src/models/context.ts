@@ -83,8 +83,17 @@ export interface ModelContext {
   /**
    * The tied LM head on the final hidden states xf (N, C): logits (N, V) and, with targets, the
    * mean cross-entropy loss (2) = [mean, count] with its gradient seeded by `opts.gradScale`.
+   * `vocab` is the real vocabulary V ≤ wte rows: logits columns ≥ V (--pad-vocab padding) are
+   * left out of the softmax, as the vocab-parallel cross-entropy leaves out the tp padding.
    */
-  head(tape: Tape, xf: Tensor, wte: Tensor, input: ModelInput, opts: ForwardOptions): Maybe<ForwardResult>;
+  head(
+    tape: Tape,
+    xf: Tensor,
+    wte: Tensor,
+    input: ModelInput,
+    opts: ForwardOptions,
+    vocab: number,
+  ): Maybe<ForwardResult>;
   /** The widths that a split divides: C·`parts` → this rank's share (heads, inner channels). */
   local(width: number): number;
 }
@@ -98,11 +107,11 @@ export const LOCAL: ModelContext = {
     const tokens = input.tokens ?? uploadIds(tape, input.hostTokens, [b, t], 'tokens');
     return embedding(tape, tokens, input.hostTokens, wte, positions, b, t); // (B, T, C)
   },
-  head(tape, xf, wte, input, opts) {
+  head(tape, xf, wte, input, opts, vocab) {
     // Weight tied to wte; with targets the head runs in row chunks when (B·T, V) exceeds a binding.
     const targets = input.targets ??
       (input.hostTargets ? uploadIds(tape, input.hostTargets, [input.hostTargets.length], 'targets') : null);
-    if (targets) return lmHeadLoss(tape, xf, wte, targets, opts.gradScale ?? 1);
+    if (targets) return lmHeadLoss(tape, xf, wte, targets, opts.gradScale ?? 1, vocab);
     return { logits: linear(tape, xf, wte, null, 'lm_head'), loss: null }; // (B·T, V)
   },
   local: (width) => width,

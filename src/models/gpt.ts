@@ -8,9 +8,10 @@ import type { Tensor } from '../gpu/tensor.ts';
 import { add, gelu, layerNorm } from '../autograd/ops.ts';
 import type { Tape } from '../autograd/tape.ts';
 import { type ParamSpec, ParamStore, type Placement, placeSpecs } from '../nn/params.ts';
-import { type ForwardOptions, type ForwardResult, type Piece, PieceModel } from './model.ts';
+import { type ForwardOptions, type ForwardResult, type Piece, PieceModel, realVocabOf } from './model.ts';
 import type { Maybe, ModelContext, ModelInput } from './context.ts';
 import { Random } from '../util/random.ts';
+import { embeddingInit } from './vocab_pad.ts';
 
 /** Model shape (nanoGPT's GPTConfig). */
 export interface GPTConfig {
@@ -28,6 +29,8 @@ export interface GPTConfig {
   bias: boolean;
   /** Attention kernel: FlashAttention-2 (default) or the materialised T×T version. */
   attention?: 'flash' | 'naive';
+  /** The tokenizer's V when vocabSize is padded (--pad-vocab; models/model.ts ModelShape). */
+  realVocab?: number;
 }
 
 /**
@@ -40,7 +43,7 @@ export function gptParamSpecs(cfg: GPTConfig): ParamSpec[] {
   const std = 0.02;
   const projStd = 0.02 / Math.sqrt(2 * L);
   const specs: ParamSpec[] = [
-    { name: 'transformer.wte.weight', shape: [V, C], init: { kind: 'normal', std }, decay: true },
+    { name: 'transformer.wte.weight', shape: [V, C], init: embeddingInit(std, realVocabOf(cfg), C), decay: true },
     { name: 'transformer.wpe.weight', shape: [blockSize, C], init: { kind: 'normal', std }, decay: true },
   ];
   const ln = (n: string) => {
@@ -154,7 +157,7 @@ export class GPT extends PieceModel {
   /** ln_f, then the LM head tied to wte (and the loss with targets). */
   head(ctx: ModelContext, tape: Tape, x: Tensor, input: ModelInput, opts: ForwardOptions): Promise<ForwardResult> {
     const xf = layerNorm(tape, x, this.p('transformer.ln_f.weight'), this.p('transformer.ln_f.bias'), 'ln_f'); // (B·T, C)
-    return Promise.resolve(ctx.head(tape, xf, this.p('transformer.wte.weight'), input, opts));
+    return Promise.resolve(ctx.head(tape, xf, this.p('transformer.wte.weight'), input, opts, realVocabOf(this.cfg)));
   }
 
   /** Blocks by index; wpe with the embedding, ln_f with the head, wte at both ends (tied). */

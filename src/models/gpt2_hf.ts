@@ -6,6 +6,8 @@
  * the head is tied to `wte` (a separate `lm_head.weight` must equal it); the causal-mask buffers
  * (`h.N.attn.bias`, `h.N.attn.masked_bias`) are not parameters and are skipped. A run's block size
  * may be shorter than the file's 1024 positions: `wpe` is cropped (nanoGPT's crop_block_size).
+ * A run with --pad-vocab gets the file's 50 257 rows of `wte` and zero padded rows, as a fresh
+ * padded model has (models/vocab_pad.ts), so fine-tuning trains exactly as unpadded.
  */
 import type { NamedTensor } from '../train/safetensors.ts';
 
@@ -26,6 +28,7 @@ export interface Gpt2RunShape {
   nLayer: number;
   nEmbd: number;
   nHead: number;
+  /** The tokenizer's vocabulary (the file's `wte` rows); our `wte` may have more (--pad-vocab). */
   vocabSize: number;
   blockSize: number;
   bias: boolean;
@@ -116,13 +119,27 @@ export function importGpt2(
     if (!t) throw new Gpt2ImportError(what, `missing tensor '${name.replace(/^transformer\./, '')}'`);
     byOurName.delete(name);
     const conv = isConv1d(name);
-    const want = conv ? [shape[1], shape[0]] : name === 'transformer.wpe.weight' ? [s.positions, shape[1]] : [...shape];
+    const wpe = name === 'transformer.wpe.weight', wte = name === 'transformer.wte.weight';
+    const want = conv
+      ? [shape[1], shape[0]]
+      : wpe
+      ? [s.positions, shape[1]]
+      : wte
+      ? [s.vocabSize, shape[1]]
+      : [...shape];
     if (t.shape.length !== want.length || t.shape.some((d, i) => d !== want[i])) {
       throw new Gpt2ImportError(what, `tensor '${t.name}' is [${t.shape}], expected [${want}]`);
     }
+    if (wte && shape[0] < s.vocabSize) {
+      throw new Gpt2ImportError(what, `the run's wte has ${shape[0]} rows, fewer than the file's ${s.vocabSize}`);
+    }
     if (conv) out.set(name, transpose(t.data, want[0], want[1]));
-    else if (name === 'transformer.wpe.weight') out.set(name, t.data.slice(0, shape[0] * shape[1]));
-    else out.set(name, t.data);
+    else if (wpe) out.set(name, t.data.slice(0, shape[0] * shape[1]));
+    else if (wte) {
+      const padded = new Float32Array(shape[0] * shape[1]); // rows past the file's are --pad-vocab padding: zero
+      padded.set(t.data);
+      out.set(name, padded);
+    } else out.set(name, t.data);
   }
   if (byOurName.size) {
     throw new Gpt2ImportError(what, `tensors a GPT-2 of this shape does not have: ${[...byOurName.keys()].join(', ')}`);

@@ -77,6 +77,8 @@ function element(t: Tensor, i: number): Tensor {
  * @param xf (N, C) final hidden states, @param wte (V, C) tied embedding / output weight,
  * @param targets (N) i32 class ids (< 0 ignored), any shape of N elements
  * @param gradScale multiplies the loss gradient (1/micro-batches under gradient accumulation)
+ * @param realVocab the real vocabulary V ≤ wte rows (default all rows): logits columns ≥ V are
+ *   --pad-vocab padding, left out of the softmax (see crossEntropy)
  * @returns logits (N, V) with one chunk, null when chunked (the chunks' logits are tape
  *   temporaries); loss (2) = [mean loss, count of counted targets] on the GPU
  * @throws Error when the shapes disagree; DeviceLimitError when even one aligned chunk of rows
@@ -88,6 +90,7 @@ export function lmHeadLoss(
   wte: Tensor,
   targets: Tensor,
   gradScale = 1,
+  realVocab?: number,
 ): { logits: Tensor | null; loss: Tensor } {
   const [vocab, c] = wte.shape;
   const n = targets.size;
@@ -104,7 +107,7 @@ export function lmHeadLoss(
   const rows = fits && headTuning.maxRows <= 0 ? n : headChunkRows(tape.gpu, vocab);
   if (rows >= n) {
     const logits = linear(tape, xf, wte, null, 'lm_head'); // (N, V)
-    return { logits, loss: crossEntropy(tape, logits, targets, gradScale) };
+    return { logits, loss: crossEntropy(tape, logits, targets, gradScale, realVocab) };
   }
   const gpu = tape.gpu;
   const loss = tape.alloc([2], 'loss');
@@ -117,7 +120,7 @@ export function lmHeadLoss(
     // Slices xf itself, not a reshaped view: the tape tracks gradients by tensor identity.
     const xs = rowSlice(tape, xf, r0, m, `lm_head.x[${r0}]`); // (m, C)
     const logits = linear(tape, xs, wte, null, `lm_head[${r0}]`); // (m, V)
-    const part = crossEntropy(tape, logits, rowView(targets, r0, m, 1, 'lmHeadLoss targets'), gradScale);
+    const part = crossEntropy(tape, logits, rowView(targets, r0, m, 1, 'lmHeadLoss targets'), gradScale, realVocab);
     axpy(gpu, m / n, part, loss);
     axpy(gpu, 1, part, total);
     parts.push(part);

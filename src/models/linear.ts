@@ -38,12 +38,14 @@ import type { Tape } from '../autograd/tape.ts';
 import { ParamStore, type Placement, placeSpecs } from '../nn/params.ts';
 import { Random } from '../util/random.ts';
 import { checkPositive, SpecList, zeroPositions } from './common.ts';
-import { type ForwardOptions, type ForwardResult, type Piece, PieceModel } from './model.ts';
+import { type ForwardOptions, type ForwardResult, type Piece, PieceModel, realVocabOf } from './model.ts';
 import type { ModelContext, ModelInput } from './context.ts';
 
 /** Shape of the RWKV-style model. */
 export interface LinearConfig {
   vocabSize: number;
+  /** The tokenizer's V when vocabSize is padded (--pad-vocab; models/model.ts ModelShape). */
+  realVocab?: number;
   /** Longest sequence trained or sampled. */
   blockSize: number;
   nLayer: number;
@@ -63,7 +65,7 @@ export function linearParamSpecs(cfg: LinearConfig): SpecList {
   const s = new SpecList();
   const std = 0.02;
   const projStd = 0.02 / Math.sqrt(2 * L);
-  s.matrix('emb.weight', [V, C], std);
+  s.embedding('emb.weight', [V, C], std, realVocabOf(cfg));
   const nd = cfg.decay === 'head' ? H : C;
   for (let i = 0; i < L; i++) {
     const p = `blocks.${i}`;
@@ -181,7 +183,7 @@ export class LinearLM extends PieceModel {
   /** RMSNorm and the LM head tied to the embedding. */
   head(ctx: ModelContext, tape: Tape, x: Tensor, input: ModelInput, opts: ForwardOptions): Promise<ForwardResult> {
     const xf = rmsNorm(tape, x, this.p('ln_out.weight'), 'norm_f'); // (B·T, C)
-    return Promise.resolve(ctx.head(tape, xf, this.p('emb.weight'), input, opts));
+    return Promise.resolve(ctx.head(tape, xf, this.p('emb.weight'), input, opts, realVocabOf(this.cfg)));
   }
 
   /** Blocks by index; emb at both ends (tied), ln_out with the head. */

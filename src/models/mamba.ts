@@ -20,12 +20,14 @@ import type { Tape } from '../autograd/tape.ts';
 import { type ParamSpec, ParamStore, type Placement, placeSpecs } from '../nn/params.ts';
 import { Random } from '../util/random.ts';
 import { checkPositive, SpecList, zeroPositions } from './common.ts';
-import { type ForwardOptions, type ForwardResult, type Piece, PieceModel } from './model.ts';
+import { type ForwardOptions, type ForwardResult, type Piece, PieceModel, realVocabOf } from './model.ts';
 import type { ModelContext, ModelInput } from './context.ts';
 
 /** Shape of a Mamba model (mamba_ssm MambaConfig). */
 export interface MambaConfig {
   vocabSize: number;
+  /** The tokenizer's V when vocabSize is padded (--pad-vocab; models/model.ts ModelShape). */
+  realVocab?: number;
   blockSize: number;
   nLayer: number;
   /** Width C (d_model). */
@@ -127,7 +129,7 @@ export function mambaParamSpecs(
   perLayer?: (s: SpecList, i: number) => void,
 ): SpecList {
   const s = new SpecList(), L = cfg.nLayer;
-  s.matrix('backbone.embedding.weight', [cfg.vocabSize, cfg.nEmbd], 0.02);
+  s.embedding('backbone.embedding.weight', [cfg.vocabSize, cfg.nEmbd], 0.02, realVocabOf(cfg));
   for (let i = 0; i < L; i++) {
     mambaBlockSpecs(s, `backbone.layers.${i}`, cfg, 0.02 / Math.sqrt(2 * L));
     perLayer?.(s, i);
@@ -204,7 +206,7 @@ export class Mamba extends PieceModel {
   /** RMSNorm and the LM head tied to the embedding. */
   head(ctx: ModelContext, tape: Tape, x: Tensor, input: ModelInput, opts: ForwardOptions): Promise<ForwardResult> {
     const xf = rmsNorm(tape, x, this.p('backbone.norm_f.weight'), 'norm_f'); // (B·T, C)
-    return Promise.resolve(ctx.head(tape, xf, this.p('backbone.embedding.weight'), input, opts));
+    return Promise.resolve(ctx.head(tape, xf, this.p('backbone.embedding.weight'), input, opts, realVocabOf(this.cfg)));
   }
 
   pieceOf(name: string): Piece {

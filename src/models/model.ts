@@ -53,9 +53,19 @@ export interface ForwardOptions {
 
 /** Vocabulary and context every model has, whatever its mixer. */
 export interface ModelShape {
+  /** Rows of the token embedding / columns of the logits: the tokenizer's V, or V padded by --pad-vocab. */
   vocabSize: number;
   blockSize: number;
+  /**
+   * The tokenizer's vocabulary V when `vocabSize` is padded (--pad-vocab, models/vocab_pad.ts):
+   * ids ≥ V never occur in data, their logits are left out of the softmax and never sampled.
+   * Absent = no padding.
+   */
+  realVocab?: number;
 }
+
+/** The real vocabulary V of a model shape: ids below it are tokens, the rest padding. */
+export const realVocabOf = (shape: ModelShape): number => shape.realVocab ?? shape.vocabSize;
 
 /** A trainable language model over token ids. */
 export interface LanguageModel {

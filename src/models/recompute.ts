@@ -35,7 +35,7 @@ export function recomputeContext(ctx: ModelContext, mode: Recompute): ModelConte
     mixer: (tape, inputs, core, label) =>
       checkpoint(tape, inputs, async (t, xs) => await ctx.mixer(t, xs, core, label), `${label}.core`, () => RULES),
     embed: (tape, input, wte, positions, learned, b, t) => ctx.embed(tape, input, wte, positions, learned, b, t),
-    head: (tape, xf, wte, input, opts) => ctx.head(tape, xf, wte, input, opts),
+    head: (tape, xf, wte, input, opts, vocab) => ctx.head(tape, xf, wte, input, opts, vocab),
     local: (width) => ctx.local(width),
     // A MoE model's context carries its MoE function (moe_layer.ts MoEContext): keep it.
     ...((ctx as Partial<MoEContext>).moe ? { moe: (ctx as MoEContext).moe } : {}),

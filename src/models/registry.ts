@@ -15,12 +15,13 @@ import type { ExpertShard, MoEConfig } from './moe_specs.ts';
 import type { MoELanguageModel } from './moe_layer.ts';
 import type { LanguageModel, Piece } from './model.ts';
 import { ARCH_NAMES, type ArchName, MOE_ARCHS } from './archs.ts';
+import { vocabShape } from './vocab_pad.ts';
 
 export { ARCH_NAMES, type ArchName, MOE_ARCHS };
 
 /**
- * Builds one architecture from a validated training config and the tokenizer's vocabulary size;
- * with `place`, only a rank's shards of the parameters it holds (layered models only).
+ * Builds one architecture from a validated training config and the tokenizer's vocabulary size
+ * (padded to `cfg.padVocab`'s multiple: models/vocab_pad.ts); with `place`, only a rank's shards of the parameters it holds (layered models only).
  */
 export type ModelFactory = (
   gpu: Gpu,
@@ -37,7 +38,7 @@ export const ARCHS: Record<ArchName, ModelFactory> = {
     new LinearLM(
       gpu,
       {
-        vocabSize,
+        ...vocabShape(cfg, vocabSize),
         blockSize: cfg.blockSize,
         nLayer: cfg.nLayer,
         nHead: cfg.nHead,
@@ -70,7 +71,7 @@ export const PIECES: Record<ArchName, (name: string) => Piece> = {
 
 function gptShape(cfg: TrainConfig, vocabSize: number) {
   return {
-    vocabSize,
+    ...vocabShape(cfg, vocabSize),
     blockSize: cfg.blockSize,
     nLayer: cfg.nLayer,
     nHead: cfg.nHead,
@@ -82,7 +83,7 @@ function gptShape(cfg: TrainConfig, vocabSize: number) {
 
 function mambaShape(cfg: TrainConfig, vocabSize: number) {
   return {
-    vocabSize,
+    ...vocabShape(cfg, vocabSize),
     blockSize: cfg.blockSize,
     nLayer: cfg.nLayer,
     nEmbd: cfg.nEmbd,
@@ -102,7 +103,7 @@ export function paramSpecsOf(cfg: TrainConfig, vocabSize: number): ParamSpec[] {
       return gptParamSpecs(gptShape(cfg, vocabSize));
     case 'linear':
       return linearParamSpecs({
-        vocabSize,
+        ...vocabShape(cfg, vocabSize),
         blockSize: cfg.blockSize,
         nLayer: cfg.nLayer,
         nHead: cfg.nHead,

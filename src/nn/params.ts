@@ -10,7 +10,11 @@ import { checkBindingSize, checkBufferSize } from '../gpu/limits.ts';
 
 /** How a parameter is initialised (GPT-2 / nanoGPT `_init_weights`). */
 export type Init =
-  | { kind: 'normal'; std: number }
+  /**
+   * N(0, std²); with `drawn`, only the first `drawn` elements are drawn and the rest are zero
+   * (a --pad-vocab embedding's padded rows, models/vocab_pad.ts).
+   */
+  | { kind: 'normal'; std: number; drawn?: number }
   | { kind: 'const'; value: number }
   /** Deterministic per-element values (Mamba's A and dt initialisations); draws no random numbers. */
   | { kind: 'values'; at: (index: number) => number };
@@ -54,8 +58,13 @@ export function storageTensor(gpu: Gpu, elements: number, label: string): Tensor
  */
 export function drawValues(s: ParamSpec, random: () => number): Float32Array {
   const init = s.init, out = new Float32Array(s.shape.reduce((a, b) => a * b, 1));
+  const drawn = init.kind === 'normal' ? Math.min(init.drawn ?? out.length, out.length) : 0;
   for (let j = 0; j < out.length; j++) {
-    out[j] = init.kind === 'normal' ? random() * init.std : init.kind === 'const' ? init.value : init.at(j);
+    out[j] = init.kind === 'normal'
+      ? (j < drawn ? random() * init.std : 0)
+      : init.kind === 'const'
+      ? init.value
+      : init.at(j);
   }
   return out;
 }

@@ -18,6 +18,7 @@ import { expertOf } from '../models/moe_specs.ts';
 import { type ParallelPlan, planMesh } from './plan.ts';
 import { stagePlacement } from './stages.ts';
 import type { RankGradMatrices } from './compressed_rows.ts';
+import { tpVocabConfig } from '../models/vocab_pad.ts';
 
 /** A reduction over a group of a packed gradient (the parameters back to back, no gaps), and its state. */
 export interface GradReduce {
@@ -84,7 +85,8 @@ export function rankGradMatrices(
   const place = whole ? null : stagePlacement(cfg.arch, cfg.nLayer, { ppRank: me.pp, pp: plan.pp, v }, plan.tp, me.tp);
   const dense: GradMatrix[] = [];
   let offset = 0;
-  for (const s of paramSpecsOf(cfg, vocabSize)) {
+  // vocabSize may be the tokenizer's or already padded: padding a padded V' leaves it as is.
+  for (const s of paramSpecsOf(tpVocabConfig(cfg, plan.tp), vocabSize)) {
     const shape = place ? place(s)?.shape : s.shape;
     if (!shape || (plan.ep > 1 && expertOf(s.name))) continue;
     if (shape.length === 2) dense.push({ name: s.name, offset, rows: shape[0], cols: shape[1] });

@@ -63,9 +63,11 @@ export function predictionReport(
   const out = [
     `plan     ${describePlan(plan)}`,
     `model    ${cfg.arch} · ${model.nLayer} layers · ${model.nHead} heads · width ${model.nEmbd} · context ${model.blockSize} · vocab ${model.vocabSize}` +
-    `${plan.tp > 1 ? ` (padded to ${paddedVocab(model.vocabSize, plan.tp)})` : ''}${
-      model.nExpert ? ` · ${model.nExpert} experts` : ''
-    }` +
+    `${cfg.padVocab > 1 ? ` (--pad-vocab ${cfg.padVocab})` : ''}${
+      paddedVocab(model.vocabSize, plan.tp) !== model.vocabSize
+        ? ` (padded to ${paddedVocab(model.vocabSize, plan.tp)})`
+        : ''
+    }${model.nExpert ? ` · ${model.nExpert} experts` : ''}` +
     ` · global batch ${model.batchSize} = dp ${plan.dp} × ${plan.microBatches} micro-batches × ${b} sequences`,
     `network  ${net}`,
     '',

@@ -38,7 +38,10 @@ import { tpRole } from './tp_table.ts';
 /** Where a rank sits: its tp group (size 1 without tp), sequence parallelism, context parallelism. */
 export interface RankContextOptions {
   tp: Communicator;
+  /** The tokenizer's vocabulary V: ids ≥ V are padding, masked out of the softmax. */
   vocabSize: number;
+  /** The model's embedding rows V' ≥ V (--pad-vocab, models/vocab_pad.ts); default V. */
+  modelVocab?: number;
   /** Megatron sequence parallelism (needs tp > 1 and B·T divisible by tp). */
   sequenceParallel?: boolean;
   /** This rank holds the tokens at global `positions` of every sequence; attention runs over `group`. */
@@ -76,7 +79,7 @@ export class RankContext implements ModelContext {
     this.tp = o.tp.size;
     this.sequenceParallel = !!o.sequenceParallel;
     if (this.sequenceParallel && this.tp === 1) throw new Error('sequence parallel requires tp > 1');
-    this.shard = vocabShard(o.vocabSize, this.tp, o.tp.rank);
+    this.shard = vocabShard(o.vocabSize, this.tp, o.tp.rank, o.modelVocab);
     this.act = o.act ?? subGroup(o.tp, 'act');
     this.ce = subGroup(o.tp, 'ce');
     this.attnGroup = o.context?.group;
@@ -236,8 +239,19 @@ export class RankContext implements ModelContext {
     return add(tape, tok, this.sequenceParallel ? await localSequenceRows(tape, pos, this.act) : pos, 'emb');
   }
 
-  async head(tape: Tape, xf: Tensor, wte: Tensor, input: ModelInput, opts: ForwardOptions): Promise<ForwardResult> {
-    if (this.plain) return LOCAL.head(tape, xf, wte, input, opts);
+  /** See ModelContext.head; `vocab` is the model's real V, which this rank's shard already knows. */
+  async head(
+    tape: Tape,
+    xf: Tensor,
+    wte: Tensor,
+    input: ModelInput,
+    opts: ForwardOptions,
+    vocab: number,
+  ): Promise<ForwardResult> {
+    if (vocab !== this.o.vocabSize) {
+      throw new Error(`RankContext.head: the model's vocabulary ${vocab} ≠ the rank's ${this.o.vocabSize}`);
+    }
+    if (this.plain) return LOCAL.head(tape, xf, wte, input, opts, vocab);
     const gradScale = opts.gradScale ?? 1;
     if (this.tp === 1) {
       const logits = linear(tape, xf, wte, null, 'lm_head');
@@ -249,6 +263,7 @@ export class RankContext implements ModelContext {
           logits,
           uploadIds(tape, input.hostTargets, [input.hostTargets.length], 'cp.targets'),
           gradScale,
+          vocab,
         ),
       };
     }

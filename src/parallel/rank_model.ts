@@ -15,6 +15,7 @@ import { RankContext } from './rank_context.ts';
 import { cpPositions } from './context_parallel.ts';
 import { type FloatCollectives, withCompression } from '../comm/compressed.ts';
 import { type CompressDim, NO_COMPRESSION } from '../comm/compression.ts';
+import { paddedVocabSize, tpVocabConfig } from '../models/vocab_pad.ts';
 
 /** World ranks of a rank's group along each mesh dimension, its dp·cp sync group and its embedding group. */
 export type RankGroups = Record<MeshDim | 'dpcp' | 'embedding', number[]>;
@@ -79,11 +80,17 @@ export function rankModel(
   const attn = plan.cp > 1 ? subGroup(comm('cp'), 'attn') : null;
   const context = attn ? { group: floats(attn, 'cp'), comm: attn, kind: plan.cpKind, positions } : undefined;
   const act = floats(subGroup(comm('tp'), 'act'), 'tp');
-  const ctx = new RankContext({ tp: comm('tp'), vocabSize, sequenceParallel: plan.sp, context, act });
+  // --pad-vocab N pads to a multiple of N·tp here (models/vocab_pad.ts): the model's rows V'.
+  const modelVocab = paddedVocabSize(vocabSize, cfg.padVocab, plan.tp);
+  const ctx = new RankContext({ tp: comm('tp'), vocabSize, modelVocab, sequenceParallel: plan.sp, context, act });
   // Expert parallelism: ep consecutive dp ranks of the same (pp, cp, tp) coordinate (plan.ts planGroup).
   const ep = plan.ep > 1 ? planGroup(plan, 'ep', rank) : null;
   const moe = ep ? floats(subGroup(named(ep, `ep[${ep.join(',')}]`), 'moe'), 'ep') : undefined;
-  const stages = new ModelStages(gpu, cfg, vocabSize, ctx, { ppRank: coords.pp, pp: plan.pp, v }, moe);
+  const stages = new ModelStages(gpu, tpVocabConfig(cfg, plan.tp), vocabSize, ctx, {
+    ppRank: coords.pp,
+    pp: plan.pp,
+    v,
+  }, moe);
   const sync = () => named(groups.dpcp, `${plan.cp > 1 ? 'dpcp' : 'dp'}[${groups.dpcp.join(',')}]`);
   return { coords, groups, positions, stages, comm, sync, p2p: floats(comm('pp'), 'pp') };
 }

@@ -46,6 +46,7 @@ export { type StrategyKind } from './plan.ts';
 export { strategyOf } from './strategy.ts';
 export { dimOfKey, predictedTraffic, sentByDim } from './rank_traffic.ts';
 import { predictedTraffic, sentByDim } from './rank_traffic.ts';
+import { paddedVocabSize, tpVocabConfig } from '../models/vocab_pad.ts';
 /** The corpus: text (char tokenizer built from it) or tokens already encoded on the host. */
 export type RunData = { text: string } | { tokens: Int32Array; vocabSize: number };
 
@@ -119,11 +120,16 @@ export function trainerConfig(plan: ParallelPlan, cfg: TrainConfig): TrainConfig
   return parseConfig({ ...cfg, batchSize: g / m, gradAccum: m });
 }
 
-/** What validatePlan / stepTraffic need from a run config; nExpert and moeEvery only for an EP run of a MoE architecture. */
-export function planModelOf(plan: ParallelPlan, cfg: TrainConfig, vocabSize: number): PlanModel {
+/**
+ * What validatePlan / stepTraffic need from a run config; nExpert and moeEvery only for an EP run
+ * of a MoE architecture. `vocabSize` is the tokenizer's; the model's is padded by --pad-vocab to
+ * a multiple of padVocab·tp (models/vocab_pad.ts), so memory and traffic count the rows trained.
+ */
+export function planModelOf(plan: ParallelPlan, cfg: TrainConfig, tokenizerVocab: number): PlanModel {
   const { nLayer, nHead, nEmbd, blockSize } = cfg;
   const moe = plan.ep > 1 && (MOE_ARCHS as readonly string[]).includes(cfg.arch);
-  const layout = archLayout(cfg, vocabSize);
+  const vocabSize = paddedVocabSize(tokenizerVocab, cfg.padVocab, plan.tp);
+  const layout = archLayout(tpVocabConfig(cfg, plan.tp), tokenizerVocab);
   return {
     ...(layout ? { layout } : {}),
     nLayer,

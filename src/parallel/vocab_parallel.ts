@@ -30,17 +30,21 @@ export interface VocabShard {
 }
 
 /**
- * Rank `rank`'s slice of a vocabulary of `vocabSize` padded to a multiple of `tp`.
- * @throws Error on non-positive sizes or a rank outside [0, tp).
+ * Rank `rank`'s slice of a vocabulary of `vocabSize` real ids in `modelVocab` embedding rows
+ * (≥ vocabSize: --pad-vocab, models/vocab_pad.ts), padded to a multiple of `tp`. Every row
+ * ≥ vocabSize, whichever padding made it, is masked alike.
+ * @throws Error on non-positive sizes, modelVocab < vocabSize or a rank outside [0, tp).
  */
-export function vocabShard(vocabSize: number, tp: number, rank: number): VocabShard {
+export function vocabShard(vocabSize: number, tp: number, rank: number, modelVocab = vocabSize): VocabShard {
   if (
     !Number.isInteger(vocabSize) || vocabSize < 1 || !Number.isInteger(tp) || tp < 1 || !Number.isInteger(rank) ||
-    rank < 0 || rank >= tp
+    rank < 0 || rank >= tp || !Number.isInteger(modelVocab) || modelVocab < vocabSize
   ) {
-    throw new Error(`vocabShard: need vocabSize ≥ 1, tp ≥ 1 and 0 ≤ rank < tp; got ${vocabSize}, ${tp}, ${rank}`);
+    throw new Error(
+      `vocabShard: need vocabSize ≥ 1, modelVocab ≥ vocabSize, tp ≥ 1 and 0 ≤ rank < tp; got ${vocabSize}, ${modelVocab}, ${tp}, ${rank}`,
+    );
   }
-  const rows = Math.ceil(vocabSize / tp), start = rank * rows;
+  const rows = Math.ceil(modelVocab / tp), start = rank * rows;
   return { start, rows, valid: Math.max(0, Math.min(rows, vocabSize - start)) };
 }
 

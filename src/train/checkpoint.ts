@@ -159,11 +159,26 @@ export async function parseCheckpoint(
   return { state, tensors, legacy };
 }
 
+/** The token embeddings (every architecture's), whose rows are the model's (padded) vocabulary. */
+const VOCAB_ROWS = /^(transformer\.wte|backbone\.embedding|emb)\.weight$/;
+
 /**
  * Writes a checkpoint's tensors into the parameter store (values and AdamW moments).
- * @throws CorruptCheckpointError when a tensor is missing or has another shape.
+ * @throws Error naming both vocabularies when the embedding's row count differs (another
+ *   tokenizer or --pad-vocab: a valid checkpoint of another shape, not a corrupt one);
+ *   CorruptCheckpointError when a tensor is missing or has another shape.
  */
 export function loadIntoStore(store: ParamStore, ckpt: LoadedCheckpoint, what: string): void {
+  for (const p of store.params) {
+    const t = ckpt.tensors.get(p.name);
+    if (VOCAB_ROWS.test(p.name) && t?.shape.length === 2 && t.shape[0] !== p.shape[0] && t.shape[1] === p.shape[1]) {
+      throw new Error(
+        `checkpoint ${what} has a vocabulary of ${t.shape[0]} embedding rows (padVocab ${
+          ckpt.state.config.padVocab ?? 1
+        }), the model ${p.shape[0]}: the tokenizer or --pad-vocab differ; resume with the checkpoint's own config`,
+      );
+    }
+  }
   const flat = {
     '': new Float32Array(store.values.size),
     'optim.m.': new Float32Array(store.m.size),

@@ -28,6 +28,7 @@ export const CONFIG_MAXIMA = {
   dState: 1024,
   expand: 64,
   nExpert: 4096,
+  padVocab: 65_536,
 } as const;
 
 export const TrainConfigSchema = z.object({
@@ -68,6 +69,12 @@ export const TrainConfigSchema = z.object({
   moeEvery: int(1).default(1).describe('gpt-moe, mamba-moe: every moeEvery-th block has an MoE MLP'),
   attnEvery: int(1).default(2).describe('hybrid: the shared attention block runs after every attnEvery-th Mamba layer'),
   tokenizer: z.enum(['char', 'gpt2']).default('char').describe('char-level or GPT-2 BPE'),
+  // nanoGPT pads GPT-2's 50257 to 50304: a vocabulary that fills whole GEMM tiles runs faster
+  // (`npm run plan -- --advise`). Padded ids are masked out of the softmax and sampling
+  // (src/models/vocab_pad.ts); under tp the multiple is N·tp.
+  padVocab: int(1).max(CONFIG_MAXIMA.padVocab).default(1).describe(
+    'pad the vocabulary to a multiple of N (embedding and LM head rows; padded ids never produced); 1 = off',
+  ),
   // ---- data --------------------------------------------------------------
   data: z.string().min(1).default('public/data/tinyshakespeare.txt').describe(
     'UTF-8 text file, or a weighted mixture a.txt:0.95,b.txt:0.05 (char vocabulary over all files)',

@@ -8,7 +8,7 @@
  */
 import type { Gpu } from '../gpu/context.ts';
 import { Tape } from '../autograd/tape.ts';
-import { type LanguageModel, logitsOf } from '../models/model.ts';
+import { type LanguageModel, logitsOf, realVocabOf } from '../models/model.ts';
 import type { Split } from '../data/dataset.ts';
 import { mixSeed } from '../util/random.ts';
 
@@ -68,7 +68,7 @@ export async function greedyGenerate(
     );
   }
   const n = prompts.length / promptLen;
-  const V = model.cfg.vocabSize;
+  const V = model.cfg.vocabSize, real = realVocabOf(model.cfg); // row stride; argmax over real ids only
   const T = Math.min(model.cfg.blockSize, promptLen + steps - 1);
   const B = Math.max(1, Math.min(batch, n, Math.floor(MAX_READ / (T * V))));
   const out = new Int32Array(n * steps);
@@ -91,7 +91,7 @@ export async function greedyGenerate(
       for (let i = 0; i < rows; i++) {
         const base = (i * T + len - 1) * V;
         let best = 0;
-        for (let v = 1; v < V; v++) if (all[base + v] > all[base + best]) best = v;
+        for (let v = 1; v < real; v++) if (all[base + v] > all[base + best]) best = v;
         seqs[i].push(best);
         out[(r0 + i) * steps + k] = best;
       }

@@ -10,7 +10,7 @@ import { Tape } from '../autograd/tape.ts';
 import { RULES } from '../autograd/rules.ts';
 import { axpy } from '../kernels/elementwise.ts';
 import { gradNorm } from '../kernels/adamw.ts';
-import { type LanguageModel, logitsOf } from '../models/model.ts';
+import { type LanguageModel, logitsOf, realVocabOf } from '../models/model.ts';
 import type { Batch, TextDataset } from '../data/dataset.ts';
 import { MixtureDataset } from '../data/mixture.ts';
 import type { TrainConfig } from './config.ts';
@@ -175,7 +175,8 @@ export class Trainer {
   /**
    * Generates `n` tokens after `prompt` (host ids): the context is the last blockSize tokens,
    * padded to a fixed (1, T) shape (causality makes the padding invisible), and the next
-   * token is drawn from softmax(logits / temperature) restricted to the top-k.
+   * token is drawn from softmax(logits / temperature) restricted to the top-k, over the real
+   * vocabulary only: a --pad-vocab model's padded ids are never produced.
    */
   async sample(
     prompt: Int32Array,
@@ -186,7 +187,7 @@ export class Trainer {
   ): Promise<Int32Array> {
     const { gpu, model } = this;
     const T = model.cfg.blockSize;
-    const V = model.cfg.vocabSize;
+    const V = model.cfg.vocabSize, real = realVocabOf(model.cfg); // row stride V' ≥ real ids
     const ids = Array.from(prompt.length ? prompt : [0]);
     const ctx = gpu.zeros([1, T], 'i32', 'sample_ctx');
     const out: number[] = [];
@@ -198,7 +199,7 @@ export class Trainer {
       const tape = new Tape(gpu, new Map(), false);
       tape.autocast = autocastOf(this.cfg.precision);
       const logits = logitsOf(await model.forward(tape, ctx, host, null, 1, T), 'sample');
-      const row = await gpu.read(this.slice(logits, (window.length - 1) * V, V));
+      const row = await gpu.read(this.slice(logits, (window.length - 1) * V, real));
       tape.dispose();
       const next = pick(row as Float32Array, temperature, topK, rng);
       ids.push(next);
