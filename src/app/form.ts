@@ -42,6 +42,7 @@ export const FIELD_GROUPS: { legend: string; fields: Field[] }[] = [
       { key: 'nHead', label: 'Heads', kind: 'int', hint: 'must divide the width' },
       { key: 'nEmbd', label: 'Width', kind: 'int' },
       { key: 'blockSize', label: 'Block (context)', kind: 'int' },
+      { key: 'recompute', label: 'Recompute', kind: 'choice', hint: describe('recompute') },
     ],
   },
   {

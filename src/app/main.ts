@@ -3,7 +3,8 @@
  * world size 1 trains in one rank worker (with text samples), larger worlds launch that many
  * workers and run the parallel plan (src/parallel/run.ts). Live loss / tokens-per-second
  * charts, and the trace feeds the Timeline, Communication, Memory and Mesh views; Learn runs
- * small real collectives and schedules step by step; Open run replays a headless run's files.
+ * small real collectives and schedules step by step; Open run replays a headless run's files;
+ * the Plan explorer ranks plans for a paper-scale cluster and starts a scaled-down one here.
  * Without WebGPU the page explains why instead of staying blank.
  */
 import { MOE_ARCHS } from '../models/archs.ts';
@@ -26,6 +27,8 @@ import { CompressLesson } from './panels/learn_compress.ts';
 import { type LoadedRun, OpenRunPanel } from './panels/open_run.ts';
 import { fmt, TrainingView } from './panels/training_view.ts';
 import { DatasetPicker } from './panels/dataset.ts';
+import { PlanExplorer } from './panels/plan_explorer.ts';
+import { type ScaledRun, setupValues } from './panels/plan_scale.ts';
 
 type State = 'loading' | 'ready' | 'running' | 'done' | 'stopped' | 'error' | 'unsupported';
 const $ = <T extends HTMLElement = HTMLElement>(sel: string) => document.querySelector<T>(sel)!;
@@ -55,13 +58,17 @@ function setState(s: State): void {
   form.setDisabled(running);
   parallel.setDisabled(running);
   dataset.setDisabled(running || s === 'loading');
+  explorer.setRunning(running || s === 'loading' || s === 'unsupported');
   if (!running) {
     paused = false;
     el.pause.textContent = 'Pause';
   }
 }
 
-const setStatus = (text: string) => void (el.status.textContent = text);
+function setStatus(text: string): void {
+  el.status.textContent = text;
+  explorer.status(text);
+}
 
 const logLine = (text: string, cls = '') => tv.line(text, cls);
 
@@ -190,6 +197,27 @@ function onOpen(run: LoadedRun): void {
   }
 }
 
+/**
+ * The Plan explorer's scaled-down run: fills the Setup form and the parallel fields with the
+ * plan and starts the ordinary run, or says why it cannot start.
+ */
+function startScaledRun(run: ScaledRun, steps: number, net: string): string | null {
+  if (state === 'running') return 'a run is in progress: stop it first';
+  if (!info || state === 'loading' || state === 'unsupported') return 'the GPU is not ready yet';
+  let values;
+  try {
+    values = setupValues(run, steps, net, formResult?.ok ? formResult.cfg.gradAccum : 1);
+  } catch (e) {
+    return (e as Error).message;
+  }
+  form.set(values.form);
+  parallel.set(values.parallel);
+  if (!formResult?.ok) return `the Setup form refuses it: ${formResult?.message ?? 'invalid'}`;
+  if (!planResult.ok) return `the parallel Setup refuses it: ${planResult.problems.join('; ')}`;
+  void startTraining();
+  return null;
+}
+
 /** Loads the chosen corpus into the rank worker (its tokenizer and vocabulary) and revalidates the plan. */
 async function loadCorpus(): Promise<void> {
   if (!rank) return;
@@ -218,6 +246,7 @@ async function onDatasetChange(): Promise<void> {
 const tv = new TrainingView();
 const tp = new TpLesson($('#learn-tp'));
 const views = new Views({ timeline: $('#timeline'), comm: $('#comm'), memory: $('#memory'), mesh: $('#mesh') }, tp);
+const explorer = new PlanExplorer($('#explorer'), startScaledRun);
 const dataset = new DatasetPicker($('#dataset-fields'), import.meta.env.BASE_URL, () => void onDatasetChange());
 const parallel = new ParallelSetup($('#parallel-fields'), onPlanChange);
 const form = new SetupForm(el.form, onFormChange);
@@ -236,6 +265,7 @@ new OpenRunPanel($('#open'), onOpen, new URL(`${import.meta.env.BASE_URL}example
 new Tabs($('#learn-tabs'));
 new Tabs($('#views-tabs'), (id) => {
   if (id === 'mesh') void views.mesh.show();
+  if (id === 'explorer') explorer.show();
 });
 
 // Fields can be preset from the URL (?preset=tiny&nLayer=1&dp=2&world=2), for sharing a setup.

@@ -199,6 +199,9 @@ export function profileFromBench(json: z.infer<typeof BenchJsonSchema>, name: st
   };
 }
 
+/** Deno's file reading, looked up at call time: the page's Plan explorer imports this module too (named profiles only). */
+const denoFs = () => (globalThis as unknown as { Deno: { readTextFile(path: string): Promise<string> } }).Deno;
+
 /**
  * The profile `--device` names: a key of {@link DEVICE_PROFILES}, or a JSON file holding either
  * a profile ({@link DeviceProfileSchema}) or the output of `npm run bench -- matmul --json FILE`.
@@ -211,7 +214,7 @@ export async function deviceProfile(spec: string): Promise<DeviceProfile> {
   if (!spec.endsWith('.json')) throw new Error(`unknown --device '${spec}'; ${allowed}`);
   let raw: unknown;
   try {
-    raw = JSON.parse(await Deno.readTextFile(spec));
+    raw = JSON.parse(await denoFs().readTextFile(spec));
   } catch (e) {
     throw new Error(`--device ${spec}: cannot read a JSON file (${(e as Error).message}); ${allowed}`);
   }
