@@ -18,45 +18,10 @@ import { type NetworkModel, SimClock } from './network.ts';
 import { algorithmOf, Tracer, wallMs } from './trace.ts';
 import { type NativeGroup, PortWire, type Wire } from './wire.ts';
 
+import { describeCall, type Envelope, type Expect, type Header } from './envelope.ts';
+
 export type { Wire } from './wire.ts';
-
-/** Element types carried on the wire. */
-export type DType = 'f32' | 'i32';
-
-/** Describes one message: which call it belongs to and what it holds. */
-export interface Header {
-  /** Group id, e.g. `world` or `tp[0,1]`; point-to-point traffic uses `<group>:p2p`. */
-  group: string;
-  /** Per-group sequence number of the call (collectives: shared by all members of the group). */
-  seq: number;
-  /** Call name in NCCL / torch.distributed spelling: `allReduce`, `send`, ... */
-  op: string;
-  /** Call detail that must agree between peers, e.g. `sum/ring` or `root=0/binomial`. */
-  detail: string;
-  dtype: DType;
-  /** Element count of the whole call on the caller (not of this message's payload). */
-  count: number;
-  /** Global rank of the sender. */
-  src: number;
-  /** Collectives: index of this message among those sent from src to dst in the call. p2p: user tag. */
-  tag: number;
-  /** Simulated arrival time at the receiver, µs (network.ts); set by {@link Transport.send}. */
-  simArrival?: number;
-}
-
-/** What a receiver expects; `src` is implied by the port. */
-export type Expect = Omit<Header, 'src' | 'simArrival'>;
-
-/** One message on the wire. */
-export interface Envelope {
-  header: Header;
-  payload: ArrayBuffer;
-}
-
-/** `allReduce(sum/ring, f32×1024)`: how headers appear in error messages. */
-export function describeCall(h: Pick<Header, 'op' | 'detail' | 'dtype' | 'count'>): string {
-  return `${h.op}(${h.detail ? h.detail + ', ' : ''}${h.dtype}×${h.count})`;
-}
+export { describeCall, type DType, type Envelope, type Expect, type Header } from './envelope.ts';
 
 interface Waiter {
   src: number;

@@ -3,7 +3,7 @@
  * ranks. Matching, timeouts, tracing and the simulated clock stay in transport.ts, the same
  * over every wire. Runtime-neutral: the MPI wire (comm/mpi/wire.ts) is Deno-only and lives apart.
  */
-import type { Envelope } from './transport.ts';
+import type { Envelope } from './envelope.ts';
 import type { NumArray } from './algorithms.ts';
 
 /**
