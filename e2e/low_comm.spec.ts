@@ -4,25 +4,11 @@
  * refused with its message), a 2-rank DiLoCo run that trains, and the Timeline's account of the
  * outer synchronisation read from the run's own trace.
  */
-import { expect, type Page, test, type TestInfo } from '@playwright/test';
+import { expect, test } from '@playwright/test';
 import { expectNoErrors, watchConsoleErrors } from './console_errors.ts';
+import { ready, shoot, TINY } from './page.ts';
 
 watchConsoleErrors();
-
-async function ready(page: Page, query = ''): Promise<void> {
-  await page.goto(`/${query}`);
-  await expect(page.locator('body')).toHaveAttribute('data-state', 'ready', { timeout: 30_000 });
-}
-
-async function shoot(page: Page, info: TestInfo, name: string): Promise<void> {
-  await page.waitForTimeout(300);
-  const png = await page.screenshot({ path: info.outputPath(`${name}.png`), timeout: 15_000 });
-  await info.attach(name, { body: png, contentType: 'image/png' });
-}
-
-/** The tiny model of panels.spec.ts: SwiftShader trains it in about a second per step per rank. */
-const TINY =
-  'preset=tiny&nLayer=1&nHead=2&nEmbd=32&blockSize=16&batchSize=8&lr=0.01&warmup=2&logInterval=1&evalBatches=1&sampleTokens=0';
 
 test(
   'Setup: --sync diloco is a plan field; a dp 2 run syncs every 2 steps and the Timeline shows it',

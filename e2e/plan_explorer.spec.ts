@@ -5,25 +5,11 @@
  * cluster says no plan fits; and a chosen plan, scaled down to the tiny model, fills the Setup and
  * trains through the page's own parallel run.
  */
-import { expect, type Locator, type Page, test, type TestInfo } from '@playwright/test';
+import { expect, type Locator, type Page, test } from '@playwright/test';
 import { expectNoErrors, watchConsoleErrors } from './console_errors.ts';
+import { ready, shoot, TINY } from './page.ts';
 
 watchConsoleErrors();
-
-async function ready(page: Page, query = ''): Promise<void> {
-  await page.goto(`/${query}`);
-  await expect(page.locator('body')).toHaveAttribute('data-state', 'ready', { timeout: 30_000 });
-}
-
-async function shoot(page: Page, info: TestInfo, name: string): Promise<void> {
-  await page.waitForTimeout(300);
-  const png = await page.screenshot({ path: info.outputPath(`${name}.png`), timeout: 15_000 });
-  await info.attach(name, { body: png, contentType: 'image/png' });
-}
-
-/** The tiny model of panels.spec.ts: SwiftShader trains it in about a second per step per rank. */
-const TINY =
-  'preset=tiny&nLayer=1&nHead=2&nEmbd=32&blockSize=16&batchSize=8&lr=0.01&warmup=2&logInterval=1&evalBatches=1&sampleTokens=0';
 
 /** Numbers of the `data-<key>` attribute of every element `loc` matches. */
 const nums = (loc: Locator, key: string) =>

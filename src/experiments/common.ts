@@ -154,3 +154,11 @@ export function modelFlags(
     seed: intFlag(flags, 'seed', 1337, 0),
   };
 }
+
+/** `npm run train` flags of {@link modelFlags}' shape: layers, width, heads, context, batch and seed. */
+export function shapeArgs(shape: ReturnType<typeof modelFlags>): string[] {
+  return [
+    ...['--n-layer', `${shape.nLayer}`, '--n-embd', `${shape.nEmbd}`, '--n-head', `${shape.nHead}`],
+    ...['--block-size', `${shape.blockSize}`, '--batch-size', `${shape.batchSize}`, '--seed', `${shape.seed}`],
+  ];
+}

@@ -10,7 +10,15 @@
  */
 import { main as trainParallel } from '../cli/train_parallel.ts';
 import { NetworkModel } from '../comm/network.ts';
-import { type Experiment, type ExperimentContext, intFlag, modelFlags, numFlag, writeOut } from './common.ts';
+import {
+  type Experiment,
+  type ExperimentContext,
+  intFlag,
+  modelFlags,
+  numFlag,
+  shapeArgs,
+  writeOut,
+} from './common.ts';
 import { csv, lineChart, markdownTable, type Series } from './report.ts';
 
 const DP = 4;
@@ -84,8 +92,7 @@ async function run(ctx: ExperimentContext): Promise<string> {
     const argv = [
       ...['--dp', `${DP}`, ...flags, '--net', net],
       ...['--steps', `${steps}`, '--eval-interval', `${every}`, '--eval-batches', `${shape.evalBatches}`],
-      ...['--n-layer', `${shape.nLayer}`, '--n-embd', `${shape.nEmbd}`, '--n-head', `${shape.nHead}`],
-      ...['--block-size', `${shape.blockSize}`, '--batch-size', `${shape.batchSize}`, '--seed', `${shape.seed}`],
+      ...shapeArgs(shape),
       ...['--lr', `${lr}`, '--min-lr', `${lr / 10}`, '--ckpt-interval', `${steps}`, '--out', dir],
       ...(f.gpu ? [`--gpu=${f.gpu}`] : []),
     ];

@@ -16,7 +16,7 @@ import { describePlan, type ParallelPlan } from '../parallel/plan.ts';
 import { planFromOptions } from '../parallel/plan_schema.ts';
 import { flatProfile } from '../perf/device_profile.ts';
 import { predictStep } from '../perf/step_time.ts';
-import { type Experiment, type ExperimentContext, intFlag, modelFlags, writeOut } from './common.ts';
+import { type Experiment, type ExperimentContext, intFlag, modelFlags, shapeArgs, writeOut } from './common.ts';
 import { csv, lineChart, markdownTable } from './report.ts';
 
 /** The plans, as `npm run train` flags (world 8). */
@@ -101,8 +101,7 @@ async function run(ctx: ExperimentContext): Promise<string> {
     const argv = [
       ...flags,
       ...['--net', net, '--steps', `${steps}`, '--eval-interval', `${steps}`, '--eval-batches', '1'],
-      ...['--n-layer', `${shape.nLayer}`, '--n-embd', `${shape.nEmbd}`, '--n-head', `${shape.nHead}`],
-      ...['--block-size', `${shape.blockSize}`, '--batch-size', `${shape.batchSize}`, '--seed', `${shape.seed}`],
+      ...shapeArgs(shape),
       ...['--ckpt-interval', `${steps}`, '--out', dir, ...(f.gpu ? [`--gpu=${f.gpu}`] : [])],
     ];
     await trainParallel(argv);
