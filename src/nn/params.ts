@@ -268,3 +268,17 @@ export class ParamStore {
     }
   }
 }
+
+/** Parameters `ps` of a flat buffer laid out as the store lays them (alignment gaps skipped), back to back. */
+export function packParams(flat: Float32Array, ps: readonly Param[]): Float32Array {
+  const out = new Float32Array(ps.reduce((a, p) => a + p.size, 0));
+  let off = 0;
+  for (const p of ps) out.set(flat.subarray(p.offset, p.offset + p.size), (off += p.size) - p.size);
+  return out;
+}
+
+/** Inverse of {@link packParams}: `packed` back into `flat` at each parameter's offset (gaps untouched). */
+export function unpackParams(packed: Float32Array, flat: Float32Array, ps: readonly Param[]): void {
+  let off = 0;
+  for (const p of ps) flat.set(packed.subarray(off, off += p.size), p.offset);
+}

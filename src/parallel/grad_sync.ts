@@ -26,7 +26,7 @@ import { type ZeroStage, ZeroSync } from './zero_sync.ts';
 import type { ModelStages } from './stages.ts';
 import { bucketedHooks, type ExecutorHooks } from './pipeline_executor.ts';
 import { countedOnTpRank } from './tp_table.ts';
-import type { Param } from '../nn/params.ts';
+import { packParams, type Param, unpackParams } from '../nn/params.ts';
 import { RULES } from '../autograd/rules.ts';
 import {
   backwardWithBuckets,
@@ -197,12 +197,12 @@ export class GradSync {
       return zero.squaredNorm((n) => this.counts(n));
     }
     // Packed without the store's alignment gaps, so the allReduce moves exactly Ψ_r = rankParams().dense elements.
-    this.unpack(await this.denseAverage.reduce(this.pack(flat, this.dense)), flat, this.dense);
+    unpackParams(await this.denseAverage.reduce(packParams(flat, this.dense)), flat, this.dense);
     if (this.experts.length) {
       // An expert's gradient already sums its EP group's tokens (the backward all-to-all brought
       // them): summed over the edp ranks holding the same expert, then divided by dp.
-      const e = this.pack(flat, this.experts), sum = this.expertSum ? await this.expertSum.reduce(e) : e;
-      this.unpack(sum.map((v) => v / this.dp), flat, this.experts);
+      const e = packParams(flat, this.experts), sum = this.expertSum ? await this.expertSum.reduce(e) : e;
+      unpackParams(sum.map((v) => v / this.dp), flat, this.experts);
     }
     gpu.write(stages.params.grads, flat);
     // Replicas hold equal averaged gradients: dp / cp index 0 counts dense ones, the first EP group experts.
@@ -290,19 +290,5 @@ export class GradSync {
       for (let i = p.offset; i < p.offset + p.size; i++) s += flat[i] * flat[i];
     }
     return s;
-  }
-
-  /** Parameters `ps` of the store's flat buffer (with alignment gaps) → back to back. */
-  private pack(flat: Float32Array, ps: readonly Param[]): Float32Array {
-    const out = new Float32Array(ps.reduce((a, p) => a + p.size, 0));
-    let off = 0;
-    for (const p of ps) out.set(flat.subarray(p.offset, p.offset + p.size), (off += p.size) - p.size);
-    return out;
-  }
-
-  /** Inverse of {@link pack}, into `flat` (gaps untouched). */
-  private unpack(packed: Float32Array, flat: Float32Array, ps: readonly Param[]): void {
-    let off = 0;
-    for (const p of ps) flat.set(packed.subarray(off, off += p.size), p.offset);
   }
 }

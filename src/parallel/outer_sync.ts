@@ -22,7 +22,7 @@
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { Communicator } from '../comm/communicator.ts';
-import type { Param, ParamStore } from '../nn/params.ts';
+import { packParams, type Param, type ParamStore, unpackParams } from '../nn/params.ts';
 import { type GradReduce, gradReduce } from './grad_compression.ts';
 import { subGroup } from './data_parallel.ts';
 import type { Sent } from './traffic.ts';
@@ -104,7 +104,7 @@ export class OuterSync {
     const pending = await this.read(this.t.pending);
     for (const [f, x] of this.inFlight) {
       if (!x.result) continue;
-      this.unpack(await x.result, pending, f);
+      unpackParams(await x.result, pending, this.frags[f]);
       delete x.result;
     }
     this.gpu.write(this.t.pending, pending);
@@ -176,7 +176,7 @@ export class OuterSync {
    */
   private async land(f: number, theta: Float32Array, global: Float32Array, m: Float32Array, mix: number | null) {
     const x = this.inFlight.get(f)!;
-    const avg = x.result ? await x.result : this.pack(await this.read(this.t.pending), f);
+    const avg = x.result ? await x.result : packParams(await this.read(this.t.pending), this.frags[f]);
     if (x.simEnd !== undefined) this.outer.transport.clock.receive(x.simEnd);
     this.inFlight.delete(f);
     this.gpu.write(this.t.due, this.dueVector());
@@ -219,17 +219,5 @@ export class OuterSync {
 
   private async read(t: Tensor): Promise<Float32Array> {
     return (await this.gpu.read(t) as Float32Array).slice();
-  }
-
-  private pack(flat: Float32Array, f: number): Float32Array {
-    const ps = this.frags[f], out = new Float32Array(ps.reduce((a, p) => a + p.size, 0));
-    let o = 0;
-    for (const p of ps) out.set(flat.subarray(p.offset, p.offset + p.size), (o += p.size) - p.size);
-    return out;
-  }
-
-  private unpack(packed: Float32Array, flat: Float32Array, f: number): void {
-    let o = 0;
-    for (const p of this.frags[f]) flat.set(packed.subarray(o, o += p.size), p.offset);
   }
 }
