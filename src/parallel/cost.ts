@@ -1,8 +1,6 @@
 /**
- * Analytical communication of a parallel plan (docs/design.md §17): the per-step traffic of a
- * whole plan by parallel dimension ({@link stepTraffic}, docs/design.md §17's table made exact);
- * memory per rank is memory_cost.ts's, the bubble pipeline_sim.ts's. What one collective call
- * sends and costs is src/comm/cost.ts's.
+ * Analytical communication of a parallel plan: the per-step traffic by parallel dimension
+ * ({@link stepTraffic}, docs/design.md §17's table made exact); one call's is src/comm/cost.ts's.
  *
  * Units: elements (one f32 = 4 bytes), bytes. `n` is the element count of the buffer a call is
  * made with (src/comm/cost.ts's convention).

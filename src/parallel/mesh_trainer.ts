@@ -14,10 +14,7 @@
  *   drawn as the Trainer draws it, so a plan reproduces the single-rank run with the same
  *   --batch-size and --grad-accum (run.ts trainerConfig); goldfish / NEFTune off. Weights start
  *   from cfg.seed exactly as the single-rank model's.
- *   `sent` keys: `tp[..]/act|ce|sp-grads/<op>`, `pp[..]:p2p/send`, `cp[..]/attn:p2p/send` (ring)
- *   or `cp[..]/attn/allToAll` (Ulysses), `dp[..]` (`dpcp[..]` with cp) `/grads/allReduce` or, with
- *   ZeRO, `/grads/reduceScatter` + `/params/allGather`, `embedding[first,last]/allReduce`,
- *   `world/scalars/allReduce`; per-rank formulas in tests/parallel/mesh_harness.ts.
+ *   `sent` keys are `group/op` (traffic.ts); per-rank formulas in tests/parallel/mesh_harness.ts.
  *
  * Composition per rank (world rank → mesh coordinates by plan.ts `planMesh`, every group from
  * `planGroup`; no rank arithmetic here):
