@@ -189,7 +189,7 @@ function onOpen(run: LoadedRun): void {
   const cfg = run.config, p = (cfg?.plan ?? run.meta?.plan) as ParallelPlan | undefined;
   const n = run.spans ? Math.max(...run.spans.map((s) => s.rank)) + 1 : p ? p.dp * p.pp * p.cp * p.tp : 1;
   const plan = p && p.dp * p.pp * p.cp * p.tp === n ? p : null;
-  if (plan && cfg) views.setPlan(plan, planModel({ padVocab: 1, ...(cfg as unknown as TrainConfig) }, Number(cfg.vocabSize) || undefined), String(cfg.arch ?? 'gpt')); // runs saved before --pad-vocab: none
+  if (plan && cfg) views.setPlan(plan, planModel({ ...(cfg as unknown as TrainConfig), padVocab: Number(cfg.padVocab) || 1 }, Number(cfg.vocabSize) || undefined), String(cfg.arch ?? 'gpt')); // runs saved before --pad-vocab: none
   if (run.spans) {
     views.reset(run.meta ?? {});
     views.mesh.setShape(plan ? [plan.dp, plan.pp, plan.cp, plan.tp] : [n, 1, 1, 1]);
