@@ -7,7 +7,7 @@
  */
 import { expect, type Locator, type Page, test } from '@playwright/test';
 import { expectNoErrors, watchConsoleErrors } from './console_errors.ts';
-import { ready, shoot, TINY } from './page.ts';
+import { ready, shoot, TINY, trainsToTheEnd } from './page.ts';
 
 watchConsoleErrors();
 
@@ -57,13 +57,7 @@ test(
     await expect(dp.locator('td').nth(5)).toHaveText('—');
 
     await page.getByTestId('tab-run').click();
-    await page.getByTestId('start').click();
-    await expect(page.locator('body')).toHaveAttribute('data-state', 'done', { timeout: 140_000 });
-    const losses = await page.locator('#log .line.train').evaluateAll((rows) =>
-      rows.map((r) => Number((r as HTMLElement).dataset.loss))
-    );
-    expect(losses.length).toBe(steps);
-    for (const l of losses) expect(Number.isFinite(l)).toBe(true);
+    await trainsToTheEnd(page, steps);
 
     // After it: every step of every rank, predicted raw and compressed, and the trace's bytes equal to the compressed.
     await page.getByTestId('tab-comm').click();

@@ -6,7 +6,7 @@
  */
 import { expect, test } from '@playwright/test';
 import { expectNoErrors, watchConsoleErrors } from './console_errors.ts';
-import { ready, shoot, TINY } from './page.ts';
+import { ready, shoot, TINY, trainsToTheEnd } from './page.ts';
 
 watchConsoleErrors();
 
@@ -27,13 +27,7 @@ test(
     await page.getByTestId('par-zero').selectOption('0');
     await expect(page.getByTestId('plan-errors')).toBeHidden();
 
-    await page.getByTestId('start').click();
-    await expect(page.locator('body')).toHaveAttribute('data-state', 'done', { timeout: 140_000 });
-    const losses = await page.locator('#log .line.train').evaluateAll((rows) =>
-      rows.map((r) => Number((r as HTMLElement).dataset.loss))
-    );
-    expect(losses.length).toBe(steps);
-    for (const l of losses) expect(Number.isFinite(l)).toBe(true);
+    await trainsToTheEnd(page, steps);
 
     // Outer syncs at the end of steps 1 and 3, one allReduce each on each of the 2 ranks.
     await page.getByTestId('tab-timeline').click();

@@ -21,3 +21,14 @@ export async function shoot(page: Page, info: TestInfo, name: string): Promise<v
 /** The tiny model of panels.spec.ts as URL parameters. */
 export const TINY =
   'preset=tiny&nLayer=1&nHead=2&nEmbd=32&blockSize=16&batchSize=8&lr=0.01&warmup=2&logInterval=1&evalBatches=1&sampleTokens=0';
+
+/** Presses Start, waits for the run to end and checks it logged `steps` finite training losses. */
+export async function trainsToTheEnd(page: Page, steps: number): Promise<void> {
+  await page.getByTestId('start').click();
+  await expect(page.locator('body')).toHaveAttribute('data-state', 'done', { timeout: 140_000 });
+  const losses = await page.locator('#log .line.train').evaluateAll((rows) =>
+    rows.map((r) => Number((r as HTMLElement).dataset.loss))
+  );
+  expect(losses.length).toBe(steps);
+  for (const l of losses) expect(Number.isFinite(l)).toBe(true);
+}

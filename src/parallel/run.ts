@@ -234,7 +234,7 @@ export class RankRun {
     const r = await this.world.tracer.span(`step ${s}`, () => this.built.step(s), { sim: false, step: s });
     const ms = performance.now() - t0;
     const byDim = sentByDim(r.sent);
-    const tokens = this.tokensPerStep();
+    const tokens = this.cfg.batchSize * this.cfg.gradAccum * this.cfg.blockSize;
     const rec: RankStepRecord = {
       step: s,
       loss: r.loss,
@@ -256,11 +256,6 @@ export class RankRun {
       rec.valLoss = await meanLoss(this.gpu, this.built.evalModel, this.data, this.cfg);
     }
     return rec;
-  }
-
-  /** Tokens of one optimizer step over the whole world (the global batch × context). */
-  private tokensPerStep(): number {
-    return this.cfg.batchSize * this.cfg.gradAccum * this.cfg.blockSize;
   }
 
   summary(records: RankStepRecord[] = []): RankSummary {
