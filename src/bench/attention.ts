@@ -16,6 +16,7 @@ import {
   flashTilesFor,
   flashTuning,
 } from '../kernels/flash_attention.ts';
+import { castToF16 } from '../kernels/cast.ts';
 
 /** Shape and timing knobs of {@link benchAttention}. */
 export interface AttentionBenchOptions {
@@ -33,6 +34,8 @@ export interface AttentionBenchOptions {
   tiled?: boolean;
   /** Which kernels to time (default both; the scale suite times flash alone). */
   kernels?: readonly ('naive' | 'flash')[];
+  /** Flash reads q, k, v from an f16 copy (mixed precision; needs shader-f16; default false). */
+  half?: boolean;
 }
 
 /** One (T, kernel) measurement; `ms` and `peakBytes` are null when the call does not fit the device. */
@@ -129,6 +132,8 @@ async function benchSizes(gpu: Gpu, opts: AttentionBenchOptions): Promise<Attent
     const qkv = gpu.upload(fill(b * t * 3 * c, 1, 2), [b, t, 3 * c], 'f32', 'bench.qkv');
     const dy = gpu.upload(fill(b * t * c, 2, 1), [b, t, c], 'f32', 'bench.dy');
     const dqkv = gpu.zeros([b, t, 3 * c], 'f32', 'bench.dqkv');
+    const qkv16 = opts.half ? gpu.empty([b, t, 3 * c], 'f16', 'bench.qkv16') : null;
+    if (qkv16) castToF16(gpu, qkv, qkv16);
     const calls = {
       naive: () => {
         const y = gpu.empty([b, t, c], 'f32', 'bench.y');
@@ -146,8 +151,8 @@ async function benchSizes(gpu: Gpu, opts: AttentionBenchOptions): Promise<Attent
         const y = gpu.empty([b, t, c], 'f32', 'bench.y');
         const lse = gpu.empty([b, nh, t], 'f32', 'bench.lse');
         try {
-          flashAttentionForward(gpu, qkv, y, lse, d);
-          flashAttentionBackward(gpu, qkv, y, lse, dy, dqkv, d);
+          flashAttentionForward(gpu, qkv16 ?? qkv, y, lse, d);
+          flashAttentionBackward(gpu, qkv16 ?? qkv, y, lse, dy, dqkv, d);
         } finally {
           y.release();
           lse.release();
@@ -180,7 +185,7 @@ async function benchSizes(gpu: Gpu, opts: AttentionBenchOptions): Promise<Attent
         }
       }
     } finally {
-      for (const x of [qkv, dy, dqkv]) x.release();
+      for (const x of [qkv, dy, dqkv, qkv16]) x?.release();
     }
     for (const k of kernels) {
       const ts = times[k].sort((x, y) => x - y);

@@ -11,12 +11,14 @@ import type { Gpu } from '../gpu/context.ts';
 import { TextDataset } from '../data/dataset.ts';
 import { parseConfig } from '../train/config.ts';
 import type { KernelTime } from '../gpu/profiler.ts';
-import { matmul, matmulPlain, matmulTuning } from '../kernels/matmul.ts';
+import { matmul, matmulPlain, matmulTuning, subgroupMatmul } from '../kernels/matmul.ts';
 import { fill, timeKernels } from './timing.ts';
 import { castToF16 } from '../kernels/cast.ts';
 import { benchAttention } from './attention.ts';
 import { benchTrainConfig } from './train.ts';
 import { Random } from '../util/random.ts';
+import type { Precision } from '../train/config.ts';
+import { withoutSubgroups } from './subgroups.ts';
 
 /** The shapes one scale run measures. */
 export interface ScaleShapes {
@@ -85,6 +87,8 @@ export interface ScaleMatmulRow {
   plainGflops: number;
   /** The shipped kernel with f16 operands (f32 accumulation; null without shader-f16). */
   f16Gflops: number | null;
+  /** The shipped kernel with its subgroup variants turned off (null on a device without subgroups). */
+  noSubgroupGflops: number | null;
 }
 
 /** One attention shape: forward + backward time, model TFLOP/s and the call's peak pool bytes. */
@@ -98,11 +102,20 @@ export interface ScaleAttentionRow {
   peakBytes: number | null;
   variant?: string;
   note?: string;
+  /** The same call with q, k, v in f16 (null without shader-f16). */
+  f16Ms: number | null;
+  /** The same call with the subgroup kernels turned off (null on a device without subgroups). */
+  noSubgroupMs: number | null;
 }
 
 /** The training step: rate, MFU (0 when no peak is known) and the pool's peak bytes. */
 export interface ScaleTrainRow {
   name: string;
+  /** What this row measures: 'shipped', 'f16-mixed' or 'no subgroups'. */
+  variant: string;
+  /** `--precision` of the step, and whether the subgroup kernels ran. */
+  precision: Precision;
+  subgroups: boolean;
   params: number;
   tokensPerStep: number;
   msPerStep: number;
@@ -118,7 +131,10 @@ export interface ScaleTrainRow {
 export interface ScaleResult {
   matmul: ScaleMatmulRow[];
   attention: ScaleAttentionRow[];
+  /** The shipped step: f32, subgroup kernels wherever the device has them. */
   train: ScaleTrainRow;
+  /** The same step with f16-mixed precision (shader-f16) and without subgroups (subgroups), where each applies. */
+  trainVariants: ScaleTrainRow[];
 }
 
 /**
@@ -158,19 +174,24 @@ export async function scaleMatmul(gpu: Gpu, sizes: number[]): Promise<ScaleMatmu
     const half = (batch: number) => {
       for (let i = 0; i < batch; i++) matmul(gpu, a16!, b16!, c, n, n, n);
     };
+    const sg = gpu.features.has('subgroups');
+    const noSg = (batch: number) => withoutSubgroups(() => withTile(0)(batch));
     try {
       const t = { reps: 3, minRepMs: 50, maxMsPerShape: 5_000 };
-      const kernels = [withTile(0), withTile(64), withTile(128), plain, ...(f16 ? [half] : [])];
-      const [shipped, t64, t128, tp, th] = await timeKernels(gpu, kernels, t);
+      const kernels = [withTile(0), withTile(64), withTile(128), plain, half, noSg];
+      const on = [true, true, true, true, f16, sg];
+      const times = await timeKernels(gpu, kernels.filter((_, i) => on[i]), t);
+      const [shipped, t64, t128, tp, th, tn] = on.map((x) => (x ? times.shift() : undefined));
       const gf = (ms: number) => (2 * n ** 3) / (ms * 1e6);
       rows.push({
         n,
-        ms: shipped,
-        gflops: gf(shipped),
-        tile64Gflops: gf(t64),
-        tile128Gflops: gf(t128),
-        plainGflops: gf(tp),
+        ms: shipped!,
+        gflops: gf(shipped!),
+        tile64Gflops: gf(t64!),
+        tile128Gflops: gf(t128!),
+        plainGflops: gf(tp!),
         f16Gflops: th === undefined ? null : gf(th),
+        noSubgroupGflops: tn === undefined ? null : gf(tn),
       });
     } finally {
       for (const x of [a, b, c, a16, b16]) x?.release();
@@ -179,12 +200,20 @@ export async function scaleMatmul(gpu: Gpu, sizes: number[]): Promise<ScaleMatmu
   return rows;
 }
 
-/** Runs the FlashAttention sweep (causal, f32); a shape over a device limit keeps its note. */
+/**
+ * Runs the FlashAttention sweep (causal, f32), and the same shapes with f16 q, k, v (shader-f16)
+ * and with the subgroup kernels off (subgroups) where the device has each; a shape over a device
+ * limit keeps its note.
+ */
 export async function scaleAttention(gpu: Gpu, a: ScaleShapes['attention']): Promise<ScaleAttentionRow[]> {
   const out: ScaleAttentionRow[] = [];
+  const sweep = (hs: number, half = false) =>
+    benchAttention(gpu, { sizes: a.t, b: a.b, nh: a.nh, hs, reps: 3, kernels: ['flash'], half });
   for (const hs of a.hs) {
-    const rows = await benchAttention(gpu, { sizes: a.t, b: a.b, nh: a.nh, hs, reps: 3, kernels: ['flash'] });
-    for (const r of rows) {
+    const rows = await sweep(hs);
+    const f16 = gpu.features.has('shader-f16') ? await sweep(hs, true) : null;
+    const noSg = gpu.features.has('subgroups') ? await withoutSubgroups(() => sweep(hs)) : null;
+    for (const [i, r] of rows.entries()) {
       const tflops = r.ms === null ? null : attentionFlops(a.b, a.nh, r.t, hs) / (r.ms * 1e9);
       out.push({
         t: r.t,
@@ -196,6 +225,8 @@ export async function scaleAttention(gpu: Gpu, a: ScaleShapes['attention']): Pro
         peakBytes: r.peakBytes,
         variant: r.variant,
         note: r.note,
+        f16Ms: f16?.[i].ms ?? null,
+        noSubgroupMs: noSg?.[i].ms ?? null,
       });
     }
   }
@@ -212,10 +243,17 @@ function randomTokens(n: number, vocab: number, seed = 7): Int32Array {
  * Times optimizer steps of the GPT model `shape` describes on random tokens (bias on, tied
  * head, FlashAttention, AdamW). MFU = model FLOP/s (6N + 12·L·C·T per token) / `peakTflops`.
  */
-export async function scaleTrain(gpu: Gpu, shape: ScaleShapes['train'], peakTflops: number): Promise<ScaleTrainRow> {
+export async function scaleTrain(
+  gpu: Gpu,
+  shape: ScaleShapes['train'],
+  peakTflops: number,
+  precision: Precision = 'f32',
+  variant = 'shipped',
+): Promise<ScaleTrainRow> {
   const { name, vocabSize, steps, warmup, ...dims } = shape;
   const cfg = parseConfig({
     ...dims,
+    precision,
     gradAccum: 1,
     steps: steps + warmup + 2,
     warmup: 0,
@@ -228,6 +266,9 @@ export async function scaleTrain(gpu: Gpu, shape: ScaleShapes['train'], peakTflo
   const tflops = r.gflops / 1e3;
   return {
     name,
+    variant,
+    precision,
+    subgroups: subgroupMatmul(gpu),
     params: r.params,
     tokensPerStep: r.tokensPerStep,
     msPerStep: r.msPerStep,
@@ -262,5 +303,15 @@ export async function runScale(
   log(`training step: ${s.name}, ${s.batchSize}×${s.blockSize} tokens`);
   const train = await scaleTrain(gpu, s, peakTflops);
   await onPart({ train });
-  return { matmul, attention, train };
+  const trainVariants: ScaleTrainRow[] = [];
+  if (gpu.features.has('shader-f16')) {
+    log('training step: f16-mixed');
+    trainVariants.push(await scaleTrain(gpu, s, peakTflops, 'f16-mixed', 'f16-mixed'));
+  }
+  if (gpu.features.has('subgroups')) {
+    log('training step: f32 without subgroups');
+    trainVariants.push(await withoutSubgroups(() => scaleTrain(gpu, s, peakTflops, 'f32', 'no subgroups')));
+  }
+  await onPart({ trainVariants });
+  return { matmul, attention, train, trainVariants };
 }

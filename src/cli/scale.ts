@@ -98,13 +98,26 @@ export function parseScaleArgs(argv: string[]): ScaleArgs {
 const mib = (b: number | null) => (b === null ? '–' : (b / 2 ** 20).toFixed(0));
 const cell = (x: number | null) => (x === null ? '–' : fmt(x));
 
-/** The parts of `r` that are present as text tables; PyTorch columns appear when `base` is given. */
-export function scaleTables(r: Partial<ScaleResult>, base?: TorchBaseline): string {
+/**
+ * The parts of `r` that are present as text tables; PyTorch columns appear when `base` is given.
+ * The step's variants are compared with `shipped`, the f32 step (`r.train` unless given).
+ */
+export function scaleTables(r: Partial<ScaleResult>, base?: TorchBaseline, shipped = r.train): string {
   const out: string[] = [];
   if (r.matmul) {
     const torch = base ? ['PyTorch f32 GFLOP/s', 'PyTorch f16 GFLOP/s', 'ours/PyTorch f32'] : [];
     out.push(table(
-      ['matmul f32 M=N=K', 'ms', 'GFLOP/s', '64² tile', '128² tile', 'plain 16²', 'f16 operands', ...torch],
+      [
+        'matmul f32 M=N=K',
+        'ms',
+        'GFLOP/s',
+        '64² tile',
+        '128² tile',
+        'plain 16²',
+        'f16 operands',
+        'no subgroups',
+        ...torch,
+      ],
       r.matmul.map((m) => [
         String(m.n),
         fmt(m.ms),
@@ -112,7 +125,8 @@ export function scaleTables(r: Partial<ScaleResult>, base?: TorchBaseline): stri
         fmt(m.tile64Gflops),
         fmt(m.tile128Gflops),
         fmt(m.plainGflops),
-        m.f16Gflops === null ? '–' : fmt(m.f16Gflops),
+        cell(m.f16Gflops ?? null),
+        cell(m.noSubgroupGflops ?? null),
         ...(base ? matmulBaselineCells(m, base) : []),
       ]),
     ));
@@ -120,7 +134,18 @@ export function scaleTables(r: Partial<ScaleResult>, base?: TorchBaseline): stri
   if (r.attention) {
     const torch = base ? ['PyTorch f32 ms', 'PyTorch f16 ms', 'ours/PyTorch f32 speed'] : [];
     out.push(table(
-      ['flash attn f32 fwd+bwd T', 'hs', 'heads', 'ms', 'TFLOP/s', 'peak MiB', 'kernels', ...torch],
+      [
+        'flash attn f32 fwd+bwd T',
+        'hs',
+        'heads',
+        'ms',
+        'TFLOP/s',
+        'peak MiB',
+        'kernels',
+        'f16 qkv ms',
+        'no subgroups ms',
+        ...torch,
+      ],
       r.attention.map((a) => [
         String(a.t),
         String(a.hs),
@@ -129,6 +154,8 @@ export function scaleTables(r: Partial<ScaleResult>, base?: TorchBaseline): stri
         cell(a.tflops),
         mib(a.peakBytes),
         a.note ?? a.variant ?? '',
+        cell(a.f16Ms ?? null),
+        cell(a.noSubgroupMs ?? null),
         ...(base ? attentionBaselineCells(a, base) : []),
       ]),
     ));
@@ -147,6 +174,22 @@ export function scaleTables(r: Partial<ScaleResult>, base?: TorchBaseline): stri
         ),
     );
     if (t.kernels.length) out.push(kernelTable(t.kernels));
+  }
+  if (r.trainVariants?.length) {
+    out.push(table(
+      ['variant of the step', 'tokens/s', 'ms/step', 'MFU', 'peak MiB', 'over the shipped f32 step'],
+      r.trainVariants.map((v) => [
+        `ours, ${v.variant}`,
+        fmt(v.tokensPerSec),
+        fmt(v.msPerStep),
+        v.mfu > 0 ? `${(100 * v.mfu).toFixed(1)}%` : '–',
+        mib(v.peakBytes),
+        shipped ? `${fmt(v.tokensPerSec / shipped.tokensPerSec)}×` : '–',
+      ]),
+    ));
+    for (const v of r.trainVariants.filter((v) => v.kernels.length)) {
+      out.push(`${v.variant}:\n${kernelTable(v.kernels)}`);
+    }
   }
   return out.join('\n\n');
 }
@@ -197,7 +240,7 @@ async function main(argv: string[]): Promise<number> {
   /** Prints each part's table as it finishes and rewrites the JSON with everything so far. */
   const onPart = async (part: Partial<ScaleResult>) => {
     done = { ...done, ...part };
-    console.log('\n' + scaleTables(part, base) + '\n');
+    console.log('\n' + scaleTables(part, base, done.train) + '\n');
     if (args.json) await Deno.writeTextFile(args.json, JSON.stringify({ ...head, ...done }, null, 2) + '\n');
   };
   try {

@@ -47,17 +47,32 @@ Deno.test({
         for (const k of ['tile64Gflops', 'tile128Gflops', 'plainGflops']) ok(m[k] > 0, `${k} at ${m.n}`);
         // f16 operands are timed exactly where the adapter has shader-f16 (lavapipe has it, SwiftShader not).
         ok(j.features.includes('shader-f16') ? m.f16Gflops > 0 : m.f16Gflops === null, `f16 column: ${m.f16Gflops}`);
+        // The subgroup fallback is timed beside the shipped kernel exactly where the adapter has subgroups.
+        const sg = j.features.includes('subgroups');
+        ok(sg ? m.noSubgroupGflops > 0 : m.noSubgroupGflops === null, `no-subgroup column: ${m.noSubgroupGflops}`);
       }
       equal(j.attention.length, 2);
       for (const a of j.attention) {
         ok(a.ms > 0, `attention T=${a.t} timed`);
         ok(close(a.tflops, attentionFlops(a.b, a.nh, a.t, a.hs) / (a.ms * 1e9)), `TFLOP/s from ms at T=${a.t}`);
+        ok(j.features.includes('shader-f16') ? a.f16Ms > 0 : a.f16Ms === null, `f16 q, k, v at T=${a.t}`);
+        ok(j.features.includes('subgroups') ? a.noSubgroupMs > 0 : a.noSubgroupMs === null, `no subgroups, T=${a.t}`);
       }
       const t = j.train;
       equal(t.tokensPerStep, 2 * 64);
       ok(close(t.tokensPerSec, (t.tokensPerStep * 1000) / t.msPerStep), 'tokens/s from ms/step');
       ok(close(t.mfu, t.tflops / 67), 'MFU = achieved / the profile peak');
       ok(t.peakBytes > 0 && t.params > 0);
+      equal(t.precision, 'f32');
+      equal(t.subgroups, j.features.includes('subgroups'));
+      // The step's variants: f16-mixed where shader-f16 exists, the subgroup fallback where subgroups do.
+      const want = [
+        ...(j.features.includes('shader-f16') ? ['f16-mixed:f16-mixed:' + t.subgroups] : []),
+        ...(j.features.includes('subgroups') ? ['no subgroups:f32:false'] : []),
+      ];
+      type Variant = { variant: string; precision: string; subgroups: boolean; tokensPerSec: number };
+      equal(j.trainVariants.map((v: Variant) => `${v.variant}:${v.precision}:${v.subgroups}`).join(), want.join());
+      for (const v of j.trainVariants) ok(v.tokensPerSec > 0 && v.params === t.params, `${v.variant} measured`);
       // The ratio columns: ours over the baseline where it measured, '–' where it did not.
       const row64 = r.stdout.split('\n').find((l) => /^64 /.test(l) && l.includes('52.4'));
       ok(row64, `a matmul row for 64 with the baseline's GFLOP/s:\n${r.stdout}`);
