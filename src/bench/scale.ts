@@ -11,14 +11,14 @@ import type { Gpu } from '../gpu/context.ts';
 import { TextDataset } from '../data/dataset.ts';
 import { parseConfig } from '../train/config.ts';
 import type { KernelTime } from '../gpu/profiler.ts';
-import { matmul, matmulPlain, matmulTuning, subgroupMatmul } from '../kernels/matmul.ts';
+import { matmul, matmulPlain, matmulTuning } from '../kernels/matmul.ts';
 import { fill, timeKernels } from './timing.ts';
 import { castToF16 } from '../kernels/cast.ts';
 import { benchAttention } from './attention.ts';
 import { benchTrainConfig } from './train.ts';
 import { Random } from '../util/random.ts';
 import type { Precision } from '../train/config.ts';
-import { withoutSubgroups } from './subgroups.ts';
+import { withSubgroups } from './subgroups.ts';
 
 /** The shapes one scale run measures. */
 export interface ScaleShapes {
@@ -87,7 +87,11 @@ export interface ScaleMatmulRow {
   plainGflops: number;
   /** The shipped kernel with f16 operands (f32 accumulation; null without shader-f16). */
   f16Gflops: number | null;
-  /** The shipped kernel with its subgroup variants turned off (null on a device without subgroups). */
+  /**
+   * The shipped kernel with its subgroup variants on and off (both null on a device without
+   * subgroups; the one that matches `Gpu.subgroups` is the shipped timing, the other is timed).
+   */
+  subgroupGflops: number | null;
   noSubgroupGflops: number | null;
 }
 
@@ -104,14 +108,15 @@ export interface ScaleAttentionRow {
   note?: string;
   /** The same call with q, k, v in f16 (null without shader-f16). */
   f16Ms: number | null;
-  /** The same call with the subgroup kernels turned off (null on a device without subgroups). */
+  /** The same call with the subgroup kernels on and off (as {@link ScaleMatmulRow.subgroupGflops}). */
+  subgroupMs: number | null;
   noSubgroupMs: number | null;
 }
 
 /** The training step: rate, MFU (0 when no peak is known) and the pool's peak bytes. */
 export interface ScaleTrainRow {
   name: string;
-  /** What this row measures: 'shipped', 'f16-mixed' or 'no subgroups'. */
+  /** What this row measures: 'shipped', 'f16-mixed', 'subgroups' or 'no subgroups'. */
   variant: string;
   /** `--precision` of the step, and whether the subgroup kernels ran. */
   precision: Precision;
@@ -133,7 +138,7 @@ export interface ScaleResult {
   attention: ScaleAttentionRow[];
   /** The shipped step: f32, subgroup kernels wherever the device has them. */
   train: ScaleTrainRow;
-  /** The same step with f16-mixed precision (shader-f16) and without subgroups (subgroups), where each applies. */
+  /** The same step at f16-mixed (shader-f16) and with the other subgroup setting (subgroups), where each applies. */
   trainVariants: ScaleTrainRow[];
 }
 
@@ -174,14 +179,16 @@ export async function scaleMatmul(gpu: Gpu, sizes: number[]): Promise<ScaleMatmu
     const half = (batch: number) => {
       for (let i = 0; i < batch; i++) matmul(gpu, a16!, b16!, c, n, n, n);
     };
+    // Where the device has subgroups, the other setting than the shipped one is timed too.
     const sg = gpu.features.has('subgroups');
-    const noSg = (batch: number) => withoutSubgroups(() => withTile(0)(batch));
+    const flipped = (batch: number) => withSubgroups(gpu, !gpu.subgroups, () => withTile(0)(batch));
     try {
       const t = { reps: 3, minRepMs: 50, maxMsPerShape: 5_000 };
-      const kernels = [withTile(0), withTile(64), withTile(128), plain, half, noSg];
+      const kernels = [withTile(0), withTile(64), withTile(128), plain, half, flipped];
       const on = [true, true, true, true, f16, sg];
       const times = await timeKernels(gpu, kernels.filter((_, i) => on[i]), t);
-      const [shipped, t64, t128, tp, th, tn] = on.map((x) => (x ? times.shift() : undefined));
+      const [shipped, t64, t128, tp, th, tf] = on.map((x) => (x ? times.shift() : undefined));
+      const [tOn, tOff] = !sg ? [] : gpu.subgroups ? [shipped, tf] : [tf, shipped];
       const gf = (ms: number) => (2 * n ** 3) / (ms * 1e6);
       rows.push({
         n,
@@ -191,7 +198,8 @@ export async function scaleMatmul(gpu: Gpu, sizes: number[]): Promise<ScaleMatmu
         tile128Gflops: gf(t128!),
         plainGflops: gf(tp!),
         f16Gflops: th === undefined ? null : gf(th),
-        noSubgroupGflops: tn === undefined ? null : gf(tn),
+        subgroupGflops: tOn === undefined ? null : gf(tOn),
+        noSubgroupGflops: tOff === undefined ? null : gf(tOff),
       });
     } finally {
       for (const x of [a, b, c, a16, b16]) x?.release();
@@ -212,7 +220,9 @@ export async function scaleAttention(gpu: Gpu, a: ScaleShapes['attention']): Pro
   for (const hs of a.hs) {
     const rows = await sweep(hs);
     const f16 = gpu.features.has('shader-f16') ? await sweep(hs, true) : null;
-    const noSg = gpu.features.has('subgroups') ? await withoutSubgroups(() => sweep(hs)) : null;
+    const sg = gpu.features.has('subgroups');
+    const flipped = sg ? await withSubgroups(gpu, !gpu.subgroups, () => sweep(hs)) : null;
+    const [on, off] = !sg ? [null, null] : gpu.subgroups ? [rows, flipped] : [flipped, rows];
     for (const [i, r] of rows.entries()) {
       const tflops = r.ms === null ? null : attentionFlops(a.b, a.nh, r.t, hs) / (r.ms * 1e9);
       out.push({
@@ -226,7 +236,8 @@ export async function scaleAttention(gpu: Gpu, a: ScaleShapes['attention']): Pro
         variant: r.variant,
         note: r.note,
         f16Ms: f16?.[i].ms ?? null,
-        noSubgroupMs: noSg?.[i].ms ?? null,
+        subgroupMs: on?.[i].ms ?? null,
+        noSubgroupMs: off?.[i].ms ?? null,
       });
     }
   }
@@ -268,7 +279,7 @@ export async function scaleTrain(
     name,
     variant,
     precision,
-    subgroups: subgroupMatmul(gpu),
+    subgroups: gpu.subgroups,
     params: r.params,
     tokensPerStep: r.tokensPerStep,
     msPerStep: r.msPerStep,
@@ -309,8 +320,9 @@ export async function runScale(
     trainVariants.push(await scaleTrain(gpu, s, peakTflops, 'f16-mixed', 'f16-mixed'));
   }
   if (gpu.features.has('subgroups')) {
-    log('training step: f32 without subgroups');
-    trainVariants.push(await withoutSubgroups(() => scaleTrain(gpu, s, peakTflops, 'f32', 'no subgroups')));
+    const label = gpu.subgroups ? 'no subgroups' : 'subgroups';
+    log(`training step: f32, ${label}`);
+    trainVariants.push(await withSubgroups(gpu, !gpu.subgroups, () => scaleTrain(gpu, s, peakTflops, 'f32', label)));
   }
   await onPart({ trainVariants });
   return { matmul, attention, train, trainVariants };

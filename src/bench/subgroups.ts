@@ -1,23 +1,20 @@
 /**
- * Runs benchmark work with every subgroup kernel variant turned off (matmul's tiled kernels,
- * FlashAttention's tiled forward and backward, the row reductions), so the scale suite can time
- * the workgroup-memory fallbacks beside the shipped subgroup paths on the same device in the
- * same run (docs/design.md §8).
+ * Runs benchmark work with the subgroup kernel variants on or off (matmul's tiled kernels,
+ * FlashAttention's tiled forward and backward, the row reductions), so the scale suite times
+ * both on a device that has `subgroups`, in the same run (docs/design.md §8).
  */
-import { matmulTuning } from '../kernels/matmul.ts';
-import { flashTuning } from '../kernels/flash_tuning.ts';
-import { rowTuning } from '../kernels/reduce.ts';
+import type { Gpu } from '../gpu/context.ts';
 
 /**
- * Calls `fn` with the three tuning switches' `subgroups` set to false and restores them after,
- * also when `fn` throws or its promise rejects. Returns what `fn` returns.
+ * Calls `fn` with `gpu.subgroups` set to `on` (true only where the device has `subgroups`) and
+ * restores it after, also when `fn` throws or its promise rejects. Returns what `fn` returns.
  */
-export function withoutSubgroups<T>(fn: () => T): T {
-  const saved = [matmulTuning.subgroups, flashTuning.subgroups, rowTuning.subgroups] as const;
+export function withSubgroups<T>(gpu: Gpu, on: boolean, fn: () => T): T {
+  const saved = gpu.subgroups;
   const restore = () => {
-    [matmulTuning.subgroups, flashTuning.subgroups, rowTuning.subgroups] = saved;
+    gpu.subgroups = saved;
   };
-  matmulTuning.subgroups = flashTuning.subgroups = rowTuning.subgroups = false;
+  gpu.subgroups = on && gpu.features.has('subgroups');
   let out: T;
   try {
     out = fn();

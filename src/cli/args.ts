@@ -33,6 +33,7 @@ const EXTRA = {
   'allow-legacy-checkpoint': { type: 'boolean' },
   'init-from': { type: 'string' },
   adapter: { type: 'string' },
+  subgroups: { type: 'string' },
   // Short spellings of two recipes: --neftune α, --goldfish k,h.
   neftune: { type: 'string' },
   goldfish: { type: 'string' },
@@ -57,6 +58,8 @@ export interface ParsedTrainArgs {
   initFrom?: string;
   /** Dawn's adapter by name substring or index (src/gpu/dawn_adapters.ts). */
   adapter?: string;
+  /** `--subgroups on|off`: the kernels' subgroup variants (src/gpu/context.ts; single-rank runs). */
+  subgroups?: 'on' | 'off';
   help: boolean;
   /** Values of the caller's own extra flags (see `more`), by flag name. */
   extra: Record<string, string | boolean | undefined>;
@@ -162,6 +165,8 @@ export function parseTrainArgs(
     );
   }
   const gpu = (values.gpu as string | undefined) ?? 'auto';
+  const sg = values.subgroups as string | undefined;
+  if (sg !== undefined && sg !== 'on' && sg !== 'off') throw new Error(`--subgroups must be on or off, got '${sg}'`);
   return {
     overrides,
     preset,
@@ -173,6 +178,7 @@ export function parseTrainArgs(
     allowLegacyCheckpoint: values['allow-legacy-checkpoint'] === true,
     initFrom: path('init-from', values['init-from']),
     adapter: values.adapter as string | undefined,
+    subgroups: sg,
     help: values.help === true,
     extra: Object.fromEntries(Object.keys(more).map((k) => [k, values[k]])),
     options: typed,
@@ -188,6 +194,7 @@ export function trainHelp(): string {
     '  --config FILE        JSON object of config keys (camelCase), applied over the preset',
     '  --gpu B              auto | wgpu | dawn (default auto)',
     '  --adapter NAME|N     on a machine with several GPUs: the adapter whose name contains NAME, or the N-th Dawn finds (Dawn)',
+    '  --subgroups on|off   subgroup kernel variants where the adapter has them (default off: slower on the GPU measured)',
     '  --out DIR            run directory (default runs/<preset>-<time>)',
     '  --resume             continue the run in --out from its checkpoint',
     '  --resume-step N      with --resume: start from the kept ckpt-N.safetensors (--ckpt-schedule pythia)',

@@ -8,7 +8,7 @@
  * unknown flag is an error, not a silent no-op.
  */
 import { parseArgs } from 'node:util';
-import { Gpu } from '../gpu/context.ts';
+import { Gpu, type SubgroupChoice } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
 import { benchBiasEpilogue, benchMatmul, benchMatmulShapes } from '../bench/matmul.ts';
 import { benchTrain } from '../bench/train.ts';
@@ -152,6 +152,7 @@ Suites: comm (collective layer; see 'comm --help'), all (default), ${
 Options:
   --gpu=auto|wgpu|dawn   WebGPU implementation (default auto)
   --adapter NAME|N       the adapter whose name contains NAME, or the N-th Dawn finds (Dawn)
+  --subgroups on|off     subgroup kernel variants where the adapter has them (default off)
   --json FILE            also write the JSON results to FILE
   --sizes LIST           comma-separated square sizes for size sweeps (matmul: ${DEFAULT_MATMUL_SIZES.join(',')})
   --attn SPEC            attention suite shape, e.g. b=1,nh=4,hs=64,causal=1,reps=3,tiled=0 (T from --sizes)
@@ -162,6 +163,8 @@ interface BenchArgs {
   backend: Backend;
   /** Dawn's adapter by name substring or index (src/gpu/dawn_adapters.ts). */
   adapter?: string;
+  /** `--subgroups`: the kernels' subgroup variants (src/gpu/context.ts). */
+  subgroups: SubgroupChoice;
   json?: string;
   sizes?: number[];
   attn?: string;
@@ -180,6 +183,7 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
       options: {
         gpu: { type: 'string', default: 'auto' },
         adapter: { type: 'string' },
+        subgroups: { type: 'string', default: 'off' },
         json: { type: 'string' },
         sizes: { type: 'string' },
         attn: { type: 'string' },
@@ -195,6 +199,9 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
   const backends = ['auto', 'wgpu', 'dawn'];
   if (!backends.includes(values.gpu)) {
     throw new Error(`--gpu must be one of ${backends.join(', ')}, got '${values.gpu}'`);
+  }
+  if (!['on', 'off'].includes(values.subgroups)) {
+    throw new Error(`--subgroups must be on or off, got '${values.subgroups}'`);
   }
   const names = positionals.length ? positionals : ['all'];
   const suites: string[] = [];
@@ -214,6 +221,7 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
     suites: [...new Set(suites)],
     backend: values.gpu as Backend,
     adapter: values.adapter,
+    subgroups: values.subgroups as SubgroupChoice,
     json: values.json,
     sizes,
     attn: values.attn,
@@ -234,7 +242,12 @@ async function main(argv: string[]): Promise<number> {
     console.log(HELP);
     return 0;
   }
-  const gpu = await Gpu.create({ backend: args.backend, adapter: args.adapter, log: console.log });
+  const gpu = await Gpu.create({
+    backend: args.backend,
+    adapter: args.adapter,
+    subgroups: args.subgroups,
+    log: console.log,
+  });
   const results: Record<string, unknown> = {};
   try {
     for (const name of args.suites) {

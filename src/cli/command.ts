@@ -119,7 +119,8 @@ export type Command = 'train' | 'parallel' | 'plan';
 /**
  * Parses `argv` for `command`: the training config's flags plus, for a parallel run, the
  * PlanSchema flags and, for plan, its own (PlanCliSchema); their values are in `options`.
- * @throws Error naming the flag (see parseTrainArgs), and for --init-from or --adapter outside a single-rank run.
+ * @throws Error naming the flag (see parseTrainArgs), and for --init-from, --adapter or --subgroups
+ *   outside a single-rank run.
  */
 export function parseCommandArgs(argv: string[], command: Command): ParsedTrainArgs {
   if (command === 'train' && isParallelArgv(argv)) command = 'parallel';
@@ -135,7 +136,11 @@ export function parseCommandArgs(argv: string[], command: Command): ParsedTrainA
       `--adapter picks the GPU of a single-rank run or of each MPI process (--transport mpi); ${where} over workers does not take it (its ranks share one adapter)`,
     );
   }
-
+  if (args.subgroups !== undefined) {
+    throw new Error(
+      `--subgroups chooses the kernels of a single-rank run; ${where} does not take it (its ranks use the workgroup-memory kernels)`,
+    );
+  }
   return args;
 }
 

@@ -5,7 +5,7 @@
  * scripts/torch_baseline.py measured on the same GPU stand beside ours as ratios.
  */
 import { parseArgs } from 'node:util';
-import { Gpu } from '../gpu/context.ts';
+import { Gpu, type SubgroupChoice } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
 import { runScale, type ScaleResult, scaleShapes } from '../bench/scale.ts';
 import { DEVICE_PEAKS, peakTflops } from '../bench/devices.ts';
@@ -29,6 +29,7 @@ Options:
   --quick               small shapes (CPU adapters, CI)
   --gpu=auto|wgpu|dawn  WebGPU implementation (default auto)
   --adapter NAME|N      the adapter whose name contains NAME, or the N-th Dawn finds (Dawn)
+  --subgroups on|off    subgroup kernel variants where the adapter has them (default off: slower on the GPU measured)
   --device NAME         peak for MFU from a profile: ${Object.keys(DEVICE_PEAKS).join(', ')}
   --peak-tflops X       peak for MFU in TFLOP/s (overrides --device)
   --batch B             sequences per training step (default 4; quick 2)
@@ -42,6 +43,8 @@ export interface ScaleArgs {
   backend: Backend;
   /** Dawn's adapter by name substring or index (src/gpu/dawn_adapters.ts). */
   adapter?: string;
+  /** `--subgroups`: the kernels' subgroup variants (src/gpu/context.ts). */
+  subgroups: SubgroupChoice;
   peakTflops: number;
   batch?: number;
   baseline?: string;
@@ -62,6 +65,7 @@ export function parseScaleArgs(argv: string[]): ScaleArgs {
         quick: { type: 'boolean', default: false },
         gpu: { type: 'string', default: 'auto' },
         adapter: { type: 'string' },
+        subgroups: { type: 'string', default: 'off' },
         device: { type: 'string' },
         'peak-tflops': { type: 'string' },
         batch: { type: 'string' },
@@ -74,6 +78,7 @@ export function parseScaleArgs(argv: string[]): ScaleArgs {
   } catch (e) {
     throw new Error(`${(e as Error).message.split('\n')[0]} (see --help)`);
   }
+  if (!['on', 'off'].includes(v.subgroups)) throw new Error(`--subgroups must be on or off, got '${v.subgroups}'`);
   if (!['auto', 'wgpu', 'dawn'].includes(v.gpu)) throw new Error(`--gpu must be auto, wgpu or dawn, got '${v.gpu}'`);
   const peak = v['peak-tflops'] === undefined ? undefined : Number(v['peak-tflops']);
   if (peak !== undefined && !(peak > 0)) {
@@ -87,6 +92,7 @@ export function parseScaleArgs(argv: string[]): ScaleArgs {
     quick: v.quick,
     backend: v.gpu as Backend,
     adapter: v.adapter,
+    subgroups: v.subgroups as SubgroupChoice,
     peakTflops: peakTflops(peak, v.device),
     batch,
     baseline: v.baseline,
@@ -115,6 +121,7 @@ export function scaleTables(r: Partial<ScaleResult>, base?: TorchBaseline, shipp
         '128² tile',
         'plain 16²',
         'f16 operands',
+        'subgroups',
         'no subgroups',
         ...torch,
       ],
@@ -126,6 +133,7 @@ export function scaleTables(r: Partial<ScaleResult>, base?: TorchBaseline, shipp
         fmt(m.tile128Gflops),
         fmt(m.plainGflops),
         cell(m.f16Gflops ?? null),
+        cell(m.subgroupGflops ?? null),
         cell(m.noSubgroupGflops ?? null),
         ...(base ? matmulBaselineCells(m, base) : []),
       ]),
@@ -143,6 +151,7 @@ export function scaleTables(r: Partial<ScaleResult>, base?: TorchBaseline, shipp
         'peak MiB',
         'kernels',
         'f16 qkv ms',
+        'subgroups ms',
         'no subgroups ms',
         ...torch,
       ],
@@ -155,6 +164,7 @@ export function scaleTables(r: Partial<ScaleResult>, base?: TorchBaseline, shipp
         mib(a.peakBytes),
         a.note ?? a.variant ?? '',
         cell(a.f16Ms ?? null),
+        cell(a.subgroupMs ?? null),
         cell(a.noSubgroupMs ?? null),
         ...(base ? attentionBaselineCells(a, base) : []),
       ]),
@@ -227,11 +237,17 @@ async function main(argv: string[]): Promise<number> {
     console.log(HELP);
     return 0;
   }
-  const gpu = await Gpu.create({ backend: args.backend, adapter: args.adapter, log: console.log });
+  const gpu = await Gpu.create({
+    backend: args.backend,
+    adapter: args.adapter,
+    subgroups: args.subgroups,
+    log: console.log,
+  });
   const head = {
     backend: gpu.backend,
     adapter: gpu.adapterDescription,
     features: [...gpu.features],
+    subgroups: gpu.subgroups,
     date: new Date().toISOString(),
     quick: args.quick,
     peakTflops: args.peakTflops,

@@ -58,7 +58,12 @@ export async function main(argv: string[]): Promise<number | null> {
   const { cfg, ckpt } = await resolveConfig(args, outDir);
   const { tokenizer, data, texts } = await loadTrainingData(cfg, ckpt?.state.tokenizer ?? null);
 
-  const gpu = await Gpu.create({ backend: args.gpu as Backend, adapter: args.adapter, log: console.log });
+  const gpu = await Gpu.create({
+    backend: args.gpu as Backend,
+    adapter: args.adapter,
+    subgroups: args.subgroups,
+    log: console.log,
+  });
   let stopper: StopListener | null = null;
   try {
     const model = createModel(gpu, cfg, tokenizer.vocabSize);

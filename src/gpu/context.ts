@@ -22,6 +22,19 @@ export interface KernelCode {
 /** One binding of a dispatch: a tensor, a raw buffer range, or a hole (binding unused by this entry point). */
 export type Binding = Tensor | GPUBufferBinding | undefined;
 
+/** What {@link Gpu.create} takes: how to open the device, and the kernels' subgroup policy. */
+export interface GpuOptions extends Pick<OpenOptions, 'backend' | 'log' | 'maxLimits' | 'adapter'> {
+  /**
+   * The subgroup kernel variants (see {@link Gpu.subgroups}): 'off' (default), 'on' (an error
+   * on a device without `subgroups`), or 'available' (on where the device has them; the tests).
+   */
+  subgroups?: SubgroupChoice;
+}
+
+/** The values of `--subgroups` (and 'available', which the tests use). */
+export const SUBGROUP_CHOICES = ['off', 'on', 'available'] as const;
+export type SubgroupChoice = (typeof SUBGROUP_CHOICES)[number];
+
 export class Gpu {
   readonly device: GPUDevice;
   readonly pool: BufferPool;
@@ -30,6 +43,13 @@ export class Gpu {
   readonly features: ReadonlySet<string>;
   /** Software adapter (see OpenedDevice.isCpu); kernels pick CPU-friendly variants. */
   readonly isCpu: boolean;
+  /**
+   * Whether kernels take their subgroup variants (matmul's tiled kernels, FlashAttention's tiled
+   * kernels, the row reductions): only when asked for ({@link GpuOptions.subgroups}) and the
+   * device has `subgroups`. Opt-in because on the one GPU measured (an H100 under Dawn) they were
+   * slower than the workgroup-memory kernels (docs/design.md §8). Benchmarks flip it to time both.
+   */
+  subgroups: boolean;
   private readonly cache: DispatchCache;
   private encoder: GPUCommandEncoder | null = null;
   private pass: GPUComputePassEncoder | null = null;
@@ -44,12 +64,17 @@ export class Gpu {
   /** Rejects with the DeviceLostError when the device is lost, so no wait outlives the device. */
   private readonly lostSignal: Promise<never>;
 
-  private constructor(private readonly opened: OpenedDevice, readonly shaders: Record<ShaderName, string>) {
+  private constructor(
+    private readonly opened: OpenedDevice,
+    readonly shaders: Record<ShaderName, string>,
+    subgroups: SubgroupChoice,
+  ) {
     this.device = opened.device;
     this.backend = opened.backend;
     this.adapterDescription = opened.adapterInfo.description;
     this.features = new Set(opened.features);
     this.isCpu = opened.isCpu;
+    this.subgroups = subgroups !== 'off' && this.features.has('subgroups');
     this.pool = new BufferPool(this.device);
     this.cache = new DispatchCache(this.device);
     this.device.addEventListener('uncapturederror', (ev) => {
@@ -81,11 +106,22 @@ export class Gpu {
 
   /**
    * Opens a device on `backend` and loads the shaders.
-   * @throws Error from {@link openDevice} when no adapter exists (names the driver to install).
+   * @throws Error from {@link openDevice} when no adapter exists (names the driver to install),
+   *   and for a `subgroups` choice that is not allowed or is 'on' without the feature.
    */
-  static async create(opts: Pick<OpenOptions, 'backend' | 'log' | 'maxLimits' | 'adapter'> = {}): Promise<Gpu> {
+  static async create(opts: GpuOptions = {}): Promise<Gpu> {
+    const choice = opts.subgroups ?? 'off';
+    if (!SUBGROUP_CHOICES.includes(choice)) {
+      throw new Error(`--subgroups must be on or off, got '${choice}'`);
+    }
     const [opened, shaders] = await Promise.all([openDevice(opts), loadShaders()]);
-    return new Gpu(opened, shaders);
+    if (choice === 'on' && !opened.features.includes('subgroups')) {
+      opened.close();
+      throw new Error(
+        `--subgroups on: the ${opened.backend} adapter '${opened.adapterInfo.description}' does not offer the 'subgroups' feature (Dawn does on the adapters measured; Deno's wgpu does not): use --subgroups off`,
+      );
+    }
+    return new Gpu(opened, shaders, choice);
   }
 
   /** Destroys the device (required on Dawn for the process to exit). */

@@ -34,11 +34,11 @@ export const flashTuning: {
  * Whether the tiled kernels read the streamed rows through subgroup shuffles instead of
  * workgroup-memory tiles on `gpu` (K and V for the forward, shaders/flash_attention_tiled_sg.wgsl,
  * and for dQ; Q, dO, L and D for dK/dV, shaders/flash_attention_tiled_bwd_sg.wgsl): the device
- * has `subgroups` and {@link flashTuning} does not force the fallback. f32 only: f16 q, k, v keep
- * the workgroup-memory kernels.
+ * has `subgroups` and the context asked for them (`Gpu.subgroups`), and {@link flashTuning} does
+ * not force the fallback. f32 only: f16 q, k, v keep the workgroup-memory kernels.
  */
 export function subgroupFlash(gpu: Gpu): boolean {
-  return flashTuning.subgroups && gpu.features.has('subgroups');
+  return flashTuning.subgroups && gpu.subgroups;
 }
 
 /**

@@ -56,13 +56,14 @@ export const matmulTuning = {
 
 /**
  * Whether the GPU path's tiled kernels use their subgroup variants on `gpu` for operands of these
- * dtypes: the device has `subgroups` and {@link matmulTuning} does not force the fallback. f16
+ * dtypes: the context uses them (`Gpu.subgroups`: asked for and offered) and {@link matmulTuning}
+ * does not force the fallback. f16
  * operands keep the workgroup-memory kernels: no adapter the tests reach offers both
  * `shader-f16` and `subgroups` (lavapipe lacks the one, SwiftShader the other), so that
  * combination could never be checked, and it is not shipped unchecked.
  */
 export function subgroupMatmul(gpu: Gpu, aDtype = 'f32', bDtype = 'f32'): boolean {
-  return matmulTuning.subgroups && gpu.features.has('subgroups') && aDtype === 'f32' && bDtype === 'f32';
+  return matmulTuning.subgroups && gpu.subgroups && aDtype === 'f32' && bDtype === 'f32';
 }
 
 /**

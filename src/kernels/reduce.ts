@@ -38,10 +38,11 @@ export type RowShader = 'layernorm' | 'softmax_xent' | 'rmsnorm';
 
 /**
  * Whether row reductions on `gpu` use subgroup operations (shaders/row_reduce_sg.wgsl): the
- * device has the `subgroups` feature and {@link rowTuning} does not force the fallback.
+ * device has the `subgroups` feature, the context asked for them (`Gpu.subgroups`) and
+ * {@link rowTuning} does not force the fallback.
  */
 export function subgroupRows(gpu: Gpu): boolean {
-  return rowTuning.subgroups && gpu.features.has('subgroups');
+  return rowTuning.subgroups && gpu.subgroups;
 }
 
 /**

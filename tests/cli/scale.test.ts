@@ -47,16 +47,20 @@ Deno.test({
         for (const k of ['tile64Gflops', 'tile128Gflops', 'plainGflops']) ok(m[k] > 0, `${k} at ${m.n}`);
         // f16 operands are timed exactly where the adapter has shader-f16 (lavapipe has it, SwiftShader not).
         ok(j.features.includes('shader-f16') ? m.f16Gflops > 0 : m.f16Gflops === null, `f16 column: ${m.f16Gflops}`);
-        // The subgroup fallback is timed beside the shipped kernel exactly where the adapter has subgroups.
+        // Subgroup variants on and off are both timed exactly where the adapter has subgroups; the
+        // shipped setting (off unless --subgroups on) is the shipped timing.
         const sg = j.features.includes('subgroups');
-        ok(sg ? m.noSubgroupGflops > 0 : m.noSubgroupGflops === null, `no-subgroup column: ${m.noSubgroupGflops}`);
+        for (const k of ['subgroupGflops', 'noSubgroupGflops']) ok(sg ? m[k] > 0 : m[k] === null, `${k}: ${m[k]}`);
+        if (sg) equal(j.subgroups ? m.subgroupGflops : m.noSubgroupGflops, m.gflops);
       }
       equal(j.attention.length, 2);
       for (const a of j.attention) {
         ok(a.ms > 0, `attention T=${a.t} timed`);
         ok(close(a.tflops, attentionFlops(a.b, a.nh, a.t, a.hs) / (a.ms * 1e9)), `TFLOP/s from ms at T=${a.t}`);
         ok(j.features.includes('shader-f16') ? a.f16Ms > 0 : a.f16Ms === null, `f16 q, k, v at T=${a.t}`);
-        ok(j.features.includes('subgroups') ? a.noSubgroupMs > 0 : a.noSubgroupMs === null, `no subgroups, T=${a.t}`);
+        for (const k of ['subgroupMs', 'noSubgroupMs']) {
+          ok(j.features.includes('subgroups') ? a[k] > 0 : a[k] === null, `${k} at T=${a.t}: ${a[k]}`);
+        }
       }
       const t = j.train;
       equal(t.tokensPerStep, 2 * 64);
@@ -64,11 +68,11 @@ Deno.test({
       ok(close(t.mfu, t.tflops / 67), 'MFU = achieved / the profile peak');
       ok(t.peakBytes > 0 && t.params > 0);
       equal(t.precision, 'f32');
-      equal(t.subgroups, j.features.includes('subgroups'));
+      equal(t.subgroups, j.subgroups);
       // The step's variants: f16-mixed where shader-f16 exists, the subgroup fallback where subgroups do.
       const want = [
         ...(j.features.includes('shader-f16') ? ['f16-mixed:f16-mixed:' + t.subgroups] : []),
-        ...(j.features.includes('subgroups') ? ['no subgroups:f32:false'] : []),
+        ...(j.features.includes('subgroups') ? [j.subgroups ? 'no subgroups:f32:false' : 'subgroups:f32:true'] : []),
       ];
       type Variant = { variant: string; precision: string; subgroups: boolean; tokensPerSec: number };
       equal(j.trainVariants.map((v: Variant) => `${v.variant}:${v.precision}:${v.subgroups}`).join(), want.join());

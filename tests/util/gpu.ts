@@ -11,9 +11,13 @@ export function testBackend(): Extract<Backend, 'wgpu' | 'dawn'> {
   return b;
 }
 
-/** The test GPU, on {@link testBackend}; opening fails (no fallback) when that backend has no adapter. */
+/**
+ * The test GPU, on {@link testBackend}; opening fails (no fallback) when that backend has no
+ * adapter. Subgroup kernels are turned on (opt-in in the product) so every kernel test that
+ * runs both variants reaches them wherever the adapter has `subgroups`.
+ */
 export function testGpu(): Promise<Gpu> {
-  return (shared ??= Gpu.create({ backend: testBackend() }));
+  return (shared ??= Gpu.create({ backend: testBackend(), subgroups: 'available' }));
 }
 
 /**
