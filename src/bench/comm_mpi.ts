@@ -31,6 +31,13 @@ export async function benchCommMpi(
     const worlds = o.worldsGiven ? o.worlds : [w.size];
     const over = worlds.find((p) => p > w.size);
     if (over) throw new Error(`--worlds: group size ${over} exceeds the MPI world of ${w.size} processes`);
+    // Every rank splits every size's group up front: the split is collective over the world.
+    await w.split(
+      [...new Set(worlds)].map((p) => ({
+        name: `bench${p}`,
+        groups: [{ id: `bench${p}`, ranks: [...Array(p).keys()] }],
+      })),
+    );
     const rows: CommBenchRow[] = [];
     for (const p of worlds) {
       const g = w.rank < p ? w.world.newGroup([...Array(p).keys()], `bench${p}`) : null;

@@ -12,6 +12,7 @@ import type { NetworkModel } from '../comm/network.ts';
 import type { ChromeTrace } from '../comm/trace.ts';
 import { parseTuning } from '../comm/tuning.ts';
 import type { TaskWorld } from '../parallel/run_host.ts';
+import { type ParallelPlan, planWorldSize } from '../parallel/plan.ts';
 import { rankWorkerUrl } from './worker_bundle.ts';
 
 /** The CLI-only launch flags of a parallel run (not in PlanSchema: the browser has workers only). */
@@ -61,21 +62,24 @@ export function checkLaunch(o: LaunchOptions): void {
   if (o.commTuning && o.commBackend !== 'auto') throw new Error('--comm-tuning is read by --comm-backend auto only');
 }
 
+/** How long a failing MPI rank waits, after printing why, before it aborts the job. */
+const ABORT_GRACE_MS = 300;
+
 /**
- * Opens the world of `size` ranks the launch flags ask for.
+ * Opens the world of `plan`'s dp·pp·cp·tp ranks the launch flags ask for. Under MPI every rank
+ * splits every process group of the plan (parallel/plan_groups.ts) off MPI_COMM_WORLD here,
+ * before any task runs (docs/design.md §26).
  * @param how the command line to show when --transport mpi was not started by mpirun.
  * @throws Error when MPI is missing or not launching this process, when mpirun started another
  *   number of processes than the plan's world size, or for an unreadable tuning table.
  */
-/** How long a failing MPI rank waits, after printing why, before it aborts the job. */
-const ABORT_GRACE_MS = 300;
-
 export async function openRunWorld(
   o: LaunchOptions,
-  size: number,
+  plan: ParallelPlan,
   net: NetworkModel | null,
   how: string,
 ): Promise<RunWorld> {
+  const size = planWorldSize(plan);
   if (o.transport === 'workers') {
     const world = await World.launch({
       size,
@@ -91,6 +95,7 @@ export async function openRunWorld(
   const { mpiWorld } = await import('../comm/mpi/world.ts');
   const { MpiTaskWorld } = await import('../comm/mpi/task_world.ts');
   const { PARALLEL_TASKS } = await import('../parallel/run_tasks.ts');
+  const { planGroupFamilies } = await import('../parallel/plan_groups.ts');
   const { mpi, MPI } = await import('../comm/mpi/libmpi.ts');
   const m = await mpiWorld({ timeoutMs: 120_000, net, trace: true }, how);
   if (m.size !== size) {
@@ -102,7 +107,7 @@ export async function openRunWorld(
   m.world.backend = o.commBackend;
   m.world.tuning = tuning;
   return {
-    world: new MpiTaskWorld(m, PARALLEL_TASKS),
+    world: await MpiTaskWorld.open(m, PARALLEL_TASKS, planGroupFamilies(plan)),
     primary: m.rank === 0,
     localRank: m.localRank,
     close: () => m.finalize(),

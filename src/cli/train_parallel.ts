@@ -131,7 +131,7 @@ export async function main(argv: string[]): Promise<number | null> {
   const stop = launch.transport === 'workers' ? new StepStop() : undefined;
   const stopper = stop ? new StopListener(() => stop.request()) : null;
   // Under MPI every process runs this host loop (comm/mpi/task_world.ts); rank 0 alone prints and writes.
-  const rw = await openRunWorld(launch, size, net, `mpirun -n ${size} npm run train -- ${argv.join(' ')}`);
+  const rw = await openRunWorld(launch, plan, net, `mpirun -n ${size} npm run train -- ${argv.join(' ')}`);
   const say = rw.primary ? console.log : () => {};
   let valLoss: number | null = null;
   try {

@@ -276,7 +276,10 @@ export class Communicator {
     return this.transport.tracer;
   }
 
-  /** MPI's own collectives on this group (created on first use; the `mpi` backend). @throws Error over MessagePorts. */
+  /**
+   * MPI's own collectives on this group (the `mpi` backend): its communicator split at world
+   * setup (docs/design.md §26). @throws Error over MessagePorts, or for a group that was not split.
+   */
   nativeGroup(): NativeGroup {
     return this.native ??= this.transport.nativeGroup(this.ranks, this.id);
   }

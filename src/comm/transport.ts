@@ -211,7 +211,8 @@ export class Transport {
 
   /**
    * The wire library's own collectives on group `id` of world ranks `ranks` (the `mpi` backend).
-   * @throws Error when the wire has none (MessagePorts), naming the transport that does.
+   * @throws Error when the wire has none (MessagePorts), naming the transport that does; what
+   *   the wire throws (MPI: a group that was not split at world setup).
    */
   nativeGroup(ranks: readonly number[], id: string): NativeGroup {
     if (!this.wire.group) {

@@ -36,7 +36,10 @@ export interface Wire {
   /** Sets the callback every arriving envelope goes to, with its sender's world rank. */
   listen(arrive: (src: number, env: Envelope) => void): void;
   close(): void;
-  /** The library's own collectives on the group of world ranks `ranks` (group `id`), where the wire has them (MPI). */
+  /**
+   * The library's own collectives on the group of world ranks `ranks` (group `id`), where the
+   * wire has them (MPI: on the group's communicator split at setup, else an error).
+   */
   group?(ranks: readonly number[], id: string): NativeGroup;
 }
 

@@ -5,8 +5,9 @@
  * same losses (the same arithmetic in the same order) and the same exact traffic accounting;
  * MPI's own collectives (--comm-backend mpi) give losses within 1e-4 relative (another
  * summation order). The refusals: no mpirun, a process count that is not the plan's world size,
- * an MPI backend without the MPI transport. Compressed dp gradients (--compress) train over MPI as
- * over workers, on both backends.
+ * an MPI backend without the MPI transport. Under MPI's own collectives every group (lanes
+ * included) runs on a communicator split at setup. Compressed dp gradients (--compress) train
+ * over MPI as over workers, on both backends.
  */
 import { equal, match, ok } from 'node:assert/strict';
 import { lossSeries, runCli, TINY_RUN, withTestBackend } from '../util/cli.ts';
@@ -41,6 +42,8 @@ for (
     [2, ['--dp', '2'], 'ours', 1e-6],
     [4, ['--dp', '2', '--tp', '2'], 'mpi', 1e-4],
     [2, ['--dp', '2'], 'auto', 1e-4],
+    // Every lane on MPI's own collectives (tp act/ce with sp, the embedding group, validation's): all split at setup.
+    [4, ['--tp', '2', '--pp', '2', '--sp'], 'mpi', 1e-4],
     // Compressed collectives move packed words through the same calls: ours traced exactly, MPI's bit for bit.
     [2, ['--dp', '2', '--compress', 'dp=int8'], 'ours', 1e-6],
     [2, ['--dp', '2', '--compress', 'dp=topk:0.1'], 'mpi', 1e-4],
@@ -72,7 +75,17 @@ for (
           ) => e.args.algorithm),
         );
         ok(algos.has('mpi') && algos.has('ring'), `both backends ran: ${[...algos]}`);
-      } else match(mpi.stdout, /MPI's own collectives .* leave no send spans/);
+      } else {
+        match(mpi.stdout, /MPI's own collectives .* leave no send spans/);
+        // Every group's collectives ran on MPI's own, so on a communicator split at setup.
+        const trace = JSON.parse(await Deno.readTextFile(`${a}/trace.json`));
+        const spans: { args: { group: string; algorithm: string } }[] = trace.traceEvents.filter((
+          e: { cat?: string },
+        ) => e.cat === 'collective');
+        const ours = spans.filter((e) => e.args.algorithm !== 'mpi').map((e) => e.args.group);
+        equal(ours.length, 0, `collectives on ours: ${[...new Set(ours)]}`);
+        ok(new Set(spans.map((e) => e.args.group)).size >= 2, 'several groups ran collectives');
+      }
       const cfg = JSON.parse(await Deno.readTextFile(`${a}/config.json`));
       equal(cfg.transport, 'mpi');
       const manifest = JSON.parse(await Deno.readTextFile(`${a}/ckpt-parallel.json`));

@@ -3,7 +3,7 @@
  * tests/comm/mpi_rank.ts, each one MPI process. Every collective × algorithm × op × dtype × in/out
  * of place of this project's algorithms over the MPI wire, the same matrix through MPI's own
  * collectives (backend `mpi`), and both at once on concurrent groups — bit-exact against the CPU
- * reference on every rank. Plus the refusals: a rank started without mpirun, backend `mpi` over
+ * reference on every rank; the same on process groups made by MPI_Comm_split (tests/comm/mpi_split.ts). Plus the refusals: a rank started without mpirun, backend `mpi` over
  * MessagePorts, and MPICH missing; and the comm bench's tuning table from both backends. Needs Debian's mpich (scripts/setup.sh installs it).
  */
 import { deepStrictEqual, equal, match, ok, rejects, throws } from 'node:assert/strict';
@@ -47,6 +47,15 @@ Deno.test('MPI transport, 4 processes: MPI collectives and ours interleave on tw
   deepStrictEqual(reps.flatMap((r) => r.failures), []);
   for (const r of reps) ok(r.cases > 650, `only ${r.cases} cases ran`);
 });
+
+for (const n of [2, 4]) {
+  Deno.test(`MPI transport, ${n} processes: groups split with MPI_Comm_split agree with MPI and are bit-exact with both backends`, async () => {
+    const reps = await job(n, 'split');
+    deepStrictEqual(reps.flatMap((r) => r.failures), []);
+    // Per rank: 3 or 4 groups, each MPI's matrix (~150 cases) and ours (~500), plus the checks.
+    for (const r of reps) ok(r.cases > 3 * 600, `only ${r.cases} cases ran`);
+  });
+}
 
 Deno.test('a rank started without mpirun is refused, naming the launch command', async () => {
   const out = await new Deno.Command(Deno.execPath(), {

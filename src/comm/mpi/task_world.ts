@@ -13,17 +13,38 @@
  */
 import { deserialize, serialize } from 'node:v8';
 import type { Communicator } from '../communicator.ts';
+import type { GroupFamily } from '../groups.ts';
 import type { RankTask } from '../launch.ts';
 import { type ChromeTrace, type Span, toChromeTrace } from '../trace.ts';
 import type { MpiWorld } from './world.ts';
 
+/** The id of the communicator the results travel on. */
+const CONTROL = 'control';
+
 export class MpiTaskWorld {
   private readonly control: Communicator;
 
-  /** @param tasks the tasks a rank worker would serve (e.g. PARALLEL_TASKS). */
-  constructor(readonly mpi: MpiWorld, private readonly tasks: Record<string, RankTask>) {
-    this.control = mpi.world.newGroup([...Array(mpi.size).keys()], 'control');
+  private constructor(readonly mpi: MpiWorld, private readonly tasks: Record<string, RankTask>) {
+    this.control = mpi.world.newGroup([...Array(mpi.size).keys()], CONTROL);
     this.control.backend = 'mpi';
+  }
+
+  /**
+   * The task world of this MPI rank. Collective over every rank: splits the control
+   * communicator and then `families` (the run's process groups, e.g. parallel/plan_groups.ts)
+   * off MPI_COMM_WORLD, before any task runs, so every group the tasks make can run MPI's own
+   * collectives (docs/design.md §26).
+   * @param tasks the tasks a rank worker would serve (e.g. PARALLEL_TASKS).
+   * @throws what MpiWorld.split throws (invalid families, or families that differ between ranks).
+   */
+  static async open(
+    mpi: MpiWorld,
+    tasks: Record<string, RankTask>,
+    families: readonly GroupFamily[] = [],
+  ): Promise<MpiTaskWorld> {
+    const all = [...Array(mpi.size).keys()];
+    await mpi.split([{ name: CONTROL, groups: [{ id: CONTROL, ranks: all }] }, ...families]);
+    return new MpiTaskWorld(mpi, tasks);
   }
 
   get size(): number {

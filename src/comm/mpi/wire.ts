@@ -17,7 +17,8 @@
  */
 import type { Envelope, Header } from '../transport.ts';
 import type { NativeGroup, Wire } from '../wire.ts';
-import { MpiGroup } from './native.ts';
+import type { GroupFamily } from '../groups.ts';
+import { type MpiGroup, splitFamilies } from './native.ts';
 import { check, MPI, mpi, STATUS_IGNORE } from './libmpi.ts';
 
 export const TAG_HEADER = 1;
@@ -43,6 +44,10 @@ export class MpiWire implements Wire {
   private readonly message = new Int32Array(1);
   private readonly flag = new Int32Array(1);
   private readonly groups = new Map<string, MpiGroup>();
+  /** MPI_Comm_split calls made by {@link split} (one per family). */
+  splits = 0;
+  private readonly splitIds = new Set<string>();
+  private splitting: Promise<void> = Promise.resolve();
 
   /**
    * @param rank this process's rank in `comm`; @param worldSize the size of `comm`.
@@ -65,11 +70,52 @@ export class MpiWire implements Wire {
     this.wake();
   }
 
-  /** MPI's own collectives on the group of world ranks `ranks` (one MpiGroup per group id). */
+  /**
+   * Splits `families` off this wire's communicator (native.ts splitFamilies): collective over
+   * every rank, in the same order on each; afterwards this rank's groups run MPI's own
+   * collectives on their split communicators. Calls made before an earlier one has finished
+   * wait for it, so they reach MPI in the order they were made.
+   * @throws Error for a group id split before, and what splitFamilies throws.
+   */
+  split(families: readonly GroupFamily[]): Promise<void> {
+    const run = async () => {
+      // Every family's ids, not only this rank's groups: the check then fails on every rank alike.
+      const again = families.flatMap((f) => f.groups.map((g) => g.id)).find((id) => this.splitIds.has(id));
+      if (again) throw new Error(`MPI_Comm_split: group '${again}' was already split (ids key the communicators)`);
+      const made = await splitFamilies(families, this.rank, this.worldSize, this.comm);
+      this.splits += families.length;
+      for (const f of families) for (const g of f.groups) this.splitIds.add(g.id);
+      for (const g of made) this.groups.set(g.id, g);
+    };
+    const done = this.splitting.then(run);
+    this.splitting = done.catch(() => {});
+    return done;
+  }
+
+  /**
+   * MPI's own collectives on the group `id` of world ranks `ranks`: its communicator from
+   * {@link split}. Making one here instead would be collective over ranks that may never call
+   * it (only a group's members make the group), hence an error, before the call takes a
+   * sequence number, on every member alike.
+   * @throws Error when the group was not split, or was split over other ranks.
+   */
   group(ranks: readonly number[], id: string): NativeGroup {
-    let g = this.groups.get(id);
-    if (!g) this.groups.set(id, g = new MpiGroup(ranks, id, this.comm));
+    const g = this.groups.get(id);
+    if (!g) {
+      throw new Error(
+        `group '${id}' [${ranks}] has no MPI communicator: MPI's own collectives run on communicators split at world setup, ` +
+          `so every rank of the world must split its family first (MpiWorld.split; docs/design.md §26), or call it with backend 'ours'`,
+      );
+    }
+    if (g.ranks.join() !== ranks.join()) {
+      throw new Error(`group '${id}' was split over ranks [${g.ranks}] but is used over [${ranks}]`);
+    }
     return g;
+  }
+
+  /** The MPI communicator handle split for group `id` on this rank, if any. */
+  splitComm(id: string): number | undefined {
+    return this.groups.get(id)?.comm;
   }
 
   listen(arrive: (src: number, env: Envelope) => void): void {

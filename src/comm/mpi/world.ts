@@ -1,10 +1,12 @@
 /**
  * One MPI process as one rank (docs/design.md §26): MPI_Init_thread (MPI_THREAD_MULTIPLE, since
  * the waiting calls run on Deno's blocking threads), the world communicator of comm/communicator.ts
- * over the MPI wire, and an orderly shutdown (every send completed, a barrier, MPI_Finalize).
- * Rank and world size come from MPI. Deno-only.
+ * over the MPI wire, its process groups split off MPI_COMM_WORLD (`split`), and an orderly
+ * shutdown (every send completed, a barrier, MPI_Finalize). Rank and world size come from MPI.
+ * Deno-only.
  */
 import { Communicator } from '../communicator.ts';
+import type { GroupFamily } from '../groups.ts';
 import { Transport, type TransportOptions } from '../transport.ts';
 import { check, intOut, MPI, mpi } from './libmpi.ts';
 import { MpiWire } from './wire.ts';
@@ -24,6 +26,18 @@ export interface MpiWorld {
   localRank: number;
   world: Communicator;
   transport: Transport;
+  /**
+   * Splits `families` off MPI_COMM_WORLD, one MPI_Comm_split each, so their groups can run MPI's
+   * own collectives (docs/design.md §26). Collective: every rank calls it with the same families
+   * in the same order, before those groups carry traffic. The world's own family (`world`) is
+   * split by {@link mpiWorld}.
+   * @throws Error for invalid families, families that differ between ranks, or an id split twice.
+   */
+  split(families: readonly GroupFamily[]): Promise<void>;
+  /** MPI_Comm_split calls made so far on this rank (one per family, the world's included). */
+  readonly splits: number;
+  /** The MPI communicator split for group `id` on this rank (undefined when it has none). */
+  splitComm(id: string): number | undefined;
   /** Completes every send, waits for every rank (MPI_Barrier), then MPI_Finalize. */
   finalize(): Promise<void>;
 }
@@ -60,12 +74,19 @@ export async function mpiWorld(options: TransportOptions = {}, how = 'mpirun -n 
   check(m.MPI_Comm_free(node), 'MPI_Comm_free');
   const wire = new MpiWire(rank, size);
   const transport = new Transport(rank, wire, options);
+  const world = Communicator.world(transport);
+  await wire.split([{ name: 'world', groups: [{ id: world.id, ranks: [...world.ranks] }] }]);
   return {
     rank,
     size,
     localRank,
-    world: Communicator.world(transport),
+    world,
     transport,
+    split: (families) => wire.split(families),
+    get splits() {
+      return wire.splits;
+    },
+    splitComm: (id) => wire.splitComm(id),
     async finalize() {
       transport.close();
       await wire.flush();
