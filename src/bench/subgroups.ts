@@ -1,7 +1,7 @@
 /**
  * Runs benchmark work with the subgroup kernel variants on or off (matmul's tiled kernels,
  * FlashAttention's tiled forward and backward, the row reductions), so the scale suite times
- * both on a device that has `subgroups`, in the same run (docs/design.md §8).
+ * both on a device that has `subgroups`, in the same run (docs/design.md §10).
  */
 import type { Gpu } from '../gpu/context.ts';
 

@@ -47,7 +47,7 @@ export class Gpu {
    * Whether kernels take their subgroup variants (matmul's tiled kernels, FlashAttention's tiled
    * kernels, the row reductions): only when asked for ({@link GpuOptions.subgroups}) and the
    * device has `subgroups`. Opt-in because on the one GPU measured (an H100 under Dawn) they were
-   * slower than the workgroup-memory kernels (docs/design.md §8). Benchmarks flip it to time both.
+   * slower than the workgroup-memory kernels (docs/design.md §10). Benchmarks flip it to time both.
    */
   subgroups: boolean;
   private readonly cache: DispatchCache;
