@@ -17,6 +17,8 @@ export interface AttnDims {
   c: number;
   nh: number;
   causal?: boolean;
+  /** Each query keeps its `topk` largest scores (inference; kernels/attention.ts). */
+  topk?: number;
 }
 
 /** What each op saves for its backward pass. Adding an op here forces a rule in rules.ts. */

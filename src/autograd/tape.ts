@@ -25,6 +25,11 @@ export class Tape {
   private disposers: (() => void)[] = [];
   /** Mixed precision of the linear layers' matmuls (autocast.ts); null runs them in f32. */
   autocast: Autocast | null = null;
+  /**
+   * Top-k attention at inference (`--topk-attention`): attention layers keep each query's k
+   * largest scores (the materialised kernel, kernels/select_k.ts); null attends to all.
+   */
+  topk: number | null = null;
   /** Operand casts made on this tape, by source tensor id: a weight read twice is cast once. */
   readonly casts = new Map<number, Tensor>();
 

@@ -12,6 +12,7 @@ import { planModel } from '../experiments/plan_model.ts';
 import { continual } from '../experiments/continual.ts';
 import { goldfish } from '../experiments/goldfish.ts';
 import { neftune } from '../experiments/neftune.ts';
+import { topk } from '../experiments/topk.ts';
 import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
 import { runCli } from './main.ts';
@@ -24,6 +25,7 @@ export const EXPERIMENTS: Record<string, Experiment> = {
   'low-comm': lowComm,
   neftune,
   'plan-model': planModel,
+  topk,
 };
 
 export function experimentHelp(): string {

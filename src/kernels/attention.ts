@@ -15,6 +15,7 @@ import type { Tensor } from '../gpu/tensor.ts';
 import { specialise } from './shaders.ts';
 import { grid1d } from './grid.ts';
 import { checkDistinct, checkHeadDims, checkSize } from './attention_checks.ts';
+import { topkMask } from './select_k.ts';
 
 /** Shapes of one attention call: batch, sequence length, channels (= nh·hs), heads. */
 export interface AttentionDims {
@@ -24,6 +25,11 @@ export interface AttentionDims {
   nh: number;
   /** Mask keys s > query t (default true). */
   causal?: boolean;
+  /**
+   * Forward only (inference): each query keeps its `topk` largest scores and the softmax runs
+   * over them alone (kernels/select_k.ts); undefined keeps every score.
+   */
+  topk?: number;
 }
 
 const CAUSAL_NONE = 0;
@@ -162,7 +168,8 @@ function btcOperand(x: Tensor, d: AttentionDims, hs: number): Operand {
  * @param y (B, T, C) out, in (B, T, nh, hs) order (the heads concatenated, no transpose needed).
  * @param att (B, nh, T, T) out: the softmax probabilities P, saved for backward; masked
  *   entries (key s > query t when causal) are exact zeros.
- * Scale is 1/sqrt(hs). Three dispatches: S = scale·QKᵀ, row softmax, Y = PV.
+ * Scale is 1/sqrt(hs). Three dispatches: S = scale·QKᵀ, row softmax, Y = PV; with `dims.topk`,
+ * two more before the softmax keep each row's k largest scores (kernels/select_k.ts).
  * @throws Error when a shape does not match `dims`, or when writable outputs share a GPUBuffer
  *   with another operand.
  */
@@ -190,6 +197,7 @@ export function attentionForward(
   // deno-fmt-ignore
   {
     gemm(gpu, dims, causal, { a: q, b: kT, o: p, m: t, n: t, k: hs, alpha: scale, accumulate: false, skip: 'upper' });
+    if (dims.topk !== undefined) topkMask(gpu, att, { rows: b * nh * t, n: t, k: dims.topk, causal });
     softmax(gpu, 'softmax_fwd', undefined, att, b * nh * t, t, causal);
     gemm(gpu, dims, causal, { a: p, b: v, o: btcOperand(y, dims, hs), m: t, n: hs, k: t, alpha: 1, accumulate: false, skip: 'k<=i' });
   }

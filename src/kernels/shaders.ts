@@ -45,6 +45,8 @@ export const SHADER_NAMES = [
   // its subgroup variant (dQ, dK/dV reading the streamed rows by shuffle)
   'flash_attention_tiled_bwd_sg',
   'flash_attention_block',
+  // exact top-k per row for top-k attention at inference (kernels/select_k.ts)
+  'select_k',
   'adamw',
   // linear attention (kernels/linear_attention.ts)
   'linear_attention',

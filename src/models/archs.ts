@@ -7,4 +7,7 @@ export const ARCH_NAMES = ['gpt', 'linear', 'mamba', 'hybrid', 'gpt-moe', 'mamba
 /** The architectures with mixture-of-experts layers (the ones `--ep` can split). */
 export const MOE_ARCHS: readonly ArchName[] = ['gpt-moe', 'mamba-moe'];
 
+/** The architectures with softmax attention layers (what `--topk-attention` applies to). */
+export const ATTENTION_ARCHS: readonly ArchName[] = ['gpt', 'gpt-moe', 'hybrid'];
+
 export type ArchName = (typeof ARCH_NAMES)[number];

@@ -101,7 +101,10 @@ export interface ModelContext {
 /** The identity context: the single-rank model. */
 export const LOCAL: ModelContext = {
   linear: (tape, x, _name, w, b, label) => linear(tape, x, w, b, label),
-  attention: (tape, qkv, dims, label, naive) => (naive ? attention : flashAttention)(tape, qkv, dims, label),
+  attention: (tape, qkv, dims, label, naive) =>
+    tape.topk !== null
+      ? attention(tape, qkv, { ...dims, topk: tape.topk }, label)
+      : (naive ? attention : flashAttention)(tape, qkv, dims, label),
   mixer: (tape, inputs, core) => core(tape, inputs),
   embed(tape, input, wte, positions, _learned, b, t) {
     const tokens = input.tokens ?? uploadIds(tape, input.hostTokens, [b, t], 'tokens');

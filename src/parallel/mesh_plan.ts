@@ -35,6 +35,9 @@ export function checkMeshPlan(
   if (plan.zero > 1 && cfg.recompute !== 'none') {
     unsupported.push(`--recompute ${cfg.recompute} with ZeRO-${plan.zero} (its per-layer gathers follow the forward)`);
   }
+  if (cfg.topkAttention) {
+    unsupported.push(`--topk-attention ${cfg.topkAttention} (evaluation of single-rank runs only)`);
+  }
   if (unsupported.length) {
     throw new Error(
       `mesh trainer: ${unsupported.join('; ')} is not supported (it composes dp × pp × cp × tp (+ sp) with ep on ` +

@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { SCHEDULE_KINDS, scheduleFromConfig, validateSchedule } from './schedules.ts';
-import { ARCH_NAMES } from '../models/archs.ts';
+import { ARCH_NAMES, ATTENTION_ARCHS } from '../models/archs.ts';
 import { parseDataSpec } from '../data/mixture.ts';
 
 /** The training precisions (`--precision`; autograd/autocast.ts). */
@@ -128,6 +128,11 @@ export const TrainConfigSchema = z.object({
   sampleTokens: int(0).default(200).describe('tokens generated in the final sample'),
   temperature: pos.default(0.8).describe('sampling temperature'),
   topK: int(0).default(40).describe('0 = no top-k filter'),
+  // Top-k attention at inference (arXiv 2502.06766): each query's softmax over its k largest
+  // scores only, selected exactly (kernels/select_k.ts). Training is never affected.
+  topkAttention: int(0).default(0).describe(
+    'evaluation and sampling: each query attends to its k largest scores only (exact select-k); 0 = all',
+  ),
   seed: int(0).default(1337).describe('seeds weights, batches and sampling'),
   peakTflops: z.number().min(0).default(0).describe('device peak for MFU; 0 = unknown (not printed)'),
 });
@@ -184,6 +189,13 @@ export function parseConfig(input: Record<string, unknown>): TrainConfig {
   if (cfg.recompute !== 'none' && (cfg.arch === 'gpt-moe' || cfg.arch === 'mamba-moe')) {
     throw new Error(
       `Invalid config: recompute ${cfg.recompute} is not built for --arch ${cfg.arch} (its routing is read by the loss); use gpt, linear, mamba or hybrid`,
+    );
+  }
+  if (cfg.topkAttention && !ATTENTION_ARCHS.includes(cfg.arch)) {
+    throw new Error(
+      `Invalid config: topkAttention selects attention scores and --arch ${cfg.arch} has no attention; use ${
+        ATTENTION_ARCHS.join(', ')
+      }`,
     );
   }
   validateSchedule(scheduleFromConfig(cfg), cfg.steps);

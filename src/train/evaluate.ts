@@ -34,7 +34,14 @@ export async function meanLoss(
   gpu: Gpu,
   model: LanguageModel,
   data: BatchSource,
-  cfg: { batchSize: number; blockSize: number; evalBatches: number; seed: number; precision?: Precision },
+  cfg: {
+    batchSize: number;
+    blockSize: number;
+    evalBatches: number;
+    seed: number;
+    precision?: Precision;
+    topkAttention?: number;
+  },
   split: 'train' | 'val' = 'val',
   io?: { tokens: Tensor; targets: Tensor },
 ): Promise<number> {
@@ -48,6 +55,7 @@ export async function meanLoss(
     gpu.write(targets, batch.y);
     const tape = new Tape(gpu, new Map(), false);
     tape.autocast = autocastOf(cfg.precision ?? 'f32'); // validation runs the matmuls as training does
+    tape.topk = cfg.topkAttention || null;
     const { loss } = await model.forward(tape, tokens, batch.x, targets, b, t);
     axpy(gpu, 1 / cfg.evalBatches, loss!, acc);
     tape.dispose();

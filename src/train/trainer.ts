@@ -198,6 +198,7 @@ export class Trainer {
       gpu.write(ctx, host);
       const tape = new Tape(gpu, new Map(), false);
       tape.autocast = autocastOf(this.cfg.precision);
+      tape.topk = this.cfg.topkAttention || null;
       const logits = logitsOf(await model.forward(tape, ctx, host, null, 1, T), 'sample');
       const row = await gpu.read(this.slice(logits, (window.length - 1) * V, real));
       tape.dispose();

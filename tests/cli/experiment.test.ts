@@ -71,6 +71,7 @@ Deno.test({
         '--alphas',
         '0,5',
       ], ['neftune.svg', 'neftune.csv']],
+      ['topk', ['--block-size', '16', '--steps', '4', '--ks', '1,4'], ['topk.svg', 'topk.csv']],
     ];
     for (const [name, flags, files] of runs) {
       const out = await Deno.makeTempDir();
