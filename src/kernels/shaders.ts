@@ -45,6 +45,8 @@ export const SHADER_NAMES = [
   // its subgroup variant (dQ, dK/dV reading the streamed rows by shuffle)
   'flash_attention_tiled_bwd_sg',
   'flash_attention_block',
+  // one query row over a KV cache, and the cache append (kernels/decode_attention.ts)
+  'decode_attention',
   'adamw',
   // linear attention (kernels/linear_attention.ts)
   'linear_attention',
