@@ -74,10 +74,10 @@ export async function sampleCached(
   rng: Random,
   o: SampleOptions,
 ): Promise<Int32Array> {
+  if (n < 1) return new Int32Array(0);
   const T = model.cfg.blockSize, real = realVocabOf(model.cfg);
   const ids = Array.from(prompt.length ? prompt : [0]);
   const out: number[] = [];
-  if (n < 1) return new Int32Array(0);
   const dec = new KvDecoder(model, { autocast: o.autocast });
   try {
     let logits = await dec.prefill(Int32Array.from(ids.slice(-T)));

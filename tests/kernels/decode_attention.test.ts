@@ -7,7 +7,8 @@
 import { equal } from 'node:assert/strict';
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertRelRms, assertThrows, randn } from '../util/assert.ts';
-import { decodeAttention, kvAppend } from '../../src/kernels/decode_attention.ts';
+import { decodeAttention, decodeLoopTrips, kvAppend } from '../../src/kernels/decode_attention.ts';
+import { CPU_LOOP_BUDGET } from '../../src/kernels/flash_tuning.ts';
 import { decodeAttentionRef, kvAppendRef } from '../../src/reference/decode_attention.ts';
 import { attentionForwardRef } from '../../src/reference/attention.ts';
 
@@ -25,6 +26,9 @@ const CASES: [number, number, number, number, number, number?][] = [
   [1, 4, 64, 1000, 999],
   [1, 2, 32, 64, 33, 8],
   [1, 2, 64, 64, 40, 32],
+  // Near the CPU adapters' loop budget (decodeLoopTrips = 33 386 of 34 000): lavapipe would stop a
+  // longer invocation silently, so this checks that the count is right where it matters.
+  [1, 1, 128, 8300, 8300],
 ];
 
 for (const [b, nh, hs, tMax, len, range = 2] of CASES) {
@@ -95,4 +99,19 @@ gpuTest('decode attention refuses a cache overflow, a bad len and mismatched sha
   assertThrows(() => decodeAttention(gpu, q2, k, v, y, dims, 2), 'qkv has shape [1,2,24]');
   assertThrows(() => decodeAttention(gpu, q, k, k, y, { ...dims, nh: 3 }, 2), 'not divisible by heads');
   for (const x of [q, q2, k, v, y]) x.release();
+});
+
+gpuTest('decode attention: a length past the loop budget is refused on CPU adapters, runs on GPUs', async (gpu) => {
+  const hs = 128, tMax = 8500, dims = { b: 1, c: hs, nh: 1, tMax };
+  equal(decodeLoopTrips(8300, hs) <= CPU_LOOP_BUDGET, true);
+  equal(decodeLoopTrips(tMax, hs) > CPU_LOOP_BUDGET, true);
+  const q = gpu.upload(Float32Array.from(randn(3 * hs, 1)), [1, 1, 3 * hs]), y = gpu.zeros([1, 1, hs]);
+  const k = gpu.zeros([1, 1, tMax, hs]), v = gpu.zeros([1, 1, tMax, hs]);
+  if (gpu.isCpu) {
+    assertThrows(() => decodeAttention(gpu, q, k, v, y, dims, tMax), "exceed one invocation's loop budget");
+  } else {
+    decodeAttention(gpu, q, k, v, y, dims, tMax); // zero values: y = 0
+    assertClose(await gpu.read(y), new Float64Array(hs), 'y');
+  }
+  for (const x of [q, k, v, y]) x.release();
 });
