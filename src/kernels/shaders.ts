@@ -47,6 +47,8 @@ export const SHADER_NAMES = [
   'flash_attention_block',
   // exact top-k per row for top-k attention at inference (kernels/select_k.ts)
   'select_k',
+  // one query row over a KV cache, and the cache append (kernels/decode_attention.ts)
+  'decode_attention',
   'adamw',
   // linear attention (kernels/linear_attention.ts)
   'linear_attention',

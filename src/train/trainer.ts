@@ -10,7 +10,7 @@ import { Tape } from '../autograd/tape.ts';
 import { RULES } from '../autograd/rules.ts';
 import { axpy } from '../kernels/elementwise.ts';
 import { gradNorm } from '../kernels/adamw.ts';
-import { type LanguageModel, logitsOf, realVocabOf } from '../models/model.ts';
+import type { LanguageModel } from '../models/model.ts';
 import type { Batch, TextDataset } from '../data/dataset.ts';
 import { MixtureDataset } from '../data/mixture.ts';
 import type { TrainConfig } from './config.ts';
@@ -20,6 +20,7 @@ import { goldfishMask } from './goldfish.ts';
 import { mixSeed, Random } from '../util/random.ts';
 import { meanLoss } from './evaluate.ts';
 import { type LossScaler, lossScalerFor } from './loss_scale.ts';
+import { sampleTokens } from './sample.ts';
 import { autocastOf, checkPrecision } from '../autograd/autocast.ts';
 
 /** Per-step values read back from the GPU. */
@@ -173,41 +174,23 @@ export class Trainer {
   }
 
   /**
-   * Generates `n` tokens after `prompt` (host ids): the context is the last blockSize tokens,
-   * padded to a fixed (1, T) shape (causality makes the padding invisible), and the next
-   * token is drawn from softmax(logits / temperature) restricted to the top-k, over the real
-   * vocabulary only: a --pad-vocab model's padded ids are never produced.
+   * Generates `n` tokens after `prompt` (host ids) with the run's temperature, top-k and
+   * precision (train/sample.ts): through a KV cache for the attention architectures (design §32),
+   * by recomputing the context for the recurrent ones; the same tokens either way for one seed.
    */
-  async sample(
+  sample(
     prompt: Int32Array,
     n: number,
     rng: Random,
     temperature = this.cfg.temperature,
     topK = this.cfg.topK,
   ): Promise<Int32Array> {
-    const { gpu, model } = this;
-    const T = model.cfg.blockSize;
-    const V = model.cfg.vocabSize, real = realVocabOf(model.cfg); // row stride V' ≥ real ids
-    const ids = Array.from(prompt.length ? prompt : [0]);
-    const ctx = gpu.zeros([1, T], 'i32', 'sample_ctx');
-    const out: number[] = [];
-    for (let k = 0; k < n; k++) {
-      const window = ids.slice(-T);
-      const host = new Int32Array(T);
-      host.set(window);
-      gpu.write(ctx, host);
-      const tape = new Tape(gpu, new Map(), false);
-      tape.autocast = autocastOf(this.cfg.precision);
-      tape.topk = this.cfg.topkAttention || null;
-      const logits = logitsOf(await model.forward(tape, ctx, host, null, 1, T), 'sample');
-      const row = await gpu.read(this.slice(logits, (window.length - 1) * V, real));
-      tape.dispose();
-      const next = pick(row as Float32Array, temperature, topK, rng);
-      ids.push(next);
-      out.push(next);
-    }
-    ctx.release();
-    return Int32Array.from(out);
+    return sampleTokens(this.gpu, this.model, prompt, n, rng, {
+      temperature,
+      topK,
+      autocast: autocastOf(this.cfg.precision),
+      topkAttention: this.cfg.topkAttention || null,
+    });
   }
 
   /** Loss of `split` on every corpus, in {@link sourceNames} order. */
@@ -237,20 +220,4 @@ export class Trainer {
   }
 }
 
-/** Samples an index from logits with temperature and top-k (nanoGPT generate()). */
-export function pick(logits: Float32Array, temperature: number, topK: number, rng: Random): number {
-  const v = Array.from(logits, (x) => x / temperature);
-  if (topK > 0 && topK < v.length) {
-    const kth = [...v].sort((a, b) => b - a)[topK - 1];
-    for (let i = 0; i < v.length; i++) if (v[i] < kth) v[i] = -Infinity;
-  }
-  const m = Math.max(...v);
-  const p = v.map((x) => Math.exp(x - m));
-  const s = p.reduce((a, b) => a + b, 0);
-  let r = rng.uniform() * s;
-  for (let i = 0; i < p.length; i++) {
-    r -= p[i];
-    if (r <= 0) return i;
-  }
-  return p.length - 1;
-}
+export { pick } from './sample.ts';

@@ -12,6 +12,8 @@ import { meanLoss } from '../../src/train/evaluate.ts';
 import { TextDataset } from '../../src/data/dataset.ts';
 import { ATTENTION_ARCHS } from '../../src/models/archs.ts';
 import { checkMeshPlan } from '../../src/parallel/mesh_plan.ts';
+import { sampleTokens } from '../../src/train/sample.ts';
+import { Random } from '../../src/util/random.ts';
 import { makePlan } from '../../src/parallel/plan.ts';
 
 const V = 23;
@@ -37,6 +39,25 @@ for (const arch of ATTENTION_ARCHS) {
     },
   );
 }
+
+gpuTest('sampling with top-k attention: k ≥ T draws the same tokens as the KV-cache path, k = 1 runs', async (gpu) => {
+  const cfg = parseConfig({ nLayer: 2, nHead: 2, nEmbd: 16, blockSize: 16, attention: 'naive' });
+  const model = createModel(gpu, cfg, V);
+  try {
+    const draw = (topkAttention: number | null) =>
+      sampleTokens(gpu, model, Int32Array.of(1, 2, 3), 20, new Random(5), {
+        temperature: 1,
+        topK: 0,
+        autocast: null,
+        topkAttention,
+      });
+    const cached = await draw(null);
+    equal((await draw(16)).join(), cached.join());
+    equal((await draw(1)).length, 20);
+  } finally {
+    model.params.destroy();
+  }
+});
 
 Deno.test('topk attention is refused where there is no attention, and by parallel plans', () => {
   throws(

@@ -1,0 +1,144 @@
+/**
+ * Incremental decoding with a KV cache for the single-rank model (docs/design.md §32): a
+ * prefill over the prompt, then one token per step, each step running the model on the new
+ * token only. Logits equal the full forward's at the same position (tests/models/kv_cache.test.ts).
+ *
+ * Supported: the architectures whose only sequence mixer is attention ({@link KV_CACHE_ARCHS}).
+ * Mamba, linear attention and the hybrid carry a recurrent state that no API exposes between
+ * calls yet; {@link KvDecoder} refuses them and `sample` recomputes the context for them.
+ */
+import type { Gpu } from '../gpu/context.ts';
+import { Tape } from '../autograd/tape.ts';
+import type { Autocast } from '../autograd/autocast.ts';
+import type { GPT } from './gpt.ts';
+import { type LanguageModel, type LayeredModel, runPieces } from './model.ts';
+import type { ModelContext, ModelInput } from './context.ts';
+import type { MoEContext, MoELanguageModel } from './moe_layer.ts';
+import { cachedContext, KvCache } from './kv_cache.ts';
+
+/** Architectures the KV-cache decoder runs: attention is their only sequence mixer. */
+export const KV_CACHE_ARCHS: readonly string[] = ['gpt', 'gpt-moe'];
+
+/** Whether {@link KvDecoder} runs `model` (else a caller recomputes the full context). */
+export function kvCacheSupported(model: LanguageModel): boolean {
+  return KV_CACHE_ARCHS.includes(model.arch);
+}
+
+/** Options of a decoder. */
+export interface DecoderOptions {
+  /** Sequences B decoded in lockstep. Default 1. */
+  batch?: number;
+  /** Positions the cache holds; at most, and by default, the model's block size. */
+  tMax?: number;
+  /** Mixed precision of the linear layers (autograd/autocast.ts), as the training run's. Default none. */
+  autocast?: Autocast | null;
+}
+
+/**
+ * Prefill, then one token per step, over a {@link KvCache} of every attention layer.
+ * Bytes of cache read per decoded token: 2·L·pos·C·4 per sequence (design §32).
+ */
+export class KvDecoder {
+  readonly cache: KvCache;
+  readonly batch: number;
+  private readonly gpu: Gpu;
+  private readonly autocast: Autocast | null;
+
+  /**
+   * @throws Error naming the architecture when it is not one of {@link KV_CACHE_ARCHS}, when
+   *   tMax is outside 1 … blockSize or batch is not a positive integer, or for a MoE model
+   *   holding a shard of the experts.
+   */
+  constructor(readonly model: LanguageModel, opts: DecoderOptions = {}) {
+    if (!kvCacheSupported(model)) {
+      throw new Error(
+        `KV-cache decoding: arch '${model.arch}' is not supported (its recurrent mixers would need their state carried between tokens); supported: ${
+          KV_CACHE_ARCHS.join(', ')
+        }`,
+      );
+    }
+    const m = model as GPT, block = m.cfg.blockSize;
+    const tMax = opts.tMax ?? block, b = opts.batch ?? 1;
+    if (!Number.isInteger(tMax) || tMax < 1 || tMax > block) {
+      throw new Error(`KV-cache decoding: tMax must be an integer in 1 … ${block} (the block size), got ${tMax}`);
+    }
+    if (!Number.isInteger(b) || b < 1) throw new Error(`KV-cache decoding: batch must be a positive integer, got ${b}`);
+    const moe = model as Partial<MoELanguageModel>;
+    if (moe.shard && moe.moe && moe.shard.count !== moe.moe.nExpert) {
+      throw new Error(
+        `KV-cache decoding: this ${model.arch} model holds a shard of the experts; decode needs all of them`,
+      );
+    }
+    this.gpu = m.gpu;
+    this.batch = b;
+    this.autocast = opts.autocast ?? null;
+    this.cache = new KvCache(m.gpu, { b, c: m.cfg.nEmbd, nh: m.cfg.nHead, tMax });
+  }
+
+  /** Positions cached: the next token is decoded at this position. */
+  get position(): number {
+    return this.cache.pos;
+  }
+
+  /**
+   * Runs the prompt (B, t) (host ids, row-major) on an empty cache and fills it.
+   * @returns the logits (B, V) at each row's last position (V = the model's vocabSize, padding included)
+   * @throws Error when the cache is not empty (call {@link reset}), or t exceeds tMax.
+   */
+  async prefill(tokens: Int32Array): Promise<Float32Array> {
+    if (this.cache.pos !== 0) {
+      throw new Error(`KvDecoder.prefill: the cache holds ${this.cache.pos} positions; reset() before a new prompt`);
+    }
+    const t = tokens.length / this.batch;
+    if (!Number.isInteger(t) || t < 1) {
+      throw new Error(`KvDecoder.prefill: ${tokens.length} ids are not B=${this.batch} rows of ≥ 1 token`);
+    }
+    return await this.pass(tokens, t);
+  }
+
+  /**
+   * Decodes one token per row: ids (B) at position {@link position}.
+   * @returns the logits (B, V) at that position
+   * @throws Error when nothing was prefilled, ids is not (B), or the cache is full (overflow).
+   */
+  async step(ids: Int32Array): Promise<Float32Array> {
+    if (this.cache.pos === 0) throw new Error('KvDecoder.step: prefill a prompt first');
+    if (ids.length !== this.batch) throw new Error(`KvDecoder.step: ${ids.length} ids for B=${this.batch} rows`);
+    return await this.pass(ids, 1);
+  }
+
+  /** Empties the cache for a new prompt. */
+  reset(): void {
+    this.cache.reset();
+  }
+
+  /** Releases the cache's buffers. */
+  release(): void {
+    this.cache.release();
+  }
+
+  private async pass(ids: Int32Array, t: number): Promise<Float32Array> {
+    this.cache.checkFits(t);
+    const b = this.batch, V = this.model.cfg.vocabSize;
+    const tape = new Tape(this.gpu, new Map(), false);
+    tape.autocast = this.autocast;
+    try {
+      let ctx: ModelContext = cachedContext(this.cache);
+      const moe = this.model as Partial<MoELanguageModel>;
+      // A MoE model's context carries its MoE MLP (moe_layer.ts MoEContext), every expert local.
+      if (moe.moeLayers) ctx = { ...ctx, moe: (call) => moe.moeLayers!.local(call.tape, call) } as MoEContext;
+      const input: ModelInput = { hostTokens: ids, tokens: null, targets: null, hostTargets: null };
+      const r = await runPieces(this.model as LayeredModel, ctx, tape, input, b, t);
+      if (!r.logits) throw new Error('KvDecoder: the forward returned no logits');
+      const out = new Float32Array(b * V);
+      for (let row = 0; row < b; row++) {
+        const last = r.logits.range(((row + 1) * t - 1) * V, V);
+        out.set(await this.gpu.read(last) as Float32Array, row * V);
+      }
+      this.cache.pos += t;
+      return out;
+    } finally {
+      tape.dispose();
+    }
+  }
+}

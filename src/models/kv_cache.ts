@@ -1,0 +1,140 @@
+/**
+ * The KV cache of incremental decoding (docs/design.md §32) and the model context that fills
+ * and reads it. Every attention call of a pass is one layer (the context keys its cache by the
+ * call's label: `transformer.h.{i}.attn`), so the architectures need no decoding code of their
+ * own: their pieces run over {@link cachedContext} instead of LOCAL (design §23).
+ *
+ * - Prefill (t ≥ 1 tokens on an empty cache): K and V of every token are appended, and the
+ *   attention itself is the full forward's (FlashAttention or the T×T kernel), so the prefill's
+ *   logits are the full forward's.
+ * - Decode (t = 1 at position pos > 0): K and V of the new token are appended at pos, and its
+ *   one query attends over the cached keys 0 … pos (kernels/decode_attention.ts).
+ * The embedding reads the positional table from row pos on.
+ */
+import type { Gpu } from '../gpu/context.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { decodeAttention, kvAppend, type KvCacheDims } from '../kernels/decode_attention.ts';
+import { LOCAL, type ModelContext } from './context.ts';
+
+/** One attention layer's cache: K and V, each (B, nh, Tmax, hs) f32. */
+export interface LayerCache {
+  k: Tensor;
+  v: Tensor;
+}
+
+/**
+ * Per-layer K and V buffers of B sequences decoded in lockstep (the same length in every row),
+ * and the count of positions they hold. Buffers are allocated at a layer's first use and
+ * zeroed; rows past {@link pos} are never read.
+ */
+export class KvCache {
+  private readonly layers = new Map<string, LayerCache>();
+  /** Positions cached so far (0 … pos−1 are valid); the next token goes to position pos. */
+  pos = 0;
+
+  /** @throws Error when a dimension is not a positive integer or nh does not divide C. */
+  constructor(readonly gpu: Gpu, readonly dims: KvCacheDims) {
+    for (const k of ['b', 'c', 'nh', 'tMax'] as const) {
+      if (!Number.isInteger(dims[k]) || dims[k] < 1) {
+        throw new Error(`KvCache: ${k} must be a positive integer, got ${dims[k]}`);
+      }
+    }
+    if (dims.c % dims.nh !== 0) throw new Error(`KvCache: width ${dims.c} is not divisible by ${dims.nh} heads`);
+  }
+
+  /** The cache of the attention call labelled `label`, allocated (zeroed) on first use. */
+  layer(label: string): LayerCache {
+    let l = this.layers.get(label);
+    if (!l) {
+      const { b, c, nh, tMax } = this.dims, shape = [b, nh, tMax, c / nh];
+      l = { k: this.gpu.zeros(shape, 'f32', `${label}.k_cache`), v: this.gpu.zeros(shape, 'f32', `${label}.v_cache`) };
+      this.layers.set(label, l);
+    }
+    return l;
+  }
+
+  /** Attention layers cached so far. */
+  get layerCount(): number {
+    return this.layers.size;
+  }
+
+  /** Bytes of all K and V buffers: 2·L·B·Tmax·C·4. */
+  get bytes(): number {
+    const { b, c, tMax } = this.dims;
+    return this.layers.size * 2 * b * tMax * c * 4;
+  }
+
+  /**
+   * @throws Error when `t` more positions do not fit (cache overflow), naming the limit.
+   */
+  checkFits(t: number): void {
+    if (this.pos + t > this.dims.tMax) {
+      throw new Error(
+        `KV cache overflow: ${t} more token(s) after ${this.pos} cached positions exceed its ${this.dims.tMax} positions (the model's block size at most); start over with a prefill of at most ${this.dims.tMax} tokens`,
+      );
+    }
+  }
+
+  /** Empties the cache (keeps the buffers). */
+  reset(): void {
+    this.pos = 0;
+  }
+
+  /** Hands every buffer back to the pool. */
+  release(): void {
+    for (const l of this.layers.values()) {
+      l.k.release();
+      l.v.release();
+    }
+    this.layers.clear();
+    this.pos = 0;
+  }
+}
+
+/**
+ * A model context over `base` (LOCAL: the single-rank model) whose attention appends to
+ * `cache` and, for one new token, attends over it; whose embedding adds the positional rows
+ * pos … pos+t−1; and which refuses recurrent mixers (their state is not carried between calls).
+ * The caller advances `cache.pos` by t after the pass. Inference only: recording tapes are refused.
+ * @throws Error (from the pass) on a recording tape, a multi-token pass over a non-empty cache,
+ *   a shape that is not the cache's, an overflow, or a recurrent mixer.
+ */
+export function cachedContext(cache: KvCache, base: ModelContext = LOCAL): ModelContext {
+  return {
+    ...base,
+    attention(tape, qkv, dims, label, naive) {
+      if (tape.recording) throw new Error(`${label}: KV-cache decoding runs on non-recording tapes only (no gradient)`);
+      const { b, c, nh } = cache.dims;
+      if (dims.b !== b || dims.c !== c || dims.nh !== nh) {
+        throw new Error(
+          `${label}: attention dims (B=${dims.b}, C=${dims.c}, nh=${dims.nh}) differ from the KV cache's (B=${b}, C=${c}, nh=${nh})`,
+        );
+      }
+      if (dims.t > 1 && cache.pos !== 0) {
+        throw new Error(
+          `${label}: a ${dims.t}-token pass needs an empty KV cache (prefill); after it, decode one token per pass (${cache.pos} cached)`,
+        );
+      }
+      cache.checkFits(dims.t);
+      const kv = cache.layer(label);
+      kvAppend(tape.gpu, qkv, kv.k, kv.v, cache.dims, dims.t, cache.pos);
+      // Prefill: the full forward's kernel over the prompt, so its logits are the full forward's.
+      if (dims.t > 1) return base.attention(tape, qkv, dims, label, naive);
+      const y = tape.alloc([b, 1, c], label); // (B, 1, C)
+      decodeAttention(tape.gpu, qkv, kv.k, kv.v, y, cache.dims, cache.pos + 1);
+      return y;
+    },
+    mixer(_tape, _inputs, _core, label) {
+      throw new Error(
+        `${label}: KV-cache decoding cannot run a recurrent mixer (its state is not carried between tokens); supported: attention layers only`,
+      );
+    },
+    embed(tape, input, wte, positions, learned, b, t) {
+      cache.checkFits(t);
+      // Rows pos … pos+t−1 of the (Tmax, C) table as a (t, C) table: the embedding adds row i to token i.
+      const c = positions.shape[1], rows = tape.alloc([t, c], 'positions');
+      tape.gpu.copy(positions.range(cache.pos * c, t * c), rows);
+      return base.embed(tape, input, wte, rows, learned, b, t);
+    },
+  };
+}
