@@ -13,6 +13,7 @@ import { continual } from '../experiments/continual.ts';
 import { goldfish } from '../experiments/goldfish.ts';
 import { neftune } from '../experiments/neftune.ts';
 import { topk } from '../experiments/topk.ts';
+import { scaling } from '../experiments/scaling.ts';
 import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
 import { runCli } from './main.ts';
@@ -25,6 +26,7 @@ export const EXPERIMENTS: Record<string, Experiment> = {
   'low-comm': lowComm,
   neftune,
   'plan-model': planModel,
+  scaling,
   topk,
 };
 
