@@ -126,7 +126,8 @@ export class BucketFinality {
   private readonly owner = new Map<number, number>();
   private readonly uses = new Map<number, number>();
   private readonly refs = new Map<Node, Set<number>>();
-  private readonly open: Set<number>[];
+  /** Per bucket index: its parameters some logged node still has to use. */
+  private readonly open = new Map<number, Set<number>>();
 
   /**
    * @param aliases views the model reads in place of a parameter's value (view → value; a
@@ -141,7 +142,12 @@ export class BucketFinality {
       this.refs.set(node, r);
       for (const id of r) this.uses.set(id, (this.uses.get(id) ?? 0) + 1);
     }
-    this.open = buckets.map((b) => new Set(b.params.map((p) => p.value.id).filter((id) => this.uses.has(id))));
+    for (const b of buckets) {
+      this.open.set(
+        b.index,
+        new Set(b.params.map((p) => p.value.id).filter((id) => this.uses.has(id))),
+      );
+    }
   }
 
   /** Buckets whose parameters `node` mentions (its rule may read their values and add to their gradients). */
@@ -157,8 +163,9 @@ export class BucketFinality {
       this.uses.set(id, left);
       if (left > 0) continue;
       const k = this.owner.get(id)!;
-      this.open[k].delete(id);
-      if (this.open[k].size === 0) final.push(k);
+      const open = this.open.get(k)!;
+      open.delete(id);
+      if (open.size === 0) final.push(k);
     }
     return final;
   }
@@ -185,7 +192,8 @@ export interface BucketHooks {
 }
 
 /**
- * Runs the tape's backward and, for each bucket once its gradients are final, reads the
+ * Runs the tape's backward and, for each of `buckets` (all of the store's, or a subset, by their
+ * `index`) once its gradients are final, reads the
  * bucket back and calls `collective(bucket, host)`; the calls run one at a time in launch
  * order, which is the same on every rank because every rank encodes the same graph. Resolves
  * when every bucket's collective has finished.
@@ -207,10 +215,12 @@ export async function backwardWithBuckets(
   const launched = new Set<number>();
   const stats: OverlapStats = { launchedDuringBackward: 0, order: [] };
   let chain: Promise<void> = Promise.resolve();
+  // `buckets` may be a subset of the store's (an interleaved chunk's units, zero_sync.ts): by index.
+  const byIndex = new Map(buckets.map((b) => [b.index, b]));
   const launch = (k: number) => {
     launched.add(k);
     stats.order.push(k);
-    const b = buckets[k];
+    const b = byIndex.get(k)!;
     const read = gpu.read(gradsOf(b)) as Promise<Float32Array>;
     read.catch(() => {});
     chain = chain.then(async () => collective(b, await read));
@@ -226,7 +236,7 @@ export async function backwardWithBuckets(
   if (before) await tape.backwardAsync(rules, onNodeDone, (node) => before(node, finality.bucketsOf(node)));
   else if (tape.asynchronous) await tape.backwardAsync(rules, onNodeDone);
   else tape.backward(rules, onNodeDone);
-  for (let k = buckets.length - 1; k >= 0; k--) {
+  for (const { index: k } of [...buckets].reverse()) {
     if (launched.has(k)) continue;
     await hooks.beforeLateLaunch?.(k);
     launch(k);

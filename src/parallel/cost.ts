@@ -16,78 +16,13 @@ import {
   type PlanModel,
   planWorldSize,
   rankParams,
-  type StrategyKind,
 } from './plan.ts';
 import { type Push, recurrentBlockTraffic } from './arch_params.ts';
-import { compressRows, type RankGradMatrices } from './compressed_rows.ts';
+import { compressRows } from './compressed_rows.ts';
 import { outerSyncRows } from './low_comm.ts';
+import type { CommRow, PlanDim, TrafficOptions } from './cost_types.ts';
 
-export type PlanDim = 'dp' | 'tp' | 'pp' | 'cp' | 'ep';
-
-/** One kind of traffic of one rank in one optimizer step. */
-export interface CommRow {
-  dim: PlanDim;
-  what: string;
-  collective: Collective | 'send';
-  algorithm: Algorithm | 'p2p';
-  /** World ranks of the group (sender first for `send`). */
-  group: number[];
-  calls: number;
-  /** Elements of one call's buffer (see the module doc); for `send` the message size. */
-  n: number;
-  /** Elements this rank sends over the step (4 bytes each). */
-  elements: number;
-  messages: number;
-  /** False where the count depends on choices the formula cannot see (ZeRO-2/3 per-layer padding without the trainer's buckets). */
-  exact: boolean;
-  /**
-   * Bulk traffic the plan's compression policy applies to (compressed_rows.ts): activations and
-   * their gradients (`act`), or the dp gradient sync of the dense or expert parameters.
-   */
-  bulk?: 'act' | 'dense' | 'expert';
-  /** The compression scheme this row's words are counted under (compressed_rows.ts). */
-  scheme?: string;
-}
-
-/** Knobs of {@link stepTraffic}: collective algorithm (default ring), MoE routing, Linear biases. */
-export interface TrafficOptions {
-  algorithm?: 'ring' | 'recursive-doubling' | 'rabenseifner' | 'direct';
-  /**
-   * Activation recomputation (src/models/recompute.ts): its backward runs the forward of each block
-   * (full) or sequence-mixer core (selective: attention, the selective scan, linear attention) again,
-   * with that forward's communication: full repeats the row-parallel outputs' allReduces (sp: their
-   * all-gathers and reduce-scatters) and the attention's forward sends; selective the attention's
-   * (a recurrent core moves nothing). Default none.
-   */
-  recompute?: 'none' | 'selective' | 'full';
-  topK?: number;
-  capacityFactor?: number;
-  bias?: boolean;
-  /**
-   * MoE layers are the blocks i with i % moeEvery = moeEvery − 1 (models/moe_layer.ts
-   * isMoELayer; default 1: every block): they set the expert parameters and the all-to-alls.
-   */
-  moeEvery?: number;
-  /**
-   * Dense gradient buckets as the trainer calls them (elements of each call's buffer: the
-   * allReduce vector, or the padded d·c_k of a ZeRO reduce-scatter / all-gather); absent: one
-   * flat buffer of Ψ (padded to a multiple of the group for ZeRO).
-   */
-  buckets?: number[];
-  /** Under sp with ZeRO-2/3: each bucket's sequence-parallel partial elements (zero_sync.ts spCallSizes). */
-  spBuckets?: number[];
-  /**
-   * The trainer that will run the plan (strategy.ts `strategyOf`): its small scalar allReduces follow
-   * it (mesh: one 2-element [norm, loss] over the world instead of the dp loss average and ZeRO's
-   * norm). Absent (a plan no trainer runs): the dp loss average and ZeRO's norm over dp·cp.
-   */
-  trainer?: StrategyKind;
-  /**
-   * This rank's gradient matrices (grad_compression.ts rankGradMatrices), which PowerSGD's words
-   * depend on; absent, a dp=powersgd row is marked inexact.
-   */
-  gradMatrices?: RankGradMatrices;
-}
+export type { CommRow, PlanDim, TrafficOptions } from './cost_types.ts';
 
 /**
  * Every message `rank` sends in one optimizer step of `plan` (docs/design.md §17), one row per kind:
@@ -208,7 +143,7 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   }
   // Without ep the experts are replicated like every other parameter and sync with them.
   if (!plan.sync) sync('dense', dpGroup, par.dense + (ep > 1 ? 0 : expertParams), o.buckets);
-  if (ep > 1) sync('expert', dpcp((d) => d % ep === me.dp % ep), expertParams);
+  if (ep > 1) sync('expert', dpcp((d) => d % ep === me.dp % ep), expertParams, o.expertBuckets);
   if (P > 1 && (me.pp === 0 || me.pp === P - 1)) {
     // ZeRO-2/3 sum the rank's reduced piece of wte's own unit, c = ⌈E/(64·d)⌉·64 (zero_sync.ts).
     const d = dpGroup.length, n = zero >= 2 ? Math.ceil(par.embedding / (64 * d)) * 64 : par.embedding;
@@ -262,7 +197,10 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   const ppGroup = mesh.group('pp', rank);
   sends('pp', 'activations (fwd)', ppGroup, act, m * stages.filter((st) => st < S - 1).length);
   sends('pp', 'activation gradients (bwd)', ppGroup, act, m * stages.filter((st) => st > 0).length);
-  if (P > 1) push('pp', 'shared block gradients (every stage holds it)', 'allReduce', ppGroup, par.shared ?? 0, 1);
+  // ZeRO-2/3 sum the rank's reduced pieces of the shared block's units (zero_pieces.ts sumPieces).
+  const shared = zero < 2 ? par.shared ?? 0 : o.sharedPieces ?? Math.ceil((par.shared ?? 0) / (64 * dp * cp)) * 64;
+  const what = 'shared block gradients (every stage holds it)', exact = zero < 2 || !!o.sharedPieces;
+  if (P > 1) push('pp', what, 'allReduce', ppGroup, shared, 1, exact);
   // cp: ring attention or Ulysses.
   const cpGroup = mesh.group('cp', rank), kv = 2 * b * s * (C / t);
   if (cp > 1 && plan.cpKind === 'ring') {

@@ -54,7 +54,7 @@ export interface SyncGroups {
 
 /** Gradient synchronisation and update of one mesh rank (see the module doc). */
 export class GradSync {
-  /** ZeRO-1/2/3 over the dp·cp group (plan.zero > 0), else null. */
+  /** ZeRO-1/2/3 over the dp·cp group, experts over their edp group (plan.zero > 0), else null. */
   readonly zero: ZeroSync | null;
   private readonly dpGrads: Communicator;
   /** The dp·cp ranks holding this rank's shard (the low-communication outer loop's group, outer_sync.ts). */
@@ -109,6 +109,13 @@ export class GradSync {
     this.spGrads = o.sp ? subGroup(tp, 'sp-grads') : null;
     // ZeRO-2/3 reduce inside backward, so they sum the sp partials bucket by bucket there.
     const spInBackward = o.zero >= 2 ? this.spGrads : null;
+    this.ep = o.ep ?? 1;
+    this.dp = groups.dp.length;
+    const moe = this.ep > 1, edp = groups.dp.filter((_, d) => d % this.ep === this.coords.dp % this.ep);
+    const edpGroup = moe && edp.length > 1 ? world.newGroup(edp, `edp[${edp.join(',')}]`) : null;
+    // ZeRO shards an expert over the ranks holding it (zero_groups.ts); its sum over them / dp.
+    const isExpert = (n: string) => !!expertOf(n), dp = this.dp;
+    const experts = moe ? { group: edpGroup, grads: edpGroup && subGroup(edpGroup, 'grads'), isExpert, dp } : undefined;
     this.zero = o.zero > 0
       ? new ZeroSync(
         gpu,
@@ -120,24 +127,21 @@ export class GradSync {
         o.bucketBytes,
         o.compress?.dp,
         spInBackward,
+        experts,
       )
       : null;
     const emb = groups.embedding;
     this.embGroup = emb.length ? world.newGroup(emb, `embedding[${emb.join(',')}]`) : null;
     const pp = groups.pp;
     this.sharedGroup = pp.length > 1 && stages.shared.length ? world.newGroup(pp, `shared[${pp.join(',')}]`) : null;
-    this.ep = o.ep ?? 1;
-    this.dp = groups.dp.length;
-    const ps = stages.params.params, moe = this.ep > 1;
+    const ps = stages.params.params;
     this.dense = moe ? ps.filter((p) => !expertOf(p.name)) : ps;
     this.experts = moe ? ps.filter((p) => expertOf(p.name)) : [];
-    const edp = groups.dp.filter((_, d) => d % this.ep === this.coords.dp % this.ep);
-    // DDP's buckets, reduced while backward runs.
-    // A compressed dp gradient is reduced whole after the schedule (its residuals span the vector).
+    // DDP's buckets, reduced while backward runs; compressed, the dp gradient is reduced whole after the schedule.
     const ddp = replica && !o.zero && !this.local && groups.dpcp.length > 1 &&
       (o.compress?.dp.kind ?? 'none') === 'none';
     this.buckets = ddp ? planBuckets(stages.params, o.bucketBytes ?? 1 << 20) : null;
-    this.expertGrads = moe && edp.length > 1 ? subGroup(world.newGroup(edp, `edp[${edp.join(',')}]`), 'experts') : null;
+    this.expertGrads = edpGroup && !this.zero ? subGroup(edpGroup, 'experts') : null;
     // Under ZeRO the reduce-scatters carry the dp compression (zero_sync.ts); the plain average is never called.
     this.denseAverage = gradReduce(
       gpu,
@@ -160,9 +164,10 @@ export class GradSync {
   async run(): Promise<number> {
     const { gpu, stages, zero } = this;
     if (zero?.inBackward) {
-      // Every bucket was reduce-scattered inside backward (ZeRO-2/3, no sp; an overlapped ZeRO-1):
-      // the tied embedding's copies hold equal pieces, summed over the embedding group.
-      if (this.embGroup) await zero.sumPieces(stages.tied!, this.embGroup);
+      // Every bucket was reduce-scattered inside backward (ZeRO-2/3; an overlapped ZeRO-1): the tied
+      // embedding's copies hold equal pieces, summed over the embedding group, the shared block's over pp.
+      if (this.embGroup) await zero.shards.sumPieces([stages.tied!], this.embGroup);
+      if (this.sharedGroup) await zero.shards.sumPieces(stages.shared, this.sharedGroup);
       return zero.squaredNorm((n) => this.counts(n));
     }
     if (this.spGrads) await allReduceSequenceParallelGrads(gpu, stages.params, this.spGrads);

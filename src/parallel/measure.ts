@@ -15,7 +15,7 @@ import { accounting, accountingText } from './plan_report.ts';
 /**
  * Checks `plan` for `cfg` before anything starts: validatePlan's rules, the trainer dispatch and,
  * for a mesh, the mesh trainer's own checks. Returns the model and the strategy.
- * @throws Error naming every broken rule ("invalid parallel plan: …") or "not supported yet: …".
+ * @throws Error naming every broken rule ("invalid parallel plan: …") or the mesh trainer's refusal ("mesh trainer: …").
  */
 export function checkRun(plan: ParallelPlan, cfg: TrainConfig, vocabSize: number) {
   const model = planModelOf(plan, cfg, vocabSize);

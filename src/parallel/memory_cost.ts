@@ -62,7 +62,7 @@ export function rankMemory(
 ): MemoryBytes & { paramElements: number } {
   const p = rankParams(plan, model, rank, bias), d = plan.dp * plan.cp, pp = planMesh(plan).coords(rank).pp;
   const at = { first: pp === 0, last: pp === plan.pp - 1 };
-  const working = plan.zero >= 2 ? zeroWorkingElements(model, bias, plan.tp, at) : 0;
+  const working = plan.zero >= 2 ? zeroWorkingElements(model, bias, plan.tp, at, plan.ep) : 0;
   const dense = zeroMemoryFp32(p.dense, d, plan.zero, working);
   const ex = zeroMemoryFp32(p.expert, d / plan.ep, plan.zero);
   return {

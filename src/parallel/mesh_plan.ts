@@ -26,14 +26,10 @@ export function checkMeshPlan(
   if (plan.ep > 1 && !(MOE_ARCHS as readonly string[]).includes(cfg.arch)) {
     unsupported.push(`expert parallelism (ep ${plan.ep}) on --arch ${cfg.arch} (no experts)`);
   }
-  if (plan.ep > 1 && plan.zero) unsupported.push(`expert parallelism (ep ${plan.ep}) with ZeRO-${plan.zero}`);
   if (cfg.precision !== 'f32' && plan.cp > 1 && plan.cpKind === 'ring') {
     unsupported.push(
       `--precision ${cfg.precision} with ring attention (its block kernels read f32 q, k, v; use --cp-kind ulysses)`,
     );
-  }
-  if (plan.zero > 1 && cfg.recompute !== 'none') {
-    unsupported.push(`--recompute ${cfg.recompute} with ZeRO-${plan.zero} (its per-layer gathers follow the forward)`);
   }
   if (cfg.topkAttention) {
     unsupported.push(`--topk-attention ${cfg.topkAttention} (evaluation of single-rank runs only)`);
@@ -41,10 +37,9 @@ export function checkMeshPlan(
   if (unsupported.length) {
     throw new Error(
       `mesh trainer: ${unsupported.join('; ')} is not supported (it composes dp × pp × cp × tp (+ sp) with ep on ` +
-        `MoE models, ZeRO with all of them but ep)`,
+        `MoE models, ZeRO with all of them)`,
     );
   }
-  checkZeroPlan(plan, cfg.arch);
   if (cfg.gradAccum !== plan.microBatches) {
     throw new Error(
       `mesh trainer: gradAccum ${cfg.gradAccum} must equal the plan's micro-batches ${plan.microBatches} (each micro-batch is drawn as the single-rank Trainer draws it)`,
@@ -58,31 +53,4 @@ export function checkMeshPlan(
     microBatches: plan.microBatches,
     virtualStages: plan.schedule === 'interleaved' ? plan.virtualStages : undefined,
   });
-}
-
-/**
- * Checks that ZeRO-`plan.zero` composes with the plan's model split on `arch`. ZeRO-2/3 keep no
- * full gradient after a micro-batch's backward (each 'layer' unit is reduce-scattered as it is
- * finished, zero_sync.ts), so a sum the sync makes after the schedule must work on the pieces:
- * the tied embedding's two copies (first and last stage) hold the same pieces and are summed
- * there, and sequence parallelism's partial gradients are summed over tp bucket by bucket just
- * before each reduce-scatter; but the hybrid's shared block is not summed piecewise over pp, and
- * an interleaved schedule would gather a rank's resident units once per chunk, not once per
- * micro-batch.
- * @throws Error naming the rule: ZeRO-2/3 with pp > 1 under the interleaved schedule or on an
- *   architecture with a block shared by stages (hybrid).
- */
-export function checkZeroPlan(plan: ParallelPlan, arch = 'gpt'): void {
-  if (plan.zero < 2) return;
-  const rule = 'use zero 1, which reduces after the schedule';
-  if (plan.pp > 1 && plan.schedule === 'interleaved') {
-    throw new Error(
-      `not supported yet: zero ${plan.zero} combined with pp ${plan.pp} under the interleaved schedule (each model chunk's forward would gather the resident units again); use gpipe or 1f1b, or ${rule}`,
-    );
-  }
-  if (plan.pp > 1 && arch === 'hybrid') {
-    throw new Error(
-      `not supported yet: zero ${plan.zero} combined with pp ${plan.pp} on --arch hybrid (its shared block's gradient is summed over pp before the reduce-scatter); ${rule}`,
-    );
-  }
 }

@@ -43,7 +43,7 @@
  *   (expert_exchange.ts); expert gradients summed over the ranks holding the same experts.
  * - --sync local-sgd | diloco | streaming-diloco | co2 (low_comm.ts): no per-step dp average;
  *   each dp worker clips by its own norm and outer_sync.ts synchronises every H steps.
- * Refused up front (mesh_plan.ts): ep with ZeRO; ZeRO-2/3 with --recompute, interleaving or hybrid pp.
+ * Refused up front (mesh_plan.ts): ep on a dense architecture, ring attention under mixed precision.
  */
 import { autocastOf, checkPrecision } from '../autograd/autocast.ts';
 import { type LossScaler, lossScalerFor } from '../train/loss_scale.ts';

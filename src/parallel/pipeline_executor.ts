@@ -35,26 +35,28 @@ interface Slot {
  * ZeRO-3 wraps each forward to gather the layers it runs, one block at a time.
  */
 export interface ExecutorHooks {
-  tape?(micro: number): Tape;
-  backward?(tape: Tape, micro: number): Promise<void>;
+  /** The tape of (micro, stage); `stage` is global (an interleaved rank holds several). */
+  tape?(micro: number, stage: number): Tape;
+  backward?(tape: Tape, micro: number, stage: number): Promise<void>;
   /** Runs one forward action's compute; `run` awaits `beforeBlock(i)` before global block i. */
-  forward?(micro: number, run: (beforeBlock?: BeforeBlock) => Promise<void>): Promise<void>;
+  forward?(micro: number, stage: number, run: (beforeBlock?: BeforeBlock) => Promise<void>): Promise<void>;
 }
 
 /**
  * Hooks under which micro-batch j records on a LoggingTape and backpropagates with
- * `backward` where `logs(j)` — a reduction that runs inside the backward, bucket by bucket
- * (grad_sync.ts's DDP buckets, zero_sync.ts's reduce-scatters) — and as by default elsewhere.
+ * `backward(tape, stage)` where `logs(j)` — a reduction that runs inside the backward, bucket by
+ * bucket (grad_sync.ts's DDP buckets, zero_sync.ts's reduce-scatters of the stage's units) — and
+ * as by default elsewhere.
  */
 export function bucketedHooks(
   gpu: Gpu,
   model: PipelineStageModel,
   logs: (micro: number) => boolean,
-  backward: (tape: LoggingTape) => Promise<void>,
+  backward: (tape: LoggingTape, stage: number) => Promise<void>,
 ): ExecutorHooks {
   return {
     tape: (micro) => logs(micro) ? new LoggingTape(gpu, model.gradMap) : new Tape(gpu, model.gradMap),
-    backward: (tape, micro) => logs(micro) ? backward(tape as LoggingTape) : tape.backwardAsync(RULES),
+    backward: (tape, micro, stage) => logs(micro) ? backward(tape as LoggingTape, stage) : tape.backwardAsync(RULES),
   };
 }
 
@@ -135,7 +137,7 @@ export class PipelineExecutor {
     const open = (micro: number, stage: number) => {
       let s = slots.get(key(micro, stage));
       if (!s) {
-        slots.set(key(micro, stage), s = { tape: this.hooks.tape?.(micro) ?? new Tape(gpu, model.gradMap) });
+        slots.set(key(micro, stage), s = { tape: this.hooks.tape?.(micro, stage) ?? new Tape(gpu, model.gradMap) });
         s.tape.autocast = this.autocast;
       }
       return s;
@@ -169,12 +171,12 @@ export class PipelineExecutor {
             });
           }
         };
-        await (this.hooks.forward?.(a.micro, run) ?? run());
+        await (this.hooks.forward?.(a.micro, a.stage, run) ?? run());
         await gpu.sync();
         return void span('compute', start, name, a);
       }
       case 'backward': {
-        await (this.hooks.backward?.(slot.tape, a.micro) ?? slot.tape.backwardAsync(RULES));
+        await (this.hooks.backward?.(slot.tape, a.micro, a.stage) ?? slot.tape.backwardAsync(RULES));
         if (a.stage > 0) {
           const g = slot.tape.gradOf(slot.input!);
           slot.dIn = g ? ((await gpu.read(g)) as Float32Array).slice() : new Float32Array(size);

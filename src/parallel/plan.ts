@@ -277,11 +277,17 @@ export function rankParams(plan: ParallelPlan, model: PlanModel, rank: number, b
  * Elements of ZeRO-2/3's working buffers on a rank of a GPT that is whole or split by tp
  * (zero_units.ts under zero_sync.ts): the units kept for the whole micro-batch that its
  * pipeline stage holds (the first: its wte shard (V_p/t, C) and wpe (T, C); the last: ln_f and
- * its wte copy) plus one block's shard, the only layer resident at a time. Alignment padding
- * is not counted.
+ * its wte copy) plus one block's shard, the only layer resident at a time (under ep with its
+ * E/ep experts). Alignment padding is not counted.
  */
-export function zeroWorkingElements(model: PlanModel, bias = true, tp = 1, at = { first: true, last: true }): number {
-  const single = rankParams({ ...DEFAULT_PLAN, pp: 1, tp, ep: 1 }, model, 0, bias);
+export function zeroWorkingElements(
+  model: PlanModel,
+  bias = true,
+  tp = 1,
+  at = { first: true, last: true },
+  ep = 1,
+): number {
+  const single = rankParams({ ...DEFAULT_PLAN, pp: 1, tp, ep }, model, 0, bias);
   const C = model.nEmbd, T = model.blockSize, wte = (paddedVocab(model.vocabSize, tp) / tp) * C;
   const block = (single.dense + single.expert - wte - T * C - 2 * C) / model.nLayer;
   return (at.first || at.last ? wte : 0) + (at.first ? T * C : 0) + (at.last ? 2 * C : 0) + block;

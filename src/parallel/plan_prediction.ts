@@ -74,7 +74,7 @@ export function predictionReport(
     `memory per rank: fp32 AdamW (4 B parameter + 4 B gradient + 8 B optimizer state per element), ZeRO-${plan.zero} over dp·cp = ${d}` +
     (plan.zero >= 2
       ? `; working buffers of ${
-        fmtInt(zeroWorkingElements(model, cfg.bias, plan.tp))
+        fmtInt(zeroWorkingElements(model, cfg.bias, plan.tp, undefined, plan.ep))
       } elements (embeddings, ln_f and one layer) for gathered ${plan.zero === 3 ? 'values and ' : ''}gradients`
       : ''),
   ];

@@ -6,7 +6,7 @@
 import { rankGradMatrices } from './grad_compression.ts';
 import type { TrainConfig } from '../train/config.ts';
 import type { ParallelPlan, PlanModel, StrategyKind } from './plan.ts';
-import { type CommRow, type PlanDim, stepTraffic } from './cost.ts';
+import { type CommRow, type PlanDim, stepTraffic, type TrafficOptions } from './cost.ts';
 
 /** The parallel dimension of a measured `group/op` key (groups name their dimension; `world`, `dpcp[…]`, `edp[…]` are dp). */
 export function dimOfKey(key: string): PlanDim {
@@ -34,12 +34,10 @@ export function predictedTraffic(
   model: PlanModel,
   cfg: TrainConfig,
   rank: number,
-  buckets?: number[],
-  spBuckets?: number[],
+  sizes: Pick<TrafficOptions, 'buckets' | 'expertBuckets' | 'spBuckets' | 'sharedPieces'> = {},
 ): CommRow[] {
   return stepTraffic(plan, model, rank, {
-    buckets,
-    spBuckets,
+    ...sizes,
     bias: cfg.bias,
     topK: cfg.moeTopK,
     capacityFactor: cfg.capacityFactor,

@@ -6,8 +6,8 @@
  *
  * - One trainer (run_build.ts): every plan runs on MeshTrainer (mesh_trainer.ts) — data
  *   parallelism alone, any split by pp, cp, tp or ep, ZeRO-1/2/3 as its gradient-sync modes.
- *   {@link strategyOf} refuses up front what it does not compose yet: ZeRO with ep, ZeRO-2/3
- *   with sp or an interleaved / hybrid pipeline ("not supported yet: …").
+ *   {@link strategyOf} refuses up front a split an architecture cannot take (ep on a dense
+ *   model, §23's rules), naming the rule.
  * - Batch convention (as `npm run plan`): the global batch of one optimizer step is
  *   G = cfg.batchSize × cfg.gradAccum sequences, split into plan.microBatches micro-batches of
  *   G/m (each split over dp), each drawn as the single-rank Trainer draws a micro-batch: every
@@ -182,7 +182,7 @@ export class RankRun {
     try {
       const built = buildTrainer(gpu, world, args.plan, cfg, data, vocabSize, args.bucketBytes);
       const rank = world.transport.rank;
-      const predicted = predictedTraffic(kind, args.plan, model, cfg, rank, built.buckets, built.spBuckets);
+      const predicted = predictedTraffic(kind, args.plan, model, cfg, rank, built.sizes);
       const run = new RankRun(world, gpu, kind, args.plan, cfg, data, built, predicted);
       if (args.resume) {
         const what = `rank ${rank}'s checkpoint`;

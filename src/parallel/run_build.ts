@@ -14,6 +14,7 @@ import type { ParamStore } from '../nn/params.ts';
 import { MeshTrainer } from './mesh_trainer.ts';
 import type { ParallelPlan } from './plan.ts';
 import type { Sent } from './traffic.ts';
+import type { TrafficOptions } from './cost.ts';
 
 /** A rank's trainer as run.ts drives it. */
 export interface Built {
@@ -29,10 +30,12 @@ export interface Built {
   evalModel?: LanguageModel;
   /** Validation loss that every rank computes together (ZeRO-3 gathers the layers for it). */
   evaluate?: () => Promise<number>;
-  /** Buffer sizes of the dense gradient sync calls, for stepTraffic. */
-  buckets?: number[];
-  /** Under sp with ZeRO-2/3: each bucket's sequence-parallel partial elements, for stepTraffic. */
-  spBuckets?: number[];
+  /**
+   * For stepTraffic: buffer sizes of the dense (and under ZeRO with ep, the expert) gradient sync
+   * calls; under sp with ZeRO-2/3 each bucket's sequence-parallel partial elements; with ZeRO-2/3
+   * over pp the shared block's Σ c_k.
+   */
+  sizes: Pick<TrafficOptions, 'buckets' | 'expertBuckets' | 'spBuckets' | 'sharedPieces'>;
   /** What a checkpoint holds. */
   state: () => Record<string, Tensor>;
   /** Before a save: waits for outer allReduces in flight and stores their results in the state (outer_sync.ts). */
@@ -70,8 +73,12 @@ export function buildTrainer(
       : t.validation
       ? () => t.validation!.run()
       : undefined,
-    buckets: zero?.callSizes() ?? t.sync.buckets?.map((b) => b.end - b.start),
-    spBuckets: plan.sp && zero && zero.stage > 1 ? zero.spCallSizes() : undefined,
+    sizes: {
+      buckets: zero?.callSizes() ?? t.sync.buckets?.map((b) => b.end - b.start),
+      expertBuckets: zero?.callSizes(true),
+      spBuckets: plan.sp && zero && zero.stage > 1 ? zero.spCallSizes() : undefined,
+      sharedPieces: zero?.shards.piecesOf(t.stages.shared),
+    },
     state: () => t.trainingState(),
     settle: t.outer ? () => t.outer!.settle() : undefined,
     dispose: () => t.destroy(),

@@ -126,6 +126,27 @@ export class ModelStages implements PipelineStageModel {
     this.gradMap = this.ctx.gradMap(this.params);
   }
 
+  /**
+   * This rank's global stages whose pieces read parameter `name`, ascending: a block's the stage
+   * running that layer, the embedding's stage 0, the head's the last, the tied embedding's
+   * whichever of those two this rank holds, a shared block's every local stage. ZeRO-2/3
+   * (zero_sync.ts) reduce a unit in the backward of the lowest of them, the last to add to it
+   * in a micro-batch (docs/design.md §16).
+   */
+  stagesUsing(name: string): number[] {
+    const piece = PIECES[this.cfg.arch](name), last = this.S - 1, per = this.cfg.nLayer / this.S;
+    const on = typeof piece === 'number'
+      ? [Math.floor(piece / per)]
+      : piece === 'embed'
+      ? [0]
+      : piece === 'head'
+      ? [last]
+      : piece === 'tied'
+      ? [0, last]
+      : this.stages;
+    return this.stages.filter((s) => on.includes(s));
+  }
+
   holds(s: number): boolean {
     return s >= 0 && s < this.S && s % this.at.pp === this.at.ppRank;
   }

@@ -4,7 +4,6 @@
  * validation sees.
  */
 import type { ParallelPlan, StrategyKind } from './plan.ts';
-import { checkZeroPlan } from './mesh_plan.ts';
 import { MOE_ARCHS } from '../models/archs.ts';
 
 /**
@@ -58,28 +57,22 @@ export function checkArchSplit(plan: ParallelPlan, arch: string): void {
 /**
  * The trainer for `plan` on `arch`: the mesh trainer (mesh_trainer.ts) runs every plan it
  * accepts — data parallelism alone (DDP's overlapped buckets), any split by pp, cp, tp or ep,
- * ZeRO-1/2/3 as gradient-sync modes (zero_sync.ts) — so this is the up-front check that it does.
- * @throws Error "not supported yet: …" for ZeRO with ep, ZeRO-2/3 with an interleaved
- *   or hybrid pipeline (mesh_plan.ts checkZeroPlan); for ep on a dense architecture; or from {@link checkArchSplit}.
+ * ZeRO-1/2/3 as gradient-sync modes (zero_sync.ts) with every one of them — so this is the
+ * up-front check that it does.
+ * @throws Error for ep on a dense architecture, or from {@link checkArchSplit}.
  */
 export function strategyOf(plan: ParallelPlan, arch: string): StrategyKind {
   checkArchSplit(plan, arch);
   if (plan.ep > 1) checkExperts(plan, arch);
-  checkZeroPlan(plan, arch);
   return 'mesh';
 }
 
 /**
- * Expert parallelism needs a MoE architecture and no ZeRO (ep < dp is DeepSpeed-MoE's layout,
- * experts replicated over the dp/ep groups; ZeRO over it is not built).
+ * Expert parallelism needs a MoE architecture (ep < dp is DeepSpeed-MoE's layout, experts
+ * replicated over the dp/ep groups, which ZeRO shards them over: zero_groups.ts).
  * @throws Error naming the rule.
  */
 function checkExperts(plan: ParallelPlan, arch: string): void {
-  if (plan.zero) {
-    throw new Error(
-      `not supported yet: zero ${plan.zero} combined with ep ${plan.ep} (expert parallelism runs with zero 0)`,
-    );
-  }
   if (!(MOE_ARCHS as readonly string[]).includes(arch)) {
     throw new Error(`ep ${plan.ep} needs --arch gpt-moe or mamba-moe, got ${arch}`);
   }

@@ -28,11 +28,18 @@ export interface Piece {
   hi: number;
 }
 
-/** Rank `rank`'s pieces of `buckets` split over `size` ranks, and the shard length Σ c_k. */
-export function planPieces(buckets: Bucket[], rank: number, size: number): { pieces: Piece[]; shard: number } {
+/**
+ * This rank's pieces of `buckets`, each split over the ranks that hold it (`groupOf(b)`: this
+ * rank's index and the group's size; the dp·cp group, or an expert's expert-data-parallel group),
+ * and the shard length Σ c_k.
+ */
+export function planPieces(
+  buckets: Bucket[],
+  groupOf: (b: Bucket) => { rank: number; size: number },
+): { pieces: Piece[]; shard: number } {
   let at = 0;
   const pieces = buckets.map((b) => {
-    const n = b.end - b.start, c = Math.ceil(n / (64 * size)) * 64;
+    const { rank, size } = groupOf(b), n = b.end - b.start, c = Math.ceil(n / (64 * size)) * 64;
     const p = {
       bucket: b,
       c,
@@ -79,18 +86,19 @@ export class ZeroShards {
   private readonly updates: AdamWSlot[] = [];
 
   /**
-   * Allocates this rank's shard buffers; with sharded values, copies its pieces of the store's
-   * flat values (which every rank built from the same seed) on the GPU, so the caller may free
-   * the flat buffer right after (a queued copy runs before a later destroy).
+   * Allocates this rank's shard buffers, each bucket split over `groupOf(b)`'s ranks; with sharded
+   * values, copies its pieces of the store's flat values (which every rank built from the same
+   * seed) on the GPU, so the caller may free the flat buffer right after (a queued copy runs
+   * before a later destroy).
    */
   constructor(
     readonly gpu: Gpu,
     readonly store: ParamStore,
     buckets: Bucket[],
-    comm: Communicator,
+    groupOf: (b: Bucket) => { rank: number; size: number },
     sharded: { grads: boolean; values: boolean },
   ) {
-    const { pieces, shard: at } = planPieces(buckets, comm.rank, comm.size);
+    const { pieces, shard: at } = planPieces(buckets, groupOf);
     this.pieces = pieces;
     this.shard = at;
     const buffer = (what: string) => storageTensor(gpu, at, `zero.${what}`);
@@ -168,29 +176,68 @@ export class ZeroShards {
     return s;
   }
 
+  /**
+   * Sums this rank's reduced pieces of the buckets holding `names` over `group` (one allReduce
+   * of Σ c_k elements): a parameter set every member of `group` holds whole in units of the same
+   * lengths — the tied embedding's copies on the first and last stage, the hybrid's shared block
+   * on every stage (declared in the same order everywhere) — so the same rank of each dp·cp group
+   * holds the same elements of every copy, and the piecewise sum is the sum of the copies.
+   * @throws Error when such a bucket also holds a parameter outside `names` (it must be its own unit).
+   */
+  async sumPieces(names: readonly string[], group: Communicator): Promise<void> {
+    const pcs = this.pieces.filter((p) => p.bucket.params.some((q) => names.includes(q.name)));
+    const other = pcs.flatMap((pc) => pc.bucket.params).find((q) => !names.includes(q.name));
+    if (other) {
+      throw new Error(
+        `ZeRO: '${other.name}' shares a bucket with ${
+          names.join(', ')
+        }; those can only be summed in units of their own`,
+      );
+    }
+    const g = this.gHost, packed = new Float32Array(pcs.reduce((a, pc) => a + pc.c, 0));
+    pcs.reduce((off, pc) => (packed.set(g.subarray(pc.at, pc.at + pc.c), off), off + pc.c), 0);
+    const sum = await group.allReduce(packed, { op: 'sum' });
+    pcs.reduce((off, pc) => (g.set(sum.subarray(off, off + pc.c), pc.at), off + pc.c), 0);
+  }
+
+  /** Elements of one {@link sumPieces} call over the buckets holding `names`: Σ c_k (for stepTraffic). */
+  piecesOf(names: readonly string[]): number {
+    const pcs = this.pieces.filter((p) => p.bucket.params.some((q) => names.includes(q.name)));
+    return pcs.reduce((a, pc) => a + pc.c, 0);
+  }
+
   /** This step's reduced gradient pieces (c_k each, views of `gHost`). */
   gradPieces(): Float32Array[] {
     return this.pieces.map((pc) => this.gHost.subarray(pc.at, pc.at + pc.c));
   }
 
-  /** Bucket k gathered over `group` from every rank's piece `pieces[k]` (c_k each): its n_k values. */
-  async gather(group: Communicator, pieces: readonly Float32Array[], k: number): Promise<Float32Array> {
-    const full = await group.allGather(pieces[k]);
+  /**
+   * Bucket k gathered over `group` (null: the rank holds it alone) from every rank's piece
+   * `pieces[k]` (c_k each): its n_k values.
+   */
+  async gather(group: Communicator | null, pieces: readonly Float32Array[], k: number): Promise<Float32Array> {
+    const full = group ? await group.allGather(pieces[k]) : pieces[k];
     const b = this.pieces[k].bucket;
     return full.subarray(0, b.end - b.start);
   }
 
-  /** Every bucket gathered (one all-gather each, in order). */
-  async gatherAll(group: Communicator, pieces: readonly Float32Array[]): Promise<Float32Array[]> {
+  /** Every bucket gathered, bucket k over `groupOf(k)` (one all-gather each, in order). */
+  async gatherAll(
+    groupOf: (k: number) => Communicator | null,
+    pieces: readonly Float32Array[],
+  ): Promise<Float32Array[]> {
     const out: Float32Array[] = [];
-    for (let k = 0; k < this.pieces.length; k++) out.push(await this.gather(group, pieces, k));
+    for (let k = 0; k < this.pieces.length; k++) out.push(await this.gather(groupOf(k), pieces, k));
     return out;
   }
 
   /** Every bucket gathered into the flat layout (Ψ_flat elements; alignment gaps zero). */
-  async gatherFlat(group: Communicator, pieces: readonly Float32Array[]): Promise<Float32Array> {
+  async gatherFlat(
+    groupOf: (k: number) => Communicator | null,
+    pieces: readonly Float32Array[],
+  ): Promise<Float32Array> {
     const out = new Float32Array(this.store.flatSize);
-    for (const { bucket: b } of this.pieces) out.set(await this.gather(group, pieces, b.index), b.start);
+    for (const { bucket: b } of this.pieces) out.set(await this.gather(groupOf(b.index), pieces, b.index), b.start);
     return out;
   }
 

@@ -29,7 +29,10 @@
  *
  * With pp each stage shards its own store; the tied embedding's copies on the first and last
  * stage are 'layer' units of equal length, so after the schedule the sync sums the rank's reduced
- * piece of it over the embedding group ({@link ZeroSync.sumPieces}).
+ * piece of it over the embedding group (ZeroShards.sumPieces), and the hybrid's shared block,
+ * whose units every stage holds alike, over the pp group. An interleaved rank reduces (and
+ * gathers) each unit in the stage that finishes (first reads) it; under ep expert units shard
+ * over their expert-data-parallel group (zero_groups.ts).
  *
  * Elements sent per step and rank (ring, C = Σ c_k, m micro-batches): reduce-scatter (d−1)·C per
  * pass (stage 1 one pass, stages 2–3 one per micro-batch), all-gather (d−1)·C per pass (stages 1–2
@@ -51,10 +54,9 @@ import {
   planBuckets,
   sliceOf,
 } from './buckets.ts';
-import { subGroup } from './data_parallel.ts';
 import { sequenceParallelElements, sumSequenceParallelSlices } from './sequence_parallel.ts';
-import { CompressedComm } from '../comm/compressed.ts';
 import type { Scheme } from '../comm/compression.ts';
+import { type ExpertGroup, type StageUnits, stageUnits, ZeroGroups } from './zero_groups.ts';
 import { bucketedHooks, type ExecutorHooks } from './pipeline_executor.ts';
 import type { ModelStages } from './stages.ts';
 import { LayerUnits } from './zero_units.ts';
@@ -73,19 +75,21 @@ export class ZeroSync {
   readonly inBackward: boolean;
   /** The last step's bucket launches of its last reducing backward. */
   overlap: OverlapStats = { launchedDuringBackward: 0, order: [] };
+  /** Per local stage: the units its backward reduce-scatters and (stage 3) gathers (zero_groups.ts stageUnits). */
+  private readonly perStage: Map<number, StageUnits>;
   /** Stage 3: this step's host copies of the rank's value pieces (what the all-gathers send). */
   private own: Float32Array[] | null = null;
-  private readonly params: Communicator;
-  private readonly evalGroup: Communicator;
-  /** The dp compression of the gradient reduce-scatters (docs/design.md §28), or null; the gathers stay exact. */
-  private readonly compressed: CompressedComm | null;
+  /** The dp·cp group of the dense buckets, and (ep) the expert-data-parallel group of the expert buckets. */
+  private readonly groups: ZeroGroups;
 
   /**
    * Shards `stages.params` over `group` and frees what the stage shards away: the flat AdamW
    * moments always, the flat gradients from stage 2, the flat values at stage 3.
    * @param grads the `grads` sub-group of `group` (the reduce-scatters); `replica` whether the
    *   rank holds the whole model (then stage 1 reduce-scatters inside the last backward, else
-   *   after the schedule and the sums that precede it).
+   *   after the schedule and the sums that precede it); `compress` the dp compression of the
+   *   reduce-scatters (docs/design.md §28; the gathers stay exact); `experts` under ep
+   *   (zero_groups.ts ExpertGroup).
    * @throws Error for stages 2–3 with byte-sized buckets (they need 'layer' units).
    */
   constructor(
@@ -93,11 +97,12 @@ export class ZeroSync {
     readonly stages: ModelStages,
     readonly stage: ZeroStage,
     group: Communicator,
-    private readonly grads: Communicator,
+    grads: Communicator,
     replica: boolean,
     bucketBytes?: number | 'layer',
     compress?: Scheme,
     private readonly spGrads: Communicator | null = null,
+    experts?: ExpertGroup,
   ) {
     this.inBackward = stage > 1 || replica;
     if (stage > 1 && bucketBytes !== undefined && bucketBytes !== 'layer') {
@@ -107,23 +112,29 @@ export class ZeroSync {
     }
     const store = stages.params;
     // Without overlap nothing is gained by cutting the flat buffer: one call of each collective.
-    this.buckets = planBuckets(store, stage > 1 ? 'layer' : replica ? bucketBytes ?? 1 << 20 : Infinity);
-    this.shards = new ZeroShards(gpu, store, this.buckets, group, { grads: stage > 1, values: stage === 3 });
+    const buckets = planBuckets(store, stage > 1 ? 'layer' : replica ? bucketBytes ?? 1 << 20 : Infinity);
+    this.groups = new ZeroGroups(gpu, group, grads, compress, experts);
+    this.buckets = this.groups.split(buckets);
+    const sharded = { grads: stage > 1, values: stage === 3 };
+    this.shards = new ZeroShards(gpu, store, this.buckets, (b) => this.groups.of(b), sharded);
     const why = `ZeRO-${stage} keeps AdamW's moments sharded (zero_sync.ts)`;
     store.rehome('m', null, [], why);
     store.rehome('v', null, [], why);
     this.units = stage > 1 ? new LayerUnits(gpu, store, this.buckets, stage === 3) : null;
     // The store's value and gradient tensors moved: the tapes need the new map (and tp's bias columns).
     if (this.units) stages.rebindGrads();
-    this.params = subGroup(group, 'params');
-    this.evalGroup = subGroup(group, 'eval');
-    this.compressed = compress && compress.kind !== 'none' ? new CompressedComm(grads, gpu, compress) : null;
-    for (const pc of this.shards.pieces) this.compressed?.prepareReduceScatter(`zero.${pc.bucket.index}`, pc.c);
+    this.perStage = stageUnits(this.buckets, stages.stages, (n) => stages.stagesUsing(n));
+    for (const pc of this.shards.pieces) this.groups.of(pc.bucket).prepare(`zero.${pc.bucket.index}`, pc.c);
+  }
+
+  /** The all-gather group of bucket k's values (`eval`: evaluation's, outside the accounting). */
+  private gatherGroup(k: number, purpose: 'params' | 'eval' = 'params'): Communicator | null {
+    return this.groups.of(this.buckets[k])[purpose];
   }
 
   /** The compressed reduce-scatters' error-feedback residuals (empty without them): checkpoint state. */
   compressionState(): Record<string, Tensor> {
-    return this.compressed?.state() ?? {};
+    return this.groups.state();
   }
 
   /** Whether micro-batch `micro`'s backward reduce-scatters (every one from stage 2, the last at stage 1 in backward). */
@@ -131,38 +142,45 @@ export class ZeroSync {
     return this.stage > 1 || (this.inBackward && micro === m - 1);
   }
 
-  /** Starts a step: the reduced pieces restart from zero, the gradients (stage 1) too; stage 3 reads its own pieces. */
+  /** Starts a step: the reduced pieces restart from zero, the gradients too; stage 3 reads its own pieces. */
   async startStep(): Promise<void> {
     this.shards.gHost.fill(0);
-    if (!this.units) this.stages.params.zeroGrad(); // stages 2–3 zero each unit as its backward opens it
+    // Stages 2–3: the resident units' gradients (a rotating unit's are zeroed as a backward opens it).
+    if (this.units) this.units.zeroResident();
+    else this.stages.params.zeroGrad();
     this.own = this.stage === 3 ? await this.shards.readOwn() : null;
   }
 
   /** The executor hooks of a step of `m` micro-batches: logging tapes where backward reduces, stage 3's forward gathers. */
   hooks(m: number): ExecutorHooks {
-    const hooks = bucketedHooks(this.gpu, this.stages, (micro) => this.reducesIn(micro, m), (t) => this.backward(t));
+    const hooks = bucketedHooks(this.gpu, this.stages, (j) => this.reducesIn(j, m), (t, s) => this.backward(t, s));
     const { units } = this;
-    if (units && this.stage === 3) hooks.forward = (_micro, run) => units.forward((k) => this.gather(k), run);
+    if (units && this.stage === 3) {
+      hooks.forward = (_micro, s, run) => units.forward((k) => this.gather(k), this.perStage.get(s)!.forward, run);
+    }
     return hooks;
   }
 
   /** Bucket k's values gathered from every rank's piece (stage 3). */
   private gather(k: number): Promise<Float32Array> {
-    return this.shards.gather(this.params, this.own!, k);
+    return this.shards.gather(this.gatherGroup(k), this.own!, k);
   }
 
   /**
-   * One backward on `tape` with each bucket reduce-scattered (avg) as soon as it is final; at
-   * stages 2–3 each unit is opened (stage 3: gathered) before the first rule that reads it.
+   * Stage `stage`'s backward on `tape` with each of the units it finishes (all of them but on an
+   * interleaved rank) reduce-scattered (avg) as soon as it is final; at stages 2–3 each unit is
+   * opened (stage 3: gathered) before the first rule that reads it.
    * @throws (rejects with) a peer's failure or timeout.
    */
-  private async backward(tape: LoggingTape): Promise<void> {
-    const { gpu, units } = this, hooks = { aliases: this.stages.ctx.biasAliases() };
+  private async backward(tape: LoggingTape, stage: number): Promise<void> {
+    const { gpu, units } = this, hooks = { aliases: this.stages.ctx.biasAliases() }, mine = this.perStage.get(stage)!;
+    // Stage 1 reduces a whole replica (one stage) in its last backward: every bucket.
+    const buckets = units ? mine.reduce : this.buckets;
     if (units) {
       units.startBackward();
       if (this.own) {
         for (const [k, resident] of units.resident.entries()) {
-          if (resident) gpu.write(units.regionOf(k, 'value'), await this.gather(k));
+          if (resident && mine.backward.has(k)) gpu.write(units.regionOf(k, 'value'), await this.gather(k));
         }
       }
       const open = async (k: number) => {
@@ -177,27 +195,22 @@ export class ZeroSync {
       });
     }
     const store = this.stages.params;
-    this.overlap = await backwardWithBuckets(
-      gpu,
-      store,
-      this.buckets,
-      tape,
-      RULES,
-      (b, host) => this.reduce(b, host),
-      hooks,
-    );
+    this.overlap = await backwardWithBuckets(gpu, store, buckets, tape, RULES, async (b, host) => {
+      // Read back: a resident unit starts collecting the next micro-batch's gradients from zero.
+      if (units?.resident[b.index]) gpu.clear(units.regionOf(b.index, 'grad'));
+      await this.reduce(b, host);
+    }, hooks);
   }
 
   /** Reduce-scatters (avg) bucket b's local gradient `host` and adds this rank's piece to the step's reduced pieces. */
   private async reduce(b: Bucket, host: Float32Array): Promise<void> {
     // Each tp rank reduces the same unit at the same point of its backward, so these allReduces line up.
     if (this.spGrads) await sumSequenceParallelSlices(b.params, b.start, host, this.spGrads);
-    const pc = this.shards.pieces[b.index], padded = new Float32Array(pc.c * this.grads.size);
+    const pc = this.shards.pieces[b.index], group = this.groups.of(b), padded = new Float32Array(pc.c * group.size);
     padded.set(host);
-    // avg: the mean over ranks of per-rank mean-loss gradients is the global mean's gradient.
-    const mine = this.compressed
-      ? await this.compressed.reduceScatter(padded, { op: 'avg', name: `zero.${b.index}` })
-      : await this.grads.reduceScatter(padded, { op: 'avg' });
+    // avg: the mean over ranks of per-rank mean-loss gradients is the global mean's gradient
+    // (an expert's: the sum over its replicas divided by dp, zero_groups.ts).
+    const mine = await group.reduceScatter(padded, `zero.${b.index}`);
     const g = this.shards.gHost;
     for (let i = 0; i < pc.c; i++) g[pc.at + i] += mine[i];
   }
@@ -205,23 +218,6 @@ export class ZeroSync {
   /** Stage 1 after the schedule: every bucket of the synchronised local flat gradient `flat` (host, F elements) reduce-scattered. */
   async reduceAfter(flat: Float32Array): Promise<void> {
     for (const b of this.buckets) await this.reduce(b, flat.subarray(b.start, b.end));
-  }
-
-  /**
-   * Sums this rank's reduced pieces of parameter `name`'s bucket over `group` (allReduce, c_k
-   * elements): the tied embedding's copies on the first and last stage form buckets of the
-   * same length, so the same rank of each dp·cp group holds the same elements of both.
-   * @throws Error when `name`'s bucket holds other parameters too (it must be its own 'layer' unit).
-   */
-  async sumPieces(name: string, group: Communicator): Promise<void> {
-    const pc = this.shards.pieces.find((p) => p.bucket.params.some((q) => q.name === name))!;
-    if (pc.bucket.params.length > 1) {
-      throw new Error(
-        `ZeRO: '${name}' shares bucket ${pc.bucket.index} with other parameters; it cannot be summed alone`,
-      );
-    }
-    const g = this.shards.gHost.subarray(pc.at, pc.at + pc.c);
-    g.set(await group.allReduce(g.slice(), { op: 'sum' }));
   }
 
   /** Σ g² over this step's reduced pieces of the parameters `counts` selects. */
@@ -238,19 +234,22 @@ export class ZeroSync {
   async allGather(): Promise<void> {
     const own = await this.shards.readOwn(), values = this.stages.params.values;
     for (const b of this.buckets) {
-      this.gpu.write(sliceOf(values, b.start, b.end), await this.shards.gather(this.params, own, b.index));
+      this.gpu.write(
+        sliceOf(values, b.start, b.end),
+        await this.shards.gather(this.gatherGroup(b.index), own, b.index),
+      );
     }
   }
 
   /** The flat values (F elements), gathered from every rank's pieces at stage 3 (all ranks must call it). */
   async values(): Promise<Float32Array> {
     if (this.stage < 3) return await this.gpu.read(this.stages.params.values) as Float32Array;
-    return await this.shards.gatherFlat(this.params, await this.shards.readOwn());
+    return await this.shards.gatherFlat((k) => this.gatherGroup(k), await this.shards.readOwn());
   }
 
   /** The last step's reduced gradient (flat, before clipping), gathered from every rank's pieces (all ranks must call it). */
   gradients(): Promise<Float32Array> {
-    return this.shards.gatherFlat(this.params, this.shards.gradPieces());
+    return this.shards.gatherFlat((k) => this.gatherGroup(k), this.shards.gradPieces());
   }
 
   /**
@@ -261,7 +260,7 @@ export class ZeroSync {
   async evaluate(data: TextDataset, cfg: TrainConfig): Promise<number> {
     const model = this.stages.model;
     if (!this.units || !this.shards.values) return await meanLoss(this.gpu, model, data, cfg);
-    const full = await this.shards.gatherAll(this.evalGroup, await this.shards.readOwn());
+    const full = await this.shards.gatherAll((k) => this.gatherGroup(k, 'eval'), await this.shards.readOwn());
     return await this.units.withAll(full, () => meanLoss(this.gpu, model, data, cfg));
   }
 
@@ -277,9 +276,10 @@ export class ZeroSync {
     return values ? { ...out, 'zero.values': values } : out;
   }
 
-  /** Elements of each reduce-scatter / all-gather call's buffer, d·c_k per bucket (for stepTraffic). */
-  callSizes(): number[] {
-    return this.shards.pieces.map((p) => p.c * this.grads.size);
+  /** Each reduce-scatter / all-gather call's elements, d·c_k per bucket of dense (or `experts`) parameters (stepTraffic). */
+  callSizes(experts = false): number[] {
+    const mine = this.shards.pieces.filter((p) => this.groups.isExpert(p.bucket) === experts);
+    return mine.map((p) => p.c * this.groups.of(p.bucket).size);
   }
 
   /** Elements of each bucket's sequence-parallel partial gradients, which its reduce sums over tp first (0: none). */

@@ -35,11 +35,17 @@ export class LayerUnits {
   private readonly base: number[] = [];
   private readonly unitOf = new Map<Param, number>();
   private readonly homes: { value: Home | null; grad: Home };
-  private readonly inSlot: Record<'value' | 'grad', number> = { value: -1, grad: -1 };
+  /** Per field: the block whose units occupy the slot, and which of them were written / opened. */
+  private readonly inSlot: Record<'value' | 'grad', { block: number; units: Set<number> }> = {
+    value: { block: -1, units: new Set() },
+    grad: { block: -1, units: new Set() },
+  };
+  /** Per unit: its block (NaN for a resident unit). */
+  private readonly blockOf: number[] = [];
   private pending: (Float32Array | null)[] = [];
   /** Set by {@link withAll}: every unit stays on the host (evaluation reads each layer once per batch). */
   private keepAll = false;
-  /** Block index → its rotating units (a block's parameters form one 'layer' unit). */
+  /** Block index → its rotating units (one 'layer' unit; with ep, its dense and expert runs, zero_sync.ts). */
   private readonly blockUnits = new Map<number, number[]>();
   private readonly opened = new Set<number>();
   private readonly launched = new Set<number>();
@@ -51,6 +57,7 @@ export class LayerUnits {
    */
   constructor(readonly gpu: Gpu, readonly store: ParamStore, readonly buckets: readonly Bucket[], values: boolean) {
     let root = 0, slot = 0;
+    const fill = new Map<number, number>();
     this.resident = buckets.map((b) => {
       const layers = new Set(b.params.map((p) => layerOf(p.name)));
       if (layers.size > 1) {
@@ -63,13 +70,19 @@ export class LayerUnits {
       const n = b.end - b.start, resident = layers.has(null);
       const block = resident ? NaN : Number(/\.(\d+)$/.exec([...layers][0]!)?.[1]);
       if (!resident) this.blockUnits.set(block, [...this.blockUnits.get(block) ?? [], b.index]);
-      this.base.push(resident ? root : 0);
+      this.blockOf.push(block);
+      // A block's units lie side by side in the slot (each n_k a whole number of 256-byte pieces).
+      const at = resident ? root : fill.get(block) ?? 0;
+      this.base.push(at);
       if (resident) root += n;
-      else slot = Math.max(slot, n);
+      else {
+        fill.set(block, at + n);
+        slot = Math.max(slot, at + n);
+      }
       b.params.forEach((p) => this.unitOf.set(p, b.index));
       return resident;
     });
-    // Resident elements R side by side in the root, the largest rotating unit S sizing the slot.
+    // Resident elements R side by side in the root, the largest block's units S sizing the slot.
     const make = (what: string) => ({
       root: storageTensor(gpu, root, `zero.${what}.root`),
       slot: storageTensor(gpu, slot, `zero.${what}.slot`),
@@ -116,21 +129,23 @@ export class LayerUnits {
   }
 
   /**
-   * Forward of one training micro-batch, one gathered layer at a time: the resident units are
-   * gathered (`gather(k)`: unit k's values, elements [start, end) of the flat layout) and
-   * written now; each block's unit is gathered when the forward reaches the block (the
-   * `beforeBlock` hook `run` hands to the model, ForwardOptions) and written into the slot when
+   * Forward of one training micro-batch's stage, one gathered layer at a time: the resident
+   * units of `residents` are gathered (`gather(k)`: unit k's values, elements [start, end) of the
+   * flat layout) and written now — any other this stage reads was written by an earlier stage of
+   * the micro-batch (an interleaved rank) and the root keeps it, values being fixed in a step;
+   * each block's units are gathered when the forward reaches the block (the `beforeBlock` hook `run` hands to the model, ForwardOptions) and written into the slot when
    * the model first asks the store for one of its weights (ParamStore.onAccess). The host then
    * holds one layer's gathered values at a time, as the device does.
    */
   async forward<T>(
     gather: (k: number) => Promise<Float32Array>,
+    residents: ReadonlySet<number>,
     run: (beforeBlock: (i: number) => Promise<void>) => Promise<T>,
   ): Promise<T> {
     this.pending = this.buckets.map(() => null);
-    this.inSlot.value = -1;
+    this.leave('value');
     for (const [k, resident] of this.resident.entries()) {
-      if (resident) this.gpu.write(this.regionOf(k, 'value'), await gather(k));
+      if (resident && residents.has(k)) this.gpu.write(this.regionOf(k, 'value'), await gather(k));
     }
     try {
       return await run(async (i) => {
@@ -147,7 +162,7 @@ export class LayerUnits {
    */
   async withAll<T>(full: readonly Float32Array[], run: () => Promise<T>): Promise<T> {
     this.pending = [...full];
-    this.inSlot.value = -1;
+    this.leave('value');
     this.keepAll = true;
     this.resident.forEach((r, k) => r && this.gpu.write(this.regionOf(k, 'value'), full[k]));
     try {
@@ -158,8 +173,22 @@ export class LayerUnits {
     }
   }
 
+  /** Empties the slot of `field` (nothing in it is current any more). */
+  private leave(field: 'value' | 'grad'): void {
+    this.inSlot[field].block = -1;
+    this.inSlot[field].units.clear();
+  }
+
+  /** Marks unit k current in the slot of `field`; a unit of another block overwrites the previous block's. */
+  private enter(field: 'value' | 'grad', k: number): void {
+    const at = this.inSlot[field];
+    if (at.block !== this.blockOf[k]) this.leave(field);
+    at.block = this.blockOf[k];
+    at.units.add(k);
+  }
+
   private touch(k: number): void {
-    if (this.resident[k] || this.inSlot.value === k) return;
+    if (this.resident[k] || this.inSlot.value.units.has(k)) return;
     const host = this.pending[k];
     if (!host) {
       throw new Error(
@@ -169,15 +198,24 @@ export class LayerUnits {
       );
     }
     this.gpu.write(this.regionOf(k, 'value'), host);
-    this.inSlot.value = k;
+    this.enter('value', k);
     if (!this.keepAll) this.pending[k] = null; // written: a training pass keeps one layer at a time
   }
 
-  /** Starts a backward: resident gradients zeroed, every unit closed. */
+  /** Starts a backward: every unit closed (resident gradients are zeroed by {@link zeroResident} and after each readback). */
   startBackward(): void {
     this.opened.clear();
     this.launched.clear();
-    this.inSlot.value = this.inSlot.grad = -1;
+    this.leave('value');
+    this.leave('grad');
+  }
+
+  /**
+   * Zeroes the resident units' gradients (a step's start). A resident unit may collect gradients
+   * over several backwards before its reduce (an interleaved rank's shared block), so a backward
+   * does not zero them; zero_sync.ts zeroes each after its readback.
+   */
+  zeroResident(): void {
     this.gpu.clear(this.homes.grad.root);
   }
 
@@ -189,21 +227,25 @@ export class LayerUnits {
   /**
    * Makes rotating unit k current for backward: its gathered values (stage 3) written into the
    * slot and its gradient region zeroed.
-   * @throws Error when the slot still holds a unit whose gradients were not read back yet (a
-   *   layer's weights used outside their layer).
+   * @throws Error when the slot still holds another block's unit whose gradients were not read
+   *   back yet (a layer's weights used outside their layer).
    */
   open(k: number, values: Float32Array | null): void {
-    const prev = this.inSlot.grad;
-    if (prev >= 0 && prev !== k && !this.launched.has(prev)) {
+    const held = this.inSlot.grad;
+    const busy = held.block === this.blockOf[k] ? undefined : [...held.units].find((u) => !this.launched.has(u));
+    if (busy !== undefined) {
       throw new Error(
         `ZeRO: '${this.buckets[k].params[0].name}' needs the working slot while '${
-          this.buckets[prev].params[0].name
+          this.buckets[busy].params[0].name
         }' still collects gradients; a block's weights must only be used inside that block`,
       );
     }
-    if (values) this.gpu.write(this.regionOf(k, 'value'), values);
+    if (values) {
+      this.gpu.write(this.regionOf(k, 'value'), values);
+      this.enter('value', k);
+    }
     this.gpu.clear(this.regionOf(k, 'grad'));
-    this.inSlot.value = this.inSlot.grad = k;
+    this.enter('grad', k);
     this.opened.add(k);
   }
 

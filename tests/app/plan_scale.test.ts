@@ -75,11 +75,14 @@ Deno.test('scaleDown: the reduction keeps the largest degrees longest and meets 
   deepStrictEqual([s.plan.dp, s.plan.tp, s.plan.pp], [2, 2, 2]);
   equal(s.plan.microBatches, 8);
   deepStrictEqual(s.model, { nLayer: 2, nHead: 2, nEmbd: 32, blockSize: 16, batchSize: 16 });
-  // ZeRO-3 with recompute is not composed by the mesh trainer: ZeRO 1 keeps the recompute mode.
+  // The mesh trainer composes ZeRO-3 with recomputation and with an interleaved pipeline: both kept.
   const z = scaleDown(makePlan({ dp: 2, zero: 3 }), 'selective');
-  equal(z.plan.zero, 1);
-  equal(z.recompute, 'selective');
-  ok(z.changes.some((c) => c.includes('does not compose ZeRO-3 with recompute selective')));
+  deepStrictEqual([z.plan.zero, z.recompute, z.changes], [3, 'selective', []]);
+  const zi = scaleDown(
+    makePlan({ dp: 2, pp: 2, zero: 2, schedule: 'interleaved', virtualStages: 2, microBatches: 2 }),
+    'full',
+  );
+  deepStrictEqual([zi.plan.zero, zi.plan.schedule, zi.changes], [2, 'interleaved', []]);
   // Ulysses needs heads divisible by tp · cp; interleaved needs pp · v layers and m a multiple of pp.
   const u = scaleDown(makePlan({ cp: 4, tp: 2, cpKind: 'ulysses' }), 'none');
   equal(u.model.nHead, 8);

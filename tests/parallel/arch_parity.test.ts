@@ -64,6 +64,23 @@ const CASES: [string, Partial<TrainConfig>, Partial<ParallelPlan>][] = [
   ['hybrid dp2 × tp2', { arch: 'hybrid', nEmbd: 16, attnEvery: 2 }, { dp: 2, tp: 2 }],
   // The shared attention block runs on both stages: every stage holds it, the pp group sums its gradients.
   ['hybrid dp2 × pp2 (1F1B)', { arch: 'hybrid', nEmbd: 16, attnEvery: 1 }, { dp: 2, pp: 2, microBatches: 2 }],
+  // ZeRO-2 reduce-scatters the shared block's units in every stage's backward; their pieces are summed over pp.
+  ['hybrid dp2 × pp2 (1F1B) × ZeRO-2', { arch: 'hybrid', nEmbd: 16, attnEvery: 1 }, {
+    dp: 2,
+    pp: 2,
+    zero: 2,
+    microBatches: 2,
+  }],
+  // Interleaved: both chunks of a rank read the shared block, whose gradient collects over them and is
+  // reduce-scattered by the lower chunk's backward; ZeRO-3 gathers it in the first forward and backward.
+  ['hybrid dp2 × pp2 (interleaved, v 2) × ZeRO-3', { arch: 'hybrid', nEmbd: 16, nLayer: 4, attnEvery: 1 }, {
+    dp: 2,
+    pp: 2,
+    zero: 3,
+    schedule: 'interleaved',
+    virtualStages: 2,
+    microBatches: 2,
+  }],
   ['mamba pp2 (1F1B), recompute full', { arch: 'mamba', nEmbd: 16, recompute: 'full' }, { pp: 2, microBatches: 2 }],
   // The recurrent mixer cores recomputed: they communicate nothing, so the traffic is recompute none's.
   ['mamba pp2 (1F1B), recompute selective', { arch: 'mamba', nEmbd: 16, recompute: 'selective' }, {
@@ -92,7 +109,12 @@ for (const [what, arch, over] of CASES) {
       ok(maxRel(x.losses, ref.losses) < 1e-4, `${what} rank ${r}: losses ${x.losses} vs ${ref.losses}`);
       // The planner counts this architecture's parameters and collectives exactly (arch_params.ts, cost.ts).
       equal(x.count, rankParams(plan, model, r).dense, `${what} rank ${r}: parameters held`);
-      const rows = stepTraffic(plan, model, r, { trainer: 'mesh', recompute: parseConfig(cfg).recompute });
+      const rows = stepTraffic(plan, model, r, {
+        trainer: 'mesh',
+        recompute: parseConfig(cfg).recompute,
+        buckets: x.zero?.buckets,
+        sharedPieces: x.zero?.shared,
+      });
       deepStrictEqual(
         rows.filter((row) => !row.exact).map((row) => row.what),
         [],

@@ -81,11 +81,14 @@ Deno.test({
 
 Deno.test({
   name:
-    'ZeRO-1 int8, ZeRO-2 top-k and ZeRO-3 bf16 over dp 2: compressed reduce-scatters, exact traces, losses within 2%',
+    'ZeRO-1 int8, ZeRO-2 top-k and ZeRO-3 bf16 over dp 2, ZeRO-2 int8 over gpt-moe dp4×ep2: compressed reduce-scatters, exact traces, losses within 2%',
   ...TEST,
   fn: async () => {
-    for (const [zero, scheme] of [[1, 'dp=int8:64'], [2, 'dp=topk:0.1'], [3, 'dp=bf16']] as const) {
-      const { plain, packed } = await compare({ dp: 2, zero }, scheme, { steps: 3 });
+    // The MoE plan's expert units are reduce-scattered over their expert-data-parallel group, compressed too.
+    const moe = { plan: { dp: 4, ep: 2 }, over: { arch: 'gpt-moe', nExpert: 2 } as Partial<TrainConfig> };
+    const cases = [[1, 'dp=int8:64'], [2, 'dp=topk:0.1'], [3, 'dp=bf16'], [2, 'dp=int8:64', moe]] as const;
+    for (const [zero, scheme, extra] of cases) {
+      const { plain, packed } = await compare({ dp: 2, ...extra?.plan, zero }, scheme, { steps: 3, ...extra?.over });
       ok(wordsOf(packed, 'dp') < wordsOf(plain, 'dp'), `ZeRO-${zero} ${scheme}: fewer dp words`);
       packed.ranks[0].records.forEach((r, i) => {
         const want = plain.ranks[0].records[i].loss;

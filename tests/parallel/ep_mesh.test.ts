@@ -1,7 +1,8 @@
 /**
  * Expert parallelism composed with the other dimensions by the mesh trainer
  * (src/parallel/mesh_trainer.ts): the MoE models' own pieces over a RankContext whose MoE
- * function exchanges tokens over the rank's EP group (ep inside dp, DeepSpeed-MoE's layout).
+ * function exchanges tokens over the rank's EP group (ep inside dp, DeepSpeed-MoE's layout), also
+ * under ZeRO (dense parameters sharded over dp, each expert over the ranks holding it).
  * Checked against the single-rank run of the same model (the same micro-batches) routing each
  * micro-batch in dp token groups, one per rank: losses within 1e-4 relative and norms within 1e-3 on every
  * rank over 10 steps, the step-0 gradients by relative RMS and the final parameters gathered
@@ -18,6 +19,7 @@ import { microConfig, type Named } from './mesh_rank.ts';
 import { flat } from './single_rank.ts';
 import { makePlan, type ParallelPlan, planMesh, rankParams } from '../../src/parallel/plan.ts';
 import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
+import { rankMemory } from '../../src/parallel/memory_cost.ts';
 import { planModelOf, sentByDim, trainerConfig } from '../../src/parallel/run.ts';
 import { strategyOf } from '../../src/parallel/strategy.ts';
 import { shardKind, unshardParam } from '../../src/parallel/tp_table.ts';
@@ -52,6 +54,17 @@ const CASES: [string, Partial<TrainConfig>, Partial<ParallelPlan>][] = [
     schedule: '1f1b',
     microBatches: 2,
   }],
+  // ZeRO under ep: dense parameters sharded over dp4, each expert over the two ranks holding it
+  // (its expert-data-parallel group, EP index = dp mod 2); the smallest world with both groups.
+  ['gpt-moe dp4 × ep2 × ZeRO-1', { arch: 'gpt-moe', ...MOE }, { dp: 4, ep: 2, zero: 1 }],
+  ['gpt-moe dp4 × ep2 × ZeRO-3', { arch: 'gpt-moe', ...MOE }, { dp: 4, ep: 2, zero: 3 }],
+  // Each rank holds its experts alone (ep = dp): only the dense units are sharded.
+  ['gpt-moe dp2 × ep2 × ZeRO-2 (2 micro-batches)', { arch: 'gpt-moe', ...MOE, gradAccum: 2 }, {
+    dp: 2,
+    ep: 2,
+    zero: 2,
+    microBatches: 2,
+  }],
 ];
 
 for (const [what, extra, p] of CASES) {
@@ -74,8 +87,22 @@ for (const [what, extra, p] of CASES) {
         topK: cfg.moeTopK,
         capacityFactor: cfg.capacityFactor,
         moeEvery: cfg.moeEvery,
+        buckets: x.zero?.buckets,
+        expertBuckets: x.zero?.expertBuckets,
       });
       deepStrictEqual(rows.filter((row) => !row.exact).map((row) => row.what), [], `${what} rank ${r}: rows exact`);
+      if (x.zero) {
+        // npm run plan's model-state bytes (dense over dp, experts over their edp group), up to
+        // the 256-byte alignment of each piece and unit that the formula does not count.
+        const predicted = rankMemory(plan, model, r, cfg.bias), n = x.zero.buckets.length + x.zero.expertBuckets.length;
+        for (const k of ['params', 'grads', 'optimizer'] as const) {
+          const gap = x.zero.memory[k] - predicted[k];
+          ok(
+            gap >= 0 && gap <= 4 * 64 * 4 * n,
+            `${what} rank ${r}: ${k} ${x.zero.memory[k]} B vs predicted ${predicted[k]} B`,
+          );
+        }
+      }
       for (const [s, sent] of x.sent.entries()) {
         deepStrictEqual(
           sentByDim(sent),

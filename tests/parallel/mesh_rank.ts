@@ -25,6 +25,16 @@ export interface MeshRunResult {
   count: number;
   /** Length of the store's flat (aligned) buffer, for ZeRO-1's pieces. */
   flat: number;
+  /**
+   * Under ZeRO: the call sizes of its dense and expert buckets, Σ c_k of the shared block's units
+   * (zero_sync.ts) and the model-state bytes the rank holds (MeshTrainer.memory).
+   */
+  zero?: {
+    buckets: number[];
+    expertBuckets: number[];
+    shared: number;
+    memory: { params: number; grads: number; optimizer: number };
+  };
   /** Per step: this rank's compute / comm / idle spans (ms from `origins`). */
   timelines: Span[][];
   /** Per step: the wall clock (epoch ms) of the step's start. */
@@ -67,6 +77,15 @@ export async function trainMeshRank(
     timelines: [],
     origins: [],
   };
+  const zero = t.sync.zero;
+  if (zero) {
+    const [buckets, expertBuckets, shared] = [
+      zero.callSizes(),
+      zero.callSizes(true),
+      zero.shards.piecesOf(t.stages.shared),
+    ];
+    res.zero = { buckets, expertBuckets, shared, memory: t.memory() };
+  }
   try {
     for (let s = 0; s < cfg.steps; s++) {
       const rec = await t.step(s);

@@ -76,21 +76,14 @@ Deno.test('mesh trainer refuses unsupported combinations and invalid plans up fr
     /mesh trainer: expert parallelism \(ep 2\) on --arch gpt \(no experts\) is not supported/,
   );
   throws(
-    () => checkMeshPlan(makePlan({ dp: 2, pp: 2, ep: 2, zero: 1 }), parseConfig({ ...cfg, arch: 'gpt-moe' }), 65, 4),
-    /mesh trainer: expert parallelism \(ep 2\) with ZeRO-1 is not supported/,
-  );
-  throws(
     () => checkMeshPlan(makePlan({ cp: 2, cpKind: 'ulysses', tp: 2 }), cfg, 65, 4),
     /heads per TP rank 1 not divisible by the Ulysses degree cp 2/,
   );
-  throws(
-    () => checkMeshPlan(makePlan({ dp: 2, pp: 2, zero: 2 }), parseConfig({ ...cfg, arch: 'hybrid' }), 65, 4),
-    /not supported yet: zero 2 combined with pp 2 on --arch hybrid \(its shared block/,
-  );
-  throws(
-    () => checkMeshPlan(makePlan({ dp: 2, zero: 3 }), parseConfig({ ...cfg, recompute: 'full' }), 65, 2),
-    /mesh trainer: --recompute full with ZeRO-3 \(its per-layer gathers follow the forward\) is not supported/,
-  );
+  // ZeRO composes with ep, the hybrid over pp and recomputation (tests/parallel/zero_split.test.ts, ep_mesh.test.ts).
+  const moe = parseConfig({ ...cfg, arch: 'gpt-moe' });
+  equal(checkMeshPlan(makePlan({ dp: 2, pp: 2, ep: 2, zero: 1 }), moe, 65, 4).ranks.length, 2);
+  checkMeshPlan(makePlan({ dp: 2, pp: 2, zero: 2 }), parseConfig({ ...cfg, arch: 'hybrid' }), 65, 4);
+  checkMeshPlan(makePlan({ dp: 2, zero: 3 }), parseConfig({ ...cfg, recompute: 'full' }), 65, 2);
   throws(() => checkMeshPlan(makePlan({ tp: 2, pp: 2 }), cfg, 65, 8), /world size 8 ≠ dp·pp·cp·tp/);
   throws(
     () => checkMeshPlan(makePlan({ pp: 2 }), parseConfig(tinyConfig({ nLayer: 3 })), 65, 2),

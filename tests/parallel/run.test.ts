@@ -51,10 +51,9 @@ Deno.test('strategyOf: the mesh trainer for every split model, dp / ZeRO / ep ov
   equal(strategyOf(makePlan({ dp: 2, ep: 2 }), 'gpt-moe'), 'mesh', 'the mesh runs expert parallelism');
   equal(strategyOf(makePlan({ dp: 2, tp: 2, zero: 2 }), 'gpt'), 'mesh', 'ZeRO-2/3 shard a tp shard (zero_sync.ts)');
   equal(strategyOf(makePlan({ dp: 2, pp: 2, zero: 3 }), 'gpt'), 'mesh', 'ZeRO-3 shards each pipeline stage');
-  throws(
-    () => strategyOf(makePlan({ dp: 2, pp: 2, zero: 3, schedule: 'interleaved', virtualStages: 2 }), 'gpt'),
-    /not supported yet: zero 3 combined with pp 2 under the interleaved schedule/,
-  );
+  const interleaved = makePlan({ dp: 2, pp: 2, zero: 3, schedule: 'interleaved', virtualStages: 2 });
+  equal(strategyOf(interleaved, 'gpt'), 'mesh', 'and under the interleaved schedule (zero_sync.ts per stage)');
+  equal(strategyOf(makePlan({ dp: 4, ep: 2, zero: 3 }), 'gpt-moe'), 'mesh', 'ZeRO shards experts over their edp group');
   equal(strategyOf(makePlan({ tp: 2 }), 'mamba'), 'mesh', 'mamba splits its inner channels');
   equal(strategyOf(makePlan({ pp: 2, tp: 2 }), 'mamba'), 'mesh');
   equal(strategyOf(makePlan({ tp: 2 }), 'linear'), 'mesh', 'linear splits its heads');

@@ -35,7 +35,8 @@ gpuTest('ZeRO-3 forward: one layer gathered at a time, in block order; same loss
       log.push(`gather ${name(k)}`);
       return Promise.resolve(values.slice(buckets[k].start, buckets[k].end));
     };
-    const sharded = await units.forward(gather, (beforeBlock) =>
+    const all = new Set(buckets.map((b) => b.index));
+    const sharded = await units.forward(gather, all, (beforeBlock) =>
       loss({
         beforeBlock: async (i: number) => {
           log.push(`block ${i}`);

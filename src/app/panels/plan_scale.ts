@@ -53,8 +53,7 @@ const smallestFactor = (n: number) => [2, 3, 5, 7].find((f) => n % f === 0) ?? n
  * degrees kept when dp·tp·pp·cp fits, else the largest degree divided by its smallest prime
  * factor until it does (ties: dp, cp, pp, tp); micro-batches capped at
  * {@link MAX_SCALED_MICRO_BATCHES} (a multiple of pp when interleaved); virtual stages capped so
- * that pp · v ≤ {@link MAX_SCALED_LAYERS}; and the mesh trainer's rules (ZeRO-2/3 with neither
- * recompute nor the interleaved schedule over pp) met by ZeRO 1. The model: pp·v layers, heads
+ * that pp · v ≤ {@link MAX_SCALED_LAYERS}; ZeRO off when dp·cp shrinks to 1. The model: pp·v layers, heads
  * tp (× cp for Ulysses, at least 2), width 16 per head (at least 32), context 16, and a global
  * batch of dp·m micro-batches of at least one sequence (8 sequences at least).
  * @throws Error when the result still breaks a rule of the trainer (a bug: the unit test walks every ranked plan).
@@ -96,14 +95,6 @@ export function scaleDown(chosen: ParallelPlan, recompute: Recompute): ScaledRun
   if (zero > 0 && d.dp * d.cp === 1) {
     changes.push(`ZeRO-${zero} shards over dp·cp = 1: ZeRO 0`);
     zero = 0;
-  }
-  if (zero >= 2 && recompute !== 'none') {
-    changes.push(`the mesh trainer does not compose ZeRO-${zero} with recompute ${recompute}: ZeRO 1`);
-    zero = 1;
-  }
-  if (zero >= 2 && d.pp > 1 && schedule === 'interleaved') {
-    changes.push(`the mesh trainer does not compose ZeRO-${zero} with the interleaved schedule over pp: ZeRO 1`);
-    zero = 1;
   }
   const plan: ParallelPlan = { ...chosen, ...d, schedule, virtualStages: v, microBatches: m, zero: zero as ParallelPlan['zero'], sp };
   const nHead = Math.max(2, d.tp * (d.cp > 1 && plan.cpKind === 'ulysses' ? d.cp : 1));
