@@ -56,7 +56,8 @@ export function planGroupFamilies(plan: ParallelPlan): GroupFamily[] {
       const dp = planGroup(plan, 'dp', r), d = mesh.coords(r).dp;
       return dp.filter((_, i) => i % plan.ep === d % plan.ep);
     });
-    if (edp[0].length > 1) lanes('edp', edp, ['', 'experts']);
+    // Under ZeRO the experts are sharded over edp too (zero_groups.ts): its grads, params and eval lanes.
+    if (edp[0].length > 1) lanes('edp', edp, ['', 'experts', ...(plan.zero ? ['grads', 'params', 'eval'] : [])]);
   }
   return out;
 }

@@ -30,6 +30,7 @@ const PLANS: [string, Partial<ParallelPlan>, Partial<TrainConfig>][] = [
   ['dp 2 × pp 2', { dp: 2, pp: 2, microBatches: 2 }, {}],
   ['dp 2 × cp 2', { dp: 2, cp: 2 }, {}],
   ['dp 2 · ep 2', { dp: 2, ep: 2 }, { arch: 'gpt-moe', nExpert: 4 }],
+  ['dp 4 · ep 2 · zero 3', { dp: 4, ep: 2, zero: 3 }, { arch: 'gpt-moe', nExpert: 4 }],
   [
     'dp 2 · streaming DiLoCo',
     { dp: 2, sync: syncSpecOf({ sync: 'streaming-diloco', innerSteps: 4, fragments: 2 }) },
