@@ -40,6 +40,7 @@ async function run(ctx: ExperimentContext): Promise<string> {
   const evalBatches = intFlag(f, 'eval-batches', 4);
   const seed = intFlag(f, 'seed', 1337, 0);
   const lr = numFlag(f, 'lr', 3e-3, 0, 1, true);
+  const rounds = intFlag(f, 'bootstrap', 50, 2);
   for (const w of widths) {
     if (w % headSize) throw new Error(`--widths: ${w} is not a multiple of --head-size ${headSize}`);
   }
@@ -86,7 +87,7 @@ async function run(ctx: ExperimentContext): Promise<string> {
       model.params.destroy();
     }
   }
-  const md = report(points, widths, depths, tokensPerStep);
+  const md = report(points, widths, depths, tokensPerStep, rounds);
   await writeOut(
     ctx,
     'scaling.csv',
@@ -117,7 +118,13 @@ async function finite(t: Trainer, what: string): Promise<void> {
 const pm = (x: number, e: number | undefined) => `${x.toFixed(3)} ± ${(e ?? NaN).toFixed(3)}`;
 
 /** The results table, the fits and the prescriptions of each grid. */
-function report(points: ScalingPoint[], widths: number[], depths: number[], tokensPerStep: number): string {
+function report(
+  points: ScalingPoint[],
+  widths: number[],
+  depths: number[],
+  tokensPerStep: number,
+  rounds: number,
+): string {
   const flops = 10 * Math.max(...points.map((p) => 6 * p.n * p.tokens));
   const grids: [string, ScalingPoint[]][] = [['every width × depth', points]];
   const midD = depths[depths.length >> 1], midW = widths[widths.length >> 1];
@@ -132,7 +139,7 @@ function report(points: ScalingPoint[], widths: number[], depths: number[], toke
       rows.push([name, pts.length, (e as Error).message, '', '', '', '', '']);
       continue;
     }
-    const err = bootstrap(fitParamsLaw, pts);
+    const err = bootstrap(fitParamsLaw, pts, rounds);
     const opt = computeOptimal(fit, pts, flops);
     rows.push([
       name,
@@ -146,11 +153,11 @@ function report(points: ScalingPoint[], widths: number[], depths: number[], toke
     ]);
   }
   const shape = fitShapeLaw(points);
-  const shapeErr = bootstrap(fitShapeLaw, points);
+  const shapeErr = bootstrap(fitShapeLaw, points, rounds);
   const sp = shape.params;
   return `## scaling\n\n${points.length} points: widths ${widths.join(', ')} × depths ${depths.join(', ')}, ` +
     `each one run (${tokensPerStep} tokens a step) branched into cooldowns. Fit L(N, D) = E + A·N^−α + B·D^−β, ` +
-    `errors from 50 bootstrap resamples; the prescription is the compute-optimal split of C = ${
+    `errors from ${rounds} bootstrap resamples; the prescription is the compute-optimal split of C = ${
       flops.toExponential(2)
     } FLOPs (10× the largest run), N_opt ∝ C^(β/(α+β)).\n\n` +
     markdownTable(
@@ -183,6 +190,6 @@ export const scaling: Experiment = {
   name: 'scaling',
   help:
     'scaling     scaling-law sweep: widths × depths, WSD runs branched into cooldowns, laws fitted to all points and to one shape family\n' +
-    '            --widths 32,64,96 --depths 1,2,4 --branches 60,120,240 --head-size 16 --lr 3e-3 (block 64, batch 16)',
+    '            --widths 32,64,96 --depths 1,2,4 --branches 60,120,240 --head-size 16 --lr 3e-3 --bootstrap 50 (block 64, batch 16)',
   run,
 };

@@ -133,6 +133,13 @@ export function bootstrap(
   return out;
 }
 
+/** The loss the law `fit` of {@link fitParamsLaw} over `points` predicts at N parameters and D tokens. */
+export function predictLoss(fit: LawFit, points: ScalingPoint[], n: number, tokens: number): number {
+  const s = scales(points);
+  const { E, A, alpha, B, beta } = fit.params;
+  return E + A * (n / s.n) ** -alpha + B * (tokens / s.t) ** -beta;
+}
+
 /**
  * The compute-optimal split of `flops` (C = 6·N·D) under the law `fit` of {@link fitParamsLaw}
  * over `points`: N_opt ∝ C^(β/(α+β)) (minimising L(N, C/(6N)) in closed form).

@@ -72,6 +72,18 @@ Deno.test({
         '0,5',
       ], ['neftune.svg', 'neftune.csv']],
       ['topk', ['--block-size', '16', '--steps', '4', '--ks', '1,4'], ['topk.svg', 'topk.csv']],
+      ['scaling', [
+        '--block-size',
+        '16',
+        '--widths',
+        '16,32',
+        '--depths',
+        '1,2',
+        '--branches',
+        '4,8,12',
+        '--bootstrap',
+        '3',
+      ], ['scaling.svg', 'scaling.csv']],
     ];
     for (const [name, flags, files] of runs) {
       const out = await Deno.makeTempDir();
