@@ -43,9 +43,9 @@ function checkDims(what: string, d: KvCacheDims): number {
   return hs;
 }
 
-function params(d: KvCacheDims, hs: number, t: number, pos: number, len: number): Uint32Array {
+function params(d: KvCacheDims, hs: number, t: number, pos: number, len: number, mode = 0): Uint32Array {
   // deno-fmt-ignore
-  return new Uint32Array([d.b, t, d.c, d.nh, hs, d.tMax, pos, len, f32bits(1 / Math.sqrt(hs)), 0, 0, 0]);
+  return new Uint32Array([d.b, t, d.c, d.nh, hs, d.tMax, pos, len, f32bits(1 / Math.sqrt(hs)), mode, 0, 0]);
 }
 
 /**
@@ -104,7 +104,43 @@ export function decodeAttention(
   dims: KvCacheDims,
   len: number,
 ): void {
-  const what = 'decodeAttention';
+  runDecode(gpu, 'decodeAttention', qkv, kCache, vCache, y, dims, len, 0);
+}
+
+/**
+ * The partial form of {@link decodeAttention} (docs/design.md §36, tree attention of Shyam et al.,
+ * arXiv 2408.04093): over the keys 0 … len−1 of this rank's shard of the cache, per (b, h) the row
+ * [m, ℓ, o_0 … o_{hs−1}] of partial (B, nh, hs + 2) with m = max_j s_j, ℓ = Σ_j exp(s_j − m) and
+ * o = Σ_j exp(s_j − m)·v_j (unnormalised), s_j = q·k_j/√hs. Partials of disjoint shards merge
+ * exactly (src/parallel/tree_decode.ts); o/ℓ of one partial is decodeAttention's y. The query is
+ * read from qkv (B, 1, 3C) as decodeAttention reads it; no position after it need be cached here.
+ * @throws Error as decodeAttention (len in 1 … Tmax; an empty shard has no partial to compute: its
+ *   identity is m = −∞, ℓ = 0, o = 0), or when partial is not (B, nh, hs + 2).
+ */
+export function decodeAttentionPartial(
+  gpu: Gpu,
+  qkv: Tensor,
+  kCache: Tensor,
+  vCache: Tensor,
+  partial: Tensor,
+  dims: KvCacheDims,
+  len: number,
+): void {
+  runDecode(gpu, 'decodeAttentionPartial', qkv, kCache, vCache, partial, dims, len, 1);
+}
+
+/** Checks and dispatches the decode entry point: mode 0 writes y (B, 1, C), mode 1 the partial. */
+function runDecode(
+  gpu: Gpu,
+  what: string,
+  qkv: Tensor,
+  kCache: Tensor,
+  vCache: Tensor,
+  y: Tensor,
+  dims: KvCacheDims,
+  len: number,
+  mode: 0 | 1,
+): void {
   const hs = checkDims(what, dims);
   const { b, c, nh, tMax } = dims;
   if (!Number.isInteger(len) || len < 1 || len > tMax) {
@@ -113,8 +149,9 @@ export function decodeAttention(
   checkSize(what, 'qkv', qkv, [b, 1, 3 * c]);
   checkSize(what, 'kCache', kCache, [b, nh, tMax, hs]);
   checkSize(what, 'vCache', vCache, [b, nh, tMax, hs]);
-  checkSize(what, 'y', y, [b, 1, c]);
-  checkDistinct(what, [['y', y]], [['qkv', qkv], ['kCache', kCache], ['vCache', vCache]]);
+  const out = mode === 1 ? 'partial' : 'y';
+  checkSize(what, out, y, mode === 1 ? [b, nh, hs + 2] : [b, 1, c]);
+  checkDistinct(what, [[out, y]], [['qkv', qkv], ['kCache', kCache], ['vCache', vCache]]);
   if (gpu.isCpu && decodeLoopTrips(len, hs) > CPU_LOOP_BUDGET) {
     throw new Error(
       `${what}: ${len} cached positions at head size ${hs} exceed one invocation's loop budget on a CPU adapter (${CPU_LOOP_BUDGET} trips)`,
@@ -125,7 +162,7 @@ export function decodeAttention(
     gpu.dispatch(
       { key: 'decode_attention.decode', code: gpu.shaders.decode_attention, entryPoint: 'decode' },
       [qkv, kCache, vCache, y, scratch],
-      params(dims, hs, 1, 0, len),
+      params(dims, hs, 1, 0, len, mode),
       grid1d(b * nh, 1),
     );
   } finally {
