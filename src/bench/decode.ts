@@ -60,7 +60,9 @@ export interface DecodeBenchRow {
   kvRingBytesPerToken: number;
   /** Peak bytes per rank: the KV shard of every layer, the score scratch and the merge's buffers. */
   peakBytes: number;
+  /** Of which the KV shard of every layer and the kernel's score scratch (floats). */
   kvBytes: number;
+  scoreFloats: number;
   /** Largest |y_rank − y_single| over ranks and elements. */
   maxAbsDiff: number;
 }
@@ -149,6 +151,7 @@ export async function benchDecode(o: DecodeBenchOptions, log: (line: string) => 
             kvRingBytesPerToken: o.layers * (cp - 1) * 2 * b * maxLen * c * 4,
             peakBytes: kvBytes + 4 * b * nh * maxLen + 4 * mergeFloats(method, d),
             kvBytes,
+            scoreFloats: b * nh * maxLen,
             maxAbsDiff,
           });
         } finally {

@@ -97,7 +97,7 @@ export function decodeTable(rows: DecodeBenchRow[]): string {
       kb(ri.bytesPerToken),
       kb(ri.kvRingBytesPerToken),
       (tr.peakBytes / 2 ** 20).toFixed(2),
-      (ri.peakBytes / 2 ** 20).toFixed(2),
+      `${tr.peakBytes - tr.kvBytes - 4 * tr.scoreFloats} / ${ri.peakBytes - ri.kvBytes - 4 * ri.scoreFloats}`,
     ];
   });
   return table(
@@ -111,8 +111,8 @@ export function decodeTable(rows: DecodeBenchRow[]): string {
       'tree KiB/tok',
       'ring KiB/tok',
       'KV-ring KiB/tok',
-      'tree MiB/rank',
-      'ring MiB/rank',
+      'peak MiB/rank',
+      'merge B tree/ring',
     ],
     lines,
   );

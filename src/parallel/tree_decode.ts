@@ -99,7 +99,7 @@ export function finishPartial(partial: Float32Array, d: PartialDims): Float32Arr
 }
 
 /**
- * Tree decode's merge (arXiv 2408.04093, Alg. 1): allReduce(max) of m (B·nh floats), each rank
+ * Tree decode's merge (arXiv 2408.04093): allReduce(max) of m (B·nh floats), each rank
  * rescales ℓ and o by e^{m − M}, allReduce(sum) of [ℓ, o] (B·nh·(hs + 1) floats, one message).
  * Every rank of `comm` must call it with partials of the same shape.
  * @param partial (B, nh, hs + 2) this rank's partial (not modified)
