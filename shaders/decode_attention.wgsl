@@ -1,6 +1,6 @@
 // Attention of one new query row over a KV cache (docs/design.md §32), two entry points:
-//   append: k_cache[b, h, pos + i, :] = k of token i, v_cache likewise, for the t new tokens
-//           of qkv (B, t, 3C) (head h = channels h·hs … (h+1)·hs of each third);
+//   append: k_cache[b, h, pos + i, :] = k of token src0 + i, v_cache likewise, for t tokens of
+//           qkv (B, tq, 3C) (head h = channels h·hs … (h+1)·hs of each third);
 //   decode: y (B, 1, C) = softmax(scale · q kᵀ over the cached keys 0 … len−1) · V, one
 //           workgroup per (b, h). No causal mask: the cache holds only positions ≤ the query's.
 // Caches are (B, nh, Tmax, hs), so the keys of one (b, h) are one contiguous run and the value
@@ -31,8 +31,8 @@ struct Params {
   len: u32,    // decode: cached keys attended (0 … len−1)
   scale: u32,  // bits of 1/√hs
   mode: u32,   // decode: 0 writes y = o/ℓ, 1 writes the partial [m, ℓ, o]
-  _p1: u32,
-  _p2: u32,
+  src0: u32,   // append: first token of qkv appended (a rank keeps its shard's tokens, §36)
+  tq: u32,     // append: tokens per row of qkv (t when all of them are appended)
 }
 
 @group(0) @binding(0) var<storage, read> qkv: array<f32>;
@@ -57,7 +57,7 @@ fn kv_append(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgro
   let h = ch / p.hs;
   let d = ch % p.hs;
   let dst = ((b * p.nh + h) * p.tmax + p.pos + tok) * p.hs + d;
-  let src = row * 3u * p.c + p.c + ch;
+  let src = (b * p.tq + p.src0 + tok) * 3u * p.c + p.c + ch;
   k_cache[dst] = qkv[src];
   v_cache[dst] = qkv[src + p.c];
 }

@@ -43,18 +43,30 @@ function checkDims(what: string, d: KvCacheDims): number {
   return hs;
 }
 
-function params(d: KvCacheDims, hs: number, t: number, pos: number, len: number, mode = 0): Uint32Array {
+function params(
+  d: KvCacheDims,
+  hs: number,
+  t: number,
+  pos: number,
+  len: number,
+  mode = 0,
+  src0 = 0,
+  tq = t,
+): Uint32Array {
   // deno-fmt-ignore
-  return new Uint32Array([d.b, t, d.c, d.nh, hs, d.tMax, pos, len, f32bits(1 / Math.sqrt(hs)), mode, 0, 0]);
+  return new Uint32Array([d.b, t, d.c, d.nh, hs, d.tMax, pos, len, f32bits(1 / Math.sqrt(hs)), mode, src0, tq]);
 }
 
 /**
  * Writes the keys and values of `t` new tokens into the caches at positions pos … pos+t−1:
- * kCache[b, h, pos+i, :] = k of token (b, i), vCache likewise.
- * @param qkv (B, t, 3C) f32, the attention input of the new tokens
+ * kCache[b, h, pos+i, :] = k of token (b, from + i), vCache likewise.
+ * @param qkv (B, tq, 3C) f32, the attention input of the new tokens (tq = t unless `from` picks a
+ *   run of them: a rank of a sharded cache keeps its own positions, docs/design.md §36)
  * @param kCache (B, nh, Tmax, hs) f32, @param vCache the same shape
+ * @param from first token of qkv appended (default 0); from + t ≤ tq
  * @throws Error when a shape does not match `dims`, the head size is over 128, pos + t exceeds
- *   Tmax (cache overflow), or a cache shares a GPUBuffer with another operand.
+ *   Tmax (cache overflow), from + t exceeds qkv's tokens, or a cache shares a GPUBuffer with
+ *   another operand.
  */
 export function kvAppend(
   gpu: Gpu,
@@ -64,6 +76,7 @@ export function kvAppend(
   dims: KvCacheDims,
   t: number,
   pos: number,
+  from = 0,
 ): void {
   const what = 'kvAppend';
   const hs = checkDims(what, dims);
@@ -74,14 +87,18 @@ export function kvAppend(
       `${what}: positions ${pos} … ${pos + t - 1} do not fit a cache of ${tMax} positions (allowed 0 … ${tMax - 1})`,
     );
   }
-  checkSize(what, 'qkv', qkv, [b, t, 3 * c]);
+  const tq = qkv.size / (b * 3 * c); // qkv may come as (B·tq, 3C): its size says tq
+  if (!Number.isInteger(from) || from < 0 || !Number.isInteger(tq) || from + t > tq) {
+    throw new Error(`${what}: tokens ${from} … ${from + t - 1} are not in qkv's ${tq}`);
+  }
+  checkSize(what, 'qkv', qkv, [b, tq, 3 * c]);
   checkSize(what, 'kCache', kCache, [b, nh, tMax, hs]);
   checkSize(what, 'vCache', vCache, [b, nh, tMax, hs]);
   checkDistinct(what, [['kCache', kCache], ['vCache', vCache]], [['qkv', qkv]]);
   gpu.dispatch(
     { key: 'decode_attention.append', code: gpu.shaders.decode_attention, entryPoint: 'kv_append' },
     [qkv, kCache, vCache, undefined, undefined],
-    params(dims, hs, t, pos, 0),
+    params(dims, hs, t, pos, 0, 0, from, tq),
     grid1d(b * t * c, WG),
   );
 }

@@ -2,12 +2,19 @@
  * The partial decode (src/kernels/decode_attention.ts `decodeAttentionPartial`, docs/design.md
  * §36) against its f64 reference on ragged lengths and head sizes, with NaN in the cache rows past
  * len; and the references among themselves: merging the partials of any split of the cache gives
- * decodeAttentionRef over the whole of it, and o/ℓ of one partial is decodeAttention's y.
+ * decodeAttentionRef over the whole of it, and o/ℓ of one partial is decodeAttention's y. Also the
+ * append of a run of qkv's tokens (kvAppend's `from`) that a rank of a sharded cache uses.
  */
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertRelRms, assertThrows, randn } from '../util/assert.ts';
-import { decodeAttention, decodeAttentionPartial } from '../../src/kernels/decode_attention.ts';
-import { decodeAttentionRef, decodePartialRef, mergePartialsRef } from '../../src/reference/decode_attention.ts';
+import { deepStrictEqual } from 'node:assert/strict';
+import { decodeAttention, decodeAttentionPartial, kvAppend } from '../../src/kernels/decode_attention.ts';
+import {
+  decodeAttentionRef,
+  decodePartialRef,
+  kvAppendRef,
+  mergePartialsRef,
+} from '../../src/reference/decode_attention.ts';
 
 // [B, nh, hs, Tmax, len, |x| range]: lengths off the 64-wide workgroup, hs below a vec4 and at the
 // limit, ±16 inputs whose scores pass exp's f32 range unless m is subtracted.
@@ -77,4 +84,22 @@ Deno.test('decode partial references: merging the partials of any split equals a
     });
     assertClose(mergePartialsRef(parts, b, nh, hs), whole, `cuts ${cuts}`, 1e-12, 1e-12);
   }
+});
+
+gpuTest("kvAppend from a run of qkv's tokens (a rank keeps its shard's positions): B = 2, bit-equal", async (gpu) => {
+  const b = 2, tq = 7, from = 3, t = 3, nh = 2, hs = 5, c = nh * hs, tMax = 6, pos = 2, dims = { b, c, nh, tMax };
+  const qkv = randn(b * tq * 3 * c, 5);
+  const picked = new Float64Array(b * t * 3 * c); // tokens from … from + t − 1 of every row
+  for (let r = 0; r < b; r++) {
+    picked.set(qkv.subarray((r * tq + from) * 3 * c, (r * tq + from + t) * 3 * c), r * t * 3 * c);
+  }
+  const zeros = new Float64Array(b * nh * tMax * hs);
+  const ref = kvAppendRef(Float32Array.from(picked), zeros, zeros, dims, t, pos);
+  const tq32 = gpu.upload(Float32Array.from(qkv), [b * tq, 3 * c]);
+  const tk = gpu.zeros([b, nh, tMax, hs]), tv = gpu.zeros([b, nh, tMax, hs]);
+  kvAppend(gpu, tq32, tk, tv, dims, t, pos, from);
+  deepStrictEqual(await gpu.read(tk), Float32Array.from(ref.k));
+  deepStrictEqual(await gpu.read(tv), Float32Array.from(ref.v));
+  assertThrows(() => kvAppend(gpu, tq32, tk, tv, dims, 3, 0, 5), "tokens 5 … 7 are not in qkv's 7");
+  for (const x of [tq32, tk, tv]) x.release();
 });
