@@ -1,6 +1,6 @@
 // Attention of one new query row over a KV cache (docs/design.md §32), two entry points:
-//   append: k_cache[b, h, pos + i, :] = k of token i, v_cache likewise, for the t new tokens
-//           of qkv (B, t, 3C) (head h = channels h·hs … (h+1)·hs of each third);
+//   append: k_cache[b, h, pos + i, :] = k of token src0 + i, v_cache likewise, for t tokens of
+//           qkv (B, tq, 3C) (head h = channels h·hs … (h+1)·hs of each third);
 //   decode: y (B, 1, C) = softmax(scale · q kᵀ over the cached keys 0 … len−1) · V, one
 //           workgroup per (b, h). No causal mask: the cache holds only positions ≤ the query's.
 // Caches are (B, nh, Tmax, hs), so the keys of one (b, h) are one contiguous run and the value
@@ -9,8 +9,12 @@
 // their max m, then ℓ = Σ exp(s − m), and y = Σ exp(s − m)·v / ℓ. Loops stop at len, so any
 // len ≥ 1 (ragged, not a multiple of the workgroup) is exact.
 //
-// Bindings: 0 qkv (B·t, 3C)   1 k_cache (B, nh, Tmax, hs)   2 v_cache (same)   3 y (B, C)
-//           4 scratch (B, nh, Tmax)   5 params
+// With mode = 1 (decode's partial form, docs/design.md §36) binding 3 is the partial
+// (B, nh, hs + 2) instead: per (b, h) the row [m, ℓ, o_0 … o_{hs−1}] with o = Σ exp(s − m)·v left
+// unnormalised, so partials over disjoint shards of the cache merge exactly (tree or ring decode).
+//
+// Bindings: 0 qkv (B·t, 3C)   1 k_cache (B, nh, Tmax, hs)   2 v_cache (same)   3 y (B, C) or
+//           partial (B, nh, hs + 2)   4 scratch (B, nh, Tmax)   5 params
 
 const WG: u32 = 64u;
 // Largest head size: the query row sits in workgroup memory.
@@ -26,9 +30,9 @@ struct Params {
   pos: u32,    // append: first cache row written
   len: u32,    // decode: cached keys attended (0 … len−1)
   scale: u32,  // bits of 1/√hs
-  _p0: u32,
-  _p1: u32,
-  _p2: u32,
+  mode: u32,   // decode: 0 writes y = o/ℓ, 1 writes the partial [m, ℓ, o]
+  src0: u32,   // append: first token of qkv appended (a rank keeps its shard's tokens, §36)
+  tq: u32,     // append: tokens per row of qkv (t when all of them are appended)
 }
 
 @group(0) @binding(0) var<storage, read> qkv: array<f32>;
@@ -53,7 +57,7 @@ fn kv_append(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgro
   let h = ch / p.hs;
   let d = ch % p.hs;
   let dst = ((b * p.nh + h) * p.tmax + p.pos + tok) * p.hs + d;
-  let src = row * 3u * p.c + p.c + ch;
+  let src = (b * p.tq + p.src0 + tok) * 3u * p.c + p.c + ch;
   k_cache[dst] = qkv[src];
   v_cache[dst] = qkv[src + p.c];
 }
@@ -117,9 +121,15 @@ fn decode(
   storageBarrier();
   workgroupBarrier();
 
+  // The mode is uniform, so both branches keep the workgroup's control flow uniform.
+  let part = bh * (hs + 2u);
+  if (p.mode == 1u && lid == 0u) {
+    y[part] = m;
+    y[part + 1u] = l;
+  }
   for (var d = lid; d < hs; d += WG) {
     var acc = 0.0;
     for (var s = 0u; s < p.len; s++) { acc += scratch[sb + s] * v_cache[kb + s * hs + d]; }
-    y[b * p.c + h * hs + d] = acc / l;
+    if (p.mode == 1u) { y[part + 2u + d] = acc; } else { y[b * p.c + h * hs + d] = acc / l; }
   }
 }

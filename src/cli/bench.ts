@@ -13,6 +13,7 @@ import type { Backend } from '../gpu/device.ts';
 import { benchBiasEpilogue, benchMatmul, benchMatmulShapes } from '../bench/matmul.ts';
 import { benchTrain } from '../bench/train.ts';
 import { commMain } from '../bench/comm.ts';
+import { decodeMain } from '../bench/decode_cli.ts';
 import { attentionTable, benchAttention, parseAttentionFlag } from '../bench/attention.ts';
 import { benchScan } from '../bench/scan.ts';
 import { exitProcess } from './exit.ts';
@@ -145,7 +146,8 @@ export const SUITES: Record<string, Suite> = {
 
 const HELP = `Usage: npm run bench -- [suite] [options]
 
-Suites: comm (collective layer; see 'comm --help'), all (default), ${
+Suites: comm (collective layer; see 'comm --help'), decode (tree vs ring decode attention across a cp group on the
+simulated clock; see 'decode --help'), all (default), ${
   Object.entries(SUITES).map(([k, s]) => `${k} (${s.description})`).join(', ')
 }
 
@@ -231,6 +233,7 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
 
 async function main(argv: string[]): Promise<number> {
   if (argv[0] === 'comm') return await commMain(argv.slice(1)); // collectives on CPU workers: own flags, no GPU
+  if (argv[0] === 'decode') return await decodeMain(argv.slice(1)); // in-process ranks, simulated clock: no GPU
   let args: BenchArgs;
   try {
     args = parseBenchArgs(argv);

@@ -43,18 +43,30 @@ function checkDims(what: string, d: KvCacheDims): number {
   return hs;
 }
 
-function params(d: KvCacheDims, hs: number, t: number, pos: number, len: number): Uint32Array {
+function params(
+  d: KvCacheDims,
+  hs: number,
+  t: number,
+  pos: number,
+  len: number,
+  mode = 0,
+  src0 = 0,
+  tq = t,
+): Uint32Array {
   // deno-fmt-ignore
-  return new Uint32Array([d.b, t, d.c, d.nh, hs, d.tMax, pos, len, f32bits(1 / Math.sqrt(hs)), 0, 0, 0]);
+  return new Uint32Array([d.b, t, d.c, d.nh, hs, d.tMax, pos, len, f32bits(1 / Math.sqrt(hs)), mode, src0, tq]);
 }
 
 /**
  * Writes the keys and values of `t` new tokens into the caches at positions pos … pos+t−1:
- * kCache[b, h, pos+i, :] = k of token (b, i), vCache likewise.
- * @param qkv (B, t, 3C) f32, the attention input of the new tokens
+ * kCache[b, h, pos+i, :] = k of token (b, from + i), vCache likewise.
+ * @param qkv (B, tq, 3C) f32, the attention input of the new tokens (tq = t unless `from` picks a
+ *   run of them: a rank of a sharded cache keeps its own positions, docs/design.md §36)
  * @param kCache (B, nh, Tmax, hs) f32, @param vCache the same shape
+ * @param from first token of qkv appended (default 0); from + t ≤ tq
  * @throws Error when a shape does not match `dims`, the head size is over 128, pos + t exceeds
- *   Tmax (cache overflow), or a cache shares a GPUBuffer with another operand.
+ *   Tmax (cache overflow), from + t exceeds qkv's tokens, or a cache shares a GPUBuffer with
+ *   another operand.
  */
 export function kvAppend(
   gpu: Gpu,
@@ -64,6 +76,7 @@ export function kvAppend(
   dims: KvCacheDims,
   t: number,
   pos: number,
+  from = 0,
 ): void {
   const what = 'kvAppend';
   const hs = checkDims(what, dims);
@@ -74,14 +87,18 @@ export function kvAppend(
       `${what}: positions ${pos} … ${pos + t - 1} do not fit a cache of ${tMax} positions (allowed 0 … ${tMax - 1})`,
     );
   }
-  checkSize(what, 'qkv', qkv, [b, t, 3 * c]);
+  const tq = qkv.size / (b * 3 * c); // qkv may come as (B·tq, 3C): its size says tq
+  if (!Number.isInteger(from) || from < 0 || !Number.isInteger(tq) || from + t > tq) {
+    throw new Error(`${what}: tokens ${from} … ${from + t - 1} are not in qkv's ${tq}`);
+  }
+  checkSize(what, 'qkv', qkv, [b, tq, 3 * c]);
   checkSize(what, 'kCache', kCache, [b, nh, tMax, hs]);
   checkSize(what, 'vCache', vCache, [b, nh, tMax, hs]);
   checkDistinct(what, [['kCache', kCache], ['vCache', vCache]], [['qkv', qkv]]);
   gpu.dispatch(
     { key: 'decode_attention.append', code: gpu.shaders.decode_attention, entryPoint: 'kv_append' },
     [qkv, kCache, vCache, undefined, undefined],
-    params(dims, hs, t, pos, 0),
+    params(dims, hs, t, pos, 0, 0, from, tq),
     grid1d(b * t * c, WG),
   );
 }
@@ -104,7 +121,43 @@ export function decodeAttention(
   dims: KvCacheDims,
   len: number,
 ): void {
-  const what = 'decodeAttention';
+  runDecode(gpu, 'decodeAttention', qkv, kCache, vCache, y, dims, len, 0);
+}
+
+/**
+ * The partial form of {@link decodeAttention} (docs/design.md §36, tree attention of Shyam et al.,
+ * arXiv 2408.04093): over the keys 0 … len−1 of this rank's shard of the cache, per (b, h) the row
+ * [m, ℓ, o_0 … o_{hs−1}] of partial (B, nh, hs + 2) with m = max_j s_j, ℓ = Σ_j exp(s_j − m) and
+ * o = Σ_j exp(s_j − m)·v_j (unnormalised), s_j = q·k_j/√hs. Partials of disjoint shards merge
+ * exactly (src/parallel/tree_decode.ts); o/ℓ of one partial is decodeAttention's y. The query is
+ * read from qkv (B, 1, 3C) as decodeAttention reads it; no position after it need be cached here.
+ * @throws Error as decodeAttention (len in 1 … Tmax; an empty shard has no partial to compute: its
+ *   identity is m = −∞, ℓ = 0, o = 0), or when partial is not (B, nh, hs + 2).
+ */
+export function decodeAttentionPartial(
+  gpu: Gpu,
+  qkv: Tensor,
+  kCache: Tensor,
+  vCache: Tensor,
+  partial: Tensor,
+  dims: KvCacheDims,
+  len: number,
+): void {
+  runDecode(gpu, 'decodeAttentionPartial', qkv, kCache, vCache, partial, dims, len, 1);
+}
+
+/** Checks and dispatches the decode entry point: mode 0 writes y (B, 1, C), mode 1 the partial. */
+function runDecode(
+  gpu: Gpu,
+  what: string,
+  qkv: Tensor,
+  kCache: Tensor,
+  vCache: Tensor,
+  y: Tensor,
+  dims: KvCacheDims,
+  len: number,
+  mode: 0 | 1,
+): void {
   const hs = checkDims(what, dims);
   const { b, c, nh, tMax } = dims;
   if (!Number.isInteger(len) || len < 1 || len > tMax) {
@@ -113,8 +166,9 @@ export function decodeAttention(
   checkSize(what, 'qkv', qkv, [b, 1, 3 * c]);
   checkSize(what, 'kCache', kCache, [b, nh, tMax, hs]);
   checkSize(what, 'vCache', vCache, [b, nh, tMax, hs]);
-  checkSize(what, 'y', y, [b, 1, c]);
-  checkDistinct(what, [['y', y]], [['qkv', qkv], ['kCache', kCache], ['vCache', vCache]]);
+  const out = mode === 1 ? 'partial' : 'y';
+  checkSize(what, out, y, mode === 1 ? [b, nh, hs + 2] : [b, 1, c]);
+  checkDistinct(what, [[out, y]], [['qkv', qkv], ['kCache', kCache], ['vCache', vCache]]);
   if (gpu.isCpu && decodeLoopTrips(len, hs) > CPU_LOOP_BUDGET) {
     throw new Error(
       `${what}: ${len} cached positions at head size ${hs} exceed one invocation's loop budget on a CPU adapter (${CPU_LOOP_BUDGET} trips)`,
@@ -125,7 +179,7 @@ export function decodeAttention(
     gpu.dispatch(
       { key: 'decode_attention.decode', code: gpu.shaders.decode_attention, entryPoint: 'decode' },
       [qkv, kCache, vCache, y, scratch],
-      params(dims, hs, 1, 0, len),
+      params(dims, hs, 1, 0, len, mode),
       grid1d(b * nh, 1),
     );
   } finally {

@@ -15,6 +15,7 @@ import { type LanguageModel, type LayeredModel, runPieces } from './model.ts';
 import type { ModelContext, ModelInput } from './context.ts';
 import type { MoEContext, MoELanguageModel } from './moe_layer.ts';
 import { cachedContext, KvCache } from './kv_cache.ts';
+import { type CacheShardOptions, shardedCachedContext, ShardedKvCache } from './kv_shard.ts';
 
 /** Architectures the KV-cache decoder runs: attention is their only sequence mixer. */
 export const KV_CACHE_ARCHS: readonly string[] = ['gpt', 'gpt-moe'];
@@ -32,6 +33,11 @@ export interface DecoderOptions {
   tMax?: number;
   /** Mixed precision of the linear layers (autograd/autocast.ts), as the training run's. Default none. */
   autocast?: Autocast | null;
+  /**
+   * Shard the cache along T across this cp group, merging with tree or ring decode (design §36);
+   * every rank of the group runs the same decoder calls. Default: the whole cache on this rank.
+   */
+  cp?: CacheShardOptions;
 }
 
 /**
@@ -39,7 +45,10 @@ export interface DecoderOptions {
  * Bytes of cache read per decoded token: 2·L·pos·C·4 per sequence (design §32).
  */
 export class KvDecoder {
+  /** This rank's cache: the whole of it, or (with `cp`) this rank's shard. */
   readonly cache: KvCache;
+  /** With `cp`: the sharded cache whose `shard` is {@link cache}. */
+  readonly sharded: ShardedKvCache | null;
   readonly batch: number;
   private readonly gpu: Gpu;
   private readonly autocast: Autocast | null;
@@ -72,12 +81,19 @@ export class KvDecoder {
     this.gpu = m.gpu;
     this.batch = b;
     this.autocast = opts.autocast ?? null;
-    this.cache = new KvCache(m.gpu, { b, c: m.cfg.nEmbd, nh: m.cfg.nHead, tMax });
+    const dims = { b, c: m.cfg.nEmbd, nh: m.cfg.nHead, tMax };
+    this.sharded = opts.cp ? new ShardedKvCache(m.gpu, dims, opts.cp) : null;
+    this.cache = this.sharded?.shard ?? new KvCache(m.gpu, dims);
   }
 
   /** Positions cached: the next token is decoded at this position. */
   get position(): number {
-    return this.cache.pos;
+    return this.sharded?.pos ?? this.cache.pos;
+  }
+
+  private set position(pos: number) {
+    if (this.sharded) this.sharded.pos = pos;
+    else this.cache.pos = pos;
   }
 
   /**
@@ -86,8 +102,8 @@ export class KvDecoder {
    * @throws Error when the cache is not empty (call {@link reset}), or t exceeds tMax.
    */
   async prefill(tokens: Int32Array): Promise<Float32Array> {
-    if (this.cache.pos !== 0) {
-      throw new Error(`KvDecoder.prefill: the cache holds ${this.cache.pos} positions; reset() before a new prompt`);
+    if (this.position !== 0) {
+      throw new Error(`KvDecoder.prefill: the cache holds ${this.position} positions; reset() before a new prompt`);
     }
     const t = tokens.length / this.batch;
     if (!Number.isInteger(t) || t < 1) {
@@ -102,7 +118,7 @@ export class KvDecoder {
    * @throws Error when nothing was prefilled, ids is not (B), or the cache is full (overflow).
    */
   async step(ids: Int32Array): Promise<Float32Array> {
-    if (this.cache.pos === 0) throw new Error('KvDecoder.step: prefill a prompt first');
+    if (this.position === 0) throw new Error('KvDecoder.step: prefill a prompt first');
     if (ids.length !== this.batch) throw new Error(`KvDecoder.step: ${ids.length} ids for B=${this.batch} rows`);
     return await this.pass(ids, 1);
   }
@@ -110,20 +126,22 @@ export class KvDecoder {
   /** Empties the cache for a new prompt. */
   reset(): void {
     this.cache.reset();
+    this.position = 0;
   }
 
   /** Releases the cache's buffers. */
   release(): void {
     this.cache.release();
+    this.position = 0;
   }
 
   private async pass(ids: Int32Array, t: number): Promise<Float32Array> {
-    this.cache.checkFits(t);
+    (this.sharded ?? this.cache).checkFits(t);
     const b = this.batch, V = this.model.cfg.vocabSize;
     const tape = new Tape(this.gpu, new Map(), false);
     tape.autocast = this.autocast;
     try {
-      let ctx: ModelContext = cachedContext(this.cache);
+      let ctx: ModelContext = this.sharded ? shardedCachedContext(this.sharded) : cachedContext(this.cache);
       const moe = this.model as Partial<MoELanguageModel>;
       // A MoE model's context carries its MoE MLP (moe_layer.ts MoEContext), every expert local.
       if (moe.moeLayers) ctx = { ...ctx, moe: (call) => moe.moeLayers!.local(call.tape, call) } as MoEContext;
@@ -135,7 +153,7 @@ export class KvDecoder {
         const last = r.logits.range(((row + 1) * t - 1) * V, V);
         out.set(await this.gpu.read(last) as Float32Array, row * V);
       }
-      this.cache.pos += t;
+      this.position += t;
       return out;
     } finally {
       tape.dispose();
