@@ -73,6 +73,15 @@ export function checkDistinct(
  */
 export const FLASH_MIN_WORKGROUPS = 256;
 
+/**
+ * The largest Bc the tiled kernels take. Measured on an H100 (docs/gpu-results.md), T = 4096,
+ * hs = 64: a 64-key tile ran the forward + backward 1.5× (wgpu) to 4.8× (Dawn) slower than a
+ * 32-key one; at hs = 128, where 32 already is the storage limit, 32 was also the fastest on Dawn.
+ * Each invocation keeps a tile's Bc scores beside q and o in registers, so a wider tile most
+ * likely spills them (docs/design.md §10).
+ */
+export const FLASH_MAX_BC = 32;
+
 /** Tile sizes of the tiled kernels: Br rows per workgroup (one invocation each), Bc rows per staged tile. */
 export interface FlashTiles {
   br: number;
@@ -85,8 +94,9 @@ export interface FlashTiles {
  * Tile sizes for head size `hs` within a workgroup-storage budget: Br query (or key) rows per
  * workgroup, each held in registers by its own invocation — 64, halved down to 16 while the
  * B·nh·T `rows` would make fewer than {@link FLASH_MIN_WORKGROUPS} workgroups — and the largest
- * power-of-two Bc ≤ 64 whose two staged tiles (K and V, or Q and dO: 2·Bc·⌈hs/4⌉ vec4s) fit
- * `maxStorageBytes`: at hs = 64 and the default 16 KiB, Bc = 32 (docs/design.md §10).
+ * power-of-two Bc ≤ {@link FLASH_MAX_BC} whose two staged tiles (K and V, or Q and dO:
+ * 2·Bc·⌈hs/4⌉ vec4s) fit `maxStorageBytes`: at hs = 64 and the default 16 KiB, Bc = 32
+ * (docs/design.md §10).
  * @param maxInvocations the device's maxComputeInvocationsPerWorkgroup (Br never exceeds it).
  * @throws Error naming maxComputeWorkgroupStorageSize when not even Bc = 1 fits, or when an
  *   argument is not a positive integer.
@@ -104,7 +114,7 @@ export function flashTiles(
     }
   }
   const row = 2 * Math.ceil(hs / 4) * 16;
-  let bc = 64;
+  let bc = FLASH_MAX_BC;
   while (bc > 1 && bc * row > maxStorageBytes) bc /= 2;
   if (bc * row > maxStorageBytes) {
     throw new Error(

@@ -32,6 +32,7 @@ import {
   checkDistinct,
   checkHeadDims,
   checkSize,
+  FLASH_MAX_BC,
   FLASH_MIN_WORKGROUPS,
   type FlashTiles,
   flashTiles,
@@ -39,7 +40,7 @@ import {
 
 import { flashCpuChunk, flashTiledCpuChunk, flashTilesFor, flashTuning, subgroupFlash } from './flash_tuning.ts';
 
-export { FLASH_MIN_WORKGROUPS, type FlashTiles, flashTiles };
+export { FLASH_MAX_BC, FLASH_MIN_WORKGROUPS, type FlashTiles, flashTiles };
 export {
   CPU_LOOP_BUDGET,
   flashCpuChunk,
