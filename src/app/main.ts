@@ -133,6 +133,10 @@ async function startTraining(): Promise<void> {
         if (!paused) setStatus(`Training on ${pr.choice.worldSize} ranks… step ${rep.step + 1} of ${r.cfg.steps}`);
       },
       onSpans: (spans) => views.addSpans(spans, done),
+      onPlane: (plane, note) => {
+        views.reset({ run: 'browser demo', plan: pr.choice.plan, net: pr.choice.net, dataPlane: plane });
+        logLine(note || `data plane: ${plane}${plane === 'shared' ? ' (SharedArrayBuffer rings)' : ' (MessagePorts)'}`, 'note');
+      },
       onStatus: (text) => setStatus(`${text[0].toUpperCase()}${text.slice(1)}`),
     });
     if (paused) session.pause(); // Pause pressed while the page was still preparing the run

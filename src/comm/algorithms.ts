@@ -8,7 +8,8 @@
  * to r+1 and sits out; the remaining pof2 ranks run the power-of-two algorithm under "new
  * ranks" (r < 2·rem → r/2, else r − rem); results are handed back at the end.
  *
- * Sends never block (MessagePort), so every exchange is "send, then receive" without deadlock.
+ * Sends never block (a MessagePort queues; a full shared ring queues in its wire's outbox, §31),
+ * so every exchange is "send, then receive" without deadlock.
  * Buffers are plain CPU typed arrays; `offs` are element offsets of per-rank chunks (length
  * p+1). Every function mutates `work` in place.
  */
@@ -16,12 +17,18 @@
 export type ReduceOp = 'sum' | 'avg' | 'max' | 'min';
 export type NumArray = Float32Array | Int32Array;
 
-/** One call's messaging: peers are group-local ranks; send copies (and transfers the copy). */
+/** One call's messaging: peers are group-local ranks; send copies (the wire makes the one copy). */
 export interface Link {
   readonly p: number;
   readonly r: number;
   send(peer: number, data: NumArray): void;
   recv(peer: number): Promise<NumArray>;
+  /**
+   * Receives the next message from `peer` and hands it to `use` at once; on the shared plane the
+   * array is a view into the peer's ring, valid only during `use` (docs/design.md §31), so
+   * reducing or copying inside `use` needs no intermediate copy.
+   */
+  recvInto(peer: number, use: (x: NumArray) => void): Promise<void>;
   recvAll(peers: number[]): Promise<NumArray[]>;
 }
 
@@ -77,7 +84,7 @@ export async function ringReduceScatter(l: Link, work: NumArray, offs: number[],
   const chunk = (c: number) => work.subarray(offs[mod(c, p)], offs[mod(c, p) + 1]);
   for (let s = 0; s < p - 1; s++) {
     l.send(right, chunk(r - s - 1));
-    combine(chunk(r - s - 2), await l.recv(left), op);
+    await l.recvInto(left, (x) => combine(chunk(r - s - 2), x, op));
   }
 }
 
@@ -88,7 +95,7 @@ export async function ringAllGather(l: Link, work: NumArray, offs: number[]) {
   for (let s = 0; s < p - 1; s++) {
     const c = mod(r - s, p), d = mod(r - s - 1, p);
     l.send(right, work.subarray(offs[c], offs[c + 1]));
-    work.set(await l.recv(left), offs[d]);
+    await l.recvInto(left, (x) => work.set(x, offs[d]));
   }
 }
 
