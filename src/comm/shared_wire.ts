@@ -7,7 +7,8 @@
  *
  * Waiting never blocks the event loop that drives the GPU: a receive that finds nothing spins
  * for at most {@link SharedPlane.spinUs} (none when ranks outnumber cores: the peer could not run
- * meanwhile), then the rank sleeps in `Atomics.waitAsync` on its doorbell. A payload read while
+ * meanwhile; shorter after spins that missed), then the rank sleeps in `Atomics.waitAsync` on its
+ * doorbell. A payload read while
  * its receive is waiting is handed over as a view into the ring (the ring algorithms reduce
  * straight out of it); one that arrives early is copied out so the ring never holds messages
  * nobody has asked for (which could otherwise fill it and stall the calls behind). A send that
@@ -48,7 +49,9 @@ export class SharedWire implements Wire {
   private readonly bells: Int32Array;
   private arrive: ((src: number, env: Envelope) => void) | null = null;
   private closed = false;
-  private readonly spinUs: number;
+  /** The current spin, µs (see {@link await}). */
+  private spin: number;
+  private skipped = 0;
 
   constructor(readonly rank: number, readonly plane: SharedPlane) {
     this.worldSize = plane.rings.length;
@@ -56,7 +59,7 @@ export class SharedWire implements Wire {
     this.outbound = plane.rings[rank].map((sab) => sab && new Ring(sab));
     this.outbox = this.outbound.map(() => []);
     this.bells = new Int32Array(plane.bells);
-    this.spinUs = plane.spinUs;
+    this.spin = plane.spinUs;
   }
 
   /**
@@ -94,14 +97,22 @@ export class SharedWire implements Wire {
   }
 
   /**
-   * Reads what has arrived and writes what the outboxes hold, spinning up to the plane's spin
-   * while `done` is false (a receive is waiting): called by the transport when a receive finds
-   * nothing, after this rank's sends of the step are out, so the spin cannot delay them.
+   * Reads what has arrived and writes what the outboxes hold, spinning while `done` is false (a
+   * receive is waiting): called by the transport when a receive finds nothing, after this rank's
+   * sends of the step are out, so the spin cannot delay them. The spin adapts: a spin that ends
+   * without the message halves the next one (down to none for a while: on a busy machine the
+   * peer is not running and spinning only takes its core), one that catches it doubles it, up to
+   * the plane's spinUs.
    */
   await(done: () => boolean): void {
     this.pump();
-    if (done() || this.spinUs <= 0) return;
-    const end = performance.now() + this.spinUs / 1e3;
+    if (done() || this.plane.spinUs <= 0) return;
+    if (this.spin < 1) {
+      if (++this.skipped < SKIP_AFTER_MISS) return;
+      this.skipped = 0;
+      this.spin = 2; // probe again
+    }
+    const end = performance.now() + this.spin / 1e3;
     let seen = Atomics.load(this.bells, 2 * this.rank);
     while (!done() && performance.now() < end) {
       const now = Atomics.load(this.bells, 2 * this.rank);
@@ -110,6 +121,7 @@ export class SharedWire implements Wire {
         this.pump();
       }
     }
+    this.spin = done() ? Math.min(this.plane.spinUs, this.spin * 2) : this.spin / 2;
   }
 
   close(): void {
@@ -157,7 +169,7 @@ export class SharedWire implements Wire {
         // The sleep flag is set before the last look, so a sender that bumps after it also notifies.
         const wait = (Atomics as unknown as { waitAsync?: WaitAsync }).waitAsync;
         if (wait) {
-          const r = wait(this.bells, me, seen, 1000);
+          const r = wait(this.bells, me, seen);
           if (r.async) await r.value;
         } else await new Promise((res) => setTimeout(res, 1));
       }
@@ -171,6 +183,8 @@ export class SharedWire implements Wire {
 }
 
 const EMPTY = new ArrayBuffer(0);
+/** Receives that sleep at once after the spin has shrunk to nothing, before it is tried again. */
+const SKIP_AFTER_MISS = 32;
 
 /** Atomics.waitAsync (ES2024; declared here for the browser build's older lib). */
 type WaitAsync = (
