@@ -61,14 +61,20 @@ export const WORKER_TEST = { sanitizeResources: false, sanitizeOps: false };
 /**
  * Launches `size` workers of tests/parallel/`worker`, has each open its own GPU device on the
  * test's backend and checks it did (openRankGpus), runs `body`, has every rank close its device
- * (task `close`) and always shuts the world down.
+ * (task `close`) and always shuts the world down. `dataPlane`: as World.launch (default: shared where usable).
  */
-export async function withRankWorld<T>(worker: string, size: number, body: (w: World) => Promise<T>): Promise<T> {
+export async function withRankWorld<T>(
+  worker: string,
+  size: number,
+  body: (w: World) => Promise<T>,
+  dataPlane?: DataPlane,
+): Promise<T> {
   const w = await World.launch({
     size,
     url: await workerUrl(`../parallel/${worker}`),
     timeoutMs: 60_000,
     runTimeoutMs: 240_000,
+    dataPlane,
   });
   try {
     await openRankGpus(w);

@@ -16,10 +16,22 @@ import type { TrainConfig } from '../../src/train/config.ts';
 import { runCli } from '../util/cli.ts';
 import { TEST, tracedRun, traceMismatches } from './trace_harness.ts';
 import { sentByDim } from '../../src/parallel/run.ts';
+import type { DataPlane } from '../../src/comm/data_plane.ts';
 
-/** Runs `plan`, requires an exact trace, a send on every rank in every step, and returns the run. */
+/**
+ * Runs `plan` on each data plane (docs/design.md §31), requires an exact trace, a send on every
+ * rank in every step, and the same sends on both planes; returns the message plane's run.
+ */
 async function exact(name: string, plan: Partial<ParallelPlan>, over: Partial<TrainConfig> = {}) {
-  const r = await tracedRun(makePlan(plan), over);
+  const shared = await exactOn('shared', name, plan, over);
+  const r = await exactOn('message', name, plan, over);
+  deepStrictEqual(traceSends(shared.trace), traceSends(r.trace), `${name}: the same sends on both planes`);
+  return r;
+}
+
+async function exactOn(plane: DataPlane, what: string, plan: Partial<ParallelPlan>, over: Partial<TrainConfig>) {
+  const name = `${what} (${plane} plane)`;
+  const r = await tracedRun(makePlan(plan), over, plane);
   deepStrictEqual(traceMismatches(r.ranks, r.trace), [], `${name}: trace elements per step = meter = stepTraffic`);
   const rows = traceSends(r.trace);
   for (const s of r.ranks) {
