@@ -1,7 +1,8 @@
 /**
- * Launching a world of ranks (docs/design.md §13): N module workers, a full mesh of
- * `MessageChannel`s between them (the data plane, see transport.ts) and comlink as the
- * control plane (init / run / shutdown), as the browser demo drives workers/rank.worker.ts.
+ * Launching a world of ranks (docs/design.md §13): N module workers, a data plane between them —
+ * shared-memory rings where SharedArrayBuffer is usable (§31, data_plane.ts chooses), else a full
+ * mesh of `MessageChannel`s (see transport.ts) — and comlink as the control plane (init / run /
+ * shutdown), as the browser demo drives workers/rank.worker.ts.
  *
  * Host side: {@link World.launch}. Worker side: a module that calls {@link serveRank} with its
  * named tasks. A task that throws (or times out waiting for a peer) aborts the whole world:
