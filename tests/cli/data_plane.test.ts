@@ -10,6 +10,7 @@ import { makePlan } from '../../src/parallel/plan.ts';
 import { planRegionBytes } from '../../src/parallel/plan_schema.ts';
 import { MIN_REGION_BYTES } from '../../src/comm/data_plane.ts';
 import { WORKER_TEST } from '../comm/world.ts';
+import { runCli, TINY_RUN } from '../util/cli.ts';
 
 Deno.test('--data-plane and --region-mb parse for train and plan; a bad plane names the choices', () => {
   const a = parseCommandArgs(['--dp', '2', '--data-plane', 'message', '--region-mb', '8'], 'train');
@@ -50,3 +51,29 @@ for (const dataPlane of ['shared', 'message'] as const) {
     },
   });
 }
+
+Deno.test({
+  name: 'train --dp 2 --data-plane message: the log names the plane and trace.json records it',
+  ...WORKER_TEST,
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: 'data-plane-' });
+    try {
+      const r = await runCli('train.ts', [
+        '--dp',
+        '2',
+        '--data-plane',
+        'message',
+        ...TINY_RUN,
+        '--steps',
+        '2',
+        '--out',
+        dir,
+      ]);
+      equal(r.code, 0, `exit 0\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);
+      match(r.stdout, /^data plane: message \(MessagePorts\)$/m);
+      equal(JSON.parse(await Deno.readTextFile(`${dir}/trace.json`)).otherData.dataPlane, 'message');
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
