@@ -8,7 +8,7 @@
  */
 import { z } from 'zod';
 import { World } from '../comm/launch.ts';
-import { type DataPlane, DEFAULT_REGION_BYTES } from '../comm/data_plane.ts';
+import type { DataPlane } from '../comm/data_plane.ts';
 import type { NetworkModel } from '../comm/network.ts';
 import type { ChromeTrace } from '../comm/trace.ts';
 import { parseTuning } from '../comm/tuning.ts';
@@ -90,7 +90,7 @@ export async function openRunWorld(
       runTimeoutMs: 600_000,
       ...plane,
     });
-    const mib = +((plane.regionBytes ?? DEFAULT_REGION_BYTES) / (1 << 20)).toFixed(2);
+    const mib = +(world.regionBytes / (1 << 20)).toFixed(2);
     const planeLine = world.planeNote ||
       (world.dataPlane === 'shared'
         ? `data plane: shared (SharedArrayBuffer rings of ${mib} MiB per pair of ranks)`

@@ -11,8 +11,10 @@ import type { SharedPlane } from './shared_wire.ts';
 export type DataPlane = 'shared' | 'message';
 export const DATA_PLANES: readonly DataPlane[] = ['shared', 'message'];
 
-/** Data bytes per ring when neither the caller nor a plan gives a size: 4 MiB. */
+/** Data bytes per ring when neither the caller nor a plan gives a size: 4 MiB (less in big worlds, see choosePlane). */
 export const DEFAULT_REGION_BYTES = 4 << 20;
+/** What the default rings of one world may take together: 256 MiB, so a world of 16 gets about 1 MiB per ring. */
+const DEFAULT_WORLD_BYTES = 256 << 20;
 /** The smallest ring: 64 KiB. */
 export const MIN_REGION_BYTES = 64 << 10;
 
@@ -56,10 +58,15 @@ export interface PlaneChoice {
 
 /**
  * The plane of a world of `size` ranks: `asked` when given, else shared where usable.
- * @param regionBytes data bytes per ring (default {@link DEFAULT_REGION_BYTES}; at least {@link MIN_REGION_BYTES}).
+ * @param regionBytes data bytes per ring (at least {@link MIN_REGION_BYTES}); default
+ *   {@link DEFAULT_REGION_BYTES}, or less where size·(size−1) such rings would pass 256 MiB.
  * @throws Error when shared is asked for and cannot run here (naming --data-plane and why).
  */
-export function choosePlane(size: number, asked?: DataPlane, regionBytes = DEFAULT_REGION_BYTES): PlaneChoice {
+export function choosePlane(
+  size: number,
+  asked?: DataPlane,
+  regionBytes = Math.min(DEFAULT_REGION_BYTES, Math.floor(DEFAULT_WORLD_BYTES / (size * (size - 1) || 1))),
+): PlaneChoice {
   const why = sharedPlaneSupport();
   if (asked === 'message' || size < 2) return { note: '' };
   if (why) {

@@ -123,7 +123,7 @@ export interface LaunchOptions {
    * reason in {@link World.planeNote}. Asking for shared where it is not usable throws.
    */
   dataPlane?: DataPlane;
-  /** Shared plane: data bytes of each ring (default data_plane.ts DEFAULT_REGION_BYTES); at least the largest message. */
+  /** Shared plane: data bytes of each ring (default: data_plane.ts choosePlane's); twice the largest message at least. */
   regionBytes?: number;
 }
 
@@ -134,6 +134,8 @@ export class World {
   dataPlane: DataPlane = 'message';
   /** Why the message plane was chosen when shared was not asked for and cannot run, else ''. */
   planeNote = '';
+  /** Shared plane: data bytes of each ring (0 on the message plane). */
+  regionBytes = 0;
   private readonly workers: Worker[];
   private readonly ranks: Comlink.Remote<RankControl>[];
   private readonly runTimeoutMs: number;
@@ -182,6 +184,7 @@ export class World {
     const world = new World(workers, opts.runTimeoutMs ?? 120_000);
     world.dataPlane = plane.shared ? 'shared' : 'message';
     world.planeNote = plane.note;
+    world.regionBytes = plane.shared?.regionBytes ?? 0;
     const ports: (MessagePort | null)[][] = [...Array(n)].map(() => new Array(n).fill(null));
     for (let i = 0; i < n && !plane.shared; i++) {
       for (let j = i + 1; j < n; j++) {

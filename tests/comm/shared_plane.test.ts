@@ -43,7 +43,9 @@ Deno.test('ring: records of mixed sizes wrap around in order and a full ring ref
 
 Deno.test('plane choice: message when asked or when SharedArrayBuffer is unusable (with the reason), never silently', () => {
   equal(sharedPlaneSupport(), '');
-  ok(choosePlane(2).shared);
+  equal(choosePlane(2).shared?.regionBytes, 4 << 20);
+  equal(choosePlane(16).shared?.regionBytes, Math.floor((256 << 20) / 240), 'big worlds: 256 MiB of rings in all');
+  equal(choosePlane(2, undefined, 1000).shared?.regionBytes, 64 << 10, 'never below 64 KiB');
   equal(choosePlane(2, 'message').shared, undefined);
   const g = globalThis as { crossOriginIsolated?: boolean };
   const was = Object.getOwnPropertyDescriptor(globalThis, 'crossOriginIsolated');

@@ -79,7 +79,7 @@ export class ParallelSession {
   async run(): Promise<SessionResult> {
     const { plan, worldSize, net, dataPlane, regionMb } = this.choice;
     this.ev.onStatus(`launching ${worldSize} rank workers…`);
-    const regionBytes = regionMb !== undefined ? regionBytesFor(0, regionMb) : undefined;
+    const regionBytes = this.choice.regionBytes ?? (regionMb !== undefined ? regionBytesFor(0, regionMb) : undefined);
     this.world = await World.launch({ size: worldSize, spawn: spawnRankWorker, net, timeoutMs: 120_000, runTimeoutMs: 600_000, dataPlane, regionBytes });
     const world = this.world;
     this.ev.onPlane?.(world.dataPlane, world.planeNote);

@@ -105,6 +105,8 @@ export interface ParallelChoice {
   /** The data plane asked for (unset: shared where the page is cross-origin isolated) and MiB per ring (docs/design.md §31). */
   dataPlane?: PlanOptions['dataPlane'];
   regionMb?: number;
+  /** Bytes per ring the run gets: set by the page from the plan and model (plan_schema.ts planRegionBytes). */
+  regionBytes?: number;
   /** Text for parseNetwork: a preset name or `intra=…;inter=…;node=…`. */
   net: string;
 }
