@@ -5,15 +5,14 @@
  * one postMessage per message. Matching, header checks, timeouts, traces and the simulated clock
  * stay the transport's (transport.ts), as over the other wires.
  *
- * Waiting never blocks the event loop that drives the GPU: a receive that finds nothing spins
- * for at most {@link SharedPlane.spinUs} (none when ranks outnumber cores: the peer could not run
+ * Waiting never blocks the event loop that drives the GPU: a receive that finds nothing spins for
+ * at most {@link SharedPlane.spinUs} (none when ranks outnumber cores: the peer could not run
  * meanwhile; shorter after spins that missed), then the rank sleeps in `Atomics.waitAsync` on its
- * doorbell. A payload read while
- * its receive is waiting is handed over as a view into the ring (the ring algorithms reduce
- * straight out of it); one that arrives early is copied out so the ring never holds messages
- * nobody has asked for (which could otherwise fill it and stall the calls behind). A send that
- * finds the ring full is copied to an outbox and written once the reader frees space
- * (backpressure: nothing is overwritten, order is kept).
+ * doorbell. A payload read while its receive is waiting is handed over as a view into the ring
+ * (the algorithms reduce or copy straight out of it); one that arrives early is copied out so the
+ * ring never holds messages nobody has asked for (which could otherwise fill it and stall the
+ * calls behind). A send that finds the ring full is copied to an outbox and written once the
+ * reader frees space (backpressure: nothing is overwritten, order is kept).
  *
  * Runtime-neutral: needs SharedArrayBuffer and Atomics (Deno always; a browser only when the page
  * is cross-origin isolated; data_plane.ts chooses the plane and builds the rings).
