@@ -6,6 +6,14 @@ import { defineConfig } from 'vite';
 // (collectives.html, driven by e2e/collectives.spec.ts).
 const page = (name: string) => decodeURIComponent(new URL(`./${name}`, import.meta.url).pathname);
 
+// The shared data plane of worker ranks (docs/design.md §31) needs SharedArrayBuffer, which a
+// browser offers only to a cross-origin-isolated page: these two headers make the page one. A
+// static host must send the same two; without them the demo runs on MessagePorts and says why.
+const ISOLATION = {
+  'Cross-Origin-Opener-Policy': 'same-origin',
+  'Cross-Origin-Embedder-Policy': 'require-corp',
+};
+
 export default defineConfig({
   worker: { format: 'es' },
   build: {
@@ -13,6 +21,6 @@ export default defineConfig({
     outDir: 'dist',
     rolldownOptions: { input: { main: page('index.html'), collectives: page('collectives.html') } },
   },
-  server: { port: 5173 },
-  preview: { port: 4173 },
+  server: { port: 5173, headers: ISOLATION },
+  preview: { port: 4173, headers: ISOLATION },
 });

@@ -15,6 +15,7 @@ import { progressProxy, type ProgressRecord, type RankHandle, type RankInfo, spa
 import type { TrainConfig } from '../train/config.ts';
 import { DEFAULT_PLAN, type ParallelPlan, type PlanModel } from '../parallel/plan.ts';
 import { planModelOf } from '../parallel/run.ts';
+import { planRegionBytes } from '../parallel/plan_schema.ts';
 import { World } from '../comm/launch.ts';
 import { ParallelSetup, type ParallelResult } from './panels/parallel_setup.ts';
 import type { ParallelSession } from './panels/parallel_run.ts';
@@ -124,7 +125,9 @@ async function startTraining(): Promise<void> {
     let done = 0;
     // Loaded on first use: the host side of run.ts pulls in the trainers' module graph.
     const { ParallelSession } = await import('./panels/parallel_run.ts');
-    session = new ParallelSession(pr.choice, r.cfg, corpus.text, {
+    // Rings as large as the plan's largest message needs (twice over), as the CLI sizes them (design §31).
+    const regionBytes = planRegionBytes(pr.choice.plan, planModel(r.cfg), pr.choice.regionMb);
+    session = new ParallelSession({ ...pr.choice, regionBytes }, r.cfg, corpus.text, {
       onStep: (rep) => {
         done = rep.step + 1;
         tv.loss.addTrain([[rep.step, rep.loss]]);
@@ -133,6 +136,10 @@ async function startTraining(): Promise<void> {
         if (!paused) setStatus(`Training on ${pr.choice.worldSize} ranks… step ${rep.step + 1} of ${r.cfg.steps}`);
       },
       onSpans: (spans) => views.addSpans(spans, done),
+      onPlane: (plane, note) => {
+        views.reset({ run: 'browser demo', plan: pr.choice.plan, net: pr.choice.net, dataPlane: plane });
+        logLine(note || `data plane: ${plane}${plane === 'shared' ? ' (SharedArrayBuffer rings)' : ' (MessagePorts)'}`, 'note');
+      },
       onStatus: (text) => setStatus(`${text[0].toUpperCase()}${text.slice(1)}`),
     });
     if (paused) session.pause(); // Pause pressed while the page was still preparing the run

@@ -10,22 +10,17 @@
  * (reduceScatter, allGather, allToAll) round S up to a multiple of 4·p bytes, as nccl-tests
  * rounds counts to the rank count.
  */
-import { parseArgs } from 'node:util';
 import { ALGORITHMS } from '../comm/call_options.ts';
 import { World } from '../comm/launch.ts';
 import { NetworkModel } from '../comm/network.ts';
 import { bandwidths, predictUs, type SizedCollective } from '../comm/cost.ts';
 import type { TimingResult } from '../comm/timing.ts';
 import { writeAtomic } from '../io/atomic.ts';
+import { DATA_PLANES, type DataPlane, regionBytesFor } from '../comm/data_plane.ts';
+import { mpiRows, mpiTable, planeTable } from './comm_planes.ts';
+import { COMM_HELP, parseCommArgs } from './comm_args.ts';
 
-export const COLLECTIVES: SizedCollective[] = [
-  'allReduce',
-  'reduceScatter',
-  'allGather',
-  'broadcast',
-  'reduce',
-  'allToAll',
-];
+export { COLLECTIVES, COMM_HELP, parseBytes, parseCommArgs } from './comm_args.ts';
 
 export interface CommBenchOptions {
   worlds: number[];
@@ -38,6 +33,8 @@ export interface CommBenchOptions {
   iters?: number;
   /** Network model text (parseNetwork) for the simulated columns. */
   net?: string;
+  /** Data planes of the worker worlds (docs/design.md §31), each timed in turn; default both. */
+  planes?: DataPlane[];
   log: (line: string) => void;
 }
 
@@ -45,6 +42,8 @@ export interface CommBenchRow {
   coll: SizedCollective;
   algorithm: string;
   p: number;
+  /** Worker worlds: the data plane the row ran on. */
+  plane?: DataPlane;
   /** S, bytes. */
   bytes: number;
   iters: number;
@@ -83,7 +82,7 @@ export function sizeRows(
 export async function benchComm(o: CommBenchOptions): Promise<CommBenchRow[]> {
   const net = o.net ? NetworkModel.parse(o.net) : null;
   const rows: CommBenchRow[] = [];
-  for (const p of o.worlds) {
+  for (const [p, plane] of o.worlds.flatMap((p) => (o.planes ?? DATA_PLANES).map((d) => [p, d] as const))) {
     const world = await World.launch({
       size: p,
       url: new URL('../../workers/rank.worker.ts', import.meta.url),
@@ -91,6 +90,8 @@ export async function benchComm(o: CommBenchOptions): Promise<CommBenchRow[]> {
       trace: false,
       timeoutMs: 60_000,
       runTimeoutMs: 600_000,
+      dataPlane: plane,
+      regionBytes: regionBytesFor(o.maxBytes), // a direct algorithm's message is the whole buffer
     });
     // The α-β prediction uses the slowest link this world has: inter once it spans nodes.
     const link = net ? net.spec[p > net.spec.ranksPerNode ? 'inter' : 'intra'] : null;
@@ -101,7 +102,16 @@ export async function benchComm(o: CommBenchOptions): Promise<CommBenchRow[]> {
           for (const { bytes, iters, warmup } of sizeRows(o, coll, p)) {
             const res = await world.run<TimingResult>('time', { coll, algorithm, bytes, iters, warmup, sim: !!net });
             const ms = Math.max(...res.map((r) => r.ms));
-            const row: CommBenchRow = { coll, algorithm, p, bytes, iters, ms, ...bandwidths(coll, bytes, ms, p) };
+            const row: CommBenchRow = {
+              coll,
+              algorithm,
+              p,
+              plane,
+              bytes,
+              iters,
+              ms,
+              ...bandwidths(coll, bytes, ms, p),
+            };
             if (link) {
               row.simUs = Math.max(...res.map((r) => r.simUs));
               row.predictedUs = predictUs(coll, algorithm, bytes, p, link);
@@ -114,14 +124,15 @@ export async function benchComm(o: CommBenchOptions): Promise<CommBenchRow[]> {
     } finally {
       await world.shutdown();
     }
-    o.log(`\nworld size ${p}${net ? ` · network ${net}` : ''}`);
+    o.log(`\nworld size ${p} · ${plane} plane${net ? ` · network ${net}` : ''}`);
     o.log(commTable(mine, !!net));
     rows.push(...mine);
   }
   return rows;
 }
 
-function fmtBytes(b: number): string {
+/** `4 KiB`, `16 MiB`: a byte count as the tables show it. */
+export function fmtBytes(b: number): string {
   return b >= 1 << 20 ? `${+(b / (1 << 20)).toFixed(2)} MiB` : b >= 1024 ? `${+(b / 1024).toFixed(2)} KiB` : `${b} B`;
 }
 
@@ -142,110 +153,6 @@ export function commTable(rows: CommBenchRow[], withNet: boolean): string {
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i].length)));
   const line = (c: string[]) => c.map((x, i) => (i < 3 ? x.padEnd(widths[i]) : x.padStart(widths[i]))).join('  ');
   return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...cells.map(line)].join('\n');
-}
-
-/** `64MiB`, `4KiB`, `1M`, `4096` → bytes. @throws Error naming the flag and the accepted forms. */
-export function parseBytes(text: string, flag: string): number {
-  const m = /^(\d+(?:\.\d+)?)\s*(B|K|KB|KiB|M|MB|MiB|G|GiB)?$/i.exec(text.trim());
-  if (!m) throw new Error(`${flag} expects a size like 4, 4KiB or 64MiB, got '${text}'`);
-  const unit = (m[2] ?? 'B').toUpperCase()[0];
-  const v = Math.round(Number(m[1]) * (unit === 'K' ? 1024 : unit === 'M' ? 1 << 20 : unit === 'G' ? 1 << 30 : 1));
-  if (v < 4) throw new Error(`${flag} must be at least 4 bytes (one f32), got '${text}'`);
-  return v;
-}
-
-export const COMM_HELP = `Usage: npm run bench -- comm [options]
-
-Options:
-  --worlds LIST       world sizes (default 2,4,8; 1–16 each)
-  --min-bytes SIZE    smallest S (default 4)
-  --max-bytes SIZE    largest S (default 8MiB, about 2 min on 2 cores; the full range: 64MiB)
-  --step N            size multiplier between rows (default 8)
-  --ops LIST          collectives (default ${COLLECTIVES.join(',')})
-  --iters N           timed iterations per size (default: 2–10, about 4 MiB moved)
-  --net SPEC          network model for simulated time vs α-β prediction, e.g.
-                      'intra=300GB/s,1us;inter=25GB/s,5us;node=4' or nvlink-ib, pcie-eth, ideal
-  --json FILE         also write the rows as JSON to FILE
-  --transport T       workers (default: Web Workers in this process) or mpi (one rank per
-                      process; start under mpirun: ${'mpirun -n 4 npm run bench -- comm --transport mpi'};
-                      every algorithm and MPI's own collective; --worlds defaults to the MPI world)
-  --tune FILE         with --transport mpi: write the faster backend per (collective, group
-                      size, S) to FILE, the table --comm-backend auto reads
-  -h, --help          this text`;
-
-/** Parses the comm suite's flags. @throws Error naming a bad flag value and what is allowed. */
-export function parseCommArgs(
-  argv: string[],
-): CommBenchOptions & {
-  json?: string;
-  help: boolean;
-  transport: 'workers' | 'mpi';
-  tune?: string;
-  worldsGiven: boolean;
-} {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      options: {
-        worlds: { type: 'string' },
-        transport: { type: 'string', default: 'workers' },
-        tune: { type: 'string' },
-        'min-bytes': { type: 'string', default: '4' },
-        'max-bytes': { type: 'string', default: '8MiB' },
-        step: { type: 'string', default: '8' },
-        ops: { type: 'string', default: COLLECTIVES.join(',') },
-        iters: { type: 'string' },
-        net: { type: 'string' },
-        json: { type: 'string' },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-      strict: true,
-    });
-  } catch (e) {
-    throw new Error(`${(e as Error).message.split('\n')[0]} (see --help)`);
-  }
-  const v = parsed.values;
-  const worlds = (v.worlds ?? '2,4,8').split(',').map(Number);
-  if (!worlds.length || worlds.some((n) => !Number.isInteger(n) || n < 1 || n > 16)) {
-    throw new Error(`--worlds expects comma-separated sizes in 1–16, got '${v.worlds}'`);
-  }
-  if (v.transport !== 'workers' && v.transport !== 'mpi') {
-    throw new Error(`--transport expects workers or mpi, got '${v.transport}'`);
-  }
-  if (v.tune !== undefined && v.transport !== 'mpi') {
-    throw new Error("--tune compares MPI's own collectives with ours and needs --transport mpi");
-  }
-  const collectives = v.ops.split(',').map((s) => s.trim()) as SizedCollective[];
-  for (const c of collectives) {
-    if (!COLLECTIVES.includes(c)) {
-      throw new Error(`--ops: unknown collective '${c}'; allowed: ${COLLECTIVES.join(', ')}`);
-    }
-  }
-  const step = Number(v.step);
-  if (!Number.isInteger(step) || step < 2) throw new Error(`--step must be an integer ≥ 2, got '${v.step}'`);
-  const iters = v.iters === undefined ? undefined : Number(v.iters);
-  if (iters !== undefined && (!Number.isInteger(iters) || iters < 1)) {
-    throw new Error(`--iters must be a positive integer, got '${v.iters}'`);
-  }
-  const minBytes = parseBytes(v['min-bytes'], '--min-bytes'), maxBytes = parseBytes(v['max-bytes'], '--max-bytes');
-  if (maxBytes < minBytes) throw new Error(`--max-bytes (${maxBytes}) is below --min-bytes (${minBytes})`);
-  if (v.net !== undefined) NetworkModel.parse(v.net);
-  return {
-    worlds,
-    minBytes,
-    maxBytes,
-    step,
-    collectives,
-    iters,
-    net: v.net,
-    json: v.json,
-    help: v.help,
-    transport: v.transport,
-    tune: v.tune,
-    worldsGiven: v.worlds !== undefined,
-    log: console.log,
-  };
 }
 
 /** The `comm` suite's entry point (it parses its own flags): returns the exit code. */
@@ -272,8 +179,17 @@ export async function commMain(argv: string[]): Promise<number> {
   );
   const t0 = performance.now();
   const rows = await benchComm(o);
+  if (o.planes!.length > 1) console.log(`\nshared vs message plane\n${planeTable(rows)}`);
+  const mpi = o.noMpi ? 'skipped (--no-mpi)' : await mpiRows(o);
+  if (typeof mpi === 'string') console.log(`\nMPICH comparison: ${mpi}`);
+  else console.log(`\nMPICH's own collectives (mpirun -n p) vs ours\n${mpiTable(rows, mpi)}`);
   console.log(`\n${rows.length} rows in ${((performance.now() - t0) / 1e3).toFixed(1)} s`);
-  const json = JSON.stringify({ suite: 'comm', net: o.net ?? null, date: new Date().toISOString(), rows }, null, 2);
+  const all = typeof mpi === 'string' ? rows : [...rows, ...mpi];
+  const json = JSON.stringify(
+    { suite: 'comm', net: o.net ?? null, date: new Date().toISOString(), rows: all },
+    null,
+    2,
+  );
   if (o.json) await writeAtomic(o.json, new TextEncoder().encode(json + '\n'));
   return 0;
 }

@@ -23,7 +23,7 @@ export const COMM_MPI_LAUNCH = 'mpirun -n 4 npm run bench -- comm --transport mp
  * @throws Error outside mpirun, or for a group size above the MPI world.
  */
 export async function benchCommMpi(
-  o: CommBenchOptions & { worldsGiven: boolean; json?: string; tune?: string },
+  o: CommBenchOptions & { worldsGiven: boolean; json?: string; tune?: string; nativeOnly?: boolean },
 ): Promise<CommBenchRow[]> {
   const w = await mpiWorld({ timeoutMs: 120_000, trace: false }, COMM_MPI_LAUNCH);
   try {
@@ -44,7 +44,7 @@ export async function benchCommMpi(
       const mine: CommBenchRow[] = [];
       for (const coll of o.collectives) {
         const candidates: { backend: Backend; algorithm: string }[] = [
-          ...ALGORITHMS[coll].map((algorithm) => ({ backend: 'ours' as const, algorithm })),
+          ...(o.nativeOnly ? [] : ALGORITHMS[coll].map((algorithm) => ({ backend: 'ours' as const, algorithm }))),
           { backend: 'mpi', algorithm: 'mpi' },
         ];
         for (const { backend, algorithm } of candidates) {

@@ -8,6 +8,7 @@
  */
 import { z } from 'zod';
 import { World } from '../comm/launch.ts';
+import type { DataPlane } from '../comm/data_plane.ts';
 import type { NetworkModel } from '../comm/network.ts';
 import type { ChromeTrace } from '../comm/trace.ts';
 import { parseTuning } from '../comm/tuning.ts';
@@ -38,6 +39,8 @@ export interface RunWorld {
   world: TaskWorld & { chromeTrace(meta?: Record<string, unknown>): Promise<ChromeTrace> };
   /** Whether this process prints and writes the run's files (always with workers; rank 0 under MPI). */
   primary: boolean;
+  /** Workers: the data plane in use, and why when it fell back to MessagePorts (docs/design.md §31). */
+  planeLine?: string;
   /** Under MPI: this process's rank on its node, which `--adapter local-rank` turns into its GPU's index. */
   localRank?: number;
   /** Ends the world (workers terminated, or MPI finalized). */
@@ -78,6 +81,7 @@ export async function openRunWorld(
   plan: ParallelPlan,
   net: NetworkModel | null,
   how: string,
+  plane: { dataPlane?: DataPlane; regionBytes?: number } = {},
 ): Promise<RunWorld> {
   const size = planWorldSize(plan);
   if (o.transport === 'workers') {
@@ -88,8 +92,14 @@ export async function openRunWorld(
       trace: true,
       timeoutMs: 120_000,
       runTimeoutMs: 600_000,
+      ...plane,
     });
-    return { world, primary: true, close: () => world.shutdown() };
+    const mib = +(world.regionBytes / (1 << 20)).toFixed(2);
+    const planeLine = world.planeNote ||
+      (world.dataPlane === 'shared'
+        ? `data plane: shared (SharedArrayBuffer rings of ${mib} MiB per pair of ranks)`
+        : 'data plane: message (MessagePorts)');
+    return { world, primary: true, planeLine, close: () => world.shutdown() };
   }
   const tuning = o.commTuning ? parseTuning(await Deno.readTextFile(o.commTuning), o.commTuning) : null;
   const { mpiWorld } = await import('../comm/mpi/world.ts');

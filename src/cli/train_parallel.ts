@@ -34,7 +34,8 @@ import { parseConfig, type TrainConfig } from '../train/config.ts';
 import type { Backend } from '../gpu/device.ts';
 import { NetworkModel } from '../comm/network.ts';
 import { describePlan, type ParallelPlan, planWorldSize } from '../parallel/plan.ts';
-import { MAX_RUN_WORLD, planFromOptions, PlanSchema } from '../parallel/plan_schema.ts';
+import { MAX_RUN_WORLD, planFromOptions, planRegionBytes, PlanSchema } from '../parallel/plan_schema.ts';
+import type { DataPlane } from '../comm/data_plane.ts';
 import { runParallel } from '../parallel/run_host.ts';
 import { checkRun } from '../parallel/measure.ts';
 import { accounting } from '../parallel/plan_report.ts';
@@ -131,7 +132,11 @@ export async function main(argv: string[]): Promise<number | null> {
   const stop = launch.transport === 'workers' ? new StepStop() : undefined;
   const stopper = stop ? new StopListener(() => stop.request()) : null;
   // Under MPI every process runs this host loop (comm/mpi/task_world.ts); rank 0 alone prints and writes.
-  const rw = await openRunWorld(launch, plan, net, `mpirun -n ${size} npm run train -- ${argv.join(' ')}`);
+  const plane = {
+    dataPlane: args.options.dataPlane as DataPlane | undefined,
+    regionBytes: planRegionBytes(plan, model, args.options.regionMb as number | undefined),
+  };
+  const rw = await openRunWorld(launch, plan, net, `mpirun -n ${size} npm run train -- ${argv.join(' ')}`, plane);
   const say = rw.primary ? console.log : () => {};
   let valLoss: number | null = null;
   try {
@@ -151,6 +156,7 @@ export async function main(argv: string[]): Promise<number | null> {
       `plan: ${describePlan(plan)} · ${kind} trainer · ${cfg.arch} · vocab ${tokenizer.vocabSize} (${tokenizer.kind})` +
         (launch.transport === 'mpi' ? ` · ${size} MPI processes · collectives: ${launch.commBackend}` : ''),
     );
+    if (rw.planeLine) say(rw.planeLine);
     say(
       `data: ${cfg.data} · ${data.trainTokens} train / ${data.valTokens} val tokens · run: ${outDir}${
         resume ? ` · resuming at step ${resume.manifest.step}` : ''

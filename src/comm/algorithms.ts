@@ -8,7 +8,8 @@
  * to r+1 and sits out; the remaining pof2 ranks run the power-of-two algorithm under "new
  * ranks" (r < 2·rem → r/2, else r − rem); results are handed back at the end.
  *
- * Sends never block (MessagePort), so every exchange is "send, then receive" without deadlock.
+ * Sends never block (a MessagePort queues; a full shared ring queues in its wire's outbox, §31),
+ * so every exchange is "send, then receive" without deadlock.
  * Buffers are plain CPU typed arrays; `offs` are element offsets of per-rank chunks (length
  * p+1). Every function mutates `work` in place.
  */
@@ -16,12 +17,18 @@
 export type ReduceOp = 'sum' | 'avg' | 'max' | 'min';
 export type NumArray = Float32Array | Int32Array;
 
-/** One call's messaging: peers are group-local ranks; send copies (and transfers the copy). */
+/** One call's messaging: peers are group-local ranks; send copies (the wire makes the one copy). */
 export interface Link {
   readonly p: number;
   readonly r: number;
   send(peer: number, data: NumArray): void;
   recv(peer: number): Promise<NumArray>;
+  /**
+   * Receives the next message from `peer` and hands it to `use` at once; on the shared plane the
+   * array is a view into the peer's ring, valid only during `use` (docs/design.md §31), so
+   * reducing or copying inside `use` needs no intermediate copy.
+   */
+  recvInto(peer: number, use: (x: NumArray) => void): Promise<void>;
   recvAll(peers: number[]): Promise<NumArray[]>;
 }
 
@@ -77,7 +84,7 @@ export async function ringReduceScatter(l: Link, work: NumArray, offs: number[],
   const chunk = (c: number) => work.subarray(offs[mod(c, p)], offs[mod(c, p) + 1]);
   for (let s = 0; s < p - 1; s++) {
     l.send(right, chunk(r - s - 1));
-    combine(chunk(r - s - 2), await l.recv(left), op);
+    await l.recvInto(left, (x) => combine(chunk(r - s - 2), x, op));
   }
 }
 
@@ -88,7 +95,7 @@ export async function ringAllGather(l: Link, work: NumArray, offs: number[]) {
   for (let s = 0; s < p - 1; s++) {
     const c = mod(r - s, p), d = mod(r - s - 1, p);
     l.send(right, work.subarray(offs[c], offs[c + 1]));
-    work.set(await l.recv(left), offs[d]);
+    await l.recvInto(left, (x) => work.set(x, offs[d]));
   }
 }
 
@@ -114,13 +121,13 @@ export async function directAllGather(l: Link, work: NumArray, offs: number[]) {
 async function foldIn(l: Link, f: Fold, work: NumArray, op: ReduceOp) {
   if (l.r >= 2 * f.rem) return;
   if (f.newRank < 0) l.send(l.r + 1, work);
-  else combine(work, await l.recv(l.r - 1), op);
+  else await l.recvInto(l.r - 1, (x) => combine(work, x, op));
 }
 
 /** Fold out: odd r < 2·rem sends the finished `work` back to r−1. */
 async function foldOut(l: Link, f: Fold, work: NumArray) {
   if (l.r >= 2 * f.rem) return;
-  if (f.newRank < 0) work.set(await l.recv(l.r + 1));
+  if (f.newRank < 0) await l.recvInto(l.r + 1, (x) => work.set(x));
   else l.send(l.r - 1, work);
 }
 
@@ -136,7 +143,7 @@ async function halving(l: Link, f: Fold, work: NumArray, soffs: number[], op: Re
     const [keepLo, keepHi, sendLo, sendHi] = nr & mask ? [mid, hi, lo, mid] : [lo, mid, mid, hi];
     const peer = f.real(nr ^ mask);
     l.send(peer, work.subarray(soffs[sendLo], soffs[sendHi]));
-    combine(work.subarray(soffs[keepLo], soffs[keepHi]), await l.recv(peer), op);
+    await l.recvInto(peer, (x) => combine(work.subarray(soffs[keepLo], soffs[keepHi]), x, op));
     lo = keepLo;
     hi = keepHi;
   }
@@ -150,7 +157,7 @@ async function doubling(l: Link, f: Fold, work: NumArray, soffs: number[]) {
     const peer = f.real(nr ^ mask);
     const plo = lo ^ mask;
     l.send(peer, work.subarray(soffs[lo], soffs[lo + mask]));
-    work.set(await l.recv(peer), soffs[plo]);
+    await l.recvInto(peer, (x) => work.set(x, soffs[plo]));
     lo = Math.min(lo, plo);
   }
 }
@@ -169,7 +176,7 @@ export async function halvingReduceScatter(l: Link, work: NumArray, offs: number
   await foldIn(l, f, work, op);
   if (f.newRank >= 0) await halving(l, f, work, superOffsets(f, offs), op);
   if (l.r >= 2 * f.rem) return;
-  if (f.newRank < 0) work.set(await l.recv(l.r + 1), offs[l.r]);
+  if (f.newRank < 0) await l.recvInto(l.r + 1, (x) => work.set(x, offs[l.r]));
   else l.send(l.r - 1, work.subarray(offs[l.r - 1], offs[l.r]));
 }
 
@@ -178,7 +185,7 @@ export async function doublingAllGather(l: Link, work: NumArray, offs: number[])
   const f = fold(l.p, l.r);
   if (l.r < 2 * f.rem) {
     if (f.newRank < 0) l.send(l.r + 1, work.subarray(offs[l.r], offs[l.r + 1]));
-    else work.set(await l.recv(l.r - 1), offs[l.r - 1]);
+    else await l.recvInto(l.r - 1, (x) => work.set(x, offs[l.r - 1]));
   }
   if (f.newRank >= 0) await doubling(l, f, work, superOffsets(f, offs));
   await foldOut(l, f, work);
@@ -192,7 +199,7 @@ export async function doublingAllReduce(l: Link, work: NumArray, op: ReduceOp) {
     for (let mask = 1; mask < f.pof2; mask <<= 1) {
       const peer = f.real(f.newRank ^ mask);
       l.send(peer, work);
-      combine(work, await l.recv(peer), op);
+      await l.recvInto(peer, (x) => combine(work, x, op));
     }
   }
   await foldOut(l, f, work);
@@ -228,7 +235,7 @@ export async function binomialBroadcast(l: Link, work: NumArray, root: number) {
   let mask = 1;
   while (mask < p) {
     if (rr & mask) {
-      work.set(await l.recv(mod(r - mask, p)));
+      await l.recvInto(mod(r - mask, p), (x) => work.set(x));
       break;
     }
     mask <<= 1;
@@ -242,7 +249,7 @@ export async function binomialReduce(l: Link, work: NumArray, root: number, op: 
   const rr = mod(r - root, p);
   for (let mask = 1; mask < p; mask <<= 1) {
     if ((rr & mask) === 0) {
-      if ((rr | mask) < p) combine(work, await l.recv(mod((rr | mask) + root, p)), op);
+      if ((rr | mask) < p) await l.recvInto(mod((rr | mask) + root, p), (x) => combine(work, x, op));
     } else {
       l.send(mod((rr & ~mask) + root, p), work);
       return;
@@ -253,7 +260,7 @@ export async function binomialReduce(l: Link, work: NumArray, root: number, op: 
 /** Direct broadcast: root sends to every rank. */
 export async function directBroadcast(l: Link, work: NumArray, root: number) {
   if (l.r === root) { for (let j = 0; j < l.p; j++) if (j !== root) l.send(j, work); }
-  if (l.r !== root) work.set(await l.recv(root));
+  if (l.r !== root) await l.recvInto(root, (x) => work.set(x));
 }
 
 /** Direct reduce: every rank sends to root, which combines in rank order. */
@@ -270,7 +277,7 @@ export async function pairwiseAllToAll(l: Link, input: NumArray, out: NumArray, 
   for (let s = 1; s < p; s++) {
     const dst = mod(r + s, p), src = mod(r - s, p);
     l.send(dst, input.subarray(offs[dst], offs[dst + 1]));
-    out.set(await l.recv(src), offs[src]);
+    await l.recvInto(src, (x) => out.set(x, offs[src]));
   }
 }
 

@@ -16,7 +16,7 @@
  * tensors go through `TensorComm` (tensor_comm.ts), which wraps a Communicator.
  */
 import type { Transport } from './transport.ts';
-import { alloc, dtypeOf, p2pExpect } from './link.ts';
+import { alloc, p2pExpect } from './link.ts';
 import type { NativeGroup } from './wire.ts';
 import { nativeOp, runCall } from './call.ts';
 import type { TuningTable } from './tuning.ts';
@@ -82,8 +82,8 @@ export class Communicator {
   }
 
   /**
-   * Sends `data` (copied, then the copy's buffer transferred) to group rank `dst`. Buffered:
-   * resolves at once, like MPI_Ibsend. Pairs are matched in order per (group, src, dst).
+   * Sends `data` (copied by the wire: into the shared ring, or a copy transferred) to group rank
+   * `dst`. Buffered: resolves at once, like MPI_Ibsend. Pairs are matched in order per (group, src, dst).
    */
   send(data: NumArray, dst: number, opts: { tag?: number } = {}): Promise<void> {
     checkPeer(this, dst, 'send');
@@ -91,7 +91,7 @@ export class Communicator {
     this.transport.send(
       g,
       p2pExpect(this.transport, this.id, this.transport.rank, g, data, opts.tag),
-      data.slice().buffer,
+      data,
     );
     return Promise.resolve();
   }
@@ -101,8 +101,9 @@ export class Communicator {
     checkPeer(this, src, 'recv');
     const g = this.ranks[src];
     const expect = p2pExpect(this.transport, this.id, g, this.transport.rank, out, opts.tag);
-    const buf = await this.transport.recv(g, expect, opts.timeoutMs);
-    out.set(dtypeOf(out) === 'f32' ? new Float32Array(buf) : new Int32Array(buf));
+    await this.transport.recvWith(g, expect, (b) => {
+      new Uint8Array(out.buffer, out.byteOffset, out.byteLength).set(b); // dtype and count checked by the header
+    }, opts.timeoutMs);
     return out;
   }
 

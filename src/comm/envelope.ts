@@ -35,9 +35,34 @@ export type Expect = Omit<Header, 'src' | 'simArrival'>;
 export interface Envelope {
   header: Header;
   payload: ArrayBuffer;
+  /**
+   * Shared plane (docs/design.md §31): the payload as a view into the sender's ring, valid only
+   * while the wire's arrive callback runs; `payload` is then empty and the transport either
+   * consumes the view at once or copies it.
+   */
+  borrowed?: Uint8Array;
 }
 
 /** `allReduce(sum/ring, f32×1024)`: how headers appear in error messages. */
 export function describeCall(h: Pick<Header, 'op' | 'detail' | 'dtype' | 'count'>): string {
   return `${h.op}(${h.detail ? h.detail + ', ' : ''}${h.dtype}×${h.count})`;
+}
+
+/**
+ * "rank R timed out after T ms in <call> (group G#S) waiting for rank(s) A, B", plus, per missing
+ * rank, what did arrive from it instead (`pending[src]`, unmatched envelopes in arrival order).
+ */
+export function timeoutText(
+  rank: number,
+  ms: number,
+  expect: Expect,
+  missing: number[],
+  pending: Envelope[][],
+): string {
+  const seen = missing.map((s) => {
+    const got = pending[s].map((e) => `${describeCall(e.header)} in group ${e.header.group}#${e.header.seq}`);
+    return got.length ? `; from rank ${s} only ${got.join(', ')} arrived` : '';
+  }).join('');
+  return `rank ${rank} timed out after ${ms} ms in ${describeCall(expect)} ` +
+    `(group ${expect.group}#${expect.seq}) waiting for rank(s) ${missing.join(', ')}${seen}`;
 }

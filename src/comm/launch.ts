@@ -1,7 +1,8 @@
 /**
- * Launching a world of ranks (docs/design.md §13): N module workers, a full mesh of
- * `MessageChannel`s between them (the data plane, see transport.ts) and comlink as the
- * control plane (init / run / shutdown), as the browser demo drives workers/rank.worker.ts.
+ * Launching a world of ranks (docs/design.md §13): N module workers, a data plane between them —
+ * shared-memory rings where SharedArrayBuffer is usable (§31, data_plane.ts chooses), else a full
+ * mesh of `MessageChannel`s (see transport.ts) — and comlink as the control plane (init / run /
+ * shutdown), as the browser demo drives workers/rank.worker.ts.
  *
  * Host side: {@link World.launch}. Worker side: a module that calls {@link serveRank} with its
  * named tasks. A task that throws (or times out waiting for a peer) aborts the whole world:
@@ -13,12 +14,18 @@ import { Transport } from './transport.ts';
 import { Communicator } from './communicator.ts';
 import { NetworkModel, type NetworkSpec } from './network.ts';
 import { type ChromeTrace, type Span, toChromeTrace } from './trace.ts';
+import { choosePlane } from './data_plane.ts';
+import { type SharedPlane, SharedWire } from './shared_wire.ts';
+import type { DataPlane } from './data_plane.ts';
 
 /** What a rank receives at init. `ports[j]` leads to rank j; `ports[rank]` is null. */
 export interface RankInit {
   rank: number;
   worldSize: number;
+  /** The MessagePort mesh of the message plane (empty on the shared plane). */
   ports: (MessagePort | null)[];
+  /** The rings and doorbells of the shared plane (docs/design.md §31); absent: the message plane. */
+  shared?: SharedPlane;
   /** Default receive timeout in ms. */
   timeoutMs: number;
   /** Network model of the simulated clock (network.ts); null: messages cost no simulated time. */
@@ -58,9 +65,8 @@ export function rankControl(tasks: Record<string, RankTask>): RankControl & { wo
     world: () => world,
     join(init) {
       const net = init.net ? new NetworkModel(init.net) : null;
-      world = Communicator.world(
-        new Transport(init.rank, init.ports, { timeoutMs: init.timeoutMs, net, trace: init.trace }),
-      );
+      const wire = init.shared ? new SharedWire(init.rank, init.shared) : init.ports;
+      world = Communicator.world(new Transport(init.rank, wire, { timeoutMs: init.timeoutMs, net, trace: init.trace }));
     },
     trace(clear = false) {
       const t = need().tracer;
@@ -111,11 +117,25 @@ export interface LaunchOptions {
   timeoutMs?: number;
   /** Limit on one {@link World.run} in ms, guarding against tasks that never return (default 120 000). */
   runTimeoutMs?: number;
+  /**
+   * The data plane (docs/design.md §31): `shared` (SharedArrayBuffer rings) or `message`
+   * (MessagePorts). Default: shared where SharedArrayBuffer is usable, else message, with the
+   * reason in {@link World.planeNote}. Asking for shared where it is not usable throws.
+   */
+  dataPlane?: DataPlane;
+  /** Shared plane: data bytes of each ring (default: data_plane.ts choosePlane's); twice the largest message at least. */
+  regionBytes?: number;
 }
 
 /** Host side: a running world of rank workers. */
 export class World {
   readonly size: number;
+  /** The data plane the ranks exchange tensors over. */
+  dataPlane: DataPlane = 'message';
+  /** Why the message plane was chosen when shared was not asked for and cannot run, else ''. */
+  planeNote = '';
+  /** Shared plane: data bytes of each ring (0 on the message plane). */
+  regionBytes = 0;
   private readonly workers: Worker[];
   private readonly ranks: Comlink.Remote<RankControl>[];
   private readonly runTimeoutMs: number;
@@ -160,9 +180,13 @@ export class World {
     const workers = [...Array(n).keys()].map((r) =>
       spawn ? spawn(r) : new Worker(url!, { type: 'module', name: `rank${r}` })
     );
+    const plane = choosePlane(n, opts.dataPlane, opts.regionBytes);
     const world = new World(workers, opts.runTimeoutMs ?? 120_000);
+    world.dataPlane = plane.shared ? 'shared' : 'message';
+    world.planeNote = plane.note;
+    world.regionBytes = plane.shared?.regionBytes ?? 0;
     const ports: (MessagePort | null)[][] = [...Array(n)].map(() => new Array(n).fill(null));
-    for (let i = 0; i < n; i++) {
+    for (let i = 0; i < n && !plane.shared; i++) {
       for (let j = i + 1; j < n; j++) {
         const ch = new MessageChannel();
         ports[i][j] = ch.port1;
@@ -171,7 +195,15 @@ export class World {
     }
     const timeoutMs = opts.timeoutMs ?? 30_000;
     await world.guard('join', (r) => {
-      const init: RankInit = { rank: r, worldSize: n, ports: ports[r], timeoutMs, net, trace: opts.trace ?? true };
+      const init: RankInit = {
+        rank: r,
+        worldSize: n,
+        ports: ports[r],
+        shared: plane.shared,
+        timeoutMs,
+        net,
+        trace: opts.trace ?? true,
+      };
       return world.ranks[r].join(Comlink.transfer(init, ports[r].filter((p): p is MessagePort => p !== null)));
     });
     return world;
@@ -194,7 +226,7 @@ export class World {
 
   /** {@link trace} as Chrome Trace Event JSON (trace.json; opens in Perfetto). */
   async chromeTrace(meta: Record<string, unknown> = {}, clear = false): Promise<ChromeTrace> {
-    return toChromeTrace(await this.trace(clear), { worldSize: this.size, ...meta });
+    return toChromeTrace(await this.trace(clear), { worldSize: this.size, dataPlane: this.dataPlane, ...meta });
   }
 
   /** Sets every rank's network model (spec, text or null) and optionally restarts their simulated clocks at 0. */

@@ -73,8 +73,17 @@ export function callLink(
   const link: Link = {
     p: ranks.length,
     r: rank,
-    send: (peer, data) => t.send(ranks[peer], { ...base, tag: bump(sent, peer) }, data.slice().buffer),
+    send: (peer, data) => t.send(ranks[peer], { ...base, tag: bump(sent, peer) }, data),
     recv: async (peer) => wrap(await t.recv(ranks[peer], { ...base, tag: bump(got, peer) }, timeoutMs)),
+    recvInto: (peer, use) =>
+      t.recvWith(ranks[peer], { ...base, tag: bump(got, peer) }, (b) => {
+        if (b.byteOffset % 4) b = b.slice(); // a typed-array view needs 4-byte alignment
+        use(
+          dtype === 'f32'
+            ? new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4)
+            : new Int32Array(b.buffer, b.byteOffset, b.byteLength / 4),
+        );
+      }, timeoutMs),
     recvAll: async (peers) => {
       // One tag per peer; group peers expecting the same tag into one deadline.
       const tags = peers.map((q) => bump(got, q));

@@ -7,6 +7,8 @@
 import { Communicator } from './communicator.ts';
 import { NetworkModel } from './network.ts';
 import { Transport } from './transport.ts';
+import { createSharedPlane, type DataPlane, DEFAULT_REGION_BYTES } from './data_plane.ts';
+import { SharedWire } from './shared_wire.ts';
 
 export interface LocalWorldOptions {
   /** Network model (or its text, see parseNetwork); default none. */
@@ -14,10 +16,15 @@ export interface LocalWorldOptions {
   /** Receive timeout in ms (default 10 000). */
   timeoutMs?: number;
   trace?: boolean;
+  /**
+   * `message` (default: an in-thread port mesh) or `shared` (the rings of docs/design.md §31,
+   * without a spin: the ranks share one thread, so a peer can only answer once this one yields).
+   */
+  dataPlane?: DataPlane;
 }
 
 /**
- * `size` world communicators (index = rank) over an in-thread port mesh.
+ * `size` world communicators (index = rank) over an in-thread port mesh or shared rings.
  * @throws Error for a size outside 1–16 or a bad network description.
  */
 export function localWorld(size: number, opts: LocalWorldOptions = {}): Communicator[] {
@@ -25,6 +32,12 @@ export function localWorld(size: number, opts: LocalWorldOptions = {}): Communic
     throw new Error(`localWorld: world size ${size} is outside 1–16`);
   }
   const net = typeof opts.net === 'string' ? NetworkModel.parse(opts.net) : opts.net ?? null;
+  const make = (r: number, wire: (MessagePort | null)[] | SharedWire) =>
+    Communicator.world(new Transport(r, wire, { timeoutMs: opts.timeoutMs ?? 10_000, net, trace: opts.trace }));
+  if (opts.dataPlane === 'shared' && size > 1) {
+    const plane = createSharedPlane(size, DEFAULT_REGION_BYTES, 0);
+    return [...Array(size).keys()].map((r) => make(r, new SharedWire(r, plane)));
+  }
   const ports: (MessagePort | null)[][] = [...Array(size)].map(() => new Array(size).fill(null));
   for (let i = 0; i < size; i++) {
     for (let j = i + 1; j < size; j++) {
@@ -33,9 +46,7 @@ export function localWorld(size: number, opts: LocalWorldOptions = {}): Communic
       ports[j][i] = ch.port2;
     }
   }
-  return ports.map((p, r) =>
-    Communicator.world(new Transport(r, p, { timeoutMs: opts.timeoutMs ?? 10_000, net, trace: opts.trace }))
-  );
+  return ports.map((p, r) => make(r, p));
 }
 
 /** Runs `fn` on every rank of a local world concurrently; resolves to the results in rank order. */

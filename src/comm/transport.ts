@@ -1,14 +1,11 @@
 /**
- * The data plane of one rank (docs/design.md §13): a full mesh of `MessagePort`s, one
- * `MessageChannel` per pair of ranks, created by the launcher and transferred to each worker.
+ * The data plane of one rank (docs/design.md §13, §31) over a {@link Wire}: a MessagePort mesh,
+ * the shared-memory rings of worker ranks (shared_wire.ts) or MPI (mpi/wire.ts).
  *
  * Every message is an {@link Envelope}: a {@link Header} naming the call it belongs to plus a
- * payload `ArrayBuffer` that is *transferred* (moved, never structured-cloned), so a send
- * gives the buffer away and the receiver owns it. Receives match by (group, sequence number)
- * and then check op, detail, dtype, count and tag, so a rank that calls a different collective
- * than its peer fails at once with an error naming both calls. Every wait has a timeout that
- * lists the ranks whose messages never arrived — a hang is a bug.
- *
+ * payload. Receives match by (group, sequence number) and then check op, detail, dtype, count
+ * and tag, so a rank that calls a different collective than its peer fails at once with an error
+ * naming both calls. Every wait has a timeout that lists the ranks whose messages never arrived.
  * Every send and receive is recorded as a span by the rank's {@link Tracer} and moves its
  * {@link SimClock}: a send stamps the simulated arrival into the header, a receive waits for it.
  *
@@ -18,7 +15,7 @@ import { type NetworkModel, SimClock } from './network.ts';
 import { algorithmOf, Tracer, wallMs } from './trace.ts';
 import { type NativeGroup, PortWire, type Wire } from './wire.ts';
 
-import { describeCall, type Envelope, type Expect, type Header } from './envelope.ts';
+import { describeCall, type Envelope, type Expect, type Header, timeoutText } from './envelope.ts';
 
 export type { Wire } from './wire.ts';
 export { describeCall, type DType, type Envelope, type Expect, type Header } from './envelope.ts';
@@ -26,6 +23,7 @@ export { describeCall, type DType, type Envelope, type Expect, type Header } fro
 interface Waiter {
   src: number;
   expect: Expect;
+  /** Takes the matched envelope synchronously (a borrowed payload is valid only during the call). */
   resolve: (env: Envelope) => void;
   reject: (err: Error) => void;
 }
@@ -83,17 +81,19 @@ export class Transport {
   }
 
   /**
-   * Sends `payload` to global rank `dst`, transferring the buffer (it is detached here
-   * afterwards). `header.src` is filled in. Throws for dst = self or out of range.
+   * Sends `payload` to global rank `dst`: an ArrayBuffer is given away (transferred, detached
+   * here afterwards); a typed array is copied by the wire (into the shared ring, or a copy is
+   * transferred), so the caller may reuse it at once. `header.src` is filled in. Throws for dst =
+   * self or out of range, or (shared plane) for a message larger than the ring.
    */
-  send(dst: number, header: Omit<Header, 'src'>, payload: ArrayBuffer): void {
+  send(dst: number, header: Omit<Header, 'src'>, payload: ArrayBuffer | ArrayBufferView): void {
     this.checkOpen();
     if (dst === this.rank || !Number.isInteger(dst) || dst < 0 || dst >= this.worldSize) {
       throw new Error(`transport: rank ${this.rank} cannot send to rank ${dst} (world of ${this.worldSize})`);
     }
     const clock = this.clockOf(header.group), start = wallMs(), simStart = clock.now;
     const simArrival = clock.send(dst, payload.byteLength);
-    const env: Envelope = { header: { ...header, src: this.rank, simArrival }, payload };
+    const env = { header: { ...header, src: this.rank, simArrival } };
     this.tracer.record({
       kind: 'send',
       op: header.op,
@@ -108,7 +108,12 @@ export class Transport {
       simArrival,
       seq: header.seq,
     });
-    this.wire.post(dst, env);
+    if (payload instanceof ArrayBuffer) this.wire.post(dst, { header: env.header, payload });
+    else {
+      const bytes = new Uint8Array(payload.buffer, payload.byteOffset, payload.byteLength);
+      if (this.wire.postView) this.wire.postView(dst, env.header, bytes);
+      else this.wire.post(dst, { header: env.header, payload: bytes.slice().buffer });
+    }
   }
 
   /**
@@ -138,11 +143,34 @@ export class Transport {
    * "rank R called <call> in group G#S but rank Q sent <call>" on a mismatch, or with
    * "rank R timed out after T ms in <call> (group G#S) waiting for rank(s) A, B" on timeout.
    */
-  recvMany(srcs: number[], expect: Expect, timeoutMs = this.timeoutMs): Promise<ArrayBuffer[]> {
+  async recvMany(srcs: number[], expect: Expect, timeoutMs = this.timeoutMs): Promise<ArrayBuffer[]> {
+    const out: ArrayBuffer[] = new Array(srcs.length);
+    await this.receive(srcs, expect, timeoutMs, (i, env) => {
+      out[i] = env.borrowed ? env.borrowed.slice().buffer : env.payload;
+    });
+    return out;
+  }
+
+  /**
+   * Receives one message from global rank `src` matching `expect` and hands its payload bytes to
+   * `use` the moment it is matched, before resolving; the bytes may be a view into the shared
+   * ring, valid only during the call, so `use` reduces or copies them straight into its result
+   * (docs/design.md §31). Errors as {@link recvMany}.
+   */
+  recvWith(src: number, expect: Expect, use: (bytes: Uint8Array) => void, timeoutMs = this.timeoutMs): Promise<void> {
+    return this.receive([src], expect, timeoutMs, (_, env) => use(env.borrowed ?? new Uint8Array(env.payload)));
+  }
+
+  private receive(
+    srcs: number[],
+    expect: Expect,
+    timeoutMs: number,
+    take: (i: number, env: Envelope) => void,
+  ): Promise<void> {
     this.checkOpen();
-    const out: (ArrayBuffer | undefined)[] = new Array(srcs.length);
-    if (srcs.length === 0) return Promise.resolve([]);
-    return new Promise<ArrayBuffer[]>((resolve, reject) => {
+    const out: boolean[] = new Array(srcs.length);
+    if (srcs.length === 0) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
       let left = srcs.length;
       let done = false;
       const clock = this.clockOf(expect.group), start = wallMs(), simStart = clock.now;
@@ -157,22 +185,11 @@ export class Transport {
           if (i >= 0) list.splice(i, 1);
         }
         if (err) reject(err);
-        else resolve(out as ArrayBuffer[]);
+        else resolve();
       };
       const timer = setTimeout(() => {
-        const missing = srcs.filter((_, i) => out[i] === undefined);
-        const seen = missing.map((s) => {
-          const got = this.pending[s].map((e) =>
-            `${describeCall(e.header)} in group ${e.header.group}#${e.header.seq}`
-          );
-          return got.length ? `; from rank ${s} only ${got.join(', ')} arrived` : '';
-        }).join('');
-        finish(
-          new Error(
-            `rank ${this.rank} timed out after ${timeoutMs} ms in ${describeCall(expect)} ` +
-              `(group ${expect.group}#${expect.seq}) waiting for rank(s) ${missing.join(', ')}${seen}`,
-          ),
-        );
+        const missing = srcs.filter((_, i) => !out[i]);
+        finish(new Error(timeoutText(this.rank, timeoutMs, expect, missing, this.pending)));
       }, timeoutMs);
       srcs.forEach((src, i) => {
         if (src === this.rank || src < 0 || src >= this.worldSize) {
@@ -183,14 +200,20 @@ export class Transport {
           src,
           expect,
           resolve: (env) => {
-            out[i] = env.payload;
+            out[i] = true;
+            try {
+              take(i, env);
+            } catch (e) {
+              finish(e instanceof Error ? e : new Error(String(e)));
+              return;
+            }
             clock.receive(env.header.simArrival ?? 0);
             this.tracer.record({
               kind: 'recv',
               op: expect.op,
               group: expect.group,
               algorithm: algorithmOf(expect.detail),
-              bytes: env.payload.byteLength,
+              bytes: (env.borrowed ?? env.payload).byteLength,
               peer: src,
               start,
               end: wallMs(),
@@ -206,6 +229,7 @@ export class Transport {
         this.waiters[src].push(w);
       });
       for (const src of new Set(srcs)) if (!done) this.drain(src);
+      if (!done) this.wire.await?.(() => done);
     });
   }
 
@@ -238,8 +262,14 @@ export class Transport {
   }
 
   private arrive(src: number, env: Envelope): void {
-    this.pending[src].push(env);
+    const pend = this.pending[src];
+    pend.push(env);
     this.drain(src);
+    // Nobody took the borrowed view: keep a copy, so the ring's space is freed (§31).
+    if (env.borrowed && pend.includes(env)) {
+      env.payload = env.borrowed.slice().buffer;
+      delete env.borrowed;
+    }
   }
 
   /** Matches waiters for `src` against arrived messages, oldest first. */

@@ -3,7 +3,7 @@
  * ranks. Matching, timeouts, tracing and the simulated clock stay in transport.ts, the same
  * over every wire. Runtime-neutral: the MPI wire (comm/mpi/wire.ts) is Deno-only and lives apart.
  */
-import type { Envelope } from './envelope.ts';
+import type { Envelope, Header } from './envelope.ts';
 import type { NumArray } from './algorithms.ts';
 
 /**
@@ -33,7 +33,20 @@ export interface Wire {
   readonly worldSize: number;
   /** Moves `env` to world rank `dst` ≠ this rank; the payload buffer is given away. */
   post(dst: number, env: Envelope): void;
-  /** Sets the callback every arriving envelope goes to, with its sender's world rank. */
+  /**
+   * Moves `header` + `bytes` (a view the caller keeps using, so the wire copies it before
+   * returning), where the wire can copy straight from the caller's array (the shared plane).
+   */
+  postView?(dst: number, header: Header, bytes: Uint8Array): void;
+  /**
+   * Called when a receive found nothing yet: the wire may look for arrivals (and spin briefly)
+   * until `done()` says the receive is satisfied.
+   */
+  await?(done: () => boolean): void;
+  /**
+   * Sets the callback every arriving envelope goes to, with its sender's world rank. An envelope
+   * with `borrowed` set is valid only during the call.
+   */
   listen(arrive: (src: number, env: Envelope) => void): void;
   close(): void;
   /**

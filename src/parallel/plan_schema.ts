@@ -6,11 +6,20 @@
  * gradient accumulation splits it.
  */
 import { z } from 'zod';
-import { CP_KINDS, type CpKind, makePlan, type ParallelPlan, planWorldSize } from './plan.ts';
+import {
+  CP_KINDS,
+  type CpKind,
+  makePlan,
+  type ParallelPlan,
+  type PlanModel,
+  planWorldSize,
+  rankParams,
+} from './plan.ts';
 import { SCHEDULE_KINDS, type ScheduleKind } from './pipeline_schedule.ts';
 import { NET_PRESETS, parseNetwork } from '../comm/network.ts';
 import { parseCompressPolicy } from '../comm/compression.ts';
 import { SyncFlagsSchema, syncSpecOf } from './low_comm.ts';
+import { DATA_PLANES, type DataPlane, regionBytesFor } from '../comm/data_plane.ts';
 
 /** Ranks of a real run (one worker and WebGPU device each). */
 export const MAX_RUN_WORLD = 64;
@@ -62,6 +71,12 @@ export const PlanSchema = z.object({
     'compression per dimension, e.g. dp=powersgd:4,tp=fp16,pp=int8 (schemes: none, fp16, bf16, int8[:block], int4[:block], topk[:density], sign, powersgd[:rank], dp only), or naive:<scheme>',
   ),
   ...SyncFlagsSchema,
+  dataPlane: z.enum(DATA_PLANES as [DataPlane, ...DataPlane[]]).optional().describe(
+    'how worker ranks exchange tensors: shared (SharedArrayBuffer rings) or message (MessagePorts); default shared where SharedArrayBuffer is usable, else message with the reason shown',
+  ),
+  regionMb: z.number().positive().max(4096).optional().describe(
+    'shared data plane: MiB per ring (one per ordered pair of ranks); default twice the largest message the plan can send',
+  ),
   net: netSpec.optional().describe(
     `network model: ${Object.keys(NET_PRESETS).join(' | ')} or 'intra=…GB/s,…us;inter=…;node=N'`,
   ),
@@ -113,4 +128,21 @@ export function planFromOptions(
     );
   }
   return plan;
+}
+
+/**
+ * Bytes per shared-plane ring for `plan` on `model` (docs/design.md §31): `regionMb` when given,
+ * else room for twice the largest message the run can send — bounded by the largest of a rank's
+ * parameters (a whole gradient bucket or gathered parameter unit) and the global batch's
+ * activations or vocabulary-wide rows (B·T·max(C, V) elements), 4 bytes each — capped at 256 MiB.
+ */
+export function planRegionBytes(plan: ParallelPlan, model: PlanModel, regionMb?: number): number {
+  if (regionMb !== undefined) return regionBytesFor(0, regionMb);
+  let params = 0;
+  for (let r = 0; r < planWorldSize(plan); r++) {
+    const p = rankParams(plan, model, r);
+    params = Math.max(params, p.dense + p.expert);
+  }
+  const rows = model.batchSize * model.blockSize * Math.max(model.nEmbd, model.vocabSize);
+  return Math.min(256 << 20, regionBytesFor(4 * Math.max(params, rows)));
 }

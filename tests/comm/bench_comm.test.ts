@@ -5,6 +5,7 @@
 import { deepStrictEqual, equal, match, ok, throws } from 'node:assert/strict';
 import { bandwidths, busBwFactor } from '../../src/comm/cost.ts';
 import { type CommBenchRow, parseBytes, parseCommArgs } from '../../src/bench/comm.ts';
+import { mpiTable, planeTable } from '../../src/bench/comm_planes.ts';
 import { runCli } from '../util/cli.ts';
 
 Deno.test("busbw factors are nccl-tests': 2(p−1)/p allReduce, (p−1)/p gather/scatter/all-to-all, 1 rooted", () => {
@@ -30,6 +31,9 @@ Deno.test('comm flags: sizes with units, and errors naming what is allowed', () 
   throws(() => parseCommArgs(['--net', 'fast']), /network: unknown field 'fast'/);
   throws(() => parseCommArgs(['--bogus']), /Unknown option '--bogus'/);
   throws(() => parseCommArgs(['--min-bytes', '1KiB', '--max-bytes', '64']), /below --min-bytes/);
+  deepStrictEqual(parseCommArgs([]).planes, ['shared', 'message']);
+  deepStrictEqual(parseCommArgs(['--data-plane', 'message']).planes, ['message']);
+  throws(() => parseCommArgs(['--data-plane', 'shm']), /--data-plane expects shared, message or both, got 'shm'/);
 });
 
 Deno.test({
@@ -54,12 +58,20 @@ Deno.test({
       '2',
       '--json',
       json,
+      '--no-mpi',
     ]);
     equal(res.code, 0, res.stderr);
-    match(res.stdout, /world size 3 · network intra=10GB\/s,2us/);
+    match(res.stdout, /world size 3 · message plane · network intra=10GB\/s,2us/);
     match(res.stdout, /size\s+collective\s+algorithm\s+time ms\s+algbw GB\/s\s+busbw GB\/s\s+sim µs\s+α-β µs/);
     const rows = JSON.parse(await Deno.readTextFile(json)).rows as CommBenchRow[];
-    equal(rows.length, 2 * (5 + 2) * 3); // worlds × algorithms × sizes 4 B, 128 B, 4 KiB
+    equal(rows.length, 2 * 2 * (5 + 2) * 3); // worlds × planes × algorithms × sizes 4 B, 128 B, 4 KiB
+    deepStrictEqual([...new Set(rows.map((r) => r.plane))], ['shared', 'message']);
+    match(res.stdout, /world size 2 · shared plane/);
+    match(
+      res.stdout,
+      /shared vs message plane\nsize\s+collective\s+algorithm\s+shared µs\s+message µs\s+shared speed-up/,
+    );
+    match(res.stdout, /MPICH comparison: skipped \(--no-mpi\)/);
     for (const r of rows) {
       ok(r.ms > 0 && Number.isFinite(r.ms));
       ok(Math.abs(r.busbw - r.algbw * busBwFactor(r.coll, r.p)) < 1e-12 * r.busbw);
@@ -75,5 +87,50 @@ Deno.test({
     equal(bad.code, 2);
     match(bad.stderr, /--step must be an integer ≥ 2/);
     await Deno.remove(json);
+  },
+});
+
+Deno.test('the MPICH table divides MPI time by our fastest algorithm per plane', () => {
+  const row = (plane: 'shared' | 'message' | undefined, algorithm: string, ms: number): CommBenchRow => ({
+    coll: 'allReduce',
+    algorithm,
+    p: 2,
+    plane,
+    bytes: 4096,
+    iters: 1,
+    ms,
+    algbw: 0,
+    busbw: 0,
+  });
+  const ours = [row('shared', 'ring', 0.02), row('shared', 'direct', 0.04), row('message', 'ring', 0.1)];
+  const t = mpiTable(ours, [row(undefined, 'mpi', 0.01)]);
+  match(t, /4 KiB\s+allReduce p=2\s+10.00\s+20.00 \(ring\)\s+0.50×\s+100 \(ring\)\s+0.10×/);
+  match(planeTable([row('shared', 'ring', 0.02), row('message', 'ring', 0.1)]), /20.00\s+100\s+5.00$/m);
+});
+
+Deno.test({
+  name: 'bench comm runs MPICH at the same sizes and world size (mpirun) and prints the ratio per size',
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const res = await runCli('bench.ts', [
+      'comm',
+      '--worlds',
+      '2',
+      '--ops',
+      'allReduce',
+      '--min-bytes',
+      '4KiB',
+      '--max-bytes',
+      '64KiB',
+      '--step',
+      '16',
+      '--iters',
+      '2',
+    ]);
+    equal(res.code, 0, res.stderr);
+    match(res.stdout, /MPICH's own collectives \(mpirun -n p\) vs ours/);
+    match(res.stdout, /4 KiB\s+allReduce p=2\s+\S+\s+\S+ \(\S+\)\s+\S+×\s+\S+ \(\S+\)\s+\S+×/);
+    match(res.stdout, /64 KiB\s+allReduce p=2/);
   },
 });

@@ -5,7 +5,7 @@
  */
 import { equal, match, ok } from 'node:assert/strict';
 import { World } from '../../src/comm/launch.ts';
-import { withWorld, WORKER_TEST, workerUrl } from './world.ts';
+import { PLANES, withWorld, WORKER_TEST, workerUrl } from './world.ts';
 
 /** Asserts that `p` rejects with an Error whose message matches `re`; returns the message. */
 async function rejects(p: Promise<unknown>, re: RegExp | ((e: Error) => boolean)): Promise<string> {
@@ -20,70 +20,113 @@ async function rejects(p: Promise<unknown>, re: RegExp | ((e: Error) => boolean)
   throw new Error('expected a rejection');
 }
 
-Deno.test({
-  name: 'a rank calling a different collective fails at once with both calls named',
-  ...WORKER_TEST,
-  fn: () =>
-    withWorld(4, async (w) => {
-      const t0 = performance.now();
-      await rejects(w.run('mismatch', { timeoutMs: 20_000 }), (e: Error) => {
-        match(
-          e.message,
-          /^rank \d called (allReduce|reduceScatter)\(sum\/ring, f32×1024\) in group world#1 but rank \d sent (reduceScatter|allReduce)\(sum\/ring, f32×1024\)$/,
-        );
-        ok(/called allReduce.*sent reduceScatter|called reduceScatter.*sent allReduce/.test(e.message), e.message);
-        return true;
-      });
-      ok(performance.now() - t0 < 5000, 'detected by header check, not by the 20 s timeout');
-      await rejects(w.run('matrix', null), /world is down/);
-    }),
-});
+for (const dataPlane of PLANES) {
+  Deno.test({
+    name: `${dataPlane} plane: a rank calling a different collective fails at once with both calls named`,
+    ...WORKER_TEST,
+    fn: () =>
+      withWorld(
+        4,
+        async (w) => {
+          const t0 = performance.now();
+          await rejects(w.run('mismatch', { timeoutMs: 20_000 }), (e: Error) => {
+            match(
+              e.message,
+              /^rank \d called (allReduce|reduceScatter)\(sum\/ring, f32×1024\) in group world#1 but rank \d sent (reduceScatter|allReduce)\(sum\/ring, f32×1024\)$/,
+            );
+            ok(/called allReduce.*sent reduceScatter|called reduceScatter.*sent allReduce/.test(e.message), e.message);
+            return true;
+          });
+          ok(performance.now() - t0 < 5000, 'detected by header check, not by the 20 s timeout');
+          await rejects(w.run('matrix', null), /world is down/);
+        },
+        undefined,
+        undefined,
+        { dataPlane },
+      ),
+  });
 
-Deno.test({
-  name: 'a missing rank makes every waiting rank time out naming it',
-  ...WORKER_TEST,
-  fn: () =>
-    withWorld(4, async (w) => {
-      const t0 = performance.now();
-      const got = await w.run<string>('missing', { timeoutMs: 300, catchLocally: true });
-      const ms = performance.now() - t0;
-      equal(got[3], 'skipped');
-      for (let r = 0; r < 3; r++) {
-        equal(
-          got[r],
-          `rank ${r} timed out after 300 ms in allReduce(sum/direct, f32×8) (group world#0) waiting for rank(s) 3`,
-        );
-      }
-      ok(ms >= 290 && ms < 3000, `took ${ms} ms`);
-    }),
-});
+  Deno.test({
+    name: `${dataPlane} plane: a missing rank makes every waiting rank time out naming it`,
+    ...WORKER_TEST,
+    fn: () =>
+      withWorld(
+        4,
+        async (w) => {
+          const t0 = performance.now();
+          const got = await w.run<string>('missing', { timeoutMs: 300, catchLocally: true });
+          const ms = performance.now() - t0;
+          equal(got[3], 'skipped');
+          for (let r = 0; r < 3; r++) {
+            equal(
+              got[r],
+              `rank ${r} timed out after 300 ms in allReduce(sum/direct, f32×8) (group world#0) waiting for rank(s) 3`,
+            );
+          }
+          ok(ms >= 290 && ms < 3000, `took ${ms} ms`);
+        },
+        undefined,
+        undefined,
+        { dataPlane },
+      ),
+  });
 
-Deno.test({
-  name: "a timeout aborts the whole world with the timed-out rank's error",
-  ...WORKER_TEST,
-  fn: () =>
-    withWorld(3, async (w) => {
-      await rejects(
-        w.run('missing', { timeoutMs: 200, catchLocally: false }),
-        /^rank [01] timed out after 200 ms in allReduce\(sum\/direct, f32×8\) \(group world#0\) waiting for rank\(s\) 2$/,
-      );
-    }),
-});
+  Deno.test({
+    name: `${dataPlane} plane: a timeout aborts the whole world with the timed-out rank's error`,
+    ...WORKER_TEST,
+    fn: () =>
+      withWorld(
+        3,
+        async (w) => {
+          await rejects(
+            w.run('missing', { timeoutMs: 200, catchLocally: false }),
+            /^rank [01] timed out after 200 ms in allReduce\(sum\/direct, f32×8\) \(group world#0\) waiting for rank\(s\) 2$/,
+          );
+        },
+        undefined,
+        undefined,
+        { dataPlane },
+      ),
+  });
 
-Deno.test({
-  name: 'a rank that throws mid-collective stops every rank with its message',
-  ...WORKER_TEST,
-  fn: () =>
-    withWorld(4, async (w) => {
-      const t0 = performance.now();
-      await rejects(w.run('throws'), (e: Error) => {
-        equal(e.message, 'rank 1: boom from rank 1');
-        return true;
-      });
-      ok(performance.now() - t0 < 5000, 'peers waiting on rank 1 (10 s timeout) were stopped at once');
-      await rejects(w.run('throws'), /world is down: rank 1: boom from rank 1/);
-    }),
-});
+  Deno.test({
+    name: `${dataPlane} plane: a rank that throws mid-collective stops every rank with its message`,
+    ...WORKER_TEST,
+    fn: () =>
+      withWorld(
+        4,
+        async (w) => {
+          const t0 = performance.now();
+          await rejects(w.run('throws'), (e: Error) => {
+            equal(e.message, 'rank 1: boom from rank 1');
+            return true;
+          });
+          ok(performance.now() - t0 < 5000, 'peers waiting on rank 1 (10 s timeout) were stopped at once');
+          await rejects(w.run('throws'), /world is down: rank 1: boom from rank 1/);
+        },
+        undefined,
+        undefined,
+        { dataPlane },
+      ),
+  });
+
+  Deno.test({
+    name: `${dataPlane} plane: send/recv: tagged ring exchange; a receive of the wrong length names both sides`,
+    ...WORKER_TEST,
+    fn: () =>
+      withWorld(
+        3,
+        async (w) => {
+          const res = await w.run<{ ok: boolean; mismatch: string }>('p2p');
+          ok(res.every((r) => r.ok));
+          equal(res[1].mismatch, 'rank 1 called recv(f32×5) in group world:p2p#1 but rank 0 sent send(f32×4)');
+        },
+        undefined,
+        undefined,
+        { dataPlane },
+      ),
+  });
+}
 
 Deno.test({
   name: 'a task that never returns is ended by the run limit, naming the ranks still running',
@@ -106,17 +149,6 @@ Deno.test({
     const url = new URL('./no-such.worker.js', import.meta.url);
     await rejects(World.launch({ size: 2, url, runTimeoutMs: 10_000 }), /^rank [01]: \S/);
   },
-});
-
-Deno.test({
-  name: 'send/recv: tagged ring exchange; a receive of the wrong length names both sides',
-  ...WORKER_TEST,
-  fn: () =>
-    withWorld(3, async (w) => {
-      const res = await w.run<{ ok: boolean; mismatch: string }>('p2p');
-      ok(res.every((r) => r.ok));
-      equal(res[1].mismatch, 'rank 1 called recv(f32×5) in group world:p2p#1 but rank 0 sent send(f32×4)');
-    }),
 });
 
 Deno.test({

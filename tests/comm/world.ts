@@ -10,6 +10,7 @@
 import { type LaunchOptions, World } from '../../src/comm/launch.ts';
 import { openRankGpus } from '../util/rank_gpu.ts';
 import { bundleWorker } from '../../src/cli/worker_bundle.ts';
+import { DATA_PLANES, type DataPlane } from '../../src/comm/data_plane.ts';
 
 const bundled = new Map<string, Promise<URL>>();
 
@@ -25,7 +26,13 @@ export function workerUrl(name = 'scenario.worker.ts'): Promise<URL> {
   return bundled.get(name)!;
 }
 
-/** Launches a world of `size` scenario workers, runs `body`, always shuts the world down. */
+/** Both data planes (docs/design.md §31): collective tests run on each. */
+export const PLANES: readonly DataPlane[] = DATA_PLANES;
+
+/**
+ * Launches a world of `size` scenario workers, runs `body`, always shuts the world down. `extra`
+ * may name the data plane; the world checks it got the one asked for.
+ */
 export async function withWorld<T>(
   size: number,
   body: (w: World) => Promise<T>,
@@ -35,6 +42,10 @@ export async function withWorld<T>(
 ): Promise<T> {
   const { worker, ...rest } = extra;
   const w = await World.launch({ size, url: await workerUrl(worker), timeoutMs, runTimeoutMs, ...rest });
+  if (rest.dataPlane && size > 1 && w.dataPlane !== rest.dataPlane) {
+    await w.shutdown();
+    throw new Error(`asked for the ${rest.dataPlane} plane, got ${w.dataPlane}`);
+  }
   try {
     return await body(w);
   } finally {
@@ -50,14 +61,20 @@ export const WORKER_TEST = { sanitizeResources: false, sanitizeOps: false };
 /**
  * Launches `size` workers of tests/parallel/`worker`, has each open its own GPU device on the
  * test's backend and checks it did (openRankGpus), runs `body`, has every rank close its device
- * (task `close`) and always shuts the world down.
+ * (task `close`) and always shuts the world down. `dataPlane`: as World.launch (default: shared where usable).
  */
-export async function withRankWorld<T>(worker: string, size: number, body: (w: World) => Promise<T>): Promise<T> {
+export async function withRankWorld<T>(
+  worker: string,
+  size: number,
+  body: (w: World) => Promise<T>,
+  dataPlane?: DataPlane,
+): Promise<T> {
   const w = await World.launch({
     size,
     url: await workerUrl(`../parallel/${worker}`),
     timeoutMs: 60_000,
     runTimeoutMs: 240_000,
+    dataPlane,
   });
   try {
     await openRankGpus(w);

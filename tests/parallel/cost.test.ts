@@ -34,6 +34,9 @@ async function measure(coll: Collective, algo: Algorithm, n: number, p: number, 
     recvAll(peers) {
       return Promise.all(peers.map((x) => this.recv(x)));
     },
+    async recvInto(peer, use) {
+      use(await this.recv(peer));
+    },
   });
   await Promise.all([...Array(p).keys()].map(async (r) => {
     const l = link(r), offs = A.chunkOffsets(n, p), work = new Float32Array(n).fill(r + 1);

@@ -19,56 +19,59 @@ import {
   WORKER_TEST,
 } from './harness.ts';
 import { checkDataParallel } from '../../src/parallel/data_parallel.ts';
+import { PLANES } from '../comm/world.ts';
 import { parseConfig } from '../../src/train/config.ts';
 
 const BUCKET = 16 * 1024;
 
-Deno.test({
-  name:
-    'dp2 (and dp2 × gradAccum 2) matches the single-rank run; allReduce traffic = Σ_k (2n_k − chunk_r − chunk_{r+1})',
-  ...WORKER_TEST,
-  fn: async () => {
-    const gpu = await testGpu();
-    const plain = tinyConfig();
-    const accum = tinyConfig({ gradAccum: 2 });
-    const refs = [await reference(gpu, plain), await reference(gpu, accum)];
-    ok(refs[0].gradNorms.some((n) => n > 0.5), `clipping must be active on some step: norms ${refs[0].gradNorms}`);
-    await withDpWorld(2, async (w) => {
-      for (const [i, cfg] of [plain, accum].entries()) {
-        const res = await w.run<RunResult>('train', { cfg, text: TEXT, bucketBytes: BUCKET });
-        const ref = refs[i];
-        const what = `dp2 gradAccum ${cfg.gradAccum ?? 1}`;
-        for (const r of res) {
-          ok(maxRel(r.losses, ref.losses) < 1e-4, `${what}: losses ${r.losses} vs ${ref.losses}`);
-          // Norms feel the f32 reassociation of the averaged gradients most: docs/design.md §7's gradient tolerance.
-          ok(maxRel(r.gradNorms, ref.gradNorms) < 1e-3, `${what}: grad norms ${r.gradNorms} vs ${ref.gradNorms}`);
-        }
-        assertRelRms(res[0].grads0!, ref.grads0, `${what}: averaged gradients of step 0`);
-        assertClose(res[0].params!, ref.params, `${what}: parameters after 10 steps`);
+for (const dataPlane of PLANES) {
+  Deno.test({
+    name:
+      `${dataPlane} plane: dp2 (and dp2 × gradAccum 2) matches the single-rank run; allReduce traffic = Σ_k (2n_k − chunk_r − chunk_{r+1})`,
+    ...WORKER_TEST,
+    fn: async () => {
+      const gpu = await testGpu();
+      const plain = tinyConfig();
+      const accum = tinyConfig({ gradAccum: 2 });
+      const refs = [await reference(gpu, plain), await reference(gpu, accum)];
+      ok(refs[0].gradNorms.some((n) => n > 0.5), `clipping must be active on some step: norms ${refs[0].gradNorms}`);
+      await withDpWorld(2, async (w) => {
+        for (const [i, cfg] of [plain, accum].entries()) {
+          const res = await w.run<RunResult>('train', { cfg, text: TEXT, bucketBytes: BUCKET });
+          const ref = refs[i];
+          const what = `dp2 gradAccum ${cfg.gradAccum ?? 1}`;
+          for (const r of res) {
+            ok(maxRel(r.losses, ref.losses) < 1e-4, `${what}: losses ${r.losses} vs ${ref.losses}`);
+            // Norms feel the f32 reassociation of the averaged gradients most: docs/design.md §7's gradient tolerance.
+            ok(maxRel(r.gradNorms, ref.gradNorms) < 1e-3, `${what}: grad norms ${r.gradNorms} vs ${ref.gradNorms}`);
+          }
+          assertRelRms(res[0].grads0!, ref.grads0, `${what}: averaged gradients of step 0`);
+          assertClose(res[0].params!, ref.params, `${what}: parameters after 10 steps`);
 
-        // Traffic, counted from the wire: every bucket once per step, whatever gradAccum is.
-        const { buckets, flat } = res[0];
-        ok(buckets.length >= 3, `several buckets: ${buckets}`);
-        equal(buckets.reduce((a, b) => a + b, 0), flat, 'buckets tile the flat buffer');
-        for (const [rank, r] of res.entries()) {
-          const want = buckets.reduce((a, n) => a + ringAllReduceSent(n, 2, rank), 0);
-          equal(want, flat, 'd = 2 and even buckets: 2(d−1)/d·Ψ_flat = Ψ_flat');
-          for (const sent of r.sent) {
-            deepStrictEqual(sent, {
-              'dp[0,1]/grads/allReduce': want,
-              'world/scalars/allReduce': ringAllReduceSent(2, 2, rank),
-            });
+          // Traffic, counted from the wire: every bucket once per step, whatever gradAccum is.
+          const { buckets, flat } = res[0];
+          ok(buckets.length >= 3, `several buckets: ${buckets}`);
+          equal(buckets.reduce((a, b) => a + b, 0), flat, 'buckets tile the flat buffer');
+          for (const [rank, r] of res.entries()) {
+            const want = buckets.reduce((a, n) => a + ringAllReduceSent(n, 2, rank), 0);
+            equal(want, flat, 'd = 2 and even buckets: 2(d−1)/d·Ψ_flat = Ψ_flat');
+            for (const sent of r.sent) {
+              deepStrictEqual(sent, {
+                'dp[0,1]/grads/allReduce': want,
+                'world/scalars/allReduce': ringAllReduceSent(2, 2, rank),
+              });
+            }
+            // Overlap: buckets were launched from inside backward, the last declared (ln_f) first.
+            for (const [s, n] of r.launched.entries()) {
+              equal(n, buckets.length, `step ${s}: every bucket launched during backward`);
+            }
+            equal(r.order[0][0], buckets.length - 1, 'the last bucket is final first');
           }
-          // Overlap: buckets were launched from inside backward, the last declared (ln_f) first.
-          for (const [s, n] of r.launched.entries()) {
-            equal(n, buckets.length, `step ${s}: every bucket launched during backward`);
-          }
-          equal(r.order[0][0], buckets.length - 1, 'the last bucket is final first');
         }
-      }
-    });
-  },
-});
+      }, dataPlane);
+    },
+  });
+}
 
 Deno.test('data parallel rejects a batch that does not split and goldfish masking', () => {
   const cfg = parseConfig(tinyConfig({ batchSize: 6 }));

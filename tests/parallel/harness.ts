@@ -2,6 +2,7 @@
  * Shared by the data-parallel and ZeRO tests: the tiny run both sides train, the single-rank
  * reference (the unchanged Trainer in the test process), and worlds of tests/parallel/dp.worker.ts.
  */
+import type { DataPlane } from '../../src/comm/data_plane.ts';
 import type { World } from '../../src/comm/launch.ts';
 import { chunkOffsets } from '../../src/comm/algorithms.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
@@ -92,9 +93,9 @@ export async function reference(
   return { losses: recs.map((r) => r.loss), gradNorms: recs.map((r) => r.gradNorm), params, grads0, rows };
 }
 
-/** Launches `size` dp workers (see {@link withRankWorld}). */
-export const withDpWorld = <T>(size: number, body: (w: World) => Promise<T>): Promise<T> =>
-  withRankWorld('dp.worker.ts', size, body);
+/** Launches `size` dp workers (see {@link withRankWorld}) on `dataPlane` (default: shared where usable). */
+export const withDpWorld = <T>(size: number, body: (w: World) => Promise<T>, dataPlane?: DataPlane): Promise<T> =>
+  withRankWorld('dp.worker.ts', size, body, dataPlane);
 
 /** Elements rank r sends in a ring allReduce of n elements over p ranks (algorithms.ts: every chunk but r in reduce-scatter, every chunk but r+1 in all-gather). */
 export function ringAllReduceSent(n: number, p: number, r: number): number {

@@ -8,7 +8,7 @@
  * Then the same through the real trace.json of `train --dp 2` in a subprocess.
  * (dp and pp 1F1B are covered in run.test.ts.)
  */
-import { deepStrictEqual, equal, notDeepStrictEqual, ok, throws } from 'node:assert/strict';
+import { deepStrictEqual, equal, match, notDeepStrictEqual, ok, throws } from 'node:assert/strict';
 import { type ChromeTrace, type TraceEvent, WALL_PID } from '../../src/comm/trace.ts';
 import { isValidationKey, sentElements, traceSends } from '../../src/comm/trace_bytes.ts';
 import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
@@ -16,10 +16,22 @@ import type { TrainConfig } from '../../src/train/config.ts';
 import { runCli } from '../util/cli.ts';
 import { TEST, tracedRun, traceMismatches } from './trace_harness.ts';
 import { sentByDim } from '../../src/parallel/run.ts';
+import type { DataPlane } from '../../src/comm/data_plane.ts';
 
-/** Runs `plan`, requires an exact trace, a send on every rank in every step, and returns the run. */
+/**
+ * Runs `plan` on each data plane (docs/design.md §31), requires an exact trace, a send on every
+ * rank in every step, and the same sends on both planes; returns the message plane's run.
+ */
 async function exact(name: string, plan: Partial<ParallelPlan>, over: Partial<TrainConfig> = {}) {
-  const r = await tracedRun(makePlan(plan), over);
+  const shared = await exactOn('shared', name, plan, over);
+  const r = await exactOn('message', name, plan, over);
+  deepStrictEqual(traceSends(shared.trace), traceSends(r.trace), `${name}: the same sends on both planes`);
+  return r;
+}
+
+async function exactOn(plane: DataPlane, what: string, plan: Partial<ParallelPlan>, over: Partial<TrainConfig>) {
+  const name = `${what} (${plane} plane)`;
+  const r = await tracedRun(makePlan(plan), over, plane);
   deepStrictEqual(traceMismatches(r.ranks, r.trace), [], `${name}: trace elements per step = meter = stepTraffic`);
   const rows = traceSends(r.trace);
   for (const s of r.ranks) {
@@ -212,6 +224,8 @@ Deno.test({
     try {
       const r = await runCli('train.ts', ['--dp', '2', ...TINY, '--out', dir]);
       equal(r.code, 0, `exit 0\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);
+      // Deno can always share memory: the run says which plane it used, and its trace records it (§31).
+      match(r.stdout, /^data plane: shared \(SharedArrayBuffer rings of [\d.]+ MiB per pair of ranks\)$/m);
       const trace = JSON.parse(await Deno.readTextFile(`${dir}/trace.json`)) as ChromeTrace;
       const acc = JSON.parse(await Deno.readTextFile(`${dir}/accounting.json`)) as AccountingFile;
       const metrics = (await Deno.readTextFile(`${dir}/metrics.jsonl`)).trim().split('\n').map((l) => JSON.parse(l))
@@ -223,6 +237,7 @@ Deno.test({
           sends.every((e) => Number.isInteger(e.args?.step) && e.args?.elements === (e.args?.bytes as number) / 4),
         'every send names its step and elements',
       );
+      equal(trace.otherData?.dataPlane, 'shared');
       const rows = traceSends(trace);
       deepStrictEqual(
         rows.map((x) => [x.rank, x.step]),

@@ -4,6 +4,7 @@
  * holds, and compares what the trace says each rank sent per step with the TrafficMeter and
  * with cost.ts `stepTraffic` (the summary's `predicted`).
  */
+import type { DataPlane } from '../../src/comm/data_plane.ts';
 import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
 import { type ChromeTrace, toChromeTrace } from '../../src/comm/trace.ts';
 import { isValidationKey, sentElements, traceSends } from '../../src/comm/trace_bytes.ts';
@@ -21,8 +22,9 @@ export const TEST = { sanitizeResources: false, sanitizeOps: false };
 export async function tracedRun(
   plan: ParallelPlan,
   over: Partial<TrainConfig> = {},
+  dataPlane: DataPlane = 'message',
 ): Promise<{ ranks: RankSummary[]; trace: ChromeTrace }> {
-  const world = localWorld(planWorldSize(plan), { timeoutMs: 60_000 });
+  const world = localWorld(planWorldSize(plan), { timeoutMs: 60_000, dataPlane });
   try {
     const cfg = tinyConfig({ steps: 2, evalInterval: 2, evalBatches: 1, ...over });
     const ranks = await onEveryRank(

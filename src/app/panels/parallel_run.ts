@@ -8,6 +8,7 @@
  * communication and mesh panels update while the run goes on.
  */
 import { World } from '../../comm/launch.ts';
+import { regionBytesFor } from '../../comm/data_plane.ts';
 import type { Span } from '../../comm/trace.ts';
 import type { RankSummary } from '../../parallel/run.ts';
 import { runParallel, type StepReport } from '../../parallel/run_host.ts';
@@ -20,6 +21,8 @@ export interface SessionEvents {
   onStep(rep: StepReport): void;
   /** New spans since the last call (every rank). */
   onSpans(spans: Span[]): void;
+  /** The world is up: the data plane it uses and, when it fell back to MessagePorts, why (design §31). */
+  onPlane?(plane: string, note: string): void;
   onStatus(text: string): void;
 }
 
@@ -74,10 +77,12 @@ export class ParallelSession {
    * @throws Error from the launch or from a rank ("rank R: …"); a stop is not an error.
    */
   async run(): Promise<SessionResult> {
-    const { plan, worldSize, net } = this.choice;
+    const { plan, worldSize, net, dataPlane, regionMb } = this.choice;
     this.ev.onStatus(`launching ${worldSize} rank workers…`);
-    this.world = await World.launch({ size: worldSize, spawn: spawnRankWorker, net, timeoutMs: 120_000, runTimeoutMs: 600_000 });
+    const regionBytes = this.choice.regionBytes ?? (regionMb !== undefined ? regionBytesFor(0, regionMb) : undefined);
+    this.world = await World.launch({ size: worldSize, spawn: spawnRankWorker, net, timeoutMs: 120_000, runTimeoutMs: 600_000, dataPlane, regionBytes });
     const world = this.world;
+    this.ev.onPlane?.(world.dataPlane, world.planeNote);
     try {
       this.ev.onStatus('opening devices and compiling kernels…');
       let stopped = false;

@@ -9,6 +9,7 @@
  */
 import { NET_PRESETS } from '../../comm/network.ts';
 import { describePlan, type PlanModel } from '../../parallel/plan.ts';
+import { sharedPlaneSupport } from '../../comm/data_plane.ts';
 import { checkPlan, MAX_BROWSER_WORLD, type ParallelResult, type PlanField, planFields, planParamKey, type PlanValues } from './plan_fields.ts';
 
 export type { ParallelChoice, ParallelResult } from './plan_fields.ts';
@@ -28,6 +29,14 @@ interface Ctl {
 }
 
 const FIELDS = planFields();
+
+/** The data plane line of the Setup: what a run will use on this page, never a silent fallback. */
+function planeLine(asked: string): string {
+  const why = sharedPlaneSupport();
+  if (asked === 'message') return 'data plane: message (MessagePorts), as chosen';
+  if (!why) return 'data plane: shared (SharedArrayBuffer rings; the page is cross-origin isolated)';
+  return asked === 'shared' ? `data plane: shared cannot run here: ${why}` : `data plane: message (MessagePorts), because ${why}`;
+}
 
 /** A schema field as a control: selects for enums, booleans and small ranges; hints from its description and bounds. */
 function schemaCtl(f: PlanField): Ctl {
@@ -66,6 +75,8 @@ export class ParallelSetup {
   private readonly inputs = new Map<string, HTMLInputElement | HTMLSelectElement>();
   private readonly errors: HTMLElement;
   private readonly info: HTMLElement;
+  /** Which data plane a run will use here, and why when it is not the shared one (design §31). */
+  private readonly plane: HTMLElement;
   private model: PlanModel | null = null;
   private cfg = { gradAccum: 1 };
   private last: ParallelResult = { ok: false, problems: ['no model yet'] };
@@ -80,8 +91,11 @@ export class ParallelSetup {
     this.info = document.createElement('p');
     this.info.className = 'hint';
     this.info.dataset.testid = 'plan-info';
+    this.plane = document.createElement('p');
+    this.plane.className = 'hint';
+    this.plane.dataset.testid = 'data-plane';
     // Problems show right under the degrees they concern, before the network model.
-    host.append(this.group('Parallelism', PLAN_CTLS), this.errors, this.info, this.group('Network model', NET_CTLS));
+    host.append(this.group('Parallelism', PLAN_CTLS), this.errors, this.info, this.plane, this.group('Network model', NET_CTLS));
     host.addEventListener('input', () => this.validate());
     host.addEventListener('change', () => this.validate());
   }
@@ -198,6 +212,7 @@ export class ParallelSetup {
     this.errors.hidden = !problems.length;
     this.errors.textContent = problems.length ? `invalid parallel plan: ${problems.join('; ')}` : '';
     this.info.textContent = this.last.ok ? describePlan(this.last.choice.plan) : '';
+    this.plane.textContent = planeLine(this.value('dataPlane'));
     for (const [k, i] of this.inputs) {
       const name = k === 'world' ? 'world size' : k === 'ppSchedule' ? '(?:ppSchedule|schedule)' : k;
       const bad = problems.some((p) => new RegExp(`\\b${name}\\b`).test(p));

@@ -34,7 +34,7 @@ export interface PlanField {
 export const PLAN_LABELS: Partial<Record<PlanKey, string>> = {
   dp: 'dp (data)', tp: 'tp (tensor)', pp: 'pp (pipeline)', cp: 'cp (context)', ep: 'ep (experts)', zero: 'ZeRO stage',
   sp: 'Sequence parallel', microBatches: 'Micro-batches', ppSchedule: 'Pipeline schedule', virtualStages: 'Virtual stages',
-  cpKind: 'Context parallel', compress: 'Compression', net: 'Network',
+  cpKind: 'Context parallel', compress: 'Compression', net: 'Network', dataPlane: 'Data plane', regionMb: 'Ring MiB (shared plane)',
 };
 
 /**
@@ -102,6 +102,11 @@ export function planParamKey(key: string, value?: string): string {
 export interface ParallelChoice {
   plan: ParallelPlan;
   worldSize: number;
+  /** The data plane asked for (unset: shared where the page is cross-origin isolated) and MiB per ring (docs/design.md §31). */
+  dataPlane?: PlanOptions['dataPlane'];
+  regionMb?: number;
+  /** Bytes per ring the run gets: set by the page from the plan and model (plan_schema.ts planRegionBytes). */
+  regionBytes?: number;
   /** Text for parseNetwork: a preset name or `intra=…;inter=…;node=…`. */
   net: string;
 }
@@ -179,5 +184,5 @@ export function checkPlan(values: PlanValues, model: PlanModel | null, cfg: { gr
   else if (model) problems.push(...planProblems(built.plan, model, Number.isInteger(world) ? world : undefined));
   if (!model) problems.push('the model setup above is invalid');
   if (problems.length || !built.ok) return { ok: false, problems };
-  return { ok: true, choice: { plan: built.plan, worldSize: world, net: values.net } };
+  return { ok: true, choice: { plan: built.plan, worldSize: world, net: values.net, dataPlane: built.options.dataPlane, regionMb: built.options.regionMb } };
 }
