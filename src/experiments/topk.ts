@@ -64,7 +64,11 @@ async function run(ctx: ExperimentContext): Promise<string> {
       ],
     }),
   );
-  await writeOut(ctx, 'topk.csv', csv(['k', 'val_loss'], rows.map((r) => [r.k, r.loss])));
+  await writeOut(
+    ctx,
+    'topk.csv',
+    csv(['k', 'share_of_T', 'val_loss', 'delta_vs_full'], rows.map((r) => [r.k, r.k / T, r.loss, r.loss - full])),
+  );
   const md =
     `## topk\n\n${model.describe()}, trained ${steps} steps with full attention (val loss ${
       flash.toFixed(4)

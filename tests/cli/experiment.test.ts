@@ -71,7 +71,7 @@ Deno.test({
         '--alphas',
         '0,5',
       ], ['neftune.svg', 'neftune.csv']],
-      ['topk', ['--block-size', '16', '--steps', '4', '--ks', '1,4'], ['topk.svg', 'topk.csv']],
+      ['topk', ['--block-size', '16', '--steps', '4', '--ks', '1,2,4,8'], ['topk.svg', 'topk.csv']],
       ['scaling', [
         '--block-size',
         '16',

@@ -184,5 +184,16 @@ export function checkPlan(values: PlanValues, model: PlanModel | null, cfg: { gr
   else if (model) problems.push(...planProblems(built.plan, model, Number.isInteger(world) ? world : undefined));
   if (!model) problems.push('the model setup above is invalid');
   if (problems.length || !built.ok) return { ok: false, problems };
-  return { ok: true, choice: { plan: built.plan, worldSize: world, net: values.net, dataPlane: built.options.dataPlane, regionMb: built.options.regionMb } };
+  const { dataPlane, regionMb } = built.options;
+  // Only what was given: an absent choice takes the run's default (shared where it can run).
+  return {
+    ok: true,
+    choice: {
+      plan: built.plan,
+      worldSize: world,
+      net: values.net,
+      ...(dataPlane !== undefined ? { dataPlane } : {}),
+      ...(regionMb !== undefined ? { regionMb } : {}),
+    },
+  };
 }
