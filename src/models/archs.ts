@@ -2,7 +2,7 @@
  * The `--arch` names. Kept apart from registry.ts (which needs the config type) so the config
  * schema can list them without an import cycle; registry.ts must give a factory for each.
  */
-export const ARCH_NAMES = ['gpt', 'linear', 'mamba', 'hybrid', 'gpt-moe', 'mamba-moe'] as const;
+export const ARCH_NAMES = ['gpt', 'linear', 'mamba', 'hybrid', 'gpt-moe', 'mamba-moe', 'recurrent-depth'] as const;
 
 /** The architectures with mixture-of-experts layers (the ones `--ep` can split). */
 export const MOE_ARCHS: readonly ArchName[] = ['gpt-moe', 'mamba-moe'];

@@ -139,7 +139,7 @@ export class ModelStages implements PipelineStageModel {
   }
 
   async blocks(tape: Tape, x: Tensor, stage: number, b: number, t: number, beforeBlock?: BeforeBlock): Promise<Tensor> {
-    const [lo, hi] = stageLayers(this.cfg.nLayer, this.S, stage), mode = this.cfg.recompute;
+    const [lo, hi] = stageLayers(this.model.nLayer, this.S, stage), mode = this.cfg.recompute;
     const ctx = recomputeContext(this.ctx, mode);
     for (let i = lo; i < hi; i++) {
       await beforeBlock?.(i);
