@@ -8,3 +8,13 @@ export const ARCH_NAMES = ['gpt', 'linear', 'mamba', 'hybrid', 'gpt-moe', 'mamba
 export const MOE_ARCHS: readonly ArchName[] = ['gpt-moe', 'mamba-moe'];
 
 export type ArchName = (typeof ARCH_NAMES)[number];
+
+/**
+ * The blocks a pipeline splits into stages (the layered model's pieces, docs/design.md §23):
+ * nLayer, except recurrent-depth's P + 1 + Q — its core, all r iterations of it, is one piece.
+ */
+export function pipelineBlocks(
+  cfg: { arch: string; nLayer: number; preludeLayers: number; codaLayers: number },
+): number {
+  return cfg.arch === 'recurrent-depth' ? cfg.preludeLayers + 1 + cfg.codaLayers : cfg.nLayer;
+}

@@ -14,11 +14,11 @@ import { MambaMoE, mambaMoEParamSpecs } from './mamba_moe.ts';
 import type { ExpertShard, MoEConfig } from './moe_specs.ts';
 import type { MoELanguageModel } from './moe_layer.ts';
 import type { LanguageModel, Piece } from './model.ts';
-import { ARCH_NAMES, type ArchName, MOE_ARCHS } from './archs.ts';
+import { ARCH_NAMES, type ArchName, MOE_ARCHS, pipelineBlocks } from './archs.ts';
 import { vocabShape } from './vocab_pad.ts';
 import { RecurrentDepth, type RecurrentDepthConfig, recurrentDepthParamSpecs } from './recurrent_depth.ts';
 
-export { ARCH_NAMES, type ArchName, MOE_ARCHS };
+export { ARCH_NAMES, type ArchName, MOE_ARCHS, pipelineBlocks };
 
 /**
  * Builds one architecture from a validated training config and the tokenizer's vocabulary size

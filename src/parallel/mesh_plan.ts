@@ -4,7 +4,7 @@
  * plan's own rules (plan.ts validatePlan, pipeline.ts checkPipeline).
  */
 import type { TrainConfig } from '../train/config.ts';
-import { MOE_ARCHS } from '../models/archs.ts';
+import { MOE_ARCHS, pipelineBlocks } from '../models/archs.ts';
 import { checkPipeline } from './pipeline.ts';
 import type { PipelineSchedule } from './pipeline_schedule.ts';
 import { type ParallelPlan, validatePlan } from './plan.ts';
@@ -47,7 +47,13 @@ export function checkMeshPlan(
       `mesh trainer: gradAccum ${cfg.gradAccum} must equal the plan's micro-batches ${plan.microBatches} (each micro-batch is drawn as the single-rank Trainer draws it)`,
     );
   }
-  const { nLayer, nHead, nEmbd, blockSize } = cfg, batchSize = cfg.batchSize * cfg.gradAccum;
+  const { nHead, nEmbd, blockSize } = cfg, batchSize = cfg.batchSize * cfg.gradAccum, nLayer = pipelineBlocks(cfg);
+  const stages = plan.pp * (plan.schedule === 'interleaved' ? plan.virtualStages : 1);
+  if (cfg.arch === 'recurrent-depth' && nLayer % stages) {
+    throw new Error(
+      `pipeline: recurrent-depth's stages split its pieces, preludeLayers + 1 (the core, every iteration) + codaLayers = ${cfg.preludeLayers} + 1 + ${cfg.codaLayers} = ${nLayer}, not nLayer; ${nLayer} is not divisible by pp·v = ${stages} (change preludeLayers or codaLayers)`,
+    );
+  }
   const experts = plan.ep > 1 ? { nExpert: cfg.nExpert, moeEvery: cfg.moeEvery } : {};
   validatePlan(plan, { nLayer, nHead, nEmbd, blockSize, batchSize, vocabSize, ...experts }, worldSize);
   return checkPipeline({ ...cfg, batchSize: batchSize / plan.dp, gradAccum: 1 }, plan.pp, {

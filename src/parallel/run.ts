@@ -32,7 +32,7 @@ import { CharTokenizer } from '../data/tokenizer.ts';
 import { TextDataset } from '../data/dataset.ts';
 import { parseConfig, type TrainConfig } from '../train/config.ts';
 import { meanLoss } from '../train/evaluate.ts';
-import { MOE_ARCHS } from '../models/archs.ts';
+import { MOE_ARCHS, pipelineBlocks } from '../models/archs.ts';
 import { type ParallelPlan, type PlanModel, type StrategyKind, validatePlan } from './plan.ts';
 import { strategyOf } from './strategy.ts';
 import { archLayout } from './arch_params.ts';
@@ -126,7 +126,7 @@ export function trainerConfig(plan: ParallelPlan, cfg: TrainConfig): TrainConfig
  * a multiple of padVocab·tp (models/vocab_pad.ts), so memory and traffic count the rows trained.
  */
 export function planModelOf(plan: ParallelPlan, cfg: TrainConfig, tokenizerVocab: number): PlanModel {
-  const { nLayer, nHead, nEmbd, blockSize } = cfg;
+  const { nHead, nEmbd, blockSize } = cfg, nLayer = pipelineBlocks(cfg);
   const moe = plan.ep > 1 && (MOE_ARCHS as readonly string[]).includes(cfg.arch);
   const vocabSize = paddedVocabSize(tokenizerVocab, cfg.padVocab, plan.tp);
   const layout = archLayout(tpVocabConfig(cfg, plan.tp), tokenizerVocab);

@@ -16,9 +16,9 @@ import { MOE_ARCHS } from '../models/archs.ts';
  *   gather, and reads each token's predecessor, which for the first token of a sequence shard
  *   sits on the previous rank. Not the MoE models: each tp rank would route a different shard
  *   of the tokens through the same replicated experts.
- * - pp: every architecture but recurrent-depth — gpt, linear, mamba, hybrid (its shared attention
- *   block is held by every stage and its gradient summed over the pp group), gpt-moe, mamba-moe.
- *   recurrent-depth has P + 1 + Q pieces, not nLayer, which the stage split does not read yet.
+ * - pp: every architecture — gpt, linear, mamba, hybrid (its shared attention block is held by
+ *   every stage and its gradient summed over the pp group), gpt-moe, mamba-moe, recurrent-depth
+ *   (over its P + 1 + Q pieces: the core with all its iterations is one, models/archs.ts pipelineBlocks).
  * - tp, sp, cp: not recurrent-depth (its adapter has no row in tp_table.ts; untested).
  * - ZeRO-2/3 on recurrent-depth: refused (its per-layer units are untested with the truncated
  *   iterations); ZeRO-1 and plain dp run it (docs/design.md §33).
@@ -42,9 +42,8 @@ export function checkArchSplit(plan: ParallelPlan, arch: string): void {
     ],
     [
       'pp',
-      ['gpt', 'linear', 'mamba', 'hybrid', 'gpt-moe', 'mamba-moe'],
-      "pipeline stages split the architectures written as pieces; recurrent-depth's split (prelude | core " +
-      'iterations | coda over stages, its blocks not its nLayer) is not built',
+      ['gpt', 'linear', 'mamba', 'hybrid', 'gpt-moe', 'mamba-moe', 'recurrent-depth'],
+      'pipeline stages split the architectures written as pieces',
     ],
     [
       'cp',
