@@ -13,6 +13,7 @@ import type { RecurrentDepth } from '../../src/models/recurrent_depth.ts';
 import { recurrentDepthLossAndGradsRef } from '../../src/reference/recurrent_depth.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { parseTrainArgs } from '../../src/cli/args.ts';
+import { runCli, TINY_RUN } from '../util/cli.ts';
 import { Trainer } from '../../src/train/trainer.ts';
 import { EVAL_STEP } from '../../src/train/evaluate.ts';
 import { CharTokenizer } from '../../src/data/tokenizer.ts';
@@ -121,4 +122,20 @@ Deno.test('recurrent-depth config and plan rules: a core block is required; dp a
     () => checkArchSplit(makePlan({ dp: 2, zero: 2 }), 'recurrent-depth'),
     /zero 2 does not apply to --arch recurrent-depth: .*allowed: zero 0 or 1/,
   );
+});
+
+Deno.test({
+  name: "npm run train -- --arch recurrent-depth records each step's r in metrics.jsonl",
+  sanitizeResources: false,
+  fn: async () => {
+    const dir = await Deno.makeTempDir();
+    const args = [...TINY_RUN, '--arch', 'recurrent-depth', '--n-layer', '3', '--steps', '4', '--seed', '5'];
+    const r = await runCli('train.ts', [...args, '--recur-iters', '3', '--eval-iterations', '2', '--out', dir]);
+    equal(r.code, 0, r.stderr);
+    const rows = (await Deno.readTextFile(`${dir}/metrics.jsonl`)).trim().split('\n').map((l) => JSON.parse(l));
+    const steps = rows.filter((x) => x.loss !== undefined);
+    equal(steps.length, 4);
+    const cfg = { recurIters: 3, recurSigma: 0.5, seed: 5 };
+    deepStrictEqual(steps.map((x) => x.iterations), [0, 1, 2, 3].map((s) => trainIterations(cfg, s)));
+  },
 });
