@@ -98,11 +98,9 @@ gpuTest(
       model.params.destroy();
     }
     ok(Math.abs(losses[0] - losses[1]) > 1e-4, `r = 5 and r = 1 give different losses (${losses})`);
-    equal(
-      createModel(gpu, parseConfig({ ...small, recurIters: 6 }), 11).describe().includes('eval 6'),
-      true,
-      '0 = recurIters',
-    );
+    const byDefault = createModel(gpu, parseConfig({ ...small, recurIters: 6 }), 11) as RecurrentDepth;
+    equal(byDefault.iterations, 6, '--eval-iterations 0 means recurIters');
+    byDefault.params.destroy();
   },
 );
 
