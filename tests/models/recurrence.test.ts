@@ -2,7 +2,8 @@
  * How a recurrent-depth model's r is chosen (src/models/recurrence.ts, docs/design.md §33): the
  * training draw (deterministic, mean recurIters), the trainer running each step at its draw, the
  * evaluation forward at `--eval-iterations` (against the f64 reference), training that learns,
- * and the config and plan rules that refuse what is not built.
+ * the config and plan rules that refuse what is not built, and the CLI: r in metrics.jsonl, and
+ * a dp 2 × pp 2 run with the single-rank run's losses.
  */
 import { deepStrictEqual, equal, ok, rejects, throws } from 'node:assert/strict';
 import { gpuTest } from '../util/gpu.ts';
@@ -123,17 +124,31 @@ Deno.test('recurrent-depth config and plan rules: a core block is required; dp a
 });
 
 Deno.test({
-  name: "npm run train -- --arch recurrent-depth records each step's r in metrics.jsonl",
+  name:
+    "npm run train -- --arch recurrent-depth records each step's r in metrics.jsonl; dp 2 × pp 2 gives the same losses",
   sanitizeResources: false,
   fn: async () => {
-    const dir = await Deno.makeTempDir();
-    const args = [...TINY_RUN, '--arch', 'recurrent-depth', '--n-layer', '3', '--steps', '4', '--seed', '5'];
-    const r = await runCli('train.ts', [...args, '--recur-iters', '3', '--eval-iterations', '2', '--out', dir]);
-    equal(r.code, 0, r.stderr);
-    const rows = (await Deno.readTextFile(`${dir}/metrics.jsonl`)).trim().split('\n').map((l) => JSON.parse(l));
-    const steps = rows.filter((x) => x.loss !== undefined);
-    equal(steps.length, 4);
-    const cfg = { recurIters: 3, recurSigma: 0.5, seed: 5 };
-    deepStrictEqual(steps.map((x) => x.iterations), [0, 1, 2, 3].map((s) => trainIterations(cfg, s)));
+    // Prelude 1, core 1, coda 2: four pieces, two per stage (prelude, core | coda, coda).
+    const args = [...TINY_RUN, '--arch', 'recurrent-depth', '--n-layer', '4', '--coda-layers', '2', '--steps', '4'];
+    const run = async (extra: string[]) => {
+      const dir = await Deno.makeTempDir();
+      const r = await runCli('train.ts', [...args, '--seed', '5', '--recur-iters', '3', ...extra, '--out', dir]);
+      equal(r.code, 0, r.stderr);
+      const rows = (await Deno.readTextFile(`${dir}/metrics.jsonl`)).trim().split('\n').map((l) => JSON.parse(l));
+      return rows.filter((x) => x.loss !== undefined);
+    };
+    const single = await run(['--grad-accum', '2']), split = await run(['--grad-accum', '2', '--dp', '2', '--pp', '2']);
+    const cfg = { recurIters: 3, recurSigma: 0.5, seed: 5 }, want = [0, 1, 2, 3].map((s) => trainIterations(cfg, s));
+    deepStrictEqual(single.map((x) => x.iterations), want);
+    deepStrictEqual(split.map((x) => x.iterations), want);
+    equal(split[0].sent_by_rank.length, 4, 'the split run ran on 4 ranks');
+    const moved = split[0].elements_by_collective;
+    ok(
+      moved['pp/send'] > 0 && moved['dp/allReduce'] > 0,
+      `activations between stages, gradients over dp: ${JSON.stringify(moved)}`,
+    );
+    for (const [s, x] of split.entries()) {
+      ok(Math.abs(x.loss - single[s].loss) < 1e-4 * single[s].loss, `step ${s}: ${x.loss} vs ${single[s].loss}`);
+    }
   },
 });
