@@ -48,12 +48,7 @@ export function checkMeshPlan(
     );
   }
   const { nHead, nEmbd, blockSize } = cfg, batchSize = cfg.batchSize * cfg.gradAccum, nLayer = pipelineBlocks(cfg);
-  const stages = plan.pp * (plan.schedule === 'interleaved' ? plan.virtualStages : 1);
-  if (cfg.arch === 'recurrent-depth' && nLayer % stages) {
-    throw new Error(
-      `pipeline: recurrent-depth's stages split its pieces, preludeLayers + 1 (the core, every iteration) + codaLayers = ${cfg.preludeLayers} + 1 + ${cfg.codaLayers} = ${nLayer}, not nLayer; ${nLayer} is not divisible by pp·v = ${stages} (change preludeLayers or codaLayers)`,
-    );
-  }
+  checkPipelinePieces(plan, cfg);
   const experts = plan.ep > 1 ? { nExpert: cfg.nExpert, moeEvery: cfg.moeEvery } : {};
   validatePlan(plan, { nLayer, nHead, nEmbd, blockSize, batchSize, vocabSize, ...experts }, worldSize);
   return checkPipeline({ ...cfg, batchSize: batchSize / plan.dp, gradAccum: 1 }, plan.pp, {
@@ -86,6 +81,21 @@ export function checkZeroPlan(plan: ParallelPlan, arch = 'gpt'): void {
   if (plan.pp > 1 && arch === 'hybrid') {
     throw new Error(
       `not supported yet: zero ${plan.zero} combined with pp ${plan.pp} on --arch hybrid (its shared block's gradient is summed over pp before the reduce-scatter); ${rule}`,
+    );
+  }
+}
+
+/**
+ * recurrent-depth's pipeline rule, before any count that assumes it (docs/design.md §33): stages
+ * split its P + 1 + Q pieces, not nLayer — said in those terms, since validatePlan's "layers not
+ * divisible" would name a number the user never gave. Other architectures pass.
+ * @throws Error naming P, Q, their piece count and pp·v when the pieces do not divide.
+ */
+export function checkPipelinePieces(plan: ParallelPlan, cfg: TrainConfig): void {
+  const pieces = pipelineBlocks(cfg), stages = plan.pp * (plan.schedule === 'interleaved' ? plan.virtualStages : 1);
+  if (cfg.arch === 'recurrent-depth' && pieces % stages) {
+    throw new Error(
+      `pipeline: recurrent-depth's stages split its pieces, preludeLayers + 1 (the core, every iteration) + codaLayers = ${cfg.preludeLayers} + 1 + ${cfg.codaLayers} = ${pieces}, not nLayer; ${pieces} is not divisible by pp·v = ${stages} (change preludeLayers or codaLayers)`,
     );
   }
 }

@@ -21,6 +21,7 @@ import { CharTokenizer } from '../../src/data/tokenizer.ts';
 import { TextDataset } from '../../src/data/dataset.ts';
 import { checkArchSplit } from '../../src/parallel/strategy.ts';
 import { makePlan } from '../../src/parallel/plan.ts';
+import { planModelOf } from '../../src/parallel/run.ts';
 
 const text = await Deno.readTextFile(new URL('../../public/data/tinyshakespeare.txt', import.meta.url));
 const small: Partial<TrainConfig> = {
@@ -117,6 +118,14 @@ Deno.test('recurrent-depth config and plan rules: a core block is required; dp a
   checkArchSplit(makePlan({ dp: 2, pp: 2 }), 'recurrent-depth');
   throws(() => checkArchSplit(makePlan({ tp: 2 }), 'recurrent-depth'), /tp 2 does not apply to --arch recurrent-depth/);
   throws(() => checkArchSplit(makePlan({ cp: 2 }), 'recurrent-depth'), /cp 2 does not apply to --arch recurrent-depth/);
+  // The plan CLI and the parallel trainer build the plan model first: it states these rules in the arch's terms.
+  const rd = parseConfig({ arch: 'recurrent-depth', nLayer: 4 });
+  throws(
+    () => planModelOf(makePlan({ pp: 2 }), rd, 11),
+    /pieces, .* = 1 \+ 1 \+ 1 = 3, not nLayer; 3 is not divisible/,
+  );
+  throws(() => planModelOf(makePlan({ tp: 2 }), rd, 11), /tp 2 does not apply to --arch recurrent-depth/);
+  equal(planModelOf(makePlan({ pp: 2 }), { ...rd, codaLayers: 2 }, 11).nLayer, 4, 'P + 1 + Q pieces');
   throws(
     () => checkArchSplit(makePlan({ dp: 2, zero: 2 }), 'recurrent-depth'),
     /zero 2 does not apply to --arch recurrent-depth: .*allowed: zero 0 or 1/,
