@@ -2,8 +2,8 @@
  * How a recurrent-depth model's r is chosen (src/models/recurrence.ts, docs/design.md §33): the
  * training draw (deterministic, mean recurIters), the trainer running each step at its draw, the
  * evaluation forward at `--eval-iterations` (against the f64 reference), training that learns,
- * the config and plan rules that refuse what is not built, and the CLI: r in metrics.jsonl, and
- * a dp 2 × pp 2 run with the single-rank run's losses.
+ * the config and plan rules that refuse what is not built, and the CLI: r in metrics.jsonl, a
+ * dp 2 × pp 2 run with the single-rank run's losses, and a resumed run with the uninterrupted one's.
  */
 import { deepStrictEqual, equal, ok, rejects, throws } from 'node:assert/strict';
 import { gpuTest } from '../util/gpu.ts';
@@ -158,6 +158,41 @@ Deno.test({
     );
     for (const [s, x] of split.entries()) {
       ok(Math.abs(x.loss - single[s].loss) < 1e-4 * single[s].loss, `step ${s}: ${x.loss} vs ${single[s].loss}`);
+    }
+  },
+});
+
+Deno.test({
+  name: 'recurrent-depth: a run stopped at a checkpoint and resumed draws the same r and reproduces the losses',
+  sanitizeResources: false,
+  fn: async () => {
+    // A constant LR, so the 3-step run's schedule is the 6-step run's: only the resume differs.
+    const args = [
+      ...TINY_RUN,
+      '--arch',
+      'recurrent-depth',
+      '--n-layer',
+      '3',
+      '--recur-iters',
+      '3',
+      '--recur-backprop',
+      '2',
+    ];
+    const flat = [...args, '--schedule', 'constant', '--cooldown-frac', '0', '--warmup', '0', '--ckpt-interval', '3'];
+    const losses = async (dir: string) =>
+      (await Deno.readTextFile(`${dir}/metrics.jsonl`)).trim().split('\n').map((l) => JSON.parse(l)).filter((x) =>
+        x.loss !== undefined
+      );
+    const whole = await Deno.makeTempDir(), part = await Deno.makeTempDir();
+    equal((await runCli('train.ts', [...flat, '--steps', '6', '--out', whole])).code, 0);
+    equal((await runCli('train.ts', [...flat, '--steps', '3', '--out', part])).code, 0);
+    const resumed = await runCli('train.ts', ['--resume', '--out', part, '--steps', '6']);
+    equal(resumed.code, 0, resumed.stderr);
+    const [a, b] = [await losses(whole), await losses(part)];
+    deepStrictEqual(b.map((x) => x.step), [0, 1, 2, 3, 4, 5]);
+    deepStrictEqual(b.map((x) => x.iterations), a.map((x) => x.iterations));
+    for (const [s, x] of b.entries()) {
+      ok(Math.abs(x.loss - a[s].loss) <= 1e-5 * a[s].loss, `step ${s}: ${x.loss} vs ${a[s].loss}`);
     }
   },
 });
