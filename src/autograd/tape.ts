@@ -106,6 +106,7 @@ export class Tape {
   child(recording: boolean): Tape {
     const t = new Tape(this.gpu, this.paramGrads, recording);
     t.autocast = this.autocast;
+    t.topk = this.topk;
     return t;
   }
 

@@ -10,6 +10,7 @@ import { compression } from '../experiments/compression.ts';
 import { lowComm } from '../experiments/low_comm.ts';
 import { planModel } from '../experiments/plan_model.ts';
 import { continual } from '../experiments/continual.ts';
+import { depth } from '../experiments/depth.ts';
 import { goldfish } from '../experiments/goldfish.ts';
 import { neftune } from '../experiments/neftune.ts';
 import { topk } from '../experiments/topk.ts';
@@ -22,6 +23,7 @@ import { runCli } from './main.ts';
 export const EXPERIMENTS: Record<string, Experiment> = {
   compression,
   continual,
+  depth,
   goldfish,
   'low-comm': lowComm,
   neftune,

@@ -10,6 +10,7 @@ import type { ParallelPlan } from '../parallel/plan.ts';
 import { accounting, accountingText, fmtBytes } from '../parallel/plan_report.ts';
 import type { StepReport } from '../parallel/run_host.ts';
 import type { TrainConfig } from '../train/config.ts';
+import { depthMetric } from '../models/recurrence.ts';
 
 /**
  * The per-step callback of runParallel: writes the step's metrics row (elements and bytes sent
@@ -33,6 +34,7 @@ export function stepReporter(o: {
       loss: r.loss,
       lr: r.lr,
       grad_norm: r.gradNorm,
+      ...depthMetric(cfg, r.step),
       ms_per_step: r.ms,
       sim_ms_per_step: r.simUs / 1000,
       tokens_per_s: r.tokensPerSec,

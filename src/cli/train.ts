@@ -20,6 +20,7 @@ import { DeviceLostError } from '../gpu/lost.ts';
 import { mixSeed, Random } from '../util/random.ts';
 import { CliExit, runCli } from './main.ts';
 import { checkState, DivergenceError } from '../train/finite.ts';
+import { depthMetric } from '../models/recurrence.ts';
 import { resumeCommand, StopListener, yieldToEvents } from './stop.ts';
 
 /** Environment variable of the device-loss fault injection (tests only): the step before which the device is destroyed. */
@@ -168,6 +169,7 @@ export async function main(argv: string[]): Promise<number | null> {
               loss: r.loss,
               lr: r.lr,
               grad_norm: r.gradNorm,
+              ...depthMetric(cfg, r.step),
               ...(r.lossScale === undefined ? {} : { loss_scale: r.lossScale, skipped: r.skipped }),
               ms_per_step: ms,
               tokens_per_s: tps,

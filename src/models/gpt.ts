@@ -135,8 +135,24 @@ export class GPT extends PieceModel {
   }
 
   /** Block i: x + attn(ln_1(x)), then + {@link mlp}(ln_2(x)); x (B·T, C). */
-  async block(ctx: ModelContext, tape: Tape, x: Tensor, i: number, b: number, t: number): Promise<Tensor> {
-    const { nHead: nh, nEmbd: c } = this.cfg, p = (n: string) => this.p(n), h = `transformer.h.${i}`;
+  block(ctx: ModelContext, tape: Tape, x: Tensor, i: number, b: number, t: number): Promise<Tensor> {
+    return this.blockAt(ctx, tape, x, i, `transformer.h.${i}`, b, t);
+  }
+
+  /**
+   * The pre-LayerNorm block whose parameters are named under `h` (block i's is `transformer.h.i`;
+   * recurrent-depth names its core blocks otherwise and runs them several times); x (B·T, C).
+   */
+  protected async blockAt(
+    ctx: ModelContext,
+    tape: Tape,
+    x: Tensor,
+    i: number,
+    h: string,
+    b: number,
+    t: number,
+  ): Promise<Tensor> {
+    const { nHead: nh, nEmbd: c } = this.cfg, p = (n: string) => this.p(n);
     const a = layerNorm(tape, x, p(`${h}.ln_1.weight`), p(`${h}.ln_1.bias`), `${h}.ln_1`); // (B·T, C)
     const qkv = await this.lin(ctx, tape, a, `${h}.attn.c_attn`, `${h}.c_attn`); // (B·T, 3C)
     const y = await ctx.attention(tape, qkv, { b, t, c, nh }, `${h}.attn`, this.cfg.attention === 'naive'); // (B, T, C)

@@ -14,10 +14,11 @@ import { MambaMoE, mambaMoEParamSpecs } from './mamba_moe.ts';
 import type { ExpertShard, MoEConfig } from './moe_specs.ts';
 import type { MoELanguageModel } from './moe_layer.ts';
 import type { LanguageModel, Piece } from './model.ts';
-import { ARCH_NAMES, type ArchName, MOE_ARCHS } from './archs.ts';
+import { ARCH_NAMES, type ArchName, MOE_ARCHS, pipelineBlocks } from './archs.ts';
 import { vocabShape } from './vocab_pad.ts';
+import { RecurrentDepth, type RecurrentDepthConfig, recurrentDepthParamSpecs } from './recurrent_depth.ts';
 
-export { ARCH_NAMES, type ArchName, MOE_ARCHS };
+export { ARCH_NAMES, type ArchName, MOE_ARCHS, pipelineBlocks };
 
 /**
  * Builds one architecture from a validated training config and the tokenizer's vocabulary size
@@ -53,6 +54,8 @@ export const ARCHS: Record<ArchName, ModelFactory> = {
     new Hybrid(gpu, { ...mambaShape(cfg, vocabSize), nHead: cfg.nHead, attnEvery: cfg.attnEvery }, seed, place),
   'gpt-moe': (gpu, cfg, vocabSize, seed, place) => createMoEModel(gpu, cfg, vocabSize, { seed, place }),
   'mamba-moe': (gpu, cfg, vocabSize, seed, place) => createMoEModel(gpu, cfg, vocabSize, { seed, place }),
+  'recurrent-depth': (gpu, cfg, vocabSize, seed, place) =>
+    new RecurrentDepth(gpu, recurrentDepthShape(cfg, vocabSize), seed, place),
 };
 
 /**
@@ -67,6 +70,8 @@ export const PIECES: Record<ArchName, (name: string) => Piece> = {
   hybrid: mambaPieceOf,
   'gpt-moe': gptPieceOf,
   'mamba-moe': mambaPieceOf,
+  // Its core's weights are named under the core's piece index (recurrent_depth.ts), as blocks are.
+  'recurrent-depth': gptPieceOf,
 };
 
 function gptShape(cfg: TrainConfig, vocabSize: number) {
@@ -78,6 +83,19 @@ function gptShape(cfg: TrainConfig, vocabSize: number) {
     nEmbd: cfg.nEmbd,
     bias: cfg.bias,
     attention: cfg.attention,
+  };
+}
+
+/** A recurrent-depth model's shape: GPT's plus the recurrence; evaluation r 0 means r̄. */
+export function recurrentDepthShape(cfg: TrainConfig, vocabSize: number): RecurrentDepthConfig {
+  return {
+    ...gptShape(cfg, vocabSize),
+    preludeLayers: cfg.preludeLayers,
+    codaLayers: cfg.codaLayers,
+    recurIters: cfg.recurIters,
+    recurBackprop: cfg.recurBackprop,
+    recurInject: cfg.recurInject,
+    evalIterations: cfg.evalIterations || cfg.recurIters,
   };
 }
 
@@ -120,6 +138,8 @@ export function paramSpecsOf(cfg: TrainConfig, vocabSize: number): ParamSpec[] {
       return moeParamSpecs(gptShape(cfg, vocabSize), moeConfigOf(cfg));
     case 'mamba-moe':
       return mambaMoEParamSpecs({ ...mambaShape(cfg, vocabSize), bias: cfg.bias }, moeConfigOf(cfg)).specs;
+    case 'recurrent-depth':
+      return recurrentDepthParamSpecs(recurrentDepthShape(cfg, vocabSize));
   }
 }
 

@@ -115,7 +115,7 @@ export interface ActivationMemory {
 const raw = (items: ActivationItem[]) => itemBytes(items);
 const pooled = (items: ActivationItem[]) => itemBytes(items, true);
 
-/** The architectures counted; the MoE models (routed experts, per-token capacity) are not. */
+/** The architectures counted; the MoE models (routed experts, per-token capacity) and recurrent-depth are not. */
 const COVERED = ['gpt', 'mamba', 'hybrid', 'linear'];
 
 /**
@@ -186,9 +186,9 @@ export function activationMemory(
   const arch = o.arch ?? 'gpt', lay = model.layout;
   if (!COVERED.includes(arch)) {
     throw new Error(
-      `activation memory: the analytical count covers ${
-        COVERED.join(', ')
-      }, not the MoE models' routed experts; got --arch ${arch}`,
+      `activation memory: the analytical count covers ${COVERED.join(', ')}, not the MoE models' routed experts${
+        arch === 'recurrent-depth' ? ' nor a core iterated r times, its last k kept (docs/design.md §33)' : ''
+      }; got --arch ${arch}`,
     );
   }
   if (arch !== 'gpt' && lay?.arch !== arch) {

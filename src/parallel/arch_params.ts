@@ -7,7 +7,7 @@
  */
 import type { TrainConfig } from '../train/config.ts';
 import type { ParamSpec } from '../nn/params.ts';
-import { paramSpecsOf, PIECES } from '../models/registry.ts';
+import { paramSpecsOf, PIECES, pipelineBlocks } from '../models/registry.ts';
 import type { Piece } from '../models/model.ts';
 import { dtRank } from '../models/mamba.ts';
 import { type ArchLayout, type ParallelPlan, planMesh, type RankParams } from './plan.ts';
@@ -30,7 +30,7 @@ export function archLayout(cfg: TrainConfig, vocabSize: number): ArchLayout | un
   const specs = paramSpecsOf(cfg, vocabSize), moe = (MOE_ARCHS as readonly string[]).includes(arch);
   return {
     arch,
-    params: (plan, rank) => placedParams(specs, arch, cfg.nLayer, moe ? cfg.nExpert : 0, plan, rank),
+    params: (plan, rank) => placedParams(specs, arch, pipelineBlocks(cfg), moe ? cfg.nExpert : 0, plan, rank),
     dtRank: dtRank(cfg.nEmbd),
     dState: cfg.dState,
     attnEvery: cfg.attnEvery,

@@ -152,7 +152,9 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   // tp: Megatron's f/g operators, or sequence parallelism's all-gather / reduce-scatter.
   const tpGroup = mesh.group('tp', rank), bsh = b * s * C, first = me.pp === 0, last = me.pp === P - 1;
   const again = o.recompute === 'full' ? L * m : 0, core = o.recompute && o.recompute !== 'none' ? L * m : 0;
-  const recurrent = model.layout && model.layout.arch !== 'gpt-moe' ? model.layout : null;
+  // gpt-moe and recurrent-depth have GPT's blocks; their layout only counts their own parameters.
+  const gptBlocks = ['gpt-moe', 'recurrent-depth'].includes(model.layout?.arch ?? '');
+  const recurrent = model.layout && !gptBlocks ? model.layout : null;
   // gpt-moe: a MoE block's MLP is the replicated MoE sub-layer, with no tp collective of its own.
   const moeBlocks = model.layout?.arch === 'gpt-moe' ? moeLayers : 0;
   if (recurrent) {

@@ -13,7 +13,7 @@ import { CompressedComm } from '../comm/compressed.ts';
 import { type GradLayout, PowerSgdAllReduce } from '../comm/powersgd_allreduce.ts';
 import type { Param } from '../nn/params.ts';
 import type { TrainConfig } from '../train/config.ts';
-import { paramSpecsOf } from '../models/registry.ts';
+import { paramSpecsOf, pipelineBlocks } from '../models/registry.ts';
 import { expertOf } from '../models/moe_specs.ts';
 import { type ParallelPlan, planMesh } from './plan.ts';
 import { stagePlacement } from './stages.ts';
@@ -82,7 +82,9 @@ export function rankGradMatrices(
 ): RankGradMatrices {
   const me = planMesh(plan).coords(rank), v = plan.virtualStages;
   const whole = plan.pp === 1 && plan.tp === 1;
-  const place = whole ? null : stagePlacement(cfg.arch, cfg.nLayer, { ppRank: me.pp, pp: plan.pp, v }, plan.tp, me.tp);
+  const place = whole
+    ? null
+    : stagePlacement(cfg.arch, pipelineBlocks(cfg), { ppRank: me.pp, pp: plan.pp, v }, plan.tp, me.tp);
   const dense: GradMatrix[] = [];
   let offset = 0;
   // vocabSize may be the tokenizer's or already padded: padding a padded V' leaves it as is.

@@ -4,7 +4,7 @@
  * plan's own rules (plan.ts validatePlan, pipeline.ts checkPipeline).
  */
 import type { TrainConfig } from '../train/config.ts';
-import { MOE_ARCHS } from '../models/archs.ts';
+import { MOE_ARCHS, pipelineBlocks } from '../models/archs.ts';
 import { checkPipeline } from './pipeline.ts';
 import type { PipelineSchedule } from './pipeline_schedule.ts';
 import { type ParallelPlan, validatePlan } from './plan.ts';
@@ -45,7 +45,8 @@ export function checkMeshPlan(
       `mesh trainer: gradAccum ${cfg.gradAccum} must equal the plan's micro-batches ${plan.microBatches} (each micro-batch is drawn as the single-rank Trainer draws it)`,
     );
   }
-  const { nLayer, nHead, nEmbd, blockSize } = cfg, batchSize = cfg.batchSize * cfg.gradAccum;
+  const { nHead, nEmbd, blockSize } = cfg, batchSize = cfg.batchSize * cfg.gradAccum, nLayer = pipelineBlocks(cfg);
+  checkPipelinePieces(plan, cfg);
   const experts = plan.ep > 1 ? { nExpert: cfg.nExpert, moeEvery: cfg.moeEvery } : {};
   validatePlan(plan, { nLayer, nHead, nEmbd, blockSize, batchSize, vocabSize, ...experts }, worldSize);
   return checkPipeline({ ...cfg, batchSize: batchSize / plan.dp, gradAccum: 1 }, plan.pp, {
@@ -53,4 +54,19 @@ export function checkMeshPlan(
     microBatches: plan.microBatches,
     virtualStages: plan.schedule === 'interleaved' ? plan.virtualStages : undefined,
   });
+}
+
+/**
+ * recurrent-depth's pipeline rule, before any count that assumes it (docs/design.md §33): stages
+ * split its P + 1 + Q pieces, not nLayer — said in those terms, since validatePlan's "layers not
+ * divisible" would name a number the user never gave. Other architectures pass.
+ * @throws Error naming P, Q, their piece count and pp·v when the pieces do not divide.
+ */
+export function checkPipelinePieces(plan: ParallelPlan, cfg: TrainConfig): void {
+  const pieces = pipelineBlocks(cfg), stages = plan.pp * (plan.schedule === 'interleaved' ? plan.virtualStages : 1);
+  if (cfg.arch === 'recurrent-depth' && pieces % stages) {
+    throw new Error(
+      `pipeline: recurrent-depth's stages split its pieces, preludeLayers + 1 (the core, every iteration) + codaLayers = ${cfg.preludeLayers} + 1 + ${cfg.codaLayers} = ${pieces}, not nLayer; ${pieces} is not divisible by pp·v = ${stages} (change preludeLayers or codaLayers)`,
+    );
+  }
 }

@@ -75,6 +75,7 @@ import { GradSync } from './grad_sync.ts';
 import { OuterSync } from './outer_sync.ts';
 import { type ActionUs, simActionUs, stepRecorder } from './sim_compute.ts';
 import { AdamW } from '../train/optimizer.ts';
+import { withTrainDepth } from '../models/recurrence.ts';
 
 /** One optimizer step as a mesh rank saw it; `loss`, `gradNorm` and `lr` are global. */
 export interface MeshStepRecord extends StepRecord {
@@ -197,7 +198,9 @@ export class MeshTrainer {
       x.set(this.mine(batch.x), j * n);
       y.set(this.mine(batch.y), j * n);
     }
-    await this.exec.run(x, y, this.lossAcc, span, this.sync.hooks(m));
+    // Every rank draws the same r from (seed, step): a recurrent-depth model's stages agree (models/recurrence.ts).
+    const run = () => this.exec.run(x, y, this.lossAcc, span, this.sync.hooks(m));
+    await withTrainDepth(this.stages.model, cfg, step, run);
 
     let start = wallMs();
     const squares = await this.sync.run();

@@ -30,6 +30,7 @@
 import type { TrainConfig } from '../train/config.ts';
 import { checkSchedule, makeSchedule, type PipelineSchedule } from './pipeline_schedule.ts';
 import { checkPipelineSplit } from './pipeline_stage.ts';
+import { pipelineBlocks } from '../models/archs.ts';
 
 export interface PipelineOptions {
   schedule: 'gpipe' | '1f1b' | 'interleaved';
@@ -58,7 +59,7 @@ export function checkPipeline(cfg: TrainConfig, p: number, o: PipelineOptions): 
   if (o.schedule !== 'interleaved' && o.virtualStages !== undefined && o.virtualStages !== 1) {
     throw new Error(`pipeline: virtualStages ${o.virtualStages} needs schedule 'interleaved'`);
   }
-  checkPipelineSplit(cfg.nLayer, p, v);
+  checkPipelineSplit(pipelineBlocks(cfg), p, v);
   const m = o.microBatches;
   if (!Number.isInteger(m) || m < 1 || cfg.batchSize % m) {
     throw new Error(`pipeline: microBatches (${m}) must be a positive integer dividing batchSize (${cfg.batchSize})`);

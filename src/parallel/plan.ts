@@ -70,7 +70,7 @@ export interface PlanModel {
 
 /** What the planner needs of an architecture other than GPT (arch_params.ts archLayout). */
 export interface ArchLayout {
-  arch: 'linear' | 'mamba' | 'hybrid' | 'gpt-moe' | 'mamba-moe';
+  arch: 'linear' | 'mamba' | 'hybrid' | 'gpt-moe' | 'mamba-moe' | 'recurrent-depth';
   /** This rank's parameters under `plan`, counted from the model's declarations and placement. */
   params(plan: ParallelPlan, rank: number): RankParams;
   /** Mamba's x_proj output widths R (dt rank) and N (state), allReduced per block under tp. */

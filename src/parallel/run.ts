@@ -32,9 +32,10 @@ import { CharTokenizer } from '../data/tokenizer.ts';
 import { TextDataset } from '../data/dataset.ts';
 import { parseConfig, type TrainConfig } from '../train/config.ts';
 import { meanLoss } from '../train/evaluate.ts';
-import { MOE_ARCHS } from '../models/archs.ts';
+import { MOE_ARCHS, pipelineBlocks } from '../models/archs.ts';
 import { type ParallelPlan, type PlanModel, type StrategyKind, validatePlan } from './plan.ts';
-import { strategyOf } from './strategy.ts';
+import { checkArchSplit, strategyOf } from './strategy.ts';
+import { checkPipelinePieces } from './mesh_plan.ts';
 import { archLayout } from './arch_params.ts';
 import type { CommRow } from './cost.ts';
 import type { Sent } from './traffic.ts';
@@ -124,9 +125,15 @@ export function trainerConfig(plan: ParallelPlan, cfg: TrainConfig): TrainConfig
  * What validatePlan / stepTraffic need from a run config; nExpert and moeEvery only for an EP run
  * of a MoE architecture. `vocabSize` is the tokenizer's; the model's is padded by --pad-vocab to
  * a multiple of padVocab·tp (models/vocab_pad.ts), so memory and traffic count the rows trained.
+ * @throws Error for recurrent-depth on a split it does not take (checkArchSplit, checkPipelinePieces).
  */
 export function planModelOf(plan: ParallelPlan, cfg: TrainConfig, tokenizerVocab: number): PlanModel {
-  const { nLayer, nHead, nEmbd, blockSize } = cfg;
+  // Its rules first: its parameter counts below would fail on a split it does not take with a less direct error.
+  if (cfg.arch === 'recurrent-depth') {
+    checkArchSplit(plan, cfg.arch);
+    checkPipelinePieces(plan, cfg);
+  }
+  const { nHead, nEmbd, blockSize } = cfg, nLayer = pipelineBlocks(cfg);
   const moe = plan.ep > 1 && (MOE_ARCHS as readonly string[]).includes(cfg.arch);
   const vocabSize = paddedVocabSize(tokenizerVocab, cfg.padVocab, plan.tp);
   const layout = archLayout(tpVocabConfig(cfg, plan.tp), tokenizerVocab);

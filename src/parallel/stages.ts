@@ -16,7 +16,7 @@ import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from '../autograd/tape.ts';
 import type { ParamSpec, ParamStore, Placement } from '../nn/params.ts';
 import type { TrainConfig } from '../train/config.ts';
-import { createModel, createMoEModel, MOE_ARCHS, PIECES } from '../models/registry.ts';
+import { createModel, createMoEModel, MOE_ARCHS, PIECES, pipelineBlocks } from '../models/registry.ts';
 import { type MoELanguageModel, withAuxLoss } from '../models/moe_layer.ts';
 import type { FloatCollectives } from '../comm/compressed.ts';
 import { expertShard, moeExpertParallel } from './expert_exchange.ts';
@@ -99,14 +99,14 @@ export class ModelStages implements PipelineStageModel {
     readonly at: StagePlace,
     ep?: FloatCollectives,
   ) {
-    checkPipelineSplit(cfg.nLayer, at.pp, at.v);
+    checkPipelineSplit(pipelineBlocks(cfg), at.pp, at.v);
     if (ctx.tp > 1 && ['gpt', 'hybrid', 'linear'].includes(cfg.arch) && cfg.nHead % ctx.tp) {
       throw new Error(`tensor parallel: heads ${cfg.nHead} not divisible by tp ${ctx.tp}`);
     }
     this.S = at.pp * at.v;
     this.stages = [...Array(at.v).keys()].map((c) => c * at.pp + at.ppRank);
     const whole = at.pp === 1 && ctx.tp === 1;
-    const place = whole ? undefined : stagePlacement(cfg.arch, cfg.nLayer, at, ctx.tp, ctx.o.tp.rank);
+    const place = whole ? undefined : stagePlacement(cfg.arch, pipelineBlocks(cfg), at, ctx.tp, ctx.o.tp.rank);
     const model = (MOE_ARCHS as readonly string[]).includes(cfg.arch)
       ? moeStageModel(gpu, cfg, vocabSize, ctx, place, ep)
       : createModel(gpu, cfg, vocabSize, cfg.seed, place);
@@ -160,7 +160,7 @@ export class ModelStages implements PipelineStageModel {
   }
 
   async blocks(tape: Tape, x: Tensor, stage: number, b: number, t: number, beforeBlock?: BeforeBlock): Promise<Tensor> {
-    const [lo, hi] = stageLayers(this.cfg.nLayer, this.S, stage), mode = this.cfg.recompute;
+    const [lo, hi] = stageLayers(this.model.nLayer, this.S, stage), mode = this.cfg.recompute;
     const ctx = recomputeContext(this.ctx, mode);
     for (let i = lo; i < hi; i++) {
       await beforeBlock?.(i);

@@ -16,7 +16,11 @@ import { MOE_ARCHS } from '../models/archs.ts';
  *   sits on the previous rank. Not the MoE models: each tp rank would route a different shard
  *   of the tokens through the same replicated experts.
  * - pp: every architecture — gpt, linear, mamba, hybrid (its shared attention block is held by
- *   every stage and its gradient summed over the pp group), gpt-moe, mamba-moe.
+ *   every stage and its gradient summed over the pp group), gpt-moe, mamba-moe, recurrent-depth
+ *   (over its P + 1 + Q pieces: the core with all its iterations is one, models/archs.ts pipelineBlocks).
+ * - tp, sp, cp: not recurrent-depth (its adapter has no row in tp_table.ts; untested).
+ * - ZeRO-2/3 on recurrent-depth: refused (its per-layer units are untested with the truncated
+ *   iterations); ZeRO-1 and plain dp run it (docs/design.md §33).
  * - cp: gpt only; the recurrent mixers would need the chunk-boundary state passed along the ring
  *   (a sequence-parallel scan), which is not built.
  * @throws Error naming the dimension, the architecture and the rule.
@@ -37,7 +41,7 @@ export function checkArchSplit(plan: ParallelPlan, arch: string): void {
     ],
     [
       'pp',
-      ['gpt', 'linear', 'mamba', 'hybrid', 'gpt-moe', 'mamba-moe'],
+      ['gpt', 'linear', 'mamba', 'hybrid', 'gpt-moe', 'mamba-moe', 'recurrent-depth'],
       'pipeline stages split the architectures written as pieces',
     ],
     [
@@ -46,6 +50,11 @@ export function checkArchSplit(plan: ParallelPlan, arch: string): void {
       'context parallelism splits attention only; the recurrent mixers would need a sequence-parallel scan',
     ],
   ];
+  if (arch === 'recurrent-depth' && plan.zero > 1) {
+    throw new Error(
+      `zero ${plan.zero} does not apply to --arch recurrent-depth: its per-layer ZeRO units are not tested with the truncated core iterations (allowed: zero 0 or 1)`,
+    );
+  }
   for (const [dim, archs, why] of rules) {
     const on = plan[dim] === true || (plan[dim] as number) > 1, what = plan[dim] === true ? dim : `${dim} ${plan[dim]}`;
     if (on && !archs.includes(arch)) {

@@ -29,6 +29,7 @@ export const CONFIG_MAXIMA = {
   expand: 64,
   nExpert: 4096,
   padVocab: 65_536,
+  recurIters: 256,
 } as const;
 
 export const TrainConfigSchema = z.object({
@@ -68,6 +69,24 @@ export const TrainConfigSchema = z.object({
   ),
   moeEvery: int(1).default(1).describe('gpt-moe, mamba-moe: every moeEvery-th block has an MoE MLP'),
   attnEvery: int(1).default(2).describe('hybrid: the shared attention block runs after every attnEvery-th Mamba layer'),
+  // Recurrent depth (Geiping et al., arXiv 2502.05171; docs/design.md §33): nLayer = prelude + core + coda blocks.
+  preludeLayers: int(0).default(1).describe('recurrent-depth: GPT blocks P of the prelude, run once on the embeddings'),
+  codaLayers: int(0).default(1).describe('recurrent-depth: GPT blocks Q of the coda, run once before the head'),
+  recurIters: int(1).max(CONFIG_MAXIMA.recurIters).default(4).describe(
+    'recurrent-depth: mean r of the core iterations drawn per training step (log-normal Poisson, r ≥ 1)',
+  ),
+  recurSigma: z.number().min(0).max(4).default(0.5).describe(
+    "recurrent-depth: σ of the log-normal rate of the r distribution (the paper's 0.5)",
+  ),
+  recurBackprop: int(1).default(8).describe(
+    'recurrent-depth: truncated backprop, gradients through the last k core iterations only',
+  ),
+  recurInject: z.boolean().default(true).describe(
+    'recurrent-depth: input injection, core input = adapter(concat(state, prelude output)) with state₀ = 0; off: state₀ = prelude output, no adapter',
+  ),
+  evalIterations: int(0).max(CONFIG_MAXIMA.recurIters * 16).default(0).describe(
+    'recurrent-depth: core iterations r of evaluation and sampling forwards; 0 = recurIters',
+  ),
   tokenizer: z.enum(['char', 'gpt2']).default('char').describe('char-level or GPT-2 BPE'),
   // nanoGPT pads GPT-2's 50257 to 50304: a vocabulary that fills whole GEMM tiles runs faster
   // (`npm run plan -- --advise`). Padded ids are masked out of the softmax and sampling
@@ -195,6 +214,13 @@ export function parseConfig(input: Record<string, unknown>): TrainConfig {
     throw new Error(
       `Invalid config: topkAttention selects attention scores and --arch ${cfg.arch} has no attention; use ${
         ATTENTION_ARCHS.join(', ')
+      }`,
+    );
+  }
+  if (cfg.arch === 'recurrent-depth' && cfg.nLayer - cfg.preludeLayers - cfg.codaLayers < 1) {
+    throw new Error(
+      `Invalid config: recurrent-depth needs at least one core block: nLayer (${cfg.nLayer}) = preludeLayers (${cfg.preludeLayers}) + core blocks + codaLayers (${cfg.codaLayers}), so nLayer must be at least ${
+        cfg.preludeLayers + cfg.codaLayers + 1
       }`,
     );
   }

@@ -22,6 +22,7 @@ import { meanLoss } from './evaluate.ts';
 import { type LossScaler, lossScalerFor } from './loss_scale.ts';
 import { sampleTokens } from './sample.ts';
 import { autocastOf, checkPrecision } from '../autograd/autocast.ts';
+import { withTrainDepth } from '../models/recurrence.ts';
 
 /** Per-step values read back from the GPU. */
 export interface StepRecord {
@@ -106,6 +107,11 @@ export class Trainer {
    * (times the loss scale when `record`, a training step, runs under f16-mixed; a probe's are unscaled).
    */
   private async gradients(step: number, record: boolean): Promise<void> {
+    // A recurrent-depth model runs the step's drawn r in every micro-batch (models/recurrence.ts).
+    await withTrainDepth(this.model, this.cfg, step, () => this.microBatches(step, record));
+  }
+
+  private async microBatches(step: number, record: boolean): Promise<void> {
     const { gpu, model, cfg } = this;
     const { batchSize: b, blockSize: t, gradAccum } = cfg;
     model.params.zeroGrad();

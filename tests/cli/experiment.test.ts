@@ -84,6 +84,11 @@ Deno.test({
         '--bootstrap',
         '3',
       ], ['scaling.svg', 'scaling.csv']],
+      // Prelude 1 + core 1 + coda 1 (the last --n-layer wins over TINY's 1).
+      ['depth', ['--n-layer', '3', '--block-size', '16', '--steps', '4', '--eval-every', '2', '--iterations', '1,2'], [
+        'depth.svg',
+        'depth.csv',
+      ]],
     ];
     for (const [name, flags, files] of runs) {
       const out = await Deno.makeTempDir();
@@ -175,7 +180,7 @@ Deno.test({
       const [args, pattern] of [
         [
           ['nope'],
-          /unknown experiment 'nope'; allowed: compression, continual, goldfish, low-comm, neftune, plan-model/,
+          /unknown experiment 'nope'; allowed: compression, continual, depth, goldfish, low-comm, neftune, plan-model/,
         ],
         [['compression', '--hybrid', 'tp=powersgd'], /PowerSGD compresses dp gradient matrices only/],
         [[], /give one experiment name/],

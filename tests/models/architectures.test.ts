@@ -46,6 +46,8 @@ const ARCH_CASES: [string, Partial<TrainConfig>][] = [
     moeEvery: 1,
     nLayer: 1,
   }],
+  // Core 1 + coda 1 at nLayer 2; r = 3 in both the recording and the differenced forwards (k = 8: no truncation).
+  ['recurrent-depth', { arch: 'recurrent-depth', preludeLayers: 0, recurIters: 3 }],
 ];
 
 /** The routing of every MoE layer of the last forward ('' for models without MoE layers). */

@@ -23,7 +23,20 @@ for (const arch of ATTENTION_ARCHS) {
   gpuTest(
     `topk attention in evaluation (${arch}): k = T is the materialised kernel's loss exactly, k = 1 is not`,
     async (gpu) => {
-      const base = { arch, nLayer: 2, nHead: 2, nEmbd: 16, blockSize: 16, batchSize: 2, evalBatches: 2, nExpert: 2 };
+      // recurrent-depth: the core alone (no prelude, no coda), so every attention runs on the
+      // iterations' own tapes, which must carry the option too.
+      const rd = arch === 'recurrent-depth' ? { preludeLayers: 0, codaLayers: 0 } : {};
+      const base = {
+        arch,
+        nLayer: 2,
+        nHead: 2,
+        nEmbd: 16,
+        blockSize: 16,
+        batchSize: 2,
+        evalBatches: 2,
+        nExpert: 2,
+        ...rd,
+      };
       const cfg = parseConfig({ ...base, attention: 'naive' });
       const model = createModel(gpu, cfg, V);
       try {
@@ -62,7 +75,7 @@ gpuTest('sampling with top-k attention: k ≥ T draws the same tokens as the KV-
 Deno.test('topk attention is refused where there is no attention, and by parallel plans', () => {
   throws(
     () => parseConfig({ arch: 'mamba', topkAttention: 4 }),
-    /topkAttention selects attention scores and --arch mamba has no attention; use gpt, gpt-moe, hybrid/,
+    /topkAttention selects attention scores and --arch mamba has no attention; use gpt, gpt-moe, hybrid, recurrent-depth/,
   );
   const cfg = parseConfig({ topkAttention: 4, nLayer: 2, nHead: 2, nEmbd: 16, blockSize: 16 });
   throws(

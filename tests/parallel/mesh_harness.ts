@@ -27,16 +27,17 @@ import { sentByDim } from '../../src/parallel/run.ts';
 
 export type { MeshRunResult };
 
-/** Trains `over` with `plan` on dp·pp·cp·tp in-process ranks sharing `gpu`; results in world-rank order. */
+/** Trains `over` with `plan` on dp·pp·cp·tp in-process ranks sharing `gpu` (`opts`: MeshTrainer's); results in world-rank order. */
 export async function localMeshRun(
   gpu: Gpu,
   plan: ParallelPlan,
   over: Partial<TrainConfig>,
   text: string,
+  opts: { bucketBytes?: number | 'layer' } = {},
 ): Promise<MeshRunResult[]> {
   const world = localWorld(planWorldSize(plan), { timeoutMs: 120_000 });
   try {
-    return await onEveryRank(world, (comm) => trainMeshRank(gpu, comm, plan, over, text));
+    return await onEveryRank(world, (comm) => trainMeshRank(gpu, comm, plan, over, text, opts));
   } finally {
     closeLocalWorld(world);
   }

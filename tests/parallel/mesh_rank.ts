@@ -53,7 +53,7 @@ export function microConfig(plan: ParallelPlan, over: Partial<TrainConfig>): Par
 
 /**
  * Trains `over` (its global batch, see {@link microConfig}) for cfg.steps steps on this rank of
- * `plan` (every rank calls it with the same arguments).
+ * `plan` (every rank calls it with the same arguments); `opts` as MeshTrainer's (DDP's bucket size).
  */
 export async function trainMeshRank(
   gpu: Gpu,
@@ -61,11 +61,12 @@ export async function trainMeshRank(
   plan: ParallelPlan,
   over: Partial<TrainConfig>,
   text: string,
+  opts: { bucketBytes?: number | 'layer' } = {},
 ): Promise<MeshRunResult> {
   const cfg = parseConfig(microConfig(plan, over));
   const tok = CharTokenizer.fromText(text);
   const data = new TextDataset(tok.encode(text), cfg.blockSize);
-  const t = new MeshTrainer(gpu, cfg, plan, comm, data, tok.vocabSize);
+  const t = new MeshTrainer(gpu, cfg, plan, comm, data, tok.vocabSize, opts);
   const res: MeshRunResult = {
     losses: [],
     gradNorms: [],
