@@ -33,7 +33,7 @@ async function run(ctx: ExperimentContext): Promise<string> {
   const f = ctx.flags;
   const widths = listFlag(f, 'widths', [32, 64, 96], 16);
   const depths = listFlag(f, 'depths', [1, 2, 4], 1);
-  const branches = listFlag(f, 'branches', [60, 120, 240], 4).sort((a, b) => a - b);
+  const branches = listFlag(f, 'branches', [30, 60, 120, 240, 480], 4).sort((a, b) => a - b);
   const headSize = intFlag(f, 'head-size', 16);
   const blockSize = intFlag(f, 'block-size', 64);
   const batchSize = intFlag(f, 'batch-size', 16);
@@ -190,6 +190,6 @@ export const scaling: Experiment = {
   name: 'scaling',
   help:
     'scaling     scaling-law sweep: widths × depths, WSD runs branched into cooldowns, laws fitted to all points and to one shape family\n' +
-    '            --widths 32,64,96 --depths 1,2,4 --branches 60,120,240 --head-size 16 --lr 3e-3 --bootstrap 50 (block 64, batch 16)',
+    '            --widths 32,64,96 --depths 1,2,4 --branches 30,60,120,240,480 --head-size 16 --lr 3e-3 --bootstrap 50 (block 64, batch 16)',
   run,
 };
