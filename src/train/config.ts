@@ -219,9 +219,9 @@ export function parseConfig(input: Record<string, unknown>): TrainConfig {
   }
   if (cfg.arch === 'recurrent-depth' && cfg.nLayer - cfg.preludeLayers - cfg.codaLayers < 1) {
     throw new Error(
-      `Invalid config: recurrent-depth needs at least one core block: nLayer (${cfg.nLayer}) = preludeLayers (${cfg.preludeLayers}) + core blocks + codaLayers (${cfg.codaLayers}), so nLayer must be at least ${
+      `Invalid config: --arch recurrent-depth needs at least one core block: nLayer (${cfg.nLayer}) = preludeLayers (${cfg.preludeLayers}) + core blocks + codaLayers (${cfg.codaLayers}), so give --n-layer ${
         cfg.preludeLayers + cfg.codaLayers + 1
-      }`,
+      } or more (or fewer --prelude-layers / --coda-layers)`,
     );
   }
   validateSchedule(scheduleFromConfig(cfg), cfg.steps);

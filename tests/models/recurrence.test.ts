@@ -109,7 +109,7 @@ gpuTest(
 Deno.test('recurrent-depth config and plan rules: a core block is required; dp and pp run; tp, cp and ZeRO-2/3 are refused by name', () => {
   throws(
     () => parseConfig({ arch: 'recurrent-depth', nLayer: 2, preludeLayers: 1, codaLayers: 1 }),
-    /recurrent-depth needs at least one core block: nLayer \(2\) .* must be at least 3/,
+    /--arch recurrent-depth needs at least one core block: nLayer \(2\) .* give --n-layer 3 or more/,
   );
   throws(() => parseConfig({ arch: 'recurrent-depth', nLayer: 3, recurIters: 0 }), /recurIters/);
   parseConfig({ arch: 'gpt', nLayer: 2 }); // the rule binds recurrent-depth only
