@@ -11,6 +11,13 @@ import type { SharedPlane } from './shared_wire.ts';
 export type DataPlane = 'shared' | 'message';
 export const DATA_PLANES: readonly DataPlane[] = ['shared', 'message'];
 
+/**
+ * Test hook: the plane a world takes when its caller names none — `null` keeps each kind's own
+ * default (worker worlds: shared where usable; in-thread worlds: message). The test suite sets it
+ * from `DATA_PLANE=shared|message` (tests/util/gpu.ts), so every parity test can run on both.
+ */
+export const planeDefaults: { unnamed: DataPlane | null } = { unnamed: null };
+
 /** Data bytes per ring when neither the caller nor a plan gives a size: 4 MiB (less in big worlds, see choosePlane). */
 export const DEFAULT_REGION_BYTES = 4 << 20;
 /** What the default rings of one world may take together: 256 MiB, so a world of 16 gets about 1 MiB per ring. */
@@ -68,6 +75,7 @@ export function choosePlane(
   regionBytes = Math.min(DEFAULT_REGION_BYTES, Math.floor(DEFAULT_WORLD_BYTES / (size * (size - 1) || 1))),
 ): PlaneChoice {
   const why = sharedPlaneSupport();
+  asked ??= planeDefaults.unnamed ?? undefined;
   if (asked === 'message' || size < 2) return { note: '' };
   if (why) {
     if (asked === 'shared') throw new Error(`--data-plane shared cannot run here: ${why}`);

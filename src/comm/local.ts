@@ -7,7 +7,7 @@
 import { Communicator } from './communicator.ts';
 import { NetworkModel } from './network.ts';
 import { Transport } from './transport.ts';
-import { createSharedPlane, type DataPlane, DEFAULT_REGION_BYTES } from './data_plane.ts';
+import { createSharedPlane, type DataPlane, DEFAULT_REGION_BYTES, planeDefaults } from './data_plane.ts';
 import { SharedWire } from './shared_wire.ts';
 
 export interface LocalWorldOptions {
@@ -17,8 +17,9 @@ export interface LocalWorldOptions {
   timeoutMs?: number;
   trace?: boolean;
   /**
-   * `message` (default: an in-thread port mesh) or `shared` (the rings of docs/design.md §31,
-   * without a spin: the ranks share one thread, so a peer can only answer once this one yields).
+   * `message` (default, unless `planeDefaults.unnamed` says otherwise: an in-thread port mesh) or
+   * `shared` (the rings of docs/design.md §31, without a spin: the ranks share one thread, so a
+   * peer can only answer once this one yields).
    */
   dataPlane?: DataPlane;
 }
@@ -34,7 +35,7 @@ export function localWorld(size: number, opts: LocalWorldOptions = {}): Communic
   const net = typeof opts.net === 'string' ? NetworkModel.parse(opts.net) : opts.net ?? null;
   const make = (r: number, wire: (MessagePort | null)[] | SharedWire) =>
     Communicator.world(new Transport(r, wire, { timeoutMs: opts.timeoutMs ?? 10_000, net, trace: opts.trace }));
-  if (opts.dataPlane === 'shared' && size > 1) {
+  if ((opts.dataPlane ?? planeDefaults.unnamed) === 'shared' && size > 1) {
     const plane = createSharedPlane(size, DEFAULT_REGION_BYTES, 0);
     return [...Array(size).keys()].map((r) => make(r, new SharedWire(r, plane)));
   }

@@ -7,6 +7,7 @@
  * JS: nothing to check) — its types are still checked by `deno check tests`. If bundling fails
  * the TypeScript worker is used directly (correct, just slow).
  */
+import '../util/plane.ts';
 import { type LaunchOptions, World } from '../../src/comm/launch.ts';
 import { openRankGpus } from '../util/rank_gpu.ts';
 import { bundleWorker } from '../../src/cli/worker_bundle.ts';

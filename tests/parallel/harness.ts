@@ -2,6 +2,7 @@
  * Shared by the data-parallel and ZeRO tests: the tiny run both sides train, the single-rank
  * reference (the unchanged Trainer in the test process), and worlds of tests/parallel/dp.worker.ts.
  */
+import '../util/plane.ts';
 import type { DataPlane } from '../../src/comm/data_plane.ts';
 import type { World } from '../../src/comm/launch.ts';
 import { chunkOffsets } from '../../src/comm/algorithms.ts';

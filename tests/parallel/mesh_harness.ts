@@ -4,6 +4,7 @@
  * device each (mesh_worker.ts), the gather of their
  * shards into full parameters, and the exact per-rank traffic formula the tests check.
  */
+import '../util/plane.ts';
 import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';

@@ -4,6 +4,7 @@
  * holds, and compares what the trace says each rank sent per step with the TrafficMeter and
  * with cost.ts `stepTraffic` (the summary's `predicted`).
  */
+import '../util/plane.ts';
 import type { DataPlane } from '../../src/comm/data_plane.ts';
 import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
 import { type ChromeTrace, toChromeTrace } from '../../src/comm/trace.ts';

@@ -1,6 +1,7 @@
 /** Shared test fixtures: one GPU context per test process, selected by the GPU env var. */
 import { Gpu } from '../../src/gpu/context.ts';
 import type { Backend } from '../../src/gpu/device.ts';
+import './plane.ts';
 
 let shared: Promise<Gpu> | null = null;
 
