@@ -6,7 +6,7 @@
  */
 import { deepStrictEqual, equal, match, ok, throws } from 'node:assert/strict';
 import { Ring } from '../../src/comm/shared_ring.ts';
-import { choosePlane, regionBytesFor, sharedPlaneSupport } from '../../src/comm/data_plane.ts';
+import { choosePlane, planeDefaults, regionBytesFor, sharedPlaneSupport } from '../../src/comm/data_plane.ts';
 import { PLANES, withWorld, WORKER_TEST } from './world.ts';
 
 const worker = 'plane.worker.ts';
@@ -42,6 +42,17 @@ Deno.test('ring: records of mixed sizes wrap around in order and a full ring ref
 });
 
 Deno.test('plane choice: message when asked or when SharedArrayBuffer is unusable (with the reason), never silently', () => {
+  // The choice a caller who names no plane gets, whatever DATA_PLANE the suite runs under.
+  const suite = planeDefaults.unnamed;
+  planeDefaults.unnamed = null;
+  try {
+    choices();
+  } finally {
+    planeDefaults.unnamed = suite;
+  }
+});
+
+function choices(): void {
   equal(sharedPlaneSupport(), '');
   equal(choosePlane(2).shared?.regionBytes, 4 << 20);
   equal(choosePlane(16).shared?.regionBytes, Math.floor((256 << 20) / 240), 'big worlds: 256 MiB of rings in all');
@@ -62,7 +73,7 @@ Deno.test('plane choice: message when asked or when SharedArrayBuffer is unusabl
   }
   equal(regionBytesFor(1 << 20), (2 << 20) + 4096);
   equal(regionBytesFor(10, 2), 2 << 20);
-});
+}
 
 for (const dataPlane of PLANES) {
   Deno.test({
