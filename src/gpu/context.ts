@@ -3,7 +3,7 @@
  * pipelines, uniform buffers and bind groups (dispatch_cache.ts), and one open command encoder
  * that batches all work until something needs the results (a read) or host data must be written.
  */
-import { openDevice, type OpenedDevice, type OpenOptions } from './device.ts';
+import { openDevice, type OpenedDevice } from './device.ts';
 import { BufferPool } from './pool.ts';
 import { type DType, type HostArray, hostArray, storageBytes, Tensor } from './tensor.ts';
 import { checkBindingSize, checkWorkgroups } from './limits.ts';
@@ -11,6 +11,9 @@ import { loadShaders, type ShaderName } from '../kernels/shaders.ts';
 import { type KernelTime, Profiler } from './profiler.ts';
 import { DispatchCache } from './dispatch_cache.ts';
 import { DeviceLostError } from './lost.ts';
+import { checkSubgroupChoice, type GpuOptions, subgroupsFor } from './subgroups.ts';
+
+export type { GpuOptions, SubgroupChoice } from './subgroups.ts';
 
 /** A compiled-on-demand kernel: `key` names the specialisation, `code` is its WGSL. */
 export interface KernelCode {
@@ -22,19 +25,6 @@ export interface KernelCode {
 /** One binding of a dispatch: a tensor, a raw buffer range, or a hole (binding unused by this entry point). */
 export type Binding = Tensor | GPUBufferBinding | undefined;
 
-/** What {@link Gpu.create} takes: how to open the device, and the kernels' subgroup policy. */
-export interface GpuOptions extends Pick<OpenOptions, 'backend' | 'log' | 'maxLimits' | 'adapter'> {
-  /**
-   * The subgroup kernel variants (see {@link Gpu.subgroups}): 'off' (default), 'on' (an error
-   * on a device without `subgroups`), or 'available' (on where the device has them; the tests).
-   */
-  subgroups?: SubgroupChoice;
-}
-
-/** The values of `--subgroups` (and 'available', which the tests use). */
-export const SUBGROUP_CHOICES = ['off', 'on', 'available'] as const;
-export type SubgroupChoice = (typeof SUBGROUP_CHOICES)[number];
-
 export class Gpu {
   readonly device: GPUDevice;
   readonly pool: BufferPool;
@@ -43,12 +33,7 @@ export class Gpu {
   readonly features: ReadonlySet<string>;
   /** Software adapter (see OpenedDevice.isCpu); kernels pick CPU-friendly variants. */
   readonly isCpu: boolean;
-  /**
-   * Whether kernels take their subgroup variants (matmul's tiled kernels, FlashAttention's tiled
-   * kernels, the row reductions): only when asked for ({@link GpuOptions.subgroups}) and the
-   * device has `subgroups`. Opt-in because on the one GPU measured (an H100 under Dawn) they were
-   * slower than the workgroup-memory kernels (docs/design.md §10). Benchmarks flip it to time both.
-   */
+  /** Whether kernels take their subgroup variants (opt-in: subgroups.ts); benchmarks flip it to time both. */
   subgroups: boolean;
   private readonly cache: DispatchCache;
   private encoder: GPUCommandEncoder | null = null;
@@ -67,14 +52,14 @@ export class Gpu {
   private constructor(
     private readonly opened: OpenedDevice,
     readonly shaders: Record<ShaderName, string>,
-    subgroups: SubgroupChoice,
+    subgroups: boolean,
   ) {
     this.device = opened.device;
     this.backend = opened.backend;
     this.adapterDescription = opened.adapterInfo.description;
     this.features = new Set(opened.features);
     this.isCpu = opened.isCpu;
-    this.subgroups = subgroups !== 'off' && this.features.has('subgroups');
+    this.subgroups = subgroups;
     this.pool = new BufferPool(this.device);
     this.cache = new DispatchCache(this.device);
     this.device.addEventListener('uncapturederror', (ev) => {
@@ -110,18 +95,14 @@ export class Gpu {
    *   and for a `subgroups` choice that is not allowed or is 'on' without the feature.
    */
   static async create(opts: GpuOptions = {}): Promise<Gpu> {
-    const choice = opts.subgroups ?? 'off';
-    if (!SUBGROUP_CHOICES.includes(choice)) {
-      throw new Error(`--subgroups must be on or off, got '${choice}'`);
-    }
+    const choice = checkSubgroupChoice(opts.subgroups);
     const [opened, shaders] = await Promise.all([openDevice(opts), loadShaders()]);
-    if (choice === 'on' && !opened.features.includes('subgroups')) {
+    try {
+      return new Gpu(opened, shaders, subgroupsFor(choice, opened));
+    } catch (e) {
       opened.close();
-      throw new Error(
-        `--subgroups on: the ${opened.backend} adapter '${opened.adapterInfo.description}' does not offer the 'subgroups' feature (Dawn does on the adapters measured; Deno's wgpu does not): use --subgroups off`,
-      );
+      throw e;
     }
-    return new Gpu(opened, shaders, choice);
   }
 
   /** Destroys the device (required on Dawn for the process to exit). */
