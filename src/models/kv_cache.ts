@@ -92,6 +92,33 @@ export class KvCache {
 }
 
 /**
+ * The checks every cached attention pass makes before it touches its cache (this one, or a
+ * rank's shard of one, kv_shard.ts).
+ * @throws Error on a recording tape, for dims that are not the cache's, a multi-token pass after
+ *   the prefill, or a pass past the cache's end.
+ */
+export function checkCachedPass(
+  tape: { recording: boolean },
+  dims: { b: number; c: number; nh: number; t: number },
+  label: string,
+  cache: { dims: { b: number; c: number; nh: number }; pos: number; checkFits(t: number): void },
+): void {
+  if (tape.recording) throw new Error(`${label}: KV-cache decoding runs on non-recording tapes only (no gradient)`);
+  const { b, c, nh } = cache.dims;
+  if (dims.b !== b || dims.c !== c || dims.nh !== nh) {
+    throw new Error(
+      `${label}: attention dims (B=${dims.b}, C=${dims.c}, nh=${dims.nh}) differ from the KV cache's (B=${b}, C=${c}, nh=${nh})`,
+    );
+  }
+  if (dims.t > 1 && cache.pos !== 0) {
+    throw new Error(
+      `${label}: a ${dims.t}-token pass needs an empty KV cache (prefill); after it, decode one token per pass (${cache.pos} cached)`,
+    );
+  }
+  cache.checkFits(dims.t);
+}
+
+/**
  * A model context over `base` (LOCAL: the single-rank model) whose attention appends to
  * `cache` and, for one new token, attends over it; whose embedding adds the positional rows
  * pos … pos+t−1; and which refuses recurrent mixers (their state is not carried between calls).
@@ -103,23 +130,12 @@ export function cachedContext(cache: KvCache, base: ModelContext = LOCAL): Model
   return {
     ...base,
     attention(tape, qkv, dims, label, naive) {
-      if (tape.recording) throw new Error(`${label}: KV-cache decoding runs on non-recording tapes only (no gradient)`);
-      const { b, c, nh } = cache.dims;
-      if (dims.b !== b || dims.c !== c || dims.nh !== nh) {
-        throw new Error(
-          `${label}: attention dims (B=${dims.b}, C=${dims.c}, nh=${dims.nh}) differ from the KV cache's (B=${b}, C=${c}, nh=${nh})`,
-        );
-      }
-      if (dims.t > 1 && cache.pos !== 0) {
-        throw new Error(
-          `${label}: a ${dims.t}-token pass needs an empty KV cache (prefill); after it, decode one token per pass (${cache.pos} cached)`,
-        );
-      }
-      cache.checkFits(dims.t);
+      checkCachedPass(tape, dims, label, cache);
       const kv = cache.layer(label);
       kvAppend(tape.gpu, qkv, kv.k, kv.v, cache.dims, dims.t, cache.pos);
       // Prefill: the full forward's kernel over the prompt, so its logits are the full forward's.
       if (dims.t > 1) return base.attention(tape, qkv, dims, label, naive);
+      const { b, c } = cache.dims;
       const y = tape.alloc([b, 1, c], label); // (B, 1, C)
       decodeAttention(tape.gpu, qkv, kv.k, kv.v, y, cache.dims, cache.pos + 1);
       return y;

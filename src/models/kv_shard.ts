@@ -11,7 +11,7 @@
 import type { Gpu } from '../gpu/context.ts';
 import { kvAppend, type KvCacheDims } from '../kernels/decode_attention.ts';
 import { LOCAL, type ModelContext } from './context.ts';
-import { KvCache } from './kv_cache.ts';
+import { checkCachedPass, KvCache } from './kv_cache.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import type { Algorithm } from '../comm/call_options.ts';
 import { type DecodeCombine, decodeShard, shardedDecodeAttention } from '../parallel/tree_decode.ts';
@@ -77,25 +77,14 @@ export function shardedCachedContext(cache: ShardedKvCache, base: ModelContext =
   return {
     ...base,
     async attention(tape, qkv, dims, label, naive) {
-      if (tape.recording) throw new Error(`${label}: KV-cache decoding runs on non-recording tapes only (no gradient)`);
-      const { b, c, nh } = cache.dims;
-      if (dims.b !== b || dims.c !== c || dims.nh !== nh) {
-        throw new Error(
-          `${label}: attention dims (B=${dims.b}, C=${dims.c}, nh=${dims.nh}) differ from the KV cache's (B=${b}, C=${c}, nh=${nh})`,
-        );
-      }
-      if (dims.t > 1 && cache.pos !== 0) {
-        throw new Error(
-          `${label}: a ${dims.t}-token pass needs an empty KV cache (prefill); after it, decode one token per pass (${cache.pos} cached)`,
-        );
-      }
-      cache.checkFits(dims.t);
+      checkCachedPass(tape, dims, label, cache);
       const kv = cache.shard.layer(label), sd = cache.shard.dims;
       // This rank's positions among pos … pos + t − 1, appended at their place in the shard.
       const from = cache.held(cache.pos), to = cache.held(cache.pos + dims.t);
       if (to > from) kvAppend(tape.gpu, qkv, kv.k, kv.v, sd, to - from, from, cache.start + from - cache.pos);
       if (dims.t > 1) return base.attention(tape, qkv, dims, label, naive);
       const y = await shardedDecodeAttention(tape.gpu, comm, qkv, kv.k, kv.v, sd, to, method, { algorithm });
+      const { b, c } = cache.dims;
       const out = tape.alloc([b, 1, c], label); // (B, 1, C)
       tape.gpu.write(out, y);
       return out;
