@@ -106,14 +106,16 @@ for (const dataPlane of PLANES) {
         3,
         async (w) => {
           const t0 = performance.now();
-          await w.run('dies', { timeoutMs: 500 }).then(() => {
+          // 2 s: the live ranks' parts reach each other well before it even on two busy cores (at 500 ms a
+          // slow peer was once named beside the dead one), so only the dead rank is missing.
+          await w.run('dies', { timeoutMs: 2000 }).then(() => {
             throw new Error('expected a rejection');
           }, (e: Error) =>
             match(
               e.message,
-              /^rank [01] timed out after 500 ms in allReduce\(sum\/direct, f32×65536\) \(group world#1\) waiting for rank\(s\) 2$/,
+              /^rank [01] timed out after 2000 ms in allReduce\(sum\/direct, f32×65536\) \(group world#1\) waiting for rank\(s\) 2$/,
             ));
-          ok(performance.now() - t0 < 5000);
+          ok(performance.now() - t0 < 8000);
         },
         10_000,
         60_000,
