@@ -140,6 +140,21 @@ export function cachedContext(cache: KvCache, base: ModelContext = LOCAL): Model
       decodeAttention(tape.gpu, qkv, kv.k, kv.v, y, cache.dims, cache.pos + 1);
       return y;
     },
+    ...cachedPositions(cache, base),
+  };
+}
+
+/**
+ * The parts of a cached context that do not touch the cache's keys and values, shared by the
+ * single-rank and the sharded cache (kv_shard.ts): the embedding adds positional rows
+ * pos … pos+t−1, and a recurrent mixer is refused.
+ * @throws Error (from the pass) for a recurrent mixer, or t positions past the cache's end.
+ */
+export function cachedPositions(
+  cache: { pos: number; checkFits(t: number): void },
+  base: ModelContext,
+): Pick<ModelContext, 'mixer' | 'embed'> {
+  return {
     mixer(_tape, _inputs, _core, label) {
       throw new Error(
         `${label}: KV-cache decoding cannot run a recurrent mixer (its state is not carried between tokens); supported: attention layers only`,

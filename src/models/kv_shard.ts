@@ -11,7 +11,7 @@
 import type { Gpu } from '../gpu/context.ts';
 import { kvAppend, type KvCacheDims } from '../kernels/decode_attention.ts';
 import { LOCAL, type ModelContext } from './context.ts';
-import { checkCachedPass, KvCache } from './kv_cache.ts';
+import { cachedPositions, checkCachedPass, KvCache } from './kv_cache.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import type { Algorithm } from '../comm/call_options.ts';
 import { type DecodeCombine, decodeShard, shardedDecodeAttention } from '../parallel/tree_decode.ts';
@@ -89,16 +89,6 @@ export function shardedCachedContext(cache: ShardedKvCache, base: ModelContext =
       tape.gpu.write(out, y);
       return out;
     },
-    mixer(_tape, _inputs, _core, label) {
-      throw new Error(
-        `${label}: KV-cache decoding cannot run a recurrent mixer (its state is not carried between tokens); supported: attention layers only`,
-      );
-    },
-    embed(tape, input, wte, positions, learned, b, t) {
-      cache.checkFits(t);
-      const c = positions.shape[1], rows = tape.alloc([t, c], 'positions');
-      tape.gpu.copy(positions.range(cache.pos * c, t * c), rows);
-      return base.embed(tape, input, wte, rows, learned, b, t);
-    },
+    ...cachedPositions(cache, base),
   };
 }
