@@ -7,6 +7,7 @@
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { PRESETS, TrainConfigSchema } from '../train/config.ts';
+import { parseSubgroupsFlag } from '../gpu/subgroups.ts';
 import {
   type FlagKey,
   flagKeys,
@@ -165,8 +166,7 @@ export function parseTrainArgs(
     );
   }
   const gpu = (values.gpu as string | undefined) ?? 'auto';
-  const sg = values.subgroups as string | undefined;
-  if (sg !== undefined && sg !== 'on' && sg !== 'off') throw new Error(`--subgroups must be on or off, got '${sg}'`);
+  const sg = parseSubgroupsFlag(values.subgroups as string | undefined);
   return {
     overrides,
     preset,

@@ -9,6 +9,7 @@
  */
 import { parseArgs } from 'node:util';
 import { Gpu, type SubgroupChoice } from '../gpu/context.ts';
+import { parseSubgroupsFlag } from '../gpu/subgroups.ts';
 import type { Backend } from '../gpu/device.ts';
 import { benchBiasEpilogue, benchMatmul, benchMatmulShapes } from '../bench/matmul.ts';
 import { benchTrain } from '../bench/train.ts';
@@ -202,9 +203,7 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
   if (!backends.includes(values.gpu)) {
     throw new Error(`--gpu must be one of ${backends.join(', ')}, got '${values.gpu}'`);
   }
-  if (!['on', 'off'].includes(values.subgroups)) {
-    throw new Error(`--subgroups must be on or off, got '${values.subgroups}'`);
-  }
+  const subgroups = parseSubgroupsFlag(values.subgroups) ?? 'off';
   const names = positionals.length ? positionals : ['all'];
   const suites: string[] = [];
   for (const name of names) {
@@ -223,7 +222,7 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
     suites: [...new Set(suites)],
     backend: values.gpu as Backend,
     adapter: values.adapter,
-    subgroups: values.subgroups as SubgroupChoice,
+    subgroups,
     json: values.json,
     sizes,
     attn: values.attn,

@@ -6,6 +6,7 @@
  */
 import { parseArgs } from 'node:util';
 import { Gpu, type SubgroupChoice } from '../gpu/context.ts';
+import { parseSubgroupsFlag } from '../gpu/subgroups.ts';
 import type { Backend } from '../gpu/device.ts';
 import { runScale, type ScaleResult, scaleShapes } from '../bench/scale.ts';
 import { DEVICE_PEAKS, peakTflops } from '../bench/devices.ts';
@@ -78,7 +79,7 @@ export function parseScaleArgs(argv: string[]): ScaleArgs {
   } catch (e) {
     throw new Error(`${(e as Error).message.split('\n')[0]} (see --help)`);
   }
-  if (!['on', 'off'].includes(v.subgroups)) throw new Error(`--subgroups must be on or off, got '${v.subgroups}'`);
+  const subgroups = parseSubgroupsFlag(v.subgroups) ?? 'off';
   if (!['auto', 'wgpu', 'dawn'].includes(v.gpu)) throw new Error(`--gpu must be auto, wgpu or dawn, got '${v.gpu}'`);
   const peak = v['peak-tflops'] === undefined ? undefined : Number(v['peak-tflops']);
   if (peak !== undefined && !(peak > 0)) {
@@ -92,7 +93,7 @@ export function parseScaleArgs(argv: string[]): ScaleArgs {
     quick: v.quick,
     backend: v.gpu as Backend,
     adapter: v.adapter,
-    subgroups: v.subgroups as SubgroupChoice,
+    subgroups,
     peakTflops: peakTflops(peak, v.device),
     batch,
     baseline: v.baseline,

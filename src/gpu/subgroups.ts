@@ -19,6 +19,21 @@ export interface GpuOptions extends Pick<OpenOptions, 'backend' | 'log' | 'maxLi
   subgroups?: SubgroupChoice;
 }
 
+/** The values a user may give `--subgroups` ('available' is the tests'). */
+export type SubgroupFlag = 'on' | 'off';
+
+/**
+ * The `--subgroups` flag of train, scale and bench, checked as it is read (undefined stays
+ * undefined: the default, off).
+ * @throws Error naming the allowed values.
+ */
+export function parseSubgroupsFlag(value: string | undefined): SubgroupFlag | undefined {
+  if (value !== undefined && value !== 'on' && value !== 'off') {
+    throw new Error(`--subgroups must be on or off, got '${value}'`);
+  }
+  return value;
+}
+
 /**
  * `choice` (default 'off'), checked before a device is opened.
  * @throws Error naming the allowed values.

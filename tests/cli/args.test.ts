@@ -27,6 +27,7 @@ Deno.test('bad flags are one-line errors naming the problem', () => {
   throws(() => parseTrainArgs(['--bogus']), /Unknown option '--bogus'/);
   throws(() => parseTrainArgs(['--steps', 'many']), /--steps expects a number, got 'many'/);
   throws(() => parseTrainArgs(['--preset', 'huge']), /Unknown preset 'huge'; allowed: tiny, nanogpt-cpu/);
+  throws(() => parseTrainArgs(['--subgroups', 'yes']), /--subgroups must be on or off, got 'yes'/);
 });
 
 Deno.test('impossible configs are rejected with the violated rule', () => {

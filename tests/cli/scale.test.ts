@@ -100,6 +100,7 @@ Deno.test('scale CLI: bad flags and a baseline that is not torch_baseline.py out
       [['--device', 'tpu'], /unknown --device 'tpu'; allowed: h100-sxm, h200, a100-80g, mi250x/],
       [['--peak-tflops=-1'], /--peak-tflops must be a number > 0, got '-1'/],
       [['--gpu', 'metal'], /--gpu must be auto, wgpu or dawn/],
+      [['--subgroups', 'yes'], /--subgroups must be on or off, got 'yes'/],
       [['--sizes', '1'], /Unknown option '--sizes'/],
       [['--baseline', `${dir}/bad.json`], /not a torch_baseline\.py result: torch: .*matmul: /],
     ];
