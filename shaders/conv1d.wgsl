@@ -4,6 +4,8 @@
 // One invocation per element for `fwd` and `bwd_dx`; dw and dbias are sums over B·T, so
 // `bwd_part` writes one partial per (block of rows, channel) and `bwd_reduce` sums the blocks
 // (no float atomics in WebGPU). Each entry point binds only the buffers it names.
+// Decoding (`fwd_carry`, `carry_shift`) carries the conv state between passes: window
+// (B, K−1, D) holds the K−1 inputs before this pass's t = 0, oldest first (causal_conv1d_update).
 
 struct Params {
   b: u32,
@@ -27,7 +29,8 @@ const WG: u32 = 64u;
 @group(0) @binding(5) var<storage, read_write> part: array<f32>;
 @group(0) @binding(6) var<storage, read_write> dw: array<f32>;
 @group(0) @binding(7) var<storage, read_write> dbias: array<f32>;
-@group(0) @binding(8) var<uniform> p: Params;
+@group(0) @binding(8) var<storage, read_write> window: array<f32>;
+@group(0) @binding(9) var<uniform> p: Params;
 
 fn index(gid: vec3<u32>, groups: vec3<u32>) -> u32 {
   return gid.x + gid.y * groups.x * WG;
@@ -111,5 +114,46 @@ fn bwd_reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
     dw[d * K + j] = dw[d * K + j] + s;
   } else {
     dbias[d] = dbias[d] + s;
+  }
+}
+
+// y = conv(window ++ x) + bias: as `fwd`, but a tap before t = 0 reads the carried window.
+@compute @workgroup_size(WG)
+fn fwd_carry(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let i = index(gid, groups);
+  if (i >= p.rows * p.d) { return; }
+  let d = i % p.d;
+  let t = (i / p.d) % p.t;
+  let b = i / (p.d * p.t);
+  var acc = bias[d];
+  for (var j = 0u; j < K; j++) {
+    let back = K - 1u - j;
+    if (t >= back) {
+      acc = fma(w[d * K + j], x[i - back * p.d], acc);
+    } else {
+      acc = fma(w[d * K + j], window[(b * (K - 1u) + K - 1u + t - back) * p.d + d], acc);
+    }
+  }
+  outp[i] = acc;
+}
+
+// window ← the last K−1 inputs of window ++ x, one invocation per (b, d). In place: slot j takes
+// slot T + j (> j) of the concatenation, so walking j upwards reads every old slot before it is
+// overwritten, and no other invocation touches this (b, d).
+@compute @workgroup_size(WG)
+fn carry_shift(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let i = index(gid, groups);
+  if (i >= p.b * p.d) { return; }
+  let d = i % p.d;
+  let b = i / p.d;
+  for (var j = 0u; j + 1u < K; j++) {
+    let q = p.t + j; // position in window ++ x
+    var v: f32;
+    if (q < K - 1u) {
+      v = window[(b * (K - 1u) + q) * p.d + d];
+    } else {
+      v = x[(b * p.t + q - (K - 1u)) * p.d + d];
+    }
+    window[(b * (K - 1u) + j) * p.d + d] = v;
   }
 }

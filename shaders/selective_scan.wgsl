@@ -61,53 +61,71 @@ fn sigmoid(x: f32) -> f32 {
   return 1.0 / (1.0 + exp(-x));
 }
 
+// One chunk of steps of channel (b, d): out for its steps, from the state read at states[h_in + n]
+// (or zero, written there, when `load` is false) to the state written at states[h_out + n]
+// (when `store`).
+fn scan_chunk(b: u32, d: u32, c: u32, h_in: u32, load: bool, h_out: u32, store: bool) {
+  let dn = p.d * p.n;
+  let dskip = prm[dn + d];
+  let bias = prm[dn + p.d + d];
+  var dt: array<f32, CH>;
+  var uu: array<f32, CH>;
+  var acc: array<f32, CH>;
+  let t0 = c * CH;
+  let len = min(CH, p.t - t0);
+  for (var k = 0u; k < len; k++) {
+    let idx = (b * p.t + t0 + k) * p.d + d;
+    dt[k] = softplus(delta[idx] + bias);
+    uu[k] = u[idx];
+    acc[k] = dskip * uu[k];
+  }
+  for (var n = 0u; n < p.n; n++) {
+    let a = prm[d * p.n + n];
+    var h = 0.0;
+    if (load) {
+      h = states[h_in + n];
+    } else {
+      states[h_in + n] = 0.0;
+    }
+    for (var k = 0u; k < len; k++) {
+      let bt = (b * p.t + t0 + k) * p.n + n;
+      h = fma(exp(dt[k] * a), h, dt[k] * bm[bt] * uu[k]);
+      acc[k] = fma(cm[bt], h, acc[k]);
+    }
+    if (store) {
+      states[h_out + n] = h;
+    }
+  }
+  for (var k = 0u; k < len; k++) {
+    let idx = (b * p.t + t0 + k) * p.d + d;
+    var y = acc[k];
+    if (p.has_z != 0u) {
+      let zz = z[idx];
+      y = y * zz * sigmoid(zz);
+    }
+    out[idx] = y;
+  }
+}
+
+// The scan from h = 0, saving the state entering every chunk in states (B, D, nc, N).
 @compute @workgroup_size(WG)
 fn fwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
   let i = index(gid, groups);
   if (i >= p.b * p.d) { return; }
-  let d = i % p.d;
-  let b = i / p.d;
-  let dn = p.d * p.n;
-  let dskip = prm[dn + d];
-  let bias = prm[dn + p.d + d];
   let sbase = i * p.nc * p.n;
-  var dt: array<f32, CH>;
-  var uu: array<f32, CH>;
-  var acc: array<f32, CH>;
   for (var c = p.c_lo; c < p.c_hi; c++) {
-    let t0 = c * CH;
-    let len = min(CH, p.t - t0);
-    for (var k = 0u; k < len; k++) {
-      let idx = (b * p.t + t0 + k) * p.d + d;
-      dt[k] = softplus(delta[idx] + bias);
-      uu[k] = u[idx];
-      acc[k] = dskip * uu[k];
-    }
-    for (var n = 0u; n < p.n; n++) {
-      let a = prm[d * p.n + n];
-      var h = 0.0;
-      if (c > 0u) {
-        h = states[sbase + c * p.n + n];
-      } else {
-        states[sbase + n] = 0.0;
-      }
-      for (var k = 0u; k < len; k++) {
-        let bt = (b * p.t + t0 + k) * p.n + n;
-        h = fma(exp(dt[k] * a), h, dt[k] * bm[bt] * uu[k]);
-        acc[k] = fma(cm[bt], h, acc[k]);
-      }
-      if (c + 1u < p.nc) {
-        states[sbase + (c + 1u) * p.n + n] = h;
-      }
-    }
-    for (var k = 0u; k < len; k++) {
-      let idx = (b * p.t + t0 + k) * p.d + d;
-      var y = acc[k];
-      if (p.has_z != 0u) {
-        let zz = z[idx];
-        y = y * zz * sigmoid(zz);
-      }
-      out[idx] = y;
-    }
+    scan_chunk(i / p.d, i % p.d, c, sbase + c * p.n, c > 0u, sbase + (c + 1u) * p.n, c + 1u < p.nc);
+  }
+}
+
+// Decoding (Mamba's selective_state_update, docs/design.md §37): here states is the carried
+// state (B, D, N), read as the h before this pass's first step and overwritten with the h after
+// its last; no chunk-entry states are kept (no backward).
+@compute @workgroup_size(WG)
+fn fwd_carry(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let i = index(gid, groups);
+  if (i >= p.b * p.d) { return; }
+  for (var c = p.c_lo; c < p.c_hi; c++) {
+    scan_chunk(i / p.d, i % p.d, c, i * p.n, true, i * p.n, true);
   }
 }

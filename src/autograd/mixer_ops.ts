@@ -11,8 +11,13 @@ import {
   linearAttentionStateShape,
 } from '../kernels/linear_attention.ts';
 import { recurrentLinearAttentionForward } from '../kernels/linear_attention_recurrent.ts';
-import { type ScanDims, scanStateShape, selectiveScanForward } from '../kernels/selective_scan.ts';
-import { type Conv1dDims, conv1dForward } from '../kernels/conv1d.ts';
+import {
+  type ScanDims,
+  scanStateShape,
+  selectiveScanForward,
+  selectiveStateUpdate,
+} from '../kernels/selective_scan.ts';
+import { conv1dCarryForward, type Conv1dDims, conv1dForward } from '../kernels/conv1d.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from './tape.ts';
 
@@ -21,6 +26,13 @@ export { LA_CHUNK };
 
 function expectSize(label: string, name: string, t: Tensor, size: number, shape: string): void {
   if (t.size !== size) throw new Error(`${label}: ${name} [${t.shape}] is not ${shape}`);
+}
+
+/** @throws Error when a carried decoding state meets a recording tape. */
+function checkInference(tape: Tape, label: string): void {
+  if (tape.recording) {
+    throw new Error(`${label}: a carried decoding state runs on non-recording tapes only (no gradient)`);
+  }
 }
 
 /**
@@ -85,8 +97,11 @@ export function recurrentLinearAttention(
  * Δ = softplus(δ + bias), h_t = e^{Δ_t A} h_{t−1} + Δ_t B_t u_t, y_t = C_t·h_t + D u_t,
  * out = y · silu(z) (no gate when z is null).
  * @param u, delta, z (B, T, D); A (D, N) negative; Bm, Cm (B, T, N); D, bias (D).
+ * @param ssm decoding (docs/design.md §37): the carried state (B, D, N), read as h before the
+ *   first step and overwritten with h after the last; null: h₀ = 0 (training, full forwards).
  * @returns out (B, T, D); chunk-boundary states are saved for the backward.
- * @throws Error naming the input whose size does not match `s`.
+ * @throws Error naming the input whose size does not match `s`, or for a carried state on a
+ *   recording tape (the carry has no gradient).
  */
 export function selectiveScan(
   tape: Tape,
@@ -100,6 +115,7 @@ export function selectiveScan(
   z: Tensor | null,
   s: ScanDims,
   label = 'scan',
+  ssm: Tensor | null = null,
 ): Tensor {
   const { b, t, d, n } = s;
   for (const [name, x] of [['u', u], ['delta', delta], ['z', z]] as const) {
@@ -112,6 +128,11 @@ export function selectiveScan(
   expectSize(label, 'D', D, d, `(D=${d})`);
   expectSize(label, 'bias', bias, d, `(D=${d})`);
   const out = tape.alloc([b, t, d], label);
+  if (ssm) {
+    checkInference(tape, label);
+    selectiveStateUpdate(tape.gpu, u, delta, A, Bm, Cm, D, bias, z, out, ssm, s);
+    return out;
+  }
   const states = tape.alloc(scanStateShape(s), `${label}.states`);
   selectiveScanForward(tape.gpu, u, delta, A, Bm, Cm, D, bias, z, out, states, s);
   tape.record({ op: 'selectiveScan', u, delta, A, Bm, Cm, D, bias, z, out, states, dims: s }, [
@@ -129,14 +150,31 @@ export function selectiveScan(
 
 /**
  * Causal depthwise conv1d (Mamba block): y_t[d] = bias[d] + Σ_j w[d, j] · x_{t−K+1+j}[d].
- * @param x (B, T, D), w (D, K), bias (D). @returns y (B, T, D).
- * @throws Error naming the input whose size does not match `c`.
+ * @param x (B, T, D), w (D, K), bias (D).
+ * @param window decoding (docs/design.md §37): the carried (B, K−1, D) inputs before x's first
+ *   step, overwritten with the last K−1 inputs; null: zeros before t = 0 (training, full forwards).
+ * @returns y (B, T, D).
+ * @throws Error naming the input whose size does not match `c`, or for a window on a recording
+ *   tape (the carry has no gradient).
  */
-export function conv1d(tape: Tape, x: Tensor, w: Tensor, bias: Tensor, c: Conv1dDims, label = 'conv'): Tensor {
+export function conv1d(
+  tape: Tape,
+  x: Tensor,
+  w: Tensor,
+  bias: Tensor,
+  c: Conv1dDims,
+  label = 'conv',
+  window: Tensor | null = null,
+): Tensor {
   expectSize(label, 'x', x, c.b * c.t * c.d, `(B=${c.b}, T=${c.t}, D=${c.d})`);
   expectSize(label, 'w', w, c.d * c.k, `(D=${c.d}, K=${c.k})`);
   expectSize(label, 'bias', bias, c.d, `(D=${c.d})`);
   const y = tape.alloc([c.b, c.t, c.d], label);
+  if (window) {
+    checkInference(tape, label);
+    conv1dCarryForward(tape.gpu, x, w, bias, window, y, c);
+    return y;
+  }
   conv1dForward(tape.gpu, x, w, bias, y, c);
   tape.record({ op: 'conv1d', x, w, bias, y, dims: c }, [x, w, bias], [y]);
   return y;

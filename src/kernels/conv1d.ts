@@ -44,7 +44,7 @@ function checkDims(what: string, c: Conv1dDims): void {
   if (c.k > CONV1D_MAX_K) throw new Error(`${what}: kernel width k=${c.k} is over the supported ${CONV1D_MAX_K}`);
 }
 
-type Entry = 'fwd' | 'bwd_dx' | 'bwd_part' | 'bwd_reduce';
+type Entry = 'fwd' | 'bwd_dx' | 'bwd_part' | 'bwd_reduce' | 'fwd_carry' | 'carry_shift';
 
 function run(
   gpu: Gpu,
@@ -56,7 +56,7 @@ function run(
 ): void {
   const code = specialise(gpu.shaders.conv1d, { K: `${c.k}u` });
   const rows = c.b * c.t;
-  const bindings: (Tensor | undefined)[] = new Array(8).fill(undefined);
+  const bindings: (Tensor | undefined)[] = new Array(9).fill(undefined); // the uniform is binding 9
   slots.forEach((t, i) => (bindings[i] = t));
   gpu.dispatch(
     { key: `conv1d.${entry}.k${c.k}`, code, entryPoint: entry },
@@ -81,6 +81,39 @@ export function conv1dForward(gpu: Gpu, x: Tensor, w: Tensor, bias: Tensor, y: T
   checkSize(what, 'y', y, [c.b, c.t, c.d]);
   checkDistinct(what, [['y', y]], [['x', x], ['w', w], ['bias', bias]]);
   run(gpu, 'fwd', c, [x, w, bias, undefined, y], c.b * c.t * c.d);
+}
+
+/**
+ * The decoding form (causal_conv1d_update; docs/design.md §37): y (B, T, D) = causal depthwise
+ * conv of window ++ x, where window (B, K−1, D) holds the K−1 inputs before x's first token
+ * (oldest first; zeros before a sequence's start), and window is then overwritten with the last
+ * K−1 inputs of window ++ x. Passes over a sequence in pieces, carrying the window, give
+ * {@link conv1dForward}'s output on the whole. Two dispatches; no gradient.
+ * @throws Error as {@link conv1dForward}, for k < 2 (nothing to carry: use conv1dForward), a
+ *   window that is not (B, K−1, D) f32, or a window that shares a GPUBuffer with another operand.
+ */
+export function conv1dCarryForward(
+  gpu: Gpu,
+  x: Tensor,
+  w: Tensor,
+  bias: Tensor,
+  window: Tensor,
+  y: Tensor,
+  c: Conv1dDims,
+): void {
+  const what = 'conv1dCarryForward';
+  checkDims(what, c);
+  if (c.k < 2) throw new Error(`${what}: kernel width k=${c.k} carries no window (k ≥ 2); use conv1dForward`);
+  checkSize(what, 'x', x, [c.b, c.t, c.d]);
+  checkSize(what, 'w', w, [c.d, c.k]);
+  checkSize(what, 'bias', bias, [c.d]);
+  checkSize(what, 'window', window, [c.b, c.k - 1, c.d]);
+  checkSize(what, 'y', y, [c.b, c.t, c.d]);
+  checkDistinct(what, [['y', y], ['window', window]], [['x', x], ['w', w], ['bias', bias]]);
+  const at8 = (slots: (Tensor | undefined)[]) => [...slots, ...new Array(8 - slots.length).fill(undefined), window];
+  run(gpu, 'fwd_carry', c, at8([x, w, bias, undefined, y]), c.b * c.t * c.d);
+  // After fwd_carry in encoding order: WebGPU orders the two dispatches' accesses to window.
+  run(gpu, 'carry_shift', c, at8([x]), c.b * c.d);
 }
 
 /**

@@ -145,12 +145,18 @@ export function packParams(
   return w;
 }
 
-/** The forward scan over every chunk, in as many dispatches as the CPU loop budget needs. */
-export function forwardChunks(gpu: Gpu, s: ScanDims, slots: Record<number, Tensor>, hasZ: boolean): void {
+/** The forward scan (`fwd`, or `fwd_carry`) over every chunk, in as many dispatches as the CPU loop budget needs. */
+export function forwardChunks(
+  gpu: Gpu,
+  s: ScanDims,
+  slots: Record<number, Tensor>,
+  hasZ: boolean,
+  entry: 'fwd' | 'fwd_carry' = 'fwd',
+): void {
   const nc = Math.ceil(s.t / SCAN_CHUNK);
   const perChunk = SCAN_CHUNK * (s.n + 2) + s.n + 2;
   for (const [lo, hi] of pieces(nc, Math.floor(CPU_LOOP_BUDGET / perChunk), scanTuning.chunksPerDispatch, gpu.isCpu)) {
-    dispatch(gpu, 'selective_scan', 'fwd', s, slots, s.b * s.d, { c_lo: lo, c_hi: hi, d_lo: 0, d_hi: 0 }, { hasZ });
+    dispatch(gpu, 'selective_scan', entry, s, slots, s.b * s.d, { c_lo: lo, c_hi: hi, d_lo: 0, d_hi: 0 }, { hasZ });
   }
 }
 
@@ -179,11 +185,7 @@ export function selectiveScanForward(
   const what = 'selectiveScanForward';
   checkInputs(what, s, { u, delta, A, Bm, Cm, Dskip, bias, z, out, states });
   checkCpuN(what, gpu, s);
-  const ins: [string, Tensor][] = [['u', u], ['delta', delta], ['A', A], ['Bm', Bm], ['Cm', Cm], ['Dskip', Dskip], [
-    'bias',
-    bias,
-  ]];
-  if (z) ins.push(['z', z]);
+  const ins = readOnly({ u, delta, A, Bm, Cm, Dskip, bias, z });
   checkDistinct(what, [['out', out], ['states', states]], ins);
   const prm = packParams(gpu, A, Dskip, bias, s, 0, 'selective_scan.prm');
   try {
@@ -191,6 +193,48 @@ export function selectiveScanForward(
   } finally {
     prm.release();
   }
+}
+
+/**
+ * The decoding form (Mamba's selective_state_update; docs/design.md §37): out (B, T, D) as
+ * {@link selectiveScanForward}'s, but from the state h (B, D, N) in `ssm` instead of zero, and
+ * `ssm` is then overwritten with the state after the last step. Passes over a sequence in pieces,
+ * carrying `ssm`, give the whole scan's output. No chunk-entry states are saved (no gradient).
+ * Dispatches and scratch as the forward's.
+ * @throws Error as {@link selectiveScanForward}, or when ssm is not (B, D, N) f32 or shares a
+ *   GPUBuffer with another operand.
+ */
+export function selectiveStateUpdate(
+  gpu: Gpu,
+  u: Tensor,
+  delta: Tensor,
+  A: Tensor,
+  Bm: Tensor,
+  Cm: Tensor,
+  Dskip: Tensor,
+  bias: Tensor,
+  z: Tensor | null,
+  out: Tensor,
+  ssm: Tensor,
+  s: ScanDims,
+): void {
+  const what = 'selectiveStateUpdate';
+  checkInputs(what, s, { u, delta, A, Bm, Cm, Dskip, bias, z, out });
+  checkSize(what, 'ssm', ssm, [s.b, s.d, s.n]);
+  checkCpuN(what, gpu, s);
+  const ins = readOnly({ u, delta, A, Bm, Cm, Dskip, bias, z });
+  checkDistinct(what, [['out', out], ['ssm', ssm]], ins);
+  const prm = packParams(gpu, A, Dskip, bias, s, 0, 'selective_scan.prm');
+  try {
+    forwardChunks(gpu, s, { 0: u, 1: delta, 2: Bm, 3: Cm, 4: z ?? u, 5: prm, 6: out, 7: ssm }, z !== null, 'fwd_carry');
+  } finally {
+    prm.release();
+  }
+}
+
+/** The read-only operands by name, for checkDistinct (z left out when null). */
+function readOnly(ts: Record<string, Tensor | null>): [string, Tensor][] {
+  return Object.entries(ts).filter((e): e is [string, Tensor] => e[1] !== null);
 }
 
 /** @throws Error when N is over {@link SCAN_MAX_N_CPU} on a CPU adapter. */

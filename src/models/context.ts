@@ -10,7 +10,8 @@
  *   as given everywhere; it goes through the context so that selective recomputation
  *   (src/models/recompute.ts) can re-run it in backward, as it does the attention core;
  * - `embed` / `head`: the token embedding and the tied LM head with its cross-entropy, or their
- *   vocab-parallel forms.
+ *   vocab-parallel forms;
+ * - `carry` (decoding only): the buffer a recurrent layer keeps its state in between passes.
  * The single-rank model runs over {@link LOCAL}, which calls the plain ops and never awaits
  * anything but resolved promises. src/parallel/rank_context.ts supplies the split forms.
  */
@@ -96,6 +97,14 @@ export interface ModelContext {
   ): Maybe<ForwardResult>;
   /** The widths that a split divides: C·`parts` → this rank's share (heads, inner channels). */
   local(width: number): number;
+  /**
+   * Decoding with a cache (kv_cache.ts, docs/design.md §37): the buffer of `shape` that carries
+   * the recurrent state named `label` (Mamba's conv window, its scan state) from one pass to the
+   * next, zeroed before the first. Absent or null: every pass starts from a zero state, as
+   * training and full forwards do. A context that gives one runs a recurrent mixer only when
+   * its layer asked for the state under the mixer's own label.
+   */
+  carry?(label: string, shape: number[]): Tensor | null;
 }
 
 /** The identity context: the single-rank model. */

@@ -1,11 +1,12 @@
 /**
- * Incremental decoding with a KV cache for the single-rank model (docs/design.md §32): a
+ * Incremental decoding with a cache for the single-rank model (docs/design.md §32, §37): a
  * prefill over the prompt, then one token per step, each step running the model on the new
  * token only. Logits equal the full forward's at the same position (tests/models/kv_cache.test.ts).
  *
- * Supported: the architectures whose only sequence mixer is attention ({@link KV_CACHE_ARCHS}).
- * Mamba, linear attention and the hybrid carry a recurrent state that no API exposes between
- * calls yet; {@link KvDecoder} refuses them and `sample` recomputes the context for them.
+ * Supported ({@link KV_CACHE_ARCHS}): attention layers cache K and V; Mamba layers carry their
+ * conv window and scan state; recurrent depth caches every iteration of its core. The linear
+ * attention (RWKV-style token shift and wkv state) carries no state yet: {@link KvDecoder}
+ * refuses it and `sample` recomputes the context for it.
  */
 import type { Gpu } from '../gpu/context.ts';
 import { Tape } from '../autograd/tape.ts';
@@ -16,9 +17,10 @@ import type { ModelContext, ModelInput } from './context.ts';
 import type { MoEContext, MoELanguageModel } from './moe_layer.ts';
 import { cachedContext, KvCache } from './kv_cache.ts';
 import { type CacheShardOptions, shardedCachedContext, ShardedKvCache } from './kv_shard.ts';
+import { variableDepth } from './recurrence.ts';
 
-/** Architectures the KV-cache decoder runs: attention is their only sequence mixer. */
-export const KV_CACHE_ARCHS: readonly string[] = ['gpt', 'gpt-moe'];
+/** Architectures the KV-cache decoder runs: every mixer of theirs is attention or Mamba's scan. */
+export const KV_CACHE_ARCHS: readonly string[] = ['gpt', 'gpt-moe', 'mamba', 'hybrid', 'mamba-moe', 'recurrent-depth'];
 
 /** Whether {@link KvDecoder} runs `model` (else a caller recomputes the full context). */
 export function kvCacheSupported(model: LanguageModel): boolean {
@@ -41,8 +43,9 @@ export interface DecoderOptions {
 }
 
 /**
- * Prefill, then one token per step, over a {@link KvCache} of every attention layer.
- * Bytes of cache read per decoded token: 2·L·pos·C·4 per sequence (design §32).
+ * Prefill, then one token per step, over a {@link KvCache} of every attention layer (and the
+ * carried state of every Mamba layer). Bytes of cache read per decoded token: 2·L·pos·C·4 per
+ * sequence over L attention layers (design §32), plus the states, L·D·(K − 1 + N)·4 (§37).
  */
 export class KvDecoder {
   /** This rank's cache: the whole of it, or (with `cp`) this rank's shard. */
@@ -52,6 +55,8 @@ export class KvDecoder {
   readonly batch: number;
   private readonly gpu: Gpu;
   private readonly autocast: Autocast | null;
+  /** Recurrent depth's r at the prefill: the cache holds r iterations of the core, so steps must run r. */
+  private depth: number | null = null;
 
   /**
    * @throws Error naming the architecture when it is not one of {@link KV_CACHE_ARCHS}, when
@@ -61,12 +66,12 @@ export class KvDecoder {
   constructor(readonly model: LanguageModel, opts: DecoderOptions = {}) {
     if (!kvCacheSupported(model)) {
       throw new Error(
-        `KV-cache decoding: arch '${model.arch}' is not supported (its recurrent mixers would need their state carried between tokens); supported: ${
+        `KV-cache decoding: arch '${model.arch}' is not supported (its token shift and wkv state are not carried between tokens); supported: ${
           KV_CACHE_ARCHS.join(', ')
         }`,
       );
     }
-    const m = model as GPT, block = m.cfg.blockSize;
+    const m = model as GPT, block = m.cfg.blockSize, nh = (m.cfg as { nHead?: number }).nHead ?? 1;
     const tMax = opts.tMax ?? block, b = opts.batch ?? 1;
     if (!Number.isInteger(tMax) || tMax < 1 || tMax > block) {
       throw new Error(`KV-cache decoding: tMax must be an integer in 1 … ${block} (the block size), got ${tMax}`);
@@ -81,7 +86,7 @@ export class KvDecoder {
     this.gpu = m.gpu;
     this.batch = b;
     this.autocast = opts.autocast ?? null;
-    const dims = { b, c: m.cfg.nEmbd, nh: m.cfg.nHead, tMax };
+    const dims = { b, c: m.cfg.nEmbd, nh, tMax };
     this.sharded = opts.cp ? new ShardedKvCache(m.gpu, dims, opts.cp) : null;
     this.cache = this.sharded?.shard ?? new KvCache(m.gpu, dims);
   }
@@ -109,17 +114,25 @@ export class KvDecoder {
     if (!Number.isInteger(t) || t < 1) {
       throw new Error(`KvDecoder.prefill: ${tokens.length} ids are not B=${this.batch} rows of ≥ 1 token`);
     }
+    this.depth = variableDepth(this.model)?.iterations ?? null;
     return await this.pass(tokens, t);
   }
 
   /**
    * Decodes one token per row: ids (B) at position {@link position}.
    * @returns the logits (B, V) at that position
-   * @throws Error when nothing was prefilled, ids is not (B), or the cache is full (overflow).
+   * @throws Error when nothing was prefilled, ids is not (B), the cache is full (overflow), or a
+   *   recurrent-depth model runs another number of core iterations than at the prefill.
    */
   async step(ids: Int32Array): Promise<Float32Array> {
     if (this.position === 0) throw new Error('KvDecoder.step: prefill a prompt first');
     if (ids.length !== this.batch) throw new Error(`KvDecoder.step: ${ids.length} ids for B=${this.batch} rows`);
+    const r = variableDepth(this.model)?.iterations ?? null;
+    if (r !== this.depth) {
+      throw new Error(
+        `KvDecoder.step: the prefill cached ${this.depth} core iterations but the model now runs ${r}; reset() and prefill again to change --eval-iterations`,
+      );
+    }
     return await this.pass(ids, 1);
   }
 

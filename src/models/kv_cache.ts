@@ -1,8 +1,11 @@
 /**
- * The KV cache of incremental decoding (docs/design.md §32) and the model context that fills
+ * The KV cache of incremental decoding (docs/design.md §32, §37) and the model context that fills
  * and reads it. Every attention call of a pass is one layer (the context keys its cache by the
- * call's label: `transformer.h.{i}.attn`), so the architectures need no decoding code of their
- * own: their pieces run over {@link cachedContext} instead of LOCAL (design §23).
+ * call's label, `transformer.h.{i}.attn`, and by how many calls of the pass had that label before
+ * it: recurrent depth's r iterations of one core block are r layers), so the architectures need
+ * no decoding code of their own: their pieces run over {@link cachedContext} instead of LOCAL
+ * (design §23). Recurrent layers ask the context for the buffers that carry their state
+ * (ModelContext.carry: Mamba's conv window and scan state), which the cache also holds.
  *
  * - Prefill (t ≥ 1 tokens on an empty cache): K and V of every token are appended, and the
  *   attention itself is the full forward's (FlashAttention or the T×T kernel), so the prefill's
@@ -29,6 +32,7 @@ export interface LayerCache {
  */
 export class KvCache {
   private readonly layers = new Map<string, LayerCache>();
+  private readonly states = new Map<string, Tensor>();
   /** Positions cached so far (0 … pos−1 are valid); the next token goes to position pos. */
   pos = 0;
 
@@ -42,15 +46,52 @@ export class KvCache {
     if (dims.c % dims.nh !== 0) throw new Error(`KvCache: width ${dims.c} is not divisible by ${dims.nh} heads`);
   }
 
-  /** The cache of the attention call labelled `label`, allocated (zeroed) on first use. */
-  layer(label: string): LayerCache {
+  /**
+   * The cache of the attention layer keyed `label`, allocated (zeroed) on first use.
+   * @param pos positions the pass starts at (this cache's own by default; a shard's group's)
+   * @throws Error for a layer first met after the prefill (a pass with more attention layers
+   *   than the prefill had).
+   */
+  layer(label: string, pos = this.pos): LayerCache {
     let l = this.layers.get(label);
     if (!l) {
+      checkPrefilled(label, pos);
       const { b, c, nh, tMax } = this.dims, shape = [b, nh, tMax, c / nh];
       l = { k: this.gpu.zeros(shape, 'f32', `${label}.k_cache`), v: this.gpu.zeros(shape, 'f32', `${label}.v_cache`) };
       this.layers.set(label, l);
     }
     return l;
+  }
+
+  /**
+   * The buffer carrying recurrent state `label` of `shape` (ModelContext.carry), allocated zeroed
+   * in the prefill and kept between passes.
+   * @param pos positions the pass starts at (as {@link layer}'s)
+   * @throws Error for a state first asked for after the prefill, or with another shape.
+   */
+  state(label: string, shape: number[], pos = this.pos): Tensor {
+    let s = this.states.get(label);
+    if (!s) {
+      checkPrefilled(label, pos);
+      s = this.gpu.zeros(shape, 'f32', `${label}.state`);
+      this.states.set(label, s);
+    }
+    if (s.shape.join() !== shape.join()) {
+      throw new Error(`${label}: carried state [${shape}] asked for, but the cache holds [${s.shape}]`);
+    }
+    return s;
+  }
+
+  /** Recurrent states carried. */
+  get stateCount(): number {
+    return this.states.size;
+  }
+
+  /** Bytes of the carried recurrent states: for Mamba, L·B·D·(K − 1 + N)·4. */
+  get stateBytes(): number {
+    let n = 0;
+    for (const s of this.states.values()) n += s.size * 4;
+    return n;
   }
 
   /** Attention layers cached so far. */
@@ -75,9 +116,10 @@ export class KvCache {
     }
   }
 
-  /** Empties the cache (keeps the buffers). */
+  /** Empties the cache (keeps the buffers; the carried states are zeroed, a prompt's start). */
   reset(): void {
     this.pos = 0;
+    for (const s of this.states.values()) this.gpu.write(s, new Float32Array(s.size));
   }
 
   /** Hands every buffer back to the pool. */
@@ -87,8 +129,32 @@ export class KvCache {
       l.v.release();
     }
     this.layers.clear();
+    for (const s of this.states.values()) s.release();
+    this.states.clear();
     this.pos = 0;
   }
+}
+
+/** @throws Error when a layer or state is first met after the prefill, at position `pos` > 0. */
+function checkPrefilled(label: string, pos: number): void {
+  if (pos > 0) {
+    throw new Error(
+      `${label}: no cache from the prefill (this pass has a layer the prefill did not run, e.g. more recurrent-depth iterations); reset() and prefill again`,
+    );
+  }
+}
+
+/**
+ * Cache keys of one pass's attention calls: the label, suffixed `#n` for its n-th repeat (n ≥ 1)
+ * in the pass — recurrent depth runs one core block's attention once per iteration.
+ */
+export function passKeys(): (label: string) => string {
+  const seen = new Map<string, number>();
+  return (label) => {
+    const n = seen.get(label) ?? 0;
+    seen.set(label, n + 1);
+    return n === 0 ? label : `${label}#${n}`;
+  };
 }
 
 /**
@@ -127,11 +193,12 @@ export function checkCachedPass(
  *   a shape that is not the cache's, an overflow, or a recurrent mixer.
  */
 export function cachedContext(cache: KvCache, base: ModelContext = LOCAL): ModelContext {
+  const key = passKeys();
   return {
     ...base,
     attention(tape, qkv, dims, label, naive) {
       checkCachedPass(tape, dims, label, cache);
-      const kv = cache.layer(label);
+      const kv = cache.layer(key(label));
       kvAppend(tape.gpu, qkv, kv.k, kv.v, cache.dims, dims.t, cache.pos);
       // Prefill: the full forward's kernel over the prompt, so its logits are the full forward's.
       if (dims.t > 1) return base.attention(tape, qkv, dims, label, naive);
@@ -140,24 +207,34 @@ export function cachedContext(cache: KvCache, base: ModelContext = LOCAL): Model
       decodeAttention(tape.gpu, qkv, kv.k, kv.v, y, cache.dims, cache.pos + 1);
       return y;
     },
-    ...cachedPositions(cache, base),
+    ...cachedPositions(cache, base, (label, shape) => cache.state(label, shape)),
   };
 }
 
 /**
  * The parts of a cached context that do not touch the cache's keys and values, shared by the
  * single-rank and the sharded cache (kv_shard.ts): the embedding adds positional rows
- * pos … pos+t−1, and a recurrent mixer is refused.
- * @throws Error (from the pass) for a recurrent mixer, or t positions past the cache's end.
+ * pos … pos+t−1; `carry` hands recurrent layers their state buffers from `state`, and a
+ * recurrent mixer runs only when its layer asked for its state under the mixer's label (the
+ * others, linear attention's, would restart from zero every pass).
+ * @throws Error (from the pass) for a recurrent mixer that carries no state, or t positions past
+ *   the cache's end.
  */
 export function cachedPositions(
   cache: { pos: number; checkFits(t: number): void },
   base: ModelContext,
-): Pick<ModelContext, 'mixer' | 'embed'> {
+  state: (label: string, shape: number[]) => Tensor,
+): Pick<ModelContext, 'mixer' | 'embed' | 'carry'> {
+  const carried = new Set<string>();
   return {
-    mixer(_tape, _inputs, _core, label) {
+    carry(label, shape) {
+      carried.add(label);
+      return state(label, shape);
+    },
+    mixer(tape, inputs, core, label) {
+      if (carried.has(label)) return base.mixer(tape, inputs, core, label);
       throw new Error(
-        `${label}: KV-cache decoding cannot run a recurrent mixer (its state is not carried between tokens); supported: attention layers only`,
+        `${label}: cached decoding cannot run this recurrent mixer (it does not carry its state between passes); supported: attention and Mamba layers`,
       );
     },
     embed(tape, input, wte, positions, learned, b, t) {

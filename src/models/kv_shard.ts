@@ -1,7 +1,8 @@
 /**
  * A KV cache sharded along T across a context-parallel group, and the model context that decodes
  * over it with tree or ring decode (docs/design.md §36). Every rank of the group runs the whole
- * model on the same tokens (weights and the query replicated); only the cache is split: rank r
+ * model on the same tokens (weights, the query and recurrent layers' carried states replicated);
+ * only K and V are split: rank r
  * holds positions start_r … start_r + cap_r − 1 of every layer, the contiguous part of Tmax that
  * chunkOffsets gives it (§13), so it fills once the ranks before it are full. A decode step
  * appends the new token's K and V on the rank that owns its position, every rank computes its
@@ -11,7 +12,7 @@
 import type { Gpu } from '../gpu/context.ts';
 import { kvAppend, type KvCacheDims } from '../kernels/decode_attention.ts';
 import { LOCAL, type ModelContext } from './context.ts';
-import { cachedPositions, checkCachedPass, KvCache } from './kv_cache.ts';
+import { cachedPositions, checkCachedPass, KvCache, passKeys } from './kv_cache.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import type { Algorithm } from '../comm/call_options.ts';
 import { type DecodeCombine, decodeShard, shardedDecodeAttention } from '../parallel/tree_decode.ts';
@@ -73,12 +74,12 @@ export class ShardedKvCache {
  * @throws Error (from the pass) as cachedContext does.
  */
 export function shardedCachedContext(cache: ShardedKvCache, base: ModelContext = LOCAL): ModelContext {
-  const { comm, method, algorithm } = cache.opts;
+  const { comm, method, algorithm } = cache.opts, key = passKeys();
   return {
     ...base,
     async attention(tape, qkv, dims, label, naive) {
       checkCachedPass(tape, dims, label, cache);
-      const kv = cache.shard.layer(label), sd = cache.shard.dims;
+      const kv = cache.shard.layer(key(label), cache.pos), sd = cache.shard.dims;
       // This rank's positions among pos … pos + t − 1, appended at their place in the shard.
       const from = cache.held(cache.pos), to = cache.held(cache.pos + dims.t);
       if (to > from) kvAppend(tape.gpu, qkv, kv.k, kv.v, sd, to - from, from, cache.start + from - cache.pos);
@@ -89,6 +90,7 @@ export function shardedCachedContext(cache: ShardedKvCache, base: ModelContext =
       tape.gpu.write(out, y);
       return out;
     },
-    ...cachedPositions(cache, base),
+    // A recurrent layer's state is the whole model's on every rank (same tokens, same weights).
+    ...cachedPositions(cache, base, (label, shape) => cache.shard.state(label, shape, cache.pos)),
   };
 }

@@ -99,7 +99,11 @@ export async function mambaBlock(
   const xi = await lin(a, 'in_proj_x'); // (B·T, D), D = this rank's inner channels
   const z = await lin(a, 'in_proj_z'); // (B·T, D)
   const D = xi.shape[xi.shape.length - 1];
-  const conv = conv1d(tape, xi, p(`${m}.conv1d.weight`), p(`${m}.conv1d.bias`), { b, t, d: D, k: K }, `${m}.conv1d`); // (B, T, D)
+  // Decoding carries the conv window and the scan state between passes (design §37); else null.
+  const window = K > 1 ? ctx.carry?.(`${m}.conv1d`, [b, K - 1, D]) ?? null : null; // (B, K−1, D)
+  const ssm = ctx.carry?.(`${m}.scan`, [b, D, N]) ?? null; // (B, D, N)
+  const cdims = { b, t, d: D, k: K };
+  const conv = conv1d(tape, xi, p(`${m}.conv1d.weight`), p(`${m}.conv1d.bias`), cdims, `${m}.conv1d`, window); // (B, T, D)
   const u = silu(tape, conv, `${m}.conv_act`); // (B, T, D)
   const delta = await lin(await lin(u, 'x_proj_dt'), 'dt_proj'); // (B·T, R) → (B·T, D); its bias is added inside the scan
   const Bm = await lin(u, 'x_proj_B'); // (B·T, N)
@@ -112,7 +116,7 @@ export async function mambaBlock(
     tape,
     [u, delta, A, Bm, Cm, z],
     (tp, [u, delta, A, Bm, Cm, z]) =>
-      selectiveScan(tp, u, delta, A, Bm, Cm, p(`${m}.D`), p(`${m}.dt_proj.bias`), z, dims, `${m}.scan`),
+      selectiveScan(tp, u, delta, A, Bm, Cm, p(`${m}.D`), p(`${m}.dt_proj.bias`), z, dims, `${m}.scan`, ssm),
     `${m}.scan`,
   ); // (B, T, D)
   return add(tape, x, await lin(y, 'out_proj'), `${n}.res`);

@@ -24,6 +24,34 @@ export function conv1dRef(x: Float64Array, w: Float64Array, bias: Float64Array, 
   return y;
 }
 
+/**
+ * The decoding form (docs/design.md §37): y (B, T, D) of the conv over window ++ x, where window
+ * (B, K−1, D) holds the K−1 inputs before x (oldest first), and the next window: the last K−1
+ * inputs of window ++ x.
+ */
+export function conv1dCarryRef(
+  x: Float64Array,
+  w: Float64Array,
+  bias: Float64Array,
+  window: Float64Array,
+  c: Conv1dDims,
+): { y: Float64Array; window: Float64Array } {
+  const { b: nb, t: nt, d: nd, k: nk } = c, W = nk - 1, tt = W + nt;
+  // The concatenation window ++ x as one (B, K−1+T, D) sequence, whose conv from zeros gives y at its last T rows.
+  const cat = new Float64Array(nb * tt * nd);
+  for (let b = 0; b < nb; b++) {
+    cat.set(window.subarray(b * W * nd, (b + 1) * W * nd), b * tt * nd);
+    cat.set(x.subarray(b * nt * nd, (b + 1) * nt * nd), (b * tt + W) * nd);
+  }
+  const full = conv1dRef(cat, w, bias, { ...c, t: tt });
+  const y = new Float64Array(nb * nt * nd), next = new Float64Array(nb * W * nd);
+  for (let b = 0; b < nb; b++) {
+    y.set(full.subarray((b * tt + W) * nd, (b + 1) * tt * nd), b * nt * nd);
+    next.set(cat.subarray((b * tt + nt) * nd, (b + 1) * tt * nd), b * W * nd);
+  }
+  return { y, window: next };
+}
+
 /** Gradients of Σ dy ∘ y: dx (B, T, D), dw (D, K), dbias (D). */
 export function conv1dBackwardRef(
   x: Float64Array,

@@ -49,7 +49,8 @@ interface Trace {
   out: Float64Array; // (B, T, D)
 }
 
-function forward(x: ScanInputs, s: ScanDims): Trace {
+/** The scan from h₀ (B, D, N) (zero when null). */
+function forward(x: ScanInputs, s: ScanDims, h0: Float64Array | null = null): Trace {
   const { b: nb, t: nt, d: nd, n: nn } = s;
   const dt = new Float64Array(nb * nt * nd);
   const h = new Float64Array(nb * nt * nd * nn);
@@ -64,7 +65,7 @@ function forward(x: ScanInputs, s: ScanDims): Trace {
         dt[i] = del;
         let acc = x.Dskip[d] * x.u[i];
         for (let n = 0; n < nn; n++) {
-          const prev = t > 0 ? h[i * nn - nd * nn + n] : 0;
+          const prev = t > 0 ? h[i * nn - nd * nn + n] : h0 ? h0[(b * nd + d) * nn + n] : 0;
           const hv = Math.exp(del * x.A[d * nn + n]) * prev + del * x.Bm[bt + n] * x.u[i];
           h[i * nn + n] = hv;
           acc += x.Cm[bt + n] * hv;
@@ -83,6 +84,25 @@ function forward(x: ScanInputs, s: ScanDims): Trace {
  */
 export function selectiveScanRef(x: ScanInputs, s: ScanDims): Float64Array {
   return forward(x, s).out;
+}
+
+/**
+ * The decoding form (docs/design.md §37): out (B, T, D) of the scan from h₀ (B, D, N), and the
+ * state h_T (B, D, N) after its last step.
+ */
+export function selectiveStateUpdateRef(
+  x: ScanInputs,
+  s: ScanDims,
+  h0: Float64Array,
+): { out: Float64Array; h: Float64Array } {
+  const { b: nb, t: nt, d: nd, n: nn } = s, tr = forward(x, s, h0), h = new Float64Array(nb * nd * nn);
+  for (let b = 0; b < nb; b++) {
+    for (let d = 0; d < nd; d++) {
+      const last = ((b * nt + nt - 1) * nd + d) * nn;
+      h.set(tr.h.subarray(last, last + nn), (b * nd + d) * nn);
+    }
+  }
+  return { out: tr.out, h };
 }
 
 /**

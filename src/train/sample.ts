@@ -5,12 +5,13 @@
  * tokens, as nanoGPT crops it.
  *
  * Two ways to get the logits, giving the same tokens for the same seed (tests/train/sample_cache.test.ts):
- * - {@link sampleCached}: a KV-cache decoder (models/decode.ts, docs/design.md §32) prefills
+ * - {@link sampleCached}: a KV-cache decoder (models/decode.ts, docs/design.md §32, §37) prefills
  *   the prompt and then runs the model on one new token per step; once the context is longer
  *   than blockSize the window slides, every position moves, and each step prefills the window
  *   again (what the recompute path does at every step);
  * - {@link sampleRecompute}: the full forward over the context padded to (1, blockSize) for
- *   every token (causality makes the padding invisible); the only way for the recurrent archs.
+ *   every token (causality makes the padding invisible); the only way for the linear attention,
+ *   whose state is not carried (design §37).
  */
 import type { Gpu } from '../gpu/context.ts';
 import { Tape } from '../autograd/tape.ts';

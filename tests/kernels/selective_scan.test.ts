@@ -4,31 +4,13 @@ import { type ScanDims, scanStateShape, scanTuning, selectiveScanForward } from 
 import { selectiveScanBackward } from '../../src/kernels/selective_scan_bwd.ts';
 import {
   type ScanGrads,
-  type ScanInputs,
   selectiveScanBackwardRef,
   selectiveScanRef,
   softplus,
 } from '../../src/reference/selective_scan.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
-
-/**
- * Random inputs. `strong` decays: A ∈ [−8, −2] and Δ around 1–3, so Ā = exp(ΔA) is often below
- * e⁻⁴ and the state forgets within a few steps; weak: A ∈ [−0.05, −0.005], memory of hundreds.
- */
-function inputs(s: ScanDims, seed: number, gated: boolean, strong: boolean): ScanInputs {
-  const btd = s.b * s.t * s.d, btn = s.b * s.t * s.n;
-  return {
-    u: randn(btd, seed),
-    delta: strong ? randn(btd, seed + 1, 0, 2) : randn(btd, seed + 1, -2, 0.5),
-    A: strong ? randn(s.d * s.n, seed + 2, -8, -2) : randn(s.d * s.n, seed + 2, -0.05, -0.005),
-    Bm: randn(btn, seed + 3),
-    Cm: randn(btn, seed + 4),
-    Dskip: randn(s.d, seed + 5),
-    bias: randn(s.d, seed + 6, -1, 0.5),
-    z: gated ? randn(btd, seed + 7, -2, 2) : null,
-  };
-}
+import { scanInputs } from './scan_inputs.ts';
 
 const KEYS = ['u', 'delta', 'A', 'Bm', 'Cm', 'Dskip', 'bias', 'z'] as const;
 const GRAD: Record<(typeof KEYS)[number], keyof ScanGrads> = {
@@ -45,7 +27,7 @@ const GRAD: Record<(typeof KEYS)[number], keyof ScanGrads> = {
 for (const [gated, strong] of [[false, false], [true, false], [true, true]]) {
   Deno.test(`reference backward matches finite differences (z ${gated ? 'given' : 'null'}, ${strong ? 'strong' : 'weak'} decay)`, () => {
     const s = { b: 2, t: 6, d: 3, n: 2 };
-    const x = inputs(s, 1, gated, strong);
+    const x = scanInputs(s, 1, gated, strong);
     const w = randn(s.b * s.t * s.d, 99);
     const g = selectiveScanBackwardRef(x, w, s);
     for (const k of KEYS) {
@@ -58,7 +40,7 @@ for (const [gated, strong] of [[false, false], [true, false], [true, true]]) {
 
 Deno.test('reference scan equals the closed form h_t = Σ_s (Π_{r=s+1..t} Ā_r) Δ_s B_s u_s', () => {
   const s = { b: 2, t: 9, d: 3, n: 2 };
-  const x = inputs(s, 5, true, false);
+  const x = scanInputs(s, 5, true, false);
   const out = selectiveScanRef(x, s);
   const ref = new Float64Array(out.length);
   for (let b = 0; b < s.b; b++) {
@@ -91,7 +73,7 @@ function up(gpu: Gpu, a: Float64Array, shape: number[]): Tensor {
 /** Runs forward and backward on the GPU (gradients accumulating onto random values) and compares with the reference. */
 async function checkGpu(gpu: Gpu, s: ScanDims, gated: boolean, strong: boolean, seed: number): Promise<void> {
   const { b, t, d, n } = s;
-  const x = inputs(s, seed, gated, strong);
+  const x = scanInputs(s, seed, gated, strong);
   const shapes = {
     u: [b, t, d],
     delta: [b, t, d],

@@ -1,10 +1,11 @@
 /**
- * Incremental decoding with the KV cache (src/models/decode.ts, docs/design.md §32) gives the
- * full forward's logits, per architecture that has attention: prefill a prompt, decode N tokens
- * one by one, and compare each step's logits with the full forward's at that position, within
- * the f32 bounds of design §7 (elementwise and relative RMS). Weights are moved off their small
- * initial values so attention is far from uniform and every layer matters. Also: cache
- * overflow and unsupported architectures fail with clear errors.
+ * Incremental decoding with the cache (src/models/decode.ts, docs/design.md §32, §37) gives the
+ * full forward's logits, per architecture that has attention (and Mamba, whose layers carry their
+ * conv window and scan state): prefill a prompt, decode N tokens one by one, and compare each
+ * step's logits with the full forward's at that position, within the f32 bounds of design §7
+ * (elementwise and relative RMS). Weights are moved off their small initial values so attention
+ * is far from uniform and every layer matters. Also: cache overflow, a changed recurrent depth and
+ * the unsupported architecture fail with clear errors.
  */
 import { equal } from 'node:assert/strict';
 import { gpuTest } from '../util/gpu.ts';
@@ -52,15 +53,46 @@ async function fullLogits(
 // model's own kernel), B = 2 rows in lockstep, a padded vocabulary, and gpt-moe with top-2
 // routing whose capacity (factor 2: ⌈2·2·T/4⌉ = T slots) drops no token, so routing one token
 // alone equals routing the whole sequence.
-const CASES: [string, Partial<TrainConfig>, number][] = [
-  ['gpt', { arch: 'gpt' }, 1],
-  ['gpt naive attention', { arch: 'gpt', attention: 'naive' }, 1],
-  ['gpt B=2', { arch: 'gpt' }, 2],
-  ['gpt padded vocab', { arch: 'gpt', padVocab: 16, bias: false }, 1],
-  ['gpt-moe top-2', { arch: 'gpt-moe', nExpert: 4, moeTopK: 2, capacityFactor: 2, moeEvery: 1 }, 1],
+// Mamba-backbone models: a prompt of 5 is shorter than nothing (K − 1 = 3 for the window), the
+// B = 2 case runs K = 2 and N = 5; the hybrid's shared attention runs after both Mamba layers.
+// Recurrent depth: prelude 1, core 2 blocks × 3 iterations, coda 1 (8 attention layers), with
+// and without injection, and one core block iterated 4 times with no prelude or coda.
+// [label, config, B, attention layers cached, recurrent states carried]
+const CASES: [string, Partial<TrainConfig>, number, number, number][] = [
+  ['gpt', { arch: 'gpt' }, 1, 2, 0],
+  ['gpt naive attention', { arch: 'gpt', attention: 'naive' }, 1, 2, 0],
+  ['gpt B=2', { arch: 'gpt' }, 2, 2, 0],
+  ['gpt padded vocab', { arch: 'gpt', padVocab: 16, bias: false }, 1, 2, 0],
+  ['gpt-moe top-2', { arch: 'gpt-moe', nExpert: 4, moeTopK: 2, capacityFactor: 2, moeEvery: 1 }, 1, 2, 0],
+  ['mamba', { arch: 'mamba' }, 1, 0, 4],
+  ['mamba B=2, K=2, N=5', { arch: 'mamba', dConv: 2, dState: 5 }, 2, 0, 4],
+  ['hybrid', { arch: 'hybrid', attnEvery: 1 }, 1, 2, 4],
+  ['hybrid B=2 naive attention', { arch: 'hybrid', attnEvery: 1, attention: 'naive' }, 2, 2, 4],
+  ['mamba-moe top-2', { arch: 'mamba-moe', nExpert: 4, moeTopK: 2, capacityFactor: 2, moeEvery: 1 }, 1, 0, 4],
+  [
+    'recurrent-depth r=3',
+    { arch: 'recurrent-depth', nLayer: 4, preludeLayers: 1, codaLayers: 1, evalIterations: 3 },
+    1,
+    8,
+    0,
+  ],
+  [
+    'recurrent-depth r=3 no injection, B=2',
+    { arch: 'recurrent-depth', nLayer: 4, preludeLayers: 1, codaLayers: 1, evalIterations: 3, recurInject: false },
+    2,
+    8,
+    0,
+  ],
+  [
+    'recurrent-depth core only, r=4',
+    { arch: 'recurrent-depth', nLayer: 1, preludeLayers: 0, codaLayers: 0, evalIterations: 4 },
+    1,
+    4,
+    0,
+  ],
 ];
 
-for (const [label, extra, b] of CASES) {
+for (const [label, extra, b, layers, states] of CASES) {
   gpuTest(`KV-cache decoding equals the full forward's logits: ${label}`, async (gpu) => {
     const model = build(gpu, extra);
     await perturb(gpu, model);
@@ -87,7 +119,8 @@ for (const [label, extra, b] of CASES) {
       check(await dec.step(next), pos);
     }
     equal(dec.position, t);
-    equal(dec.cache.layerCount, 2, 'one cache per attention layer');
+    equal(dec.cache.layerCount, layers, 'one cache per attention layer (per core iteration)');
+    equal(dec.cache.stateCount, states, 'a conv window and a scan state per Mamba layer');
     dec.release();
     model.params.destroy();
   });
@@ -114,11 +147,29 @@ gpuTest('KV-cache decoding: overflow past the cache and a second prefill are ref
   model.params.destroy();
 });
 
-gpuTest('KV-cache decoding refuses the recurrent architectures, naming what is supported', (gpu) => {
-  for (const arch of ['mamba', 'linear', 'hybrid'] as const) {
-    const model = build(gpu, { arch, attnEvery: 1 });
-    assertThrows(() => new KvDecoder(model), `arch '${arch}' is not supported`);
-    assertThrows(() => new KvDecoder(model), 'supported: gpt, gpt-moe');
-    model.params.destroy();
-  }
+gpuTest('KV-cache decoding refuses the linear attention, naming what is supported', (gpu) => {
+  const model = build(gpu, { arch: 'linear' });
+  assertThrows(() => new KvDecoder(model), `arch 'linear' is not supported (its token shift and wkv state`);
+  assertThrows(() => new KvDecoder(model), 'supported: gpt, gpt-moe, mamba, hybrid, mamba-moe, recurrent-depth');
+  model.params.destroy();
+});
+
+gpuTest('KV-cache decoding: recurrent depth refuses a step at another r than the prefill', async (gpu) => {
+  const model = build(gpu, { arch: 'recurrent-depth', nLayer: 3, preludeLayers: 1, codaLayers: 1, evalIterations: 2 });
+  const dec = new KvDecoder(model), depth = model as unknown as { iterations: number };
+  await dec.prefill(Int32Array.from([1, 2, 3]));
+  depth.iterations = 3;
+  let msg = '';
+  await dec.step(Int32Array.of(4)).catch((e: Error) => (msg = e.message));
+  equal(msg.includes('the prefill cached 2 core iterations but the model now runs 3'), true, msg);
+  dec.reset();
+  await dec.prefill(Int32Array.from([1, 2, 3]));
+  await dec.step(Int32Array.of(4));
+  equal(
+    dec.cache.layerCount,
+    2 + 3,
+    'caches of the 2-iteration prefill kept, the third iteration added on the new prefill',
+  );
+  dec.release();
+  model.params.destroy();
 });

@@ -1,7 +1,9 @@
 /**
  * KV-cache decoding with the cache sharded along T across a cp group of in-process ranks
  * (src/models/kv_shard.ts, docs/design.md §36): every rank's logits at every step equal the
- * single-rank KvDecoder's within §7's f32 bounds, tree and ring decode, cp 2 and 3, gpt and gpt-moe, a prompt and
+ * single-rank KvDecoder's within §7's f32 bounds, tree and ring decode, cp 2 and 3, gpt, gpt-moe,
+ * the hybrid (its Mamba layers' carried states replicated on every rank) and recurrent depth (a
+ * cache per core iteration), a prompt and
  * steps that cross the shard boundaries (so later ranks start empty and fill in turn); each rank
  * holds only its part of the cache; overflow is refused on every rank.
  */
@@ -17,20 +19,24 @@ import type { DecodeCombine } from '../../src/parallel/tree_decode.ts';
 const V = 37, BLOCK = 16;
 
 const MOE = { arch: 'gpt-moe', nExpert: 4, moeTopK: 2, capacityFactor: 2, moeEvery: 1 } as const;
-// [method, cp, B, architecture]: gpt-moe routes the same tokens as the single-rank decoder does.
-const CASES: [DecodeCombine, number, number, Partial<TrainConfig>][] = [
-  ['tree', 2, 1, { arch: 'gpt' }],
-  ['tree', 3, 2, { arch: 'gpt' }],
-  ['ring', 2, 1, { arch: 'gpt' }],
-  ['ring', 3, 2, { arch: 'gpt' }],
-  ['tree', 2, 1, MOE],
+const DEPTH = { arch: 'recurrent-depth', nLayer: 3, preludeLayers: 1, codaLayers: 1, evalIterations: 2 } as const;
+// [method, cp, B, architecture, attention layers cached]: gpt-moe routes the same tokens as the
+// single-rank decoder does; recurrent depth caches P + Q + r = 4 layers.
+const CASES: [DecodeCombine, number, number, Partial<TrainConfig>, number][] = [
+  ['tree', 2, 1, { arch: 'gpt' }, 2],
+  ['tree', 3, 2, { arch: 'gpt' }, 2],
+  ['ring', 2, 1, { arch: 'gpt' }, 2],
+  ['ring', 3, 2, { arch: 'gpt' }, 2],
+  ['tree', 2, 1, MOE, 2],
+  ['tree', 3, 1, { arch: 'hybrid', attnEvery: 1 }, 2],
+  ['ring', 2, 2, DEPTH, 4],
 ];
 
-for (const [method, cp, b, arch] of CASES) {
+for (const [method, cp, b, arch, layers] of CASES) {
   gpuTest(
     `sharded KV-cache decoding equals single-rank decoding: ${method} cp=${cp} B=${b} ${arch.arch}`,
     async (gpu) => {
-      const cfg = parseConfig({ ...arch, nLayer: 2, nHead: 2, nEmbd: 32, blockSize: BLOCK });
+      const cfg = parseConfig({ nLayer: 2, ...arch, nHead: 2, nEmbd: 32, blockSize: BLOCK });
       const model = createModel(gpu, cfg, V, 7);
       // Weights off their small initial values, so attention is far from uniform.
       const r = rng(11), w = Float32Array.from(await gpu.read(model.params.values));
@@ -57,7 +63,7 @@ for (const [method, cp, b, arch] of CASES) {
             for (let s = 0; s < steps; s++) out.push(await dec.step(rowsAt(prompt + s)));
             equal(dec.position, BLOCK);
             // This rank holds its part of Tmax only: 2·L·B·cap·C·4 bytes.
-            equal(dec.cache.bytes, 2 * 2 * b * Math.ceil((BLOCK - comm.rank) / cp) * 32 * 4);
+            equal(dec.cache.bytes, 2 * layers * b * Math.ceil((BLOCK - comm.rank) / cp) * 32 * 4);
             await rejects(dec.step(rowsAt(0)), /KV cache overflow/);
             return out;
           } finally {
