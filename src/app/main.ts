@@ -11,12 +11,12 @@ import { MOE_ARCHS } from '../models/archs.ts';
 import './style.css';
 import { SetupForm, type FormResult } from './form.ts';
 import { checkWebGpuApi, classifyInitError, renderUnsupported, type Unsupported } from './support.ts';
-import { progressProxy, type ProgressRecord, type RankHandle, type RankInfo, spawnRankWorker, startRank } from './rank.ts';
+import { type RankHandle, type RankInfo, spawnRankWorker, startRank } from './rank.ts';
 import type { TrainConfig } from '../train/config.ts';
-import { DEFAULT_PLAN, type ParallelPlan, type PlanModel } from '../parallel/plan.ts';
+import { DEFAULT_PLAN, type PlanModel } from '../parallel/plan.ts';
 import { planModelOf } from '../parallel/run.ts';
-import { planRegionBytes } from '../parallel/plan_schema.ts';
 import { World } from '../comm/launch.ts';
+import { type RunPage, showOpenedRun, trainOnRank, trainOnWorld } from './page_runs.ts';
 import { ParallelSetup, type ParallelResult } from './panels/parallel_setup.ts';
 import type { ParallelSession } from './panels/parallel_run.ts';
 import { Tabs } from './panels/tabs.ts';
@@ -81,19 +81,6 @@ function showUnsupported(why: Unsupported): void {
   setState('unsupported');
 }
 
-function onProgress(rec: ProgressRecord): void {
-  if (rec.kind === 'train') {
-    tv.loss.addTrain(rec.points);
-    tv.step(rec, lastCfg?.steps);
-    if (!paused) setStatus(`Training… step ${rec.step + 1}${lastCfg ? ` of ${lastCfg.steps}` : ''}`);
-  } else if (rec.kind === 'eval') tv.val(rec.step, rec.valLoss);
-  else {
-    logLine(rec.text, 'note');
-    if (rec.text.startsWith('paused')) setStatus(`Paused after step ${rec.text.replace(/\D+/g, '')}: press Resume or Step to continue.`);
-    else if (!paused) setStatus(rec.text.startsWith('model:') ? 'Compiling kernels and training…' : `${rec.text[0].toUpperCase()}${rec.text.slice(1)}…`);
-  }
-}
-
 function finish(line: string, s: State): void {
   logLine(line, s === 'error' ? 'error' : 'note');
   el.status.setAttribute('role', s === 'error' ? 'alert' : 'status');
@@ -110,44 +97,9 @@ async function startTraining(): Promise<void> {
   setState('running');
   setStatus('Starting…');
   logLine(`run: ${r.cfg.steps} steps · batch ${r.cfg.batchSize} · lr ${fmt.lr(r.cfg.lr)} · ${pr.choice.worldSize} rank(s) · ${pr.choice.net}`, 'note');
-  const t0 = performance.now();
   try {
-    if (pr.choice.worldSize === 1) {
-      const summary = await rank.api.train(r.cfg, progressProxy(onProgress));
-      tv.sample.textContent = summary.sample;
-      const loss = summary.finalLoss !== null ? `loss ${fmt.loss(summary.firstLoss!)} → ${fmt.loss(summary.finalLoss)}` : 'no steps';
-      const val = summary.valLoss !== null ? ` · val loss ${fmt.loss(summary.valLoss)}` : '';
-      finish(`${summary.stopped ? 'Stopped' : 'Done'}: ${summary.steps} steps in ${(summary.ms / 1000).toFixed(1)} s · ${loss}${val}`, summary.stopped ? 'stopped' : 'done');
-      return;
-    }
-    const corpus = await dataset.current();
-    tv.sample.textContent = 'Samples come from single-rank runs (world size 1); a parallel run reports losses, traffic and memory.';
-    let done = 0;
-    // Loaded on first use: the host side of run.ts pulls in the trainers' module graph.
-    const { ParallelSession } = await import('./panels/parallel_run.ts');
-    // Rings as large as the plan's largest message needs (twice over), as the CLI sizes them (design §31).
-    const regionBytes = planRegionBytes(pr.choice.plan, planModel(r.cfg), pr.choice.regionMb);
-    session = new ParallelSession({ ...pr.choice, regionBytes }, r.cfg, corpus.text, {
-      onStep: (rep) => {
-        done = rep.step + 1;
-        tv.loss.addTrain([[rep.step, rep.loss]]);
-        tv.step(rep, r.cfg.steps);
-        if (rep.valLoss !== undefined) tv.val(rep.step, rep.valLoss);
-        if (!paused) setStatus(`Training on ${pr.choice.worldSize} ranks… step ${rep.step + 1} of ${r.cfg.steps}`);
-      },
-      onSpans: (spans) => views.addSpans(spans, done),
-      onPlane: (plane, note) => {
-        views.reset({ run: 'browser demo', plan: pr.choice.plan, net: pr.choice.net, dataPlane: plane });
-        logLine(note || `data plane: ${plane}${plane === 'shared' ? ' (SharedArrayBuffer rings)' : ' (MessagePorts)'}`, 'note');
-      },
-      onStatus: (text) => setStatus(`${text[0].toUpperCase()}${text.slice(1)}`),
-    });
-    if (paused) session.pause(); // Pause pressed while the page was still preparing the run
-    const res = await session.run();
-    views.setMeasured(res.ranks.map((x) => ({ rank: x.rank, params: x.memory.params, grads: x.memory.grads, optimizer: x.memory.optimizer, activations: x.memory.peakPool })));
-    const first = res.steps[0]?.loss, last = res.steps[res.steps.length - 1]?.loss;
-    const loss = first !== undefined ? `loss ${fmt.loss(first)} → ${fmt.loss(last!)}` : 'no steps';
-    finish(`${res.stopped ? 'Stopped' : 'Done'}: ${res.steps.length} steps on ${pr.choice.worldSize} ranks in ${((performance.now() - t0) / 1000).toFixed(1)} s · ${loss} · ${views.allSpans.length} trace spans`, res.stopped ? 'stopped' : 'done');
+    const end = pr.choice.worldSize === 1 ? await trainOnRank(rank, r.cfg, page) : await trainOnWorld(pr.choice, r.cfg, page, (s) => (session = s));
+    finish(end.line, end.stopped ? 'stopped' : 'done');
   } catch (e) {
     const msg = (e as Error).message ?? String(e);
     finish(`Error: ${msg}`, 'error');
@@ -183,25 +135,7 @@ function onPlanChange(r: ParallelResult): void {
 }
 
 function onOpen(run: LoadedRun): void {
-  if (state === 'running') return;
-  if (run.metrics) {
-    tv.clear();
-    tv.loss.addTrain(run.metrics.train.map((r) => [r.step, r.loss]));
-    for (const r of run.metrics.train) tv.step(r);
-    for (const v of run.metrics.val) tv.val(v.step, v.valLoss);
-    tv.sample.textContent = 'An opened run brings no sample: the run directory keeps it in sample.txt.';
-    setStatus(`Showing ${run.name}`);
-  }
-  // config.json (or the trace's otherData) carries the plan of a `npm run train -- --dp …` run.
-  const cfg = run.config, p = (cfg?.plan ?? run.meta?.plan) as ParallelPlan | undefined;
-  const n = run.spans ? Math.max(...run.spans.map((s) => s.rank)) + 1 : p ? p.dp * p.pp * p.cp * p.tp : 1;
-  const plan = p && p.dp * p.pp * p.cp * p.tp === n ? p : null;
-  if (plan && cfg) views.setPlan(plan, planModel({ ...(cfg as unknown as TrainConfig), padVocab: Number(cfg.padVocab) || 1 }, Number(cfg.vocabSize) || undefined), String(cfg.arch ?? 'gpt')); // runs saved before --pad-vocab: none
-  if (run.spans) {
-    views.reset(run.meta ?? {});
-    views.mesh.setShape(plan ? [plan.dp, plan.pp, plan.cp, plan.tp] : [n, 1, 1, 1]);
-    views.addSpans(run.spans, cfg && run.metrics ? run.metrics.train.length : 0);
-  }
+  if (state !== 'running') showOpenedRun(run, page);
 }
 
 /**
@@ -257,6 +191,7 @@ const explorer = new PlanExplorer($('#explorer'), startScaledRun);
 const dataset = new DatasetPicker($('#dataset-fields'), import.meta.env.BASE_URL, () => void onDatasetChange());
 const parallel = new ParallelSetup($('#parallel-fields'), onPlanChange);
 const form = new SetupForm(el.form, onFormChange);
+const page: RunPage = { tv, views, dataset, setStatus, logLine, paused: () => paused, planModel };
 new RingLesson($('#learn-ring'), async (p) => {
   const w = await World.launch({ size: p, spawn: spawnRankWorker, net: planResult.ok ? planResult.choice.net : 'nvlink-ib', timeoutMs: 20_000, runTimeoutMs: 60_000 });
   try {

@@ -7,9 +7,9 @@
  * Calling convention (NCCL's): without `out` a call is in place; with `out` the input is left
  * untouched. Every member of a group must issue the same calls on it in the same order; each
  * call takes the group's next sequence number, and a peer calling something else fails with an
- * error naming both calls (see transport.ts). Algorithms (MPICH, see algorithms.ts) are chosen
- * per call (call_options.ts: the options, accepted algorithms and argument checks); all produce
- * bit-identical results for integer-valued inputs.
+ * error naming both calls (see transport.ts). Algorithms (MPICH, see algorithms.ts and
+ * halving_doubling.ts) are chosen per call (call_options.ts: the options, accepted algorithms
+ * and argument checks); all produce bit-identical results for integer-valued inputs.
  *
  * Every call is recorded as a `collective` span by the rank's Tracer (trace.ts; its messages as
  * `send`/`recv` spans by the transport) and moves the rank's simulated clock (network.ts). GPU
@@ -21,6 +21,7 @@ import type { NativeGroup } from './wire.ts';
 import { nativeOp, runCall } from './call.ts';
 import type { TuningTable } from './tuning.ts';
 import * as A from './algorithms.ts';
+import * as H from './halving_doubling.ts';
 import type { Link, NumArray, ReduceOp } from './algorithms.ts';
 import type { Tracer } from './trace.ts';
 import {
@@ -159,8 +160,8 @@ export class Communicator {
       if (algo === 'ring') {
         await A.ringReduceScatter(l, work, offs, op);
         await A.ringAllGather(l, work, offs);
-      } else if (algo === 'recursive-doubling') await A.doublingAllReduce(l, work, op);
-      else if (algo === 'rabenseifner') await A.rabenseifnerAllReduce(l, work, op);
+      } else if (algo === 'recursive-doubling') await H.doublingAllReduce(l, work, op);
+      else if (algo === 'rabenseifner') await H.rabenseifnerAllReduce(l, work, op);
       else if (algo === 'binomial') {
         await A.binomialReduce(l, work, 0, op);
         await A.binomialBroadcast(l, work, 0);
@@ -194,7 +195,7 @@ export class Communicator {
         algo === 'ring'
           ? A.ringReduceScatter(l, work, offs, op)
           : algo === 'rabenseifner'
-          ? A.halvingReduceScatter(l, work, offs, op)
+          ? H.halvingReduceScatter(l, work, offs, op)
           : A.directReduceScatter(l, work, offs, op),
     );
     const mine = this.finish(work.subarray(offs[this.rank], offs[this.rank + 1]), op) as T;
@@ -224,7 +225,7 @@ export class Communicator {
         algo === 'ring'
           ? A.ringAllGather(l, work, offs)
           : algo === 'recursive-doubling'
-          ? A.doublingAllGather(l, work, offs)
+          ? H.doublingAllGather(l, work, offs)
           : A.directAllGather(l, work, offs),
     );
     return work;

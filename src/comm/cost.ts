@@ -1,9 +1,9 @@
 /**
  * What one collective call costs: the exact elements and messages each rank sends in every
- * algorithm of algorithms.ts ({@link collectiveTraffic}), α-β cost formulas of the collective
- * algorithms (docs/design.md §14; Thakur, Rabenseifner & Gropp, "Optimization of Collective
- * Communication Operations in MPICH", IJHPCA 2005) and the bandwidth figures of nccl-tests
- * (doc/PERFORMANCE.md): algbw = S / t, busbw = algbw × factor.
+ * algorithm of algorithms.ts and halving_doubling.ts ({@link collectiveTraffic}), α-β cost
+ * formulas of the collective algorithms (docs/design.md §14; Thakur, Rabenseifner & Gropp,
+ * "Optimization of Collective Communication Operations in MPICH", IJHPCA 2005) and the
+ * bandwidth figures of nccl-tests (doc/PERFORMANCE.md): algbw = S / t, busbw = algbw × factor.
  *
  * Conventions: S = n = bytes of the caller's full buffer (allReduce/broadcast/reduce: the
  * vector; reduceScatter: its input; allGather: its output; allToAll: the buffer), as
@@ -12,7 +12,8 @@
  * back queue on its link, hence the (p−1)·n/β of the direct algorithms.
  */
 import type { LinkSpec } from './network.ts';
-import { chunkOffsets, fold } from './algorithms.ts';
+import { chunkOffsets } from './algorithms.ts';
+import { fold } from './halving_doubling.ts';
 import type { Algorithm } from './call_options.ts';
 
 /** Collectives with a size (barrier excluded). */
@@ -99,7 +100,7 @@ const add = (a: Traffic, b: Traffic): Traffic => ({
 });
 const one = (elements: number): Traffic => ({ elements, messages: 1 });
 
-/** Elements recursive halving sends from new rank nr over super-chunk offsets `so` (algorithms.ts `halving`). */
+/** Elements recursive halving sends from new rank nr over super-chunk offsets `so` (halving_doubling.ts `halving`). */
 function halvingSent(nr: number, pof2: number, so: number[]): Traffic {
   let t = ZERO, lo = 0, hi = pof2;
   for (let mask = pof2 >> 1; mask >= 1; mask >>= 1) {
@@ -111,7 +112,7 @@ function halvingSent(nr: number, pof2: number, so: number[]): Traffic {
   return t;
 }
 
-/** Elements recursive doubling sends from new rank nr (algorithms.ts `doubling`). */
+/** Elements recursive doubling sends from new rank nr (halving_doubling.ts `doubling`). */
 function doublingSent(nr: number, pof2: number, so: number[]): Traffic {
   let t = ZERO, lo = nr;
   for (let mask = 1; mask < pof2; mask <<= 1) {
@@ -133,8 +134,8 @@ function binomialBcastSent(n: number, p: number, r: number, root: number): Traff
 /**
  * Exact elements and messages group rank `r` of `p` sends in one call of `coll` with
  * `algorithm` on a buffer of `n` elements (see the module doc), mirroring
- * src/comm/algorithms.ts step by step (chunks from `chunkOffsets`, MPICH's non-power-of-two
- * fold). Ring allReduce on rank r sends 2n − chunk(r) − chunk(r+1).
+ * src/comm/algorithms.ts and halving_doubling.ts step by step (chunks from `chunkOffsets`,
+ * MPICH's non-power-of-two fold). Ring allReduce on rank r sends 2n − chunk(r) − chunk(r+1).
  * @throws Error for an algorithm the collective does not accept or bad sizes.
  */
 export function collectiveTraffic(

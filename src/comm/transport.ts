@@ -4,8 +4,9 @@
  *
  * Every message is an {@link Envelope}: a {@link Header} naming the call it belongs to plus a
  * payload. Receives match by (group, sequence number) and then check op, detail, dtype, count
- * and tag, so a rank that calls a different collective than its peer fails at once with an error
- * naming both calls. Every wait has a timeout that lists the ranks whose messages never arrived.
+ * and tag (mailbox.ts), so a rank that calls a different collective than its peer fails at once
+ * with an error naming both calls. Every wait has a timeout that lists the ranks whose messages
+ * never arrived.
  * Every send and receive is recorded as a span by the rank's {@link Tracer} and moves its
  * {@link SimClock}: a send stamps the simulated arrival into the header, a receive waits for it.
  *
@@ -15,18 +16,11 @@ import { type NetworkModel, SimClock } from './network.ts';
 import { algorithmOf, Tracer, wallMs } from './trace.ts';
 import { type NativeGroup, PortWire, type Wire } from './wire.ts';
 
-import { describeCall, type Envelope, type Expect, type Header, timeoutText } from './envelope.ts';
+import { type Envelope, type Expect, type Header, timeoutText } from './envelope.ts';
+import { Mailbox, type Waiter } from './mailbox.ts';
 
 export type { Wire } from './wire.ts';
 export { describeCall, type DType, type Envelope, type Expect, type Header } from './envelope.ts';
-
-interface Waiter {
-  src: number;
-  expect: Expect;
-  /** Takes the matched envelope synchronously (a borrowed payload is valid only during the call). */
-  resolve: (env: Envelope) => void;
-  reject: (err: Error) => void;
-}
 
 /** Options for {@link Transport}. */
 export interface TransportOptions {
@@ -53,9 +47,8 @@ export class Transport {
   /** Default receive timeout in ms. */
   timeoutMs: number;
   private readonly wire: Wire;
-  /** Arrived but not yet matched messages, per source rank, in arrival order. */
-  private readonly pending: Envelope[][];
-  private readonly waiters: Waiter[][];
+  /** Arrived messages and waiting receives, and the rule that pairs them (mailbox.ts). */
+  private readonly box: Mailbox;
   private closed = false;
   /** Background clocks by group id ({@link backgroundClock}). */
   private readonly streams = new Map<string, SimClock>();
@@ -75,9 +68,8 @@ export class Transport {
       throw new Error(`transport: rank ${rank} is outside a world of ${n}`);
     }
     this.wire = Array.isArray(wire) ? new PortWire(rank, wire) : wire;
-    this.pending = Array.from({ length: n }, () => []);
-    this.waiters = Array.from({ length: n }, () => []);
-    this.wire.listen((src, env) => this.arrive(src, env));
+    this.box = new Mailbox(rank, n);
+    this.wire.listen((src, env) => this.box.arrive(src, env));
   }
 
   /**
@@ -179,17 +171,13 @@ export class Transport {
         if (done) return;
         done = true;
         clearTimeout(timer);
-        for (const w of mine) {
-          const list = this.waiters[w.src];
-          const i = list.indexOf(w);
-          if (i >= 0) list.splice(i, 1);
-        }
+        for (const w of mine) this.box.withdraw(w);
         if (err) reject(err);
         else resolve();
       };
       const timer = setTimeout(() => {
         const missing = srcs.filter((_, i) => !out[i]);
-        finish(new Error(timeoutText(this.rank, timeoutMs, expect, missing, this.pending)));
+        finish(new Error(timeoutText(this.rank, timeoutMs, expect, missing, this.box.pending)));
       }, timeoutMs);
       srcs.forEach((src, i) => {
         if (src === this.rank || src < 0 || src >= this.worldSize) {
@@ -226,9 +214,9 @@ export class Transport {
           reject: (e) => finish(e),
         };
         mine.push(w);
-        this.waiters[src].push(w);
+        this.box.wait(w);
       });
-      for (const src of new Set(srcs)) if (!done) this.drain(src);
+      for (const src of new Set(srcs)) if (!done) this.box.drain(src);
       if (!done) this.wire.await?.(() => done);
     });
   }
@@ -251,62 +239,11 @@ export class Transport {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    for (const list of this.waiters) {
-      for (const w of list.splice(0)) w.reject(new Error(`transport: rank ${this.rank} closed`));
-    }
+    this.box.rejectAll(() => new Error(`transport: rank ${this.rank} closed`));
     this.wire.close();
   }
 
   private checkOpen(): void {
     if (this.closed) throw new Error(`transport: rank ${this.rank} is closed`);
-  }
-
-  private arrive(src: number, env: Envelope): void {
-    const pend = this.pending[src];
-    pend.push(env);
-    this.drain(src);
-    // Nobody took the borrowed view: keep a copy, so the ring's space is freed (§31).
-    if (env.borrowed && pend.includes(env)) {
-      env.payload = env.borrowed.slice().buffer;
-      delete env.borrowed;
-    }
-  }
-
-  /** Matches waiters for `src` against arrived messages, oldest first. */
-  private drain(src: number): void {
-    const waiters = this.waiters[src];
-    const pend = this.pending[src];
-    for (let wi = 0; wi < waiters.length;) {
-      const w = waiters[wi];
-      const e = w.expect;
-      const same = pend.find((m) => m.header.group === e.group && m.header.seq === e.seq);
-      if (!same) {
-        wi++;
-        continue;
-      }
-      const h = same.header;
-      if (h.op !== e.op || h.detail !== e.detail || h.dtype !== e.dtype || h.count !== e.count) {
-        // Leave the message queued: the peer's call is still what it is.
-        waiters.splice(wi, 1);
-        w.reject(
-          new Error(
-            `rank ${this.rank} called ${
-              describeCall(e.op === 'send' ? { ...e, op: 'recv' } : e)
-            } in group ${e.group}#${e.seq} ` +
-              `but rank ${src} sent ${describeCall(h)}`,
-          ),
-        );
-        continue;
-      }
-      const mi = pend.findIndex((m) => m.header.group === e.group && m.header.seq === e.seq && m.header.tag === e.tag);
-      if (mi < 0) {
-        wi++;
-        continue;
-      }
-      const env = pend[mi];
-      waiters.splice(wi, 1);
-      pend.splice(mi, 1);
-      w.resolve(env);
-    }
   }
 }

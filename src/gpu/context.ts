@@ -10,7 +10,7 @@ import { checkBindingSize, checkWorkgroups } from './limits.ts';
 import { loadShaders, type ShaderName } from '../kernels/shaders.ts';
 import { type KernelTime, Profiler } from './profiler.ts';
 import { DispatchCache } from './dispatch_cache.ts';
-import { DeviceLostError } from './lost.ts';
+import { type DeviceLostError, LossWatch } from './lost.ts';
 import { checkSubgroupChoice, type GpuOptions, subgroupsFor } from './subgroups.ts';
 
 export type { GpuOptions, SubgroupChoice } from './subgroups.ts';
@@ -42,12 +42,8 @@ export class Gpu {
   private profiler: Profiler | null = null;
   /** Dispatches encoded since creation (for benchmarks and tests). */
   dispatchCount = 0;
-  /** Set by {@link destroy}, so the loss it causes is not reported as a lost device. */
-  private closing = false;
-  /** Why the device was lost, once it was (not by {@link destroy}). */
-  private lostWith: DeviceLostError | null = null;
-  /** Rejects with the DeviceLostError when the device is lost, so no wait outlives the device. */
-  private readonly lostSignal: Promise<never>;
+  /** The device's loss, recorded once and raced by every wait on the GPU (lost.ts). */
+  private readonly loss: LossWatch;
 
   private constructor(
     private readonly opened: OpenedDevice,
@@ -66,27 +62,12 @@ export class Gpu {
       const msg = (ev as GPUUncapturedErrorEvent).error.message;
       if (!this.firstError) this.firstError = msg;
     });
-    this.lostSignal = this.device.lost.then((info) => {
-      if (!this.closing) this.lostWith = new DeviceLostError(info.reason ?? 'unknown', info.message ?? '');
-      throw this.lostWith ?? new Error('the GPU context was destroyed');
-    });
-    this.lostSignal.catch(() => {}); // observed by the waits below; unobserved otherwise
+    this.loss = new LossWatch(this.device);
   }
 
   /** The loss of the device, or null while it is alive (a destroy() is not a loss). */
   get lost(): DeviceLostError | null {
-    return this.lostWith;
-  }
-
-  /** `work`, or the DeviceLostError when the device is lost first (callers check for a past loss). */
-  private async untilLost<T>(work: Promise<T>): Promise<T> {
-    try {
-      return await Promise.race([work, this.lostSignal]);
-    } catch (e) {
-      // Work can fail on a lost device before `lost` resolves: give it a moment to say why.
-      await Promise.race([this.lostSignal.catch(() => {}), new Promise((r) => setTimeout(r, 100))]);
-      throw this.lostWith ?? e;
-    }
+    return this.loss.lost;
   }
 
   /**
@@ -107,8 +88,8 @@ export class Gpu {
 
   /** Destroys the device (required on Dawn for the process to exit). */
   destroy(): void {
-    this.closing = true;
-    if (this.lostWith) {
+    this.loss.destroying();
+    if (this.lost) {
       this.opened.close();
       return;
     }
@@ -178,7 +159,7 @@ export class Gpu {
    *   error seen since the last read.
    */
   async read(t: Tensor): Promise<HostArray> {
-    if (this.lostWith) throw this.lostWith;
+    if (this.lost) throw this.lost;
     const bytes = Math.max(4, t.wordBytes);
     const staging = this.device.createBuffer({
       size: bytes,
@@ -187,7 +168,7 @@ export class Gpu {
     this.endPass();
     this.enc().copyBufferToBuffer(t.buffer, t.offset, staging, 0, bytes);
     this.flush();
-    await this.untilLost(staging.mapAsync(GPUMapMode.READ));
+    await this.loss.until(staging.mapAsync(GPUMapMode.READ));
     const copy = staging.getMappedRange().slice(0);
     staging.unmap();
     staging.destroy();
@@ -197,11 +178,11 @@ export class Gpu {
 
   /** Waits until all submitted work finished. @throws DeviceLostError once the device is lost; the first validation error seen. */
   async sync(): Promise<void> {
-    if (this.lostWith) throw this.lostWith;
+    if (this.lost) throw this.lost;
     this.flush();
-    await this.untilLost(this.device.queue.onSubmittedWorkDone());
+    await this.loss.until(this.device.queue.onSubmittedWorkDone());
     this.throwIfError();
-    if (this.lostWith) throw this.lostWith;
+    if (this.lost) throw this.lost;
   }
 
   private throwIfError(): void {

@@ -6,7 +6,8 @@
  */
 import { deepStrictEqual, ok } from 'node:assert/strict';
 import { PLANES, type Report, withWorld, WORKER_TEST } from './world.ts';
-import { chunkOffsets, fold } from '../../src/comm/algorithms.ts';
+import { chunkOffsets } from '../../src/comm/algorithms.ts';
+import { fold } from '../../src/comm/halving_doubling.ts';
 
 const opts = WORKER_TEST;
 

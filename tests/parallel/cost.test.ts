@@ -1,6 +1,7 @@
-/** src/comm/cost.ts's exact per-rank traffic against src/comm/algorithms.ts run in-process; src/parallel/cost.ts's per-plan traffic. */
+/** src/comm/cost.ts's exact per-rank traffic against src/comm/algorithms.ts and halving_doubling.ts run in-process; src/parallel/cost.ts's per-plan traffic. */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
 import * as A from '../../src/comm/algorithms.ts';
+import * as H from '../../src/comm/halving_doubling.ts';
 import type { Algorithm } from '../../src/comm/call_options.ts';
 import { type Collective, collectiveTraffic } from '../../src/comm/cost.ts';
 import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
@@ -8,7 +9,7 @@ import { makePlan, type ParallelPlan, rankParams, type StrategyKind } from '../.
 
 const TINY = { nLayer: 2, nHead: 2, nEmbd: 64, blockSize: 64, batchSize: 16, vocabSize: 65 };
 
-/** Runs one collective of algorithms.ts on p in-process ranks; returns elements and messages each rank sent. */
+/** Runs one collective of algorithms.ts / halving_doubling.ts on p in-process ranks; returns elements and messages each rank sent. */
 async function measure(coll: Collective, algo: Algorithm, n: number, p: number, root = 0) {
   const queues = new Map<string, { data: A.NumArray[]; wait: ((x: A.NumArray) => void)[] }>();
   const q = (a: number, b: number) => {
@@ -44,8 +45,8 @@ async function measure(coll: Collective, algo: Algorithm, n: number, p: number, 
       if (algo === 'ring') {
         await A.ringReduceScatter(l, work, offs, 'sum');
         await A.ringAllGather(l, work, offs);
-      } else if (algo === 'recursive-doubling') await A.doublingAllReduce(l, work, 'sum');
-      else if (algo === 'rabenseifner') await A.rabenseifnerAllReduce(l, work, 'sum');
+      } else if (algo === 'recursive-doubling') await H.doublingAllReduce(l, work, 'sum');
+      else if (algo === 'rabenseifner') await H.rabenseifnerAllReduce(l, work, 'sum');
       else if (algo === 'binomial') {
         await A.binomialReduce(l, work, 0, 'sum');
         await A.binomialBroadcast(l, work, 0);
@@ -54,13 +55,13 @@ async function measure(coll: Collective, algo: Algorithm, n: number, p: number, 
       await (algo === 'ring'
         ? A.ringReduceScatter
         : algo === 'rabenseifner'
-        ? A.halvingReduceScatter
+        ? H.halvingReduceScatter
         : A.directReduceScatter)(l, work, offs, 'sum');
     } else if (coll === 'allGather') {
       await (algo === 'ring'
         ? A.ringAllGather
         : algo === 'recursive-doubling'
-        ? A.doublingAllGather
+        ? H.doublingAllGather
         : A.directAllGather)(l, work, offs);
     } else if (coll === 'broadcast') {
       await (algo === 'binomial' ? A.binomialBroadcast : A.directBroadcast)(l, work, root);

@@ -8,12 +8,7 @@
 import { outerSyncLine } from './outer_view.ts';
 import { type Span, toChromeTrace } from '../../comm/trace.ts';
 import { buildLanes, type Clock, fmtBytes, idleShare, type Lane, laneTotals, type Segment } from './trace_io.ts';
-
-/** A time on the axis: three significant digits without exponents. */
-const fmtT = (x: number) => (Math.abs(x) >= 100 ? x.toFixed(0) : Math.abs(x) >= 10 ? x.toFixed(1) : x.toFixed(2));
-
-const COLOURS = { compute: '#3b82f6', comm: '#f59e0b', idle: '#9ca3af', send: '#16a34a', recv: '#a855f7' };
-const LANE_H = 46, BAR_H = 26, MSG_Y = 31, MSG_H = 9, LABEL_W = 64, AXIS_H = 22;
+import { AXIS_H, COLOURS, fmtT, LABEL_W, LANE_H, paintLanes, segmentAt, tOf, type View } from './timeline_canvas.ts';
 
 /** Builds the panel inside `host`; call {@link TimelinePanel.setSpans} with a run's trace. */
 export class TimelinePanel {
@@ -162,46 +157,14 @@ export class TimelinePanel {
     this.draw();
   }
 
-  private xOf(t: number, width: number): number {
-    return LABEL_W + ((t - this.x0) / (this.x1 - this.x0 || 1)) * (width - LABEL_W - 6);
-  }
-
-  private tOf(px: number, width: number): number {
-    return this.x0 + ((px - LABEL_W) / (width - LABEL_W - 6)) * (this.x1 - this.x0);
+  private get view(): View {
+    return { x0: this.x0, x1: this.x1 };
   }
 
   private draw(): void {
-    const c = this.canvas, dpr = devicePixelRatio || 1;
-    const w = c.clientWidth, h = c.clientHeight;
-    if (!w || !h) return;
-    c.width = Math.round(w * dpr);
-    c.height = Math.round(h * dpr);
-    const g = c.getContext('2d')!;
-    g.setTransform(dpr, 0, 0, dpr, 0, 0);
-    const css = getComputedStyle(document.documentElement);
-    const text = css.getPropertyValue('--text').trim() || '#111', muted = css.getPropertyValue('--muted').trim() || '#666';
-    g.clearRect(0, 0, w, h);
+    if (!this.canvas.clientWidth || !this.canvas.clientHeight) return;
     this.tabulate();
-    g.font = '12px system-ui, sans-serif';
-    g.fillStyle = muted;
-    const unit = this.clockSel.value === 'wall' ? 'ms' : 'µs';
-    for (let i = 0; i <= 5; i++) {
-      const t = this.x0 + ((this.x1 - this.x0) * i) / 5, x = this.xOf(t, w);
-      g.fillRect(x, AXIS_H - 4, 1, 4);
-      g.textAlign = i === 0 ? 'left' : i === 5 ? 'right' : 'center';
-      // Offsets from the window's start read better than absolute times deep into a run.
-      const label = i === 0 ? `${fmtT(t)} ${unit}` : `+${fmtT(t - this.x0)}`;
-      g.fillText(label, x, 12);
-    }
-    g.textAlign = 'left';
-    const hatch = this.hatch(g);
-    this.lanes.forEach((lane, i) => {
-      const y = AXIS_H + i * LANE_H;
-      g.fillStyle = text;
-      g.fillText(`rank ${lane.rank}`, 6, y + 19);
-      for (const s of lane.segments) this.bar(g, s, y + 2, BAR_H, w, s.kind === 'idle' ? hatch : COLOURS[s.kind]);
-      for (const m of lane.messages) this.bar(g, m, y + MSG_Y, MSG_H, w, COLOURS[m.span!.kind === 'send' ? 'send' : 'recv'], 2);
-    });
+    paintLanes(this.canvas, this.lanes, this.view, this.clockSel.value === 'wall' ? 'ms' : 'µs');
   }
 
   /** Per rank: compute, communication and idle time in the visible window. */
@@ -214,38 +177,6 @@ export class TimelinePanel {
       return `<tr><td>rank ${l.rank}</td>${cell(t.compute)}${cell(t.comm)}${cell(t.idle)}</tr>`;
     });
     this.shares.innerHTML = rows.length ? head + rows.join('') : '';
-  }
-
-  private bar(g: CanvasRenderingContext2D, s: Segment, y: number, hgt: number, w: number, fill: string | CanvasPattern, minW = 1): void {
-    const a = this.xOf(s.start, w), b = this.xOf(s.end, w);
-    if (b < LABEL_W || a > w) return;
-    const x = Math.max(LABEL_W, a);
-    g.fillStyle = fill;
-    g.fillRect(x, y, Math.max(minW, Math.min(b, w) - x), hgt);
-  }
-
-  private hatch(g: CanvasRenderingContext2D): CanvasPattern | string {
-    const p = document.createElement('canvas');
-    p.width = p.height = 6;
-    const q = p.getContext('2d')!;
-    q.fillStyle = 'rgba(156,163,175,0.25)';
-    q.fillRect(0, 0, 6, 6);
-    q.strokeStyle = COLOURS.idle;
-    q.beginPath();
-    q.moveTo(0, 6);
-    q.lineTo(6, 0);
-    q.stroke();
-    return g.createPattern(p, 'repeat') ?? COLOURS.idle;
-  }
-
-  /** The segment under canvas point (x, y), messages first (they are drawn on top). */
-  private hit(x: number, y: number): Segment | null {
-    const i = Math.floor((y - AXIS_H) / LANE_H), lane = this.lanes[i];
-    if (!lane || x < LABEL_W) return null;
-    const t = this.tOf(x, this.canvas.clientWidth), slack = (2 * (this.x1 - this.x0)) / this.canvas.clientWidth;
-    const inRow = (y - AXIS_H) % LANE_H;
-    const list = inRow > MSG_Y - 2 ? lane.messages : lane.segments;
-    return list.find((s) => t >= s.start - slack && t <= s.end + slack) ?? null;
   }
 
   private describe(s: Segment): string {
@@ -267,7 +198,7 @@ export class TimelinePanel {
     c.addEventListener('wheel', (e) => {
       e.preventDefault();
       const r = c.getBoundingClientRect();
-      this.zoomAt(this.tOf(e.clientX - r.left, c.clientWidth), Math.exp(e.deltaY * 0.002));
+      this.zoomAt(tOf(this.view, e.clientX - r.left, c.clientWidth), Math.exp(e.deltaY * 0.002));
     }, { passive: false });
     c.addEventListener('pointerdown', (e) => (drag = e.clientX));
     c.addEventListener('pointerup', () => (drag = null));
@@ -281,7 +212,7 @@ export class TimelinePanel {
         this.pan(-((e.clientX - drag) / (c.clientWidth - LABEL_W)) * (this.x1 - this.x0));
         drag = e.clientX;
       }
-      const s = this.hit(x, y);
+      const s = segmentAt(this.lanes, this.view, x, y, c.clientWidth);
       this.tip.hidden = !s;
       if (s) {
         this.tip.textContent = this.describe(s);
