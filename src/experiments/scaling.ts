@@ -76,6 +76,7 @@ async function run(ctx: ExperimentContext): Promise<string> {
         for (let s = b; s < cfg.steps; s++) await branch.step(s);
         await finite(branch, `w${width} d${depth} cooldown at ${b}`);
         const loss = await branch.evaluate('val');
+        branch.release();
         points.push({ n: model.numParams(), width, depth, tokens: cfg.steps * tokensPerStep, loss });
         ctx.log(
           `scaling w${width} d${depth} · ${model.numParams()} params · cooldown from step ${b} to ${cfg.steps} · val ${
@@ -84,6 +85,7 @@ async function run(ctx: ExperimentContext): Promise<string> {
         );
         await restore(model, snap);
       }
+      trunk.release();
       model.params.destroy();
     }
   }

@@ -206,6 +206,17 @@ export class Trainer {
     return out;
   }
 
+  /**
+   * Hands the trainer's own buffers back to the pool (batch, loss and history tensors, the
+   * optimizer's norm and hyperparameters); the model and its parameters, gradients and moments
+   * are the caller's. For runs that build trainer after trainer on one model (experiments'
+   * branches); the trainer must not be used after.
+   */
+  release(): void {
+    for (const t of [this.tokens, this.targets, this.lossAcc, this.history]) t.release();
+    this.opt.dispose();
+  }
+
   private sourceData(k: number): TextDataset {
     const n = this.sourceNames.length;
     if (!Number.isInteger(k) || k < 0 || k >= n) {

@@ -53,3 +53,23 @@ gpuTest('a training step allocates no GPU buffer after the first; loss starts at
   ok(recs.every((r) => Number.isFinite(r.gradNorm) && r.gradNorm > 0), 'grad norms recorded');
   model.params.destroy();
 });
+
+gpuTest('Trainer.release hands back every buffer the trainer allocated, after steps and an evaluation', async (gpu) => {
+  const cfg = parseConfig({ nLayer: 1, nHead: 2, nEmbd: 32, blockSize: 16, batchSize: 4, steps: 3, logInterval: 1 });
+  const data = new TextDataset(tok.encode(text.slice(0, 20000)), cfg.blockSize);
+  const model = new GPT(
+    gpu,
+    { vocabSize: tok.vocabSize, blockSize: 16, nLayer: 1, nHead: 2, nEmbd: 32, bias: true },
+    1,
+  );
+  const live = gpu.pool.stats.liveBytes;
+  const trainer = new Trainer(gpu, model, data, cfg);
+  // logInterval 1 with 3 pending steps grows the loss history once: the grown buffer is released too.
+  for (let s = 0; s < cfg.steps; s++) await trainer.step(s);
+  await trainer.drain();
+  await trainer.evaluate('val');
+  ok(gpu.pool.stats.liveBytes > live, 'the trainer holds buffers');
+  trainer.release();
+  equal(gpu.pool.stats.liveBytes, live, 'all of them back after release');
+  model.params.destroy();
+});
