@@ -1,7 +1,7 @@
 /**
  * `npm run bench -- [suite] [--gpu=auto|wgpu|dawn] [--json FILE] [--sizes 128,256]`:
  * benchmarks on WebGPU (Deno's wgpu or Dawn). Prints a text table per suite, then all results
- * as JSON on stdout (and to FILE with --json). Suites live in {@link SUITES}; `all` (the
+ * as JSON on stdout (and to FILE with --json). Suites live in src/bench/suites.ts; `all` (the
  * default) runs every one in order.
  *
  * Flags are parsed by node:util's parseArgs in strict mode (as `npm run train` does): an
@@ -11,139 +11,10 @@ import { parseArgs } from 'node:util';
 import { Gpu, type SubgroupChoice } from '../gpu/context.ts';
 import { parseSubgroupsFlag } from '../gpu/subgroups.ts';
 import type { Backend } from '../gpu/device.ts';
-import { benchBiasEpilogue, benchMatmul, benchMatmulShapes } from '../bench/matmul.ts';
-import { benchTrain } from '../bench/train.ts';
 import { commMain } from '../bench/comm.ts';
 import { decodeMain } from '../bench/decode_cli.ts';
-import { attentionTable, benchAttention, parseAttentionFlag } from '../bench/attention.ts';
-import { benchScan } from '../bench/scan.ts';
 import { exitProcess } from './exit.ts';
-import { fmt, table } from '../bench/table.ts';
-
-/** What a suite gets: the device and the parsed common options. */
-export interface SuiteContext {
-  gpu: Gpu;
-  /** Square sizes for size-swept suites (--sizes). */
-  sizes?: number[];
-  /** The attention suite's shape (--attn b=1,nh=4,hs=64,causal=1,reps=3,tiled=0). */
-  attn?: string;
-  log: (line: string) => void;
-}
-
-/** A named benchmark: prints its own table through `log`, returns its JSON-able results. */
-export interface Suite {
-  description: string;
-  run(ctx: SuiteContext): Promise<unknown>;
-}
-
-const DEFAULT_MATMUL_SIZES = [128, 256, 512, 1024];
-
-/** Every suite `npm run bench` knows, in the order `all` runs them. */
-export const SUITES: Record<string, Suite> = {
-  matmul: {
-    description: 'shipped matmul vs the plain 16×16 tile kernel at 128³…1024³, then training shapes',
-    async run({ gpu, sizes, log }) {
-      const rows = await benchMatmul(gpu, sizes ?? DEFAULT_MATMUL_SIZES);
-      log(table(
-        ['M×N×K', 'shipped ms', 'shipped GFLOP/s', 'plain ms', 'plain GFLOP/s', 'ratio'],
-        rows.filter((r) => r.kernel === 'shipped').map((s) => {
-          const p = rows.find((r) => r.kernel === 'plain' && r.m === s.m && r.n === s.n && r.k === s.k)!;
-          return [`${s.m}×${s.n}×${s.k}`, fmt(s.ms), fmt(s.gflops), fmt(p.ms), fmt(p.gflops), `${s.ratio.toFixed(1)}×`];
-        }),
-      ));
-      const shapes = await benchMatmulShapes(gpu);
-      log('');
-      log(table(
-        ['training shape', 'M×N×K', 'layout', 'ms', 'GFLOP/s'],
-        shapes.map((r) => [r.name, `${r.m}×${r.n}×${r.k}`, r.layout, fmt(r.ms), fmt(r.gflops)]),
-      ));
-      const bias = await benchBiasEpilogue(gpu);
-      log('');
-      log(table(
-        ['y = x·Wᵀ + b', 'M×N×K', 'fused ms', 'matmul + bias pass ms', 'unfused / fused'],
-        bias.map((r) => [r.name, `${r.m}×${r.n}×${r.k}`, fmt(r.fusedMs), fmt(r.unfusedMs), `${r.ratio.toFixed(2)}×`]),
-      ));
-      return { squares: rows, training: shapes, biasEpilogue: bias };
-    },
-  },
-  train: {
-    description:
-      'ms/step and tokens/s of training steps of the tiny and nanogpt-cpu presets on Tiny Shakespeare; the bias add fused into the matmul vs a separate pass, alternating in the same run',
-    async run({ gpu, log }) {
-      const text = await Deno.readTextFile(new URL('../../public/data/tinyshakespeare.txt', import.meta.url));
-      const rows = [await benchTrain(gpu, text, 'tiny', 20, 3), await benchTrain(gpu, text, 'nanogpt-cpu', 10, 3)];
-      log(table(
-        [
-          'preset',
-          'params',
-          'tokens/step',
-          'ms/step',
-          'unfused-bias ms/step',
-          'fused speedup',
-          'tokens/s',
-          'model GFLOP/s',
-        ],
-        rows.map((
-          r,
-        ) => [
-          r.preset,
-          String(r.params),
-          String(r.tokensPerStep),
-          fmt(r.msPerStep),
-          r.unfusedMsPerStep ? fmt(r.unfusedMsPerStep) : '-',
-          r.fusedSpeedup ? `${r.fusedSpeedup.toFixed(2)}×` : '-',
-          fmt(r.tokensPerSec),
-          fmt(r.gflops),
-        ]),
-      ));
-      for (const r of rows.filter((x) => x.kernels.length)) {
-        const total = r.kernels.reduce((a, k) => a + k.ms, 0);
-        log(`\nGPU time of one ${r.preset} step by kernel (timestamp queries; ${fmt(total)} ms in all):`);
-        log(table(
-          ['kernel', 'dispatches', 'ms', 'share'],
-          r.kernels.slice(0, 12).map((
-            k,
-          ) => [k.key, String(k.count), fmt(k.ms), `${((100 * k.ms) / total).toFixed(1)}%`]),
-        ));
-      }
-      return rows;
-    },
-  },
-  attention: {
-    description:
-      'forward+backward of naive vs flash attention, T = 128…2048 (…8192 on GPUs): median ms and peak pool bytes',
-    async run({ gpu, sizes, attn, log }) {
-      const opts = { sizes, ...parseAttentionFlag(attn ?? '') };
-      const rows = await benchAttention(gpu, opts);
-      const { header, cells, verdict } = attentionTable(rows);
-      log(`B=${opts.b ?? 1} nh=${opts.nh ?? 4} hs=${opts.hs ?? 64} causal=${opts.causal ?? true}`);
-      log(table(header, cells));
-      log(verdict);
-      return rows;
-    },
-  },
-  scan: {
-    description: 'forward+backward of chunked vs sequential linear attention and of the selective scan, T = 256…4096',
-    async run({ gpu, sizes, log }) {
-      const rows = await benchScan(gpu, sizes ?? [256, 512, 1024, 2048, 4096]);
-      log('linear attention: B=1, 4 heads of 64; selective scan: B=1, D=256, N=16');
-      log(table(
-        ['T', 'chunked ms', 'sequential ms', 'sequential/chunked', 'scan ms', 'scan tokens/s'],
-        rows.map((
-          r,
-        ) => [
-          String(r.t),
-          fmt(r.chunkedMs),
-          fmt(r.sequentialMs),
-          `${r.ratio.toFixed(2)}×`,
-          fmt(r.scanMs),
-          fmt(r.scanTokensPerSec),
-        ]),
-      ));
-      return rows;
-    },
-  },
-};
+import { DEFAULT_MATMUL_SIZES, SUITES } from '../bench/suites.ts';
 
 const HELP = `Usage: npm run bench -- [suite] [options]
 
@@ -157,7 +28,8 @@ Options:
   --adapter NAME|N       the adapter whose name contains NAME, or the N-th Dawn finds (Dawn)
   --subgroups on|off     subgroup kernel variants where the adapter has them (default off)
   --json FILE            also write the JSON results to FILE
-  --sizes LIST           comma-separated square sizes for size sweeps (matmul: ${DEFAULT_MATMUL_SIZES.join(',')})
+  --sizes LIST           comma-separated square sizes for size sweeps (matmul: ${DEFAULT_MATMUL_SIZES.join(',')}),
+                         or the contexts of the sample suite (128,512)
   --attn SPEC            attention suite shape, e.g. b=1,nh=4,hs=64,causal=1,reps=3,tiled=0 (T from --sizes)
   -h, --help             this text`;
 
