@@ -36,6 +36,41 @@ export function archLayout(cfg: TrainConfig, vocabSize: number): ArchLayout | un
     attnEvery: cfg.attnEvery,
     expand: cfg.expand,
     decay: cfg.linearDecay,
+    ...(arch === 'recurrent-depth' && {
+      recurrence: {
+        prelude: cfg.preludeLayers,
+        core: cfg.nLayer - cfg.preludeLayers - cfg.codaLayers,
+        backprop: cfg.recurBackprop,
+        meanIters: cfg.recurIters,
+      },
+    }),
+  };
+}
+
+/**
+ * Block applications per micro-batch of a rank whose stages hold `pieces` pieces: each block once
+ * forward and once backward, except recurrent depth's core piece, whose R blocks run r times
+ * forward and min(r, k) times backward (truncated backprop, design §33). With r unknown (a plan,
+ * not a step) r̄ stands in and the count is not exact.
+ */
+export function blockApplications(
+  lay: ArchLayout | undefined,
+  plan: ParallelPlan,
+  ppRank: number,
+  pieces: number,
+  r?: number,
+): { fwd: number; bwd: number; exact: boolean } {
+  const rec = lay?.recurrence;
+  const v = plan.schedule === 'interleaved' ? plan.virtualStages : 1, perStage = pieces / v;
+  // The core is piece P; stage st holds pieces [st·n, (st+1)·n), and rank p runs stages p, p + pp, ….
+  if (!rec || Math.floor(rec.prelude / perStage) % plan.pp !== ppRank) {
+    return { fwd: pieces, bwd: pieces, exact: true };
+  }
+  const iters = r ?? rec.meanIters;
+  return {
+    fwd: pieces - 1 + rec.core * iters,
+    bwd: pieces - 1 + rec.core * Math.min(iters, rec.backprop),
+    exact: r !== undefined,
   };
 }
 

@@ -17,7 +17,7 @@ import {
   planWorldSize,
   rankParams,
 } from './plan.ts';
-import { type Push, recurrentBlockTraffic } from './arch_params.ts';
+import { blockApplications, recurrentBlockTraffic } from './arch_params.ts';
 import { compressRows } from './compressed_rows.ts';
 import { outerSyncRows } from './low_comm.ts';
 import type { CommRow, PlanDim, TrafficOptions } from './cost_types.ts';
@@ -35,7 +35,8 @@ export type { CommRow, PlanDim, TrafficOptions } from './cost_types.ts';
  *   expert parameters over the dp·cp/ep ranks holding the same experts; with pp > 1 the tied
  *   embedding's gradient is summed between the first and last stage.
  * - tp: per layer and micro-batch 4 allReduces of b·s·C (2 forward at the row-parallel
- *   outputs, 2 backward at the column-parallel inputs); with sp 4 all-gathers + 4
+ *   outputs, 2 backward at the column-parallel inputs; recurrent depth's core blocks count once
+ *   per iteration forward and per recorded iteration backward, arch_params.ts blockApplications); with sp 4 all-gathers + 4
  *   reduce-scatters instead, plus one allReduce per step of the LayerNorm/bias gradients (and
  *   wpe's T·C on the first stage: rankParams `spReplicated`); the
  *   vocab-parallel embedding (1 forward), head input (1 backward) and cross-entropy (max,
@@ -95,7 +96,15 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
       ...(bulk && { bulk }),
     });
   };
-  const bulk: Push = (dim, what, coll, group, n, calls) => push(dim, what, coll, group, n, calls, true, 'act');
+  const bulk = (
+    dim: PlanDim,
+    what: string,
+    coll: Collective,
+    group: number[],
+    n: number,
+    calls: number,
+    exact = true,
+  ) => push(dim, what, coll, group, n, calls, exact, 'act');
   const sends = (dim: PlanDim, what: string, group: number[], n: number, count: number, exact = true) => {
     if (count > 0 && n > 0) {
       rows.push({
@@ -152,6 +161,8 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   // tp: Megatron's f/g operators, or sequence parallelism's all-gather / reduce-scatter.
   const tpGroup = mesh.group('tp', rank), bsh = b * s * C, first = me.pp === 0, last = me.pp === P - 1;
   const again = o.recompute === 'full' ? L * m : 0, core = o.recompute && o.recompute !== 'none' ? L * m : 0;
+  // Each block application moves its activations under tp (recurrent depth's core: r of them).
+  const apps = blockApplications(model.layout, plan, me.pp, L, o.coreIterations), fb = apps.fwd + apps.bwd;
   // gpt-moe and recurrent-depth have GPT's blocks; their layout only counts their own parameters.
   const gptBlocks = ['gpt-moe', 'recurrent-depth'].includes(model.layout?.arch ?? '');
   const recurrent = model.layout && !gptBlocks ? model.layout : null;
@@ -171,13 +182,23 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
       P,
     });
   } else if (!sp) {
-    bulk('tp', 'layer outputs fwd + inputs bwd', 'allReduce', tpGroup, bsh, (4 * L - 2 * moeBlocks) * m);
-    bulk('tp', 'recomputed layer outputs (bwd)', 'allReduce', tpGroup, bsh, again ? (2 * L - moeBlocks) * m : 0);
+    const outs = (2 * fb - 2 * moeBlocks) * m, redo = again ? (2 * apps.fwd - moeBlocks) * m : 0;
+    bulk('tp', 'layer outputs fwd + inputs bwd', 'allReduce', tpGroup, bsh, outs, apps.exact);
+    bulk('tp', 'recomputed layer outputs (bwd)', 'allReduce', tpGroup, bsh, redo, apps.exact);
   } else {
-    bulk('tp', 'sequence-parallel gathers (2 fwd, 2 bwd per layer)', 'allGather', tpGroup, bsh, 4 * L * m);
-    bulk('tp', 'sequence-parallel scatters (2 fwd, 2 bwd per layer)', 'reduceScatter', tpGroup, bsh, 4 * L * m);
-    bulk('tp', 'recomputed sequence-parallel gathers (bwd)', 'allGather', tpGroup, bsh, 2 * again);
-    bulk('tp', 'recomputed sequence-parallel scatters (bwd)', 'reduceScatter', tpGroup, bsh, 2 * again);
+    const redo = again ? 2 * apps.fwd * m : 0;
+    bulk('tp', 'sequence-parallel gathers (2 fwd, 2 bwd per layer)', 'allGather', tpGroup, bsh, 2 * fb * m, apps.exact);
+    bulk(
+      'tp',
+      'sequence-parallel scatters (2 fwd, 2 bwd per layer)',
+      'reduceScatter',
+      tpGroup,
+      bsh,
+      2 * fb * m,
+      apps.exact,
+    );
+    bulk('tp', 'recomputed sequence-parallel gathers (bwd)', 'allGather', tpGroup, bsh, redo, apps.exact);
+    bulk('tp', 'recomputed sequence-parallel scatters (bwd)', 'reduceScatter', tpGroup, bsh, redo, apps.exact);
   }
   if (!sp) {
     if (first) bulk('tp', 'vocab-parallel embedding (fwd)', 'allReduce', tpGroup, bsh, m);

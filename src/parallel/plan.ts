@@ -82,6 +82,8 @@ export interface ArchLayout {
   expand: number;
   /** Linear: one log-decay per head and step, or per key channel (activation_memory.ts). */
   decay: 'head' | 'channel';
+  /** Recurrent depth: prelude blocks P, core blocks R, backprop depth k, mean iterations r̄ (design §33). */
+  recurrence?: { prelude: number; core: number; backprop: number; meanIters: number };
 }
 
 /** Single rank, no sharding, 1F1B with one micro-batch, ring attention when cp > 1. */

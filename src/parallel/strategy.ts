@@ -9,16 +9,16 @@ import { MOE_ARCHS } from '../models/archs.ts';
 /**
  * Which architecture each split applies to (docs/design.md §23), as one rule per dimension:
  * - tp: the architectures tp_table.ts covers — gpt, mamba (Mamba-2's split of the inner
- *   channels), hybrid, linear (its heads; ln_x is a per-head norm, so it splits with them), and
- *   the MoE models (their attention / mixer split, router and experts whole on every tp rank).
- * - sp: gpt, mamba, hybrid. Not linear: its token shift runs on the residual side, before any
+ *   channels), hybrid, linear (its heads; ln_x is a per-head norm, so it splits with them), the
+ *   MoE models (their attention / mixer split, router and experts whole on every tp rank), and
+ *   recurrent-depth (GPT blocks; the adapter whole on every rank).
+ * - sp: gpt, mamba, hybrid, recurrent-depth. Not linear: its token shift runs on the residual side, before any
  *   gather, and reads each token's predecessor, which for the first token of a sequence shard
  *   sits on the previous rank. Not the MoE models: each tp rank would route a different shard
  *   of the tokens through the same replicated experts.
  * - pp: every architecture — gpt, linear, mamba, hybrid (its shared attention block is held by
  *   every stage and its gradient summed over the pp group), gpt-moe, mamba-moe, recurrent-depth
  *   (over its P + 1 + Q pieces: the core with all its iterations is one, models/archs.ts pipelineBlocks).
- * - tp, sp, cp: not recurrent-depth (its adapter has no row in tp_table.ts; untested).
  * - ZeRO-2/3 on recurrent-depth: refused (its per-layer units are untested with the truncated
  *   iterations); ZeRO-1 and plain dp run it (docs/design.md §33).
  * - cp: gpt only; the recurrent mixers would need the chunk-boundary state passed along the ring
@@ -29,12 +29,12 @@ export function checkArchSplit(plan: ParallelPlan, arch: string): void {
   const rules: [keyof ParallelPlan, readonly string[], string][] = [
     [
       'tp',
-      ['gpt', 'mamba', 'hybrid', 'linear', 'gpt-moe', 'mamba-moe'],
+      ['gpt', 'mamba', 'hybrid', 'linear', 'gpt-moe', 'mamba-moe', 'recurrent-depth'],
       'tensor parallelism splits the architectures tp_table.ts covers',
     ],
     [
       'sp',
-      ['gpt', 'mamba', 'hybrid'],
+      ['gpt', 'mamba', 'hybrid', 'recurrent-depth'],
       "sequence parallelism shards the residual stream's tokens, and linear's token shift needs each token's " +
       'predecessor from the previous shard, and MoE routing would see a different token shard per tp rank; ' +
       'these take tp without --sp',

@@ -57,6 +57,9 @@ export const TP_TABLE: readonly (readonly [RegExp, TpRole])[] = [
   [/\.ln_(1|2|f)\.(weight|bias)$/, 'replicated'],
   [/^transformer\.wpe\.weight$/, 'replicated'],
   [/^shared\.norm_(1|2)\.weight$/, 'replicated'],
+  // recurrent depth: the adapter maps the residual-side state and embedding (C → C) into the core's
+  // input, whole on every rank like the norms beside it; its core blocks are GPT blocks (rows above).
+  [/\.adapter\.(state|embed)\.weight$/, 'replicated'],
   // mamba (state-spaces names, in / x projections split)
   [/^backbone\.embedding\.weight$/, 'vocab'],
   [/\.mixer\.in_proj_(x|z)\.weight$/, 'column'],

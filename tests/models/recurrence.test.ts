@@ -106,7 +106,7 @@ gpuTest(
   },
 );
 
-Deno.test('recurrent-depth config and plan rules: a core block is required; dp and pp run; tp, cp and ZeRO-2/3 are refused by name', () => {
+Deno.test('recurrent-depth config and plan rules: a core block is required; dp, pp, tp and sp run; cp and ZeRO-2/3 are refused by name', () => {
   throws(
     () => parseConfig({ arch: 'recurrent-depth', nLayer: 2, preludeLayers: 1, codaLayers: 1 }),
     /--arch recurrent-depth needs at least one core block: nLayer \(2\) .* give --n-layer 3 or more/,
@@ -116,7 +116,7 @@ Deno.test('recurrent-depth config and plan rules: a core block is required; dp a
   checkArchSplit(makePlan({ dp: 2 }), 'recurrent-depth');
   checkArchSplit(makePlan({ dp: 2, zero: 1 }), 'recurrent-depth');
   checkArchSplit(makePlan({ dp: 2, pp: 2 }), 'recurrent-depth');
-  throws(() => checkArchSplit(makePlan({ tp: 2 }), 'recurrent-depth'), /tp 2 does not apply to --arch recurrent-depth/);
+  checkArchSplit(makePlan({ tp: 2, sp: true }), 'recurrent-depth');
   throws(() => checkArchSplit(makePlan({ cp: 2 }), 'recurrent-depth'), /cp 2 does not apply to --arch recurrent-depth/);
   // The plan CLI and the parallel trainer build the plan model first: it states these rules in the arch's terms.
   const rd = parseConfig({ arch: 'recurrent-depth', nLayer: 4 });
@@ -124,7 +124,7 @@ Deno.test('recurrent-depth config and plan rules: a core block is required; dp a
     () => planModelOf(makePlan({ pp: 2 }), rd, 11),
     /pieces, .* = 1 \+ 1 \+ 1 = 3, not nLayer; 3 is not divisible/,
   );
-  throws(() => planModelOf(makePlan({ tp: 2 }), rd, 11), /tp 2 does not apply to --arch recurrent-depth/);
+  throws(() => planModelOf(makePlan({ cp: 2 }), rd, 11), /cp 2 does not apply to --arch recurrent-depth/);
   equal(planModelOf(makePlan({ pp: 2 }), { ...rd, codaLayers: 2 }, 11).nLayer, 4, 'P + 1 + Q pieces');
   throws(
     () => checkArchSplit(makePlan({ dp: 2, zero: 2 }), 'recurrent-depth'),

@@ -19,6 +19,7 @@ import { planModelOf, sentByDim } from '../../src/parallel/run.ts';
 import { checkArchSplit } from '../../src/parallel/strategy.ts';
 import { shardKind, TP_TABLE, tpRole, unshardParam } from '../../src/parallel/tp_table.ts';
 import { createModel } from '../../src/models/registry.ts';
+import { trainIterations } from '../../src/models/recurrence.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 
@@ -41,6 +42,8 @@ function shapesOf(gpu: Gpu, over: Partial<TrainConfig>, vocabSize: number): Map<
   model.params.destroy();
   return out;
 }
+
+const DEPTH = { arch: 'recurrent-depth', nEmbd: 16, recurIters: 3, recurBackprop: 2 } as const;
 
 const CASES: [string, Partial<TrainConfig>, Partial<ParallelPlan>][] = [
   ['mamba tp2', { arch: 'mamba', nEmbd: 16 }, { tp: 2 }],
@@ -96,6 +99,17 @@ const CASES: [string, Partial<TrainConfig>, Partial<ParallelPlan>][] = [
   }, { tp: 2 }],
   ['mamba tp2, recompute full', { arch: 'mamba', nEmbd: 16, recompute: 'full' }, { tp: 2 }],
   ['hybrid tp2, recompute selective', { arch: 'hybrid', nEmbd: 16, attnEvery: 1, recompute: 'selective' }, { tp: 2 }],
+  // Recurrent depth: the core's GPT blocks split as GPT's, the adapter whole on every rank; r drawn
+  // per step (3 on average, the last 2 iterations recorded), so the tp traffic varies by step.
+  ['recurrent-depth tp2', { ...DEPTH, nLayer: 3 }, { tp: 2 }],
+  ['recurrent-depth tp2 + sp, recompute full', { ...DEPTH, nLayer: 3, recompute: 'full' }, { tp: 2, sp: true }],
+  // Pieces prelude | core: the core, 2 blocks × r, and the head on stage 1.
+  ['recurrent-depth dp2 × tp2 × pp2 (1F1B)', { ...DEPTH, nLayer: 3, preludeLayers: 1, codaLayers: 0 }, {
+    dp: 2,
+    tp: 2,
+    pp: 2,
+    microBatches: 2,
+  }],
 ];
 
 for (const [what, arch, over] of CASES) {
@@ -105,22 +119,25 @@ for (const [what, arch, over] of CASES) {
     const plan = makePlan(over), ref = await singleRankRun(gpu, microConfig(plan, { ...cfg, recompute: 'none' }), TEXT);
     const res = await localMeshRun(gpu, plan, cfg, TEXT);
     const model = planModelOf(plan, parseConfig(cfg), ref.vocabSize);
+    const full = parseConfig(cfg), depth = full.arch === 'recurrent-depth';
     for (const [r, x] of res.entries()) {
       ok(maxRel(x.losses, ref.losses) < 1e-4, `${what} rank ${r}: losses ${x.losses} vs ${ref.losses}`);
       // The planner counts this architecture's parameters and collectives exactly (arch_params.ts, cost.ts).
       equal(x.count, rankParams(plan, model, r).dense, `${what} rank ${r}: parameters held`);
-      const rows = stepTraffic(plan, model, r, {
-        trainer: 'mesh',
-        recompute: parseConfig(cfg).recompute,
-        buckets: x.zero?.buckets,
-        sharedPieces: x.zero?.shared,
-      });
-      deepStrictEqual(
-        rows.filter((row) => !row.exact).map((row) => row.what),
-        [],
-        `${what} rank ${r}: every row exact`,
-      );
       for (const [step, sent] of x.sent.entries()) {
+        // Recurrent depth: the step's r sets how many core iterations communicate.
+        const rows = stepTraffic(plan, model, r, {
+          trainer: 'mesh',
+          recompute: full.recompute,
+          buckets: x.zero?.buckets,
+          sharedPieces: x.zero?.shared,
+          ...(depth && { coreIterations: trainIterations(full, step) }),
+        });
+        deepStrictEqual(
+          rows.filter((row) => !row.exact).map((row) => row.what),
+          [],
+          `${what} rank ${r}: every row exact`,
+        );
         const measured = sentByDim(sent);
         deepStrictEqual(
           measured,
@@ -158,7 +175,7 @@ Deno.test('tp_table: every parameter of every architecture has a role; linear + 
   checkArchSplit(makePlan({ dp: 2, tp: 2 }), 'linear');
   throws(
     () => checkArchSplit(makePlan({ tp: 2, sp: true }), 'linear'),
-    /^Error: sp does not apply to --arch linear: .*token shift.*\(allowed: gpt, mamba, hybrid\)/,
+    /^Error: sp does not apply to --arch linear: .*token shift.*\(allowed: gpt, mamba, hybrid, recurrent-depth\)/,
   );
   checkArchSplit(makePlan({ pp: 2 }), 'mamba-moe');
   equal(tpRole('transformer.h.1.mlp.experts.3.c_proj.weight'), 'replicated', 'experts whole on every tp rank');
