@@ -16,6 +16,8 @@
 // of at most 32 vec4s (longer arrays made lavapipe's compile 10× slower); lanes past K or V are
 // masked to 0. The TS side bounds the rows [lo, hi) of one dispatch so an invocation stays
 // under lavapipe's 65 535 loop iterations; the state carries over in scr. No barriers.
+// Decoding (docs/design.md §37) binds the carried state as scr and never sets `first`, so
+// `lr_fwd` starts from it and leaves the final state there; `w_head` reads w as (B, T, H).
 //
 // Layouts: q, k, w (B, T, H·K); v, o, dout (B, T, H·V); u, du (H·K).
 // scr: [state (B, H, K, V) | q∘dq − k∘dk (B, T, H·K) | dw carry (B, H·K) | du partial (B, H·K)].
@@ -39,7 +41,7 @@ struct Params {
   off_du: u32,
   dv4: u32,
   dk4: u32,
-  pad0: u32,
+  w_head: u32,
 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
@@ -110,6 +112,12 @@ fn ld_ew(base: u32, i: u32) -> vec4<f32> {
   let x = kidx(base, i);
   return exp(select(vec4<f32>(0.0), vec4<f32>(w[x.x], w[x.y], w[x.z], w[x.w]), kmask(i)));
 }
+// e^{w} for `lr_fwd`: with w_head the head's one log-decay serves all its K channels, the
+// chunked kernel's g (u = 1 then makes this its recurrence, so one kernel decodes both forms).
+fn ld_ew_fwd(b: u32, t: u32, h: u32, qb: u32, i: u32) -> vec4<f32> {
+  if (p.w_head != 0u) { return vec4<f32>(exp(w[(b * p.t + t) * p.h + h])); }
+  return ld_ew(qb, i);
+}
 fn ld_u(h: u32, i: u32) -> vec4<f32> {
   if (p.has_u == 0u) { return vec4<f32>(1.0); }
   let x = kidx(h * p.dk, i);
@@ -149,7 +157,7 @@ fn lr_fwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
     var acc = 0.0;
     for (var i4 = 0u; i4 < p.dk4; i4++) {
       let i = 4u * i4;
-      let pp = ld_ew(qb, i) * s[i4];
+      let pp = ld_ew_fwd(b, t, h, qb, i) * s[i4];
       let kv = ld_k(qb, i) * vj;
       acc += dot(ld_q(qb, i), pp + ld_u(h, i) * kv);
       s[i4] = pp + kv;

@@ -13,6 +13,7 @@ import {
   siluForward,
   tokenShiftForward,
 } from '../kernels/activations.ts';
+import { tokenShiftCarryForward } from '../kernels/token_shift.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from './tape.ts';
 import { expect } from './expect.ts';
@@ -65,15 +66,31 @@ export function mul(tape: Tape, a: Tensor, b: Tensor, label = 'mul'): Tensor {
 /**
  * y (B, T, C) = x (B, T, C) shifted one step along T, zero at t = 0 of each sequence
  * (RWKV's token shift, BlinkDL/RWKV-LM).
- * @throws Error when B, T are not positive integers or x is not (B, T, C).
+ * @param carry decoding (docs/design.md §37): the (B, C) row before x's first token, read as
+ *   y's row 0 and overwritten with x's last row; null: zeros (training, full forwards).
+ * @throws Error when B, T are not positive integers or x is not (B, T, C), or for a carry on a
+ *   recording tape (the carry has no gradient) or of another shape than (B, C).
  */
-export function tokenShift(tape: Tape, x: Tensor, b: number, t: number, label = 'shift'): Tensor {
+export function tokenShift(
+  tape: Tape,
+  x: Tensor,
+  b: number,
+  t: number,
+  label = 'shift',
+  carry: Tensor | null = null,
+): Tensor {
   const c = x.size / (b * t);
   expect(
     Number.isInteger(b) && Number.isInteger(t) && b > 0 && t > 0 && Number.isInteger(c) && c > 0,
     () => `${label}: x [${x.shape}] is not (B=${b}, T=${t}, C) with positive integers B, T, C`,
   );
   const y = tape.alloc([b, t, c], label);
+  if (carry) {
+    expect(!tape.recording, () => `${label}: a carried decoding state runs on non-recording tapes only (no gradient)`);
+    expect(carry.size === b * c, () => `${label}: carry [${carry.shape}] is not (B=${b}, C=${c})`);
+    tokenShiftCarryForward(tape.gpu, x, y, carry, b, t);
+    return y;
+  }
   tokenShiftForward(tape.gpu, x, y, b, t);
   tape.record({ op: 'tokenShift', x, y, b, t }, [x], [y]);
   return y;

@@ -10,7 +10,7 @@ import {
   linearAttentionForward,
   linearAttentionStateShape,
 } from '../kernels/linear_attention.ts';
-import { recurrentLinearAttentionForward } from '../kernels/linear_attention_recurrent.ts';
+import { linearAttentionStateUpdate, recurrentLinearAttentionForward } from '../kernels/linear_attention_recurrent.ts';
 import {
   type ScanDims,
   scanStateShape,
@@ -40,7 +40,11 @@ function checkInference(tape: Tape, label: string): void {
  * and Mamba-2 SSD are special cases): S_t = e^{g_t} S_{t−1} + k_tᵀ v_t, o_t = scale · q_t S_t,
  * computed chunk-wise (fla-org/flash-linear-attention `fla/ops/simple_gla`).
  * @param q, k (B, T, H·K), v (B, T, H·V), g (B, T, H) log-decays ≤ 0.
- * @throws Error naming the input whose size does not match `d`.
+ * @param state decoding (docs/design.md §37): the carried S (B, H, K, V), read as S_{−1} and
+ *   overwritten with S_{T−1}; the recurrent kernel runs it with g broadcast over K (the chunked
+ *   kernel keeps no final state). null: S_{−1} = 0 (training, full forwards).
+ * @throws Error naming the input whose size does not match `d`, or for a state on a recording
+ *   tape (the carry has no gradient).
  */
 export function linearAttention(
   tape: Tape,
@@ -50,6 +54,7 @@ export function linearAttention(
   g: Tensor,
   d: LinearAttentionDims,
   label = 'la',
+  state: Tensor | null = null,
 ): Tensor {
   const { b, t, h, dk, dv } = d;
   expectSize(label, 'q', q, b * t * h * dk, `(B=${b}, T=${t}, H·K=${h * dk})`);
@@ -57,6 +62,11 @@ export function linearAttention(
   expectSize(label, 'v', v, b * t * h * dv, `(B=${b}, T=${t}, H·V=${h * dv})`);
   expectSize(label, 'g', g, b * t * h, `(B=${b}, T=${t}, H=${h})`);
   const o = tape.alloc([b, t, h * dv], label);
+  if (state) {
+    checkInference(tape, label);
+    linearAttentionStateUpdate(tape.gpu, q, k, v, g, null, o, state, d, true);
+    return o;
+  }
   const states = tape.alloc(linearAttentionStateShape(d), `${label}.states`);
   linearAttentionForward(tape.gpu, q, k, v, g, o, states, d);
   tape.record({ op: 'linearAttention', q, k, v, g, o, states, dims: d }, [q, k, v, g], [o]);
@@ -68,7 +78,10 @@ export function linearAttention(
  * (RWKV-6 `wkv6`, GLA): S_t = diag(e^{w_t}) S_{t−1} + k_tᵀ v_t,
  * o_t = scale · q_t (diag(e^{w_t}) S_{t−1} + diag(u) k_tᵀ v_t). u = null means u = 1.
  * @param q, k, w (B, T, H·K), v (B, T, H·V), u (H·K) or null.
- * @throws Error naming the input whose size does not match `d`.
+ * @param state decoding (docs/design.md §37): the carried S (B, H, K, V), read as S_{−1} and
+ *   overwritten with S_{T−1} (RWKV's wkv state); null: S_{−1} = 0 (training, full forwards).
+ * @throws Error naming the input whose size does not match `d`, or for a state on a recording
+ *   tape (the carry has no gradient).
  */
 export function recurrentLinearAttention(
   tape: Tape,
@@ -79,6 +92,7 @@ export function recurrentLinearAttention(
   u: Tensor | null,
   d: LinearAttentionDims,
   label = 'wkv',
+  state: Tensor | null = null,
 ): Tensor {
   const { b, t, h, dk, dv } = d;
   for (const [name, x] of [['q', q], ['k', k], ['w', w]] as const) {
@@ -87,6 +101,11 @@ export function recurrentLinearAttention(
   expectSize(label, 'v', v, b * t * h * dv, `(B=${b}, T=${t}, H·V=${h * dv})`);
   if (u) expectSize(label, 'u', u, h * dk, `(H·K=${h * dk})`);
   const o = tape.alloc([b, t, h * dv], label);
+  if (state) {
+    checkInference(tape, label);
+    linearAttentionStateUpdate(tape.gpu, q, k, v, w, u, o, state, d);
+    return o;
+  }
   recurrentLinearAttentionForward(tape.gpu, q, k, v, w, u, o, d);
   tape.record({ op: 'recurrentLinearAttention', q, k, v, w, u, o, dims: d }, [q, k, v, w, u], [o]);
   return o;

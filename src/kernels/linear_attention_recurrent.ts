@@ -12,8 +12,10 @@
  *
  * Dispatches: every sequential sweep over T runs ⌈T / laSteps(⌈max(K, V)/4⌉ + 2)⌉ dispatches
  * (one up to T ≈ 1000 at K = V = 128 on the 34k-trip budget) carrying its state in a pooled
- * scratch. Forward: one sweep. Backward: `lr_dq` (forward sweep), `lr_dk`, `lr_dv` (reverse
- * sweeps), `lr_dw` (reverse cumsum, T per 34k rows) and `lr_du` (one dispatch, sum over B).
+ * scratch. Forward: one sweep; its decoding form {@link linearAttentionStateUpdate} runs the
+ * same sweep in the caller's carried state instead of the scratch. Backward: `lr_dq` (forward
+ * sweep), `lr_dk`, `lr_dv` (reverse sweeps), `lr_dw` (reverse cumsum, T per 34k rows) and
+ * `lr_du` (one dispatch, sum over B).
  */
 import { f32bits, type Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -29,6 +31,14 @@ interface Offsets {
   du: number;
 }
 
+/** How the forward sweep reads its operands: decoding starts from a carried state, the head decay is (B, T, H). */
+interface Form {
+  carried: boolean;
+  wHead: boolean;
+}
+
+const TRAINING: Form = { carried: false, wHead: false };
+
 function params(
   d: LinearAttentionDims,
   lo: number,
@@ -36,15 +46,19 @@ function params(
   first: boolean,
   hasU: boolean,
   off: Offsets,
+  wHead = false,
 ): Uint32Array {
   // deno-fmt-ignore
   return new Uint32Array([
     d.b, d.t, d.h, d.dk, d.dv, lo, hi, first ? 1 : 0,
-    f32bits(d.scale), hasU ? 1 : 0, off.p, off.c, off.du, Math.ceil(d.dv / 4), Math.ceil(d.dk / 4), 0,
+    f32bits(d.scale), hasU ? 1 : 0, off.p, off.c, off.du, Math.ceil(d.dv / 4), Math.ceil(d.dk / 4), wHead ? 1 : 0,
   ]);
 }
 
-/** Runs `entry` over rows [0, T) in dispatches of `steps` rows, forwards or in reverse. */
+/**
+ * Runs `entry` over rows [0, T) in dispatches of `steps` rows, forwards or in reverse; the first
+ * dispatch starts from a zero state unless the form carries one in.
+ */
 function sweep(
   gpu: Gpu,
   entry: string,
@@ -55,6 +69,7 @@ function sweep(
   reverse: boolean,
   hasU: boolean,
   off: Offsets,
+  form: Form = TRAINING,
 ): void {
   const k = {
     key: `linear_attention_recurrent.${entry}`,
@@ -64,7 +79,10 @@ function sweep(
   const ranges: [number, number][] = [];
   for (let lo = 0; lo < d.t; lo += steps) ranges.push([lo, Math.min(d.t, lo + steps)]);
   if (reverse) ranges.reverse();
-  ranges.forEach(([lo, hi], n) => gpu.dispatch(k, slots, params(d, lo, hi, n === 0, hasU, off), grid1d(items, WG)));
+  ranges.forEach(([lo, hi], n) => {
+    const first = n === 0 && !form.carried;
+    gpu.dispatch(k, slots, params(d, lo, hi, first, hasU, off, form.wHead), grid1d(items, WG));
+  });
 }
 
 function checkInputs(
@@ -75,12 +93,13 @@ function checkInputs(
   w: Tensor,
   u: Tensor | null,
   d: LinearAttentionDims,
+  wHead = false,
 ): void {
   checkLinearAttentionDims(what, d);
   checkSize(what, 'q', q, [d.b, d.t, d.h * d.dk]);
   checkSize(what, 'k', k, [d.b, d.t, d.h * d.dk]);
   checkSize(what, 'v', v, [d.b, d.t, d.h * d.dv]);
-  checkSize(what, 'w', w, [d.b, d.t, d.h * d.dk]);
+  checkSize(what, 'w', w, wHead ? [d.b, d.t, d.h] : [d.b, d.t, d.h * d.dk]);
   if (u) checkSize(what, 'u', u, [d.h * d.dk]);
 }
 
@@ -124,6 +143,53 @@ export function recurrentLinearAttentionForward(
   } finally {
     st.release();
   }
+}
+
+/**
+ * The decoding form (docs/design.md §37; the wkv state that BlinkDL/ChatRWKV `rwkv/model.py`
+ * carries per layer from token to token, fla-org/flash-linear-attention fused_recurrent's
+ * initial_state and output_final_state): o (B, T, H·V) as {@link recurrentLinearAttentionForward}'s, but from the
+ * state S (B, H, K, V) in `state` instead of zero, and `state` is then overwritten with S after
+ * the last step. With `headDecay`, w is (B, T, H), one log-decay per head and step broadcast
+ * over K: with u = null that is the chunked kernel's recurrence (linear_attention.ts), so this
+ * one kernel decodes both decay forms. Passes over a sequence in pieces carrying `state` give
+ * the whole sequence's output. Dispatches as the forward's; no scratch, no gradient.
+ * @throws Error as {@link recurrentLinearAttentionForward}, for a w that is not (B, T, H·K)
+ *   (or (B, T, H) with headDecay), a state that is not (B, H, K, V) f32, or a state sharing a
+ *   GPUBuffer with another operand.
+ */
+export function linearAttentionStateUpdate(
+  gpu: Gpu,
+  q: Tensor,
+  k: Tensor,
+  v: Tensor,
+  w: Tensor,
+  u: Tensor | null,
+  o: Tensor,
+  state: Tensor,
+  d: LinearAttentionDims,
+  headDecay = false,
+): void {
+  const what = 'linearAttentionStateUpdate';
+  checkInputs(what, q, k, v, w, u, d, headDecay);
+  checkSize(what, 'o', o, [d.b, d.t, d.h * d.dv]);
+  checkSize(what, 'state', state, [d.b, d.h, d.dk, d.dv]);
+  const ins: [string, Tensor][] = [['q', q], ['k', k], ['v', v], ['w', w]];
+  checkDistinct(what, [['o', o], ['state', state]], u ? [...ins, ['u', u]] : ins);
+  const steps = laSteps(Math.ceil(d.dk / 4) + 2), off = { p: 0, c: 0, du: 0 };
+  const form = { carried: true, wHead: headDecay };
+  sweep(
+    gpu,
+    'lr_fwd',
+    [q, k, v, w, u ?? q, undefined, o, state],
+    d,
+    d.b * d.h * d.dv,
+    steps,
+    false,
+    u !== null,
+    off,
+    form,
+  );
 }
 
 /**

@@ -99,10 +99,11 @@ export interface ModelContext {
   local(width: number): number;
   /**
    * Decoding with a cache (kv_cache.ts, docs/design.md §37): the buffer of `shape` that carries
-   * the recurrent state named `label` (Mamba's conv window, its scan state) from one pass to the
-   * next, zeroed before the first. Absent or null: every pass starts from a zero state, as
-   * training and full forwards do. A context that gives one runs a recurrent mixer only when
-   * its layer asked for the state under the mixer's own label.
+   * the recurrent state named `label` (Mamba's conv window, its scan state; the linear
+   * attention's token-shift rows, its wkv state) from one pass to the next, zeroed before the
+   * first. Absent or null: every pass starts from a zero state, as training and full forwards
+   * do. A context that gives one runs a recurrent mixer only when its layer asked for the state
+   * under the mixer's own label.
    */
   carry?(label: string, shape: number[]): Tensor | null;
 }

@@ -3,10 +3,10 @@
  * prefill over the prompt, then one token per step, each step running the model on the new
  * token only. Logits equal the full forward's at the same position (tests/models/kv_cache.test.ts).
  *
- * Supported ({@link KV_CACHE_ARCHS}): attention layers cache K and V; Mamba layers carry their
- * conv window and scan state; recurrent depth caches every iteration of its core. The linear
- * attention (RWKV-style token shift and wkv state) carries no state yet: {@link KvDecoder}
- * refuses it and `sample` recomputes the context for it.
+ * Supported ({@link KV_CACHE_ARCHS}, every architecture of the registry): attention layers cache
+ * K and V; Mamba layers carry their conv window and scan state; the linear attention's layers
+ * carry the previous token's row of each token shift and the wkv state; recurrent depth caches
+ * every iteration of its core.
  */
 import type { Gpu } from '../gpu/context.ts';
 import { Tape } from '../autograd/tape.ts';
@@ -19,8 +19,16 @@ import { cachedContext, KvCache } from './kv_cache.ts';
 import { type CacheShardOptions, shardedCachedContext, ShardedKvCache } from './kv_shard.ts';
 import { variableDepth } from './recurrence.ts';
 
-/** Architectures the KV-cache decoder runs: every mixer of theirs is attention or Mamba's scan. */
-export const KV_CACHE_ARCHS: readonly string[] = ['gpt', 'gpt-moe', 'mamba', 'hybrid', 'mamba-moe', 'recurrent-depth'];
+/** Architectures the KV-cache decoder runs: every mixer of theirs caches K and V or carries its state. */
+export const KV_CACHE_ARCHS: readonly string[] = [
+  'gpt',
+  'gpt-moe',
+  'mamba',
+  'hybrid',
+  'mamba-moe',
+  'recurrent-depth',
+  'linear',
+];
 
 /** Whether {@link KvDecoder} runs `model` (else a caller recomputes the full context). */
 export function kvCacheSupported(model: LanguageModel): boolean {
@@ -44,8 +52,9 @@ export interface DecoderOptions {
 
 /**
  * Prefill, then one token per step, over a {@link KvCache} of every attention layer (and the
- * carried state of every Mamba layer). Bytes of cache read per decoded token: 2·L·pos·C·4 per
- * sequence over L attention layers (design §32), plus the states, L·D·(K − 1 + N)·4 (§37).
+ * carried state of every recurrent layer). Bytes of cache read per decoded token: 2·L·pos·C·4 per
+ * sequence over L attention layers (design §32), plus the states (§37): L·D·(K − 1 + N)·4 over L
+ * Mamba layers, L·(2C + H·K·V)·4 over L linear-attention layers.
  */
 export class KvDecoder {
   /** This rank's cache: the whole of it, or (with `cp`) this rank's shard. */
@@ -66,7 +75,7 @@ export class KvDecoder {
   constructor(readonly model: LanguageModel, opts: DecoderOptions = {}) {
     if (!kvCacheSupported(model)) {
       throw new Error(
-        `KV-cache decoding: arch '${model.arch}' is not supported (its token shift and wkv state are not carried between tokens); supported: ${
+        `KV-cache decoding: arch '${model.arch}' is not supported (no decoding form carries its layers' state between tokens); supported: ${
           KV_CACHE_ARCHS.join(', ')
         }`,
       );

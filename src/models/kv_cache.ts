@@ -5,7 +5,8 @@
  * it: recurrent depth's r iterations of one core block are r layers), so the architectures need
  * no decoding code of their own: their pieces run over {@link cachedContext} instead of LOCAL
  * (design §23). Recurrent layers ask the context for the buffers that carry their state
- * (ModelContext.carry: Mamba's conv window and scan state), which the cache also holds.
+ * (ModelContext.carry: Mamba's conv window and scan state, the linear attention's token-shift
+ * rows and wkv state), which the cache also holds.
  *
  * - Prefill (t ≥ 1 tokens on an empty cache): K and V of every token are appended, and the
  *   attention itself is the full forward's (FlashAttention or the T×T kernel), so the prefill's
@@ -87,7 +88,7 @@ export class KvCache {
     return this.states.size;
   }
 
-  /** Bytes of the carried recurrent states: for Mamba, L·B·D·(K − 1 + N)·4. */
+  /** Bytes of the carried recurrent states: for Mamba, L·B·D·(K − 1 + N)·4; linear, L·B·(2C + H·K·V)·4. */
   get stateBytes(): number {
     let n = 0;
     for (const s of this.states.values()) n += s.size * 4;
@@ -187,10 +188,10 @@ export function checkCachedPass(
 /**
  * A model context over `base` (LOCAL: the single-rank model) whose attention appends to
  * `cache` and, for one new token, attends over it; whose embedding adds the positional rows
- * pos … pos+t−1; and which refuses recurrent mixers (their state is not carried between calls).
+ * pos … pos+t−1; and which runs a recurrent mixer only over the state its layer carries.
  * The caller advances `cache.pos` by t after the pass. Inference only: recording tapes are refused.
  * @throws Error (from the pass) on a recording tape, a multi-token pass over a non-empty cache,
- *   a shape that is not the cache's, an overflow, or a recurrent mixer.
+ *   a shape that is not the cache's, an overflow, or a recurrent mixer that carries no state.
  */
 export function cachedContext(cache: KvCache, base: ModelContext = LOCAL): ModelContext {
   const key = passKeys();
@@ -215,8 +216,8 @@ export function cachedContext(cache: KvCache, base: ModelContext = LOCAL): Model
  * The parts of a cached context that do not touch the cache's keys and values, shared by the
  * single-rank and the sharded cache (kv_shard.ts): the embedding adds positional rows
  * pos … pos+t−1; `carry` hands recurrent layers their state buffers from `state`, and a
- * recurrent mixer runs only when its layer asked for its state under the mixer's label (the
- * others, linear attention's, would restart from zero every pass).
+ * recurrent mixer runs only when its layer asked for its state under the mixer's label (one
+ * that did not would silently restart from zero every pass).
  * @throws Error (from the pass) for a recurrent mixer that carries no state, or t positions past
  *   the cache's end.
  */
@@ -234,7 +235,7 @@ export function cachedPositions(
     mixer(tape, inputs, core, label) {
       if (carried.has(label)) return base.mixer(tape, inputs, core, label);
       throw new Error(
-        `${label}: cached decoding cannot run this recurrent mixer (it does not carry its state between passes); supported: attention and Mamba layers`,
+        `${label}: cached decoding cannot run this recurrent mixer (it does not carry its state between passes); supported: attention, Mamba and linear-attention layers`,
       );
     },
     embed(tape, input, wte, positions, learned, b, t) {

@@ -18,6 +18,10 @@
  * v, gate and the decay projection column-parallel, the decay bias, bonus u and ln_x's gain with
  * their heads, output row-parallel; the channel mix's key / value column- / row-parallel as an
  * MLP, its receptance replicated. ln_x being per head is what lets a rank normalise its own heads.
+ *
+ * Decoding with a cache (models/decode.ts, docs/design.md §37) carries per layer what a token
+ * needs of the past, as RWKV's RNN mode does: the previous token's normed row for each token
+ * shift and the wkv state S (B, H, K, V), which the recurrent kernel advances for both decays.
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -146,9 +150,13 @@ export class LinearLM extends PieceModel {
     const dims = { b, t, h: ctx.local(nHead), dk: hs, dv: hs, scale: 1 / Math.sqrt(hs) }; // this rank's heads
     const lin = (x: Tensor, name: string, label: string, bias = false) =>
       ctx.linear(tape, x, `${n}.${name}`, p(`${n}.${name}.weight`), bias ? p(`${n}.${name}.bias`) : null, label);
+    // Decoding carries what a token needs of the past (design §37): the normed row before the
+    // pass for each token shift, and the wkv state under the mixer's own label; else null.
+    const carry = (label: string, shape: number[]) => ctx.carry?.(label, shape) ?? null;
+    const wkvState = carry(`${n}.att.mixer`, [b, dims.h, hs, hs]); // (B, H, K, V)
     // ---- time mixing
     const a = rmsNorm(tape, x, p(`${n}.ln1.weight`), `${n}.ln1`); // (B·T, C)
-    const sa = tokenShift(tape, a, b, t, `${n}.att.shift`); // (B·T, C): token t−1
+    const sa = tokenShift(tape, a, b, t, `${n}.att.shift`, carry(`${n}.att.shift`, [b, nEmbd])); // (B·T, C): token t−1
     const mix = (m: string) => lerp(tape, a, sa, p(`${n}.att.time_maa_${m}`), `${n}.att.maa_${m}`);
     const proj = (x: Tensor, m: string) => lin(x, `att.${m}`, `${n}.att.${m}`);
     const r = await proj(mix('r'), 'receptance'); // (B, T, H·hs)
@@ -161,8 +169,8 @@ export class LinearLM extends PieceModel {
     const o = await ctx.mixer(tape, [r, k, v, dlogit], (tp, [r, k, v, dlogit]) => {
       const logDecay = logSigmoid(tp, dlogit, 1 / GATE_NORM, `${n}.att.logdecay`); // (B, T, H) or (B, T, C), ≤ 0
       return decay === 'head'
-        ? linearAttention(tp, r, k, v, logDecay, dims, `${n}.att.la`) // (B, T, C)
-        : recurrentLinearAttention(tp, r, k, v, logDecay, p(`${n}.att.time_faaaa`), dims, `${n}.att.wkv`);
+        ? linearAttention(tp, r, k, v, logDecay, dims, `${n}.att.la`, wkvState) // (B, T, C)
+        : recurrentLinearAttention(tp, r, k, v, logDecay, p(`${n}.att.time_faaaa`), dims, `${n}.att.wkv`, wkvState);
     }, `${n}.att.mixer`);
     // ln_x per head (RWKV's GroupNorm(n_head)): no statistic crosses a head, so none crosses ranks.
     const oh = rmsNorm(tape, o, this.unitHead, `${n}.att.ln_x`); // (B·T·H, hs)
@@ -171,7 +179,7 @@ export class LinearLM extends PieceModel {
     x = add(tape, x, await proj(mul(tape, on, gate, `${n}.att.gated`), 'output'), `${n}.res1`);
     // ---- channel mixing
     const m = rmsNorm(tape, x, p(`${n}.ln2.weight`), `${n}.ln2`); // (B·T, C)
-    const sm = tokenShift(tape, m, b, t, `${n}.ffn.shift`);
+    const sm = tokenShift(tape, m, b, t, `${n}.ffn.shift`, carry(`${n}.ffn.shift`, [b, nEmbd]));
     const fmix = (q: string) => lerp(tape, m, sm, p(`${n}.ffn.time_maa_${q}`), `${n}.ffn.maa_${q}`);
     const kk = reluSquared(tape, await lin(fmix('k'), 'ffn.key', `${n}.ffn.key`), `${n}.ffn.relu2`); // (B·T, 4C)
     const vv = await lin(kk, 'ffn.value', `${n}.ffn.value`); // (B·T, C), summed over tp

@@ -92,6 +92,25 @@ export function tokenShiftRef(x: Float64Array, b: number, t: number, c: number):
   return y;
 }
 
+/**
+ * The decoding form (docs/design.md §37): y (B, T, C) with y[b, 0] = carry[b] (B, C) instead of
+ * zero, and the next carry, x[b, T − 1].
+ */
+export function tokenShiftCarryRef(
+  x: Float64Array,
+  carry: Float64Array,
+  b: number,
+  t: number,
+  c: number,
+): { y: Float64Array; carry: Float64Array } {
+  const y = tokenShiftRef(x, b, t, c), next = new Float64Array(b * c);
+  for (let s = 0; s < b; s++) {
+    y.set(carry.subarray(s * c, (s + 1) * c), s * t * c);
+    next.set(x.subarray((s * t + t - 1) * c, (s * t + t) * c), s * c);
+  }
+  return { y, carry: next };
+}
+
 /** dx (B, T, C): dx[b, t] = dy[b, t + 1], zero at t = T − 1. */
 export function tokenShiftBackwardRef(dy: Float64Array, b: number, t: number, c: number): Float64Array {
   const dx = new Float64Array(b * t * c);

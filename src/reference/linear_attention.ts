@@ -57,12 +57,48 @@ export function recurrentForwardRef(
   d: LinearAttentionDims,
   chunk = 0,
 ): { o: Float64Array; states: Float64Array } {
+  const { o, states } = forward(q, k, v, w, u, d, chunk, null);
+  return { o, states };
+}
+
+/**
+ * The decoding form (docs/design.md §37; ChatRWKV's per-layer wkv state, fla-org fused_recurrent's
+ * initial_state / output_final_state): o (B, T, H·V) of the recurrence from S₀ (B, H, K, V)
+ * instead of zero, and S (B, H, K, V) after its last step. The scalar-decay form passes
+ * {@link broadcastDecay}(g) for w and null for u.
+ */
+export function recurrentStateUpdateRef(
+  q: ArrayLike<number>,
+  k: ArrayLike<number>,
+  v: ArrayLike<number>,
+  w: ArrayLike<number>,
+  u: ArrayLike<number> | null,
+  d: LinearAttentionDims,
+  s0: ArrayLike<number>,
+): { o: Float64Array; state: Float64Array } {
+  const { o, last } = forward(q, k, v, w, u, d, 0, s0);
+  return { o, state: last };
+}
+
+/** The recurrence from s0 (zero when null): o, the chunk-entry states, and the last state (B, H, K, V). */
+function forward(
+  q: ArrayLike<number>,
+  k: ArrayLike<number>,
+  v: ArrayLike<number>,
+  w: ArrayLike<number>,
+  u: ArrayLike<number> | null,
+  d: LinearAttentionDims,
+  chunk: number,
+  s0: ArrayLike<number> | null,
+): { o: Float64Array; states: Float64Array; last: Float64Array } {
   const { t: nt, h: nh, dk, dv, scale } = d;
   const nc = chunk ? Math.ceil(nt / chunk) : 0;
   const o = new Float64Array(d.b * nt * nh * dv);
   const states = new Float64Array(d.b * nh * nc * dk * dv);
+  const last = new Float64Array(d.b * nh * dk * dv);
   eachHead(d, (b, h, qk, vv) => {
-    const s = new Float64Array(dk * dv);
+    const at = (b * nh + h) * dk * dv;
+    const s = s0 ? Float64Array.from({ length: dk * dv }, (_, x) => s0[at + x]) : new Float64Array(dk * dv);
     for (let t = 0; t < nt; t++) {
       if (chunk && t % chunk === 0) states.set(s, ((b * nh + h) * nc + t / chunk) * dk * dv);
       for (let i = 0; i < dk; i++) {
@@ -78,8 +114,9 @@ export function recurrentForwardRef(
         }
       }
     }
+    last.set(s, at);
   });
-  return { o, states };
+  return { o, states, last };
 }
 
 /**

@@ -10,8 +10,9 @@
  *   than blockSize the window slides, every position moves, and each step prefills the window
  *   again (what the recompute path does at every step);
  * - {@link sampleRecompute}: the full forward over the context padded to (1, blockSize) for
- *   every token (causality makes the padding invisible); the only way for the linear attention,
- *   whose state is not carried (design §37).
+ *   every token (causality makes the padding invisible); the path of top-k attention, and of any
+ *   architecture without a decoding form (none in the registry since the linear attention
+ *   carries its state, design §37).
  */
 import type { Gpu } from '../gpu/context.ts';
 import { Tape } from '../autograd/tape.ts';

@@ -1,11 +1,12 @@
 /**
  * Incremental decoding with the cache (src/models/decode.ts, docs/design.md §32, §37) gives the
- * full forward's logits, per architecture that has attention (and Mamba, whose layers carry their
- * conv window and scan state): prefill a prompt, decode N tokens one by one, and compare each
- * step's logits with the full forward's at that position, within the f32 bounds of design §7
- * (elementwise and relative RMS). Weights are moved off their small initial values so attention
- * is far from uniform and every layer matters. Also: cache overflow, a changed recurrent depth and
- * the unsupported architecture fail with clear errors.
+ * full forward's logits, per architecture (attention caching K and V, Mamba carrying its conv
+ * window and scan state, the linear attention its token-shift rows and wkv state): prefill a
+ * prompt, decode N tokens one by one, and compare each step's logits with the full forward's at
+ * that position, within the f32 bounds of design §7 (elementwise and relative RMS). Weights are
+ * moved off their small initial values so attention is far from uniform and every layer matters.
+ * Also: cache overflow, a changed recurrent depth, a recurrent mixer that carries no state and an
+ * unknown architecture fail with clear errors.
  */
 import { equal } from 'node:assert/strict';
 import { gpuTest } from '../util/gpu.ts';
@@ -14,6 +15,8 @@ import { Tape } from '../../src/autograd/tape.ts';
 import { createModel } from '../../src/models/registry.ts';
 import { type LanguageModel, logitsOf } from '../../src/models/model.ts';
 import { KvDecoder } from '../../src/models/decode.ts';
+import { cachedContext, KvCache } from '../../src/models/kv_cache.ts';
+import type { Tensor } from '../../src/gpu/tensor.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 
@@ -57,6 +60,8 @@ async function fullLogits(
 // B = 2 case runs K = 2 and N = 5; the hybrid's shared attention runs after both Mamba layers.
 // Recurrent depth: prelude 1, core 2 blocks × 3 iterations, coda 1 (8 attention layers), with
 // and without injection, and one core block iterated 4 times with no prelude or coda.
+// Linear attention: a decay per head (trained by the chunked kernel, decoded by the recurrent
+// one) and per channel with the bonus u, B = 1 and 2; two shifted rows and a wkv state per layer.
 // [label, config, B, attention layers cached, recurrent states carried]
 const CASES: [string, Partial<TrainConfig>, number, number, number][] = [
   ['gpt', { arch: 'gpt' }, 1, 2, 0],
@@ -90,6 +95,10 @@ const CASES: [string, Partial<TrainConfig>, number, number, number][] = [
     4,
     0,
   ],
+  ['linear head decay', { arch: 'linear', linearDecay: 'head' }, 1, 0, 6],
+  ['linear channel decay', { arch: 'linear', linearDecay: 'channel' }, 1, 0, 6],
+  ['linear head decay B=2', { arch: 'linear', linearDecay: 'head' }, 2, 0, 6],
+  ['linear channel decay B=2, 3 layers', { arch: 'linear', linearDecay: 'channel', nLayer: 3 }, 2, 0, 9],
 ];
 
 for (const [label, extra, b, layers, states] of CASES) {
@@ -120,7 +129,11 @@ for (const [label, extra, b, layers, states] of CASES) {
     }
     equal(dec.position, t);
     equal(dec.cache.layerCount, layers, 'one cache per attention layer (per core iteration)');
-    equal(dec.cache.stateCount, states, 'a conv window and a scan state per Mamba layer');
+    equal(
+      dec.cache.stateCount,
+      states,
+      'per Mamba layer a window and a scan state; per linear layer two rows and a wkv state',
+    );
     dec.release();
     model.params.destroy();
   });
@@ -147,11 +160,28 @@ gpuTest('KV-cache decoding: overflow past the cache and a second prefill are ref
   model.params.destroy();
 });
 
-gpuTest('KV-cache decoding refuses the linear attention, naming what is supported', (gpu) => {
-  const model = build(gpu, { arch: 'linear' });
-  assertThrows(() => new KvDecoder(model), `arch 'linear' is not supported (its token shift and wkv state`);
-  assertThrows(() => new KvDecoder(model), 'supported: gpt, gpt-moe, mamba, hybrid, mamba-moe, recurrent-depth');
-  model.params.destroy();
+gpuTest('cached decoding runs a recurrent mixer only over the state its layer carries', async (gpu) => {
+  const cache = new KvCache(gpu, { b: 1, c: 8, nh: 2, tMax: 4 }), ctx = cachedContext(cache);
+  const tape = new Tape(gpu, new Map(), false), x = gpu.zeros([1, 1, 8]), label = 'blocks.0.att.mixer';
+  let ran = 0;
+  const core = (_tp: Tape, [a]: readonly Tensor[]) => (ran++, a);
+  const refused = 'blocks.0.att.mixer: cached decoding cannot run this recurrent mixer (it does not carry its state';
+  assertThrows(() => ctx.mixer(tape, [x], core, label), refused);
+  // A state under another label (the layer's token shift) does not let the mixer run from zero.
+  ctx.carry!('blocks.0.att.shift', [1, 8]);
+  assertThrows(() => ctx.mixer(tape, [x], core, label), refused);
+  equal(ran, 0);
+  const s = ctx.carry!(label, [1, 2, 4, 4]);
+  equal(await ctx.mixer(tape, [x], core, label), x);
+  equal(ran, 1);
+  equal(s?.size, 32);
+  equal(cache.stateCount, 2);
+  tape.dispose();
+  x.release();
+  cache.release();
+  const fake = { arch: 'rnn', cfg: { blockSize: 8, nEmbd: 8 } } as unknown as LanguageModel;
+  assertThrows(() => new KvDecoder(fake), "arch 'rnn' is not supported");
+  assertThrows(() => new KvDecoder(fake), 'supported: gpt, gpt-moe, mamba, hybrid, mamba-moe, recurrent-depth, linear');
 });
 
 gpuTest('KV-cache decoding: recurrent depth refuses a step at another r than the prefill', async (gpu) => {

@@ -2,9 +2,9 @@
  * KV-cache decoding with the cache sharded along T across a cp group of in-process ranks
  * (src/models/kv_shard.ts, docs/design.md §36): every rank's logits at every step equal the
  * single-rank KvDecoder's within §7's f32 bounds, tree and ring decode, cp 2 and 3, gpt, gpt-moe,
- * the hybrid (its Mamba layers' carried states replicated on every rank) and recurrent depth (a
- * cache per core iteration), a prompt and
- * steps that cross the shard boundaries (so later ranks start empty and fill in turn); each rank
+ * the hybrid (its Mamba layers' carried states replicated on every rank), recurrent depth (a
+ * cache per core iteration) and the linear attention (carried states only, no K or V), a prompt
+ * and steps that cross the shard boundaries (so later ranks start empty and fill in turn); each rank
  * holds only its part of the cache; overflow is refused on every rank.
  */
 import { equal, rejects } from 'node:assert/strict';
@@ -21,7 +21,7 @@ const V = 37, BLOCK = 16;
 const MOE = { arch: 'gpt-moe', nExpert: 4, moeTopK: 2, capacityFactor: 2, moeEvery: 1 } as const;
 const DEPTH = { arch: 'recurrent-depth', nLayer: 3, preludeLayers: 1, codaLayers: 1, evalIterations: 2 } as const;
 // [method, cp, B, architecture, attention layers cached]: gpt-moe routes the same tokens as the
-// single-rank decoder does; recurrent depth caches P + Q + r = 4 layers.
+// single-rank decoder does; recurrent depth caches P + Q + r = 4 layers; the linear attention none.
 const CASES: [DecodeCombine, number, number, Partial<TrainConfig>, number][] = [
   ['tree', 2, 1, { arch: 'gpt' }, 2],
   ['tree', 3, 2, { arch: 'gpt' }, 2],
@@ -30,6 +30,7 @@ const CASES: [DecodeCombine, number, number, Partial<TrainConfig>, number][] = [
   ['tree', 2, 1, MOE, 2],
   ['tree', 3, 1, { arch: 'hybrid', attnEvery: 1 }, 2],
   ['ring', 2, 2, DEPTH, 4],
+  ['tree', 2, 2, { arch: 'linear', linearDecay: 'channel' }, 0],
 ];
 
 for (const [method, cp, b, arch, layers] of CASES) {

@@ -4,9 +4,9 @@
  * (temperature 1, no top-k), with the prompt plus the generated tokens running past the block
  * size so the sliding window (one prefill per token) is reached too. gpt-moe (top-1, 4 experts)
  * gets capacity factor 4 = E/k, so the recompute pass over 16 tokens drops none: the cached path
- * routes one token at a time and never drops (design §32). Mamba and the hybrid carry their
- * layers' state (§37), recurrent depth caches every iteration; the linear attention falls back
- * to the recompute path.
+ * routes one token at a time and never drops (design §32). Mamba, the hybrid and the linear
+ * attention (both decays) carry their layers' state (§37), recurrent depth caches every
+ * iteration; an architecture with no decoding form falls back to the recompute path.
  */
 import { deepEqual, equal, ok } from 'node:assert/strict';
 import { gpuTest } from '../util/gpu.ts';
@@ -37,6 +37,8 @@ const ARCHS: [string, Partial<TrainConfig>][] = [
   ['mamba', { arch: 'mamba' }],
   ['hybrid', { arch: 'hybrid', attnEvery: 1 }],
   ['recurrent-depth', { arch: 'recurrent-depth', nLayer: 3, preludeLayers: 1, codaLayers: 1, evalIterations: 2 }],
+  ['linear, head decay', { arch: 'linear', linearDecay: 'head' }],
+  ['linear, channel decay', { arch: 'linear', linearDecay: 'channel' }],
 ];
 
 for (const [label, extra] of ARCHS) {
@@ -55,14 +57,16 @@ for (const [label, extra] of ARCHS) {
   });
 }
 
-gpuTest('sample: the linear attention samples through the recompute path', async (gpu) => {
+gpuTest('sample: an architecture without a decoding form samples through the recompute path', async (gpu) => {
   const m = await model(gpu, { arch: 'linear' });
-  await sampleCached(m, PROMPT, 1, new Random(1), { temperature: 1, topK: 0, autocast: null }).then(
-    () => ok(false, 'the KV-cache path ran the linear attention'),
-    (e: Error) => ok(e.message.includes("arch 'linear' is not supported"), e.message),
+  // The linear model under an arch name the decoder does not know: no cached path for it.
+  const other = Object.create(m, { arch: { value: 'rnn' } }) as LanguageModel;
+  await sampleCached(other, PROMPT, 1, new Random(1), { temperature: 1, topK: 0, autocast: null }).then(
+    () => ok(false, 'the KV-cache path ran an architecture it does not support'),
+    (e: Error) => ok(e.message.includes("arch 'rnn' is not supported"), e.message),
   );
   const o = { temperature: 1, topK: 0, autocast: null };
-  const got = await sampleTokens(gpu, m, PROMPT, 6, new Random(1), o);
+  const got = await sampleTokens(gpu, other, PROMPT, 6, new Random(1), o);
   deepEqual([...got], [...await sampleRecompute(gpu, m, PROMPT, 6, new Random(1), o)]);
   m.params.destroy();
 });
