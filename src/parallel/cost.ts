@@ -160,7 +160,7 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   }
   // tp: Megatron's f/g operators, or sequence parallelism's all-gather / reduce-scatter.
   const tpGroup = mesh.group('tp', rank), bsh = b * s * C, first = me.pp === 0, last = me.pp === P - 1;
-  const again = o.recompute === 'full' ? L * m : 0, core = o.recompute && o.recompute !== 'none' ? L * m : 0;
+  const again = o.recompute === 'full' ? L * m : 0;
   // Each block application moves its activations under tp (recurrent depth's core: r of them).
   const apps = blockApplications(model.layout, plan, me.pp, L, o.coreIterations), fb = apps.fwd + apps.bwd;
   // gpt-moe and recurrent-depth have GPT's blocks; their layout only counts their own parameters.
@@ -224,18 +224,21 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   const shared = zero < 2 ? par.shared ?? 0 : o.sharedPieces ?? Math.ceil((par.shared ?? 0) / (64 * dp * cp)) * 64;
   const what = 'shared block gradients (every stage holds it)', exact = zero < 2 || !!o.sharedPieces;
   if (P > 1) push('pp', what, 'allReduce', ppGroup, shared, 1, exact);
-  // cp: ring attention or Ulysses.
-  const cpGroup = mesh.group('cp', rank), kv = 2 * b * s * (C / t);
+  // cp: ring attention or Ulysses, once per block application (recurrent depth: every iteration);
+  // recomputation re-runs the attention of every forward application (full) or of the recorded ones (selective).
+  const cpGroup = mesh.group('cp', rank), kv = 2 * b * s * (C / t), ex = apps.exact;
+  const redoAttn = (o.recompute === 'full' ? apps.fwd : o.recompute === 'selective' ? apps.bwd : 0) * m;
   if (cp > 1 && plan.cpKind === 'ring') {
-    sends('cp', 'ring attention K,V blocks (fwd)', cpGroup, kv, (cp - 1) * L * m);
-    sends('cp', 'ring attention K,V blocks (bwd)', cpGroup, kv, (cp - 1) * L * m);
-    sends('cp', 'ring attention dK,dV accumulators (bwd, last hop returns them)', cpGroup, kv, cp * L * m);
-    sends('cp', 'recomputed ring attention K,V blocks (bwd)', cpGroup, kv, (cp - 1) * core);
+    sends('cp', 'ring attention K,V blocks (fwd)', cpGroup, kv, (cp - 1) * apps.fwd * m, ex);
+    sends('cp', 'ring attention K,V blocks (bwd)', cpGroup, kv, (cp - 1) * apps.bwd * m, ex);
+    sends('cp', 'ring attention dK,dV accumulators (bwd, last hop returns them)', cpGroup, kv, cp * apps.bwd * m, ex);
+    sends('cp', 'recomputed ring attention K,V blocks (bwd)', cpGroup, kv, (cp - 1) * redoAttn, ex);
   } else if (cp > 1) {
-    bulk('cp', 'Ulysses packed q, k, v (fwd + bwd)', 'allToAll', cpGroup, 3 * b * s * (C / t), 2 * L * m);
-    bulk('cp', 'Ulysses attention output (fwd + bwd)', 'allToAll', cpGroup, b * s * (C / t), 2 * L * m);
-    bulk('cp', 'recomputed Ulysses packed q, k, v (bwd)', 'allToAll', cpGroup, 3 * b * s * (C / t), core);
-    bulk('cp', 'recomputed Ulysses attention output (bwd)', 'allToAll', cpGroup, b * s * (C / t), core);
+    const qkv = 3 * b * s * (C / t), y = b * s * (C / t);
+    bulk('cp', 'Ulysses packed q, k, v (fwd + bwd)', 'allToAll', cpGroup, qkv, fb * m, ex);
+    bulk('cp', 'Ulysses attention output (fwd + bwd)', 'allToAll', cpGroup, y, fb * m, ex);
+    bulk('cp', 'recomputed Ulysses packed q, k, v (bwd)', 'allToAll', cpGroup, qkv, redoAttn, ex);
+    bulk('cp', 'recomputed Ulysses attention output (bwd)', 'allToAll', cpGroup, y, redoAttn, ex);
   }
   // ep: MoE dispatch and combine.
   if (model.nExpert && ep > 1) {

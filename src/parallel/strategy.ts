@@ -19,10 +19,9 @@ import { MOE_ARCHS } from '../models/archs.ts';
  * - pp: every architecture — gpt, linear, mamba, hybrid (its shared attention block is held by
  *   every stage and its gradient summed over the pp group), gpt-moe, mamba-moe, recurrent-depth
  *   (over its P + 1 + Q pieces: the core with all its iterations is one, models/archs.ts pipelineBlocks).
- * - ZeRO-2/3 on recurrent-depth: refused (its per-layer units are untested with the truncated
- *   iterations); ZeRO-1 and plain dp run it (docs/design.md §33).
- * - cp: gpt only; the recurrent mixers would need the chunk-boundary state passed along the ring
- *   (a sequence-parallel scan), which is not built.
+ * - cp: gpt and recurrent-depth (attention is their only sequence mixer; recurrent depth's runs
+ *   once per core iteration); the recurrent mixers would need the chunk-boundary state passed
+ *   along the ring (a sequence-parallel scan), which is not built.
  * @throws Error naming the dimension, the architecture and the rule.
  */
 export function checkArchSplit(plan: ParallelPlan, arch: string): void {
@@ -46,15 +45,10 @@ export function checkArchSplit(plan: ParallelPlan, arch: string): void {
     ],
     [
       'cp',
-      ['gpt'],
+      ['gpt', 'recurrent-depth'],
       'context parallelism splits attention only; the recurrent mixers would need a sequence-parallel scan',
     ],
   ];
-  if (arch === 'recurrent-depth' && plan.zero > 1) {
-    throw new Error(
-      `zero ${plan.zero} does not apply to --arch recurrent-depth: its per-layer ZeRO units are not tested with the truncated core iterations (allowed: zero 0 or 1)`,
-    );
-  }
   for (const [dim, archs, why] of rules) {
     const on = plan[dim] === true || (plan[dim] as number) > 1, what = plan[dim] === true ? dim : `${dim} ${plan[dim]}`;
     if (on && !archs.includes(arch)) {

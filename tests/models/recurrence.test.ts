@@ -19,7 +19,7 @@ import { Trainer } from '../../src/train/trainer.ts';
 import { EVAL_STEP } from '../../src/train/evaluate.ts';
 import { CharTokenizer } from '../../src/data/tokenizer.ts';
 import { TextDataset } from '../../src/data/dataset.ts';
-import { checkArchSplit } from '../../src/parallel/strategy.ts';
+import { checkArchSplit, strategyOf } from '../../src/parallel/strategy.ts';
 import { makePlan } from '../../src/parallel/plan.ts';
 import { planModelOf } from '../../src/parallel/run.ts';
 
@@ -106,7 +106,7 @@ gpuTest(
   },
 );
 
-Deno.test('recurrent-depth config and plan rules: a core block is required; dp, pp, tp and sp run; cp and ZeRO-2/3 are refused by name', () => {
+Deno.test('recurrent-depth config and plan rules: a core block is required; every dense split runs; ep and a pipeline split of the wrong count are refused by name', () => {
   throws(
     () => parseConfig({ arch: 'recurrent-depth', nLayer: 2, preludeLayers: 1, codaLayers: 1 }),
     /--arch recurrent-depth needs at least one core block: nLayer \(2\) .* give --n-layer 3 or more/,
@@ -117,19 +117,19 @@ Deno.test('recurrent-depth config and plan rules: a core block is required; dp, 
   checkArchSplit(makePlan({ dp: 2, zero: 1 }), 'recurrent-depth');
   checkArchSplit(makePlan({ dp: 2, pp: 2 }), 'recurrent-depth');
   checkArchSplit(makePlan({ tp: 2, sp: true }), 'recurrent-depth');
-  throws(() => checkArchSplit(makePlan({ cp: 2 }), 'recurrent-depth'), /cp 2 does not apply to --arch recurrent-depth/);
+  checkArchSplit(makePlan({ cp: 2 }), 'recurrent-depth');
+  checkArchSplit(makePlan({ dp: 2, zero: 3 }), 'recurrent-depth');
+  throws(
+    () => strategyOf(makePlan({ dp: 2, ep: 2 }), 'recurrent-depth'),
+    /ep 2 needs --arch gpt-moe or mamba-moe, got recurrent-depth/,
+  );
   // The plan CLI and the parallel trainer build the plan model first: it states these rules in the arch's terms.
   const rd = parseConfig({ arch: 'recurrent-depth', nLayer: 4 });
   throws(
     () => planModelOf(makePlan({ pp: 2 }), rd, 11),
     /pieces, .* = 1 \+ 1 \+ 1 = 3, not nLayer; 3 is not divisible/,
   );
-  throws(() => planModelOf(makePlan({ cp: 2 }), rd, 11), /cp 2 does not apply to --arch recurrent-depth/);
   equal(planModelOf(makePlan({ pp: 2 }), { ...rd, codaLayers: 2 }, 11).nLayer, 4, 'P + 1 + Q pieces');
-  throws(
-    () => checkArchSplit(makePlan({ dp: 2, zero: 2 }), 'recurrent-depth'),
-    /zero 2 does not apply to --arch recurrent-depth: .*allowed: zero 0 or 1/,
-  );
 });
 
 Deno.test({

@@ -103,6 +103,16 @@ const CASES: [string, Partial<TrainConfig>, Partial<ParallelPlan>][] = [
   // per step (3 on average, the last 2 iterations recorded), so the tp traffic varies by step.
   ['recurrent-depth tp2', { ...DEPTH, nLayer: 3 }, { tp: 2 }],
   ['recurrent-depth tp2 + sp, recompute full', { ...DEPTH, nLayer: 3, recompute: 'full' }, { tp: 2, sp: true }],
+  // Attention is its only mixer: cp splits every iteration's attention (ring and Ulysses).
+  ['recurrent-depth cp2 (ring)', { ...DEPTH, nLayer: 3 }, { cp: 2 }],
+  ['recurrent-depth dp2 × cp2 (Ulysses), recompute selective', { ...DEPTH, nLayer: 3, recompute: 'selective' }, {
+    dp: 2,
+    cp: 2,
+    cpKind: 'ulysses',
+  }],
+  // ZeRO: the core's blocks are one unit (piece P), reduced once its last recorded iteration's backward ran.
+  ['recurrent-depth dp2 × ZeRO-2', { ...DEPTH, nLayer: 3 }, { dp: 2, zero: 2 }],
+  ['recurrent-depth dp2 × tp2 × ZeRO-3', { ...DEPTH, nLayer: 3 }, { dp: 2, tp: 2, zero: 3 }],
   // Pieces prelude | core: the core, 2 blocks × r, and the head on stage 1.
   ['recurrent-depth dp2 × tp2 × pp2 (1F1B)', { ...DEPTH, nLayer: 3, preludeLayers: 1, codaLayers: 0 }, {
     dp: 2,
