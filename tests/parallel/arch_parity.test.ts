@@ -113,6 +113,14 @@ const CASES: [string, Partial<TrainConfig>, Partial<ParallelPlan>][] = [
   // ZeRO: the core's blocks are one unit (piece P), reduced once its last recorded iteration's backward ran.
   ['recurrent-depth dp2 × ZeRO-2', { ...DEPTH, nLayer: 3 }, { dp: 2, zero: 2 }],
   ['recurrent-depth dp2 × tp2 × ZeRO-3', { ...DEPTH, nLayer: 3 }, { dp: 2, tp: 2, zero: 3 }],
+  // Interleaved, v 2: pieces prelude | core | coda | coda over stages 0 1 2 3, rank 1 holding the core's stage.
+  ['recurrent-depth pp2 (interleaved, v 2) × tp2', { ...DEPTH, nLayer: 4, preludeLayers: 1, codaLayers: 2 }, {
+    pp: 2,
+    tp: 2,
+    schedule: 'interleaved',
+    virtualStages: 2,
+    microBatches: 2,
+  }],
   // Pieces prelude | core: the core, 2 blocks × r, and the head on stage 1.
   ['recurrent-depth dp2 × tp2 × pp2 (1F1B)', { ...DEPTH, nLayer: 3, preludeLayers: 1, codaLayers: 0 }, {
     dp: 2,
