@@ -156,7 +156,7 @@ function trafficSection(
     '',
   );
   out.push(
-    `rank ${me} in detail (${opts.algorithm} collectives; ≈ marks counts that depend on implementation choices):`,
+    `rank ${me} in detail (${opts.algorithm} collectives; ≈ marks counts that depend on implementation choices or, for recurrent depth, on the r drawn each step (counted at its mean)):`,
   );
   out.push(
     traffic[me].length
