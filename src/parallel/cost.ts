@@ -17,7 +17,7 @@ import {
   planWorldSize,
   rankParams,
 } from './plan.ts';
-import { blockApplications, recurrentBlockTraffic } from './arch_params.ts';
+import { blockApplications, type Push, recurrentBlockTraffic } from './arch_params.ts';
 import { compressRows } from './compressed_rows.ts';
 import { outerSyncRows } from './low_comm.ts';
 import type { CommRow, PlanDim, TrafficOptions } from './cost_types.ts';
@@ -96,15 +96,9 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
       ...(bulk && { bulk }),
     });
   };
-  const bulk = (
-    dim: PlanDim,
-    what: string,
-    coll: Collective,
-    group: number[],
-    n: number,
-    calls: number,
-    exact = true,
-  ) => push(dim, what, coll, group, n, calls, exact, 'act');
+  // Activation traffic (the trace's bulk kind): a row as push writes it, exact unless told otherwise.
+  const bulk = (...[dim, what, coll, group, n, calls, exact = true]: [...Parameters<Push>, boolean?]) =>
+    push(dim, what, coll, group, n, calls, exact, 'act');
   const sends = (dim: PlanDim, what: string, group: number[], n: number, count: number, exact = true) => {
     if (count > 0 && n > 0) {
       rows.push({
