@@ -4,6 +4,7 @@
  * the accounting can set them side by side.
  */
 import { rankGradMatrices } from './grad_compression.ts';
+import { trainIterations } from '../models/recurrence.ts';
 import type { TrainConfig } from '../train/config.ts';
 import type { ParallelPlan, PlanModel, StrategyKind } from './plan.ts';
 import { type CommRow, type PlanDim, stepTraffic, type TrafficOptions } from './cost.ts';
@@ -27,7 +28,10 @@ export function sentByDim(sent: Record<string, number>): Record<string, number> 
   return out;
 }
 
-/** One step's predicted traffic of `rank`: cost.ts stepTraffic with the trainer's buckets and scalar collectives. */
+/**
+ * One step's predicted traffic of `rank`: cost.ts stepTraffic with the trainer's buckets and scalar
+ * collectives; for recurrent depth, of step `step` (its drawn r), or at the mean r without one.
+ */
 export function predictedTraffic(
   kind: StrategyKind,
   plan: ParallelPlan,
@@ -35,9 +39,12 @@ export function predictedTraffic(
   cfg: TrainConfig,
   rank: number,
   sizes: Pick<TrafficOptions, 'buckets' | 'expertBuckets' | 'spBuckets' | 'sharedPieces'> = {},
+  step?: number,
 ): CommRow[] {
   return stepTraffic(plan, model, rank, {
     ...sizes,
+    // Recurrent depth: the r drawn at `step` sets its tp and cp traffic (unknown without a step: r̄, inexact).
+    ...(cfg.arch === 'recurrent-depth' && step !== undefined && { coreIterations: trainIterations(cfg, step) }),
     bias: cfg.bias,
     topK: cfg.moeTopK,
     capacityFactor: cfg.capacityFactor,

@@ -109,7 +109,10 @@ export interface RankSummary {
   rank: number;
   kind: StrategyKind;
   memory: RankMemory;
-  /** Predicted traffic of one step: cost.ts `stepTraffic` for this trainer ({@link predictedTraffic}). */
+  /**
+   * Predicted traffic of one step: cost.ts `stepTraffic` for this trainer ({@link predictedTraffic});
+   * recurrent depth's, whose r is drawn per step, of the last step run.
+   */
   predicted: CommRow[];
   /** Steps run by {@link trainRank} (empty from the streaming tasks, whose steps went out earlier). */
   records: RankStepRecord[];
@@ -171,7 +174,8 @@ export class RankRun {
     readonly cfg: TrainConfig,
     readonly data: TextDataset,
     readonly built: Built,
-    readonly predicted: CommRow[],
+    /** The traffic predicted for step s (rank_traffic.ts predictedTraffic with this trainer's sizes). */
+    readonly predictedAt: (step?: number) => CommRow[],
   ) {}
 
   /**
@@ -189,7 +193,7 @@ export class RankRun {
     try {
       const built = buildTrainer(gpu, world, args.plan, cfg, data, vocabSize, args.bucketBytes);
       const rank = world.transport.rank;
-      const predicted = predictedTraffic(kind, args.plan, model, cfg, rank, built.sizes);
+      const predicted = (step?: number) => predictedTraffic(kind, args.plan, model, cfg, rank, built.sizes, step);
       const run = new RankRun(world, gpu, kind, args.plan, cfg, data, built, predicted);
       if (args.resume) {
         const what = `rank ${rank}'s checkpoint`;
@@ -271,7 +275,7 @@ export class RankRun {
       rank: this.world.transport.rank,
       kind: this.kind,
       memory: { ...own, peakPool: this.gpu.pool.stats.peakBytes, paramElements: p.count },
-      predicted: this.predicted,
+      predicted: this.predictedAt(this.next > 0 ? this.next - 1 : undefined),
       records,
     };
   }
