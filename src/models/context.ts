@@ -11,7 +11,8 @@
  *   (src/models/recompute.ts) can re-run it in backward, as it does the attention core;
  * - `embed` / `head`: the token embedding and the tied LM head with its cross-entropy, or their
  *   vocab-parallel forms;
- * - `carry` (decoding only): the buffer a recurrent layer keeps its state in between passes.
+ * - `carry` (decoding only): the buffer a recurrent layer keeps its state in between passes;
+ * - `shift`: RWKV's token shift, which under sequence parallelism reads across shard edges.
  * The single-rank model runs over {@link LOCAL}, which calls the plain ops and never awaits
  * anything but resolved promises. src/parallel/rank_context.ts supplies the split forms.
  */
@@ -106,6 +107,13 @@ export interface ModelContext {
    * under the mixer's own label.
    */
   carry?(label: string, shape: number[]): Tensor | null;
+  /**
+   * RWKV's token shift of x (B·T, C) → (B·T, C), row i taking row i − 1 within each sequence,
+   * where the rows x holds are not the whole sequence: under sequence parallelism a rank's shard
+   * needs the row before its first from the previous rank (src/parallel/sp_shift.ts). Absent: the
+   * plain shift (autograd/ops.ts tokenShift) on all B·T rows.
+   */
+  shift?(tape: Tape, x: Tensor, b: number, t: number, label: string): Maybe<Tensor>;
 }
 
 /** The identity context: the single-rank model. */

@@ -156,7 +156,10 @@ export class LinearLM extends PieceModel {
     const wkvState = carry(`${n}.att.mixer`, [b, dims.h, hs, hs]); // (B, H, K, V)
     // ---- time mixing
     const a = rmsNorm(tape, x, p(`${n}.ln1.weight`), `${n}.ln1`); // (B·T, C)
-    const sa = tokenShift(tape, a, b, t, `${n}.att.shift`, carry(`${n}.att.shift`, [b, nEmbd])); // (B·T, C): token t−1
+    // Token t−1's row: across shard edges under sequence parallelism, carried while decoding.
+    const shift = async (x: Tensor, label: string) =>
+      ctx.shift ? await ctx.shift(tape, x, b, t, label) : tokenShift(tape, x, b, t, label, carry(label, [b, nEmbd]));
+    const sa = await shift(a, `${n}.att.shift`); // (B·T, C): token t−1
     const mix = (m: string) => lerp(tape, a, sa, p(`${n}.att.time_maa_${m}`), `${n}.att.maa_${m}`);
     const proj = (x: Tensor, m: string) => lin(x, `att.${m}`, `${n}.att.${m}`);
     const r = await proj(mix('r'), 'receptance'); // (B, T, H·hs)
@@ -179,7 +182,7 @@ export class LinearLM extends PieceModel {
     x = add(tape, x, await proj(mul(tape, on, gate, `${n}.att.gated`), 'output'), `${n}.res1`);
     // ---- channel mixing
     const m = rmsNorm(tape, x, p(`${n}.ln2.weight`), `${n}.ln2`); // (B·T, C)
-    const sm = tokenShift(tape, m, b, t, `${n}.ffn.shift`, carry(`${n}.ffn.shift`, [b, nEmbd]));
+    const sm = await shift(m, `${n}.ffn.shift`);
     const fmix = (q: string) => lerp(tape, m, sm, p(`${n}.ffn.time_maa_${q}`), `${n}.ffn.maa_${q}`);
     const kk = reluSquared(tape, await lin(fmix('k'), 'ffn.key', `${n}.ffn.key`), `${n}.ffn.relu2`); // (B·T, 4C)
     const vv = await lin(kk, 'ffn.value', `${n}.ffn.value`); // (B·T, C), summed over tp

@@ -37,6 +37,7 @@ export function recomputeContext(ctx: ModelContext, mode: Recompute): ModelConte
     embed: (tape, input, wte, positions, learned, b, t) => ctx.embed(tape, input, wte, positions, learned, b, t),
     head: (tape, xf, wte, input, opts, vocab) => ctx.head(tape, xf, wte, input, opts, vocab),
     local: (width) => ctx.local(width),
+    ...(ctx.shift && { shift: ctx.shift.bind(ctx) }),
     // A MoE model's context carries its MoE function (moe_layer.ts MoEContext): keep it.
     ...((ctx as Partial<MoEContext>).moe ? { moe: (ctx as MoEContext).moe } : {}),
   };

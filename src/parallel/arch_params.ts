@@ -113,8 +113,9 @@ export type Push = (dim: PlanDim, what: string, coll: Collective, group: number[
  * hybrid.ts and linear.ts), per micro-batch. Each RWKV-style block (linear.ts) allReduces its two
  * row-parallel outputs (att.output, ffn.value) forward and the input gradients of its six
  * column-parallel layers backward: r, k, v, gate and decay each read their own token-shift mix,
- * so each has its own f, and ffn.key; its replicated ffn.receptance moves nothing (linear + sp is
- * refused, strategy.ts). Each Mamba mixer sums its out_proj output (sp: reduce-scatter)
+ * so each has its own f, and ffn.key; its replicated ffn.receptance moves nothing. Under sp those
+ * become the six inputs' all-gathers and the two outputs' reduce-scatters, and conjugates in
+ * backward (the token shift's halo rows are point to point: cost.ts). Each Mamba mixer sums its out_proj output (sp: reduce-scatter)
  * forward and the in_proj_x / in_proj_z input gradients (sp: their gathers' conjugates)
  * backward, and allReduces its x_proj outputs (b·s·R, b·s·N, b·s·N) forward and their gradients
  * backward (row-inner + f); the hybrid's shared attention block, after every attnEvery-th layer,
@@ -144,8 +145,28 @@ export function recurrentBlockTraffic(
   });
   const mixers = own.length, attn = lay.arch === 'hybrid' ? own.filter((i) => (i + 1) % lay.attnEvery === 0).length : 0;
   const r = full ? 1 : 0;
-  if (lay.arch === 'linear') {
+  if (lay.arch === 'linear' && !sp) {
     push('tp', 'RWKV block row outputs fwd + column inputs bwd', 'allReduce', group, bsh, (2 + 6 + 2 * r) * mixers * m);
+    return;
+  }
+  if (lay.arch === 'linear') {
+    // Six column-parallel inputs gathered (r, k, v, gate, decay, ffn.key), two row outputs scattered.
+    push(
+      'tp',
+      'RWKV block column-input gathers fwd + row-output gathers bwd',
+      'allGather',
+      group,
+      bsh,
+      (8 + 6 * r) * mixers * m,
+    );
+    push(
+      'tp',
+      'RWKV block row-output scatters fwd + column-input scatters bwd',
+      'reduceScatter',
+      group,
+      bsh,
+      (8 + 2 * r) * mixers * m,
+    );
     return;
   }
   if (!sp) {

@@ -18,6 +18,7 @@ import {
   rankParams,
 } from './plan.ts';
 import { blockApplications, type Push, recurrentBlockTraffic } from './arch_params.ts';
+import { haloPeers } from './sp_shift.ts';
 import { compressRows } from './compressed_rows.ts';
 import { outerSyncRows } from './low_comm.ts';
 import type { CommRow, PlanDim, TrafficOptions } from './cost_types.ts';
@@ -175,6 +176,19 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
       ppRank: me.pp,
       P,
     });
+    if (recurrent.arch === 'linear' && sp) {
+      // Two token shifts per block, each one halo row (C) to the next tp rank forward (again when
+      // recomputed) and its gradient back (sp_shift.ts), where a shard starts inside a sequence.
+      const halo = haloPeers(me.tp, t, (b * s) / t, s), redo = again ? 1 : 0;
+      sends(
+        'tp',
+        'sequence-parallel token-shift halo rows (fwd)',
+        tpGroup,
+        C,
+        halo.toNext ? 2 * L * m * (1 + redo) : 0,
+      );
+      sends('tp', 'sequence-parallel token-shift halo gradients (bwd)', tpGroup, C, halo.fromPrev ? 2 * L * m : 0);
+    }
   } else if (!sp) {
     const outs = (2 * fb - 2 * moeBlocks) * m, redo = again ? (2 * apps.fwd - moeBlocks) * m : 0;
     bulk('tp', 'layer outputs fwd + inputs bwd', 'allReduce', tpGroup, bsh, outs, apps.exact);

@@ -10,15 +10,24 @@
  *   context-parallel group when the rank holds T/cp tokens of every sequence.
  * - embed / head: the vocab-parallel embedding and cross-entropy (vocab_parallel.ts); the
  *   learned positions looked up at this rank's global positions.
+ * - shift: RWKV's token shift, with a halo row from the previous rank under sequence
+ *   parallelism (sp_shift.ts).
  * With tp = 1 and no context parallelism every op is the single-rank one.
  */
 import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from '../autograd/tape.ts';
-import { add, crossEntropy, embedding, flashAttention, linear } from '../autograd/ops.ts';
+import { add, crossEntropy, embedding, flashAttention, linear, tokenShift } from '../autograd/ops.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import type { FloatCollectives } from '../comm/compressed.ts';
 import type { ParamStore } from '../nn/params.ts';
-import { type ContextAttnDims, LOCAL, type ModelContext, type ModelInput, uploadIds } from '../models/context.ts';
+import {
+  type ContextAttnDims,
+  LOCAL,
+  type Maybe,
+  type ModelContext,
+  type ModelInput,
+  uploadIds,
+} from '../models/context.ts';
 import type { ForwardOptions, ForwardResult } from '../models/model.ts';
 import { subGroup } from './data_parallel.ts';
 import type { MoEFn } from '../models/moe_layer.ts';
@@ -34,6 +43,8 @@ import { ringAttention } from './ring_attention.ts';
 import { ulyssesAttention } from './ulysses.ts';
 import type { CpKind } from './plan.ts';
 import { tpRole } from './tp_table.ts';
+import { sequenceParallelShift } from './sp_shift.ts';
+import { RowBiasColumns } from './row_bias.ts';
 
 /** Where a rank sits: its tp group (size 1 without tp), sequence parallelism, context parallelism. */
 export interface RankContextOptions {
@@ -66,8 +77,7 @@ export class RankContext implements ModelContext {
   private attnGroup: FloatCollectives | undefined;
   /** The groups {@link withGroups} swaps in, per purpose. */
   private readonly purposeGroups = new Map<string, [Communicator, Communicator, Communicator | undefined]>();
-  /** Row-parallel bias values → their (C, 1) views, the weight of a 1-input linear: y = 1·bᵀ. */
-  private readonly biasCols = new Map<Tensor, Tensor>();
+  private readonly biasCols = new RowBiasColumns();
   /**
    * The MoE sub-layer of a MoE model (moe_layer.ts MoEContext): set by stages.ts once the model
    * exists — its experts on this rank, or exchanged over the rank's EP group.
@@ -115,23 +125,14 @@ export class RankContext implements ModelContext {
     return this.tp === 1 && !this.o.context;
   }
 
-  /** The store's value → gradient map for tapes, plus the row-parallel biases' (C, 1) views. */
+  /** The store's value → gradient map for tapes, plus the row-parallel biases' (C, 1) views (row_bias.ts). */
   gradMap(store: ParamStore): Map<Tensor, Tensor> {
-    const map = store.gradMap();
-    this.biasCols.clear(); // a store rehomed since (ZeRO-2/3) has new value tensors
-    if (this.tp === 1) return map;
-    for (const p of store.params) {
-      if (!p.name.endsWith('.bias') || !isRow(p.name.replace(/\.bias$/, '.weight'))) continue;
-      const col = p.value.view([p.size, 1]);
-      this.biasCols.set(p.value, col);
-      map.set(col, p.grad.view([p.size, 1]));
-    }
-    return map;
+    return this.biasCols.gradMap(store, this.tp);
   }
 
   /** The bias columns {@link gradMap} made, each mapped to the bias value it stands for (buckets.ts BucketFinality). */
   biasAliases(): Map<Tensor, Tensor> {
-    return new Map([...this.biasCols].map(([value, col]) => [col, value]));
+    return this.biasCols.aliases();
   }
 
   /** Shape (B·T, C), or (B·T/tp, C) under sequence parallelism, of the residual stream. */
@@ -195,6 +196,15 @@ export class RankContext implements ModelContext {
     return cx.kind === 'ring'
       ? await ringAttention(tape, qkv, ring, this.attnGroup!, label)
       : await ulyssesAttention(tape, qkv, ring, this.attnGroup!, label);
+  }
+
+  /**
+   * RWKV's token shift of x (B·T, C): under sequence parallelism this rank's rows need the row
+   * before their first from the previous rank (sp_shift.ts); otherwise every rank holds all rows.
+   */
+  shift(tape: Tape, x: Tensor, b: number, t: number, label: string): Maybe<Tensor> {
+    if (!this.sequenceParallel) return tokenShift(tape, x, b, t, label);
+    return sequenceParallelShift(tape, x, b, t, this.act, label);
   }
 
   /** A recurrent mixer core runs on this rank's own channels / heads: nothing crosses ranks. */
@@ -283,9 +293,4 @@ export class RankContext implements ModelContext {
     );
     return { logits, loss };
   }
-}
-
-function isRow(name: string): boolean {
-  const role = tpRole(name);
-  return role === 'row' || role === 'row-inner';
 }

@@ -12,10 +12,9 @@ import { MOE_ARCHS } from '../models/archs.ts';
  *   channels), hybrid, linear (its heads; ln_x is a per-head norm, so it splits with them), the
  *   MoE models (their attention / mixer split, router and experts whole on every tp rank), and
  *   recurrent-depth (GPT blocks; the adapter whole on every rank).
- * - sp: gpt, mamba, hybrid, recurrent-depth. Not linear: its token shift runs on the residual side, before any
- *   gather, and reads each token's predecessor, which for the first token of a sequence shard
- *   sits on the previous rank. Not the MoE models: each tp rank would route a different shard
- *   of the tokens through the same replicated experts.
+ * - sp: gpt, mamba, hybrid, linear (its token shift reads the row before a shard's first from the
+ *   previous rank, sp_shift.ts), recurrent-depth. Not the MoE models: each tp rank would route a
+ *   different shard of the tokens through the same replicated experts.
  * - pp: every architecture — gpt, linear, mamba, hybrid (its shared attention block is held by
  *   every stage and its gradient summed over the pp group), gpt-moe, mamba-moe, recurrent-depth
  *   (over its P + 1 + Q pieces: the core with all its iterations is one, models/archs.ts pipelineBlocks).
@@ -33,10 +32,9 @@ export function checkArchSplit(plan: ParallelPlan, arch: string): void {
     ],
     [
       'sp',
-      ['gpt', 'mamba', 'hybrid', 'recurrent-depth'],
-      "sequence parallelism shards the residual stream's tokens, and linear's token shift needs each token's " +
-      'predecessor from the previous shard, and MoE routing would see a different token shard per tp rank; ' +
-      'these take tp without --sp',
+      ['gpt', 'mamba', 'hybrid', 'linear', 'recurrent-depth'],
+      "sequence parallelism shards the residual stream's tokens, and MoE routing would see a different token " +
+      'shard per tp rank; the MoE models take tp without --sp',
     ],
     [
       'pp',

@@ -63,6 +63,19 @@ const CASES: [string, Partial<TrainConfig>, Partial<ParallelPlan>][] = [
   }, {
     tp: 2,
   }],
+  // Sequence parallelism: a shard that starts inside a sequence takes the previous shard's last row
+  // for its token shift (sp_shift.ts). B = 3, T = 16 over tp 2: rank 1's 24 rows start at token 8
+  // of sequence 1 and cross into sequence 2; dp 2 × tp 2 with B = 1 per replica: 8 rows each.
+  ['linear tp2 + sp, B = 3', { arch: 'linear', nEmbd: 16, batchSize: 3 }, { tp: 2, sp: true }],
+  ['linear dp2 × tp2 + sp (channel decay), recompute full', {
+    arch: 'linear',
+    nEmbd: 16,
+    batchSize: 2,
+    linearDecay: 'channel',
+    recompute: 'full',
+  }, { dp: 2, tp: 2, sp: true }],
+  // Shards aligned with sequences (B = 4: 32 rows each): no halo at all.
+  ['linear tp2 + sp, recompute selective', { arch: 'linear', nEmbd: 16, recompute: 'selective' }, { tp: 2, sp: true }],
   ['hybrid tp2', { arch: 'hybrid', nEmbd: 16, attnEvery: 1 }, { tp: 2 }],
   ['hybrid dp2 × tp2', { arch: 'hybrid', nEmbd: 16, attnEvery: 2 }, { dp: 2, tp: 2 }],
   // The shared attention block runs on both stages: every stage holds it, the pp group sums its gradients.
@@ -172,7 +185,7 @@ for (const [what, arch, over] of CASES) {
   });
 }
 
-Deno.test('tp_table: every parameter of every architecture has a role; linear + sp, MoE + sp and recurrent cp are refused by name', async () => {
+Deno.test('tp_table: every parameter of every architecture has a role; MoE + sp and recurrent cp are refused by name', async () => {
   const { testGpu } = await import('../util/gpu.ts');
   const gpu = await testGpu();
   const archs = [['gpt'], ['mamba'], ['hybrid'], ['linear', 'head'], ['linear', 'channel'], ['gpt-moe'], [
@@ -191,10 +204,7 @@ Deno.test('tp_table: every parameter of every architecture has a role; linear + 
   equal(tpRole('blocks.1.ffn.receptance.weight'), 'replicated');
   equal(tpRole('emb.weight'), 'vocab');
   checkArchSplit(makePlan({ dp: 2, tp: 2 }), 'linear');
-  throws(
-    () => checkArchSplit(makePlan({ tp: 2, sp: true }), 'linear'),
-    /^Error: sp does not apply to --arch linear: .*token shift.*\(allowed: gpt, mamba, hybrid, recurrent-depth\)/,
-  );
+  checkArchSplit(makePlan({ tp: 2, sp: true }), 'linear');
   checkArchSplit(makePlan({ pp: 2 }), 'mamba-moe');
   equal(tpRole('transformer.h.1.mlp.experts.3.c_proj.weight'), 'replicated', 'experts whole on every tp rank');
   throws(() => checkArchSplit(makePlan({ tp: 2, sp: true }), 'mamba-moe'), /sp does not apply to --arch mamba-moe/);

@@ -57,7 +57,8 @@ Deno.test('strategyOf: the mesh trainer for every split model, dp / ZeRO / ep ov
   equal(strategyOf(makePlan({ tp: 2 }), 'mamba'), 'mesh', 'mamba splits its inner channels');
   equal(strategyOf(makePlan({ pp: 2, tp: 2 }), 'mamba'), 'mesh');
   equal(strategyOf(makePlan({ tp: 2 }), 'linear'), 'mesh', 'linear splits its heads');
-  throws(() => strategyOf(makePlan({ tp: 2, sp: true }), 'linear'), /sp does not apply to --arch linear/);
+  equal(strategyOf(makePlan({ tp: 2, sp: true }), 'linear'), 'mesh', 'linear under sp: a halo row per token shift');
+  throws(() => strategyOf(makePlan({ tp: 2, sp: true }), 'gpt-moe'), /sp does not apply to --arch gpt-moe/);
   throws(() => strategyOf(makePlan({ cp: 2 }), 'hybrid'), /cp 2 does not apply to --arch hybrid/);
   throws(() => strategyOf(makePlan({ dp: 2, ep: 2 }), 'gpt'), /gpt-moe/);
 });
