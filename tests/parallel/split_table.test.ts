@@ -1,0 +1,46 @@
+/**
+ * The README's table of which split each architecture takes equals what strategy.ts accepts:
+ * every cell is checked both ways (a ✓ must be accepted, a — refused with an error naming the
+ * dimension and the architecture), and every architecture has a row.
+ */
+import { deepEqual, equal, ok, throws } from 'node:assert/strict';
+import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
+import { strategyOf } from '../../src/parallel/strategy.ts';
+import { ARCH_NAMES } from '../../src/models/archs.ts';
+
+const README = await Deno.readTextFile(new URL('../../README.md', import.meta.url));
+
+/** The plan each column stands for (its dimension at 2 on a mesh that has what it needs). */
+const COLUMNS: Record<string, Partial<ParallelPlan>[]> = {
+  'dp, ZeRO-1/2/3': [{ dp: 2 }, { dp: 2, zero: 1 }, { dp: 2, zero: 2 }, { dp: 2, zero: 3 }],
+  tp: [{ tp: 2 }],
+  sp: [{ tp: 2, sp: true }],
+  pp: [{ pp: 2 }],
+  cp: [{ cp: 2 }],
+  ep: [{ dp: 2, ep: 2 }],
+};
+
+Deno.test('README split table = strategy.ts: every ✓ accepted, every — refused by name', () => {
+  const lines = README.split('\n');
+  const head = lines.findIndex((l) => /^\| `--arch` +\| dp, ZeRO-1\/2\/3 \|/.test(l));
+  ok(head >= 0, 'the table is in the README');
+  const cols = lines[head].split('|').slice(2, -1).map((c) => c.trim());
+  deepEqual(cols, Object.keys(COLUMNS));
+  const rows = lines.slice(head + 2).filter((l, i, a) => a.slice(0, i + 1).every((x) => x.startsWith('|')));
+  const archs = rows.map((r) => /^\| `([a-z-]+)`/.exec(r)![1]);
+  deepEqual([...archs].sort(), [...ARCH_NAMES].sort(), 'one row per architecture');
+  for (const row of rows) {
+    const arch = /^\| `([a-z-]+)`/.exec(row)![1], cells = row.split('|').slice(2, -1).map((c) => c.trim());
+    cells.forEach((cell, i) => {
+      for (const p of COLUMNS[cols[i]]) {
+        const what = `${arch} × ${JSON.stringify(p)}`;
+        if (cell === '✓') equal(strategyOf(makePlan(p), arch), 'mesh', what);
+        else {
+          equal(cell, '—', `${what}: a cell is ✓ or —`);
+          const dim = cols[i] === 'sp' ? 'sp' : `${cols[i]} 2`;
+          throws(() => strategyOf(makePlan(p), arch), new RegExp(`^Error: ${dim} .*${arch}`), what);
+        }
+      }
+    });
+  }
+});
