@@ -16,7 +16,7 @@ import {
 import { tokenShiftCarryForward } from '../kernels/token_shift.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from './tape.ts';
-import { expect } from './expect.ts';
+import { expect, expectInference } from './expect.ts';
 
 /** y = silu(x) = x·σ(x), the shape of x (Mamba's gate). */
 export function silu(tape: Tape, x: Tensor, label = 'silu'): Tensor {
@@ -86,7 +86,7 @@ export function tokenShift(
   );
   const y = tape.alloc([b, t, c], label);
   if (carry) {
-    expect(!tape.recording, () => `${label}: a carried decoding state runs on non-recording tapes only (no gradient)`);
+    expectInference(tape, label);
     expect(carry.size === b * c, () => `${label}: carry [${carry.shape}] is not (B=${b}, C=${c})`);
     tokenShiftCarryForward(tape.gpu, x, y, carry, b, t);
     return y;

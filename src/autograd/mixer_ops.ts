@@ -20,19 +20,13 @@ import {
 import { conv1dCarryForward, type Conv1dDims, conv1dForward } from '../kernels/conv1d.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from './tape.ts';
+import { expectInference } from './expect.ts';
 
 export type { Conv1dDims, LinearAttentionDims, ScanDims };
 export { LA_CHUNK };
 
 function expectSize(label: string, name: string, t: Tensor, size: number, shape: string): void {
   if (t.size !== size) throw new Error(`${label}: ${name} [${t.shape}] is not ${shape}`);
-}
-
-/** @throws Error when a carried decoding state meets a recording tape. */
-function checkInference(tape: Tape, label: string): void {
-  if (tape.recording) {
-    throw new Error(`${label}: a carried decoding state runs on non-recording tapes only (no gradient)`);
-  }
 }
 
 /**
@@ -63,7 +57,7 @@ export function linearAttention(
   expectSize(label, 'g', g, b * t * h, `(B=${b}, T=${t}, H=${h})`);
   const o = tape.alloc([b, t, h * dv], label);
   if (state) {
-    checkInference(tape, label);
+    expectInference(tape, label);
     linearAttentionStateUpdate(tape.gpu, q, k, v, g, null, o, state, d, true);
     return o;
   }
@@ -102,7 +96,7 @@ export function recurrentLinearAttention(
   if (u) expectSize(label, 'u', u, h * dk, `(H·K=${h * dk})`);
   const o = tape.alloc([b, t, h * dv], label);
   if (state) {
-    checkInference(tape, label);
+    expectInference(tape, label);
     linearAttentionStateUpdate(tape.gpu, q, k, v, w, u, o, state, d);
     return o;
   }
@@ -148,7 +142,7 @@ export function selectiveScan(
   expectSize(label, 'bias', bias, d, `(D=${d})`);
   const out = tape.alloc([b, t, d], label);
   if (ssm) {
-    checkInference(tape, label);
+    expectInference(tape, label);
     selectiveStateUpdate(tape.gpu, u, delta, A, Bm, Cm, D, bias, z, out, ssm, s);
     return out;
   }
@@ -190,7 +184,7 @@ export function conv1d(
   expectSize(label, 'bias', bias, c.d, `(D=${c.d})`);
   const y = tape.alloc([c.b, c.t, c.d], label);
   if (window) {
-    checkInference(tape, label);
+    expectInference(tape, label);
     conv1dCarryForward(tape.gpu, x, w, bias, window, y, c);
     return y;
   }
