@@ -94,7 +94,10 @@ function placedParams(
     if (!at) continue;
     const n = at.shape.reduce((a, b) => a * b, 1), x = expertOf(s.name);
     if (x && shard) {
-      if (x.expert >= shard.first && x.expert < shard.first + shard.count) out.expert += n;
+      if (x.expert < shard.first || x.expert >= shard.first + shard.count) continue;
+      out.expert += n;
+      // Replicated over tp: under sp each tp rank's experts see its rows only, a partial gradient.
+      if (plan.tp > 1 && tpRole(s.name) === 'replicated') out.spReplicated += n;
       continue;
     }
     out.dense += n;

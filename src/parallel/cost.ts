@@ -189,24 +189,29 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
       );
       sends('tp', 'sequence-parallel token-shift halo gradients (bwd)', tpGroup, C, halo.fromPrev ? 2 * L * m : 0);
     }
-  } else if (!sp) {
-    const outs = (2 * fb - 2 * moeBlocks) * m, redo = again ? (2 * apps.fwd - moeBlocks) * m : 0;
-    bulk('tp', 'layer outputs fwd + inputs bwd', 'allReduce', tpGroup, bsh, outs, apps.exact);
-    bulk('tp', 'recomputed layer outputs (bwd)', 'allReduce', tpGroup, bsh, redo, apps.exact);
   } else {
-    const redo = again ? 2 * apps.fwd * m : 0;
-    bulk('tp', 'sequence-parallel gathers (2 fwd, 2 bwd per layer)', 'allGather', tpGroup, bsh, 2 * fb * m, apps.exact);
-    bulk(
-      'tp',
-      'sequence-parallel scatters (2 fwd, 2 bwd per layer)',
-      'reduceScatter',
-      tpGroup,
-      bsh,
-      2 * fb * m,
-      apps.exact,
-    );
-    bulk('tp', 'recomputed sequence-parallel gathers (bwd)', 'allGather', tpGroup, bsh, redo, apps.exact);
-    bulk('tp', 'recomputed sequence-parallel scatters (bwd)', 'reduceScatter', tpGroup, bsh, redo, apps.exact);
+    // One per row-parallel output forward and column-parallel input backward, the forward's
+    // again when recomputed; a MoE block's MLP (replicated experts) has neither. Under sp each
+    // allReduce is an all-gather and a reduce-scatter.
+    const outs = (2 * fb - 2 * moeBlocks) * m, redo = again ? (2 * apps.fwd - moeBlocks) * m : 0;
+    const colls: [Collective, string, string][] = sp
+      ? [
+        [
+          'allGather',
+          'sequence-parallel gathers (2 fwd, 2 bwd per layer)',
+          'recomputed sequence-parallel gathers (bwd)',
+        ],
+        [
+          'reduceScatter',
+          'sequence-parallel scatters (2 fwd, 2 bwd per layer)',
+          'recomputed sequence-parallel scatters (bwd)',
+        ],
+      ]
+      : [['allReduce', 'layer outputs fwd + inputs bwd', 'recomputed layer outputs (bwd)']];
+    for (const [coll, what, again] of colls) {
+      bulk('tp', what, coll, tpGroup, bsh, outs, apps.exact);
+      bulk('tp', again, coll, tpGroup, bsh, redo, apps.exact);
+    }
   }
   if (!sp) {
     if (first) bulk('tp', 'vocab-parallel embedding (fwd)', 'allReduce', tpGroup, bsh, m);

@@ -45,6 +45,7 @@
  *   each dp worker clips by its own norm and outer_sync.ts synchronises every H steps.
  * Refused up front (mesh_plan.ts): ep on a dense architecture, ring attention under mixed precision.
  */
+import { MOE_ARCHS } from '../models/archs.ts';
 import { autocastOf, checkPrecision } from '../autograd/autocast.ts';
 import { type LossScaler, lossScalerFor } from '../train/loss_scale.ts';
 import type { Gpu } from '../gpu/context.ts';
@@ -240,12 +241,13 @@ export class MeshTrainer {
   }
 
   /**
-   * loss/(dp·cp) on tp index 0: the last stage's lossAcc holds the mean over this rank's tokens,
-   * every stage's its MoE layers' load-balancing terms (zero without either).
+   * loss/(dp·cp) on tp index 0: the last stage's lossAcc holds the mean over this rank's tokens, every stage's its
+   * MoE layers' load-balancing terms. A MoE model under sp: loss/(dp·cp·tp) on every tp rank, each term its own (§39).
    */
   private async lossShare(): Promise<number> {
-    if (this.coords.tp !== 0) return 0;
-    return (await this.gpu.read(this.lossAcc))[0] / (this.plan.dp * this.plan.cp);
+    const tpShare = this.plan.sp && MOE_ARCHS.includes(this.cfg.arch) ? this.plan.tp : 0;
+    if (this.coords.tp !== 0 && !tpShare) return 0;
+    return (await this.gpu.read(this.lossAcc))[0] / (this.plan.dp * this.plan.cp * Math.max(1, tpShare));
   }
 
   /**

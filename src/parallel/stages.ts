@@ -181,7 +181,10 @@ export class ModelStages implements PipelineStageModel {
     if (!tape.recording || !routings.length || m.moe!.auxLossWeight === 0) return null;
     const base = tape.alloc([2], 'aux.base');
     this.gpu.clear(base);
-    return withAuxLoss(tape, base, routings, m.moe!, gradScale);
+    // Under sp each tp rank routes its rows as one token group and the router's gradient is summed
+    // over tp, so each rank seeds 1/tp of its group's term: α·mean over the groups, as one rank would.
+    const share = this.ctx.sequenceParallel ? 1 / this.ctx.tp : 1;
+    return withAuxLoss(tape, base, routings, m.moe!, gradScale * share);
   }
 
   /**

@@ -13,8 +13,9 @@ import { MOE_ARCHS } from '../models/archs.ts';
  *   MoE models (their attention / mixer split, router and experts whole on every tp rank), and
  *   recurrent-depth (GPT blocks; the adapter whole on every rank).
  * - sp: gpt, mamba, hybrid, linear (its token shift reads the row before a shard's first from the
- *   previous rank, sp_shift.ts), recurrent-depth. Not the MoE models: each tp rank would route a
- *   different shard of the tokens through the same replicated experts.
+ *   previous rank, sp_shift.ts), the MoE models (each tp rank routes its rows as one token group
+ *   through the replicated experts, whose gradients are then summed over tp as the norms' are),
+ *   recurrent-depth.
  * - pp: every architecture — gpt, linear, mamba, hybrid (its shared attention block is held by
  *   every stage and its gradient summed over the pp group), gpt-moe, mamba-moe, recurrent-depth
  *   (over its P + 1 + Q pieces: the core with all its iterations is one, models/archs.ts pipelineBlocks).
@@ -32,9 +33,8 @@ export function checkArchSplit(plan: ParallelPlan, arch: string): void {
     ],
     [
       'sp',
-      ['gpt', 'mamba', 'hybrid', 'linear', 'recurrent-depth'],
-      "sequence parallelism shards the residual stream's tokens, and MoE routing would see a different token " +
-      'shard per tp rank; the MoE models take tp without --sp',
+      ['gpt', 'mamba', 'hybrid', 'linear', 'gpt-moe', 'mamba-moe', 'recurrent-depth'],
+      "sequence parallelism shards the residual stream's tokens",
     ],
     [
       'pp',

@@ -58,6 +58,18 @@ const CASES: [string, Partial<TrainConfig>, Partial<ParallelPlan>][] = [
   // (its expert-data-parallel group, EP index = dp mod 2); the smallest world with both groups.
   ['gpt-moe dp4 × ep2 × ZeRO-1', { arch: 'gpt-moe', ...MOE }, { dp: 4, ep: 2, zero: 1 }],
   ['gpt-moe dp4 × ep2 × ZeRO-3', { arch: 'gpt-moe', ...MOE }, { dp: 4, ep: 2, zero: 3 }],
+  // Sequence parallelism: each tp rank routes its rows as one token group through the replicated
+  // experts (the twin routes in dp·tp groups), seeds 1/tp of its group's load-balancing gradient,
+  // and the experts' partial gradients are summed over tp with the norms'.
+  ['gpt-moe tp2 + sp', { arch: 'gpt-moe', ...MOE }, { tp: 2, sp: true }],
+  ['gpt-moe dp2 × tp2 + sp × pp2 (1F1B)', { arch: 'gpt-moe', ...MOE }, {
+    dp: 2,
+    tp: 2,
+    sp: true,
+    pp: 2,
+    microBatches: 2,
+  }],
+  ['mamba-moe ep2 × tp2 + sp', { arch: 'mamba-moe', nEmbd: 16, ...MOE }, { dp: 2, ep: 2, tp: 2, sp: true }],
   // Each rank holds its experts alone (ep = dp): only the dense units are sharded.
   ['gpt-moe dp2 × ep2 × ZeRO-2 (2 micro-batches)', { arch: 'gpt-moe', ...MOE, gradAccum: 2 }, {
     dp: 2,
@@ -71,8 +83,9 @@ for (const [what, extra, p] of CASES) {
   gpuTest(`${what}: matches the single-rank run; parameters and traffic = the planner's exactly`, async (gpu) => {
     const over = tinyConfig(extra), plan = makePlan(p);
     equal(strategyOf(plan, extra.arch!), 'mesh');
-    // Each rank routes its rows of each micro-batch as one group: the twin routes every micro-batch in dp groups.
-    const ref = await epReference(gpu, { cfg: microConfig(plan, over), text: TEXT }, plan.dp);
+    // Each rank routes its rows of each micro-batch as one group: the twin routes every micro-batch in dp (·tp under sp) groups.
+    const groups = plan.dp * (plan.sp ? plan.tp : 1);
+    const ref = await epReference(gpu, { cfg: microConfig(plan, over), text: TEXT }, groups);
     const res = await localMeshRun(gpu, plan, over, TEXT);
     const cfg = trainerConfig(plan, parseConfig(over)), V = CharTokenizer.fromText(TEXT).vocabSize;
     const model = planModelOf(plan, cfg, V);
@@ -87,6 +100,7 @@ for (const [what, extra, p] of CASES) {
         topK: cfg.moeTopK,
         capacityFactor: cfg.capacityFactor,
         moeEvery: cfg.moeEvery,
+        recompute: cfg.recompute,
         buckets: x.zero?.buckets,
         expertBuckets: x.zero?.expertBuckets,
       });

@@ -133,10 +133,7 @@ Deno.test('ep runs both MoE architectures, also with ep < dp and under ZeRO; oth
   equal(strategyOf(makePlan({ dp: 2, ep: 2, tp: 2 }), 'gpt-moe'), 'mesh', 'the mesh composes ep with tp');
   equal(strategyOf(makePlan({ dp: 2, ep: 2, pp: 2 }), 'mamba-moe'), 'mesh', 'and with pp');
   throws(() => strategyOf(makePlan({ dp: 2, ep: 2, cp: 2 }), 'gpt-moe'), /cp 2 does not apply to --arch gpt-moe/);
-  throws(
-    () => strategyOf(makePlan({ dp: 2, ep: 2, tp: 2, sp: true }), 'gpt-moe'),
-    /sp does not apply to --arch gpt-moe/,
-  );
+  equal(strategyOf(makePlan({ dp: 2, ep: 2, tp: 2, sp: true }), 'gpt-moe'), 'mesh', 'and with sp');
   throws(() => strategyOf(makePlan({ dp: 2, ep: 2 }), 'mamba'), /ep 2 needs --arch gpt-moe or mamba-moe, got mamba/);
   match(
     planProblems(makePlan({ dp: 4, ep: 3 }), { ...MODEL, nExpert: 6 }).join('; '),
