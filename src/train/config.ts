@@ -205,9 +205,11 @@ export function parseConfig(input: Record<string, unknown>): TrainConfig {
     throw new Error(`Invalid config: nEmbd (${cfg.nEmbd}) must be divisible by nHead (${cfg.nHead})`);
   }
   if (cfg.minLr > cfg.lr) throw new Error(`Invalid config: minLr (${cfg.minLr}) must not exceed lr (${cfg.lr})`);
-  if (cfg.recompute !== 'none' && (cfg.arch === 'gpt-moe' || cfg.arch === 'mamba-moe')) {
+  // Selective recomputation leaves the MoE sub-layer (and the routing the loss reads) as it is;
+  // full recomputation would rerun the routing inside a segment whose tensors are gone by the loss.
+  if (cfg.recompute === 'full' && (cfg.arch === 'gpt-moe' || cfg.arch === 'mamba-moe')) {
     throw new Error(
-      `Invalid config: recompute ${cfg.recompute} is not built for --arch ${cfg.arch} (its routing is read by the loss); use gpt, linear, mamba or hybrid`,
+      `Invalid config: recompute full is not built for --arch ${cfg.arch} (its routing is read by the loss); use --recompute selective, or an architecture without experts`,
     );
   }
   if (cfg.topkAttention && !ATTENTION_ARCHS.includes(cfg.arch)) {

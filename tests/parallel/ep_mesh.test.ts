@@ -46,6 +46,13 @@ const MOE: Partial<TrainConfig> = { nExpert: 4, moeTopK: 2, capacityFactor: 1.25
 
 const CASES: [string, Partial<TrainConfig>, Partial<ParallelPlan>][] = [
   ['gpt-moe ep2 × tp2', { arch: 'gpt-moe', ...MOE }, { dp: 2, ep: 2, tp: 2 }],
+  // Selective recomputation reruns the attention cores; the MoE sub-layer and its routing stay.
+  ['gpt-moe ep2 × tp2 + sp, recompute selective', { arch: 'gpt-moe', ...MOE, recompute: 'selective' }, {
+    dp: 2,
+    ep: 2,
+    tp: 2,
+    sp: true,
+  }],
   // The load-balancing loss of stage 0's MoE layers enters its own backward and the reported loss.
   ['mamba-moe ep2 × pp2 (1F1B)', { arch: 'mamba-moe', nEmbd: 16, ...MOE }, {
     dp: 2,

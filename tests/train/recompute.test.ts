@@ -108,7 +108,12 @@ gpuTest(
 // stack saves at least (L − 1) layers' states less one output (its attention cores add to that in
 // the hybrid): N = 64 here, where the states (N/32 of the output per layer) outweigh it at L = 3.
 const SCAN_STATES = 4 * 64 * 1 * 64 * 4, SCAN_OUT = 4 * 32 * 64 * 4; // bytes: B = 4, D = 2·32, T = 32, N = 64
+// The MoE models: the attention / scan cores are recomputed, the MoE sub-layer and its routing
+// (which the load-balancing loss reads) are kept as they are.
+const MOE = { nExpert: 4, moeTopK: 2, capacityFactor: 2, auxLossWeight: 0.01 } as const;
 const RECURRENT: [string, Partial<TrainConfig>, number][] = [
+  ['gpt-moe (naive attention)', { arch: 'gpt-moe', attention: 'naive', ...MOE }, 1],
+  ['mamba-moe', { arch: 'mamba-moe', dState: 64, ...MOE }, 2 * SCAN_STATES - SCAN_OUT],
   ['mamba', { arch: 'mamba', dState: 64 }, 2 * SCAN_STATES - SCAN_OUT],
   ['linear (head decay)', { arch: 'linear' }, 1],
   ['linear (channel decay)', { arch: 'linear', linearDecay: 'channel' }, 1],
@@ -138,9 +143,11 @@ Deno.test('recompute: refused where it is not built, naming the rule', () => {
     'recompute full is not built for --arch gpt-moe',
   );
   assertThrows(
-    () => parseConfig({ arch: 'mamba-moe', recompute: 'selective' }),
-    'recompute selective is not built for --arch mamba-moe',
+    () => parseConfig({ arch: 'mamba-moe', recompute: 'full' }),
+    'recompute full is not built for --arch mamba-moe (its routing is read by the loss); use --recompute selective',
   );
-  for (const arch of ['mamba', 'linear', 'hybrid']) equal(parseConfig({ arch, recompute: 'selective' }).arch, arch);
+  for (const arch of ['mamba', 'linear', 'hybrid', 'gpt-moe', 'mamba-moe']) {
+    equal(parseConfig({ arch, recompute: 'selective' }).arch, arch);
+  }
   assertThrows(() => parseConfig({ recompute: 'some' }), 'recompute');
 });
