@@ -162,6 +162,10 @@ export class ModelStages implements PipelineStageModel {
   async blocks(tape: Tape, x: Tensor, stage: number, b: number, t: number, beforeBlock?: BeforeBlock): Promise<Tensor> {
     const [lo, hi] = stageLayers(this.model.nLayer, this.S, stage), mode = this.cfg.recompute;
     const ctx = recomputeContext(this.ctx, mode);
+    // auxLoss reads the routings of these blocks only: an earlier pass's (a validation forward,
+    // whose tape is gone) must not be counted with them.
+    const m = this.model as Partial<MoELanguageModel>;
+    if (m.moeLayers) m.moeLayers.lastRouting = [];
     for (let i = lo; i < hi; i++) {
       await beforeBlock?.(i);
       x = await runBlock(this.model, ctx, tape, x, i, b, t, mode);

@@ -51,3 +51,24 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "a MoE model validated between steps: the next step reads its own routings, not the validation pass's",
+  ...TEST,
+  fn: async () => {
+    // Validation after every step: its forward records routings the next training step must not see.
+    const over: Partial<TrainConfig> = { arch: 'gpt-moe', steps: 3, evalInterval: 1, auxLossWeight: 0.01 };
+    const ref = (await tracedRun(makePlan({}), over)).ranks[0].records;
+    const run = (await tracedRun(makePlan({ tp: 2 }), over)).ranks[0].records;
+    for (const [s, r] of run.entries()) {
+      ok(
+        Math.abs(r.loss - ref[s].loss) <= 1e-4 * ref[s].loss,
+        `step ${s}: loss ${r.loss} vs single-rank ${ref[s].loss}`,
+      );
+      ok(
+        Math.abs(r.valLoss! - ref[s].valLoss!) <= 1e-4 * ref[s].valLoss!,
+        `step ${s}: val ${r.valLoss} vs ${ref[s].valLoss}`,
+      );
+    }
+  },
+});
