@@ -134,6 +134,20 @@ Deno.test({
 });
 
 Deno.test({
+  name:
+    'train --arch gpt-moe --tp 2 --sp: validation between steps and the checkpoint at the end; traffic = prediction',
+  ...TEST,
+  fn: async () => {
+    // Validation after every step: its forward's routings must not reach the next step's load-balancing loss.
+    const moe = ['--arch', 'gpt-moe', '--tp', '2', '--sp', '--eval-interval', '1', '--aux-loss-weight', '0.01'];
+    const { stdout, acc, dir } = await trainRun('train.ts', moe);
+    for (const s of [0, 1, 2]) match(stdout, new RegExp(`^step +${s} \\| val loss \\d+\\.\\d{4}$`, 'm'));
+    ok(acc.ranks.every((r) => r.traffic.every((t) => !t.exact || t.measured === t.predicted)), 'every exact row');
+    await Deno.remove(dir, { recursive: true });
+  },
+});
+
+Deno.test({
   name: 'train --tp 3 with 2 heads: one error line naming every broken rule, exit 1, no run directory',
   ...TEST,
   fn: async () => {
