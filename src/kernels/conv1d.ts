@@ -66,6 +66,24 @@ function run(
   );
 }
 
+/** Either forward's checks: dims, x / w / bias / y shapes, and y (and `writable`) apart from the inputs. */
+function checkForward(
+  what: string,
+  x: Tensor,
+  w: Tensor,
+  bias: Tensor,
+  y: Tensor,
+  c: Conv1dDims,
+  writable: [string, Tensor][],
+): void {
+  checkDims(what, c);
+  checkSize(what, 'x', x, [c.b, c.t, c.d]);
+  checkSize(what, 'w', w, [c.d, c.k]);
+  checkSize(what, 'bias', bias, [c.d]);
+  checkSize(what, 'y', y, [c.b, c.t, c.d]);
+  checkDistinct(what, [['y', y], ...writable], [['x', x], ['w', w], ['bias', bias]]);
+}
+
 /**
  * y (B, T, D) = causal depthwise conv of x (B, T, D) with w (D, K), plus bias (D). Every element
  * of y is written; one dispatch.
@@ -73,13 +91,7 @@ function run(
  *   tensor's size or dtype does not match `c`, or y shares a GPUBuffer with an input.
  */
 export function conv1dForward(gpu: Gpu, x: Tensor, w: Tensor, bias: Tensor, y: Tensor, c: Conv1dDims): void {
-  const what = 'conv1dForward';
-  checkDims(what, c);
-  checkSize(what, 'x', x, [c.b, c.t, c.d]);
-  checkSize(what, 'w', w, [c.d, c.k]);
-  checkSize(what, 'bias', bias, [c.d]);
-  checkSize(what, 'y', y, [c.b, c.t, c.d]);
-  checkDistinct(what, [['y', y]], [['x', x], ['w', w], ['bias', bias]]);
+  checkForward('conv1dForward', x, w, bias, y, c, []);
   run(gpu, 'fwd', c, [x, w, bias, undefined, y], c.b * c.t * c.d);
 }
 
@@ -104,12 +116,8 @@ export function conv1dCarryForward(
   const what = 'conv1dCarryForward';
   checkDims(what, c);
   if (c.k < 2) throw new Error(`${what}: kernel width k=${c.k} carries no window (k ≥ 2); use conv1dForward`);
-  checkSize(what, 'x', x, [c.b, c.t, c.d]);
-  checkSize(what, 'w', w, [c.d, c.k]);
-  checkSize(what, 'bias', bias, [c.d]);
   checkSize(what, 'window', window, [c.b, c.k - 1, c.d]);
-  checkSize(what, 'y', y, [c.b, c.t, c.d]);
-  checkDistinct(what, [['y', y], ['window', window]], [['x', x], ['w', w], ['bias', bias]]);
+  checkForward(what, x, w, bias, y, c, [['window', window]]);
   const at8 = (slots: (Tensor | undefined)[]) => [...slots, ...new Array(8 - slots.length).fill(undefined), window];
   run(gpu, 'fwd_carry', c, at8([x, w, bias, undefined, y]), c.b * c.t * c.d);
   // After fwd_carry in encoding order: WebGPU orders the two dispatches' accesses to window.

@@ -127,19 +127,7 @@ export function recurrentLinearAttentionForward(
   checkDistinct(what, [['o', o]], u ? [...ins, ['u', u]] : ins);
   const st = gpu.empty([d.b, d.h, d.dk, d.dv], 'f32', 'linear_attention_recurrent.state');
   try {
-    // Without u the shader reads 1; q stands in for the binding (read-only bindings may alias).
-    const slots = [q, k, v, w, u ?? q, undefined, o, st];
-    sweep(
-      gpu,
-      'lr_fwd',
-      slots,
-      d,
-      d.b * d.h * d.dv,
-      laSteps(Math.ceil(d.dk / 4) + 2),
-      false,
-      u !== null,
-      { p: 0, c: 0, du: 0 },
-    );
+    forwardSweep(gpu, q, k, v, w, u, o, st, d, TRAINING);
   } finally {
     st.release();
   }
@@ -176,20 +164,25 @@ export function linearAttentionStateUpdate(
   checkSize(what, 'state', state, [d.b, d.h, d.dk, d.dv]);
   const ins: [string, Tensor][] = [['q', q], ['k', k], ['v', v], ['w', w]];
   checkDistinct(what, [['o', o], ['state', state]], u ? [...ins, ['u', u]] : ins);
-  const steps = laSteps(Math.ceil(d.dk / 4) + 2), off = { p: 0, c: 0, du: 0 };
-  const form = { carried: true, wHead: headDecay };
-  sweep(
-    gpu,
-    'lr_fwd',
-    [q, k, v, w, u ?? q, undefined, o, state],
-    d,
-    d.b * d.h * d.dv,
-    steps,
-    false,
-    u !== null,
-    off,
-    form,
-  );
+  forwardSweep(gpu, q, k, v, w, u, o, state, d, { carried: true, wHead: headDecay });
+}
+
+/** `lr_fwd` over every row with the state S (B, H, K, V) in `st`: a scratch its first dispatch zeroes, or (carried) the caller's. */
+function forwardSweep(
+  gpu: Gpu,
+  q: Tensor,
+  k: Tensor,
+  v: Tensor,
+  w: Tensor,
+  u: Tensor | null,
+  o: Tensor,
+  st: Tensor,
+  d: LinearAttentionDims,
+  form: Form,
+): void {
+  // Without u the shader reads 1; q stands in for the binding (read-only bindings may alias).
+  const slots = [q, k, v, w, u ?? q, undefined, o, st], steps = laSteps(Math.ceil(d.dk / 4) + 2);
+  sweep(gpu, 'lr_fwd', slots, d, d.b * d.h * d.dv, steps, false, u !== null, { p: 0, c: 0, du: 0 }, form);
 }
 
 /**

@@ -182,17 +182,8 @@ export function selectiveScanForward(
   states: Tensor,
   s: ScanDims,
 ): void {
-  const what = 'selectiveScanForward';
-  checkInputs(what, s, { u, delta, A, Bm, Cm, Dskip, bias, z, out, states });
-  checkCpuN(what, gpu, s);
-  const ins = readOnly({ u, delta, A, Bm, Cm, Dskip, bias, z });
-  checkDistinct(what, [['out', out], ['states', states]], ins);
-  const prm = packParams(gpu, A, Dskip, bias, s, 0, 'selective_scan.prm');
-  try {
-    forwardChunks(gpu, s, { 0: u, 1: delta, 2: Bm, 3: Cm, 4: z ?? u, 5: prm, 6: out, 7: states }, z !== null);
-  } finally {
-    prm.release();
-  }
+  const x = { u, delta, A, Bm, Cm, Dskip, bias, z };
+  runForward(gpu, 'selectiveScanForward', x, out, ['states', states, scanStateShape(s)], s, 'fwd');
 }
 
 /**
@@ -218,15 +209,31 @@ export function selectiveStateUpdate(
   ssm: Tensor,
   s: ScanDims,
 ): void {
-  const what = 'selectiveStateUpdate';
-  checkInputs(what, s, { u, delta, A, Bm, Cm, Dskip, bias, z, out });
-  checkSize(what, 'ssm', ssm, [s.b, s.d, s.n]);
+  const x = { u, delta, A, Bm, Cm, Dskip, bias, z };
+  runForward(gpu, 'selectiveStateUpdate', x, out, ['ssm', ssm, [s.b, s.d, s.n]], s, 'fwd_carry');
+}
+
+/**
+ * Either forward form: checks, the packed (A | Dskip | bias) scratch, then every chunk of `entry`
+ * with `state` in binding 7 (the chunk-entry states of `fwd`, the carried h of `fwd_carry`).
+ */
+function runForward(
+  gpu: Gpu,
+  what: string,
+  x: { u: Tensor; delta: Tensor; A: Tensor; Bm: Tensor; Cm: Tensor; Dskip: Tensor; bias: Tensor; z: Tensor | null },
+  out: Tensor,
+  [name, state, shape]: [string, Tensor, number[]],
+  s: ScanDims,
+  entry: 'fwd' | 'fwd_carry',
+): void {
+  checkInputs(what, s, { ...x, out });
+  checkSize(what, name, state, shape);
   checkCpuN(what, gpu, s);
-  const ins = readOnly({ u, delta, A, Bm, Cm, Dskip, bias, z });
-  checkDistinct(what, [['out', out], ['ssm', ssm]], ins);
-  const prm = packParams(gpu, A, Dskip, bias, s, 0, 'selective_scan.prm');
+  checkDistinct(what, [['out', out], [name, state]], readOnly(x));
+  const prm = packParams(gpu, x.A, x.Dskip, x.bias, s, 0, 'selective_scan.prm');
   try {
-    forwardChunks(gpu, s, { 0: u, 1: delta, 2: Bm, 3: Cm, 4: z ?? u, 5: prm, 6: out, 7: ssm }, z !== null, 'fwd_carry');
+    const slots = { 0: x.u, 1: x.delta, 2: x.Bm, 3: x.Cm, 4: x.z ?? x.u, 5: prm, 6: out, 7: state };
+    forwardChunks(gpu, s, slots, x.z !== null, entry);
   } finally {
     prm.release();
   }

@@ -88,13 +88,6 @@ export class KvCache {
     return this.states.size;
   }
 
-  /** Bytes of the carried recurrent states: for Mamba, L·B·D·(K − 1 + N)·4; linear, L·B·(2C + H·K·V)·4. */
-  get stateBytes(): number {
-    let n = 0;
-    for (const s of this.states.values()) n += s.size * 4;
-    return n;
-  }
-
   /** Attention layers cached so far. */
   get layerCount(): number {
     return this.layers.size;
@@ -110,17 +103,13 @@ export class KvCache {
    * @throws Error when `t` more positions do not fit (cache overflow), naming the limit.
    */
   checkFits(t: number): void {
-    if (this.pos + t > this.dims.tMax) {
-      throw new Error(
-        `KV cache overflow: ${t} more token(s) after ${this.pos} cached positions exceed its ${this.dims.tMax} positions (the model's block size at most); start over with a prefill of at most ${this.dims.tMax} tokens`,
-      );
-    }
+    checkCacheFits(this.pos, t, this.dims.tMax);
   }
 
   /** Empties the cache (keeps the buffers; the carried states are zeroed, a prompt's start). */
   reset(): void {
     this.pos = 0;
-    for (const s of this.states.values()) this.gpu.write(s, new Float32Array(s.size));
+    for (const s of this.states.values()) this.gpu.clear(s);
   }
 
   /** Hands every buffer back to the pool. */
@@ -133,6 +122,18 @@ export class KvCache {
     for (const s of this.states.values()) s.release();
     this.states.clear();
     this.pos = 0;
+  }
+}
+
+/**
+ * @throws Error when `t` more positions after `pos` do not fit a cache of `tMax` (overflow),
+ *   naming the limit; for a cache or a shard's group (kv_shard.ts) alike.
+ */
+export function checkCacheFits(pos: number, t: number, tMax: number): void {
+  if (pos + t > tMax) {
+    throw new Error(
+      `KV cache overflow: ${t} more token(s) after ${pos} cached positions exceed its ${tMax} positions (the model's block size at most); start over with a prefill of at most ${tMax} tokens`,
+    );
   }
 }
 

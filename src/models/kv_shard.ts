@@ -12,7 +12,7 @@
 import type { Gpu } from '../gpu/context.ts';
 import { kvAppend, type KvCacheDims } from '../kernels/decode_attention.ts';
 import { LOCAL, type ModelContext } from './context.ts';
-import { cachedPositions, checkCachedPass, KvCache, passKeys } from './kv_cache.ts';
+import { cachedPositions, checkCachedPass, checkCacheFits, KvCache, passKeys } from './kv_cache.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import type { Algorithm } from '../comm/call_options.ts';
 import { type DecodeCombine, decodeShard, shardedDecodeAttention } from '../parallel/tree_decode.ts';
@@ -58,11 +58,7 @@ export class ShardedKvCache {
 
   /** @throws Error when `t` more positions do not fit the group's Tmax (overflow). */
   checkFits(t: number): void {
-    if (this.pos + t > this.dims.tMax) {
-      throw new Error(
-        `KV cache overflow: ${t} more token(s) after ${this.pos} cached positions exceed its ${this.dims.tMax} positions (the model's block size at most); start over with a prefill of at most ${this.dims.tMax} tokens`,
-      );
-    }
+    checkCacheFits(this.pos, t, this.dims.tMax);
   }
 }
 
