@@ -8,18 +8,9 @@ import { runCli } from '../util/cli.ts';
 import { attentionFlops } from '../../src/bench/scale.ts';
 import { DEVICE_PEAKS, peakTflops } from '../../src/bench/devices.ts';
 import { parseScaleArgs } from '../../src/cli/scale.ts';
+import { TORCH_BASELINE } from '../util/torch_baseline.ts';
 
 const close = (a: number, b: number, rel = 1e-9) => Math.abs(a - b) <= rel * Math.max(Math.abs(a), Math.abs(b));
-
-/** A baseline as scripts/torch_baseline.py writes it, for the quick shapes (one matmul size left out). */
-const BASELINE = {
-  device: 'test',
-  torch: '0',
-  date: '2026-01-01',
-  matmul: [{ n: 64, dtype: 'f32', ms: 0.01, gflops: 52.4288 }, { n: 64, dtype: 'f16', ms: 0.005, gflops: 104.8576 }],
-  attention: [{ t: 64, hs: 32, nh: 2, b: 1, dtype: 'f32', ms: 0.5 }],
-  train: [{ name: 'gpt-quick', dtype: 'f32', mode: 'eager', msPerStep: 4, tokensPerSec: 32000, peakBytes: 2 ** 21 }],
-};
 
 Deno.test({
   name: 'scale CLI --quick: self-consistent JSON, MFU against the named peak, PyTorch ratios from the baseline',
@@ -27,7 +18,7 @@ Deno.test({
   fn: async () => {
     const dir = await Deno.makeTempDir();
     try {
-      await Deno.writeTextFile(`${dir}/torch.json`, JSON.stringify(BASELINE));
+      await Deno.writeTextFile(`${dir}/torch.json`, JSON.stringify(TORCH_BASELINE));
       const r = await runCli('scale.ts', [
         '--quick',
         '--device',

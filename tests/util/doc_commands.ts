@@ -1,0 +1,175 @@
+/**
+ * The shell commands a user guide gives, read out of its fenced `sh` / `bash` blocks and run as
+ * written in a scratch copy of the project (tests/cli/doc_commands.test.ts).
+ */
+
+/** One command line of a guide's shell block. */
+export interface DocCommand {
+  /** The guide, relative to the repository root (`README.md`, `docs/…`). */
+  file: string;
+  /** 1-based line number in the guide. */
+  line: number;
+  /** The command as written, without its trailing `# comment`. */
+  command: string;
+}
+
+const SHELL_FENCE = /^```(sh|bash|shell|console)\s*$/;
+
+/**
+ * Every command line in the fenced shell blocks of `markdown` (blocks tagged sh, bash, shell or
+ * console; untagged and other languages are not commands), with trailing comments removed and
+ * blank or comment-only lines skipped.
+ * @throws Error for an unterminated fence: the rest of the guide would silently stop counting.
+ */
+export function docCommands(file: string, markdown: string): DocCommand[] {
+  const out: DocCommand[] = [];
+  const lines = markdown.split('\n');
+  let open: { shell: boolean; line: number } | null = null;
+  lines.forEach((text, i) => {
+    const fence = text.trim().startsWith('```');
+    if (fence) {
+      open = open ? null : { shell: SHELL_FENCE.test(text.trim()), line: i + 1 };
+      return;
+    }
+    if (!open?.shell) return;
+    const command = stripComment(text).trim();
+    if (command) out.push({ file, line: i + 1, command });
+  });
+  if (open) throw new Error(`${file}:${(open as { line: number }).line}: a code fence that never closes`);
+  return out;
+}
+
+/** `text` up to its first `#` that starts a shell comment (after whitespace, outside quotes). */
+export function stripComment(text: string): string {
+  let quote: string | null = null;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quote) {
+      if (c === quote) quote = null;
+    } else if (c === "'" || c === '"') {
+      quote = c;
+    } else if (c === '#' && (i === 0 || /\s/.test(text[i - 1]))) {
+      return text.slice(0, i);
+    }
+  }
+  return text;
+}
+
+/**
+ * `command` with `flags` appended to the `npm run` of its `part`-th `&&`-separated part (the last
+ * by default), after a `--` added when that part has none: a documented run made small without
+ * changing what it names.
+ * @throws Error when that part has no `npm run` to append to.
+ */
+export function withFlags(command: string, flags: readonly string[], part = -1): string {
+  if (flags.length === 0) return command;
+  const parts = command.split('&&');
+  const i = part < 0 ? parts.length + part : part;
+  const p = parts[i] ?? '';
+  if (!/\bnpm run \S+/.test(p)) throw new Error(`cannot append flags to part ${i} of '${command}': no npm run there`);
+  const sep = /\s--(\s|$)/.test(p) ? '' : ' --';
+  const tail = p.endsWith(' ') ? ' ' : '';
+  parts[i] = `${p.trimEnd()}${sep} ${flags.map(shellQuote).join(' ')}${tail}`;
+  return parts.join('&&');
+}
+
+function shellQuote(s: string): string {
+  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replaceAll("'", `'\\''`)}'`;
+}
+
+const root = new URL('../../', import.meta.url).pathname;
+/** What runs write into, which a scratch project must keep to itself. */
+const OWN = new Set(['.git', 'runs', 'dist', 'test-results', 'playwright-report']);
+
+/**
+ * A scratch project: a temporary directory holding a symlink to every top-level entry of the
+ * repository but its outputs, so `npm run` runs the real scripts with their relative paths
+ * (`runs/mine`, `my.txt`) landing in the scratch directory. The caller removes it.
+ */
+export async function scratchProject(): Promise<string> {
+  const dir = await Deno.makeTempDir({ prefix: 'doc-commands-' });
+  for await (const e of Deno.readDir(root)) {
+    if (!OWN.has(e.name)) await Deno.symlink(`${root}${e.name}`, `${dir}/${e.name}`);
+  }
+  return dir;
+}
+
+/** Exit code and output of one shell command. */
+export interface ShellResult {
+  code: number;
+  output: string;
+}
+
+/**
+ * Runs `command` with bash in `cwd`, with the project's binaries (Deno) on PATH as `npm run`
+ * has them, stdout and stderr interleaved.
+ * @throws Error (a timeout) when it runs past `timeoutMs`: a documented command must end.
+ */
+export async function runShell(command: string, cwd: string, timeoutMs: number): Promise<ShellResult> {
+  // setsid: the command and everything it starts (npm, Deno, worker ranks, mpirun) form one process
+  // group, so a timeout ends all of it rather than leaving orphans behind.
+  const child = new Deno.Command('setsid', {
+    args: ['bash', '-c', `${command} 2>&1`],
+    cwd,
+    env: { XDG_RUNTIME_DIR: '/tmp', PATH: `${root}node_modules/.bin:${Deno.env.get('PATH') ?? ''}` },
+    stdout: 'piped',
+    stderr: 'inherit',
+  }).spawn();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    try {
+      Deno.kill(-child.pid, 'SIGKILL');
+    } catch { /* already gone */ }
+  }, timeoutMs);
+  try {
+    const out = await child.output();
+    const output = new TextDecoder().decode(out.stdout);
+    if (timedOut) throw new Error(`'${command}' ran past ${timeoutMs / 1000} s; its output:\n${output}`);
+    return { code: out.code, output };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Starts `command` (a server that runs until stopped) in `cwd`, fetches `url` until it answers
+ * (at most `timeoutMs`), then ends the command's whole process group.
+ * @returns the page's status and body, and what the command printed.
+ * @throws Error when the command exits first or the URL never answers in time.
+ */
+export async function fetchWhileServing(
+  command: string,
+  cwd: string,
+  url: string,
+  timeoutMs: number,
+): Promise<{ status: number; body: string; output: string }> {
+  const child = new Deno.Command('setsid', {
+    args: ['bash', '-c', `${command} 2>&1`],
+    cwd,
+    env: { XDG_RUNTIME_DIR: '/tmp', PATH: `${root}node_modules/.bin:${Deno.env.get('PATH') ?? ''}` },
+    stdout: 'piped',
+    stderr: 'inherit',
+  }).spawn();
+  let exited = false;
+  const done = child.output().then((o) => {
+    exited = true;
+    return new TextDecoder().decode(o.stdout);
+  });
+  const until = Date.now() + timeoutMs;
+  let page: { status: number; body: string } | null = null;
+  while (!exited && !page && Date.now() < until) {
+    try {
+      const r = await fetch(url);
+      page = { status: r.status, body: await r.text() };
+    } catch {
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+  try {
+    Deno.kill(-child.pid, 'SIGTERM');
+  } catch { /* already gone */ }
+  const output = await done;
+  if (!page) throw new Error(`'${command}' ${exited ? 'exited' : 'did not answer'} before ${url} answered:\n${output}`);
+  return { ...page, output };
+}
