@@ -77,7 +77,6 @@ import { OuterSync } from './outer_sync.ts';
 import { type ActionUs, simActionUs, stepRecorder } from './sim_compute.ts';
 import { AdamW } from '../train/optimizer.ts';
 import { withTrainDepth } from '../models/recurrence.ts';
-import type { MoELanguageModel } from '../models/moe_layer.ts';
 import { type RankRouting, type RoutingLog, routingLogOf } from './moe_routing.ts';
 
 /** One optimizer step as a mesh rank saw it; `loss`, `gradNorm` and `lr` are global. */
@@ -169,8 +168,7 @@ export class MeshTrainer {
     this.meter = TrafficMeter.of(world);
     this.lossAcc = gpu.zeros([2], 'f32', 'mesh.loss');
     this.opt = new AdamW(gpu, cfg);
-    const moe = (this.stages.model as Partial<MoELanguageModel>).moeLayers;
-    this.routing = routingLogOf(gpu, moe, plan, this.coords, this.rows, T / plan.cp);
+    this.routing = routingLogOf(gpu, this.stages.model, plan, this.coords, this.rows, T / plan.cp);
     const { stages, rows, positions, coords } = this, mine = (a: Int32Array) => this.mine(a);
     this.validation = plan.ep > 1 || plan.zero === 3 ? null : new MeshEval(
       { gpu, cfg, data, stages, rows, positions, coords, dpcp: plan.dp * plan.cp, mine },

@@ -10,7 +10,7 @@
  */
 import { expertCapacity } from '../kernels/moe.ts';
 import type { Gpu } from '../gpu/context.ts';
-import type { MoELayers } from '../models/moe_layer.ts';
+import type { MoELanguageModel, MoELayers } from '../models/moe_layer.ts';
 
 /** One rank's routing of one step: its group's demand per (expert, choice) of each MoE forward. */
 export interface RankRouting {
@@ -164,16 +164,18 @@ export class RoutingLog {
  * more than one token group: dp groups, dp·tp under sp. Null for a dense model, an unsplit
  * routing, a tp rank > 0 without sp (it routes tp rank 0's tokens again) and under cp (whose token
  * groups are not contiguous in the micro-batch, which the count assumes).
- * @param rows rows of each micro-batch on this rank; @param t tokens of each row on this rank.
+ * @param model the rank's model (its MoE layers, if any); @param rows rows of each micro-batch on this rank;
+ * @param t tokens of each row on this rank.
  */
 export function routingLogOf(
   gpu: Gpu,
-  layers: MoELayers | undefined,
+  model: object,
   plan: { dp: number; tp: number; cp: number; sp?: boolean },
   coords: { dp: number; tp: number },
   rows: number,
   t: number,
 ): RoutingLog | null {
+  const layers = (model as Partial<MoELanguageModel>).moeLayers;
   const sp = plan.sp && plan.tp > 1, groups = plan.dp * (sp ? plan.tp : 1);
   if (!layers || groups === 1 || plan.cp > 1 || (!sp && coords.tp !== 0)) return null;
   const group = sp ? coords.dp * plan.tp + coords.tp : coords.dp;
