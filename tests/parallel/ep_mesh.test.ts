@@ -13,7 +13,7 @@ import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertRelRms } from '../util/assert.ts';
 import { maxRel, TEXT, tinyConfig } from './harness.ts';
-import { epReference, gatherShards } from './ep_harness.ts';
+import { epReference, gatherShards, meshDemands } from './ep_harness.ts';
 import { localMeshRun } from './mesh_harness.ts';
 import { microConfig } from './mesh_rank.ts';
 import { flat } from './single_rank.ts';
@@ -77,6 +77,10 @@ for (const [what, extra, p] of CASES) {
     const groups = plan.dp * (plan.sp ? plan.tp : 1);
     const ref = await epReference(gpu, { cfg: microConfig(plan, over), text: TEXT }, groups);
     const res = await localMeshRun(gpu, plan, over, TEXT);
+    // The groups the run's log counts from (moe_routing.ts) are the twin's: the same demand per group, block and micro-batch.
+    ref.demands.forEach((want, s) =>
+      deepStrictEqual(meshDemands(res.map((x) => x.routings[s])), want, `${what} step ${s}`)
+    );
     const cfg = trainerConfig(plan, parseConfig(over)), V = CharTokenizer.fromText(TEXT).vocabSize;
     const model = planModelOf(plan, cfg, V);
     for (const [r, x] of res.entries()) {
