@@ -9,6 +9,7 @@ import { writeAtomic } from '../io/atomic.ts';
 import type { ParallelPlan } from '../parallel/plan.ts';
 import { accounting, accountingText, fmtBytes } from '../parallel/plan_report.ts';
 import type { StepReport } from '../parallel/run_host.ts';
+import type { SplitRouting } from '../parallel/moe_routing.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { depthMetric } from '../models/recurrence.ts';
 
@@ -42,6 +43,7 @@ export function stepReporter(o: {
       bytes_by_collective: Object.fromEntries(Object.entries(byKind).map(([k, n]) => [k, 4 * n])),
       sent_by_rank: r.sent,
       ...(r.lossScale === undefined ? {} : { loss_scale: r.lossScale, skipped: r.skipped }),
+      ...(r.routing ? { moe_routing: routingRow(r.routing) } : {}),
     });
     if ((r.step + 1) % cfg.logInterval === 0 || r.step + 1 === cfg.steps || r.valLoss !== undefined) {
       say(
@@ -50,7 +52,8 @@ export function stepReporter(o: {
         } ms/step | ${Math.round(r.tokensPerSec)} tokens/s | ${fmtBytes(bytes / size)} sent/rank` +
           (r.lossScale === undefined
             ? ''
-            : ` | loss scale ${r.lossScale}${r.skipped ? ' (overflow: skipped, scale halved)' : ''}`),
+            : ` | loss scale ${r.lossScale}${r.skipped ? ' (overflow: skipped, scale halved)' : ''}`) +
+          (r.routing ? ` | ${routingText(r.routing)}` : ''),
       );
     }
     if (r.valLoss !== undefined) {
@@ -99,4 +102,20 @@ export async function writeAccounting(
         : 'measured elements per collective = predicted on every exact row'
     } (see plan.txt)`,
   );
+}
+
+/** The metrics row's `moe_routing`: the step's choices, those its split routed differently, and the drops of each routing. */
+function routingRow(r: SplitRouting): Record<string, number> {
+  return {
+    assignments: r.assignments,
+    routed_differently: r.differ,
+    dropped_split: r.droppedSplit,
+    dropped_one_group: r.droppedWhole,
+  };
+}
+
+/** The log line's part: how many expert choices the per-rank token groups kept or dropped otherwise than one group would. */
+function routingText(r: SplitRouting): string {
+  return `moe: ${r.differ}/${r.assignments} choices routed differently than in one group per micro-batch ` +
+    `(dropped ${r.droppedSplit} vs ${r.droppedWhole})`;
 }

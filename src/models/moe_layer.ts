@@ -146,6 +146,8 @@ export function withAuxLoss(tape: Tape, loss: Tensor, routings: Routing[], moe: 
 export class MoELayers {
   /** The routing of every MoE layer in the last forward pass (valid until that tape is disposed). */
   lastRouting: Routing[] = [];
+  /** Called with every routing {@link route} makes (a trainer's routing log, src/parallel/moe_routing.ts), or null. */
+  onRoute: ((layer: number, r: Routing) => void) | null = null;
 
   /** @param c width C; @param bias whether the experts' Linears have biases. */
   constructor(
@@ -176,6 +178,7 @@ export class MoELayers {
   route(tape: Tape, x: Tensor, layer: number, groups = this.moe.groups ?? 1): { routing: Routing; xe: Tensor } {
     const out = moeRoute(tape, x, this.p(`${this.prefix(layer)}.router.weight`), this.moe, groups, this.prefix(layer));
     this.lastRouting.push(out.routing);
+    this.onRoute?.(layer, out.routing);
     return out;
   }
 

@@ -8,6 +8,7 @@ import type { Backend } from '../gpu/device.ts';
 import { closeLocalWorld, localWorld, onEveryRank } from '../comm/local.ts';
 import { type ParallelPlan, planWorldSize, validatePlan } from './plan.ts';
 import { planModelOf, RankRun, type RankSummary, strategyOf, trainerConfig } from './run.ts';
+import { combineRouting } from './moe_routing.ts';
 import type { StepReport } from './run_host.ts';
 import { checkMeshPlan } from './mesh_trainer.ts';
 import { accounting, accountingText } from './plan_report.ts';
@@ -61,6 +62,7 @@ export async function measure(
     ms: Math.max(...ranks.map((s) => s.records[0].ms)),
     sent: ranks.map((s) => s.records[0].sent),
     byDim: ranks.map((s) => s.records[0].byDim),
+    routing: combineRouting(ranks.map((s) => s.records[0].routing), cfg),
   };
   const text = `measured: one real step on ${ranks.length} in-process ranks (loss ${r0.loss.toFixed(4)})\n` +
     accountingText(

@@ -77,6 +77,7 @@ import { OuterSync } from './outer_sync.ts';
 import { type ActionUs, simActionUs, stepRecorder } from './sim_compute.ts';
 import { AdamW } from '../train/optimizer.ts';
 import { withTrainDepth } from '../models/recurrence.ts';
+import { type RankRouting, type RoutingLog, routingLogOf } from './moe_routing.ts';
 
 /** One optimizer step as a mesh rank saw it; `loss`, `gradNorm` and `lr` are global. */
 export interface MeshStepRecord extends StepRecord {
@@ -88,6 +89,8 @@ export interface MeshStepRecord extends StepRecord {
   origin: number;
   /** Data-parallel buckets launched during the last backward (empty without buckets). */
   overlap: OverlapStats;
+  /** A MoE model routing each micro-batch in several token groups: this rank's group's demand (moe_routing.ts). */
+  routing?: RankRouting;
 }
 
 /** The per-rank trainer of a dp × pp × cp × tp (+ sp) × ep × ZeRO plan (see the module doc). */
@@ -122,6 +125,8 @@ export class MeshTrainer {
   readonly outer: OuterSync | null;
   /** Validation of a split model over the ranks (mesh_eval.ts); null under ep or ZeRO-3, which it does not cover. */
   readonly validation: MeshEval | null;
+  /** The step's routing of this rank's token group when the split routes in several (moe_routing.ts), else null. */
+  private readonly routing: RoutingLog | null;
 
   /**
    * @param world the world communicator (size dp·pp·cp·tp); every rank constructs the trainer
@@ -163,6 +168,7 @@ export class MeshTrainer {
     this.meter = TrafficMeter.of(world);
     this.lossAcc = gpu.zeros([2], 'f32', 'mesh.loss');
     this.opt = new AdamW(gpu, cfg);
+    this.routing = routingLogOf(gpu, this.stages.model, plan, this.coords, this.rows, T / plan.cp);
     const { stages, rows, positions, coords } = this, mine = (a: Int32Array) => this.mine(a);
     this.validation = plan.ep > 1 || plan.zero === 3 ? null : new MeshEval(
       { gpu, cfg, data, stages, rows, positions, coords, dpcp: plan.dp * plan.cp, mine },
@@ -201,7 +207,9 @@ export class MeshTrainer {
     }
     // Every rank draws the same r from (seed, step): a recurrent-depth model's stages agree (models/recurrence.ts).
     const run = () => this.exec.run(x, y, this.lossAcc, span, this.sync.hooks(m));
+    this.routing?.start();
     await withTrainDepth(this.stages.model, cfg, step, run);
+    const routing = await this.routing?.finish();
 
     let start = wallMs();
     const squares = await this.sync.run();
@@ -237,6 +245,7 @@ export class MeshTrainer {
       origin: t0,
       overlap,
       ...scaled,
+      ...(routing ? { routing } : {}),
     };
   }
 

@@ -39,6 +39,7 @@ import { checkPipelinePieces } from './mesh_plan.ts';
 import { archLayout } from './arch_params.ts';
 import type { CommRow } from './cost.ts';
 import type { Sent } from './traffic.ts';
+import type { RankRouting } from './moe_routing.ts';
 import { buildTrainer, type Built } from './run_build.ts';
 import { decodeRankState, encodeRankState, restoreRankState } from './rank_checkpoint.ts';
 import { StepStop } from './step_stop.ts';
@@ -91,6 +92,8 @@ export interface RankStepRecord {
   skipped?: boolean;
   /** Validation loss (world rank 0 of a replicated model, at eval steps only). */
   valLoss?: number;
+  /** A MoE model routed in several token groups: this rank's group's demand (moe_routing.ts). */
+  routing?: RankRouting;
 }
 
 /** Bytes one rank keeps (fp32): ParamStore buffers (ZeRO: what its stage must keep) and the pool's peak. */
@@ -257,6 +260,7 @@ export class RankRun {
       sent: r.sent,
       byDim,
       ...(r.lossScale === undefined ? {} : { lossScale: r.lossScale, skipped: r.skipped }),
+      ...(r.routing ? { routing: r.routing } : {}),
     };
     const due = (s + 1) % this.cfg.evalInterval === 0 || s + 1 === this.cfg.steps;
     const rank0 = this.world.transport.rank === 0;

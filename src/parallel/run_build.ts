@@ -14,13 +14,24 @@ import type { ParamStore } from '../nn/params.ts';
 import { MeshTrainer } from './mesh_trainer.ts';
 import type { ParallelPlan } from './plan.ts';
 import type { Sent } from './traffic.ts';
+import type { RankRouting } from './moe_routing.ts';
 import type { TrafficOptions } from './cost.ts';
 
 /** A rank's trainer as run.ts drives it. */
 export interface Built {
   step(
     s: number,
-  ): Promise<{ loss: number; lr: number; gradNorm: number; sent: Sent; lossScale?: number; skipped?: boolean }>;
+  ): Promise<
+    {
+      loss: number;
+      lr: number;
+      gradNorm: number;
+      sent: Sent;
+      lossScale?: number;
+      skipped?: boolean;
+      routing?: RankRouting;
+    }
+  >;
   /** f16-mixed: the loss scaler, whose state a checkpoint carries; null otherwise. */
   scaler: LossScaler | null;
   params: ParamStore;

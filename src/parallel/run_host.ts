@@ -13,6 +13,7 @@ import type { TrainConfig } from '../train/config.ts';
 import { type ParallelPlan, planWorldSize } from './plan.ts';
 import type { RankStepRecord, RankSummary, RunData, TrainRankArgs } from './run.ts';
 import type { Sent } from './traffic.ts';
+import { combineRouting, type SplitRouting } from './moe_routing.ts';
 import type { RankSave } from './run_save.ts';
 import type { StepStop } from './step_stop.ts';
 import { DivergenceError, fmtCount, probeReason } from '../train/finite.ts';
@@ -28,13 +29,15 @@ export interface TaskWorld {
 }
 
 /** One step of the whole world, as the host reports it. */
-export interface StepReport extends Omit<RankStepRecord, 'sent' | 'byDim' | 'ms'> {
+export interface StepReport extends Omit<RankStepRecord, 'sent' | 'byDim' | 'ms' | 'routing'> {
   /** Slowest rank's wall ms and simulated µs. */
   ms: number;
   simUs: number;
   /** Per world rank: elements sent by `group/op` and by `dim/collective`. */
   sent: Sent[];
   byDim: Record<string, number>[];
+  /** A MoE model routed in several token groups: how its split's capacity treated the step's choices (moe_routing.ts). */
+  routing?: SplitRouting;
 }
 
 /** Where a parallel run checkpoints, and how the host stores a complete set of rank files. */
@@ -139,6 +142,7 @@ export async function runParallel(
         simUs: Math.max(...recs.map((r) => r[i].simUs)),
         sent: recs.map((r) => r[i].sent),
         byDim: recs.map((r) => r[i].byDim),
+        routing: combineRouting(recs.map((r) => r[i].routing), cfg),
       };
       rep.tokensPerSec = (cfg.batchSize * cfg.gradAccum * cfg.blockSize * 1000) / rep.ms;
       // A step the f16 loss scaler skipped has a non-finite norm by design (an overflow, not divergence).

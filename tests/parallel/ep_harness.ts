@@ -11,9 +11,11 @@ import { CharTokenizer } from '../../src/data/tokenizer.ts';
 import { TextDataset } from '../../src/data/dataset.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import type { LanguageModel } from '../../src/models/model.ts';
-import { createMoEModel } from '../../src/models/registry.ts';
+import { createModel, createMoEModel } from '../../src/models/registry.ts';
+import { shardKind, unshardParam } from '../../src/parallel/tp_table.ts';
 import type { Sent } from '../../src/parallel/traffic.ts';
-import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
+import { choiceDemand, type RankRouting } from '../../src/parallel/moe_routing.ts';
+import { makePlan, type ParallelPlan, planMesh } from '../../src/parallel/plan.ts';
 import { withRankWorld } from '../comm/world.ts';
 
 export interface EpArgs {
@@ -61,20 +63,72 @@ export async function epReference(
   args: EpArgs,
   groups: number,
 ): Promise<
-  { losses: number[]; gradNorms: number[]; grads0: Record<string, Float32Array>; params: Record<string, Float32Array> }
+  {
+    losses: number[];
+    gradNorms: number[];
+    grads0: Record<string, Float32Array>;
+    params: Record<string, Float32Array>;
+    /** Per step: each group's demand per (expert, choice) of every MoE forward, keyed {@link demandKey}. */
+    demands: Map<string, number[]>[];
+  }
 > {
   const { cfg, vocabSize, data } = epData(args);
   const model = createMoEModel(gpu, cfg, vocabSize, { groups });
   const trainer = new Trainer(gpu, model, data, cfg);
-  await trainer.step(0);
-  const grads0 = byName(model, Float32Array.from(await gpu.read(model.params.grads)));
-  for (let s = 1; s < cfg.steps; s++) await trainer.step(s);
+  const { nExpert: e, moeTopK: k } = cfg, demands: Map<string, number[]>[] = [];
+  let grads0: Record<string, Float32Array> = {};
+  for (let s = 0; s < cfg.steps; s++) {
+    const reads: { layer: number; top: Promise<ArrayLike<number>> }[] = [];
+    model.moeLayers.onRoute = (layer, r) => reads.push({ layer, top: gpu.read(r.top) });
+    await trainer.step(s);
+    model.moeLayers.onRoute = null;
+    const step = new Map<string, number[]>(), micro = new Map<number, number>();
+    for (const r of reads) {
+      const top = await r.top, m = micro.get(r.layer) ?? 0, per = top.length / groups;
+      micro.set(r.layer, m + 1);
+      for (let g = 0; g < groups; g++) {
+        step.set(demandKey(r.layer, m, g), choiceDemand(Array.from(top).slice(g * per, (g + 1) * per), e, k));
+      }
+    }
+    demands.push(step);
+    if (s === 0) grads0 = byName(model, Float32Array.from(await gpu.read(model.params.grads)));
+  }
   const recs = await trainer.drain();
   const params = byName(model, Float32Array.from(await gpu.read(model.params.values)));
   model.params.destroy();
-  return { losses: recs.map((r) => r.loss), gradNorms: recs.map((r) => r.gradNorm), grads0, params };
+  return { losses: recs.map((r) => r.loss), gradNorms: recs.map((r) => r.gradNorm), grads0, params, demands };
+}
+
+/** The key of one group's demand in one MoE forward: block, micro-batch, group. */
+export const demandKey = (layer: number, micro: number, group: number): string => `${layer}/${micro}/${group}`;
+
+/** The mesh ranks' demands of one step (moe_routing.ts RankRouting; undefined for a rank routing no group), keyed {@link demandKey}. */
+export function meshDemands(parts: (RankRouting | undefined)[]): Map<string, number[]> {
+  const out = new Map<string, number[]>();
+  for (const p of parts) for (const c of p?.calls ?? []) out.set(demandKey(c.layer, c.micro, p!.group), c.demand);
+  return out;
 }
 
 /** Launches `size` ep workers (see {@link withRankWorld}). */
 export const withEpWorld = <T>(size: number, body: (w: World) => Promise<T>): Promise<T> =>
   withRankWorld('ep_worker.ts', size, body);
+
+/** Full parameters: each from the first rank (in world order, tp index 0) holding it, unsharded over its tp group. */
+export function gatherShards(
+  gpu: Gpu,
+  plan: ParallelPlan,
+  shards: Record<string, Float32Array>[],
+  over: Partial<TrainConfig>,
+  V: number,
+): Record<string, Float32Array> {
+  const mesh = planMesh(plan), out: Record<string, Float32Array> = {};
+  const model = createModel(gpu, parseConfig(over), V);
+  for (const p of model.params.params) {
+    const r = shards.findIndex((s, i) => p.name in s && mesh.coords(i).tp === 0);
+    if (r < 0) throw new Error(`no rank holds ${p.name}`);
+    const tp = mesh.group('tp', r).map((x) => shards[x][p.name]);
+    out[p.name] = unshardParam(plan.tp > 1 ? shardKind(p.name) : 'replicated', tp, p.shape);
+  }
+  model.params.destroy();
+  return out;
+}

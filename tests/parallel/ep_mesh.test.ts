@@ -13,34 +13,17 @@ import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertRelRms } from '../util/assert.ts';
 import { maxRel, TEXT, tinyConfig } from './harness.ts';
-import { epReference } from './ep_harness.ts';
+import { epReference, gatherShards, meshDemands } from './ep_harness.ts';
 import { localMeshRun } from './mesh_harness.ts';
-import { microConfig, type Named } from './mesh_rank.ts';
+import { microConfig } from './mesh_rank.ts';
 import { flat } from './single_rank.ts';
-import { makePlan, type ParallelPlan, planMesh, rankParams } from '../../src/parallel/plan.ts';
+import { makePlan, type ParallelPlan, rankParams } from '../../src/parallel/plan.ts';
 import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
 import { rankMemory } from '../../src/parallel/memory_cost.ts';
 import { planModelOf, sentByDim, trainerConfig } from '../../src/parallel/run.ts';
 import { strategyOf } from '../../src/parallel/strategy.ts';
-import { shardKind, unshardParam } from '../../src/parallel/tp_table.ts';
-import { createModel } from '../../src/models/registry.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
-import type { Gpu } from '../../src/gpu/context.ts';
 import { CharTokenizer } from '../../src/data/tokenizer.ts';
-
-/** Full parameters: each from the first rank (in world order, tp index 0) holding it, unsharded over its tp group. */
-function gatherShards(gpu: Gpu, plan: ParallelPlan, shards: Named[], over: Partial<TrainConfig>, V: number): Named {
-  const mesh = planMesh(plan), out: Named = {};
-  const model = createModel(gpu, parseConfig(over), V);
-  for (const p of model.params.params) {
-    const r = shards.findIndex((s, i) => p.name in s && mesh.coords(i).tp === 0);
-    if (r < 0) throw new Error(`no rank holds ${p.name}`);
-    const tp = mesh.group('tp', r).map((x) => shards[x][p.name]);
-    out[p.name] = unshardParam(plan.tp > 1 ? shardKind(p.name) : 'replicated', tp, p.shape);
-  }
-  model.params.destroy();
-  return out;
-}
 
 const MOE: Partial<TrainConfig> = { nExpert: 4, moeTopK: 2, capacityFactor: 1.25, auxLossWeight: 0.01, moeEvery: 1 };
 
@@ -94,6 +77,10 @@ for (const [what, extra, p] of CASES) {
     const groups = plan.dp * (plan.sp ? plan.tp : 1);
     const ref = await epReference(gpu, { cfg: microConfig(plan, over), text: TEXT }, groups);
     const res = await localMeshRun(gpu, plan, over, TEXT);
+    // The groups the run's log counts from (moe_routing.ts) are the twin's: the same demand per group, block and micro-batch.
+    ref.demands.forEach((want, s) =>
+      deepStrictEqual(meshDemands(res.map((x) => x.routings[s])), want, `${what} step ${s}`)
+    );
     const cfg = trainerConfig(plan, parseConfig(over)), V = CharTokenizer.fromText(TEXT).vocabSize;
     const model = planModelOf(plan, cfg, V);
     for (const [r, x] of res.entries()) {

@@ -11,6 +11,7 @@ import { TextDataset } from '../../src/data/dataset.ts';
 import { MeshTrainer } from '../../src/parallel/mesh_trainer.ts';
 import type { ParallelPlan } from '../../src/parallel/plan.ts';
 import type { Sent } from '../../src/parallel/traffic.ts';
+import type { RankRouting } from '../../src/parallel/moe_routing.ts';
 import type { Span } from '../../src/parallel/pipeline_sim.ts';
 
 export type Named = Record<string, Float32Array>;
@@ -39,6 +40,8 @@ export interface MeshRunResult {
   timelines: Span[][];
   /** Per step: the wall clock (epoch ms) of the step's start. */
   origins: number[];
+  /** Per step: a MoE rank's token-group demand (moe_routing.ts), undefined when it routes no group of its own. */
+  routings: (RankRouting | undefined)[];
 }
 
 /**
@@ -77,6 +80,7 @@ export async function trainMeshRank(
     flat: t.stages.params.flatSize,
     timelines: [],
     origins: [],
+    routings: [],
   };
   const zero = t.sync.zero;
   if (zero) {
@@ -95,6 +99,7 @@ export async function trainMeshRank(
       res.sent.push(rec.sent);
       res.timelines.push(rec.timeline);
       res.origins.push(rec.origin);
+      res.routings.push(rec.routing);
       if (s === 0) res.grads0 = Object.fromEntries(await t.gradients());
     }
     res.params = Object.fromEntries(await t.parameters());
