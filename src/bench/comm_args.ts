@@ -33,7 +33,8 @@ export const COMM_HELP = `Usage: npm run bench -- comm [options]
 Options:
   --worlds LIST       world sizes (default 2,4,8; 1–16 each)
   --min-bytes SIZE    smallest S (default 4)
-  --max-bytes SIZE    largest S (default 8MiB, about 2 min on 2 cores; the full range: 64MiB)
+  --max-bytes SIZE    largest S (default 8MiB; the full range: 64MiB); each row takes at least
+                      --warmup-ms + --min-ms
   --step N            size multiplier between rows (default 8)
   --ops LIST          collectives (default ${COLLECTIVES.join(',')})
   --warmup N          warm-up calls per row, untimed (default ${DEFAULT_BUDGET.warmup}; at least 1)

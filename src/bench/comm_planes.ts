@@ -64,9 +64,10 @@ export const MPI_CALLS: Record<string, string> = {
 
 /**
  * MPI's own collective three ways beside the fastest of our algorithms per plane, at each
- * (world, collective, S) an MPI row has, median µs per call; then each plane's time over each
- * directly called MPI (C loop, FFI sync: like for like, a loop of calls with nothing between),
- * and the helper thread's time over the FFI sync call (what the helper costs).
+ * (world, collective, S) an MPI row has, median µs per call; then the first plane's time (the
+ * shared plane's when timed) over each directly called MPI (C loop, FFI sync: like for like, a
+ * loop of calls with nothing between), and the helper thread's time over the FFI sync call
+ * (what the helper costs).
  * @param mpiRows rows with `source` set; a source with no rows gets no columns.
  */
 export function mpiTable(rows: CommBenchRow[], mpiRows: CommBenchRow[]): string {
@@ -82,7 +83,8 @@ export function mpiTable(rows: CommBenchRow[], mpiRows: CommBenchRow[]): string 
   const header = ['size', 'collective', ...sources.map((s) => `${SOURCE_LABELS[s]} µs`)];
   for (const p of planes) header.push(`${p} µs (algorithm)`);
   const direct = sources.filter((s) => s !== 'helper-thread');
-  for (const p of planes) for (const s of direct) header.push(`${p} vs ${SHORT[s]}`);
+  // Ratios for the first plane only (shared when timed): the plane table compares the planes.
+  for (const s of direct) header.push(`${planes[0]} vs ${SHORT[s]}`);
   const helperVsSync = sources.includes('helper-thread') && sources.includes('ffi-sync');
   if (helperVsSync) header.push('helper vs FFI sync');
   const cells = cases.map((c) => {
@@ -90,9 +92,7 @@ export function mpiTable(rows: CommBenchRow[], mpiRows: CommBenchRow[]): string 
     const cell = [fmtBytes(c.bytes), `${c.coll} p=${c.p}`, ...sources.map((s) => at(s) ? us(at(s)!.median) : '-')];
     const ours = planes.map((p) => best.get(`${p}|${c.p}|${c.coll}|${c.bytes}`));
     for (const o of ours) cell.push(o ? `${us(o.median)} (${o.algorithm})` : '-');
-    for (const o of ours) {
-      for (const s of direct) cell.push(o && at(s) ? timeRatio(o.median, at(s)!.median) : '-');
-    }
+    for (const s of direct) cell.push(ours[0] && at(s) ? timeRatio(ours[0].median, at(s)!.median) : '-');
     if (helperVsSync) {
       const h = at('helper-thread'), y = at('ffi-sync');
       cell.push(h && y ? timeRatio(h.median, y.median) : '-');
