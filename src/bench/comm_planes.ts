@@ -7,9 +7,10 @@
 import type { CommBenchRow, MpiSource } from './comm.ts';
 import { fmtBytes, us } from './comm.ts';
 
-function table(header: string[], cells: string[][]): string {
+/** Text columns (the first `left`) padded at the end, numbers at the start. */
+function table(header: string[], cells: string[][], left: number): string {
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i].length)));
-  const line = (c: string[]) => c.map((x, i) => (i < 3 ? x.padEnd(widths[i]) : x.padStart(widths[i]))).join('  ');
+  const line = (c: string[]) => c.map((x, i) => (i < left ? x.padEnd(widths[i]) : x.padStart(widths[i]))).join('  ');
   return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...cells.map(line)].join('\n');
 }
 
@@ -39,7 +40,7 @@ export function planeTable(rows: CommBenchRow[]): string {
       timeRatio(r.median, m.median),
     ];
   });
-  return table(['size', 'collective', 'algorithm', 'shared µs', 'message µs', 'shared vs message'], cells);
+  return table(['size', 'collective', 'algorithm', 'shared µs', 'message µs', 'shared vs message'], cells, 3);
 }
 
 /** Column labels of the three ways MPI is called (comm.ts MpiSource). */
@@ -99,5 +100,5 @@ export function mpiTable(rows: CommBenchRow[], mpiRows: CommBenchRow[]): string 
     }
     return cell;
   });
-  return table(header, cells);
+  return table(header, cells, 2);
 }
