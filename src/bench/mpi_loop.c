@@ -51,15 +51,16 @@ static long next_chunk(long done, double elapsed, long min_calls, double min_ms,
 static long timed_loop(const char *coll, float *in, float *out, int n, long min_calls, double min_ms,
                        long max_calls, double *t) {
   long done = 0, k;
-  double elapsed = 0;
+  double mine = 0, elapsed = 0;
   while ((k = next_chunk(done, elapsed, min_calls, min_ms, max_calls)) > 0) {
     for (long i = 0; i < k; i++, done++) {
       double t0 = MPI_Wtime();
       call(coll, in, out, n);
       t[done] = (MPI_Wtime() - t0) * 1e3;
-      elapsed += t[done];
+      mine += t[done];
     }
-    MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    /* The slowest rank's summed call time. */
+    MPI_Allreduce(&mine, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   }
   return done;
 }

@@ -65,15 +65,17 @@ function main(argv: string[]): void {
     if (!call || !Number.isInteger(n)) throw new Error(`mpi_sync_loop: bad case '${spec}' (collective:bytes)`);
     const loop = (minCalls: number, ms: number, maxCalls: number) => {
       const t: number[] = [];
-      const elapsed = new Float64Array(1);
+      const elapsed = new Float64Array(1); // the slowest rank's summed call time
+      let mine = 0;
       for (let k; (k = nextChunk(t.length, elapsed[0], minCalls, ms, maxCalls)) > 0;) {
         for (let i = 0; i < k; i++) {
           const t0 = performance.now();
           check(call(), coll);
           const dt = performance.now() - t0;
           t.push(dt);
-          elapsed[0] += dt;
+          mine += dt;
         }
+        elapsed[0] = mine;
         check(m.MPI_Allreduce(IN_PLACE, elapsed, 1, MPI.DOUBLE, MPI.MAX, W), 'MPI_Allreduce');
       }
       return t;

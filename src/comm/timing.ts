@@ -59,7 +59,8 @@ export const QUICK_BUDGET: TimingBudget = { warmup: 1, warmupMs: 0, minIters: 3,
  * The next batch of a time-bounded loop: every rank runs the same batches, and between batches
  * the ranks agree (max over ranks) on `elapsedMs`, the timed ms so far, so they stop together.
  * The first batch is `minCalls`; later ones aim at the remaining time at the rate so far (×1.2).
- * @param done calls so far; @param elapsedMs the slowest rank's summed call time so far.
+ * @param done calls so far; @param elapsedMs the slowest rank's summed call time so far (each
+ *   rank sums its own calls; the ranks agree on the largest sum).
  * @returns the calls to run next, 0 when the loop is over.
  */
 export function nextChunk(done: number, elapsedMs: number, minCalls: number, minMs: number, maxCalls: number): number {
@@ -131,17 +132,18 @@ async function timedLoop(
   maxCalls: number,
 ): Promise<number[]> {
   const times: number[] = [];
-  let elapsed = 0;
+  let mine = 0, elapsed = 0;
   for (let n; (n = nextChunk(times.length, elapsed, minCalls, minMs, maxCalls)) > 0;) {
     for (let i = 0; i < n; i++) {
       const t0 = performance.now();
       await call();
       const dt = performance.now() - t0;
       times.push(dt);
-      elapsed += dt;
+      mine += dt;
     }
-    // The stop decision is collective (untimed), so every rank makes the same number of calls.
-    elapsed = (await world.allReduce(Float32Array.of(elapsed), { op: 'max' }))[0];
+    // The stop decision is collective (untimed), so every rank makes the same number of calls:
+    // the slowest rank's summed call time.
+    elapsed = (await world.allReduce(Float32Array.of(mine), { op: 'max' }))[0];
   }
   return times;
 }

@@ -108,7 +108,8 @@ Deno.test({
     for (const r of rows) {
       ok(r.min > 0 && r.min <= r.median && r.median <= r.p90 && r.min <= r.mean, JSON.stringify(r));
       // The ranks agree on the summed call time of the slowest: its mean × calls reaches --min-ms.
-      ok(r.iters >= 3 && r.mean * r.iters >= 2 - 1e-9, `${r.iters} calls, mean ${r.mean} ms`);
+      // (f32 agreement: a relative tolerance.)
+      ok(r.iters >= 3 && r.mean * r.iters >= 2 * (1 - 1e-6), `${r.iters} calls, mean ${r.mean} ms`);
       ok(r.firstMs! > 0);
       ok(Math.abs(r.algbw - r.bytes / r.median / 1e6) < 1e-9 * r.algbw);
       ok(Math.abs(r.busbw - r.algbw * busBwFactor(r.coll, r.p)) < 1e-12 * r.busbw);
