@@ -86,7 +86,7 @@ export function sweepSizes(
 }
 
 /** Each statistic's worst (largest) value over the ranks: the slowest rank's min, median, … */
-export function slowestRank<T extends CallStats & { firstMs: number }>(res: T[]): CallStats & { firstMs: number } {
+export function slowestRank(res: (CallStats & { firstMs: number })[]): CallStats & { firstMs: number } {
   const worst = (k: keyof CallStats | 'firstMs') => Math.max(...res.map((r) => r[k]));
   return {
     iters: worst('iters'),

@@ -65,7 +65,9 @@ export async function benchCommMpi(
       }
       await w.world.barrier(); // ranks outside this group wait for it
       if (g) {
-        log(`\nMPI group size ${p} (transport mpi; algorithm 'mpi' = MPI's own collective)`);
+        log(
+          `\nMPI group size ${p} (transport mpi; algorithm 'mpi' = MPI's own collective, on a Deno FFI helper thread)`,
+        );
         log(commTable(mine, false));
       }
       rows.push(...mine);
