@@ -1,10 +1,11 @@
 /**
  * `npm run bench -- comm [flags]`: the collective layer's nccl-tests. For each collective and
  * algorithm, each world size (workers/rank.worker.ts ranks, one world launched per size) and
- * each size S: the wall time per call (the slowest rank's mean over the timed iterations),
- * algbw = S / t and busbw = algbw × nccl-tests' factor (src/comm/cost.ts). With `--net`, the
- * simulated time per call on the modelled network beside the α-β prediction of the algorithm's
- * formula (over the slowest link the world uses).
+ * each size S: warm-up calls, then calls timed one by one for a minimum time and count
+ * (comm/timing.ts), printed as min / median / p90 µs per call (each the slowest rank's), with
+ * algbw = S / median and busbw = algbw × nccl-tests' factor (src/comm/cost.ts). With `--net`,
+ * the simulated time per call on the modelled network beside the α-β prediction of the
+ * algorithm's formula (over the slowest link the world uses).
  *
  * Sizes run from --min-bytes to --max-bytes in ×--step steps; the chunked collectives
  * (reduceScatter, allGather, allToAll) round S up to a multiple of 4·p bytes, as nccl-tests
@@ -14,10 +15,10 @@ import { ALGORITHMS } from '../comm/call_options.ts';
 import { World } from '../comm/launch.ts';
 import { NetworkModel } from '../comm/network.ts';
 import { bandwidths, predictUs, type SizedCollective } from '../comm/cost.ts';
-import type { TimingResult } from '../comm/timing.ts';
+import type { CallStats, TimingBudget, TimingResult } from '../comm/timing.ts';
 import { writeAtomic } from '../io/atomic.ts';
 import { DATA_PLANES, type DataPlane, regionBytesFor } from '../comm/data_plane.ts';
-import { mpiRows, mpiTable, planeTable } from './comm_planes.ts';
+import { planeTable } from './comm_planes.ts';
 import { COMM_HELP, parseCommArgs } from './comm_args.ts';
 
 export { COLLECTIVES, COMM_HELP, parseBytes, parseCommArgs } from './comm_args.ts';
@@ -29,8 +30,8 @@ export interface CommBenchOptions {
   /** Size multiplier between rows (≥ 2). */
   step: number;
   collectives: SizedCollective[];
-  /** Timed iterations per size; default: enough for ≈ 4 MiB moved, 2…10. */
-  iters?: number;
+  /** Warm-up and timed calls per row (comm/timing.ts DEFAULT_BUDGET, QUICK_BUDGET). */
+  budget: TimingBudget;
   /** Network model text (parseNetwork) for the simulated columns. */
   net?: string;
   /** Data planes of the worker worlds (docs/design.md §31), each timed in turn; default both. */
@@ -38,17 +39,27 @@ export interface CommBenchOptions {
   log: (line: string) => void;
 }
 
-export interface CommBenchRow {
+/**
+ * Where an MPI row's calls came from: a C loop (mpi_ref.ts), a loop of synchronous Deno FFI
+ * calls (mpi_sync_loop.ts), or this project's `mpi` backend, which calls MPI on a Deno FFI
+ * helper thread (comm/mpi/native.ts).
+ */
+export type MpiSource = 'c-loop' | 'ffi-sync' | 'helper-thread';
+
+/** One row: wall ms per call, each statistic the slowest rank's (CallStats: min, median, p90, mean, iters). */
+export interface CommBenchRow extends CallStats {
   coll: SizedCollective;
   algorithm: string;
   p: number;
   /** Worker worlds: the data plane the row ran on. */
   plane?: DataPlane;
+  /** MPI's own collective: how it was called. */
+  source?: MpiSource;
   /** S, bytes. */
   bytes: number;
-  iters: number;
-  /** Wall ms per call (slowest rank's mean). */
-  ms: number;
+  /** The first warm-up call, ms (slowest rank): a cold call, before the code paths warmed up. */
+  firstMs?: number;
+  /** algbw and busbw from the median, GB/s. */
   algbw: number;
   busbw: number;
   /** With a network model: simulated µs per call (slowest rank) and the α-β formula's µs. */
@@ -58,24 +69,33 @@ export interface CommBenchRow {
 }
 
 /**
- * The sizes of one (collective, world size p) sweep: S from --min-bytes to --max-bytes in ×step
- * steps (the chunked collectives round S up to a multiple of 4·p bytes), with its timed
- * iterations (default: about 4 MiB moved, 2…10) and warm-up calls (none once S ≥ 1 MiB: smaller
- * sizes already warmed the code paths up, and a large warm-up call only costs time).
+ * The sizes S of one (collective, world size p) sweep, bytes: --min-bytes to --max-bytes in
+ * ×step steps (the chunked collectives round S up to a multiple of 4·p bytes).
  */
-export function sizeRows(
-  o: Pick<CommBenchOptions, 'minBytes' | 'maxBytes' | 'step' | 'iters'>,
+export function sweepSizes(
+  o: Pick<CommBenchOptions, 'minBytes' | 'maxBytes' | 'step'>,
   coll: SizedCollective,
   p: number,
-): { bytes: number; iters: number; warmup: number }[] {
+): number[] {
   const out = [];
   for (let s = o.minBytes; s <= o.maxBytes; s *= o.step) {
     const chunked = coll === 'reduceScatter' || coll === 'allGather' || coll === 'allToAll';
-    const bytes = chunked ? Math.ceil(s / (4 * p)) * 4 * p : Math.ceil(s / 4) * 4;
-    const iters = o.iters ?? Math.max(2, Math.min(10, Math.round((4 << 20) / bytes)));
-    out.push({ bytes, iters, warmup: bytes >= 1 << 20 ? 0 : 1 });
+    out.push(chunked ? Math.ceil(s / (4 * p)) * 4 * p : Math.ceil(s / 4) * 4);
   }
   return out;
+}
+
+/** Each statistic's worst (largest) value over the ranks: the slowest rank's min, median, … */
+export function slowestRank(res: (CallStats & { firstMs: number })[]): CallStats & { firstMs: number } {
+  const worst = (k: keyof CallStats | 'firstMs') => Math.max(...res.map((r) => r[k]));
+  return {
+    iters: worst('iters'),
+    min: worst('min'),
+    median: worst('median'),
+    p90: worst('p90'),
+    mean: worst('mean'),
+    firstMs: worst('firstMs'),
+  };
 }
 
 /** Runs the sweep; logs one table per world size and returns every row. */
@@ -99,18 +119,17 @@ export async function benchComm(o: CommBenchOptions): Promise<CommBenchRow[]> {
     try {
       for (const coll of o.collectives) {
         for (const algorithm of ALGORITHMS[coll]) {
-          for (const { bytes, iters, warmup } of sizeRows(o, coll, p)) {
-            const res = await world.run<TimingResult>('time', { coll, algorithm, bytes, iters, warmup, sim: !!net });
-            const ms = Math.max(...res.map((r) => r.ms));
+          for (const bytes of sweepSizes(o, coll, p)) {
+            const res = await world.run<TimingResult>('time', { coll, algorithm, bytes, ...o.budget, sim: !!net });
+            const stats = slowestRank(res);
             const row: CommBenchRow = {
               coll,
               algorithm,
               p,
               plane,
               bytes,
-              iters,
-              ms,
-              ...bandwidths(coll, bytes, ms, p),
+              ...stats,
+              ...bandwidths(coll, bytes, stats.median, p),
             };
             if (link) {
               row.simUs = Math.max(...res.map((r) => r.simUs));
@@ -136,14 +155,41 @@ export function fmtBytes(b: number): string {
   return b >= 1 << 20 ? `${+(b / (1 << 20)).toFixed(2)} MiB` : b >= 1024 ? `${+(b / 1024).toFixed(2)} KiB` : `${b} B`;
 }
 
-const f = (x: number) => (x >= 100 ? x.toFixed(0) : x >= 1 ? x.toFixed(2) : x.toPrecision(3));
+/** A number as the tables show it: 3 significant digits below 100, whole above. */
+export const f = (x: number) => (x >= 100 ? x.toFixed(0) : x >= 1 ? x.toFixed(2) : x.toPrecision(3));
 
-/** nccl-tests-like table: size, collective, algorithm, time, algbw, busbw (+ simulated columns). */
+/** ms → µs as the tables show it. */
+export const us = (ms: number) => f(ms * 1e3);
+
+/**
+ * nccl-tests-like table: size, collective, algorithm, timed calls, min / median / p90 µs per
+ * call (each the slowest rank's), algbw and busbw from the median (+ simulated columns).
+ */
 export function commTable(rows: CommBenchRow[], withNet: boolean): string {
-  const header = ['size', 'collective', 'algorithm', 'time ms', 'algbw GB/s', 'busbw GB/s'];
+  const header = [
+    'size',
+    'collective',
+    'algorithm',
+    'calls',
+    'min µs',
+    'median µs',
+    'p90 µs',
+    'algbw GB/s',
+    'busbw GB/s',
+  ];
   if (withNet) header.push('sim µs', 'α-β µs', 'sim/α-β', 'sim busbw');
   const cells = rows.map((r) => {
-    const c = [fmtBytes(r.bytes), r.coll, r.algorithm, f(r.ms), f(r.algbw), f(r.busbw)];
+    const c = [
+      fmtBytes(r.bytes),
+      r.coll,
+      r.algorithm,
+      String(r.iters),
+      us(r.min),
+      us(r.median),
+      us(r.p90),
+      f(r.algbw),
+      f(r.busbw),
+    ];
     if (withNet) {
       const ratio = r.predictedUs ? (r.simUs! / r.predictedUs).toFixed(3) : '-';
       c.push(f(r.simUs!), f(r.predictedUs!), ratio, f(r.simBusbw!));
@@ -172,24 +218,36 @@ export async function commMain(argv: string[]): Promise<number> {
     await (await import('./comm_mpi.ts')).benchCommMpi(o);
     return 0;
   }
+  const b = o.budget;
   console.log(
     `== comm: collectives × algorithms, S = ${fmtBytes(o.minBytes)} … ${fmtBytes(o.maxBytes)}, worlds ${
       o.worlds.join(', ')
-    }`,
+    }\n   per row: ≥ ${b.warmup} warm-up calls and ≥ ${b.warmupMs} ms of them, then ≥ ${b.minIters} timed calls` +
+      ` and ≥ ${b.minMs} ms of them (≤ ${b.maxIters}); Deno ${Deno.version.deno}, ${navigator.hardwareConcurrency}` +
+      ` CPUs, load average ${loadAverage()}`,
   );
   const t0 = performance.now();
   const rows = await benchComm(o);
-  if (o.planes!.length > 1) console.log(`\nshared vs message plane\n${planeTable(rows)}`);
-  const mpi = o.noMpi ? 'skipped (--no-mpi)' : await mpiRows(o);
-  if (typeof mpi === 'string') console.log(`\nMPICH comparison: ${mpi}`);
-  else console.log(`\nMPICH's own collectives (mpirun -n p) vs ours\n${mpiTable(rows, mpi)}`);
-  console.log(`\n${rows.length} rows in ${((performance.now() - t0) / 1e3).toFixed(1)} s`);
-  const all = typeof mpi === 'string' ? rows : [...rows, ...mpi];
+  if (o.planes!.length > 1) console.log(`\nshared vs message plane (median µs per call)\n${planeTable(rows)}`);
+  const { mpiComparison } = await import('./mpi_ref.ts');
+  const mpi = o.noMpi ? [] : await mpiComparison(o, rows);
+  if (o.noMpi) console.log('\nMPICH comparison: skipped (--no-mpi)');
+  const n = rows.length + mpi.length;
+  console.log(`\n${n} rows in ${((performance.now() - t0) / 1e3).toFixed(1)} s, load average ${loadAverage()}`);
   const json = JSON.stringify(
-    { suite: 'comm', net: o.net ?? null, date: new Date().toISOString(), rows: all },
+    { suite: 'comm', net: o.net ?? null, date: new Date().toISOString(), budget: b, rows: [...rows, ...mpi] },
     null,
     2,
   );
   if (o.json) await writeAtomic(o.json, new TextEncoder().encode(json + '\n'));
   return 0;
+}
+
+/** The 1-minute load average (Deno.loadavg), or '?' where the runtime cannot tell. */
+export function loadAverage(): string {
+  try {
+    return Deno.loadavg()[0].toFixed(2);
+  } catch {
+    return '?';
+  }
 }

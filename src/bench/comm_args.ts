@@ -7,6 +7,7 @@ import { NetworkModel } from '../comm/network.ts';
 import type { SizedCollective } from '../comm/cost.ts';
 import { DATA_PLANES, type DataPlane } from '../comm/data_plane.ts';
 import type { CommBenchOptions } from './comm.ts';
+import { DEFAULT_BUDGET, QUICK_BUDGET, type TimingBudget } from '../comm/timing.ts';
 
 export const COLLECTIVES: SizedCollective[] = [
   'allReduce',
@@ -32,17 +33,29 @@ export const COMM_HELP = `Usage: npm run bench -- comm [options]
 Options:
   --worlds LIST       world sizes (default 2,4,8; 1–16 each)
   --min-bytes SIZE    smallest S (default 4)
-  --max-bytes SIZE    largest S (default 8MiB, about 2 min on 2 cores; the full range: 64MiB)
+  --max-bytes SIZE    largest S (default 8MiB; the full range: 64MiB); each row takes at least
+                      --warmup-ms + --min-ms
   --step N            size multiplier between rows (default 8)
   --ops LIST          collectives (default ${COLLECTIVES.join(',')})
-  --iters N           timed iterations per size (default: 2–10, about 4 MiB moved)
+  --warmup N          warm-up calls per row, untimed (default ${DEFAULT_BUDGET.warmup}; at least 1)
+  --warmup-ms MS      and at least this much warm-up time (default ${DEFAULT_BUDGET.warmupMs})
+  --min-iters N       timed calls per row, at least (default ${DEFAULT_BUDGET.minIters})
+  --min-ms MS         and at least this much timed time (default ${DEFAULT_BUDGET.minMs}); each call is
+                      timed alone, and each row prints min / median / p90 µs per call
+                      (the slowest rank's) and busbw from the median
+  --max-iters N       stop a row after this many timed calls (default ${DEFAULT_BUDGET.maxIters})
+  --quick             ${QUICK_BUDGET.warmup} warm-up call, ${QUICK_BUDGET.minIters} timed calls, no minimum time (tests; the numbers
+                      are first-call costs, not steady state)
   --net SPEC          network model for simulated time vs α-β prediction, e.g.
                       'intra=300GB/s,1us;inter=25GB/s,5us;node=4' or nvlink-ib, pcie-eth, ideal
   --data-plane P      shared, message or both (default both): the worker worlds' data plane
                       (design §31), side by side; with mpirun installed, MPICH's own
-                      collectives run at the same sizes and world sizes (mpirun -n p) and
-                      each size shows MPI's time over our fastest algorithm's
+                      collective runs at the same sizes and world sizes three ways: a C loop
+                      (built with mpicc at bench time), a loop of synchronous Deno FFI calls,
+                      and through this project's FFI helper thread (--transport mpi
+                      --native-only); each size shows our time over MPI's
   --no-mpi            skip the MPICH comparison
+  --no-mpicc          MPICH comparison without the C loop
   --json FILE         also write the rows as JSON to FILE
   --transport T       workers (default: Web Workers in this process) or mpi (one rank per
                       process; start under mpirun: ${'mpirun -n 4 npm run bench -- comm --transport mpi'};
@@ -62,6 +75,7 @@ export function parseCommArgs(
   tune?: string;
   worldsGiven: boolean;
   noMpi: boolean;
+  noMpicc: boolean;
   nativeOnly: boolean;
 } {
   let parsed;
@@ -76,11 +90,17 @@ export function parseCommArgs(
         'max-bytes': { type: 'string', default: '8MiB' },
         step: { type: 'string', default: '8' },
         ops: { type: 'string', default: COLLECTIVES.join(',') },
-        iters: { type: 'string' },
+        warmup: { type: 'string' },
+        'warmup-ms': { type: 'string' },
+        'min-iters': { type: 'string' },
+        'min-ms': { type: 'string' },
+        'max-iters': { type: 'string' },
+        quick: { type: 'boolean', default: false },
         net: { type: 'string' },
         json: { type: 'string' },
         'data-plane': { type: 'string', default: 'both' },
         'no-mpi': { type: 'boolean', default: false },
+        'no-mpicc': { type: 'boolean', default: false },
         'native-only': { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -108,10 +128,7 @@ export function parseCommArgs(
   }
   const step = Number(v.step);
   if (!Number.isInteger(step) || step < 2) throw new Error(`--step must be an integer ≥ 2, got '${v.step}'`);
-  const iters = v.iters === undefined ? undefined : Number(v.iters);
-  if (iters !== undefined && (!Number.isInteger(iters) || iters < 1)) {
-    throw new Error(`--iters must be a positive integer, got '${v.iters}'`);
-  }
+  const budget = parseBudget(v);
   const minBytes = parseBytes(v['min-bytes'], '--min-bytes'), maxBytes = parseBytes(v['max-bytes'], '--max-bytes');
   if (maxBytes < minBytes) throw new Error(`--max-bytes (${maxBytes}) is below --min-bytes (${minBytes})`);
   if (v.net !== undefined) NetworkModel.parse(v.net);
@@ -125,7 +142,7 @@ export function parseCommArgs(
     maxBytes,
     step,
     collectives,
-    iters,
+    budget,
     net: v.net,
     json: v.json,
     help: v.help,
@@ -134,7 +151,36 @@ export function parseCommArgs(
     worldsGiven: v.worlds !== undefined,
     planes: dp === 'both' ? [...DATA_PLANES] : [dp as DataPlane],
     noMpi: v['no-mpi'],
+    noMpicc: v['no-mpicc'],
     nativeOnly: v['native-only'],
     log: console.log,
   };
+}
+
+/**
+ * The timing budget from --quick (the base) and the flags that override it.
+ * @throws Error naming a flag whose value is not a whole number in its range.
+ */
+function parseBudget(v: Record<string, string | boolean | undefined>): TimingBudget {
+  const b = { ...(v.quick ? QUICK_BUDGET : DEFAULT_BUDGET) };
+  const flags: [string, keyof TimingBudget, number][] = [
+    ['warmup', 'warmup', 1],
+    ['warmup-ms', 'warmupMs', 0],
+    ['min-iters', 'minIters', 1],
+    ['min-ms', 'minMs', 0],
+    ['max-iters', 'maxIters', 1],
+  ];
+  for (const [flag, key, least] of flags) {
+    const text = v[flag];
+    if (typeof text !== 'string') continue;
+    const n = Number(text);
+    if (!/^\d+$/.test(text.trim()) || n < least) {
+      throw new Error(`--${flag} expects a whole number ≥ ${least}, got '${text}'`);
+    }
+    b[key] = n;
+  }
+  if (b.maxIters < b.minIters) {
+    throw new Error(`--max-iters (${b.maxIters}) is below --min-iters (${b.minIters})`);
+  }
+  return b;
 }

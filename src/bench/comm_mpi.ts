@@ -3,7 +3,7 @@
  * processes (docs/design.md §26). Every rank runs the same sweep: for each group size p (the
  * first p ranks; --worlds, default the MPI world), collective, candidate — each of this
  * project's algorithms over the MPI wire, and MPI's own collective (backend `mpi`) — and size S,
- * nccl-tests' timing loop (comm/timing.ts); the slowest rank's mean is the row. Rank 0 prints
+ * the bench's timing loop (comm/timing.ts); each statistic is the slowest rank's. Rank 0 prints
  * the tables and writes --json and --tune: the faster backend per (collective, p, S), MCR-DL's
  * tuning table (comm/tuning.ts), which `--comm-backend auto` reads.
  */
@@ -13,7 +13,7 @@ import { TIMING_TASKS, type TimingResult } from '../comm/timing.ts';
 import { buildTuning } from '../comm/tuning.ts';
 import { mpiWorld } from '../comm/mpi/world.ts';
 import { writeAtomic } from '../io/atomic.ts';
-import { type CommBenchOptions, type CommBenchRow, commTable, sizeRows } from './comm.ts';
+import { type CommBenchOptions, type CommBenchRow, commTable, sweepSizes } from './comm.ts';
 
 /** The launch command the refusal outside mpirun shows. */
 export const COMM_MPI_LAUNCH = 'mpirun -n 4 npm run bench -- comm --transport mpi';
@@ -48,18 +48,26 @@ export async function benchCommMpi(
           { backend: 'mpi', algorithm: 'mpi' },
         ];
         for (const { backend, algorithm } of candidates) {
-          for (const { bytes, iters, warmup } of sizeRows(o, coll, p)) {
+          for (const bytes of sweepSizes(o, coll, p)) {
             if (!g) continue;
-            const args = { coll, algorithm: backend === 'ours' ? algorithm : undefined, backend, bytes, iters, warmup };
-            const res = await TIMING_TASKS.time(g, { ...args, sim: false }) as TimingResult;
-            const ms = (await g.allReduce(Float32Array.of(res.ms), { op: 'max' }))[0];
-            mine.push({ coll, algorithm, p, bytes, iters, ms, ...bandwidths(coll, bytes, ms, p) });
+            const args = { coll, algorithm: backend === 'ours' ? algorithm : undefined, backend, bytes, ...o.budget };
+            const r = await TIMING_TASKS.time(g, { ...args, sim: false }) as TimingResult;
+            // Each statistic the slowest rank's; f32 to match the wire's allReduce (µs-exact at these sizes).
+            const worst = await g.allReduce(Float32Array.of(r.iters, r.min, r.median, r.p90, r.mean, r.firstMs), {
+              op: 'max',
+            });
+            const [iters, min, median, p90, mean, firstMs] = worst;
+            const stats = { iters, min, median, p90, mean, firstMs };
+            const source = backend === 'mpi' ? { source: 'helper-thread' as const } : {};
+            mine.push({ coll, algorithm, p, bytes, ...source, ...stats, ...bandwidths(coll, bytes, median, p) });
           }
         }
       }
       await w.world.barrier(); // ranks outside this group wait for it
       if (g) {
-        log(`\nMPI group size ${p} (transport mpi; algorithm 'mpi' = MPI's own collective)`);
+        log(
+          `\nMPI group size ${p} (transport mpi; algorithm 'mpi' = MPI's own collective, on a Deno FFI helper thread)`,
+        );
         log(commTable(mine, false));
       }
       rows.push(...mine);
@@ -84,7 +92,7 @@ async function writeResults(rows: CommBenchRow[], o: { json?: string; tune?: str
       bytes: r.bytes,
       backend: r.algorithm === 'mpi' ? 'mpi' : 'ours',
       algorithm: r.algorithm === 'mpi' ? undefined : r.algorithm,
-      ms: r.ms,
+      ms: r.median,
     })));
     await writeAtomic(o.tune, enc.encode(JSON.stringify(table, null, 2) + '\n'));
     const mpiWins = table.entries.filter((e) => e.backend === 'mpi').length;

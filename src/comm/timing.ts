@@ -1,7 +1,10 @@
 /**
  * Rank tasks that run one collective by name: `one` (a single call, for traces) and `time`
- * (nccl-tests' loop: warm-up calls, a barrier, then timed iterations) used by
- * `npm run bench -- comm` (src/bench/comm.ts). Runtime-neutral.
+ * (nccl-tests' loop, time-bounded: warm-up, then timed calls until a minimum time and count have
+ * passed, each call timed on its own) used by `npm run bench -- comm` (src/bench/comm.ts).
+ * The loop's rules ({@link nextChunk}, {@link summarize}) are shared with the MPI reference
+ * loops (src/bench/mpi_ref.ts and its C twin), so every column of the bench is timed alike.
+ * Runtime-neutral.
  */
 import type { Communicator } from './communicator.ts';
 import type { Algorithm, Backend } from './call_options.ts';
@@ -34,25 +37,77 @@ export function runCollective(
   throw new Error(`runCollective: unknown collective '${coll}'`);
 }
 
+/**
+ * How long the `time` loop runs: at least `warmup` calls and `warmupMs` of warm-up (untimed),
+ * then at least `minIters` timed calls and `minMs` of timed calls, never more than `maxIters`.
+ */
+export interface TimingBudget {
+  warmup: number;
+  warmupMs: number;
+  minIters: number;
+  minMs: number;
+  maxIters: number;
+}
+
+/** The bench's defaults (nccl-tests: -w 5 warm-up calls; here also ≥ 20 ms of them, then ≥ 100 ms timed). */
+export const DEFAULT_BUDGET: TimingBudget = { warmup: 5, warmupMs: 20, minIters: 10, minMs: 100, maxIters: 100_000 };
+
+/** `--quick` (tests): a handful of calls, no minimum time. */
+export const QUICK_BUDGET: TimingBudget = { warmup: 1, warmupMs: 0, minIters: 3, minMs: 0, maxIters: 1000 };
+
+/**
+ * The next batch of a time-bounded loop: every rank runs the same batches, and between batches
+ * the ranks agree (max over ranks) on `elapsedMs`, the timed ms so far, so they stop together.
+ * The first batch is `minCalls`; later ones aim at the remaining time at the rate so far (×1.2).
+ * @param done calls so far; @param elapsedMs the slowest rank's summed call time so far (each
+ *   rank sums its own calls; the ranks agree on the largest sum).
+ * @returns the calls to run next, 0 when the loop is over.
+ */
+export function nextChunk(done: number, elapsedMs: number, minCalls: number, minMs: number, maxCalls: number): number {
+  if (done >= maxCalls || (done >= minCalls && elapsedMs >= minMs)) return 0;
+  if (done < minCalls) return Math.min(minCalls - done, maxCalls - done);
+  const perCall = Math.max(elapsedMs / done, 1e-4);
+  return Math.max(1, Math.min(maxCalls - done, Math.ceil(((minMs - elapsedMs) / perCall) * 1.2)));
+}
+
+/** A call's time statistics, ms per call. */
+export interface CallStats {
+  /** Timed calls. */
+  iters: number;
+  min: number;
+  /** Nearest-rank percentiles of the per-call times. */
+  median: number;
+  p90: number;
+  mean: number;
+}
+
+/** min / median / p90 (nearest rank: the ⌈q·n⌉-th smallest) / mean of per-call times `ms`. @throws Error when empty. */
+export function summarize(ms: ArrayLike<number>): CallStats {
+  const n = ms.length;
+  if (!n) throw new Error('summarize: no timed calls');
+  const s = Float64Array.from(ms).sort();
+  const at = (q: number) => s[Math.max(0, Math.ceil(q * n) - 1)];
+  let sum = 0;
+  for (const x of s) sum += x;
+  return { iters: n, min: s[0], median: at(0.5), p90: at(0.9), mean: sum / n };
+}
+
 /** Arguments of the `one` and `time` tasks. */
-export interface TimingArgs {
+export interface TimingArgs extends Partial<TimingBudget> {
   coll: SizedCollective;
   algorithm?: string;
   /** `mpi`: MPI's own collective instead of `algorithm` (MPI transport only). */
   backend?: Backend;
   /** S in bytes (a multiple of 4 × world size for the chunked collectives). */
   bytes: number;
-  /** `time`: timed iterations (default 5) and warm-up calls (default 1). */
-  iters?: number;
-  warmup?: number;
   /** `time`: also measure the simulated time of one call (default true). */
   sim?: boolean;
 }
 
-/** What `time` reports per rank. */
-export interface TimingResult {
-  /** Mean wall ms per call on this rank. */
-  ms: number;
+/** What `time` reports per rank: this rank's statistics of the timed calls (ms per call). */
+export interface TimingResult extends CallStats {
+  /** The first warm-up call, ms: what a cold, first-time call costs. */
+  firstMs: number;
   /** Simulated µs of one call on this rank (0 without a network model or with `sim: false`). */
   simUs: number;
 }
@@ -68,6 +123,31 @@ function buffer(world: Communicator, args: TimingArgs): Float32Array {
   return new Float32Array(n).fill(1);
 }
 
+/** Runs calls in agreed batches until nextChunk says stop; returns each call's ms. */
+async function timedLoop(
+  world: Communicator,
+  call: () => Promise<unknown>,
+  minCalls: number,
+  minMs: number,
+  maxCalls: number,
+): Promise<number[]> {
+  const times: number[] = [];
+  let mine = 0, elapsed = 0;
+  for (let n; (n = nextChunk(times.length, elapsed, minCalls, minMs, maxCalls)) > 0;) {
+    for (let i = 0; i < n; i++) {
+      const t0 = performance.now();
+      await call();
+      const dt = performance.now() - t0;
+      times.push(dt);
+      mine += dt;
+    }
+    // The stop decision is collective (untimed), so every rank makes the same number of calls:
+    // the slowest rank's summed call time.
+    elapsed = (await world.allReduce(Float32Array.of(mine), { op: 'max' }))[0];
+  }
+  return times;
+}
+
 export const TIMING_TASKS: Record<string, RankTask> = {
   /** A single call (traced like any other). */
   async one(world, args: TimingArgs) {
@@ -76,26 +156,25 @@ export const TIMING_TASKS: Record<string, RankTask> = {
   },
 
   /**
-   * nccl-tests' timing: warm-up, barrier, then `iters` calls back to back; each rank reports its
-   * mean wall time. The simulated time is taken from one more call after a barrier, with every
-   * clock restarted at 0: back-to-back calls overlap on the simulated clock (a root that only
-   * sends never waits), which would understate one call's cost; one call suffices because the
-   * simulated clock does not depend on wall time.
+   * nccl-tests' timing, time-bounded: warm-up calls (at least `warmup` and `warmupMs`), a
+   * barrier, then timed calls (at least `minIters` and `minMs`), each timed alone; each rank
+   * reports its own statistics (the host takes the slowest rank's). The simulated time is taken
+   * from one more call after a barrier, with every clock restarted at 0: back-to-back calls
+   * overlap on the simulated clock (a root that only sends never waits), which would understate
+   * one call's cost; one call suffices because the simulated clock does not depend on wall time.
    */
   async time(world, args: TimingArgs): Promise<TimingResult> {
+    const b = { ...DEFAULT_BUDGET, ...args };
     const buf = buffer(world, args);
-    const iters = args.iters ?? 5;
-    for (let i = 0; i < (args.warmup ?? 1); i++) {
-      await runCollective(world, args.coll, args.algorithm, buf, args.backend);
-    }
+    const call = () => runCollective(world, args.coll, args.algorithm, buf.fill(1), args.backend);
+    const warm = await timedLoop(world, call, Math.max(1, b.warmup), b.warmupMs, Math.max(1, b.warmup, b.maxIters));
     await world.barrier();
-    const t0 = performance.now();
-    for (let i = 0; i < iters; i++) await runCollective(world, args.coll, args.algorithm, buf.fill(1), args.backend);
-    const ms = (performance.now() - t0) / iters;
-    if (args.sim === false) return { ms, simUs: 0 };
+    const stats = summarize(await timedLoop(world, call, Math.max(1, b.minIters), b.minMs, b.maxIters));
+    const res = { ...stats, firstMs: warm[0], simUs: 0 };
+    if (args.sim === false) return res;
     await world.barrier();
     world.transport.clock.reset();
     await runCollective(world, args.coll, args.algorithm, buf, args.backend);
-    return { ms, simUs: world.transport.clock.now };
+    return { ...res, simUs: world.transport.clock.now };
   },
 };

@@ -1,11 +1,12 @@
 /**
- * `npm run bench -- comm`: nccl-tests' bandwidth definitions, flag parsing, and a small real
- * run whose rows carry busbw = algbw × factor and a simulated time equal to the α-β formula.
+ * `npm run bench -- comm`: nccl-tests' bandwidth definitions, flag parsing, the time-bounded
+ * loop's rules (nextChunk, summarize), and a small real run whose rows carry min ≤ median ≤ p90,
+ * busbw = algbw × factor and a simulated time equal to the α-β formula. Never timings.
  */
 import { deepStrictEqual, equal, match, ok, throws } from 'node:assert/strict';
 import { bandwidths, busBwFactor } from '../../src/comm/cost.ts';
 import { type CommBenchRow, parseBytes, parseCommArgs } from '../../src/bench/comm.ts';
-import { mpiTable, planeTable } from '../../src/bench/comm_planes.ts';
+import { DEFAULT_BUDGET, nextChunk, QUICK_BUDGET, summarize } from '../../src/comm/timing.ts';
 import { runCli } from '../util/cli.ts';
 
 Deno.test("busbw factors are nccl-tests': 2(p−1)/p allReduce, (p−1)/p gather/scatter/all-to-all, 1 rooted", () => {
@@ -18,7 +19,7 @@ Deno.test("busbw factors are nccl-tests': 2(p−1)/p allReduce, (p−1)/p gather
   deepStrictEqual(bandwidths('allReduce', 2e9, 1000, 4), { algbw: 2, busbw: 3 }); // 2 GB in 1 s
 });
 
-Deno.test('comm flags: sizes with units, and errors naming what is allowed', () => {
+Deno.test('comm flags: sizes with units, the timing budget, and errors naming what is allowed', () => {
   equal(parseBytes('64MiB', '--max-bytes'), 64 << 20);
   equal(parseBytes('4KiB', '--max-bytes'), 4096);
   equal(parseBytes('4', '--min-bytes'), 4);
@@ -34,10 +35,37 @@ Deno.test('comm flags: sizes with units, and errors naming what is allowed', () 
   deepStrictEqual(parseCommArgs([]).planes, ['shared', 'message']);
   deepStrictEqual(parseCommArgs(['--data-plane', 'message']).planes, ['message']);
   throws(() => parseCommArgs(['--data-plane', 'shm']), /--data-plane expects shared, message or both, got 'shm'/);
+  deepStrictEqual(parseCommArgs([]).budget, DEFAULT_BUDGET);
+  deepStrictEqual(parseCommArgs(['--quick']).budget, QUICK_BUDGET);
+  deepStrictEqual(
+    parseCommArgs(['--quick', '--min-ms', '50', '--warmup', '2', '--warmup-ms', '0', '--min-iters', '7']).budget,
+    { ...QUICK_BUDGET, minMs: 50, warmup: 2, warmupMs: 0, minIters: 7 },
+  );
+  throws(() => parseCommArgs(['--min-ms=1.5']), /--min-ms expects a whole number ≥ 0, got '1.5'/);
+  throws(() => parseCommArgs(['--warmup', '0']), /--warmup expects a whole number ≥ 1, got '0'/);
+  throws(() => parseCommArgs(['--min-iters', '2.5']), /--min-iters expects a whole number ≥ 1/);
+  throws(() => parseCommArgs(['--min-iters', '9', '--max-iters', '8']), /--max-iters \(8\) is below --min-iters/);
+});
+
+Deno.test('the loop runs ≥ K calls and ≥ M ms, ≤ the cap; percentiles are nearest-rank', () => {
+  // A call of 0.5 ms: K = 4 first, then batches aiming at 10 ms (×1.2), until both hold.
+  let done = 0, elapsed = 0;
+  const batches = [];
+  for (let n; (n = nextChunk(done, elapsed, 4, 10, 1000)) > 0;) batches.push(n), done += n, elapsed += n * 0.5;
+  deepStrictEqual(batches, [4, 20]);
+  ok(done >= 4 && elapsed >= 10);
+  equal(nextChunk(0, 0, 3, 0, 1000), 3); // no minimum time: K calls
+  equal(nextChunk(3, 0.01, 3, 0, 1000), 0);
+  equal(nextChunk(990, 1, 3, 1e9, 1000), 10); // the cap bounds a batch…
+  equal(nextChunk(1000, 1, 3, 1e9, 1000), 0); // …and the loop
+  const s = summarize([5, 1, 4, 2, 3, 10, 6, 7, 9, 8]);
+  deepStrictEqual(s, { iters: 10, min: 1, median: 5, p90: 9, mean: 5.5 });
+  deepStrictEqual(summarize([3]), { iters: 1, min: 3, median: 3, p90: 3, mean: 3 });
+  throws(() => summarize([]), /no timed calls/);
 });
 
 Deno.test({
-  name: 'bench comm runs worlds of 2 and 3 and reports nccl-tests figures beside the α-β prediction',
+  name: 'bench comm runs worlds of 2 and 3 and reports min/median/p90 and nccl-tests figures beside the α-β prediction',
   sanitizeResources: false,
   sanitizeOps: false,
   fn: async () => {
@@ -54,26 +82,36 @@ Deno.test({
       '32',
       '--net',
       'link=10GB/s,2us',
-      '--iters',
+      '--quick',
+      '--min-ms',
       '2',
       '--json',
       json,
       '--no-mpi',
     ]);
     equal(res.code, 0, res.stderr);
+    match(res.stdout, /≥ 1 warm-up calls and ≥ 0 ms of them, then ≥ 3 timed calls and ≥ 2 ms of them/);
     match(res.stdout, /world size 3 · message plane · network intra=10GB\/s,2us/);
-    match(res.stdout, /size\s+collective\s+algorithm\s+time ms\s+algbw GB\/s\s+busbw GB\/s\s+sim µs\s+α-β µs/);
-    const rows = JSON.parse(await Deno.readTextFile(json)).rows as CommBenchRow[];
+    match(
+      res.stdout,
+      /size\s+collective\s+algorithm\s+calls\s+min µs\s+median µs\s+p90 µs\s+algbw GB\/s\s+busbw GB\/s\s+sim µs\s+α-β µs/,
+    );
+    const out = JSON.parse(await Deno.readTextFile(json));
+    deepStrictEqual(out.budget, { ...QUICK_BUDGET, minMs: 2 });
+    const rows = out.rows as CommBenchRow[];
     equal(rows.length, 2 * 2 * (5 + 2) * 3); // worlds × planes × algorithms × sizes 4 B, 128 B, 4 KiB
     deepStrictEqual([...new Set(rows.map((r) => r.plane))], ['shared', 'message']);
     match(res.stdout, /world size 2 · shared plane/);
-    match(
-      res.stdout,
-      /shared vs message plane\nsize\s+collective\s+algorithm\s+shared µs\s+message µs\s+shared speed-up/,
-    );
+    match(res.stdout, /shared vs message plane \(median µs per call\)\nsize\s+collective\s+algorithm\s+shared µs\s+/);
+    match(res.stdout, /\d+\.\d\d× (slower|faster)|same/);
     match(res.stdout, /MPICH comparison: skipped \(--no-mpi\)/);
     for (const r of rows) {
-      ok(r.ms > 0 && Number.isFinite(r.ms));
+      ok(r.min > 0 && r.min <= r.median && r.median <= r.p90 && r.min <= r.mean, JSON.stringify(r));
+      // The ranks agree on the summed call time of the slowest: its mean × calls reaches --min-ms.
+      // (f32 agreement: a relative tolerance.)
+      ok(r.iters >= 3 && r.mean * r.iters >= 2 * (1 - 1e-6), `${r.iters} calls, mean ${r.mean} ms`);
+      ok(r.firstMs! > 0);
+      ok(Math.abs(r.algbw - r.bytes / r.median / 1e6) < 1e-9 * r.algbw);
       ok(Math.abs(r.busbw - r.algbw * busBwFactor(r.coll, r.p)) < 1e-12 * r.busbw);
       // The formulas assume equal chunks (S a multiple of 4p bytes) and, for the trees, p a power of two.
       if (r.bytes % (4 * r.p) === 0 && (r.p === 2 || r.algorithm === 'ring' || r.algorithm === 'direct')) {
@@ -87,50 +125,5 @@ Deno.test({
     equal(bad.code, 2);
     match(bad.stderr, /--step must be an integer ≥ 2/);
     await Deno.remove(json);
-  },
-});
-
-Deno.test('the MPICH table divides MPI time by our fastest algorithm per plane', () => {
-  const row = (plane: 'shared' | 'message' | undefined, algorithm: string, ms: number): CommBenchRow => ({
-    coll: 'allReduce',
-    algorithm,
-    p: 2,
-    plane,
-    bytes: 4096,
-    iters: 1,
-    ms,
-    algbw: 0,
-    busbw: 0,
-  });
-  const ours = [row('shared', 'ring', 0.02), row('shared', 'direct', 0.04), row('message', 'ring', 0.1)];
-  const t = mpiTable(ours, [row(undefined, 'mpi', 0.01)]);
-  match(t, /4 KiB\s+allReduce p=2\s+10.00\s+20.00 \(ring\)\s+0.50×\s+100 \(ring\)\s+0.10×/);
-  match(planeTable([row('shared', 'ring', 0.02), row('message', 'ring', 0.1)]), /20.00\s+100\s+5.00$/m);
-});
-
-Deno.test({
-  name: 'bench comm runs MPICH at the same sizes and world size (mpirun) and prints the ratio per size',
-  sanitizeResources: false,
-  sanitizeOps: false,
-  fn: async () => {
-    const res = await runCli('bench.ts', [
-      'comm',
-      '--worlds',
-      '2',
-      '--ops',
-      'allReduce',
-      '--min-bytes',
-      '4KiB',
-      '--max-bytes',
-      '64KiB',
-      '--step',
-      '16',
-      '--iters',
-      '2',
-    ]);
-    equal(res.code, 0, res.stderr);
-    match(res.stdout, /MPICH's own collectives \(mpirun -n p\) vs ours/);
-    match(res.stdout, /4 KiB\s+allReduce p=2\s+\S+\s+\S+ \(\S+\)\s+\S+×\s+\S+ \(\S+\)\s+\S+×/);
-    match(res.stdout, /64 KiB\s+allReduce p=2/);
   },
 });

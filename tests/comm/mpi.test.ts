@@ -93,7 +93,17 @@ Deno.test('bench comm --transport mpi --tune: every candidate timed, the table k
   const dir = await Deno.makeTempDir();
   const out = await new Deno.Command('mpirun', {
     args: ['-n', '2', Deno.execPath(), 'run', '-A', 'src/cli/bench.ts', 'comm', '--transport', 'mpi']
-      .concat(['--max-bytes', '1KiB', '--step', '16', '--ops', 'allReduce,allGather', '--tune', `${dir}/t.json`]),
+      .concat([
+        '--max-bytes',
+        '1KiB',
+        '--step',
+        '16',
+        '--quick',
+        '--ops',
+        'allReduce,allGather',
+        '--tune',
+        `${dir}/t.json`,
+      ]),
     cwd: root,
     stdout: 'piped',
     stderr: 'piped',

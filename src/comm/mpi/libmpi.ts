@@ -15,6 +15,7 @@ export const MPI = {
   BYTE: 0x4c00010d,
   INT: 0x4c000405,
   FLOAT: 0x4c00040a,
+  DOUBLE: 0x4c00080b,
   MAX: 0x58000001,
   MIN: 0x58000002,
   SUM: 0x58000003,
@@ -75,7 +76,7 @@ const SYMBOLS = {
 export type MpiSymbols = Deno.DynamicLibrary<typeof SYMBOLS>['symbols'];
 
 /** Where Debian's mpich puts the library (`apt-get install mpich`); the soname is tried first. */
-const CANDIDATES = ['libmpich.so.12', '/usr/lib/x86_64-linux-gnu/libmpich.so.12', 'libmpi.so.12'];
+export const CANDIDATES = ['libmpich.so.12', '/usr/lib/x86_64-linux-gnu/libmpich.so.12', 'libmpi.so.12'];
 
 let lib: Deno.DynamicLibrary<typeof SYMBOLS> | null = null;
 
