@@ -32,6 +32,8 @@ const SHAPE = ['--n-layer', '2', '--n-embd', '16', '--n-head', '2', '--block-siz
 const QUIET = ['--eval-interval', '1000', '--eval-batches', '1', '--sample-tokens', '0', '--log-interval', '1'];
 const TINY = ['--steps', '2', ...SHAPE, ...QUIET];
 const trains: Rule = { add: TINY, expect: /done: 2 steps/ };
+// The comm bench's smallest honest run: world 2, allReduce, a few calls per size.
+const COMM_SMALL = ['--quick', '--worlds', '2', '--ops', 'allReduce'];
 
 const root = new URL('../../', import.meta.url).pathname;
 
@@ -94,10 +96,12 @@ export const RULES: Record<string, Rule> = {
   "npm run plan -- --advise 'layers=24,heads=32,hidden=2560,seq=2048,vocab=50257' --tp 2": {},
   'npm run bench -- matmul --json dev.json && npm run plan -- --search --world 8 --model megatron-1.7b --device dev.json':
     { add: ['--sizes', '128'], part: 0 },
-  'npm run bench -- comm': {},
-  'npm run bench -- comm --net nvlink-ib --max-bytes 64MiB': {},
-  'npm run bench -- comm --worlds 2 --ops allReduce --min-bytes 4KiB --max-bytes 16MiB --step 16': {},
-  'npm run bench -- comm --data-plane shared --no-mpi': {},
+  'npm run bench -- comm': { add: [...COMM_SMALL, '--max-bytes', '4KiB'] },
+  'npm run bench -- comm --net nvlink-ib --max-bytes 64MiB': { add: [...COMM_SMALL, '--min-bytes', '64MiB', '--no-mpi'] },
+  'npm run bench -- comm --worlds 2,4 --ops allReduce --min-bytes 4KiB --max-bytes 16MiB --step 16': {
+    add: [...COMM_SMALL, '--max-bytes', '4KiB', '--no-mpi'],
+  },
+  'npm run bench -- comm --data-plane shared --no-mpi': { add: [...COMM_SMALL, '--max-bytes', '4KiB'] },
   'mpirun -n 4 npm run bench -- comm --transport mpi': {},
   'mpirun -n 4 npm run bench -- comm --transport mpi --tune tune.json': {},
   'mpirun -n 4 npm run train -- --transport mpi --dp 2 --tp 2': trains,
