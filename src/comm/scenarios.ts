@@ -183,8 +183,12 @@ export const SCENARIO_TASKS: Record<string, RankTask> = {
     else await world.allReduce(x, { timeoutMs: args.timeoutMs });
   },
 
-  /** The last rank never calls the allReduce the others wait in. */
+  /**
+   * The last rank never calls the allReduce the others wait in. Every rank passes a barrier
+   * first, so a slow start of a present rank cannot be what a waiting rank's timeout names.
+   */
   async missing(world, args: { timeoutMs: number; catchLocally: boolean }) {
+    await world.barrier();
     if (world.rank === world.size - 1) return 'skipped';
     try {
       await world.allReduce(new Float32Array(8), { algorithm: 'direct', timeoutMs: args.timeoutMs });

@@ -8,7 +8,7 @@
  * attention under autocast reads the rounded qkv in both passes.
  */
 import { equal, ok, throws } from 'node:assert/strict';
-import { gpuTest } from '../util/gpu.ts';
+import { gpuTest, hasShaderF16 } from '../util/gpu.ts';
 import { assertClose, assertRelRms, randn } from '../util/assert.ts';
 import { Tape } from '../../src/autograd/tape.ts';
 import { RULES } from '../../src/autograd/rules.ts';
@@ -79,7 +79,7 @@ gpuTest('autocast bf16: linear forward and backward on bf16-rounded operands, f3
 gpuTest(
   'autocast f16: linear forward and backward on f16 operands (or a clear refusal without shader-f16)',
   async (gpu) => {
-    if (!gpu.features.has('shader-f16')) {
+    if (!hasShaderF16(gpu)) {
       throws(
         () => checkPrecision(gpu, 'f16-mixed'),
         /--precision f16-mixed: f16 tensors need the adapter's 'shader-f16'.*or bf16-mixed/,
@@ -105,7 +105,7 @@ gpuTest('autocast: a weight read twice on a tape is cast once; a recomputation t
 });
 
 gpuTest('autocast: flash attention reads the half precision qkv in forward and backward', async (gpu) => {
-  const modes: Autocast[] = gpu.features.has('shader-f16') ? ['bf16', 'f16'] : ['bf16'];
+  const modes: Autocast[] = hasShaderF16(gpu) ? ['bf16', 'f16'] : ['bf16'];
   const d = { b: 2, t: 17, c: 12, nh: 3, causal: true };
   const n = d.b * d.t * 3 * d.c;
   const qkv = randn(n, 3, -2, 2), dy = randn(d.b * d.t * d.c, 4);

@@ -8,9 +8,9 @@
  */
 import { deepStrictEqual, equal, match, ok } from 'node:assert/strict';
 import { runCli, TINY_RUN } from '../util/cli.ts';
-import { testGpu } from '../util/gpu.ts';
+import { hasShaderF16, testGpu } from '../util/gpu.ts';
 
-const hasF16 = (await testGpu()).features.has('shader-f16');
+const hasF16 = hasShaderF16(await testGpu());
 const TINY = ['--steps', '100', '--eval-interval', '100', '--log-interval', '50', '--sample-tokens', '0'];
 const opts = { sanitizeResources: false, sanitizeOps: false };
 

@@ -5,6 +5,7 @@
  */
 import { equal, match, ok } from 'node:assert/strict';
 import { runCli } from '../util/cli.ts';
+import { testBackend } from '../util/gpu.ts';
 import { attentionFlops } from '../../src/bench/scale.ts';
 import { DEVICE_PEAKS, peakTflops } from '../../src/bench/devices.ts';
 import { parseScaleArgs } from '../../src/cli/scale.ts';
@@ -32,6 +33,8 @@ Deno.test({
       const j = JSON.parse(await Deno.readTextFile(`${dir}/scale.json`));
       equal(j.peakTflops, DEVICE_PEAKS['h100-sxm'].f32);
       equal(j.quick, true);
+      // On Deno's wgpu (lavapipe in CI) the f16 columns must be measured, not quietly left empty (tests/util/gpu.ts hasShaderF16).
+      if (testBackend() === 'wgpu') ok(j.features.includes('shader-f16'), `wgpu adapter features: ${j.features}`);
       equal(j.matmul.map((m: { n: number }) => m.n).join(), '64,128');
       for (const m of j.matmul) {
         ok(close(m.gflops, (2 * m.n ** 3) / (m.ms * 1e6)), `GFLOP/s from ms at ${m.n}`);

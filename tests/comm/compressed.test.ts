@@ -6,7 +6,7 @@
  * error feedback over steps keeps Σ outputs + residuals = Σ inputs.
  */
 import { equal, ok } from 'node:assert/strict';
-import { gpuTest } from '../util/gpu.ts';
+import { gpuTest, hasShaderF16 } from '../util/gpu.ts';
 import { randn } from '../util/assert.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
@@ -91,7 +91,7 @@ async function onWorld<T>(
 }
 
 const schemes = (gpu: Gpu) =>
-  ['bf16', 'int8:32', 'int4:32', 'sign', 'topk:0.05', ...(gpu.features.has('shader-f16') ? ['fp16'] : [])].map(
+  ['bf16', 'int8:32', 'int4:32', 'sign', 'topk:0.05', ...(hasShaderF16(gpu) ? ['fp16'] : [])].map(
     parseScheme,
   );
 

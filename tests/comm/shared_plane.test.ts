@@ -115,7 +115,7 @@ for (const dataPlane of PLANES) {
               e.message,
               /^rank [01] timed out after 2000 ms in allReduce\(sum\/direct, f32×65536\) \(group world#1\) waiting for rank\(s\) 2$/,
             ));
-          ok(performance.now() - t0 < 8000);
+          ok(performance.now() - t0 < 30_000, 'the waiting ranks failed, not hung until the run limit');
         },
         10_000,
         60_000,
@@ -143,7 +143,8 @@ Deno.test({
             ),
           );
         }
-        ok(performance.now() - t0 < 1500, 'refused at the send, not by a timeout');
+        // The message is the region check's, not a timeout's; the send's timeout is 120 s, past this generous guard.
+        ok(performance.now() - t0 < 30_000, 'refused at the send, not by a timeout');
         equal((await w.chromeTrace()).otherData?.dataPlane, 'shared');
       },
       10_000,

@@ -30,7 +30,8 @@ Deno.test({
 
     const other = await Gpu.create({ backend: testBackend() });
     other.destroy();
-    await new Promise((r) => setTimeout(r, 50));
+    // The event itself, not a delay: the context's watch saw `lost` resolve before this await returns.
+    equal((await other.device.lost).reason, 'destroyed');
     equal(other.lost, null, 'a destroy() of our own is not a lost device');
   },
 });

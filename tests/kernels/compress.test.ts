@@ -8,7 +8,7 @@
  * shader-f16 must refuse the fp16 compressor.
  */
 import { equal, ok, throws } from 'node:assert/strict';
-import { gpuTest } from '../util/gpu.ts';
+import { gpuTest, hasShaderF16 } from '../util/gpu.ts';
 import { randn } from '../util/assert.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import {
@@ -64,7 +64,7 @@ gpuTest('bf16 compressor: packed words and decoded values equal the reference bi
 });
 
 gpuTest('fp16 compressor equals Math.f16round, or is refused without shader-f16', async (gpu) => {
-  if (!gpu.features.has('shader-f16')) {
+  if (!hasShaderF16(gpu)) {
     throws(() => fp16Compressor.allocate(gpu, 3), /f16 tensors need the adapter's 'shader-f16' feature/);
     return;
   }

@@ -6,7 +6,7 @@
  * An adapter without shader-f16 (SwiftShader under Dawn) must refuse with a clear error instead.
  */
 import { equal, ok, throws } from 'node:assert/strict';
-import { gpuTest } from '../util/gpu.ts';
+import { gpuTest, hasShaderF16 } from '../util/gpu.ts';
 import { assertClose, randn } from '../util/assert.ts';
 import { castToF16, castToF32 } from '../../src/kernels/cast.ts';
 import { matmul, matmulTuning } from '../../src/kernels/matmul.ts';
@@ -15,7 +15,7 @@ import type { Gpu } from '../../src/gpu/context.ts';
 
 /** Asserts the refusal an adapter without shader-f16 gives; true when the adapter has it. */
 function hasF16(gpu: Gpu): boolean {
-  if (gpu.features.has('shader-f16')) return true;
+  if (hasShaderF16(gpu)) return true;
   const x = gpu.zeros([3]), y = gpu.empty([3], 'f16');
   throws(() => castToF16(gpu, x, y), /f16 tensors need the adapter's 'shader-f16' feature/);
   const a = gpu.empty([1], 'f16');

@@ -6,7 +6,7 @@
  * (T not a multiple of the row blocks, a head size of 7). An adapter without shader-f16 refuses.
  */
 import { throws } from 'node:assert/strict';
-import { gpuTest } from '../util/gpu.ts';
+import { gpuTest, hasShaderF16 } from '../util/gpu.ts';
 import { assertClose, assertRelRms, randn } from '../util/assert.ts';
 import { flashAttentionBackward, flashAttentionForward, flashTuning } from '../../src/kernels/flash_attention.ts';
 import { attentionBackwardRef, attentionForwardRef } from '../../src/reference/attention.ts';
@@ -42,7 +42,7 @@ async function checkF16(gpu: Gpu, b: number, t: number, nh: number, hs: number, 
 
 for (const tiled of [false, true]) {
   gpuTest(`flash attention with f16 qkv, ${tiled ? 'tiled (GPU path)' : 'barrier-free'} kernels`, async (gpu) => {
-    if (!gpu.features.has('shader-f16')) {
+    if (!hasShaderF16(gpu)) {
       const q = gpu.empty([1, 1, 96], 'f16'), y = gpu.empty([1, 1, 32]), l = gpu.empty([1, 1, 1]);
       throws(
         () => flashAttentionForward(gpu, q, y, l, { b: 1, t: 1, c: 32, nh: 1 }),

@@ -8,7 +8,7 @@
 import { equal, ok, throws } from 'node:assert/strict';
 import { activationMemory } from '../../src/parallel/activation_memory.ts';
 import { makePlan, type PlanModel } from '../../src/parallel/plan.ts';
-import { gpuTest } from '../util/gpu.ts';
+import { gpuTest, hasShaderF16 } from '../util/gpu.ts';
 import { GPT } from '../../src/models/gpt.ts';
 import { Tape } from '../../src/autograd/tape.ts';
 import type { Autocast } from '../../src/autograd/autocast.ts';
@@ -23,7 +23,7 @@ for (const mode of ['f16', 'bf16'] as const satisfies readonly Autocast[]) {
     gpuTest(
       `GPT forward under ${mode} autocast (${attention}): tape bytes = formula with the half copies`,
       async (gpu) => {
-        if (mode === 'f16' && !gpu.features.has('shader-f16')) {
+        if (mode === 'f16' && !hasShaderF16(gpu)) {
           // No f16 tensors on this adapter (SwiftShader): what it can check is that they are refused.
           throws(() => castToF16(gpu, gpu.zeros([1]), gpu.empty([1], 'f16')), /needs? the adapter's 'shader-f16'/);
           return;

@@ -67,11 +67,12 @@ const outerSent = (sent: Record<string, number>[]) =>
   sent.reduce((a, s) => a + Object.entries(s).filter(([k]) => k.includes('/outer')).reduce((b, [, n]) => b + n, 0), 0);
 
 Deno.test({
-  name: 'low-comm: DiLoCo and local SGD with H = 1 (outer lr 1, no momentum, SGD inner) equal DDP step for step',
+  name:
+    'low-comm: DiLoCo and local SGD with H = 1 (outer lr 1, no momentum, SGD inner, no clipping) equal DDP step for step over 10 steps',
   ...WORKER_TEST,
   fn: async () => {
     const gpu = await testGpu();
-    const over = tinyConfig({ optimizer: 'sgd', gradClip: 0, lr: 0.05, minLr: 0.05, batchSize: 8, steps: 6 });
+    const over = tinyConfig({ optimizer: 'sgd', gradClip: 0, lr: 0.05, minLr: 0.05, batchSize: 8, steps: 10, seed: 5 });
     for (const base of [{ dp: 2 }, { dp: 2, tp: 2 }, { dp: 2, pp: 2 }] as Partial<ParallelPlan>[]) {
       const ddp = await localMeshRun(gpu, makePlan(base), over, TEXT);
       for (
@@ -94,6 +95,22 @@ Deno.test({
         ok(outerSent(run[0].sent) > 0 && outerSent(ddp[0].sent) === 0, `${what}: the outer group carries the sync`);
       }
     }
+  },
+});
+
+Deno.test({
+  name: 'low-comm: with gradient clipping on, DiLoCo with H = 1 is not DDP (each worker clips its own gradient)',
+  ...WORKER_TEST,
+  fn: async () => {
+    const gpu = await testGpu();
+    // gradClip 0.5 clips the first steps of this run (harness.ts): DDP clips the averaged gradient by its norm,
+    // each DiLoCo worker its own, so the README's identity needs --grad-clip 0.
+    const over = tinyConfig({ optimizer: 'sgd', gradClip: 0.5, batchSize: 8, steps: 4, seed: 5 });
+    const ddp = await localMeshRun(gpu, makePlan({ dp: 2 }), over, TEXT);
+    const spec = syncSpecOf({ sync: 'diloco', innerSteps: 1, outerLr: 1, outerMomentum: 0 });
+    const run = await localMeshRun(gpu, makePlan({ dp: 2, sync: spec }), over, TEXT);
+    const rel = Math.max(...ddp[0].losses.map((l, s) => Math.abs(run[0].losses[s] - l) / Math.abs(l)));
+    ok(rel > 1e-5, `clipped runs differ beyond 1e-5: ${rel}`);
   },
 });
 

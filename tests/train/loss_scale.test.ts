@@ -5,7 +5,7 @@
  * is recorded as skipped with a non-finite ‖g‖, and the scale halves.
  */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
-import { gpuTest } from '../util/gpu.ts';
+import { gpuTest, hasShaderF16 } from '../util/gpu.ts';
 import { LossScaler, MIN_LOSS_SCALE } from '../../src/train/loss_scale.ts';
 import { Trainer } from '../../src/train/trainer.ts';
 import { parseConfig } from '../../src/train/config.ts';
@@ -42,7 +42,7 @@ gpuTest('f16-mixed: a forced overflow skips the update and halves the loss scale
     const cfg = parseConfig({ ...base, precision: 'f16-mixed', lossScale });
     return new Trainer(gpu, createModel(gpu, cfg, tok.vocabSize), data, cfg);
   };
-  if (!gpu.features.has('shader-f16')) {
+  if (!hasShaderF16(gpu)) {
     throws(() => make(1), /--precision f16-mixed: f16 tensors need the adapter's 'shader-f16' feature/);
     return;
   }

@@ -34,3 +34,22 @@ export function deviceImpl(gpu: Gpu): 'wgpu' | 'dawn' {
 export function gpuTest(name: string, fn: (gpu: Gpu) => Promise<void> | void): void {
   Deno.test({ name, sanitizeResources: false, sanitizeOps: false, fn: async () => await fn(await testGpu()) });
 }
+
+/**
+ * Whether an f16 test runs its f16 path (true) or checks the refusal (false): the adapter's
+ * `shader-f16`. Deno's wgpu, the suite's default backend, must have it — on the machine without
+ * a GPU that is Mesa's lavapipe, which scripts/setup.sh installs and which offers it — so there
+ * a missing feature fails the test instead of quietly turning every f16 test into a refusal
+ * test. Only Dawn (SwiftShader lacks the feature) exercises the refusals.
+ * @throws Error on a wgpu device without `shader-f16`.
+ */
+export function hasShaderF16(gpu: Gpu): boolean {
+  if (gpu.features.has('shader-f16')) return true;
+  if (deviceImpl(gpu) === 'wgpu') {
+    throw new Error(
+      `the wgpu adapter lacks 'shader-f16': the f16 tests would only check refusals; ` +
+        'the suite expects lavapipe (scripts/setup.sh) or a GPU that has it',
+    );
+  }
+  return false;
+}
