@@ -63,17 +63,6 @@ export async function runCli(script: string, args: string[], env: Record<string,
   return { code: out.code, stdout: new TextDecoder().decode(out.stdout), stderr: new TextDecoder().decode(out.stderr) };
 }
 
-/** Starts the CLI without waiting (for kill tests). */
-export function spawnCli(script: string, args: string[]): Deno.ChildProcess {
-  return new Deno.Command(Deno.execPath(), {
-    args: ['run', '-A', `src/cli/${script}`, ...withTestBackend(script, args)],
-    cwd: root,
-    env: { XDG_RUNTIME_DIR: '/tmp' },
-    stdout: 'null',
-    stderr: 'null',
-  }).spawn();
-}
-
 /**
  * The `loss` of every step line of a metrics.jsonl, indexed by step.
  * @throws Error for a step logged twice: a resume that kept the lines past its checkpoint
