@@ -18,6 +18,8 @@ export const isFlagToken = (a: string) => a.startsWith('-') && !NEGATIVE.test(a)
  * `--dp=-1`), which parseArgs would otherwise refuse as "argument is ambiguous" without naming
  * the value; the flag's own check then names its range (`--dp -1 is below the minimum 1`).
  * @param takesValue names of the flags that take a value (without `--`).
+ * @throws Error for a flag taking a value followed by another flag (`--steps --lr 1`), naming both,
+ *   where parseArgs would call it ambiguous.
  */
 export function joinNegatives(argv: string[], takesValue: Set<string>): string[] {
   const out: string[] = [];
@@ -27,9 +29,16 @@ export function joinNegatives(argv: string[], takesValue: Set<string>): string[]
       out.push(...argv.slice(i));
       break;
     }
-    const m = /^--([^=]+)$/.exec(a);
-    if (m && takesValue.has(m[1]) && i + 1 < argv.length && NEGATIVE.test(argv[i + 1])) out.push(`${a}=${argv[++i]}`);
-    else out.push(a);
+    const m = /^--([^=]+)$/.exec(a), next = argv[i + 1];
+    if (!m || !takesValue.has(m[1]) || next === undefined || !next.startsWith('-')) out.push(a);
+    else if (NEGATIVE.test(next)) out.push(`${a}=${argv[++i]}`);
+    else {
+      throw new Error(
+        next.startsWith('--')
+          ? `${a} expects a value, got the flag '${next}'`
+          : `${a} expects a value, got '${next}' (a value starting with '-' is written ${a}=${next})`,
+      );
+    }
   }
   return out;
 }
