@@ -1,8 +1,9 @@
 /**
  * The config of a fresh run, shared by `npm run train` (single-rank and parallel),
  * `npm run plan` and `npm run schedule`: the preset, then the --config file, then the flags.
- * On --resume of a single-rank run, the checkpoint's config plus the flags a resume may change
- * ({@link resolveConfig}, shared by `npm run train` and `npm run schedule`).
+ * On --resume of a single-rank run, the checkpoint's config plus the --config file and flags, which
+ * may change only what a resume may change ({@link resolveConfig}, shared by `npm run train` and
+ * `npm run schedule`).
  */
 import { parseConfig, PRESETS, type TrainConfig, TrainConfigSchema } from '../train/config.ts';
 import { resolveRewarm } from '../train/rewarm.ts';
@@ -83,8 +84,10 @@ export async function freshConfig(args: ConfigSources): Promise<TrainConfig> {
 }
 
 /**
- * The run's config: preset + file + flags, or the checkpoint's config plus allowed flags on --resume.
- * @throws Error for --resume without --out or a checkpoint; LegacyCheckpointError for a checkpoint
+ * The run's config: preset + file + flags, or on --resume the checkpoint's config plus file and
+ * flags, which may repeat any saved value but change only RESUMABLE_KEYS (checkResumeOverrides).
+ * @throws Error for --resume without --out or a checkpoint, or flags that would change the saved
+ *   config; LegacyCheckpointError for a checkpoint
  *   written before whole-file digests without --allow-legacy-checkpoint; CorruptCheckpointError
  *   for one that fails verification (parseCheckpoint).
  */
@@ -103,9 +106,10 @@ export async function resolveConfig(
         `${path}: legacy checkpoint, its data_sha256 verified; the next checkpoint is written with the whole-file sha256`,
       );
     }
-    checkResumeOverrides(args);
+    const file = args.configFile === undefined ? undefined : await loadConfigFile(args.configFile);
+    checkResumeOverrides({ ...args, file }, parseConfig(ckpt.state.config));
     return {
-      cfg: resolveRewarm(parseConfig({ ...ckpt.state.config, ...args.overrides }), {
+      cfg: resolveRewarm(parseConfig({ ...ckpt.state.config, ...file, ...args.overrides }), {
         step: ckpt.state.step,
         config: ckpt.state.config,
       }),
