@@ -5,7 +5,7 @@
  * may change only what a resume may change ({@link resolveConfig}, shared by `npm run train` and
  * `npm run schedule`).
  */
-import { parseConfig, PRESETS, type TrainConfig, TrainConfigSchema } from '../train/config.ts';
+import { archDefaults, parseConfig, PRESETS, type TrainConfig, TrainConfigSchema } from '../train/config.ts';
 import { resolveRewarm } from '../train/rewarm.ts';
 import { type LoadedCheckpoint, parseCheckpoint } from '../train/checkpoint.ts';
 import { exists } from '../io/atomic.ts';
@@ -74,13 +74,15 @@ export interface ConfigSources {
 }
 
 /**
- * The config of a new run: the preset, then the --config file, then the flags. A re-warm
+ * The config of a new run: the preset, then the --config file, then the flags, over the
+ * architecture's own defaults where the schema's would not run (archDefaults). A re-warm
  * schedule starts fresh: its −1 placeholders become step 0 and LR 0 (see resolveRewarm).
  * @throws Error when the config file is bad ({@link loadConfigFile}) or the result is an invalid config.
  */
 export async function freshConfig(args: ConfigSources): Promise<TrainConfig> {
   const file = args.configFile === undefined ? {} : await loadConfigFile(args.configFile);
-  return resolveRewarm(parseConfig({ ...PRESETS[args.preset], ...file, ...args.overrides }), null);
+  const given = { ...PRESETS[args.preset], ...file, ...args.overrides };
+  return resolveRewarm(parseConfig({ ...archDefaults(given), ...given }), null);
 }
 
 /**
