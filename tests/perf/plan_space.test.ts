@@ -61,7 +61,6 @@ Deno.test('plan space: the same plans, counts and ranking as checking every plan
   const cases: [PlanModel, number][] = [
     [MODEL_PRESETS['megatron-1.7b'], 64],
     [{ ...MODEL_PRESETS['megatron-39b'], batchSize: 240 }, 48],
-    [{ ...MODEL_PRESETS['gpt3-175b'], batchSize: 96 }, 96],
     [parseModel('layers=6,heads=12,hidden=768,seq=1024,vocab=50257,batch=360'), 12],
   ];
   for (const [model, world] of cases) {
