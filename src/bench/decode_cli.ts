@@ -2,7 +2,7 @@
  * `npm run bench -- decode [flags]`: tree vs ring decode attention across a cp group on the
  * simulated clock (src/bench/decode.ts, docs/design.md §36). Own flags, no GPU, as `comm`.
  */
-import { parseArgs } from 'node:util';
+import { parseCliArgs } from '../cli/parse_cli.ts';
 import { NetworkModel } from '../comm/network.ts';
 import { writeAtomic } from '../io/atomic.ts';
 import { benchDecode, DECODE_BENCH_DEFAULTS, type DecodeBenchOptions, type DecodeBenchRow } from './decode.ts';
@@ -42,7 +42,7 @@ function ints(flag: string, text: string, max = Infinity): number[] {
 export function parseDecodeArgs(argv: string[]): DecodeBenchOptions & { json?: string; help: boolean } {
   let parsed;
   try {
-    parsed = parseArgs({
+    parsed = parseCliArgs({
       args: argv,
       options: {
         net: { type: 'string', default: D.net },

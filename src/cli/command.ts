@@ -14,6 +14,7 @@ import { MAX_PLAN_WORLD, MAX_RUN_WORLD, planFromOptions, PlanSchema } from '../p
 import { SCHEDULE_KINDS, type ScheduleKind } from '../parallel/pipeline_schedule.ts';
 import { parseNetwork } from '../comm/network.ts';
 import { LaunchSchema } from './run_world.ts';
+import { MAX_SEARCH_BATCH } from '../perf/plan_space.ts';
 
 /** Largest vocabulary `npm run plan --vocab-size` models (GPT-2's is 50 257). */
 export const MAX_VOCAB = 1 << 20;
@@ -66,7 +67,7 @@ export const PlanSearchSchema = z.object({
       ctx.addIssue({ code: 'custom', message: `'${text}': ${(e as Error).message}` });
     }
   }).describe("network model: a preset or 'intra=…GB/s,…us;inter=…;node=N'"),
-  globalBatch: z.number().int().min(1).max(1 << 24).optional().describe(
+  globalBatch: z.number().int().min(1).max(MAX_SEARCH_BATCH).optional().describe(
     "sequences per optimizer step (unset: the preset's)",
   ),
   dtype: z.enum(['bf16', 'f32']).default('bf16').describe(

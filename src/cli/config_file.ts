@@ -1,10 +1,11 @@
 /**
  * The config of a fresh run, shared by `npm run train` (single-rank and parallel),
  * `npm run plan` and `npm run schedule`: the preset, then the --config file, then the flags.
- * On --resume of a single-rank run, the checkpoint's config plus the flags a resume may change
- * ({@link resolveConfig}, shared by `npm run train` and `npm run schedule`).
+ * On --resume of a single-rank run, the checkpoint's config plus the --config file and flags, which
+ * may change only what a resume may change ({@link resolveConfig}, shared by `npm run train` and
+ * `npm run schedule`).
  */
-import { parseConfig, PRESETS, type TrainConfig, TrainConfigSchema } from '../train/config.ts';
+import { archDefaults, parseConfig, PRESETS, type TrainConfig, TrainConfigSchema } from '../train/config.ts';
 import { resolveRewarm } from '../train/rewarm.ts';
 import { type LoadedCheckpoint, parseCheckpoint } from '../train/checkpoint.ts';
 import { exists } from '../io/atomic.ts';
@@ -73,18 +74,22 @@ export interface ConfigSources {
 }
 
 /**
- * The config of a new run: the preset, then the --config file, then the flags. A re-warm
+ * The config of a new run: the preset, then the --config file, then the flags, over the
+ * architecture's own defaults where the schema's would not run (archDefaults). A re-warm
  * schedule starts fresh: its −1 placeholders become step 0 and LR 0 (see resolveRewarm).
  * @throws Error when the config file is bad ({@link loadConfigFile}) or the result is an invalid config.
  */
 export async function freshConfig(args: ConfigSources): Promise<TrainConfig> {
   const file = args.configFile === undefined ? {} : await loadConfigFile(args.configFile);
-  return resolveRewarm(parseConfig({ ...PRESETS[args.preset], ...file, ...args.overrides }), null);
+  const given = { ...PRESETS[args.preset], ...file, ...args.overrides };
+  return resolveRewarm(parseConfig({ ...archDefaults(given), ...given }), null);
 }
 
 /**
- * The run's config: preset + file + flags, or the checkpoint's config plus allowed flags on --resume.
- * @throws Error for --resume without --out or a checkpoint; LegacyCheckpointError for a checkpoint
+ * The run's config: preset + file + flags, or on --resume the checkpoint's config plus file and
+ * flags, which may repeat any saved value but change only RESUMABLE_KEYS (checkResumeOverrides).
+ * @throws Error for --resume without --out or a checkpoint, or flags that would change the saved
+ *   config; LegacyCheckpointError for a checkpoint
  *   written before whole-file digests without --allow-legacy-checkpoint; CorruptCheckpointError
  *   for one that fails verification (parseCheckpoint).
  */
@@ -103,9 +108,10 @@ export async function resolveConfig(
         `${path}: legacy checkpoint, its data_sha256 verified; the next checkpoint is written with the whole-file sha256`,
       );
     }
-    checkResumeOverrides(args);
+    const file = args.configFile === undefined ? undefined : await loadConfigFile(args.configFile);
+    checkResumeOverrides({ ...args, file }, parseConfig(ckpt.state.config));
     return {
-      cfg: resolveRewarm(parseConfig({ ...ckpt.state.config, ...args.overrides }), {
+      cfg: resolveRewarm(parseConfig({ ...ckpt.state.config, ...file, ...args.overrides }), {
         step: ckpt.state.step,
         config: ckpt.state.config,
       }),

@@ -4,8 +4,8 @@
  * (results.md), a CSV of every evaluation and SVG plots into the run folder.
  * Shared flags: --n-layer --n-embd --n-head --block-size --batch-size --eval-batches --seed.
  */
-import { parseArgs } from 'node:util';
-import type { Experiment } from '../experiments/common.ts';
+import { parseCliArgs } from './parse_cli.ts';
+import { type Experiment, modelFlags } from '../experiments/common.ts';
 import { compression } from '../experiments/compression.ts';
 import { lowComm } from '../experiments/low_comm.ts';
 import { planModel } from '../experiments/plan_model.ts';
@@ -55,7 +55,7 @@ export async function main(argv: string[]): Promise<string | null> {
   for (const k of [...shared, ...Object.values(EXPERIMENTS).flatMap(ownFlags)]) options[k] = { type: 'string' };
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, options, strict: true, allowPositionals: true });
+    parsed = parseCliArgs({ args: argv, options, strict: true, allowPositionals: true });
   } catch (e) {
     throw new Error(`${(e as Error).message.split('\n')[0]} (see --help)`);
   }
@@ -84,6 +84,7 @@ export async function main(argv: string[]): Promise<string | null> {
       }`,
     );
   }
+  modelFlags(flags, { nLayer: 1, nEmbd: 1, nHead: 1, blockSize: 1, batchSize: 1 }); // a bad shared flag: before any folder or GPU
   const out = flags.out ??
     `runs/experiment-${name}-${new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15)}`;
   await Deno.mkdir(out, { recursive: true });

@@ -4,7 +4,7 @@
  * layout transformers' GPT2LMHeadModel loads. The checkpoint is verified whole first; the
  * output is written atomically.
  */
-import { parseArgs } from 'node:util';
+import { parseCliArgs } from './parse_cli.ts';
 import { parseCheckpoint } from '../train/checkpoint.ts';
 import { encodeSafetensors } from '../train/safetensors.ts';
 import { exportGpt2 } from '../models/gpt2_hf.ts';
@@ -40,7 +40,7 @@ export async function exportCheckpoint(bytes: Uint8Array, what: string): Promise
 async function main(argv: string[]): Promise<number> {
   let v;
   try {
-    v = parseArgs({
+    v = parseCliArgs({
       args: argv,
       options: { from: { type: 'string' }, out: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
       strict: true,

@@ -7,6 +7,42 @@ import { z } from 'zod';
 
 export const kebab = (s: string) => s.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
 
+/** A negative number's text (`-1`, `-0.5`, `-.5`, `-1e9`, `-Infinity`): a flag's value, never a flag. */
+const NEGATIVE = /^-(?:\d|\.\d|Infinity$)/;
+
+/** True for a token parseArgs reads as a flag: `--x`, `-h`, but not a negative number. */
+export const isFlagToken = (a: string) => a.startsWith('-') && !NEGATIVE.test(a);
+
+/**
+ * `argv` with each negative number after a flag taking a value joined to it (`--dp -1` →
+ * `--dp=-1`), which parseArgs would otherwise refuse as "argument is ambiguous" without naming
+ * the value; the flag's own check then names its range (`--dp -1 is below the minimum 1`).
+ * @param takesValue names of the flags that take a value (without `--`).
+ * @throws Error for a flag taking a value followed by another flag (`--steps --lr 1`), naming both,
+ *   where parseArgs would call it ambiguous.
+ */
+export function joinNegatives(argv: string[], takesValue: Set<string>): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--') {
+      out.push(...argv.slice(i));
+      break;
+    }
+    const m = /^--([^=]+)$/.exec(a), next = argv[i + 1];
+    if (!m || !takesValue.has(m[1]) || next === undefined || !next.startsWith('-')) out.push(a);
+    else if (NEGATIVE.test(next)) out.push(`${a}=${argv[++i]}`);
+    else {
+      throw new Error(
+        next.startsWith('--')
+          ? `${a} expects a value, got the flag '${next}'`
+          : `${a} expects a value, got '${next}' (a value starting with '-' is written ${a}=${next})`,
+      );
+    }
+  }
+  return out;
+}
+
 /** Decimal and exponent forms only: no blanks, whitespace, hex, `Infinity`, `NaN` or `1_000`. */
 const DECIMAL = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
 
@@ -159,14 +195,14 @@ export function normalizeBooleans(argv: string[], booleans: Set<string>, strings
     if (!m || !booleans.has(m[1])) {
       out.push(a);
       // A string flag's value is its own token even when it reads `true` (`--data true`).
-      if (m && strings.has(m[1]) && m[2] === undefined && i + 1 < argv.length && !argv[i + 1].startsWith('-')) {
+      if (m && strings.has(m[1]) && m[2] === undefined && i + 1 < argv.length && !isFlagToken(argv[i + 1])) {
         out.push(argv[++i]);
       }
       continue;
     }
     const name = m[1];
     let value = m[2];
-    if (value === undefined && i + 1 < argv.length && !argv[i + 1].startsWith('-')) value = argv[++i];
+    if (value === undefined && i + 1 < argv.length && !isFlagToken(argv[i + 1])) value = argv[++i];
     if (value === undefined) {
       out.push(a);
       continue;

@@ -3,7 +3,7 @@
  * [--continuation 32] [--batch 32] [--seed S] [--json FILE]`: Pythia's memorization measure
  * (src/train/memorization.ts) on the checkpoint's own training data, train split vs held-out.
  */
-import { parseArgs } from 'node:util';
+import { parseCliArgs } from './parse_cli.ts';
 import { loadTrainingData } from '../io/corpus.ts';
 import { loadIntoStore, parseCheckpoint } from '../train/checkpoint.ts';
 import { parseConfig } from '../train/config.ts';
@@ -45,7 +45,7 @@ export function formatScores(r: Record<string, MemorizationScore>): string {
 export async function main(argv: string[]): Promise<Record<string, MemorizationScore> | null> {
   let values: Record<string, string | boolean | undefined>;
   try {
-    ({ values } = parseArgs({
+    ({ values } = parseCliArgs({
       args: argv,
       strict: true,
       options: {

@@ -5,7 +5,7 @@
  * PlanSearchSchema's (src/cli/command.ts), read by flags.ts like every other CLI's; src/cli/plan.ts
  * hands argv here when it names --search or --advise and is otherwise unchanged.
  */
-import { parseArgs } from 'node:util';
+import { parseCliArgs } from './parse_cli.ts';
 import { type PlanSearchOptions, PlanSearchSchema } from './command.ts';
 import { flagKeys, helpLines, parseArgsOptions, readFlag } from './flags.ts';
 import { NetworkModel } from '../comm/network.ts';
@@ -13,7 +13,8 @@ import { makePlan, rankParams } from '../parallel/plan.ts';
 import { fmtBytes, pct, table } from '../parallel/plan_report.ts';
 import { type DeviceProfile, deviceProfile, peakFlops } from '../perf/device_profile.ts';
 import { parseModel } from '../perf/model_presets.ts';
-import { searchPlans, shortPlan, whyBest } from '../perf/plan_search.ts';
+import { searchPlans, type SearchResult, shortPlan, whyBest } from '../perf/plan_search.ts';
+import { MAX_PRICED_PLANS } from '../perf/plan_space.ts';
 import { adviseShape } from '../perf/shape_advice.ts';
 
 const KEYS = flagKeys(PlanSearchSchema);
@@ -35,7 +36,7 @@ export const isSearchArgv = (argv: string[]) =>
 export function parseSearchArgs(argv: string[]): PlanSearchOptions & { help: boolean } {
   let parsed;
   try {
-    parsed = parseArgs({
+    parsed = parseCliArgs({
       args: argv,
       options: { ...parseArgsOptions(KEYS), help: { type: 'boolean' } },
       strict: true,
@@ -64,21 +65,26 @@ const deviceLine = (dev: DeviceProfile, dtype: 'bf16' | 'f32') =>
     (dev.memBandwidth / 1e9).toFixed(0)
   } GB/s (${dev.source})`;
 
-/** Runs --search or --advise; returns the printed text. @throws Error naming a missing or bad flag. */
-export async function planSearchMain(argv: string[]): Promise<string> {
+/**
+ * --search or --advise without printing: the text, and for --search the search's result (its work: `priced`).
+ * @throws Error naming a missing or bad flag, or why no plan is valid or fits (searchPlans).
+ */
+export async function planSearchRun(argv: string[]): Promise<{ text: string; result?: SearchResult }> {
   const f = parseSearchArgs(argv);
-  if (f.help) {
-    console.log(SEARCH_HELP);
-    return SEARCH_HELP;
-  }
+  if (f.help) return { text: SEARCH_HELP };
   if (f.search && f.advise !== undefined) throw new Error('--search and --advise are separate commands; give one');
   const dev = await deviceProfile(f.device);
-  const text = f.advise !== undefined ? advise(f, dev) : search(f, dev);
+  return f.advise !== undefined ? { text: advise(f, dev) } : search(f, dev);
+}
+
+/** Runs --search or --advise; returns the printed text. @throws as {@link planSearchRun}. */
+export async function planSearchMain(argv: string[]): Promise<string> {
+  const { text } = await planSearchRun(argv);
   console.log(text);
   return text;
 }
 
-function search(f: PlanSearchOptions, dev: DeviceProfile): string {
+function search(f: PlanSearchOptions, dev: DeviceProfile): { text: string; result: SearchResult } {
   if (f.world === undefined) throw new Error('--search needs --world N (the ranks to plan for)');
   if (f.model === undefined) throw new Error('--search needs --model <preset|dims>');
   const preset = parseModel(f.model), model = { ...preset, batchSize: f.globalBatch ?? preset.batchSize };
@@ -101,7 +107,7 @@ function search(f: PlanSearchOptions, dev: DeviceProfile): string {
       pct(x.bubbleFraction),
     ];
   });
-  return [
+  const text = [
     `search   ${preset.name}: ${model.nLayer} layers · ${model.nHead} heads · hidden ${model.nEmbd} · seq ${model.blockSize} · vocab ${model.vocabSize} · ${
       params >= 1e9 ? `${(params / 1e9).toFixed(1)}B` : `${(params / 1e6).toFixed(1)}M`
     } parameters · global batch ${model.batchSize} on ${f.world} ranks`,
@@ -112,6 +118,15 @@ function search(f: PlanSearchOptions, dev: DeviceProfile): string {
     } over ${gib(dev.memoryBytes)} GiB dropped, ${r.ranked.length.toLocaleString('en-US')} ranked in ${
       (r.ms / 1e3).toFixed(2)
     } s`,
+    ...(r.thinned
+      ? [
+        `thinned  micro-batch counts: ${r.thinned.kept} of up to ${r.thinned.most} per split kept (spread evenly), so ${
+          r.priced.toLocaleString('en-US')
+        } of the ${r.valid.toLocaleString('en-US')} valid plans were priced (the bound is ${
+          MAX_PRICED_PLANS.toLocaleString('en-US')
+        })`,
+      ]
+      : []),
     '',
     table(
       [
@@ -134,6 +149,7 @@ function search(f: PlanSearchOptions, dev: DeviceProfile): string {
     }`,
     whyBest(r, model),
   ].join('\n');
+  return { text, result: r };
 }
 
 function advise(f: PlanSearchOptions, dev: DeviceProfile): string {

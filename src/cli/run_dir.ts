@@ -31,19 +31,36 @@ export const RESUMABLE_KEYS: ReadonlySet<string> = new Set([
   'ckptSchedule',
 ]);
 
+/** `7`, `'cosine'`, `true`: a config value as a command line would give it. */
+const shown = (v: unknown) => (typeof v === 'string' ? `'${v}'` : JSON.stringify(v));
+
 /**
- * Checks that a resumed run's flags only change what {@link RESUMABLE_KEYS} allows.
- * @throws Error naming the flags that would change the saved config, and the allowed ones.
+ * Checks that a resumed run's flags (and --config file) change only what {@link RESUMABLE_KEYS}
+ * allows. A value equal to the saved one changes nothing, so a run's own command with `--resume`
+ * appended is accepted.
+ * @param given config keys given on the command line (`overrides`) and in the --config file.
+ * @param saved the checkpoint's config.
+ * @throws Error naming each flag (or --config key) that would change the saved config, with the
+ *   saved and the given value, and the flags a resume may change.
  */
-export function checkResumeOverrides(args: { overrides: Record<string, unknown>; configFile?: string }): void {
-  const bad = Object.keys(args.overrides).filter((k) => !RESUMABLE_KEYS.has(k));
-  if (bad.length || args.configFile) {
-    throw new Error(
-      `--resume continues the saved config; these flags would change it: ${
-        bad.map((k) => `--${kebab(k)}`).join(', ') || '--config'
-      } (allowed: ${[...RESUMABLE_KEYS].map((k) => `--${kebab(k)}`).join(', ')})`,
-    );
-  }
+export function checkResumeOverrides(
+  given: { overrides: Record<string, unknown>; configFile?: string; file?: Record<string, unknown> },
+  saved: Record<string, unknown>,
+): void {
+  const values = { ...given.file, ...given.overrides };
+  const changed = Object.keys(values).filter((k) =>
+    !RESUMABLE_KEYS.has(k) && JSON.stringify(values[k]) !== JSON.stringify(saved[k])
+  );
+  if (!changed.length) return;
+  const named = changed.map((k) => {
+    const where = k in given.overrides ? `--${kebab(k)}` : `--config ${given.configFile} ${k}`;
+    return `${where} ${shown(values[k])} (saved ${shown(saved[k])})`;
+  });
+  throw new Error(
+    `--resume continues the saved config; these flags would change it: ${named.join(', ')} (a resume may change: ${
+      [...RESUMABLE_KEYS].map((k) => `--${kebab(k)}`).join(', ')
+    })`,
+  );
 }
 
 /** Paths of a run's files. */

@@ -4,7 +4,7 @@
  * adapter, printed as tables and written as JSON. With `--baseline`, the PyTorch figures
  * scripts/torch_baseline.py measured on the same GPU stand beside ours as ratios.
  */
-import { parseArgs } from 'node:util';
+import { parseCliArgs } from './parse_cli.ts';
 import { Gpu, type SubgroupChoice } from '../gpu/context.ts';
 import { parseSubgroupsFlag } from '../gpu/subgroups.ts';
 import type { Backend } from '../gpu/device.ts';
@@ -60,7 +60,7 @@ export interface ScaleArgs {
 export function parseScaleArgs(argv: string[]): ScaleArgs {
   let v;
   try {
-    v = parseArgs({
+    v = parseCliArgs({
       args: argv,
       options: {
         quick: { type: 'boolean', default: false },

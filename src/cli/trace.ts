@@ -4,7 +4,7 @@
  * dimension, the share of messages, bytes and simulated time under 64 KiB, and each rank's bytes
  * per step by `dim/collective` beside accounting.json's prediction when the run folder has one.
  */
-import { parseArgs } from 'node:util';
+import { parseCliArgs } from './parse_cli.ts';
 import { dirname } from 'node:path';
 import { binLabel, SIZE_EDGES, type SizeHistogram, summarizeTrace } from '../parallel/trace_summary.ts';
 import { fmtBytes, fmtInt, pct, table } from '../parallel/plan_report.ts';
@@ -46,7 +46,7 @@ async function predictions(path: string): Promise<Map<number, Record<string, num
  * @throws Error for a missing subcommand or path, an unreadable trace, or a malformed accounting.json.
  */
 export async function main(argv: string[]): Promise<string | null> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCliArgs({
     args: argv,
     options: { help: { type: 'boolean', short: 'h' } },
     allowPositionals: true,

@@ -22,7 +22,7 @@
  */
 import { type parseTrainArgs, trainHelp } from './args.ts';
 import { isParallelArgv, parseCommandArgs } from './command.ts';
-import { freshConfig } from './config_file.ts';
+import { freshConfig, loadConfigFile } from './config_file.ts';
 import { flagKeys, helpLines } from './flags.ts';
 import { checkResumeOverrides, runFiles, truncateMetrics } from './run_dir.ts';
 import { exists, sweepTempWrites, writeAtomic } from '../io/atomic.ts';
@@ -71,13 +71,14 @@ async function resumeOrFresh(
     throw new Error('--resume-step: parallel runs continue their latest checkpoint only');
   }
   const resume = await loadCheckpointSet(args.out, { allowLegacy: args.allowLegacyCheckpoint });
-  checkResumeOverrides(args);
-  const { plan: _p, worldSize: _w, net: _n, tokenizer: _t, vocabSize: _v, transport: _x, commBackend: _b, ...saved } =
-    JSON.parse(
-      await Deno.readTextFile(runFiles(args.out).config),
-    );
+  // config.json's tokenizer is the config key (the run's kind); the rest of these are the run's, not config keys.
+  const { plan: _p, worldSize: _w, net: _n, vocabSize: _v, transport: _x, commBackend: _b, ...saved } = JSON.parse(
+    await Deno.readTextFile(runFiles(args.out).config),
+  );
+  const file = args.configFile === undefined ? undefined : await loadConfigFile(args.configFile);
+  checkResumeOverrides({ ...args, file }, parseConfig(saved));
   return {
-    cfg: resolveRewarm(parseConfig({ ...saved, ...args.overrides }), {
+    cfg: resolveRewarm(parseConfig({ ...saved, ...file, ...args.overrides }), {
       step: resume.manifest.step,
       config: parseConfig(saved),
     }),

@@ -5,6 +5,7 @@
  * depth, width, heads, context and vocabulary but not its MLP or grouped-query attention.
  */
 import type { PlanModel } from '../parallel/plan.ts';
+import { MAX_SEARCH_BATCH } from './plan_space.ts';
 
 /** A model shape with its default global batch (sequences per optimizer step). */
 export interface ModelPreset extends PlanModel {
@@ -80,7 +81,8 @@ const FORMAT = `a preset (${
 /**
  * The model `--model` / `--advise` names: a preset, dimensions, or a preset with some replaced.
  * Without a batch the global batch defaults to 512 for dimensions.
- * @throws Error naming the unknown preset or key, a value that is not a positive integer, or a missing dimension.
+ * @throws Error naming the unknown preset or key, a value that is not a positive integer, a batch
+ *   above MAX_SEARCH_BATCH, or a missing dimension.
  */
 export function parseModel(text: string): ModelPreset {
   const parts = text.split(',').map((x) => x.trim()).filter(Boolean);
@@ -96,6 +98,9 @@ export function parseModel(text: string): ModelPreset {
     if (!key) throw new Error(`model: unknown dimension '${k}' in '${part}'; expected ${FORMAT}`);
     const n = /^\d+$/.test(v ?? '') ? Number(v) : NaN;
     if (!Number.isSafeInteger(n) || n < 1) throw new Error(`model: ${k} must be a positive integer, got '${v}'`);
+    if (key === 'batchSize' && n > MAX_SEARCH_BATCH) {
+      throw new Error(`model: ${k} ${n} exceeds the maximum global batch ${MAX_SEARCH_BATCH}`);
+    }
     (out as Record<string, number>)[key] = n;
     if (base) out.name = `${base.name} (modified)`;
   }

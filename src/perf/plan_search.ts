@@ -3,14 +3,16 @@
  * every valid dp × tp × pp × cp (ring or Ulysses) × ZeRO stage × sequence parallelism ×
  * micro-batch count × pipeline schedule × recompute mode for a world size, the plans that
  * exceed device memory dropped, the rest ranked by predicted step time (step_time.ts). All
- * closed form: one plan costs microseconds, so a 1024-rank search runs in seconds.
+ * closed form: one plan costs microseconds, so a 1024-rank search runs in seconds. Which plans
+ * are enumerated, and the bound on how many are priced, is plan_space.ts's.
  *
  * Not enumerated: expert parallelism (the presets are dense: ep = 1), GPipe (the same bubble
  * as 1F1B with all m micro-batches in flight: never faster, never smaller), compression.
  */
 import type { NetworkModel } from '../comm/network.ts';
-import { makePlan, type ParallelPlan, type PlanModel, planProblems, rankParams } from '../parallel/plan.ts';
+import { makePlan, type ParallelPlan, type PlanModel, rankParams } from '../parallel/plan.ts';
 import type { Recompute } from '../models/recompute.ts';
+import { type PlanSpace, planSpace, RECOMPUTE, splitPlans } from './plan_space.ts';
 import type { DeviceProfile } from './device_profile.ts';
 import { stepMemory, type StepOptions } from './step_memory.ts';
 import { predictStep, type StepPrediction } from './step_time.ts';
@@ -38,61 +40,42 @@ export interface SearchResult {
   enumerated: number;
   valid: number;
   overMemory: number;
+  /** Valid plans priced (memory, and step time where they fit): `valid` unless thinned, never above MAX_PRICED_PLANS. */
+  priced: number;
+  /** Set when micro-batch counts were thinned to bound the work (plan_space.ts). */
+  thinned?: PlanSpace['thinned'];
   ms: number;
 }
 
-const divisors = (n: number) => [...Array(n).keys()].map((i) => i + 1).filter((d) => n % d === 0);
-const RECOMPUTE: Recompute[] = ['none', 'selective', 'full'];
-
 /**
- * Enumerates, filters and ranks (see the module doc).
- * @throws Error when the world size is not a positive integer, or when no plan is valid or none
- *   fits, naming why (the rule that rejects most, or the smallest memory found).
+ * Enumerates, filters and ranks (see the module doc); at most plan_space.ts's MAX_PRICED_PLANS plans are priced.
+ * @throws Error when the world size is not a positive integer, when no plan is valid or none
+ *   fits, naming why (the rule that rejects most, or the smallest memory found), or when the
+ *   split count alone exceeds the bound (planSpace).
  */
 export function searchPlans(input: SearchInput): SearchResult {
   const t0 = performance.now(), { model, world, dev } = input;
   if (!Number.isInteger(world) || world < 1) throw new Error(`--world must be a positive integer, got ${world}`);
   const params = rankParams(makePlan(), model, 0).dense;
-  const ranked: Candidate[] = [], why = new Map<string, { example: string; count: number }>();
-  // Rejections grouped by rule (numbers masked), each with its first concrete message.
-  const note = (p: string) => {
-    const k = p.replace(/\d+/g, 'N'), had = why.get(k);
-    why.set(k, { example: had?.example ?? p, count: (had?.count ?? 0) + 1 });
-  };
-  let enumerated = 0, valid = 0, overMemory = 0, smallest = Infinity;
-  for (const tp of divisors(world)) {
-    for (const pp of divisors(world / tp)) {
-      for (const cp of divisors(world / (tp * pp))) {
-        const dp = world / (tp * pp * cp);
-        if (model.batchSize % dp !== 0) {
-          enumerated++;
-          note(`global batch ${model.batchSize} not divisible by dp ${dp}`);
+  const space = planSpace(model, world);
+  const ranked: Candidate[] = [];
+  let overMemory = 0, smallest = Infinity;
+  for (const split of space.splits) {
+    for (const plan of splitPlans(split)) {
+      for (const recompute of RECOMPUTE) {
+        const o = { dtype: input.dtype, recompute, attention: input.attention };
+        const mem = stepMemory(plan, model, o).total;
+        smallest = Math.min(smallest, mem);
+        if (mem > dev.memoryBytes) {
+          overMemory++;
           continue;
         }
-        for (const plan of variants(dp, pp, cp, tp, model)) {
-          for (const recompute of RECOMPUTE) {
-            enumerated++;
-            const problems = planProblems(plan, model, world);
-            if (problems.length) {
-              problems.forEach(note);
-              continue;
-            }
-            valid++;
-            const o = { dtype: input.dtype, recompute, attention: input.attention };
-            const mem = stepMemory(plan, model, o).total;
-            smallest = Math.min(smallest, mem);
-            if (mem > dev.memoryBytes) {
-              overMemory++;
-              continue;
-            }
-            ranked.push({ plan, recompute, prediction: predictStep(plan, model, o, dev, input.net, params) });
-          }
-        }
+        ranked.push({ plan, recompute, prediction: predictStep(plan, model, o, dev, input.net, params) });
       }
     }
   }
-  if (!valid) {
-    const top = [...why.values()].sort((a, b) => b.count - a.count).slice(0, 4).map((x) => x.example);
+  if (!space.valid) {
+    const top = [...space.rejections.values()].sort((a, b) => b.count - a.count).slice(0, 4).map((x) => x.example);
     throw new Error(
       `no valid plan on ${world} ranks: every split dp·tp·pp·cp = ${world} breaks a rule, e.g. ${
         top.join('; ')
@@ -107,28 +90,8 @@ export function searchPlans(input: SearchInput): SearchResult {
     );
   }
   ranked.sort((a, b) => a.prediction.step - b.prediction.step);
-  return { ranked, enumerated, valid, overMemory, ms: performance.now() - t0 };
-}
-
-/** The ZeRO × sp × micro-batch × schedule × cp-kind variants of one factorisation (validity unchecked). */
-function* variants(dp: number, pp: number, cp: number, tp: number, model: PlanModel): Generator<ParallelPlan> {
-  const zeros = dp * cp > 1 ? [0, 1, 2, 3] as const : [0] as const;
-  const cpKinds = cp > 1 ? ['ring', 'ulysses'] as const : ['ring'] as const;
-  const chunks = divisors(model.nLayer / pp > 0 && model.nLayer % pp === 0 ? model.nLayer / pp : 1)
-    .filter((v) => v >= 2 && v <= 8);
-  for (const m of divisors(model.batchSize / dp)) {
-    const schedules: [ParallelPlan['schedule'], number][] = [['1f1b', 1]];
-    if (pp > 1 && m % pp === 0) { for (const v of chunks) schedules.push(['interleaved', v]); }
-    for (const zero of zeros) {
-      for (const sp of tp > 1 ? [false, true] : [false]) {
-        for (const cpKind of cpKinds) {
-          for (const [schedule, virtualStages] of schedules) {
-            yield makePlan({ dp, pp, cp, tp, zero, sp, microBatches: m, schedule, virtualStages, cpKind });
-          }
-        }
-      }
-    }
-  }
+  const { enumerated, valid, priced, thinned } = space;
+  return { ranked, enumerated, valid, overMemory, priced, thinned, ms: performance.now() - t0 };
 }
 
 /** `dp 8 · tp 8 · pp 16 · zero 1 · sp · 1f1b m 192 (b 1) · full` — a plan in one short line. */

@@ -191,6 +191,20 @@ export const PRESETS: Record<string, Partial<TrainConfig>> = {
 };
 
 /**
+ * Keys an architecture sets where the schema's default would not run, given the keys a user set
+ * (`given`: the preset, --config file and flags merged). Recurrent depth needs nLayer ≥ prelude +
+ * 1 + coda (docs/design.md §33), which the default 2 layers are not: an unset nLayer becomes
+ * prelude + 1 + coda, one core block. A given key is never replaced, so an explicit bad value is
+ * still refused by {@link parseConfig}.
+ */
+export function archDefaults(given: Record<string, unknown>): Record<string, unknown> {
+  if (given.arch !== 'recurrent-depth' || given.nLayer !== undefined) return {};
+  const prelude = given.preludeLayers ?? TrainConfigSchema.shape.preludeLayers.parse(undefined);
+  const coda = given.codaLayers ?? TrainConfigSchema.shape.codaLayers.parse(undefined);
+  return typeof prelude === 'number' && typeof coda === 'number' ? { nLayer: prelude + 1 + coda } : {};
+}
+
+/**
  * Validates a partial config on top of the defaults.
  * @throws Error with one line per problem: `name: message`.
  */

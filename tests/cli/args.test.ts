@@ -83,10 +83,22 @@ Deno.test('recipe short flags: --neftune α and --goldfish k,h; bad values and -
   equal(parseTrainArgs(['--resume', '--out', 'x', '--resume-step', '8']).resumeStep, 8);
 });
 
-Deno.test('--resume with flags that would change the saved config names them as flags (kebab-case)', () => {
+Deno.test('--resume refuses only flags that change the saved config, naming the flag, saved and given value', () => {
+  const saved = parseConfig({ nLayer: 1, seed: 7, steps: 60 });
   throws(
-    () => checkResumeOverrides({ overrides: { nLayer: 2, batchSize: 4, steps: 9 } }),
-    /these flags would change it: --n-layer, --batch-size \(allowed: --steps, --log-interval, /,
+    () => checkResumeOverrides({ overrides: { nLayer: 2, batchSize: 16, seed: 8, steps: 9 } }, saved),
+    /these flags would change it: --n-layer 2 \(saved 1\), --seed 8 \(saved 7\) \(a resume may change: --steps, --log-interval, /,
   );
-  checkResumeOverrides({ overrides: { steps: 9, lr: 1e-3 } });
+  // The run's own values repeated (the same command with --resume appended), and resumable changes.
+  checkResumeOverrides({ overrides: { nLayer: 1, seed: 7, batchSize: 16, arch: 'gpt', steps: 90, lr: 1e-3 } }, saved);
+  checkResumeOverrides(
+    { overrides: { steps: 90 }, configFile: 'c.json', file: { nLayer: 1, seed: 7, steps: 60 } },
+    saved,
+  );
+  throws(
+    () => checkResumeOverrides({ overrides: {}, configFile: 'c.json', file: { arch: 'mamba' } }, saved),
+    /would change it: --config c\.json arch 'mamba' \(saved 'gpt'\)/,
+  );
+  // A flag wins over the file, as in a fresh run: the file's change is overridden by the saved value.
+  checkResumeOverrides({ overrides: { seed: 7 }, configFile: 'c.json', file: { seed: 8 } }, saved);
 });

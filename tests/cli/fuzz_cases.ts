@@ -59,7 +59,8 @@ export function randomCase(r: Random, configs: string[], small = false): Case {
   const pick = <T>(xs: readonly T[]) => xs[r.int(xs.length)];
   const pool = [...trainFlags, ...(command === 'plan' || r.int(2) ? plan : []), ...(command === 'plan' ? planCli : [])];
   const put = (flag: string, value: string) => {
-    if (r.uniform() < 0.5 || value.startsWith('-')) argv.push(`--${flag}=${value}`);
+    // Either spelling, negative numbers included: `--dp -1` must reach the flag's range check like `--dp=-1`.
+    if (r.uniform() < 0.5) argv.push(`--${flag}=${value}`);
     else argv.push(`--${flag}`, value);
   };
   for (let n = 1 + r.int(5); n > 0; n--) {

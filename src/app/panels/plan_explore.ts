@@ -72,6 +72,8 @@ export type ExplorerResult =
     valid: number;
     overMemory: number;
     ranked: number;
+    /** Set when micro-batch counts were thinned to bound the work (src/perf/plan_space.ts). */
+    thinned?: { kept: number; most: number };
     ms: number;
     why: string;
   }
@@ -144,6 +146,6 @@ export function explorePlans(spec: ExplorerSpec): ExplorerResult {
   return {
     ok: true, model, params: rankParams(makePlan(), model, 0).dense, world: spec.world, device: dev.name,
     deviceMemory: dev.memoryBytes, rows, enumerated: r.enumerated, valid: r.valid, overMemory: r.overMemory,
-    ranked: r.ranked.length, ms: r.ms, why: whyBest(r, model),
+    ranked: r.ranked.length, thinned: r.thinned, ms: r.ms, why: whyBest(r, model),
   };
 }

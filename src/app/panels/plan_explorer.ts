@@ -166,7 +166,9 @@ export class PlanExplorer {
     const params = r.params >= 1e9 ? `${(r.params / 1e9).toFixed(1)}B` : `${(r.params / 1e6).toFixed(1)}M`;
     this.q('px-status').textContent = `${m.name}: ${m.nLayer} layers · ${m.nHead} heads · hidden ${m.nEmbd} · seq ${m.blockSize} · ${params} parameters · ` +
       `global batch ${m.batchSize} on ${r.world} × ${r.device} — ${n(r.enumerated)} plans enumerated, ${n(r.valid)} valid, ` +
-      `${n(r.overMemory)} over memory dropped, ${n(r.ranked)} ranked in ${(r.ms / 1e3).toFixed(2)} s; the top ${r.rows.length}:`;
+      `${n(r.overMemory)} over memory dropped, ${n(r.ranked)} ranked in ${(r.ms / 1e3).toFixed(2)} s` +
+      (r.thinned ? ` (micro-batch counts thinned to ${r.thinned.kept} of up to ${r.thinned.most} per split to bound the work)` : '') +
+      `; the top ${r.rows.length}:`;
     why.textContent = r.why;
     const scale = Math.max(...r.rows.map((x) => x.step));
     list.replaceChildren(...r.rows.map((row) => planRow(row, scale, r.deviceMemory)));
