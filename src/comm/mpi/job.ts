@@ -75,6 +75,8 @@ export function injectFault(point: FaultPoint, rank: number | undefined): void {
   const [r, p, how] = spec.split(':');
   if (Number(r) !== rank || p !== point) return;
   if (how === 'throw') throw new Error(`fault injected at ${point} on rank ${rank} (${MPI_FAULT_ENV})`);
+  // The time of death, for the test that bounds how long the job outlives it.
+  console.error(`fault: rank ${rank} dies by SIGKILL at ${point}, t=${Date.now()}`);
   Deno.kill(Deno.pid, 'SIGKILL');
 }
 
