@@ -87,6 +87,13 @@ Deno.test({
         deepStrictEqual(got, want, `${cmd.join(' ')}: losses identical to the worker run`);
         match(res.stdout, /measured elements per collective = predicted on every exact row/);
       } else {
+        if (backend === 'mpi') {
+          // Every group's collectives ran on MPI's own, so on a communicator split at setup.
+          const trace = JSON.parse(await Deno.readTextFile(`${out}/trace.json`));
+          const spans: { cat?: string; args: { group: string; algorithm: string } }[] = trace.traceEvents;
+          const ours = spans.filter((e) => e.cat === 'collective' && e.args.algorithm !== 'mpi');
+          equal(ours.length, 0, `collectives on ours: ${[...new Set(ours.map((e) => e.args.group))]}`);
+        }
         equal(got.length, 3);
         got.forEach((l, i) => ok(Math.abs(l - want[i]) <= 1e-4 * want[i], `${backend} step ${i}: ${l} vs ${want[i]}`));
       }
