@@ -4,7 +4,8 @@
  * the command to use, instead of failing in MPI_Init and leaving a rank waiting for ever. A rank
  * killed (SIGKILL) just before MPI_Init — while its peers wait there — or as its first steps
  * begin — while its peers wait in a step's collectives — ends the job within 10 s, non-zero, no
- * process left; a rank that throws before MPI_Init ends it with its message. The faults come from
+ * process left; a rank that throws before MPI_Init ends it with its message, and one that exits
+ * quietly before it is seen gone by its peer waiting in MPI_Init. The faults come from
  * WEBGPU_SANDBOX_MPI_FAULT, through the README's launch (tests/util/mpirun.ts).
  */
 import { equal, match, ok } from 'node:assert/strict';
@@ -74,6 +75,21 @@ Deno.test({
     ok(res.code !== 0 && res.code !== 143, `exit status ${res.code}: non-zero, and not the cut`);
     match(res.stderr, /error: rank 1: fault injected at init on rank 1/);
     match(res.stderr, /MPI_Abort/);
+    equal((await ranksOf(dir)).length, 0, 'no rank is left running');
+  },
+});
+
+Deno.test({
+  name: 'mpirun -n 2: a rank that exits before MPI_Init ends the job: the rank waiting in MPI_Init sees it gone',
+  ...opts,
+  fn: async () => {
+    const dir = await Deno.makeTempDir();
+    // Hydra waits on a process that exits non-zero before joining; its peer in MPI_Init must not.
+    const res = await mpirun(2, [...TINY, '--dp', '2', '--transport', 'mpi', '--out', dir], CUT_MS, {
+      [MPI_FAULT_ENV]: '1:init:exit',
+    });
+    ok(res.code !== 0 && res.code !== 143, `exit status ${res.code}: non-zero, and not the cut`);
+    match(res.stderr, /error: rank 0: 1 of the 2 processes mpirun started on this node ended before MPI_Init/);
     equal((await ranksOf(dir)).length, 0, 'no rank is left running');
   },
 });

@@ -12,8 +12,9 @@
  * Deno-only.
  */
 import { check, MPI, mpi } from './libmpi.ts';
+import { watchInit } from './init_watch.ts';
 
-/** Test-only fault injection: `<rank>:<point>:<kill|throw>` makes that rank die by SIGKILL, or throw, at `point`. */
+/** Test-only fault injection: `<rank>:<point>:<kill|throw|exit>` makes that rank die by SIGKILL, throw, or exit 3 at `point`. */
 export const MPI_FAULT_ENV = 'WEBGPU_SANDBOX_MPI_FAULT';
 
 /** Where {@link MPI_FAULT_ENV} can strike: just before MPI_Init, or as a rank's first training steps begin. */
@@ -26,6 +27,8 @@ const ABORT_GRACE_MS = 300;
 const O_CLOEXEC = 0o2000000;
 
 let state: 'out' | 'in' | 'left' = 'out';
+/** MPI_Init_thread's out-parameter: the thread level MPI granted. */
+const provided = new Int32Array(1);
 
 /**
  * The rank mpirun gave this process, from the launcher's environment (before MPI_Init): PMI_RANK
@@ -75,6 +78,7 @@ export function injectFault(point: FaultPoint, rank: number | undefined): void {
   const [r, p, how] = spec.split(':');
   if (Number(r) !== rank || p !== point) return;
   if (how === 'throw') throw new Error(`fault injected at ${point} on rank ${rank} (${MPI_FAULT_ENV})`);
+  if (how === 'exit') Deno.exit(3); // quietly, as a crash that exits would
   // The time of death, for the test that bounds how long the job outlives it.
   console.error(`fault: rank ${rank} dies by SIGKILL at ${point}, t=${Date.now()}`);
   Deno.kill(Deno.pid, 'SIGKILL');
@@ -86,17 +90,27 @@ export function injectFault(point: FaultPoint, rank: number | undefined): void {
  * @throws Error when PMI_FD did not reach this process ({@link pmiProblem}), when MPI is already
  *   initialised here, or when MPI grants less than MPI_THREAD_MULTIPLE.
  */
-export function joinJob(how: string): void {
+export async function joinJob(how: string): Promise<void> {
   const problem = pmiProblem(how);
   if (problem) throw new Error(problem);
   if (state !== 'out') throw new Error('mpiWorld: MPI is already initialised in this process (one world per process)');
   injectFault('init', launchRank());
-  const provided = new Int32Array(1);
-  // MPICH's default error handler aborts the job itself (through PMI) when this fails.
-  check(mpi().MPI_Init_thread(null, null, MPI.THREAD_MULTIPLE, provided), 'MPI_Init_thread');
   state = 'in';
+  // MPICH's default error handler aborts the job itself (through PMI) when this fails.
+  check(await initThread(), 'MPI_Init_thread');
   if (provided[0] < MPI.THREAD_MULTIPLE) {
     throw new Error(`MPI granted thread level ${provided[0]}, the MPI transport needs MPI_THREAD_MULTIPLE (3)`);
+  }
+}
+
+/** MPI_Init_thread on a helper thread, watching this node's ranks meanwhile (init_watch.ts); resolves to its code. */
+async function initThread(): Promise<number> {
+  const unwatch = watchInit(launchRank());
+  try {
+    provided[0] = 0;
+    return await mpi().MPI_Init_thread(null, null, MPI.THREAD_MULTIPLE, provided);
+  } finally {
+    unwatch();
   }
 }
 
@@ -121,9 +135,8 @@ export async function abortJob(message: string): Promise<never> {
   await new Promise((r) => setTimeout(r, ABORT_GRACE_MS));
   if (state === 'out') {
     if (pmiProblem('')) Deno.kill(Deno.pid, 'SIGKILL');
-    const provided = new Int32Array(1);
-    mpi().MPI_Init_thread(null, null, MPI.THREAD_MULTIPLE, provided);
     state = 'in';
+    await initThread();
   }
   if (state === 'in') mpi().MPI_Abort(MPI.COMM_WORLD, 1);
   Deno.exit(1);

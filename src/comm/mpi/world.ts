@@ -58,7 +58,7 @@ export async function mpiWorld(
     throw new Error(`the MPI transport runs one rank per process under an MPI launcher; start it as: ${how}`);
   }
   const m = mpi();
-  joinJob(how);
+  await joinJob(how);
   const rank = intOut((b) => m.MPI_Comm_rank(MPI.COMM_WORLD, b), 'MPI_Comm_rank');
   const size = intOut((b) => m.MPI_Comm_size(MPI.COMM_WORLD, b), 'MPI_Comm_size');
   // The node's processes (one shared-memory communicator each), ordered by world rank.
