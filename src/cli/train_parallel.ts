@@ -20,9 +20,8 @@
  * it) — a step span includes its waits for peers, so it is not charged to the simulated clock.
  * Spans are kept in memory until the end (at most 500 000 per rank, tracer's cap).
  */
-import { type parseTrainArgs, trainHelp } from './args.ts';
+import { type ParsedTrainArgs, type parseTrainArgs, trainHelp } from './args.ts';
 import { isParallelArgv, parseCommandArgs } from './command.ts';
-import type { ParsedTrainArgs } from './args.ts';
 import { freshConfig } from './config_file.ts';
 import { flagKeys, helpLines } from './flags.ts';
 import { checkResumeOverrides, runFiles, truncateMetrics } from './run_dir.ts';
@@ -116,6 +115,7 @@ export async function main(argv: string[]): Promise<number | null> {
   }
 }
 
+/** The run itself (see {@link main}), from the parsed flags. */
 async function train(argv: string[], args: ParsedTrainArgs): Promise<number | null> {
   const { cfg, resume } = await resumeOrFresh(args);
   const plan = planFromFlags(args.options, cfg);
