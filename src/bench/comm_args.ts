@@ -58,7 +58,7 @@ Options:
   --no-mpicc          MPICH comparison without the C loop
   --json FILE         also write the rows as JSON to FILE
   --transport T       workers (default: Web Workers in this process) or mpi (one rank per
-                      process; start under mpirun: ${'mpirun -n 4 npm run bench -- comm --transport mpi'};
+                      process; start under mpirun: ${'mpirun -pmi-port -n 4 npm run bench -- comm --transport mpi'};
                       every algorithm and MPI's own collective; --worlds defaults to the MPI world)
   --tune FILE         with --transport mpi: write the faster backend per (collective, group
                       size, S) to FILE, the table --comm-backend auto reads

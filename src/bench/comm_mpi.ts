@@ -1,5 +1,5 @@
 /**
- * `mpirun -n N npm run bench -- comm --transport mpi [--tune FILE]`: the comm suite over real MPI
+ * `mpirun -pmi-port -n N npm run bench -- comm --transport mpi [--tune FILE]`: the comm suite over real MPI
  * processes (docs/design.md §26). Every rank runs the same sweep: for each group size p (the
  * first p ranks; --worlds, default the MPI world), collective, candidate — each of this
  * project's algorithms over the MPI wire, and MPI's own collective (backend `mpi`) — and size S,
@@ -16,7 +16,7 @@ import { writeAtomic } from '../io/atomic.ts';
 import { type CommBenchOptions, type CommBenchRow, commTable, sweepSizes } from './comm.ts';
 
 /** The launch command the refusal outside mpirun shows. */
-export const COMM_MPI_LAUNCH = 'mpirun -n 4 npm run bench -- comm --transport mpi';
+export const COMM_MPI_LAUNCH = 'mpirun -pmi-port -n 4 npm run bench -- comm --transport mpi';
 
 /**
  * Runs the sweep on this MPI rank; rank 0 logs and writes the files. Returns the rows (every rank).

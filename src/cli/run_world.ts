@@ -19,7 +19,7 @@ import { rankWorkerUrl } from './worker_bundle.ts';
 /** The CLI-only launch flags of a parallel run (not in PlanSchema: the browser has workers only). */
 export const LaunchSchema = z.object({
   transport: z.enum(['workers', 'mpi']).default('workers').describe(
-    'ranks as Deno workers in this process, or one MPI process each (start under mpirun -n <world size>)',
+    'ranks as Deno workers in this process, or one MPI process each (start under mpirun -pmi-port -n <world size>)',
   ),
   commBackend: z.enum(['ours', 'mpi', 'auto']).default('ours').describe(
     "collectives: this project's algorithms, MPI's own, or the faster per call from --comm-tuning (mpi and auto need --transport mpi)",
@@ -45,7 +45,7 @@ export interface RunWorld {
   localRank?: number;
   /** Ends the world (workers terminated, or MPI finalized). */
   close(): Promise<void>;
-  /** Under MPI: reports `e` as this rank's and aborts the whole job (MPI_Abort), so no rank waits on a dead peer. */
+  /** Under MPI: reports `e` as this rank's and ends the whole job (comm/mpi/job.ts `abortJob`), so no rank waits on a dead peer. */
   abort?(e: unknown): Promise<never>;
 }
 
@@ -59,14 +59,11 @@ export function checkLaunch(o: LaunchOptions): void {
   }
   if (o.commBackend === 'auto' && !o.commTuning) {
     throw new Error(
-      '--comm-backend auto needs --comm-tuning FILE (write one with: mpirun -n N npm run bench -- comm --transport mpi --tune FILE)',
+      '--comm-backend auto needs --comm-tuning FILE (write one with: mpirun -pmi-port -n N npm run bench -- comm --transport mpi --tune FILE)',
     );
   }
   if (o.commTuning && o.commBackend !== 'auto') throw new Error('--comm-tuning is read by --comm-backend auto only');
 }
-
-/** How long a failing MPI rank waits, after printing why, before it aborts the job. */
-const ABORT_GRACE_MS = 300;
 
 /**
  * Opens the world of `plan`'s dp·pp·cp·tp ranks the launch flags ask for. Under MPI every rank
@@ -106,7 +103,7 @@ export async function openRunWorld(
   const { MpiTaskWorld } = await import('../comm/mpi/task_world.ts');
   const { PARALLEL_TASKS } = await import('../parallel/run_tasks.ts');
   const { planGroupFamilies } = await import('../parallel/plan_groups.ts');
-  const { mpi, MPI } = await import('../comm/mpi/libmpi.ts');
+  const { abortJob } = await import('../comm/mpi/job.ts');
   const m = await mpiWorld({ timeoutMs: 120_000, net, trace: true }, how);
   if (m.size !== size) {
     await m.finalize(); // every rank sees the same mismatch: end the job cleanly, then say why
@@ -121,13 +118,6 @@ export async function openRunWorld(
     primary: m.rank === 0,
     localRank: m.localRank,
     close: () => m.finalize(),
-    async abort(e) {
-      console.error(`error: rank ${m.rank}: ${(e as Error)?.message ?? e}`);
-      // mpirun forwards a rank's stderr through its proxy, which MPI_Abort tears down: give the line
-      // time to get through before the job ends, or the reason can be lost.
-      await new Promise((r) => setTimeout(r, ABORT_GRACE_MS));
-      mpi().MPI_Abort(MPI.COMM_WORLD, 1);
-      Deno.exit(1);
-    },
+    abort: (e) => abortJob(String((e as Error)?.message ?? e)),
   };
 }

@@ -20,7 +20,7 @@
  * it) — a step span includes its waits for peers, so it is not charged to the simulated clock.
  * Spans are kept in memory until the end (at most 500 000 per rank, tracer's cap).
  */
-import { type parseTrainArgs, trainHelp } from './args.ts';
+import { type ParsedTrainArgs, type parseTrainArgs, trainHelp } from './args.ts';
 import { isParallelArgv, parseCommandArgs } from './command.ts';
 import { freshConfig, loadConfigFile } from './config_file.ts';
 import { flagKeys, helpLines } from './flags.ts';
@@ -44,6 +44,8 @@ import { stepReporter, writeAccounting } from './parallel_outputs.ts';
 import { CliExit } from './main.ts';
 import { resumeCommand, StopListener } from './stop.ts';
 import { StepStop } from '../parallel/step_stop.ts';
+import { launchedByMpi } from '../comm/mpi/world.ts';
+import { abortJob } from '../comm/mpi/job.ts';
 
 const HELP =
   `parallel flags (any of them makes a parallel run of dp·pp·cp·tp ≤ ${MAX_RUN_WORLD} ranks, one Deno worker + WebGPU device each;
@@ -94,13 +96,28 @@ export function planFromFlags(options: Record<string, unknown>, cfg: TrainConfig
   return planFromOptions(options, cfg, MAX_RUN_WORLD);
 }
 
-/** Runs a parallel training run; returns the last validation loss (null when no rank could evaluate). */
+/**
+ * Runs a parallel training run; returns the last validation loss (null when no rank could evaluate).
+ * Under mpirun a rank's error, before its world is up or after, ends the whole job (comm/mpi/job.ts
+ * `abortJob`): a rank that merely exited before MPI_Init would leave its peers waiting there.
+ */
 export async function main(argv: string[]): Promise<number | null> {
   const args = parseCommandArgs(argv, 'parallel');
   if (args.help) {
     console.log(`${trainHelp()}\n\n${HELP}`);
     return null;
   }
+  if (args.options.transport !== 'mpi' || !launchedByMpi()) return await train(argv, args);
+  try {
+    return await train(argv, args);
+  } catch (e) {
+    if (e instanceof CliExit) throw e;
+    return await abortJob(String((e as Error)?.message ?? e));
+  }
+}
+
+/** The run itself (see {@link main}), from the parsed flags. */
+async function train(argv: string[], args: ParsedTrainArgs): Promise<number | null> {
   const { cfg, resume } = await resumeOrFresh(args);
   const plan = planFromFlags(args.options, cfg);
   if (resume && JSON.stringify(resume.manifest.plan) !== JSON.stringify(plan)) {
@@ -137,7 +154,13 @@ export async function main(argv: string[]): Promise<number | null> {
     dataPlane: args.options.dataPlane as DataPlane | undefined,
     regionBytes: planRegionBytes(plan, model, args.options.regionMb as number | undefined),
   };
-  const rw = await openRunWorld(launch, plan, net, `mpirun -n ${size} npm run train -- ${argv.join(' ')}`, plane);
+  const rw = await openRunWorld(
+    launch,
+    plan,
+    net,
+    `mpirun -pmi-port -n ${size} npm run train -- ${argv.join(' ')}`,
+    plane,
+  );
   const say = rw.primary ? console.log : () => {};
   let valLoss: number | null = null;
   try {

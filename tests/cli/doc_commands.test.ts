@@ -25,13 +25,17 @@ type Rule =
   /** A server that runs until stopped: the page it serves must answer and show `expect`. */
   | { serve: string; expect: RegExp }
   /** Why it cannot run on a 2-core machine without a GPU, or inside this suite. */
-  | { skip: string };
+  | { skip: string }
+  /** The test file that runs it as written and checks more of it than an exit code. */
+  | { by: string };
 
 // The README's tiny run: trains in a few seconds a step on lavapipe; two layers so pp 2 divides them.
 const SHAPE = ['--n-layer', '2', '--n-embd', '16', '--n-head', '2', '--block-size', '16', '--batch-size', '4'];
 const QUIET = ['--eval-interval', '1000', '--eval-batches', '1', '--sample-tokens', '0', '--log-interval', '1'];
 const TINY = ['--steps', '2', ...SHAPE, ...QUIET];
 const trains: Rule = { add: TINY, expect: /done: 2 steps/ };
+// The README's MPI section: run as written, and held to the worker run, by its own test.
+const MPI_README: Rule = { by: 'tests/cli/mpi_readme.test.ts' };
 // The comm bench's smallest honest run: world 2, allReduce, a few calls per size.
 const COMM_SMALL = ['--quick', '--worlds', '2', '--ops', 'allReduce'];
 
@@ -97,16 +101,19 @@ export const RULES: Record<string, Rule> = {
   'npm run bench -- matmul --json dev.json && npm run plan -- --search --world 8 --model megatron-1.7b --device dev.json':
     { add: ['--sizes', '128'], part: 0 },
   'npm run bench -- comm': { add: [...COMM_SMALL, '--max-bytes', '4KiB'] },
-  'npm run bench -- comm --net nvlink-ib --max-bytes 64MiB': { add: [...COMM_SMALL, '--min-bytes', '64MiB', '--no-mpi'] },
+  'npm run bench -- comm --net nvlink-ib --max-bytes 64MiB': {
+    add: [...COMM_SMALL, '--min-bytes', '64MiB', '--no-mpi'],
+  },
   'npm run bench -- comm --worlds 2,4 --ops allReduce --min-bytes 4KiB --max-bytes 16MiB --step 16': {
     add: [...COMM_SMALL, '--max-bytes', '4KiB', '--no-mpi'],
   },
   'npm run bench -- comm --data-plane shared --no-mpi': { add: [...COMM_SMALL, '--max-bytes', '4KiB'] },
-  'mpirun -n 4 npm run bench -- comm --transport mpi': {},
-  'mpirun -n 4 npm run bench -- comm --transport mpi --tune tune.json': {},
-  'mpirun -n 4 npm run train -- --transport mpi --dp 2 --tp 2': trains,
-  'mpirun -n 4 npm run train -- --transport mpi --comm-backend mpi --dp 2 --tp 2': trains,
-  'mpirun -n 4 npm run train -- --transport mpi --comm-backend auto --comm-tuning tune.json --dp 2 --tp 2': trains,
+  'mpirun -pmi-port -n 4 npm run bench -- comm --transport mpi': MPI_README,
+  'mpirun -pmi-port -n 4 npm run bench -- comm --transport mpi --tune tune.json': MPI_README,
+  'mpirun -pmi-port -n 4 npm run train -- --transport mpi --dp 2 --tp 2': MPI_README,
+  'mpirun -pmi-port -n 4 npm run train -- --transport mpi --comm-backend mpi --dp 2 --tp 2': MPI_README,
+  'mpirun -pmi-port -n 4 npm run train -- --transport mpi --comm-backend auto --comm-tuning tune.json --dp 2 --tp 2':
+    MPI_README,
   'npm run dev': { serve: 'http://localhost:5173/', expect: /<title>/ },
   'npm run build': {},
   'npm run test:e2e': { skip: 'the browser suite, which `npm test` runs right after this one' },
@@ -136,6 +143,10 @@ async function guides(): Promise<string[]> {
  */
 export async function runDocumented(command: string, rule: Rule, dir: string): Promise<string | null> {
   if ('skip' in rule) return null;
+  if ('by' in rule) {
+    await Deno.stat(`${root}${rule.by}`);
+    return null;
+  }
   if ('serve' in rule) {
     const page = await fetchWhileServing(command, dir, rule.serve, 120_000);
     if (page.status !== 200 || !rule.expect.test(page.body)) {
@@ -180,7 +191,7 @@ Deno.test({
       for (const file of await guides()) {
         for (const c of docCommands(file, await Deno.readTextFile(`${root}${file}`))) {
           const rule = RULES[c.command];
-          if (!rule || 'skip' in rule) continue;
+          if (!rule || 'skip' in rule || 'by' in rule) continue;
           await t.step(`${c.file}:${c.line} ${c.command}`, async () => {
             const failure = await runDocumented(c.command, rule, dir);
             equal(failure, null);

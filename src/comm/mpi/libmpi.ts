@@ -33,7 +33,7 @@ export const MPI = {
 const SYMBOLS = {
   MPI_Initialized: { parameters: ['buffer'], result: 'i32' },
   MPI_Finalized: { parameters: ['buffer'], result: 'i32' },
-  MPI_Init_thread: { parameters: ['pointer', 'pointer', 'i32', 'buffer'], result: 'i32' },
+  MPI_Init_thread: { parameters: ['pointer', 'pointer', 'i32', 'buffer'], result: 'i32', nonblocking: true },
   MPI_Finalize: { parameters: [], result: 'i32', nonblocking: true },
   MPI_Abort: { parameters: ['i32', 'i32'], result: 'i32' },
   MPI_Comm_rank: { parameters: ['i32', 'buffer'], result: 'i32' },

@@ -15,8 +15,9 @@ import { deserialize, serialize } from 'node:v8';
 import type { Communicator } from '../communicator.ts';
 import type { GroupFamily } from '../groups.ts';
 import type { RankTask } from '../launch.ts';
-import { type ChromeTrace, type Span, toChromeTrace } from '../trace.ts';
+import { type ChromeTrace, toChromeTrace } from '../trace.ts';
 import type { MpiWorld } from './world.ts';
+import { injectFault } from './job.ts';
 
 /** The id of the communicator the results travel on. */
 const CONTROL = 'control';
@@ -64,15 +65,24 @@ export class MpiTaskWorld {
     const task = this.tasks[name];
     if (!task) throw new Error(`rank ${this.rank}: no task '${name}'`);
     const a = typeof args === 'function' ? (args as (r: number) => unknown)(this.rank) : args;
+    if (name === 'trainSteps') injectFault('steps', this.rank); // tests: a rank that dies while its peers step
     return await this.gather(await task(this.mpi.world, a)) as R[];
   }
 
-  /** Every rank's spans as Chrome Trace Event JSON (as `World.chromeTrace`); collective over all ranks. */
+  /**
+   * Every rank's spans as Chrome Trace Event JSON (as `World.chromeTrace`); collective over all
+   * ranks. `otherData.processes` says which process recorded which rank's spans — its rank, pid,
+   * host and span count, one entry per MPI process — so a trace shows that every rank ran in a
+   * process of its own.
+   */
   async chromeTrace(meta: Record<string, unknown> = {}): Promise<ChromeTrace> {
     const spans = this.mpi.transport.tracer.spans.filter((s) => s.group !== this.control.id);
-    return toChromeTrace((await this.gather(spans) as Span[][]).flat(), {
+    const mine = { rank: this.rank, pid: Deno.pid, host: Deno.hostname(), spans };
+    const all = await this.gather(mine) as (typeof mine)[];
+    return toChromeTrace(all.flatMap((p) => p.spans), {
       worldSize: this.size,
       transport: 'mpi',
+      processes: all.map(({ rank, pid, host, spans }) => ({ rank, pid, host, spans: spans.length })),
       ...meta,
     });
   }

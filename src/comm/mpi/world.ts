@@ -9,10 +9,11 @@ import { Communicator } from '../communicator.ts';
 import type { GroupFamily } from '../groups.ts';
 import { Transport, type TransportOptions } from '../transport.ts';
 import { check, intOut, MPI, mpi } from './libmpi.ts';
+import { joinJob, leaveJob } from './job.ts';
 import { MpiWire } from './wire.ts';
 
-/** Environment variables a process launched by mpirun / mpiexec carries (MPICH's Hydra: PMI_*; Open MPI: OMPI_*). */
-const LAUNCH_VARS = ['PMI_RANK', 'PMI_SIZE', 'PMIX_RANK', 'OMPI_COMM_WORLD_SIZE'];
+/** Environment variables a process launched by mpirun / mpiexec carries (MPICH's Hydra: PMI_*, PMI_ID and PMI_PORT under -pmi-port; Open MPI: OMPI_*). */
+const LAUNCH_VARS = ['PMI_RANK', 'PMI_SIZE', 'PMI_ID', 'PMI_PORT', 'PMIX_RANK', 'OMPI_COMM_WORLD_SIZE'];
 
 /** Whether this process was started by an MPI launcher. */
 export function launchedByMpi(env: (k: string) => string | undefined = (k) => Deno.env.get(k)): boolean {
@@ -42,26 +43,22 @@ export interface MpiWorld {
   finalize(): Promise<void>;
 }
 
-let initialised = false;
-
 /**
  * Joins the MPI job this process belongs to.
  * @param how the command to show when the process was not started by mpirun.
- * @throws Error when the process was not launched by mpirun (naming `how`), when MPICH is not
+ * @throws Error when the process was not launched by mpirun (naming `how`), when its PMI
+ *   connection did not reach it (job.ts `pmiProblem`, naming `how`), when MPICH is not
  *   installed, when MPI grants less than MPI_THREAD_MULTIPLE, or when called twice.
  */
-export async function mpiWorld(options: TransportOptions = {}, how = 'mpirun -n 4 <command>'): Promise<MpiWorld> {
+export async function mpiWorld(
+  options: TransportOptions = {},
+  how = 'mpirun -pmi-port -n 4 <command>',
+): Promise<MpiWorld> {
   if (!launchedByMpi()) {
     throw new Error(`the MPI transport runs one rank per process under an MPI launcher; start it as: ${how}`);
   }
-  if (initialised) throw new Error('mpiWorld: MPI is already initialised in this process (one world per process)');
   const m = mpi();
-  const provided = new Int32Array(1);
-  check(m.MPI_Init_thread(null, null, MPI.THREAD_MULTIPLE, provided), 'MPI_Init_thread');
-  initialised = true;
-  if (provided[0] < MPI.THREAD_MULTIPLE) {
-    throw new Error(`MPI granted thread level ${provided[0]}, the MPI transport needs MPI_THREAD_MULTIPLE (3)`);
-  }
+  await joinJob(how);
   const rank = intOut((b) => m.MPI_Comm_rank(MPI.COMM_WORLD, b), 'MPI_Comm_rank');
   const size = intOut((b) => m.MPI_Comm_size(MPI.COMM_WORLD, b), 'MPI_Comm_size');
   // The node's processes (one shared-memory communicator each), ordered by world rank.
@@ -91,7 +88,7 @@ export async function mpiWorld(options: TransportOptions = {}, how = 'mpirun -n 
       transport.close();
       await wire.flush();
       check(await m.MPI_Barrier(MPI.COMM_WORLD), 'MPI_Barrier');
-      check(await m.MPI_Finalize(), 'MPI_Finalize');
+      await leaveJob();
     },
   };
 }
