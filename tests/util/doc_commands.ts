@@ -82,14 +82,18 @@ const root = new URL('../../', import.meta.url).pathname;
 const OWN = new Set(['.git', 'runs', 'dist', 'test-results', 'playwright-report']);
 
 /**
- * A scratch project: a temporary directory holding a symlink to every top-level entry of the
- * repository but its outputs, so `npm run` runs the real scripts with their relative paths
+ * A scratch project: a temporary directory holding a copy of every top-level file of the
+ * repository and a symlink to every folder but its outputs, so `npm run` runs the real scripts with their relative paths
  * (`runs/mine`, `my.txt`) landing in the scratch directory. The caller removes it.
  */
 export async function scratchProject(): Promise<string> {
   const dir = await Deno.makeTempDir({ prefix: 'doc-commands-' });
   for await (const e of Deno.readDir(root)) {
-    if (!OWN.has(e.name)) await Deno.symlink(`${root}${e.name}`, `${dir}/${e.name}`);
+    if (OWN.has(e.name)) continue;
+    // Files are copied: Vite reads its config and HTML entries by their real path, which must lie
+    // under the scratch root for `npm run build`; folders are linked.
+    if (e.isFile) await Deno.copyFile(`${root}${e.name}`, `${dir}/${e.name}`);
+    else await Deno.symlink(`${root}${e.name}`, `${dir}/${e.name}`);
   }
   return dir;
 }
