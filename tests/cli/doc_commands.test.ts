@@ -8,7 +8,7 @@
 import { equal, ok } from 'node:assert/strict';
 import { docCommands, fetchWhileServing, runShell, scratchProject, withFlags } from '../util/doc_commands.ts';
 import { gpt2File } from '../util/gpt2_file.ts';
-import { encodeSafetensors } from '../../src/train/safetensors.ts';
+import { encodeSafetensors } from '../../src/util/safetensors.ts';
 import { TORCH_BASELINE } from '../util/torch_baseline.ts';
 
 /** How a documented command runs here. */
@@ -97,7 +97,9 @@ export const RULES: Record<string, Rule> = {
   'npm run bench -- matmul --json dev.json && npm run plan -- --search --world 8 --model megatron-1.7b --device dev.json':
     { add: ['--sizes', '128'], part: 0 },
   'npm run bench -- comm': { add: [...COMM_SMALL, '--max-bytes', '4KiB'] },
-  'npm run bench -- comm --net nvlink-ib --max-bytes 64MiB': { add: [...COMM_SMALL, '--min-bytes', '64MiB', '--no-mpi'] },
+  'npm run bench -- comm --net nvlink-ib --max-bytes 64MiB': {
+    add: [...COMM_SMALL, '--min-bytes', '64MiB', '--no-mpi'],
+  },
   'npm run bench -- comm --worlds 2,4 --ops allReduce --min-bytes 4KiB --max-bytes 16MiB --step 16': {
     add: [...COMM_SMALL, '--max-bytes', '4KiB', '--no-mpi'],
   },
