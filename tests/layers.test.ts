@@ -74,7 +74,10 @@ Deno.test('a folder the layer order does not place is an error, not a pass', () 
   const files = [{ path: 'src/newdir/a.ts', text: "import { g } from '../gpu/context.ts';" }];
   throws(() => upwardImports(files), (e: Error) => e.message.includes('src/newdir/a.ts (folder src/newdir)'));
   const into = [{ path: 'src/gpu/a.ts', text: "import { n } from '../newdir/n.ts';" }];
-  throws(() => upwardImports(into), (e: Error) => e.message.includes('src/newdir/n.ts (folder src/newdir, imported by src/gpu/a.ts)'));
+  throws(
+    () => upwardImports(into),
+    (e: Error) => e.message.includes('src/newdir/n.ts (folder src/newdir, imported by src/gpu/a.ts)'),
+  );
 });
 
 Deno.test('comments are blanked, strings and regex literals are not mistaken for them', () => {
