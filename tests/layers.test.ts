@@ -70,6 +70,37 @@ Deno.test('the checker reports an upward import in every form, and only those', 
   );
 });
 
+Deno.test("the scanner finds the same imports as Deno's module graph", async () => {
+  // Deno's own parser, over the graphs of the command entries and the rank worker (the scanner
+  // exists because the repository's TypeScript has no JavaScript API: tests/util/layers.ts).
+  const roots = [
+    'src/cli/train.ts',
+    'src/cli/bench.ts',
+    'src/cli/experiment.ts',
+    'src/cli/plan.ts',
+    'workers/rank.worker.ts',
+  ];
+  const root = ROOT.href;
+  const seen = new Set<string>();
+  for (const r of roots) {
+    const out = await new Deno.Command(Deno.execPath(), { args: ['info', '--json', r], cwd: ROOT, stderr: 'inherit' })
+      .output();
+    ok(out.success, `deno info ${r} failed`);
+    const graph = JSON.parse(new TextDecoder().decode(out.stdout)) as {
+      modules: { specifier: string; dependencies?: { specifier: string }[] }[];
+    };
+    for (const m of graph.modules) {
+      if (!m.specifier.startsWith(root) || !m.specifier.endsWith('.ts') || seen.has(m.specifier)) continue;
+      seen.add(m.specifier);
+      const deno = [...new Set((m.dependencies ?? []).map((d) => d.specifier).filter((s) => s.startsWith('.')))].sort();
+      const text = await Deno.readTextFile(new URL(m.specifier));
+      const ours = [...new Set(specifiersOf(text, false).filter((s) => s.startsWith('.')))].sort();
+      deepStrictEqual(ours, deno, m.specifier.slice(root.length));
+    }
+  }
+  ok(seen.size > 200, `only ${seen.size} modules compared`);
+});
+
 Deno.test('a folder the layer order does not place is an error, not a pass', () => {
   const files = [{ path: 'src/newdir/a.ts', text: "import { g } from '../gpu/context.ts';" }];
   throws(() => upwardImports(files), (e: Error) => e.message.includes('src/newdir/a.ts (folder src/newdir)'));

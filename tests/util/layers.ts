@@ -142,11 +142,14 @@ const DYNAMIC = /(?:^|[^\w$.])import\s*\(\s*(['"])([^'"\n]+)\1\s*[,)]/g;
 /** `new URL('….ts', import.meta.url)`: a module run as a worker or a subprocess. */
 const MODULE_URL = /\bnew\s+URL\s*\(\s*(['"])([^'"\n]+\.ts)\1\s*,\s*import\.meta\.url\s*\)/g;
 
-/** Every module specifier `text` imports, re-exports, loads dynamically or runs by URL, in order of appearance. */
-export function specifiersOf(text: string): string[] {
+/**
+ * Every module specifier `text` imports, re-exports, loads dynamically or (with `urls`) runs by
+ * URL, in order of appearance.
+ */
+export function specifiersOf(text: string, urls = true): string[] {
   const code = stripComments(text);
   const found: [number, string][] = [];
-  for (const re of [STATIC, DYNAMIC, MODULE_URL]) {
+  for (const re of urls ? [STATIC, DYNAMIC, MODULE_URL] : [STATIC, DYNAMIC]) {
     for (const m of code.matchAll(re)) found.push([m.index, m[2]]);
   }
   return found.sort((a, b) => a[0] - b[0]).map(([, s]) => s);
