@@ -14,7 +14,10 @@ import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { castToF16, requireF16, roundToBf16 } from '../kernels/cast.ts';
 import type { Tape } from './tape.ts';
-import type { Precision } from '../train/config.ts';
+
+/** The training precisions (`--precision`, train/config.ts). */
+export const PRECISIONS = ['f32', 'f16-mixed', 'bf16-mixed'] as const;
+export type Precision = (typeof PRECISIONS)[number];
 
 /** The half precision a tape's linear layers run in. */
 export type Autocast = 'f16' | 'bf16';

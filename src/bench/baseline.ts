@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import type { ScaleAttentionRow, ScaleMatmulRow, ScaleTrainRow } from './scale.ts';
 import { fmt } from './table.ts';
-import { zodIssues } from '../train/digest.ts';
+import { zodIssues } from '../util/digest.ts';
 
 const Dtype = z.enum(['f32', 'f16']);
 const num = z.number().positive();

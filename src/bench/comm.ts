@@ -201,8 +201,11 @@ export function commTable(rows: CommBenchRow[], withNet: boolean): string {
   return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...cells.map(line)].join('\n');
 }
 
-/** The `comm` suite's entry point (it parses its own flags): returns the exit code. */
-export async function commMain(argv: string[]): Promise<number> {
+/**
+ * The `comm` suite's entry point (it parses its own flags): returns the exit code. `entry` is the
+ * bench command's module, which mpirun re-runs for the MPI helper-thread rows (mpi_ref.ts).
+ */
+export async function commMain(argv: string[], entry: URL): Promise<number> {
   let o;
   try {
     o = parseCommArgs(argv);
@@ -230,7 +233,7 @@ export async function commMain(argv: string[]): Promise<number> {
   const rows = await benchComm(o);
   if (o.planes!.length > 1) console.log(`\nshared vs message plane (median µs per call)\n${planeTable(rows)}`);
   const { mpiComparison } = await import('./mpi_ref.ts');
-  const mpi = o.noMpi ? [] : await mpiComparison(o, rows);
+  const mpi = o.noMpi ? [] : await mpiComparison(o, rows, entry);
   if (o.noMpi) console.log('\nMPICH comparison: skipped (--no-mpi)');
   const n = rows.length + mpi.length;
   console.log(`\n${n} rows in ${((performance.now() - t0) / 1e3).toFixed(1)} s, load average ${loadAverage()}`);

@@ -2,7 +2,7 @@
  * The `decode` benchmark (docs/design.md §36): tree vs ring decode attention across a cp group on
  * in-process ranks (src/comm/local.ts) over a modelled network. For each context length T and cp,
  * every rank holds a contiguous shard of the KV cache of every layer; per (token, layer) it
- * computes its partial and the group merges them (src/parallel/tree_decode.ts). Reported per token:
+ * computes its partial and the group merges them (src/models/tree_decode.ts). Reported per token:
  * the latency on the simulated clock (the slowest rank), the bytes each rank sends (from the trace,
  * checked against decodeCombineBytes), and each rank's peak memory (KV shard, score scratch,
  * partials).
@@ -25,7 +25,7 @@ import {
   decodeShard,
   emptyPartial,
   type PartialDims,
-} from '../parallel/tree_decode.ts';
+} from '../models/tree_decode.ts';
 import { Random } from '../util/random.ts';
 
 /** What one run of the decode benchmark covers. */

@@ -57,12 +57,15 @@ async function buildCLoop(dir: string): Promise<string> {
   return bin;
 }
 
-/** This project's `mpi` backend (helper thread): `mpirun -n p … bench comm --transport mpi --native-only`. */
-async function helperRows(o: CommBenchOptions, p: number): Promise<CommBenchRow[]> {
+/**
+ * This project's `mpi` backend (helper thread): `mpirun -n p … bench comm --transport mpi --native-only`,
+ * `entry` being the bench command's module (cli/bench.ts, which passes itself down: docs/design.md §1).
+ */
+async function helperRows(o: CommBenchOptions, p: number, entry: URL): Promise<CommBenchRow[]> {
   const json = await Deno.makeTempFile({ suffix: '.json' });
   try {
     const b = o.budget;
-    const args = ['-n', String(p), Deno.execPath(), 'run', '-A', new URL('../cli/bench.ts', import.meta.url).pathname];
+    const args = ['-n', String(p), Deno.execPath(), 'run', '-A', entry.pathname];
     args.push('comm', '--transport', 'mpi', '--native-only', '--worlds', String(p), '--ops', o.collectives.join(','));
     args.push('--min-bytes', String(o.minBytes), '--max-bytes', String(o.maxBytes), '--step', String(o.step));
     args.push('--warmup', String(b.warmup), '--warmup-ms', String(b.warmupMs), '--min-iters', String(b.minIters));
@@ -77,13 +80,15 @@ async function helperRows(o: CommBenchOptions, p: number): Promise<CommBenchRow[
 
 /**
  * Times MPI's own collective three ways at `o`'s world sizes, collectives and sizes, logs the
- * comparison with `rows` (mpiTable) and what could not run, and resolves to the MPI rows.
+ * comparison with `rows` (mpiTable) and what could not run, and resolves to the MPI rows;
+ * `entry` is the bench command's module (cli/bench.ts) for the helper-thread rows.
  * Without mpirun: no rows, a line saying why. Without mpicc (or with `noMpicc`): no C loop rows.
  * @throws Error when an mpirun job or the C build fails (its output included).
  */
 export async function mpiComparison(
   o: CommBenchOptions & { noMpicc?: boolean },
   rows: CommBenchRow[],
+  entry: URL,
 ): Promise<CommBenchRow[]> {
   const noMpirun = await missing('mpirun', 'mpich');
   if (noMpirun) {
@@ -102,7 +107,7 @@ export async function mpiComparison(
       if (bin) out.push(...parseLines(await run('mpirun', ['-n', String(p), bin, ...args], 'C loop'), p, 'c-loop'));
       const ffi = await run('mpirun', ['-n', String(p), Deno.execPath(), 'run', '-A', sync, ...args], 'FFI loop');
       out.push(...parseLines(ffi, p, 'ffi-sync'));
-      out.push(...await helperRows(o, p));
+      out.push(...await helperRows(o, p, entry));
     }
   } finally {
     await Deno.remove(dir, { recursive: true }).catch(() => {});

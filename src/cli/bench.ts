@@ -103,7 +103,7 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
 }
 
 async function main(argv: string[]): Promise<number> {
-  if (argv[0] === 'comm') return await commMain(argv.slice(1)); // collectives on CPU workers: own flags, no GPU
+  if (argv[0] === 'comm') return await commMain(argv.slice(1), new URL(import.meta.url)); // collectives on CPU workers: own flags, no GPU
   if (argv[0] === 'decode') return await decodeMain(argv.slice(1)); // in-process ranks, simulated clock: no GPU
   let args: BenchArgs;
   try {

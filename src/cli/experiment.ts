@@ -6,6 +6,7 @@
  */
 import { parseCliArgs } from './parse_cli.ts';
 import { type Experiment, modelFlags } from '../experiments/common.ts';
+import { main as trainParallel } from './train_parallel.ts';
 import { compression } from '../experiments/compression.ts';
 import { lowComm } from '../experiments/low_comm.ts';
 import { planModel } from '../experiments/plan_model.ts';
@@ -91,7 +92,7 @@ export async function main(argv: string[]): Promise<string | null> {
   const gpu = await Gpu.create({ backend: (flags.gpu ?? 'auto') as Backend });
   try {
     const t0 = performance.now();
-    const md = await exp.run({ gpu, out, flags, log: (l) => console.log(l) });
+    const md = await exp.run({ gpu, out, flags, log: (l) => console.log(l), trainParallel });
     console.log(`\n${md}\n${name}: done in ${((performance.now() - t0) / 60000).toFixed(1)} min · outputs in ${out}/`);
     return md;
   } finally {

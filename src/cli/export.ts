@@ -6,7 +6,7 @@
  */
 import { parseCliArgs } from './parse_cli.ts';
 import { parseCheckpoint } from '../train/checkpoint.ts';
-import { encodeSafetensors } from '../train/safetensors.ts';
+import { encodeSafetensors } from '../util/safetensors.ts';
 import { exportGpt2 } from '../models/gpt2_hf.ts';
 import { tokenizerFromJSON } from '../data/tokenizer.ts';
 import { writeAtomic } from '../io/atomic.ts';

@@ -4,6 +4,10 @@
  * validated by the key's own schema, and errors name the flag and what is allowed.
  */
 import { z } from 'zod';
+import { firstIssue, issueText, parseDecimal } from '../util/issue_text.ts';
+
+// Re-exported: the CLI's importers read them here; the browser form imports util/ directly.
+export { firstIssue, issueText, parseDecimal };
 
 export const kebab = (s: string) => s.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
 
@@ -43,19 +47,6 @@ export function joinNegatives(argv: string[], takesValue: Set<string>): string[]
   return out;
 }
 
-/** Decimal and exponent forms only: no blanks, whitespace, hex, `Infinity`, `NaN` or `1_000`. */
-const DECIMAL = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
-
-/**
- * The number a flag's text spells, or undefined when it is not a finite decimal
- * (`' '`, `'0x10'`, `'Infinity'`, `'1e999'` all are undefined; `Number` would read `' '` as 0).
- */
-export function parseDecimal(text: string): number | undefined {
-  if (!DECIMAL.test(text)) return undefined;
-  const n = parseFloat(text);
-  return Number.isFinite(n) ? n : undefined;
-}
-
 /** A zod schema unwrapped from its default / optional wrappers. */
 function inner(field: z.ZodType): z.ZodType {
   let t = field;
@@ -93,40 +84,6 @@ export function choicesOf(field: z.ZodType): string[] | undefined {
   }
   return undefined;
 }
-
-/**
- * One zod issue in words, naming `name` (a flag or a config key) and the offending value:
- * `--n-embd 1000000000 exceeds the maximum 65536`, `--pp-schedule must be one of …, got 'x'`.
- */
-export function issueText(name: string, value: unknown, issue: z.core.$ZodIssue): string {
-  const v = typeof value === 'string' ? value : JSON.stringify(value);
-  switch (issue.code) {
-    case 'too_big':
-      return issue.inclusive
-        ? `${name} ${v} exceeds the maximum ${issue.maximum}`
-        : `${name} ${v} must be below ${issue.maximum}`;
-    case 'too_small':
-      return issue.inclusive
-        ? `${name} ${v} is below the minimum ${issue.minimum}`
-        : `${name} ${v} must be above ${issue.minimum}`;
-    case 'invalid_type':
-      return issue.expected === 'int'
-        ? `${name} expects an integer, got '${v}'`
-        : `${name} expects ${issue.expected === 'number' ? 'a number' : `a ${issue.expected}`}, got '${v}'`;
-    case 'invalid_value':
-      return `${name} must be one of ${issue.values.map(String).join(', ')}, got '${v}'`;
-    case 'invalid_union': {
-      const values = issue.errors.flat().flatMap((i) => (i.code === 'invalid_value' ? i.values.map(String) : []));
-      return `${name} must be one of ${values.join(', ')}, got '${v}'`;
-    }
-    default:
-      return `${name} ${issue.message}`;
-  }
-}
-
-/** The issue to report: zod's safe-integer bound only when no tighter bound fired. */
-export const firstIssue = (issues: z.core.$ZodIssue[]) =>
-  issues.find((i) => !(i.code === 'too_big' && 'note' in i && i.note)) ?? issues[0];
 
 /** One flag of a schema: its config key, kebab name, schema and how it takes its value. */
 export interface FlagKey {

@@ -9,7 +9,7 @@ import { Gpu, type SubgroupChoice } from '../gpu/context.ts';
 import { parseSubgroupsFlag } from '../gpu/subgroups.ts';
 import type { Backend } from '../gpu/device.ts';
 import { runScale, type ScaleResult, scaleShapes } from '../bench/scale.ts';
-import { DEVICE_PEAKS, peakTflops } from '../bench/devices.ts';
+import { DEVICE_PEAKS, peakTflops } from '../perf/devices.ts';
 import {
   attentionBaselineCells,
   matmulBaselineCells,

@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import type { Algorithm, Backend } from './call_options.ts';
-import { zodIssues } from '../train/digest.ts';
+import { zodIssues } from '../util/digest.ts';
 
 const Entry = z.strictObject({
   coll: z.enum(['allReduce', 'reduceScatter', 'allGather', 'broadcast', 'reduce', 'allToAll']),

@@ -20,6 +20,12 @@ export interface ExperimentContext {
   /** Experiment flags as given (`--steps 300` → { steps: '300' }). */
   flags: Record<string, string>;
   log: (line: string) => void;
+  /**
+   * Runs `npm run train` with tensor/pipeline/data parallel flags (cli/train_parallel.ts `main`),
+   * passed in because a command sits above the experiments (docs/design.md §1); resolves to the
+   * last validation loss.
+   */
+  trainParallel: (argv: string[]) => Promise<number | null>;
 }
 
 /** An experiment: `run` writes its files into ctx.out and returns the markdown summary it wrote. */

@@ -8,7 +8,6 @@
  * dp traffic. Reports validation-loss curves, bytes per step by dimension and the simulated
  * communication time per step.
  */
-import { main as trainParallel } from '../cli/train_parallel.ts';
 import { formatCompressPolicy, parseCompressPolicy } from '../comm/compression.ts';
 import { NetworkModel } from '../comm/network.ts';
 import {
@@ -76,7 +75,7 @@ async function run(ctx: ExperimentContext): Promise<string> {
       ...['--lr', `${lr}`, '--min-lr', `${lr / 10}`, '--ckpt-interval', `${steps}`, '--out', dir],
       ...(f.gpu ? [`--gpu=${f.gpu}`] : []),
     ];
-    await trainParallel(argv);
+    await ctx.trainParallel(argv);
     results.push(await readRun(name, formatCompressPolicy(parseCompressPolicy(policy)), dir));
   }
   return await report(ctx, results, { steps, net, shape });

@@ -8,7 +8,6 @@
  * final validation loss, bytes exchanged, the busiest step's bytes (peak bandwidth) and the
  * simulated wall time.
  */
-import { main as trainParallel } from '../cli/train_parallel.ts';
 import { NetworkModel } from '../comm/network.ts';
 import {
   type Experiment,
@@ -96,7 +95,7 @@ async function run(ctx: ExperimentContext): Promise<string> {
       ...['--lr', `${lr}`, '--min-lr', `${lr / 10}`, '--ckpt-interval', `${steps}`, '--out', dir],
       ...(f.gpu ? [`--gpu=${f.gpu}`] : []),
     ];
-    await trainParallel(argv);
+    await ctx.trainParallel(argv);
     results.push(await readRun(name, flags.join(' ') || '--sync ddp', dir));
   }
   return await report(ctx, results, { steps, net, shape });

@@ -10,7 +10,6 @@
  * bubble. Reports each plan's predicted and measured step, the Spearman rank correlation and where
  * the predicted-best plan lands in the measured order.
  */
-import { main as trainParallel } from '../cli/train_parallel.ts';
 import { NetworkModel } from '../comm/network.ts';
 import { describePlan, type ParallelPlan } from '../parallel/plan.ts';
 import { planFromOptions } from '../parallel/plan_schema.ts';
@@ -104,7 +103,7 @@ async function run(ctx: ExperimentContext): Promise<string> {
       ...shapeArgs(shape),
       ...['--ckpt-interval', `${steps}`, '--out', dir, ...(f.gpu ? [`--gpu=${f.gpu}`] : [])],
     ];
-    await trainParallel(argv);
+    await ctx.trainParallel(argv);
     const lines = (await Deno.readTextFile(`${dir}/metrics.jsonl`)).trim().split('\n').map((l) => JSON.parse(l));
     const sim = lines.filter((l) => l.sim_ms_per_step !== undefined).map((l) => l.sim_ms_per_step as number);
     const config = JSON.parse(await Deno.readTextFile(`${dir}/config.json`));

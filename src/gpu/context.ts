@@ -7,7 +7,7 @@ import { openDevice, type OpenedDevice } from './device.ts';
 import { BufferPool } from './pool.ts';
 import { type DType, type HostArray, hostArray, storageBytes, Tensor } from './tensor.ts';
 import { checkBindingSize, checkWorkgroups } from './limits.ts';
-import { loadShaders, type ShaderName } from '../kernels/shaders.ts';
+import { loadShaders, type ShaderName } from './shaders.ts';
 import { type KernelTime, Profiler } from './profiler.ts';
 import { DispatchCache } from './dispatch_cache.ts';
 import { type DeviceLostError, LossWatch } from './lost.ts';

@@ -16,8 +16,8 @@ import {
   type DecodeOptions,
   LegacyCheckpointError,
   upgradeLegacySafetensors,
-} from '../train/safetensors.ts';
-import { canonicalJson, SHA256_HEX, sha256Hex, zodIssues } from '../train/digest.ts';
+} from '../util/safetensors.ts';
+import { canonicalJson, SHA256_HEX, sha256Hex, zodIssues } from '../util/digest.ts';
 import { decodeRankState } from '../parallel/rank_checkpoint.ts';
 import { type ParallelPlan, planWorldSize } from '../parallel/plan.ts';
 

@@ -129,7 +129,7 @@ export function decodeAttention(
  * arXiv 2408.04093): over the keys 0 … len−1 of this rank's shard of the cache, per (b, h) the row
  * [m, ℓ, o_0 … o_{hs−1}] of partial (B, nh, hs + 2) with m = max_j s_j, ℓ = Σ_j exp(s_j − m) and
  * o = Σ_j exp(s_j − m)·v_j (unnormalised), s_j = q·k_j/√hs. Partials of disjoint shards merge
- * exactly (src/parallel/tree_decode.ts); o/ℓ of one partial is decodeAttention's y. The query is
+ * exactly (src/models/tree_decode.ts); o/ℓ of one partial is decodeAttention's y. The query is
  * read from qkv (B, 1, 3C) as decodeAttention reads it; no position after it need be cached here.
  * @throws Error as decodeAttention (len in 1 … Tmax; an empty shard has no partial to compute: its
  *   identity is m = −∞, ℓ = 0, o = 0), or when partial is not (B, nh, hs + 2).

@@ -9,7 +9,7 @@
  * A run with --pad-vocab gets the file's 50 257 rows of `wte` and zero padded rows, as a fresh
  * padded model has (models/vocab_pad.ts), so fine-tuning trains exactly as unpadded.
  */
-import type { NamedTensor } from '../train/safetensors.ts';
+import type { NamedTensor } from '../util/safetensors.ts';
 
 /** Our names (after `transformer.h.N.`) of the weights GPT-2 stores as Conv1D (in, out). */
 const CONV1D = ['attn.c_attn.weight', 'attn.c_proj.weight', 'mlp.c_fc.weight', 'mlp.c_proj.weight'];

@@ -7,7 +7,7 @@
  * chunkOffsets gives it (§13), so it fills once the ranks before it are full. A decode step
  * appends the new token's K and V on the rank that owns its position, every rank computes its
  * partial over what it holds (ragged lengths; nothing yet on the later ranks) and the partials are
- * merged (src/parallel/tree_decode.ts), so the logits equal single-rank decoding's.
+ * merged (src/models/tree_decode.ts), so the logits equal single-rank decoding's.
  */
 import type { Gpu } from '../gpu/context.ts';
 import { kvAppend, type KvCacheDims } from '../kernels/decode_attention.ts';
@@ -15,7 +15,7 @@ import { LOCAL, type ModelContext } from './context.ts';
 import { cachedPositions, checkCachedPass, checkCacheFits, KvCache, passKeys } from './kv_cache.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import type { Algorithm } from '../comm/call_options.ts';
-import { type DecodeCombine, decodeShard, shardedDecodeAttention } from '../parallel/tree_decode.ts';
+import { type DecodeCombine, decodeShard, shardedDecodeAttention } from './tree_decode.ts';
 
 /** How a decoder shards its cache: the cp group, and how partials are merged. */
 export interface CacheShardOptions {

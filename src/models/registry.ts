@@ -3,9 +3,8 @@
  * the config schema's `arch` enum is this table's keys, so an unknown name fails validation.
  */
 import type { Gpu } from '../gpu/context.ts';
-import type { TrainConfig } from '../train/config.ts';
 import { GPT, gptParamSpecs, gptPieceOf } from './gpt.ts';
-import { LinearLM, linearParamSpecs, linearPieceOf } from './linear.ts';
+import { type LinearConfig, LinearLM, linearParamSpecs, linearPieceOf } from './linear.ts';
 import { Mamba, mambaParamSpecs, mambaPieceOf } from './mamba.ts';
 import type { ParamSpec, Placement } from '../nn/params.ts';
 import { Hybrid, hybridSharedSpecs } from './hybrid.ts';
@@ -15,10 +14,42 @@ import type { ExpertShard, MoEConfig } from './moe_specs.ts';
 import type { MoELanguageModel } from './moe_layer.ts';
 import type { LanguageModel, Piece } from './model.ts';
 import { ARCH_NAMES, type ArchName, MOE_ARCHS, pipelineBlocks } from './archs.ts';
-import { vocabShape } from './vocab_pad.ts';
+import { type VocabPadding, vocabShape } from './vocab_pad.ts';
 import { RecurrentDepth, type RecurrentDepthConfig, recurrentDepthParamSpecs } from './recurrent_depth.ts';
 
 export { ARCH_NAMES, type ArchName, MOE_ARCHS, pipelineBlocks };
+
+/**
+ * The keys of a training config (train/config.ts TrainConfig, which has them all) that the
+ * registry reads: declared here so that models need not import the training layer (docs/design.md §1).
+ */
+export interface ModelConfig extends VocabPadding {
+  arch: ArchName;
+  nLayer: number;
+  nHead: number;
+  nEmbd: number;
+  blockSize: number;
+  bias: boolean;
+  attention: 'flash' | 'naive';
+  linearDecay: LinearConfig['decay'];
+  dState: number;
+  expand: number;
+  dConv: number;
+  nExpert: number;
+  moeTopK: number;
+  capacityFactor: number;
+  auxLossWeight: number;
+  moeEvery: number;
+  attnEvery: number;
+  preludeLayers: number;
+  codaLayers: number;
+  recurIters: number;
+  recurBackprop: number;
+  recurInject: boolean;
+  evalIterations: number;
+  /** Default weight seed. */
+  seed: number;
+}
 
 /**
  * Builds one architecture from a validated training config and the tokenizer's vocabulary size
@@ -26,7 +57,7 @@ export { ARCH_NAMES, type ArchName, MOE_ARCHS, pipelineBlocks };
  */
 export type ModelFactory = (
   gpu: Gpu,
-  cfg: TrainConfig,
+  cfg: ModelConfig,
   vocabSize: number,
   seed: number,
   place?: Placement,
@@ -74,7 +105,7 @@ export const PIECES: Record<ArchName, (name: string) => Piece> = {
   'recurrent-depth': gptPieceOf,
 };
 
-function gptShape(cfg: TrainConfig, vocabSize: number) {
+function gptShape(cfg: ModelConfig, vocabSize: number) {
   return {
     ...vocabShape(cfg, vocabSize),
     blockSize: cfg.blockSize,
@@ -87,7 +118,7 @@ function gptShape(cfg: TrainConfig, vocabSize: number) {
 }
 
 /** A recurrent-depth model's shape: GPT's plus the recurrence; evaluation r 0 means r̄. */
-export function recurrentDepthShape(cfg: TrainConfig, vocabSize: number): RecurrentDepthConfig {
+export function recurrentDepthShape(cfg: ModelConfig, vocabSize: number): RecurrentDepthConfig {
   return {
     ...gptShape(cfg, vocabSize),
     preludeLayers: cfg.preludeLayers,
@@ -99,7 +130,7 @@ export function recurrentDepthShape(cfg: TrainConfig, vocabSize: number): Recurr
   };
 }
 
-function mambaShape(cfg: TrainConfig, vocabSize: number) {
+function mambaShape(cfg: ModelConfig, vocabSize: number) {
   return {
     ...vocabShape(cfg, vocabSize),
     blockSize: cfg.blockSize,
@@ -115,7 +146,7 @@ function mambaShape(cfg: TrainConfig, vocabSize: number) {
  * The parameter declarations of a layered architecture, host-side (no device): what a rank's
  * placement and the planner count (every expert of the MoE models).
  */
-export function paramSpecsOf(cfg: TrainConfig, vocabSize: number): ParamSpec[] {
+export function paramSpecsOf(cfg: ModelConfig, vocabSize: number): ParamSpec[] {
   switch (cfg.arch) {
     case 'gpt':
       return gptParamSpecs(gptShape(cfg, vocabSize));
@@ -149,7 +180,7 @@ export function paramSpecsOf(cfg: TrainConfig, vocabSize: number): ParamSpec[] {
  */
 export function createModel(
   gpu: Gpu,
-  cfg: TrainConfig,
+  cfg: ModelConfig,
   vocabSize: number,
   seed = cfg.seed,
   place?: Placement,
@@ -160,7 +191,7 @@ export function createModel(
 }
 
 /** The MoE knobs of a training config (nExpert, moeTopK, capacityFactor, auxLossWeight, moeEvery). */
-export function moeConfigOf(cfg: TrainConfig): MoEConfig {
+export function moeConfigOf(cfg: ModelConfig): MoEConfig {
   return {
     nExpert: cfg.nExpert,
     topK: cfg.moeTopK,
@@ -179,7 +210,7 @@ export function moeConfigOf(cfg: TrainConfig): MoEConfig {
  */
 export function createMoEModel(
   gpu: Gpu,
-  cfg: TrainConfig,
+  cfg: ModelConfig,
   vocabSize: number,
   o: { shard?: ExpertShard; groups?: number; seed?: number; place?: Placement } = {},
 ): MoELanguageModel {

@@ -16,8 +16,8 @@ import {
   type DecodeOptions,
   decodeSafetensors,
   encodeSafetensors,
-} from '../train/safetensors.ts';
-import { zodIssues } from '../train/digest.ts';
+} from '../util/safetensors.ts';
+import { zodIssues } from '../util/digest.ts';
 import { type LossScaleState, LossScaleStateSchema } from '../train/loss_scale.ts';
 import { describePlan, type ParallelPlan, planWorldSize } from './plan.ts';
 
@@ -89,7 +89,7 @@ const MetaSchema = z.object({
 });
 
 /**
- * Parses one rank's file: the digest (src/train/safetensors.ts), the format, the metadata's
+ * Parses one rank's file: the digest (src/util/safetensors.ts), the format, the metadata's
  * shape, and that the rank lies in the world and the world is the plan's.
  * @throws LegacyCheckpointError for a legacy file without `opts.allowLegacy`, and
  *   CorruptCheckpointError (naming `what`) for a damaged file, another format, or unreadable or inconsistent metadata.

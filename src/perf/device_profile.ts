@@ -1,6 +1,6 @@
 /**
  * Device profiles for the step-time model (docs/design.md §29): peak FLOP/s and memory from the
- * datasheets (src/bench/devices.ts DEVICE_PEAKS holds the peaks and their sources), HBM
+ * datasheets (src/perf/devices.ts DEVICE_PEAKS holds the peaks and their sources), HBM
  * bandwidth, and the achieved rate of a GEMM or an attention core by shape.
  *
  * The rate curve: a GEMM of M×N×K reaches `efficiency` of the peak when large; smaller ones
@@ -18,7 +18,7 @@
  * with `npm run bench -- matmul --json FILE` and pass `--device FILE`.
  */
 import { z } from 'zod';
-import { DEVICE_PEAKS } from '../bench/devices.ts';
+import { DEVICE_PEAKS } from './devices.ts';
 
 /** Units: FLOP/s, bytes, bytes/s; the shape constants are elements. */
 export interface DeviceProfile {

@@ -13,8 +13,8 @@ import {
   decodeSafetensors,
   encodeSafetensors,
   type NamedTensor,
-} from './safetensors.ts';
-import { zodIssues } from './digest.ts';
+} from '../util/safetensors.ts';
+import { zodIssues } from '../util/digest.ts';
 import { type LossScaleState, LossScaleStateSchema } from './loss_scale.ts';
 
 export const CHECKPOINT_FORMAT = 'webgpu-train-sandbox/gpt/1';

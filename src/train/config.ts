@@ -6,10 +6,9 @@ import { z } from 'zod';
 import { SCHEDULE_KINDS, scheduleFromConfig, validateSchedule } from './schedules.ts';
 import { ARCH_NAMES, ATTENTION_ARCHS } from '../models/archs.ts';
 import { parseDataSpec } from '../data/mixture.ts';
+import { type Precision, PRECISIONS } from '../autograd/autocast.ts';
 
-/** The training precisions (`--precision`; autograd/autocast.ts). */
-export const PRECISIONS = ['f32', 'f16-mixed', 'bf16-mixed'] as const;
-export type Precision = (typeof PRECISIONS)[number];
+export type { Precision };
 
 const int = (min: number) => z.number().int().min(min);
 const pos = z.number().positive();

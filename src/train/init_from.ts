@@ -4,7 +4,7 @@
  */
 import type { ParamStore } from '../nn/params.ts';
 import type { TrainConfig } from './config.ts';
-import { decodeSafetensors } from './safetensors.ts';
+import { decodeSafetensors } from '../util/safetensors.ts';
 import { Gpt2ImportError, importGpt2 } from '../models/gpt2_hf.ts';
 
 /**

@@ -7,7 +7,7 @@
 import { equal, ok, throws } from 'node:assert/strict';
 import { benchDecode, DECODE_BENCH_DEFAULTS, type DecodeBenchRow } from '../../src/bench/decode.ts';
 import { decodeTable, parseDecodeArgs } from '../../src/bench/decode_cli.ts';
-import { decodeCombineBytes } from '../../src/parallel/tree_decode.ts';
+import { decodeCombineBytes } from '../../src/models/tree_decode.ts';
 
 const close = (a: number, b: number, what: string) =>
   ok(Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b)), `${what}: ${a} vs ${b}`);

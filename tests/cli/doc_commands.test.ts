@@ -8,7 +8,7 @@
 import { equal, ok } from 'node:assert/strict';
 import { docCommands, fetchWhileServing, runShell, scratchProject, withFlags } from '../util/doc_commands.ts';
 import { gpt2File } from '../util/gpt2_file.ts';
-import { encodeSafetensors } from '../../src/train/safetensors.ts';
+import { encodeSafetensors } from '../../src/util/safetensors.ts';
 import { TORCH_BASELINE } from '../util/torch_baseline.ts';
 
 /** How a documented command runs here. */

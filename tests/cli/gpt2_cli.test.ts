@@ -7,7 +7,7 @@
 import { equal, match, ok } from 'node:assert/strict';
 import { runCli, TINY_RUN } from '../util/cli.ts';
 import { gpt2File } from '../util/gpt2_file.ts';
-import { decodeSafetensors, encodeSafetensors } from '../../src/train/safetensors.ts';
+import { decodeSafetensors, encodeSafetensors } from '../../src/util/safetensors.ts';
 
 // TINY_RUN's model (1 layer, width 16, block 16) on Tiny Shakespeare's 65 characters.
 const SHAPE = { nLayer: 1, nEmbd: 16, vocabSize: 65, positions: 32 };

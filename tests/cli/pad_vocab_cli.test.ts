@@ -7,7 +7,7 @@
 import { equal, match, ok } from 'node:assert/strict';
 import { runCli, TINY_RUN } from '../util/cli.ts';
 import { gpt2File } from '../util/gpt2_file.ts';
-import { decodeSafetensors, encodeSafetensors } from '../../src/train/safetensors.ts';
+import { decodeSafetensors, encodeSafetensors } from '../../src/util/safetensors.ts';
 
 const TEXT = await Deno.readTextFile(new URL('../../public/data/tinyshakespeare.txt', import.meta.url));
 

@@ -7,7 +7,7 @@ import { equal, match, ok } from 'node:assert/strict';
 import { runCli } from '../util/cli.ts';
 import { testBackend } from '../util/gpu.ts';
 import { attentionFlops } from '../../src/bench/scale.ts';
-import { DEVICE_PEAKS, peakTflops } from '../../src/bench/devices.ts';
+import { DEVICE_PEAKS, peakTflops } from '../../src/perf/devices.ts';
 import { parseScaleArgs } from '../../src/cli/scale.ts';
 import { TORCH_BASELINE } from '../util/torch_baseline.ts';
 

@@ -18,7 +18,7 @@ const bundled = new Map<string, Promise<URL>>();
 /**
  * URL of the bundled worker tests/comm/`name` (or `name` relative to tests/comm when it has a slash; built on first use, in a temp directory laid out
  * like the repository — `<tmp>/a/b/<name>.js` beside `<tmp>/shaders` and `<tmp>/public` links —
- * so the `new URL('../../shaders/…', import.meta.url)` that src/kernels/shaders.ts fetches, and
+ * so the `new URL('../../shaders/…', import.meta.url)` that src/gpu/shaders.ts fetches, and
  * the test texts under public/data, resolve).
  */
 export function workerUrl(name = 'scenario.worker.ts'): Promise<URL> {

@@ -9,7 +9,7 @@ import { equal, match, ok, throws } from 'node:assert/strict';
 import { gpt2File } from '../util/gpt2_file.ts';
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose } from '../util/assert.ts';
-import { encodeSafetensors, type NamedTensor } from '../../src/train/safetensors.ts';
+import { encodeSafetensors, type NamedTensor } from '../../src/util/safetensors.ts';
 import { exportGpt2, importGpt2 } from '../../src/models/gpt2_hf.ts';
 import { initFromGpt2 } from '../../src/train/init_from.ts';
 import { createModel } from '../../src/models/registry.ts';

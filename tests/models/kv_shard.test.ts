@@ -14,7 +14,7 @@ import { createModel } from '../../src/models/registry.ts';
 import { KvDecoder } from '../../src/models/decode.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
-import type { DecodeCombine } from '../../src/parallel/tree_decode.ts';
+import type { DecodeCombine } from '../../src/models/tree_decode.ts';
 
 const V = 37, BLOCK = 16;
 

@@ -1,6 +1,6 @@
 /** Device profiles: the named ones, the rate curve's shape, and profiles read from JSON (a profile or npm run bench output). */
 import { equal, ok, rejects, throws } from 'node:assert/strict';
-import { DEVICE_PEAKS } from '../../src/bench/devices.ts';
+import { DEVICE_PEAKS } from '../../src/perf/devices.ts';
 import {
   attentionRate,
   DEVICE_PROFILES,

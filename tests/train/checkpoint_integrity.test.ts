@@ -16,7 +16,7 @@ import {
   LegacyCheckpointError,
   type NamedTensor,
   upgradeLegacySafetensors,
-} from '../../src/train/safetensors.ts';
+} from '../../src/util/safetensors.ts';
 import { runCli } from '../util/cli.ts';
 import { assertUnchanged, flipByte, readHeader, rewriteHeader, snapshot, toLegacy } from './ckpt_tamper.ts';
 

@@ -4,7 +4,7 @@
  * flip a byte, and snapshot a folder's bytes so a refusal can be shown to leave them unchanged.
  */
 import { deepStrictEqual } from 'node:assert/strict';
-import { sha256Hex } from '../../src/train/digest.ts';
+import { sha256Hex } from '../../src/util/digest.ts';
 
 type Header = Record<string, unknown> & { __metadata__: Record<string, string> };
 

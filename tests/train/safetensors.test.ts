@@ -1,5 +1,5 @@
 import { deepStrictEqual, equal, rejects } from 'node:assert/strict';
-import { decodeSafetensors, encodeSafetensors } from '../../src/train/safetensors.ts';
+import { decodeSafetensors, encodeSafetensors } from '../../src/util/safetensors.ts';
 
 const tensors = [
   { name: 'a', shape: [2, 3], data: Float32Array.from([1, 2, 3, 4, 5, 6]) },

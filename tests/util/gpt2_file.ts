@@ -1,6 +1,6 @@
 /** A GPT-2-shaped checkpoint in Hugging Face's layout, for the import and export tests. */
 import { randn } from './assert.ts';
-import type { NamedTensor } from '../../src/train/safetensors.ts';
+import type { NamedTensor } from '../../src/util/safetensors.ts';
 
 /**
  * Every tensor of a GPT-2 checkpoint as transformers saves it: no prefix, Conv1D weights as

@@ -7,7 +7,7 @@
  * No DOM here: tests/app/plan_fields.test.ts runs it under Deno.
  */
 import { z } from 'zod';
-import { firstIssue, issueText, parseDecimal } from '../../cli/flags.ts';
+import { firstIssue, issueText, parseDecimal } from '../../util/issue_text.ts';
 import { type ParallelPlan, type PlanModel, planProblems } from '../../parallel/plan.ts';
 import { MAX_RUN_WORLD, planFromOptions, type PlanOptions, PlanSchema } from '../../parallel/plan_schema.ts';
 

@@ -1,5 +1,5 @@
 /**
- * Tree and ring decode across a context-parallel group (src/parallel/tree_decode.ts, docs/design.md
+ * Tree and ring decode across a context-parallel group (src/models/tree_decode.ts, docs/design.md
  * §36) on in-process ranks (src/comm/local.ts): every rank's output equals single-rank decode
  * attention over the whole cache (the GPU kernel, within §7's f32 bounds, and the f64 reference)
  * for cp 2, 3 and 4 on ragged context lengths, empty shards included; each rank's traced bytes per
@@ -19,7 +19,7 @@ import {
   decodeShard,
   emptyPartial,
   shardedDecodeAttention,
-} from '../../src/parallel/tree_decode.ts';
+} from '../../src/models/tree_decode.ts';
 import type { Algorithm } from '../../src/comm/call_options.ts';
 
 /** Positions start … start + len − 1 of every (b, h) row of a (B, nh, T, hs) cache, as (B, nh, len, hs). */
