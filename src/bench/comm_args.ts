@@ -2,7 +2,7 @@
  * The flags of `npm run bench -- comm` (comm.ts): the help text and the parser, which names a bad
  * value and what is allowed.
  */
-import { parseCliArgs } from '../cli/parse_cli.ts';
+import { parseCliArgs } from '../util/parse_cli.ts';
 import { NetworkModel } from '../comm/network.ts';
 import type { SizedCollective } from '../comm/cost.ts';
 import { DATA_PLANES, type DataPlane } from '../comm/data_plane.ts';

@@ -2,7 +2,7 @@
  * `npm run bench -- decode [flags]`: tree vs ring decode attention across a cp group on the
  * simulated clock (src/bench/decode.ts, docs/design.md §36). Own flags, no GPU, as `comm`.
  */
-import { parseCliArgs } from '../cli/parse_cli.ts';
+import { parseCliArgs } from '../util/parse_cli.ts';
 import { NetworkModel } from '../comm/network.ts';
 import { writeAtomic } from '../io/atomic.ts';
 import { benchDecode, DECODE_BENCH_DEFAULTS, type DecodeBenchOptions, type DecodeBenchRow } from './decode.ts';

@@ -4,7 +4,7 @@
  * validated by its own schema (flags.ts). Parsing is node:util's parseArgs in strict mode: an
  * unknown flag is an error, not a silent no-op.
  */
-import { parseCliArgs } from './parse_cli.ts';
+import { parseCliArgs } from '../util/parse_cli.ts';
 import { z } from 'zod';
 import { PRESETS, TrainConfigSchema } from '../train/config.ts';
 import { parseSubgroupsFlag } from '../gpu/subgroups.ts';

@@ -7,7 +7,7 @@
  * Flags are parsed by node:util's parseArgs in strict mode (as `npm run train` does): an
  * unknown flag is an error, not a silent no-op.
  */
-import { parseCliArgs } from './parse_cli.ts';
+import { parseCliArgs } from '../util/parse_cli.ts';
 import { Gpu, type SubgroupChoice } from '../gpu/context.ts';
 import { parseSubgroupsFlag } from '../gpu/subgroups.ts';
 import type { Backend } from '../gpu/device.ts';

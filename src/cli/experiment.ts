@@ -4,7 +4,7 @@
  * (results.md), a CSV of every evaluation and SVG plots into the run folder.
  * Shared flags: --n-layer --n-embd --n-head --block-size --batch-size --eval-batches --seed.
  */
-import { parseCliArgs } from './parse_cli.ts';
+import { parseCliArgs } from '../util/parse_cli.ts';
 import { type Experiment, modelFlags } from '../experiments/common.ts';
 import { main as trainParallel } from './train_parallel.ts';
 import { compression } from '../experiments/compression.ts';

@@ -4,7 +4,7 @@
  * layout transformers' GPT2LMHeadModel loads. The checkpoint is verified whole first; the
  * output is written atomically.
  */
-import { parseCliArgs } from './parse_cli.ts';
+import { parseCliArgs } from '../util/parse_cli.ts';
 import { parseCheckpoint } from '../train/checkpoint.ts';
 import { encodeSafetensors } from '../util/safetensors.ts';
 import { exportGpt2 } from '../models/gpt2_hf.ts';

@@ -3,7 +3,7 @@
  * [--continuation 32] [--batch 32] [--seed S] [--json FILE]`: Pythia's memorization measure
  * (src/train/memorization.ts) on the checkpoint's own training data, train split vs held-out.
  */
-import { parseCliArgs } from './parse_cli.ts';
+import { parseCliArgs } from '../util/parse_cli.ts';
 import { loadTrainingData } from '../io/corpus.ts';
 import { loadIntoStore, parseCheckpoint } from '../train/checkpoint.ts';
 import { parseConfig } from '../train/config.ts';

@@ -5,7 +5,7 @@
  * PlanSearchSchema's (src/cli/command.ts), read by flags.ts like every other CLI's; src/cli/plan.ts
  * hands argv here when it names --search or --advise and is otherwise unchanged.
  */
-import { parseCliArgs } from './parse_cli.ts';
+import { parseCliArgs } from '../util/parse_cli.ts';
 import { type PlanSearchOptions, PlanSearchSchema } from './command.ts';
 import { flagKeys, helpLines, parseArgsOptions, readFlag } from './flags.ts';
 import { NetworkModel } from '../comm/network.ts';

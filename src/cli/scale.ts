@@ -4,7 +4,7 @@
  * adapter, printed as tables and written as JSON. With `--baseline`, the PyTorch figures
  * scripts/torch_baseline.py measured on the same GPU stand beside ours as ratios.
  */
-import { parseCliArgs } from './parse_cli.ts';
+import { parseCliArgs } from '../util/parse_cli.ts';
 import { Gpu, type SubgroupChoice } from '../gpu/context.ts';
 import { parseSubgroupsFlag } from '../gpu/subgroups.ts';
 import type { Backend } from '../gpu/device.ts';

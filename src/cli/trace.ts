@@ -4,7 +4,7 @@
  * dimension, the share of messages, bytes and simulated time under 64 KiB, and each rank's bytes
  * per step by `dim/collective` beside accounting.json's prediction when the run folder has one.
  */
-import { parseCliArgs } from './parse_cli.ts';
+import { parseCliArgs } from '../util/parse_cli.ts';
 import { dirname } from 'node:path';
 import { binLabel, SIZE_EDGES, type SizeHistogram, summarizeTrace } from '../parallel/trace_summary.ts';
 import { fmtBytes, fmtInt, pct, table } from '../parallel/plan_report.ts';

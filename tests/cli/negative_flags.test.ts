@@ -2,7 +2,7 @@
  * Negative numbers on every CLI, in both spellings (`--dp -1` and `--dp=-1`): read as numbers
  * and refused by the flag's range with its name and the value — never parseArgs' "argument is
  * ambiguous" — and accepted where a flag allows them (--rewarm-start, --rewarm-from).
- * In process through each CLI's parser (src/cli/parse_cli.ts is the one they share), and as
+ * In process through each CLI's parser (src/util/parse_cli.ts is the one they share), and as
  * subprocesses for the one-line `error:` a user sees.
  */
 import { equal, match, rejects, throws } from 'node:assert/strict';
