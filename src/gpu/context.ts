@@ -26,6 +26,12 @@ export interface KernelCode {
 export type Binding = Tensor | GPUBufferBinding | undefined;
 
 export class Gpu {
+  /**
+   * Told every uncaptured WebGPU error of every device this module opens, as it arrives (a read or
+   * sync only throws the first one, and only if one comes later). The tests set it so that an
+   * error makes the test that caused it fail (tests/util/gpu.ts), wherever its device came from.
+   */
+  static onUncapturedError: ((message: string, gpu: Gpu) => void) | null = null;
   readonly device: GPUDevice;
   readonly pool: BufferPool;
   readonly backend: OpenedDevice['backend'];
@@ -61,6 +67,7 @@ export class Gpu {
     this.device.addEventListener('uncapturederror', (ev) => {
       const msg = (ev as GPUUncapturedErrorEvent).error.message;
       if (!this.firstError) this.firstError = msg;
+      Gpu.onUncapturedError?.(msg, this);
     });
     this.loss = new LossWatch(this.device);
   }

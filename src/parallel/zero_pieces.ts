@@ -257,6 +257,9 @@ export class ZeroShards {
 
   /** Frees the shard buffers. */
   destroy(): void {
+    // Work still being encoded may use the shards (the last AdamW update, a copy): a submit after
+    // their destroy is a validation error, so it goes to the queue first.
+    this.gpu.flush();
     for (const t of [this.m, this.v, this.g, this.values]) t?.buffer.destroy();
   }
 }

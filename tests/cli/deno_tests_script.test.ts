@@ -1,13 +1,16 @@
 /**
- * scripts/deno_tests.sh passes `deno test`'s status through, except an abort (SIGABRT) after the
- * final all-passed summary, which it reports and counts as passed. Checked with a stand-in `deno`
- * on PATH that prints a summary and then exits or aborts.
+ * scripts/deno_tests.sh passes a run only when deno's "ok | N passed | 0 failed" summary is the
+ * last line it printed and deno exited 0 — or aborted (SIGABRT) with nothing after that summary
+ * but glibc's heap-check message, which it reports and counts as passed (the script says why).
+ * Output after the summary, a segfault, or an abort after anything else fails. Checked with a
+ * stand-in `deno` on PATH that prints lines and then exits or kills itself with a signal.
  */
 import { equal, match } from 'node:assert/strict';
 
-async function run(summary: string, end: string): Promise<{ code: number; stderr: string }> {
+async function run(lines: string[], end: string): Promise<{ code: number; stderr: string }> {
   const dir = await Deno.makeTempDir();
-  await Deno.writeTextFile(`${dir}/deno`, `#!/bin/bash\necho "${summary}"\n${end}\n`, { mode: 0o755 });
+  const body = lines.map((l) => `printf '%b\\n' "${l}"`).join('\n');
+  await Deno.writeTextFile(`${dir}/deno`, `#!/bin/bash\n${body}\n${end}\n`, { mode: 0o755 });
   const out = await new Deno.Command('bash', {
     args: ['scripts/deno_tests.sh', '-A', 'tests/'],
     env: { PATH: `${dir}:${Deno.env.get('PATH')}` },
@@ -18,16 +21,36 @@ async function run(summary: string, end: string): Promise<{ code: number; stderr
   return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
 }
 
-Deno.test('deno_tests.sh: a teardown abort after every test passed counts as passed, and says so', async () => {
-  const r = await run('ok | 3 passed | 0 failed (1s)', 'kill -ABRT $$');
-  equal(r.code, 0);
-  match(r.stderr, /ok \| 3 passed \| 0 failed .* aborted \(SIGABRT\) in the runtime's exit teardown/);
+const OK = 'ok | 3 passed | 0 failed (1s)';
+const HEAP = 'corrupted size vs. prev_size in fastbins';
+
+Deno.test('deno_tests.sh: a passing run ends with the summary and status 0', async () => {
+  equal((await run(['running 3 tests', OK, ''], 'exit 0')).code, 0);
+  // Colours, as deno prints them on a terminal, and counts after the summary's start.
+  equal((await run(['\\x1b[32mok\\x1b[0m | 3 passed | 0 failed | 2 ignored (1s)'], 'exit 0')).code, 0);
 });
 
-Deno.test('deno_tests.sh: failures, aborts before a passing summary and other exits keep their status', async () => {
-  equal((await run('FAILED | 2 passed | 1 failed (1s)', 'kill -ABRT $$')).code, 134);
-  equal((await run('running 3 tests', 'kill -ABRT $$')).code, 134);
-  equal((await run('ok | 3 passed | 0 failed (1s)', 'exit 1')).code, 1);
-  equal((await run('FAILED | 2 passed | 1 failed (1s)', 'exit 1')).code, 1);
-  equal((await run('ok | 3 passed | 0 failed (1s)', 'exit 0')).code, 0);
+Deno.test('deno_tests.sh: the summary must be the last line, not just somewhere in the output', async () => {
+  const after = await run([OK, 'error: something after the summary'], 'exit 0');
+  equal(after.code, 1);
+  match(after.stderr, /last line is not the 'ok \| N passed \| 0 failed' summary: 'error: something after/);
+  equal((await run(['running 3 tests'], 'exit 0')).code, 1, 'no summary at all');
+  equal((await run(['FAILED | 2 passed | 1 failed (1s)'], 'exit 0')).code, 1, 'a failing summary');
+});
+
+Deno.test("deno_tests.sh: an abort right after the all-passed summary, with only glibc's message, passes and says so", async () => {
+  for (const lines of [[OK], [OK, HEAP], [OK, 'double free or corruption (out)']]) {
+    const r = await run(lines, 'kill -ABRT $$');
+    equal(r.code, 0, lines.join(' / '));
+    match(r.stderr, /ok \| 3 passed \| 0 failed .* aborted \(SIGABRT\) in the runtime's exit teardown/);
+  }
+});
+
+Deno.test('deno_tests.sh: segfaults, other output before an abort, and failures keep their status', async () => {
+  equal((await run([OK], 'kill -SEGV $$')).code, 139);
+  equal((await run([OK, 'thread panicked', HEAP], 'kill -ABRT $$')).code, 134, 'output after the summary');
+  equal((await run(['running 3 tests', HEAP], 'kill -ABRT $$')).code, 134, 'no summary');
+  equal((await run(['FAILED | 2 passed | 1 failed (1s)'], 'kill -ABRT $$')).code, 134);
+  equal((await run([OK], 'exit 1')).code, 1);
+  equal((await run(['FAILED | 2 passed | 1 failed (1s)'], 'exit 1')).code, 1);
 });

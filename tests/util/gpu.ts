@@ -5,6 +5,38 @@ import './plane.ts';
 
 let shared: Promise<Gpu> | null = null;
 
+/** Uncaptured WebGPU errors of every device of this process since the last test ended. */
+const uncaptured: string[] = [];
+Gpu.onUncapturedError = (message) => void uncaptured.push(message);
+
+/**
+ * After each test: the shared device's queue is drained so that the test's last submits are
+ * validated, then any uncaptured WebGPU error of any device (the shared one, or one a test opened
+ * itself) fails that test — otherwise an error after the test's last read would go unseen, or be
+ * thrown by the next test's first read.
+ */
+Deno.test.afterEach(async () => {
+  const gpu = await shared?.catch(() => null);
+  if (gpu && !gpu.lost) await gpu.sync().catch(() => {}); // its first error is also in `uncaptured`
+  const errors = uncaptured.splice(0);
+  if (errors.length) throw new Error(`uncaptured WebGPU error(s) during this test:\n${errors.join('\n')}`);
+});
+
+/**
+ * After a file's last test: the shared device is destroyed once its queue is idle, so the process
+ * does not exit with a live device whose driver may still be working (docs/design.md §8).
+ */
+Deno.test.afterAll(async () => {
+  const gpu = await shared?.catch(() => null);
+  shared = null;
+  if (!gpu) return;
+  try {
+    if (!gpu.lost) await gpu.sync();
+  } finally {
+    gpu.destroy();
+  }
+});
+
 /** The backend the suite runs on: Deno's wgpu by default, Dawn with GPU=dawn; any other value is refused. */
 export function testBackend(): Extract<Backend, 'wgpu' | 'dawn'> {
   const b = Deno.env.get('GPU') ?? 'wgpu';

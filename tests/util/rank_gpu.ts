@@ -24,7 +24,7 @@ export function rankGpu(): Promise<Gpu> {
   return gpu;
 }
 
-/** Worker-side tasks: open the device on the given backend, and destroy it before the world terminates the worker. */
+/** Worker-side tasks: open the device on the given backend, and close it before the world terminates the worker. */
 export const RANK_GPU_TASKS = {
   async openGpu(_world: unknown, args: { backend?: string }): Promise<RankGpuInfo> {
     if (args?.backend !== 'wgpu' && args?.backend !== 'dawn') {
@@ -35,9 +35,16 @@ export const RANK_GPU_TASKS = {
     return { backend: g.backend, impl: deviceImpl(g), adapter: g.adapterDescription };
   },
 
+  /** Waits for the queue (an uncaptured WebGPU error of the rank's last work fails the task), then destroys the device. */
   async close(): Promise<void> {
-    if (gpu) (await gpu).destroy();
+    const g = gpu && await gpu;
     gpu = undefined;
+    if (!g) return;
+    try {
+      if (!g.lost) await g.sync();
+    } finally {
+      g.destroy();
+    }
   },
 };
 
