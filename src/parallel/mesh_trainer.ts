@@ -16,33 +16,7 @@
  *   from cfg.seed exactly as the single-rank model's.
  *   `sent` keys are `group/op` (traffic.ts); per-rank formulas in tests/parallel/mesh_harness.ts.
  *
- * Composition per rank (world rank → mesh coordinates by plan.ts `planMesh`, every group from
- * `planGroup`; no rank arithmetic here):
- * - pp: the pipeline executor of pipeline.ts (GPipe / 1F1B / interleaved programs from
- *   pipeline_schedule.ts, p2p send/recv on the pp group) runs this rank's stages;
- * - tp (+ sp): each stage is stages.ts's ModelStages — the architecture's own embed / block /
- *   head — over the rank's RankContext (rank_context.ts), whose linear, attention, embedding and
- *   head follow tp_table.ts's role of each parameter over the rank's tp group;
- * - cp: this rank holds the T/cp tokens of every row at context_parallel.ts `cpPositions`
- *   (zig-zag for ring, contiguous for Ulysses); attention inside each block is ring attention or
- *   Ulysses over the cp group (the RankContext's `context`);
- * - dp: this rank takes rows [dp_i·B/dp, (dp_i+1)·B/dp) of each of the m micro-batches; after
- *   the schedule, one allReduce (avg) of the whole gradient, packed (Ψ_r = plan.ts
- *   rankParams().dense elements), over the dp·cp ranks of its (pp, tp) coordinate — or, for a
- *   whole replica (data parallelism alone), DDP's buckets (buckets.ts: 1 MiB or per layer,
- *   whole parameters) allReduced during the last micro-batch's backward as each is finished;
- * - the tied embedding: wte's gradient summed between the first and the last stage of the same
- *   (dp, tp) coordinate (Megatron's embedding group), sp: the LayerNorm/bias/wpe partials over tp;
- * - the global grad norm: one world allReduce of [Σ squares counted once, loss share] — each
- *   parameter counted on dp and cp index 0 only, replicated (tp) ones on tp index 0 only, the head's
- *   wte copy never — then torch's clip scale and AdamW on the rank's own shard.
- * - ZeRO 1/2/3 (zero_sync.ts): reduce-scatters over the same dp·cp group instead (stage 1 after the
- *   schedule, 2–3 per layer unit in each backward), AdamW on the rank's pieces, all-gathers of the
- *   values (stages 1–2 after the update, 3 per layer in forward and again before its backward).
- * - ep (MoE models): experts over ep consecutive dp ranks; tokens exchanged over that EP group
- *   (expert_exchange.ts); expert gradients summed over the ranks holding the same experts.
- * - --sync local-sgd | diloco | streaming-diloco | co2 (low_comm.ts): no per-step dp average;
- *   each dp worker clips by its own norm and outer_sync.ts synchronises every H steps.
+ * Composition per rank, strategy by strategy: docs/design.md §16 ("Composition per rank").
  * Refused up front (mesh_plan.ts): ep on a dense architecture, ring attention under mixed precision.
  */
 import { MOE_ARCHS } from '../models/archs.ts';
