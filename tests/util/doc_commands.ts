@@ -98,6 +98,21 @@ export async function scratchProject(): Promise<string> {
   return dir;
 }
 
+/**
+ * `command` under bash in `cwd`, stdout and stderr interleaved, with the project's binaries on
+ * PATH as `npm run` has them. setsid makes it and everything it starts (npm, Deno, worker ranks,
+ * mpirun) one process group, so ending the group (`Deno.kill(-pid)`) leaves no orphans behind.
+ */
+function spawnGroup(command: string, cwd: string): Deno.ChildProcess {
+  return new Deno.Command('setsid', {
+    args: ['bash', '-c', `${command} 2>&1`],
+    cwd,
+    env: { XDG_RUNTIME_DIR: '/tmp', PATH: `${root}node_modules/.bin:${Deno.env.get('PATH') ?? ''}` },
+    stdout: 'piped',
+    stderr: 'inherit',
+  }).spawn();
+}
+
 /** Exit code and output of one shell command. */
 export interface ShellResult {
   code: number;
@@ -105,20 +120,11 @@ export interface ShellResult {
 }
 
 /**
- * Runs `command` with bash in `cwd`, with the project's binaries (Deno) on PATH as `npm run`
- * has them, stdout and stderr interleaved.
+ * Runs `command` with bash in `cwd` ({@link spawnGroup}).
  * @throws Error (a timeout) when it runs past `timeoutMs`: a documented command must end.
  */
 export async function runShell(command: string, cwd: string, timeoutMs: number): Promise<ShellResult> {
-  // setsid: the command and everything it starts (npm, Deno, worker ranks, mpirun) form one process
-  // group, so a timeout ends all of it rather than leaving orphans behind.
-  const child = new Deno.Command('setsid', {
-    args: ['bash', '-c', `${command} 2>&1`],
-    cwd,
-    env: { XDG_RUNTIME_DIR: '/tmp', PATH: `${root}node_modules/.bin:${Deno.env.get('PATH') ?? ''}` },
-    stdout: 'piped',
-    stderr: 'inherit',
-  }).spawn();
+  const child = spawnGroup(command, cwd);
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;
@@ -148,13 +154,7 @@ export async function fetchWhileServing(
   url: string,
   timeoutMs: number,
 ): Promise<{ status: number; body: string; output: string }> {
-  const child = new Deno.Command('setsid', {
-    args: ['bash', '-c', `${command} 2>&1`],
-    cwd,
-    env: { XDG_RUNTIME_DIR: '/tmp', PATH: `${root}node_modules/.bin:${Deno.env.get('PATH') ?? ''}` },
-    stdout: 'piped',
-    stderr: 'inherit',
-  }).spawn();
+  const child = spawnGroup(command, cwd);
   let exited = false;
   const done = child.output().then((o) => {
     exited = true;
