@@ -12,7 +12,8 @@ trap 'rm -f "$log"' EXIT
 deno test "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 plain=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -v '^[[:space:]]*$')
-summary='^ok \| [0-9]+ passed \| 0 failed( |$)'
+# Tests with steps (t.step) add their count: 'ok | 960 passed (46 steps) | 0 failed | 27 ignored (20m30s)'.
+summary='^ok \| [0-9]+ passed( \([0-9]+ steps?\))? \| 0 failed( |$)'
 if [ "$rc" -eq 134 ]; then
   heap='^(corrupted |double free|free\(\)|malloc\(\)|malloc_consolidate\(\)|munmap_chunk\(\)|realloc\(\))'
   last=$(grep -vE "$heap" <<<"$plain" | tail -1)

@@ -28,6 +28,9 @@ Deno.test('deno_tests.sh: a passing run ends with the summary and status 0', asy
   equal((await run(['running 3 tests', OK, ''], 'exit 0')).code, 0);
   // Colours, as deno prints them on a terminal, and counts after the summary's start.
   equal((await run(['\\x1b[32mok\\x1b[0m | 3 passed | 0 failed | 2 ignored (1s)'], 'exit 0')).code, 0);
+  // A run with test steps counts them beside the tests.
+  equal((await run(['ok | 960 passed (46 steps) | 0 failed | 27 ignored (20m30s)'], 'exit 0')).code, 0);
+  equal((await run(['FAILED | 959 passed (45 steps) | 1 failed (1 step) (20m)'], 'exit 0')).code, 1);
 });
 
 Deno.test('deno_tests.sh: the summary must be the last line, not just somewhere in the output', async () => {
