@@ -3,7 +3,7 @@ import { defineConfig } from '@playwright/test';
 /**
  * End-to-end tests of the browser demo against `vite preview` (the production build).
  * Browsers cannot be downloaded here: the tests use Debian's Chromium, whose WebGPU runs on
- * the CPU through SwiftShader when there is no GPU (DESIGN.md §3). CHROMIUM overrides the path.
+ * the CPU through SwiftShader when there is no GPU (README, "No GPU?"). CHROMIUM overrides the path.
  */
 const PORT = 4173;
 
