@@ -3,11 +3,11 @@
  * the config schema's `arch` enum is this table's keys, so an unknown name fails validation.
  */
 import type { Gpu } from '../gpu/context.ts';
-import { GPT, gptParamSpecs, gptPieceOf } from './gpt.ts';
+import { GPT, type GPTConfig, gptParamSpecs, gptPieceOf } from './gpt.ts';
 import { type LinearConfig, LinearLM, linearParamSpecs, linearPieceOf } from './linear.ts';
 import { Mamba, mambaParamSpecs, mambaPieceOf } from './mamba.ts';
 import type { ParamSpec, Placement } from '../nn/params.ts';
-import { Hybrid, hybridSharedSpecs } from './hybrid.ts';
+import { Hybrid, type HybridConfig, hybridSharedSpecs } from './hybrid.ts';
 import { GPTMoE, moeParamSpecs } from './moe.ts';
 import { MambaMoE, mambaMoEParamSpecs } from './mamba_moe.ts';
 import type { ExpertShard, MoEConfig } from './moe_specs.ts';
@@ -21,32 +21,23 @@ export { ARCH_NAMES, type ArchName, MOE_ARCHS, pipelineBlocks };
 
 /**
  * The keys of a training config (train/config.ts TrainConfig, which has them all) that the
- * registry reads: declared here so that models need not import the training layer (docs/design.md §1).
+ * registry reads, typed by each model's own config: declared here so that models need not import
+ * the training layer (docs/design.md §1).
  */
-export interface ModelConfig extends VocabPadding {
+export interface ModelConfig
+  extends
+    VocabPadding,
+    Pick<GPTConfig, 'nLayer' | 'nHead' | 'nEmbd' | 'blockSize' | 'bias'>,
+    Pick<HybridConfig, 'dState' | 'expand' | 'dConv' | 'attnEvery'>,
+    Pick<MoEConfig, 'nExpert' | 'capacityFactor' | 'auxLossWeight' | 'moeEvery'>,
+    Pick<
+      RecurrentDepthConfig,
+      'preludeLayers' | 'codaLayers' | 'recurIters' | 'recurBackprop' | 'recurInject' | 'evalIterations'
+    > {
   arch: ArchName;
-  nLayer: number;
-  nHead: number;
-  nEmbd: number;
-  blockSize: number;
-  bias: boolean;
-  attention: 'flash' | 'naive';
+  attention: NonNullable<GPTConfig['attention']>;
   linearDecay: LinearConfig['decay'];
-  dState: number;
-  expand: number;
-  dConv: number;
-  nExpert: number;
-  moeTopK: number;
-  capacityFactor: number;
-  auxLossWeight: number;
-  moeEvery: number;
-  attnEvery: number;
-  preludeLayers: number;
-  codaLayers: number;
-  recurIters: number;
-  recurBackprop: number;
-  recurInject: boolean;
-  evalIterations: number;
+  moeTopK: MoEConfig['topK'];
   /** Default weight seed. */
   seed: number;
 }
