@@ -1,5 +1,5 @@
 /**
- * `npm run train -- --arch <name>` on the default preset, as the README's architecture list
+ * `npm run train -- --arch <name>` on the default preset, as docs/training.md's architecture list
  * invites: every architecture trains (one step, its loss finite) on the preset's shape, where
  * an architecture that needs more than the schema's defaults takes its own (recurrent depth:
  * prelude + one core block + coda), and a value the user gives is never replaced — an explicit

@@ -7,8 +7,8 @@
  */
 import { equal, ok } from 'node:assert/strict';
 import {
-  type DocCommand,
   docCommands,
+  documentedCommands,
   fetchWhileServing,
   runShell,
   scratchProject,
@@ -36,12 +36,13 @@ type Rule =
   /** The test file that runs it as written and checks more of it than an exit code. */
   | { by: string };
 
-// The README's tiny run: trains in a few seconds a step on lavapipe; two layers so pp 2 divides them.
+// The guides' tiny run: trains in a few seconds a step on lavapipe; two layers so pp 2 divides them.
 const SHAPE = ['--n-layer', '2', '--n-embd', '16', '--n-head', '2', '--block-size', '16', '--batch-size', '4'];
 const QUIET = ['--eval-interval', '1000', '--eval-batches', '1', '--sample-tokens', '0', '--log-interval', '1'];
 const TINY = ['--steps', '2', ...SHAPE, ...QUIET];
 const trains: Rule = { add: TINY, expect: /done: 2 steps/ };
-// The README's MPI section: run as written, and held to the worker run, by its own test.
+// The MPI commands (docs/mpi-and-collectives.md, one in the README's tour): run as written, and held to the worker
+// run, by their own test.
 const MPI_README: Rule = { by: 'tests/cli/mpi_readme.test.ts' };
 // The comm bench's smallest honest run: world 2, allReduce, a few calls per size.
 const COMM_SMALL = ['--quick', '--worlds', '2', '--ops', 'allReduce'];
@@ -107,6 +108,7 @@ export const RULES: Record<string, Rule> = {
   "npm run plan -- --advise 'layers=24,heads=32,hidden=2560,seq=2048,vocab=50257' --tp 2": {},
   'npm run bench -- matmul --json dev.json && npm run plan -- --search --world 8 --model megatron-1.7b --device dev.json':
     { add: ['--sizes', '128'], part: 0 },
+  'npm run bench -- decode': { expect: /tree µs\/tok/ },
   'npm run bench -- comm': { add: [...COMM_SMALL, '--max-bytes', '4KiB'] },
   'npm run bench -- comm --net nvlink-ib --max-bytes 64MiB': {
     add: [...COMM_SMALL, '--min-bytes', '64MiB', '--no-mpi'],
@@ -136,15 +138,6 @@ export const RULES: Record<string, Rule> = {
     skip: 'minutes of a real GPU: the suite behind docs/gpu-results.md',
   },
 };
-
-/** Every command of the guides whose shell blocks are commands a user runs: README.md and docs/*.md. */
-async function documentedCommands(): Promise<DocCommand[]> {
-  const files = ['README.md'];
-  for await (const e of Deno.readDir(`${root}docs`)) if (e.name.endsWith('.md')) files.push(`docs/${e.name}`);
-  const out: DocCommand[] = [];
-  for (const file of files.sort()) out.push(...docCommands(file, await Deno.readTextFile(`${root}${file}`)));
-  return out;
-}
 
 /** A rule this test runs itself. */
 type RunRule = Exclude<Rule, { skip: string } | { by: string }>;

@@ -223,7 +223,7 @@ Deno.test({
     for (const row of rows) {
       const [predicted, measured] = row.split(',').slice(-2).map(Number);
       // At width 32 ZeRO-3's reduce-scatters weigh more: the model hides them behind the backward, the
-      // simulated clock charges them in full (README: ≈ 19% over); the rest agree within a few percent.
+      // simulated clock charges them in full (docs/plan.md: ≈ 19% over); the rest agree within a few percent.
       ok(predicted > 0 && Math.abs(measured / predicted - 1) < 0.25, `${row}: measured vs predicted`);
     }
     ok((await Deno.readTextFile(`${out}/results.md`)).includes('Spearman ρ ='));

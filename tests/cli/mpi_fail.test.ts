@@ -6,7 +6,7 @@
  * begin — while its peers wait in a step's collectives — ends the job within 10 s, non-zero, no
  * process left; a rank that throws before MPI_Init ends it with its message, and one that exits
  * quietly before it is seen gone by its peer waiting in MPI_Init. The faults come from
- * WEBGPU_SANDBOX_MPI_FAULT, through the README's launch (tests/util/mpirun.ts).
+ * WEBGPU_SANDBOX_MPI_FAULT, through the MPI guide's launch (tests/util/mpirun.ts).
  */
 import { deepStrictEqual, match, ok } from 'node:assert/strict';
 import { TINY_RUN } from '../util/cli.ts';

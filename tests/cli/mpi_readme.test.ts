@@ -1,7 +1,7 @@
 /**
- * README.md's MPI commands as written (section "Over MPI"): each `mpirun` line of its code blocks
- * runs here with only size flags appended (and tune.json placed in a temp folder): the comm
- * bench on 4 processes, writing the tuning table, then the three dp2 × tp2 training runs on 4.
+ * The MPI commands of docs/mpi-and-collectives.md as written (section "Over MPI"; the README's tour
+ * quotes one): each `mpirun` line of its code blocks runs here with only size flags appended (and
+ * tune.json placed in a temp folder): the comm bench on 4 processes, writing the tuning table, then the three dp2 × tp2 training runs on 4.
  * This project's algorithms over MPI give losses identical to the worker run of the same plan;
  * MPI's own collectives and `auto` within 1e-4 (another summation order); every rank in a
  * process of its own (trace.json's `processes`).
@@ -16,26 +16,28 @@ const TINY = [...TINY_RUN, '--n-layer', '2', '--steps', '3', '--eval-batches', '
 const BENCH_TINY = ['--max-bytes', '1KiB', '--step', '32', '--ops', 'allReduce,allGather'];
 const opts = { sanitizeResources: false, sanitizeOps: false };
 
-/** The `mpirun …` lines of the README's "Over MPI" code blocks, comments dropped, split into words. */
-async function readmeCommands(): Promise<string[][]> {
-  const readme = await Deno.readTextFile(`${root}README.md`);
-  const start = readme.indexOf('### Over MPI');
-  const section = readme.slice(start, readme.indexOf('\n## ', start));
+/** The `mpirun …` lines of the guide's "Over MPI" code blocks, comments dropped, split into words. */
+async function guideCommands(): Promise<string[][]> {
+  const guide = await Deno.readTextFile(`${root}docs/mpi-and-collectives.md`);
+  const start = guide.indexOf('### Over MPI');
+  if (start < 0) throw new Error('docs/mpi-and-collectives.md has no "### Over MPI" section');
+  const end = guide.indexOf('\n## ', start);
+  const section = guide.slice(start, end < 0 ? guide.length : end);
   const blocks = [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]);
   return blocks.flatMap((b) => b.split('\n')).filter((l) => l.startsWith('mpirun '))
     .map((l) => l.replace(/#.*$/, '').trim().split(/\s+/));
 }
 
-const commands = await readmeCommands();
+const commands = await guideCommands();
 const dir = await Deno.makeTempDir();
 const tune = `${dir}/tune.json`;
-/** A README command's mpirun arguments with the tuning table in the temp folder and `extra` appended. */
+/** A guide command's mpirun arguments with the tuning table in the temp folder and `extra` appended. */
 const asWritten = (
   cmd: string[],
   extra: string[],
 ) => [...cmd.slice(1).map((w) => w === 'tune.json' ? tune : w), ...extra];
 
-Deno.test('the README gives five MPI commands, each started by mpirun -pmi-port through npm', () => {
+Deno.test('the MPI guide gives five MPI commands, each started by mpirun -pmi-port through npm', () => {
   equal(commands.length, 5, commands.map((c) => c.join(' ')).join('\n'));
   for (const c of commands) deepStrictEqual(c.slice(0, 3), ['mpirun', '-pmi-port', '-n'], c.join(' '));
   deepStrictEqual(commands.map((c) => c.slice(4, 7).join(' ')), [
@@ -48,7 +50,7 @@ Deno.test('the README gives five MPI commands, each started by mpirun -pmi-port 
 });
 
 Deno.test({
-  name: 'README: mpirun -pmi-port -n 4 npm run bench -- comm --transport mpi [--tune tune.json] run as written',
+  name: 'MPI guide: mpirun -pmi-port -n 4 npm run bench -- comm --transport mpi [--tune tune.json] run as written',
   ...opts,
   fn: async () => {
     const bench = commands.filter((c) => c[6] === 'bench');
@@ -64,7 +66,7 @@ Deno.test({
 });
 
 Deno.test({
-  name: 'README: the three mpirun -pmi-port -n 4 npm run train commands run as written and train as the workers do',
+  name: 'MPI guide: the three mpirun -pmi-port -n 4 npm run train commands run as written and train as the workers do',
   ...opts,
   fn: async () => {
     const train = commands.filter((c) => c[6] === 'train');

@@ -27,7 +27,7 @@ Deno.test({
       '1536',
     ]);
     equal(r.code, 0, r.stderr);
-    // The search's work, not its speed (a measurement the README quotes): every plan enumerated and ranked.
+    // The search's work, not its speed (a measurement docs/plan.md quotes): every plan enumerated and ranked.
     match(
       r.stdout,
       /^plans {4}476,293 enumerated, 268,260 valid, 129,770 over 80\.0 GiB dropped, 138,490 ranked in \d+\.\d\d s$/m,

@@ -1,6 +1,6 @@
 /**
  * Parallel training over MPI (docs/design.md §26): `mpirun -pmi-port -n N npm run train -- --transport mpi`
- * (README's command, tests/util/mpirun.ts) runs one rank per process, each its own WebGPU device, every
+ * (docs/mpi-and-collectives.md's command, tests/util/mpirun.ts) runs one rank per process, each its own WebGPU device, every
  * process running the host loop — each in a process of its own, as the trace's `processes` shows.
  * Against the same plan on worker ranks: this project's algorithms over the MPI wire give
  * identical losses (the same arithmetic in the same order) and the same exact traffic accounting;
@@ -40,7 +40,7 @@ async function mixedTable(): Promise<string> {
 for (
   const [n, plan, backend, tol] of [
     [2, ['--dp', '2'], 'ours', 0],
-    // dp2 × tp2 on 4 processes, both backends: the README's commands (mpi_readme.test.ts).
+    // dp2 × tp2 on 4 processes, both backends: the MPI guide's commands (mpi_readme.test.ts).
     [2, ['--dp', '2'], 'auto', 1e-4],
     // Every lane on MPI's own collectives (tp act/ce with sp, the embedding group, validation's): all split at setup.
     [4, ['--tp', '2', '--pp', '2', '--sp'], 'mpi', 1e-4],

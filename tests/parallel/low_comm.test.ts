@@ -104,7 +104,7 @@ Deno.test({
   fn: async () => {
     const gpu = await testGpu();
     // gradClip 0.5 clips the first steps of this run (harness.ts): DDP clips the averaged gradient by its norm,
-    // each DiLoCo worker its own, so the README's identity needs --grad-clip 0.
+    // each DiLoCo worker its own, so docs/parallel.md's identity needs --grad-clip 0.
     const over = tinyConfig({ optimizer: 'sgd', gradClip: 0.5, batchSize: 8, steps: 4, seed: 5 });
     const ddp = await localMeshRun(gpu, makePlan({ dp: 2 }), over, TEXT);
     const spec = syncSpecOf({ sync: 'diloco', innerSteps: 1, outerLr: 1, outerMomentum: 0 });

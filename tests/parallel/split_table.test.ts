@@ -1,5 +1,5 @@
 /**
- * The README's table of which split each architecture takes equals what strategy.ts accepts:
+ * docs/parallel.md's table of which split each architecture takes equals what strategy.ts accepts:
  * every cell is checked both ways (a ✓ must be accepted, a — refused with an error naming the
  * dimension and the architecture), and every architecture has a row.
  */
@@ -8,7 +8,7 @@ import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
 import { strategyOf } from '../../src/parallel/strategy.ts';
 import { ARCH_NAMES } from '../../src/models/archs.ts';
 
-const README = await Deno.readTextFile(new URL('../../README.md', import.meta.url));
+const GUIDE = await Deno.readTextFile(new URL('../../docs/parallel.md', import.meta.url));
 
 /** The plan each column stands for (its dimension at 2 on a mesh that has what it needs). */
 const COLUMNS: Record<string, Partial<ParallelPlan>[]> = {
@@ -20,10 +20,10 @@ const COLUMNS: Record<string, Partial<ParallelPlan>[]> = {
   ep: [{ dp: 2, ep: 2 }],
 };
 
-Deno.test('README split table = strategy.ts: every ✓ accepted, every — refused by name', () => {
-  const lines = README.split('\n');
+Deno.test('docs/parallel.md split table = strategy.ts: every ✓ accepted, every — refused by name', () => {
+  const lines = GUIDE.split('\n');
   const head = lines.findIndex((l) => /^\| `--arch` +\| dp, ZeRO-1\/2\/3 \|/.test(l));
-  ok(head >= 0, 'the table is in the README');
+  ok(head >= 0, 'the table is in docs/parallel.md');
   const cols = lines[head].split('|').slice(2, -1).map((c) => c.trim());
   deepEqual(cols, Object.keys(COLUMNS));
   const after = lines.slice(head + 2), end = after.findIndex((l) => !l.startsWith('|'));

@@ -4,10 +4,10 @@ import { ACCEPT_ERROR, PAPER_ROWS, paperFlops, paperTable, predictPaperRow } fro
 import { MODEL_PRESETS } from '../../src/perf/model_presets.ts';
 import { makePlan, rankParams } from '../../src/parallel/plan.ts';
 
-Deno.test('paper table: every published configuration predicted within 25% (README: none misses), each printed with its error', () => {
+Deno.test('paper table: every published configuration predicted within 25% (docs/plan.md: none misses), each printed with its error', () => {
   const rows = PAPER_ROWS.map(predictPaperRow);
   equal(rows.length, 12);
-  // Row by row, at the README's bound: a row that misses must be marked there, not let through here.
+  // Row by row, at the guide's bound: a row that misses must be marked there, not let through here.
   for (const r of rows) {
     ok(Math.abs(r.error) <= ACCEPT_ERROR, `${r.name}: ${(r.error * 100).toFixed(1)}% is beyond ±25%`);
   }
@@ -23,15 +23,15 @@ Deno.test('paper table: every published configuration predicted within 25% (READ
   for (const r of rows) ok(text.includes(`| ${r.name} |`), r.name);
 });
 
-Deno.test('paper table: the README table states what the model predicts, row by row', async () => {
-  const readme = await Deno.readTextFile(new URL('../../README.md', import.meta.url));
-  const lines = readme.split('\n');
+Deno.test('paper table: the docs/plan.md table states what the model predicts, row by row', async () => {
+  const guide = await Deno.readTextFile(new URL('../../docs/plan.md', import.meta.url));
+  const lines = guide.split('\n');
   const head = lines.findIndex((l) => /^\| configuration \(source\) +\| t \| p +\| GPUs \|/.test(l));
-  ok(head >= 0, 'the validation table is in the README');
+  ok(head >= 0, 'the validation table is in docs/plan.md');
   const after = lines.slice(head + 2), end = after.findIndex((l) => !l.startsWith('|'));
   const cells = (end < 0 ? after : after.slice(0, end)).map((l) => l.split('|').slice(2, -1).map((c) => c.trim()));
   const rows = PAPER_ROWS.map(predictPaperRow);
-  equal(cells.length, rows.length, 'one README row per configuration');
+  equal(cells.length, rows.length, 'one docs/plan.md row per configuration');
   rows.forEach((r, i) => {
     const [t, p, gpus, batch, published, predicted, error] = cells[i];
     const pct = (r.error * 100).toFixed(1);
@@ -46,7 +46,7 @@ Deno.test('paper table: the README table states what the model predicts, row by 
         r.predicted.toFixed(1),
         `${r.error >= 0 ? '+' : ''}${pct}%`,
       ],
-      `README row ${i + 1} (${r.name})`,
+      `docs/plan.md row ${i + 1} (${r.name})`,
     );
   });
 });

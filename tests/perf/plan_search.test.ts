@@ -31,7 +31,7 @@ function worstRankBytes(plan: ParallelPlan, model: PlanModel, recompute: Recompu
   return Math.max(stateOf(0) + inFlight * L * layer + work, stateOf(P - 1) + L * layer + work + logits);
 }
 
-Deno.test("search: GPT-3 175B on 1024 H100s over nvlink-ib ranks the README's 138 490 of 476 293 plans, none over memory", () => {
+Deno.test("search: GPT-3 175B on 1024 H100s over nvlink-ib ranks docs/plan.md's 138 490 of 476 293 plans, none over memory", () => {
   const model = MODEL_PRESETS['gpt3-175b'], dev = DEVICE_PROFILES['h100-sxm'];
   const r = searchPlans({
     model,
@@ -41,8 +41,8 @@ Deno.test("search: GPT-3 175B on 1024 H100s over nvlink-ib ranks the README's 13
     dtype: 'bf16',
     attention: 'flash',
   });
-  // The work the search does, exactly (README: "enumerates 476 293 plans and ranks the 138 490 that fit"); its
-  // speed is a measurement, printed here and quoted in the README, not a bound a loaded machine could miss.
+  // The work the search does, exactly (docs/plan.md: "enumerates 476 293 plans and ranks the 138 490 that fit"); its
+  // speed is a measurement, printed here and quoted in docs/plan.md, not a bound a loaded machine could miss.
   console.log(`search: ${r.enumerated} plans, ${r.ranked.length} ranked in ${(r.ms / 1e3).toFixed(2)} s`);
   equal(r.enumerated, 476_293);
   equal(r.valid, 268_260);

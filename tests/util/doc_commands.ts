@@ -78,6 +78,21 @@ function shellQuote(s: string): string {
 }
 
 const root = new URL('../../', import.meta.url).pathname;
+
+/** The guides whose shell blocks are commands a user runs: README.md and docs/*.md, sorted, from the repository root. */
+export async function guideFiles(): Promise<string[]> {
+  const files = ['README.md'];
+  for await (const e of Deno.readDir(`${root}docs`)) if (e.name.endsWith('.md')) files.push(`docs/${e.name}`);
+  return files.sort();
+}
+
+/** Every command of the guides' shell blocks ({@link guideFiles}), each guide in document order. */
+export async function documentedCommands(): Promise<DocCommand[]> {
+  const out: DocCommand[] = [];
+  for (const file of await guideFiles()) out.push(...docCommands(file, await Deno.readTextFile(`${root}${file}`)));
+  return out;
+}
+
 /** What runs write into, which a scratch project must keep to itself. */
 const OWN = new Set(['.git', 'runs', 'dist', 'test-results', 'playwright-report']);
 

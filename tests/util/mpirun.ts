@@ -1,5 +1,5 @@
 /**
- * MPI jobs of the training CLI as README.md gives them — `mpirun -pmi-port -n N npm run train -- …`
+ * MPI jobs of the training CLI as docs/mpi-and-collectives.md gives them — `mpirun -pmi-port -n N npm run train -- …`
  * — on the test backend, from the repository root, with a time limit.
  */
 import { deepStrictEqual, equal, ok } from 'node:assert/strict';
@@ -10,7 +10,7 @@ const root = new URL('../../', import.meta.url).pathname;
 /** npm's update check would reach for the network from every rank. */
 const ENV = { XDG_RUNTIME_DIR: '/tmp', npm_config_update_notifier: 'false' };
 
-/** mpirun's arguments for `n` ranks of `npm run <script> -- args` (the README's form; `pmi` false drops -pmi-port). */
+/** mpirun's arguments for `n` ranks of `npm run <script> -- args` (the guide's form; `pmi` false drops -pmi-port). */
 export function mpirunArgs(n: number, script: 'train' | 'bench', args: string[], pmi = true): string[] {
   const cli = script === 'train' ? withTestBackend('train.ts', args) : args;
   return [...(pmi ? ['-pmi-port'] : []), '-n', String(n), 'npm', 'run', script, '--', ...cli];
@@ -33,7 +33,7 @@ export async function mpirunRaw(
   return { code: out.code, stdout: new TextDecoder().decode(out.stdout), stderr: new TextDecoder().decode(out.stderr) };
 }
 
-/** Runs the training CLI under mpirun as the README does; resolves to its exit code and output. */
+/** Runs the training CLI under mpirun as the MPI guide does; resolves to its exit code and output. */
 export function mpirun(
   n: number,
   args: string[],
@@ -43,7 +43,7 @@ export function mpirun(
   return mpirunRaw(mpirunArgs(n, 'train', args), timeoutMs, env);
 }
 
-/** Starts the training CLI under mpirun as the README does, without waiting (for kill tests). */
+/** Starts the training CLI under mpirun as the MPI guide does, without waiting (for kill tests). */
 export function spawnMpirun(n: number, args: string[]): Deno.ChildProcess {
   return new Deno.Command('mpirun', {
     args: mpirunArgs(n, 'train', args),
