@@ -8,6 +8,7 @@
 import { archDefaults, parseConfig, PRESETS, type TrainConfig, TrainConfigSchema } from '../train/config.ts';
 import { resolveRewarm } from '../train/rewarm.ts';
 import { type LoadedCheckpoint, parseCheckpoint } from '../train/checkpoint.ts';
+import { checkBatchOrder } from '../data/dataset.ts';
 import { exists } from '../io/atomic.ts';
 import type { parseTrainArgs } from './args.ts';
 import { firstIssue, issueText } from './flags.ts';
@@ -88,8 +89,8 @@ export async function freshConfig(args: ConfigSources): Promise<TrainConfig> {
 /**
  * The run's config: preset + file + flags, or on --resume the checkpoint's config plus file and
  * flags, which may repeat any saved value but change only RESUMABLE_KEYS (checkResumeOverrides).
- * @throws Error for --resume without --out or a checkpoint, or flags that would change the saved
- *   config; LegacyCheckpointError for a checkpoint
+ * @throws Error for --resume without --out or a checkpoint, flags that would change the saved
+ *   config, or a checkpoint of another batch order that drew other rows (dataset.ts checkBatchOrder); LegacyCheckpointError for a checkpoint
  *   written before whole-file digests without --allow-legacy-checkpoint; CorruptCheckpointError
  *   for one that fails verification (parseCheckpoint).
  */
@@ -109,7 +110,9 @@ export async function resolveConfig(
       );
     }
     const file = args.configFile === undefined ? undefined : await loadConfigFile(args.configFile);
-    checkResumeOverrides({ ...args, file }, parseConfig(ckpt.state.config));
+    const saved = parseConfig(ckpt.state.config);
+    checkResumeOverrides({ ...args, file }, saved);
+    checkBatchOrder(ckpt.state.batchOrder, saved.gradAccum, path);
     return {
       cfg: resolveRewarm(parseConfig({ ...ckpt.state.config, ...file, ...args.overrides }), {
         step: ckpt.state.step,

@@ -3,10 +3,11 @@
  * continual pre-training (Ibrahim et al. arXiv 2403.08763 replay 5 % of the old data). Each
  * corpus is split into train/val on its own (its tail is held out), and every sequence of a
  * batch picks its corpus by a seeded draw from the weights. Batches stay a pure function of
- * (seed, split, step, micro-batch), as for one file: the exact data of any step of any run is
- * known from its config, like Pythia's data loader (Biderman et al. arXiv 2304.11158).
+ * (seed, split, step), as for one file, and follow its batch order (dataset.ts: one global batch
+ * per step, however it is split): the exact data of any step of any run is known from its
+ * config, like Pythia's data loader (Biderman et al. arXiv 2304.11158).
  */
-import { type Batch, type Split, SPLIT_ID, TextDataset } from './dataset.ts';
+import { type Batch, checkRowRange, type Split, SPLIT_ID, TextDataset } from './dataset.ts';
 import { mixSeed, Random } from '../util/random.ts';
 
 /** One entry of a data spec: a text file and its share of the training sequences. */
@@ -118,29 +119,40 @@ export class MixtureDataset {
     return this.sources.reduce((a, s) => a + s.val.length, 0);
   }
 
-  /** The corpus of row `row`: an inverse-CDF draw from a generator seeded by (seed, split, step, micro). */
+  /** The corpus of the next row: an inverse-CDF draw from the source-choice generator. */
   private pick(rng: Random): number {
+    if (this.sources.length === 1) return 0;
     const u = rng.uniform();
     const k = this.cdf.findIndex((c) => u < c);
     return k < 0 ? this.cdf.length - 1 : k;
   }
 
   /**
-   * The batch for (seed, split, step, micro): each of the B rows picks its corpus from the
-   * weights, then a window of T + 1 tokens of that corpus's `split`. With one corpus this is
-   * exactly {@link TextDataset.batch}. x, y (B, T); source (B).
+   * Rows [from, to) of the batch of (seed, split, step, stream), as TextDataset.rows draws them:
+   * row by row, the corpus from the weights (a generator of its own), then a window of T + 1
+   * tokens of that corpus's `split` from the offsets' generator. The rows before `from` are
+   * drawn and skipped, not copied. With one corpus this is exactly {@link TextDataset.rows}.
+   * x, y (to − from, T); source (to − from).
+   * @throws Error for a row range that is not 0 ≤ from ≤ to.
    */
-  batch(split: Split, b: number, t: number, seed: number, step: number, micro = 0): MixtureBatch {
-    const rng = new Random(mixSeed(seed, SPLIT_ID[split], step, micro));
-    const srcRng = new Random(mixSeed(seed, SPLIT_ID[split], step, micro, SOURCE_SALT));
-    const x = new Int32Array(b * t);
-    const y = new Int32Array(b * t);
-    const source = new Int32Array(b);
-    for (let i = 0; i < b; i++) {
-      source[i] = this.sources.length === 1 ? 0 : this.pick(srcRng);
+  rows(split: Split, t: number, seed: number, step: number, from: number, to: number, stream = 0): MixtureBatch {
+    checkRowRange(from, to);
+    const rng = new Random(mixSeed(seed, SPLIT_ID[split], step, stream));
+    const srcRng = new Random(mixSeed(seed, SPLIT_ID[split], step, stream, SOURCE_SALT));
+    for (let i = 0; i < from; i++) this.sources[this.pick(srcRng)].offset(split, rng, t);
+    const x = new Int32Array((to - from) * t);
+    const y = new Int32Array((to - from) * t);
+    const source = new Int32Array(to - from);
+    for (let i = 0; i < to - from; i++) {
+      source[i] = this.pick(srcRng);
       this.sources[source[i]].window(split, rng, t, x, y, i);
     }
     return { x, y, source };
+  }
+
+  /** The first B rows of (seed, split, step, stream): {@link rows} [0, b). x, y (B, T); source (B). */
+  batch(split: Split, b: number, t: number, seed: number, step: number, stream = 0): MixtureBatch {
+    return this.rows(split, t, seed, step, 0, b, stream);
   }
 
   /** A description for the run directory (data.json): what each corpus holds and its weight. */

@@ -19,6 +19,7 @@ import {
 } from '../util/safetensors.ts';
 import { canonicalJson, SHA256_HEX, sha256Hex, zodIssues } from '../util/digest.ts';
 import { decodeRankState } from '../parallel/rank_checkpoint.ts';
+import { checkBatchOrder } from '../data/dataset.ts';
 import { type ParallelPlan, planWorldSize } from '../parallel/plan.ts';
 
 export const MANIFEST_FORMAT = 'webgpu-train-sandbox/parallel-checkpoint/1';
@@ -153,7 +154,9 @@ export async function readManifest(outDir: string, opts: DecodeOptions = {}): Pr
  * (data digest only, still verified) come back re-encoded in the current format, in memory only.
  * Nothing on disk is changed.
  * @throws the errors of {@link readManifest}, LegacyCheckpointError for a legacy rank file without
- *   `opts.allowLegacy`, and CorruptCheckpointError naming a missing, altered, swapped or inconsistent rank file.
+ *   `opts.allowLegacy`, CorruptCheckpointError naming a missing, altered, swapped or inconsistent rank file, and
+ *   Error for a set written under another batch order that drew other rows (data/dataset.ts checkBatchOrder): the
+ *   set is only loaded to be resumed, so it is refused here, before any worker starts.
  */
 export async function loadCheckpointSet(
   outDir: string,
@@ -180,6 +183,7 @@ export async function loadCheckpointSet(
     const expect = `step ${manifest.step}, rank ${r} of ${manifest.files.length}, plan ${canonicalJson(manifest.plan)}`;
     const got = `step ${meta.step}, rank ${meta.rank} of ${meta.worldSize}, plan ${canonicalJson(meta.plan)}`;
     if (got !== expect) throw new CorruptCheckpointError(path, `holds ${got}; the manifest ${mpath} expects ${expect}`);
+    checkBatchOrder(meta.batchOrder, manifest.plan.microBatches ?? 1, path);
     if (legacy) bytes = await upgradeLegacySafetensors(bytes, path) as Uint8Array<ArrayBuffer>;
     shards.push(bytes);
   }

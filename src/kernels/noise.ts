@@ -19,21 +19,26 @@ export function noiseValue(seed: number, i: number): number {
 }
 
 /**
- * Adds U(−scale, scale) noise to `x` (any shape, f32) in place: x[i] += scale · noiseValue(seed, i).
+ * Adds U(−scale, scale) noise to `x` (any shape, f32) in place: x[i] += scale · noiseValue(seed, first + i)
+ * (the index taken mod 2³², as the shader's u32 sum).
  * @param scale half-width of the noise, ≥ 0 (0 leaves x unchanged and dispatches nothing).
  * @param seed any u32; the same seed gives the same noise.
- * @throws Error when x is not f32 or scale is negative or not finite.
+ * @param first the noise index of x's element 0 (x is a slice of a larger tensor, e.g. a micro-batch of the global batch).
+ * @throws Error when x is not f32, scale is negative or not finite, or first is not an integer ≥ 0.
  */
-export function addUniformNoise(gpu: Gpu, x: Tensor, scale: number, seed: number): void {
+export function addUniformNoise(gpu: Gpu, x: Tensor, scale: number, seed: number, first = 0): void {
   if (x.dtype !== 'f32') throw new Error(`addUniformNoise: x must be f32, got ${x.dtype}`);
   if (!Number.isFinite(scale) || scale < 0) {
     throw new Error(`addUniformNoise: scale must be a finite number ≥ 0, got ${scale}`);
+  }
+  if (!Number.isInteger(first) || first < 0) {
+    throw new Error(`addUniformNoise: first must be an integer ≥ 0, got ${first}`);
   }
   if (scale === 0 || x.size === 0) return;
   gpu.dispatch(
     { key: 'noise.add_uniform', code: gpu.shaders.noise, entryPoint: 'add_uniform' },
     [x],
-    new Uint32Array([x.size, hash32(seed >>> 0), f32bits(scale), 0]),
+    new Uint32Array([x.size, hash32(seed >>> 0), f32bits(scale), first >>> 0]),
     grid1d(x.size, 256),
   );
 }
@@ -41,8 +46,11 @@ export function addUniformNoise(gpu: Gpu, x: Tensor, scale: number, seed: number
 /**
  * NEFTune on the embedding output x (B, T, C): adds U(−1, 1)·α/√(T·C) in place. The paper
  * scales by the sequence length L = T of the padded batch. Because the noise is added, not
- * multiplied, d(x + ε)/dx = I and the backward pass is unchanged.
- * @param opts α ≥ 0 (0 = off; the paper uses 5, 10 or 15) and the noise seed; undefined = off.
+ * multiplied, d(x + ε)/dx = I and the backward pass is unchanged. Element (r, t, c) draws noise
+ * index ((row + r)·T + t)·C + c: a row's noise depends on its place in the global batch, not on
+ * the micro-batch that holds it.
+ * @param opts α ≥ 0 (0 = off; the paper uses 5, 10 or 15), the noise seed and the global row of
+ *   x's first row (default 0); undefined = off.
  * @throws Error when x is not (B, T, C) or α is negative.
  */
 export function applyNeftune(
@@ -51,12 +59,12 @@ export function applyNeftune(
   b: number,
   t: number,
   c: number,
-  opts: { alpha: number; seed: number } | undefined,
+  opts: { alpha: number; seed: number; row?: number } | undefined,
 ): void {
   if (!opts || opts.alpha === 0) return;
   if (!(opts.alpha > 0) || !Number.isFinite(opts.alpha)) {
     throw new Error(`NEFTune: alpha must be a finite number ≥ 0, got ${opts.alpha}`);
   }
   if (x.size !== b * t * c) throw new Error(`NEFTune: x [${x.shape}] is not (B=${b}, T=${t}, C=${c})`);
-  addUniformNoise(gpu, x, opts.alpha / Math.sqrt(t * c), opts.seed);
+  addUniformNoise(gpu, x, opts.alpha / Math.sqrt(t * c), opts.seed, (opts.row ?? 0) * t * c);
 }

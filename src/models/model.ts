@@ -39,9 +39,10 @@ export interface ForwardOptions {
   gradScale?: number;
   /**
    * NEFTune (Jain et al., arXiv 2310.05914): uniform noise of scale α/√(T·C) added to the input
-   * embeddings; training forward passes only. `seed` makes the noise reproducible per micro-batch.
+   * embeddings; training forward passes only. `seed` makes the noise reproducible per step, `row`
+   * (default 0) is the global row of this micro-batch's first row (kernels/noise.ts applyNeftune).
    */
-  neftune?: { alpha: number; seed: number };
+  neftune?: { alpha: number; seed: number; row?: number };
   /** Activation recomputation of the blocks (recompute.ts); training passes only. Default none. */
   recompute?: Recompute;
   /**

@@ -3,9 +3,10 @@
  * means in the mesh trainer's gradient sync — whole replicas with DDP's overlapped buckets
  * (grad_sync.ts) and ZeRO (zero_sync.ts): its rules, options and sub-group naming.
  *
- * - Batch: each micro-batch (B, T) is the one the single-rank Trainer draws,
- *   `dataset.batch('train', B, T, seed, step, micro)`; rank r of d takes rows
- *   [r·B/d, (r+1)·B/d). Each rank's loss is the mean over its rows, so the average over ranks
+ * - Batch: micro-batch j (B, T) is rows [j·B, (j+1)·B) of the step's one global batch, as the
+ *   single-rank Trainer draws it (data/dataset.ts); rank r of d takes rows [j·B + r·B/d,
+ *   j·B + (r+1)·B/d) of it (`microBatchRows(j, B, r, d)`, `dataset.rows('train', T, seed, step,
+ *   from, to)`). Each rank's loss is the mean over its rows, so the average over ranks
  *   of losses and gradients is the global mean — exact only when every rank counts the same
  *   number of targets, which is why goldfish masking (uneven masks) is refused.
  * - Gradient accumulation: micro-batches before the last only accumulate locally (DDP's

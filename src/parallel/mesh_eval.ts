@@ -1,6 +1,6 @@
 /**
  * Validation loss of a split model (tensor, pipeline or context parallel), computed by the ranks
- * together: each fixed validation batch (train/evaluate.ts EVAL_STEP windows, the single-rank
+ * together: each fixed validation pass (train/evaluate.ts evalPasses, the single-rank
  * evaluation's) goes forward once through the pipeline — stage s on pipeline rank s mod pp,
  * activations sent on — and the last stage's cross-entropy, averaged over the dp·cp ranks'
  * equal shares of the batch, is summed over the world. Every collective runs on `eval`
@@ -10,7 +10,7 @@ import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { Communicator } from '../comm/communicator.ts';
 import type { TrainConfig } from '../train/config.ts';
-import { EVAL_STEP } from '../train/evaluate.ts';
+import { EVAL_STEP, evalPasses } from '../train/evaluate.ts';
 import type { TextDataset } from '../data/dataset.ts';
 import type { PipeAction, PipelineSchedule } from './pipeline_schedule.ts';
 import { PipelineExecutor } from './pipeline_executor.ts';
@@ -42,9 +42,10 @@ export interface MeshEvalRank {
   rows: number;
   positions: Int32Array;
   coords: { dp: number; tp: number };
+  dp: number;
   dpcp: number;
-  /** This rank's inputs of a (B, T) batch: its dp rows and cp tokens. */
-  mine: (a: Int32Array) => Int32Array;
+  /** This rank's cp tokens of each of its dp replica's rows: (rows, T) → (rows, T/cp). */
+  tokensOf: (a: Int32Array) => Int32Array;
 }
 
 /** The ranks' validation loss over their mesh (module doc); every rank of the world calls {@link MeshEval.run}. */
@@ -67,12 +68,13 @@ export class MeshEval {
    * @throws (rejects with) a peer's failure or timeout.
    */
   async run(): Promise<number> {
-    const { gpu, cfg, data, stages, coords } = this.r, n = cfg.evalBatches;
+    const { gpu, cfg, data, stages, coords } = this.r, passes = evalPasses(cfg, coords.dp, this.r.dp);
+    const n = passes.length;
     gpu.clear(this.acc);
     await stages.ctx.withGroups('eval', async () => {
-      for (let i = 0; i < n; i++) {
-        const batch = data.batch('val', cfg.batchSize, cfg.blockSize, cfg.seed, EVAL_STEP, i);
-        await this.exec.runForward(this.r.mine(batch.x), this.r.mine(batch.y), this.acc);
+      for (const p of passes) {
+        const batch = data.rows('val', cfg.blockSize, cfg.seed, EVAL_STEP, p.from, p.to, p.stream);
+        await this.exec.runForward(this.r.tokensOf(batch.x), this.r.tokensOf(batch.y), this.acc);
       }
     });
     const share = coords.tp === 0 ? (await gpu.read(this.acc))[0] / (n * this.r.dpcp) : 0;

@@ -42,7 +42,7 @@ export function checkMeshPlan(
   }
   if (cfg.gradAccum !== plan.microBatches) {
     throw new Error(
-      `mesh trainer: gradAccum ${cfg.gradAccum} must equal the plan's micro-batches ${plan.microBatches} (each micro-batch is drawn as the single-rank Trainer draws it)`,
+      `mesh trainer: gradAccum ${cfg.gradAccum} must equal the plan's micro-batches ${plan.microBatches} (a plan's trainer accumulates gradients over the plan's micro-batches of the global batch)`,
     );
   }
   const { nHead, nEmbd, blockSize } = cfg, batchSize = cfg.batchSize * cfg.gradAccum, nLayer = pipelineBlocks(cfg);

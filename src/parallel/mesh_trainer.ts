@@ -10,10 +10,10 @@
  * `memory()`, `trainingState()`, `coords`, `groups`, `positions`, `describe()`, `destroy()`;
  * `checkMeshPlan(plan, cfg, vocabSize, worldSize)` throws the constructor's up-front errors.
  *   The batch is the single-rank Trainer's: cfg.gradAccum = plan.microBatches micro-batches of
- *   cfg.batchSize sequences each (the global batch of one step is their product), micro-batch j
- *   drawn as the Trainer draws it, so a plan reproduces the single-rank run with the same
- *   --batch-size and --grad-accum (run.ts trainerConfig); goldfish / NEFTune off. Weights start
- *   from cfg.seed exactly as the single-rank model's.
+ *   cfg.batchSize sequences each (the global batch G of one step is their product), micro-batch j
+ *   rows [j·B, (j+1)·B) of the step's one global batch (data/dataset.ts), so a plan reproduces the
+ *   single-rank run with the same global batch however either splits it (run.ts trainerConfig);
+ *   goldfish / NEFTune off. Weights start from cfg.seed exactly as the single-rank model's.
  *   `sent` keys are `group/op` (traffic.ts); per-rank formulas in tests/parallel/mesh_harness.ts.
  *
  * Composition per rank, strategy by strategy: docs/design.md §16 ("Composition per rank").
@@ -41,6 +41,7 @@ import { checkMeshPlan } from './mesh_plan.ts';
 
 export { checkMeshPlan } from './mesh_plan.ts';
 import { subGroup } from './data_parallel.ts';
+import { microBatchRows } from '../data/dataset.ts';
 import { rankModel } from './rank_model.ts';
 import { addSent, type Sent, TrafficMeter } from './traffic.ts';
 import type { ModelStages } from './stages.ts';
@@ -143,9 +144,9 @@ export class MeshTrainer {
     this.lossAcc = gpu.zeros([2], 'f32', 'mesh.loss');
     this.opt = new AdamW(gpu, cfg);
     this.routing = routingLogOf(gpu, this.stages.model, plan, this.coords, this.rows, T / plan.cp);
-    const { stages, rows, positions, coords } = this, mine = (a: Int32Array) => this.mine(a);
+    const { stages, rows, positions, coords } = this, tokensOf = (a: Int32Array) => this.tokensOf(a);
     this.validation = plan.ep > 1 || plan.zero === 3 ? null : new MeshEval(
-      { gpu, cfg, data, stages, rows, positions, coords, dpcp: plan.dp * plan.cp, mine },
+      { gpu, cfg, data, stages, rows, positions, coords, dp: plan.dp, dpcp: plan.dp * plan.cp, tokensOf },
       rm.comm('pp'),
       world,
       this.program.v,
@@ -170,14 +171,15 @@ export class MeshTrainer {
     // single-rank one: seeding S/(dp·cp) gives the f16 casts the single-rank values, and the same overflows.
     const scale = this.scaler?.scale ?? 1;
     const seed = this.exec.lossScale = this.scaler ? scale / (plan.dp * plan.cp) : 1;
-    // Micro-batch j as the single-rank Trainer draws it; this dp replica's rows of it, then this
-    // cp rank's tokens of each row; the executor reads micro-batch j at rows [j·b, (j+1)·b).
+    // This dp replica's rows of micro-batch j of the step's one global batch (data/dataset.ts
+    // microBatchRows), then this cp rank's tokens of each row; the executor reads micro-batch j at rows [j·b, (j+1)·b).
     const m = plan.microBatches, n = this.rows * this.positions.length;
     const x = new Int32Array(m * n), y = new Int32Array(m * n);
     for (let j = 0; j < m; j++) {
-      const batch = this.data.batch('train', cfg.batchSize, cfg.blockSize, cfg.seed, step, j);
-      x.set(this.mine(batch.x), j * n);
-      y.set(this.mine(batch.y), j * n);
+      const { from, to } = microBatchRows(j, cfg.batchSize, this.coords.dp, plan.dp);
+      const batch = this.data.rows('train', cfg.blockSize, cfg.seed, step, from, to);
+      x.set(this.tokensOf(batch.x), j * n);
+      y.set(this.tokensOf(batch.y), j * n);
     }
     // Every rank draws the same r from (seed, step): a recurrent-depth model's stages agree (models/recurrence.ts).
     const run = () => this.exec.run(x, y, this.lossAcc, span, this.sync.hooks(m));
@@ -268,10 +270,9 @@ export class MeshTrainer {
     return `${describePlan(this.plan)}; this rank at dp ${c.dp} · pp ${c.pp} · cp ${c.cp} · tp ${c.tp}`;
   }
 
-  /** This rank's part of a (B, T) batch: its dp replica's rows, then its cp tokens of each row. */
-  private mine(a: Int32Array): Int32Array {
-    const b = this.rows, T = this.cfg.blockSize, from = this.coords.dp * b * T;
-    return takePositions(a.slice(from, from + b * T), b, T, this.positions);
+  /** This rank's cp tokens of each of its dp replica's b rows (b, T) → (b, T/cp). */
+  private tokensOf(a: Int32Array): Int32Array {
+    return takePositions(a, this.rows, this.cfg.blockSize, this.positions);
   }
 
   private byName(all: Float32Array): Map<string, Float32Array> {

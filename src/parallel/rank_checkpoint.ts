@@ -3,7 +3,7 @@
  * and AdamW moments, or its ZeRO pieces — as one safetensors file, the way Megatron-LM's
  * `mp_rank_XX` / DeepSpeed's `zero_pp_rank_X_mp_rank_XX_optim_states` files split a checkpoint
  * by rank. Everything else a step needs is a function of the step index (learning rate, AdamW's
- * bias-correction t, the batches (seed, step, micro)), so the state plus the step resumes the
+ * bias-correction t, the batches (seed, step) in the recorded batch order), so the state plus the step resumes the
  * run exactly. Files are tied to the plan: a resumed run must use the same one (resharding a
  * checkpoint for another plan is not implemented). Runtime-neutral: bytes in, bytes out; the
  * CLI writes them (src/io/checkpoint_set.ts).
@@ -20,6 +20,7 @@ import {
 import { zodIssues } from '../util/digest.ts';
 import { type LossScaleState, LossScaleStateSchema } from '../train/loss_scale.ts';
 import { describePlan, type ParallelPlan, planWorldSize } from './plan.ts';
+import { BATCH_ORDER, checkBatchOrder } from '../data/dataset.ts';
 
 export const RANK_CHECKPOINT_FORMAT = 'webgpu-train-sandbox/parallel-rank/1';
 
@@ -36,6 +37,11 @@ export interface RankCheckpointMeta {
   kind: string;
   /** f16-mixed: the loss scaler's state (train/loss_scale.ts), the same on every rank. */
   lossScale?: LossScaleState;
+  /**
+   * The batch order the run drew its rows in (data/dataset.ts BATCH_ORDER; written as this build's
+   * when omitted); undefined on reading a file from before orders were recorded (order 1).
+   */
+  batchOrder?: number;
 }
 
 /**
@@ -66,6 +72,7 @@ export async function encodeRankTensors(
     world_size: String(meta.worldSize),
     step: String(meta.step),
     kind: meta.kind,
+    batch_order: String(meta.batchOrder ?? BATCH_ORDER),
     ...(meta.lossScale ? { loss_scale: JSON.stringify(meta.lossScale) } : {}),
   });
 }
@@ -86,6 +93,7 @@ const MetaSchema = z.object({
   step: count,
   kind: z.string().min(1),
   lossScale: LossScaleStateSchema.optional(),
+  batchOrder: count.min(1).optional(),
 });
 
 /**
@@ -103,7 +111,8 @@ export async function decodeRankState(
   if (m.format !== RANK_CHECKPOINT_FORMAT) {
     throw new CorruptCheckpointError(what, `format is '${m.format}', expected '${RANK_CHECKPOINT_FORMAT}'`);
   }
-  for (const k of ['rank', 'world_size', 'step'] as const) {
+  for (const k of ['rank', 'world_size', 'step', 'batch_order'] as const) {
+    if (k === 'batch_order' && m[k] === undefined) continue; // written before batch orders were recorded
     if (!/^\d+$/.test(m[k] ?? '')) {
       throw new CorruptCheckpointError(what, `metadata '${k}' is '${m[k]}', expected a whole number`);
     }
@@ -117,6 +126,7 @@ export async function decodeRankState(
       worldSize: Number(m.world_size),
       step: Number(m.step),
       kind: m.kind,
+      ...(m.batch_order === undefined ? {} : { batchOrder: Number(m.batch_order) }),
       ...(m.loss_scale === undefined ? {} : { lossScale: JSON.parse(m.loss_scale) }),
     };
   } catch (e) {
@@ -139,7 +149,7 @@ export async function decodeRankState(
  * Checks that `loaded` belongs to this rank of this run and writes it into `state`. Returns the
  * step to continue from.
  * @throws Error when the file was written by another plan, rank or trainer ("resume with the
- *   same plan"), and CorruptCheckpointError when a tensor is missing or has another length.
+ *   same plan") or under another batch order that drew other rows (dataset.ts checkBatchOrder), and CorruptCheckpointError when a tensor is missing or has another length.
  */
 export function restoreRankState(
   gpu: Gpu,
@@ -162,6 +172,7 @@ export function restoreRankState(
   if (meta.rank !== expect.rank) {
     throw new Error(`${what} holds rank ${meta.rank}'s state, loaded on rank ${expect.rank}`);
   }
+  checkBatchOrder(meta.batchOrder, expect.plan.microBatches, what);
   for (const [name, t] of Object.entries(state)) {
     const data = loaded.tensors.get(name);
     if (!data) throw new CorruptCheckpointError(what, `tensor '${name}' is missing`);

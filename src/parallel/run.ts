@@ -9,9 +9,10 @@
  *   {@link strategyOf} refuses up front a split an architecture cannot take (ep on a dense
  *   model, §23's rules), naming the rule.
  * - Batch convention (as `npm run plan`): the global batch of one optimizer step is
- *   G = cfg.batchSize × cfg.gradAccum sequences, split into plan.microBatches micro-batches of
- *   G/m (each split over dp), each drawn as the single-rank Trainer draws a micro-batch: every
- *   trainer sees batchSize G/m with gradAccum m ({@link trainerConfig}).
+ *   G = cfg.batchSize × cfg.gradAccum sequences, the rows the single-rank run of that G draws
+ *   (data/dataset.ts: one global batch per step, however it is split), cut into plan.microBatches
+ *   micro-batches of G/m (each split over dp): every trainer sees batchSize G/m with gradAccum m
+ *   ({@link trainerConfig}), and reads the same rows as `--batch-size G` alone.
  * - Validation loss: world rank 0 evaluates it where it holds the whole model (dp, ZeRO-1/2, a
  *   mesh without tp and pp), at every evalInterval and the last step, on the fixed batches of
  *   Trainer.evaluate; under ZeRO-3 every rank gathers the layers for it (group `eval`, outside

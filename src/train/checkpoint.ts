@@ -1,7 +1,7 @@
 /**
  * Training checkpoints as safetensors: parameters under nanoGPT's names, AdamW moments under
  * `optim.m.NAME` / `optim.v.NAME`, and in the metadata the config, tokenizer, next step,
- * data position and RNG state — everything a resumed run needs to continue bit-for-bit.
+ * data position, batch order and RNG state — everything a resumed run needs to continue bit-for-bit.
  */
 import type { ParamStore } from '../nn/params.ts';
 import type { TrainConfig } from './config.ts';
@@ -16,6 +16,7 @@ import {
 } from '../util/safetensors.ts';
 import { zodIssues } from '../util/digest.ts';
 import { type LossScaleState, LossScaleStateSchema } from './loss_scale.ts';
+import { BATCH_ORDER } from '../data/dataset.ts';
 
 export const CHECKPOINT_FORMAT = 'webgpu-train-sandbox/gpt/1';
 
@@ -25,8 +26,13 @@ export interface CheckpointState {
   tokenizer: TokenizerJSON;
   /** The next optimizer step to run (steps 0 … step−1 are done). */
   step: number;
-  /** Where the data loader is: batches are a function of (seed, step, micro), so this is the step. */
+  /** Where the data loader is: batches are a function of (seed, step), so this is the step. */
   dataPosition: { seed: number; step: number };
+  /**
+   * The batch order the run drew its rows in (data/dataset.ts BATCH_ORDER; written as this build's
+   * when omitted); undefined on reading a file from before orders were recorded (order 1).
+   */
+  batchOrder?: number;
   /** State of the sampling RNG. */
   rngState: number;
   /** Best validation loss so far (for summaries). */
@@ -63,6 +69,7 @@ export function encodeCheckpoint(tensors: NamedTensor[], state: CheckpointState)
     tokenizer: JSON.stringify(state.tokenizer),
     step: String(state.step),
     data_position: JSON.stringify(state.dataPosition),
+    batch_order: String(state.batchOrder ?? BATCH_ORDER),
     rng_state: String(state.rngState),
     val_loss: JSON.stringify(state.valLoss),
     ...(state.lossScale ? { loss_scale: JSON.stringify(state.lossScale) } : {}),
@@ -82,6 +89,7 @@ const StateSchema = z.object({
   tokenizer: z.looseObject({ kind: z.string() }),
   step: count,
   dataPosition: z.strictObject({ seed: count, step: count }),
+  batchOrder: count.min(1).optional(),
   rngState: count.max(0xffffffff),
   valLoss: z.number().nullable(),
   lossScale: LossScaleStateSchema.optional(),
@@ -105,7 +113,8 @@ export async function parseCheckpoint(
   if (metadata.format !== CHECKPOINT_FORMAT) {
     throw new CorruptCheckpointError(what, `format is '${metadata.format}', expected '${CHECKPOINT_FORMAT}'`);
   }
-  for (const k of ['step', 'rng_state'] as const) {
+  for (const k of ['step', 'rng_state', 'batch_order'] as const) {
+    if (k === 'batch_order' && metadata[k] === undefined) continue; // written before batch orders were recorded
     if (!/^\d+$/.test(metadata[k] ?? '')) {
       throw new CorruptCheckpointError(what, `metadata '${k}' is '${metadata[k]}', expected a whole number`);
     }
@@ -117,6 +126,7 @@ export async function parseCheckpoint(
       tokenizer: JSON.parse(metadata.tokenizer),
       step: Number(metadata.step),
       dataPosition: JSON.parse(metadata.data_position),
+      ...(metadata.batch_order === undefined ? {} : { batchOrder: Number(metadata.batch_order) }),
       rngState: Number(metadata.rng_state),
       valLoss: JSON.parse(metadata.val_loss ?? 'null'),
       ...(metadata.loss_scale === undefined ? {} : { lossScale: JSON.parse(metadata.loss_scale) }),

@@ -11,7 +11,7 @@ import { RULES } from '../autograd/rules.ts';
 import { axpy } from '../kernels/elementwise.ts';
 import { gradNorm } from '../kernels/adamw.ts';
 import type { LanguageModel } from '../models/model.ts';
-import type { Batch, TextDataset } from '../data/dataset.ts';
+import { type Batch, microBatchRows, type TextDataset } from '../data/dataset.ts';
 import { MixtureDataset } from '../data/mixture.ts';
 import type { TrainConfig } from './config.ts';
 import { AdamW } from './optimizer.ts';
@@ -47,8 +47,9 @@ export class Trainer {
   readonly tokens: Tensor;
   private readonly targets: Tensor;
   /**
-   * Called with every training micro-batch as it is written to the GPU (host copies), so a
-   * caller can record the exact data order; the batch must not be modified.
+   * Called with every training micro-batch as it is written to the GPU (host copies): micro-batch
+   * `micro` holds rows [micro·B, (micro+1)·B) of the step's global batch, so a caller can record
+   * the exact data order; the batch must not be modified.
    */
   onBatch: ((step: number, micro: number, batch: Batch) => void) | null = null;
   private readonly lossAcc: Tensor;
@@ -117,16 +118,19 @@ export class Trainer {
     model.params.zeroGrad();
     gpu.clear(this.lossAcc);
     for (let micro = 0; micro < gradAccum; micro++) {
-      const batch = this.data.batch('train', b, t, cfg.seed, step, micro);
+      // Rows [micro·B, (micro+1)·B) of the step's one global batch (data/dataset.ts, design §16 "Batch order").
+      const { from, to } = microBatchRows(micro, b);
+      const batch = this.data.rows('train', t, cfg.seed, step, from, to);
       if (record) this.onBatch?.(step, micro, batch);
       gpu.write(this.tokens, batch.x);
       // Goldfish masking touches training targets only; evaluate() always scores every token.
       gpu.write(this.targets, goldfishMask(batch.y, batch.x, t, cfg.goldfishK, cfg.goldfishH));
       const tape = new Tape(gpu, this.paramGrads);
       tape.autocast = autocastOf(cfg.precision);
-      // NEFTune noise only in training passes, seeded per (seed, step, micro) so resumes replay it.
+      // NEFTune noise only in training passes, seeded per (seed, step) and indexed by global row, so
+      // resumes replay it and every split of the global batch draws the same noise per row.
       const neftune = cfg.neftuneAlpha > 0
-        ? { alpha: cfg.neftuneAlpha, seed: mixSeed(cfg.seed, NEFTUNE_SALT, step, micro) }
+        ? { alpha: cfg.neftuneAlpha, seed: mixSeed(cfg.seed, NEFTUNE_SALT, step, 0), row: from }
         : undefined;
       const { loss } = await model.forward(tape, this.tokens, batch.x, this.targets, b, t, {
         gradScale: (record ? this.scaler?.scale ?? 1 : 1) / gradAccum,

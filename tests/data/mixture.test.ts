@@ -117,11 +117,15 @@ gpuTest('replay: the batch rebuilt from (seed, step) is exactly what the trainer
     if (rebuilt.source.includes(1)) sawB = true;
   }
   ok(sawB, 'the replayed 5 % source appeared in some batch');
-  // Gradient accumulation: the hook sees every micro-batch, each rebuildable from (seed, step, micro).
+  // Gradient accumulation: the hook sees every micro-batch, rows [micro·B, (micro+1)·B) of the step's global batch,
+  // which is the plain run's batch of 2·B rows (data/dataset.ts batch order).
   const acc = new Trainer(gpu, model, data, parseConfig({ ...cfg, gradAccum: 2 }));
   const seen: string[] = [];
   acc.onBatch = (step, micro, batch) => {
-    deepStrictEqual(batch.x, again.data.batch('train', 16, 16, 5, step, micro).x);
+    deepStrictEqual(
+      batch.x,
+      again.data.batch('train', 32, 16, 5, step).x.slice(micro * 16 * 16, (micro + 1) * 16 * 16),
+    );
     seen.push(`${step}.${micro}`);
   };
   await acc.step(3);

@@ -10,7 +10,7 @@ import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertRelRms } from '../util/assert.ts';
 import { maxRel, TEXT, tinyConfig } from './harness.ts';
 import { singleRankRun } from './single_rank.ts';
-import { microConfig } from './mesh_rank.ts';
+import { plainConfig } from './mesh_rank.ts';
 import { localMeshRun } from './mesh_harness.ts';
 import type { Named } from './mesh_rank.ts';
 import { makePlan, type ParallelPlan, planGroup, planMesh, rankParams } from '../../src/parallel/plan.ts';
@@ -147,7 +147,7 @@ for (const [what, arch, over] of CASES) {
   gpuTest(`${what} matches the single-rank run of the same architecture`, async (gpu) => {
     const cfg = tinyConfig({ ...arch, dState: 4, expand: 2, dConv: 4 });
     // The reference runs without recomputation: recomputed parallel runs must match it too.
-    const plan = makePlan(over), ref = await singleRankRun(gpu, microConfig(plan, { ...cfg, recompute: 'none' }), TEXT);
+    const plan = makePlan(over), ref = await singleRankRun(gpu, plainConfig({ ...cfg, recompute: 'none' }), TEXT);
     const res = await localMeshRun(gpu, plan, cfg, TEXT);
     const model = planModelOf(plan, parseConfig(cfg), ref.vocabSize);
     const full = parseConfig(cfg), depth = full.arch === 'recurrent-depth';

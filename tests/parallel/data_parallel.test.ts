@@ -1,7 +1,7 @@
 /**
  * Data parallelism (the mesh trainer over dp, DDP's overlapped buckets) on 2 and 3 simulated
- * ranks (module workers, each with its own device) against the single-rank Trainer on the same
- * micro-batches: losses within 1e-4 relative, parameters after 10 steps within docs/design.md
+ * ranks (module workers, each with its own device) against the plain single-rank Trainer on the
+ * same global batch (with or without gradient accumulation on the ranks): losses within 1e-4 relative, parameters after 10 steps within docs/design.md
  * §7's 1e-4 + 1e-3·|ref|, and the gradient traffic equal to the ring allReduce formula exactly:
  * every bucket once per step, plus the 2-element [‖g‖² share, loss share] sum over the world.
  */
@@ -31,14 +31,16 @@ for (const dataPlane of PLANES) {
     ...WORKER_TEST,
     fn: async () => {
       const gpu = await testGpu();
+      // One global batch of 4 rows, in one micro-batch or two: both follow the plain single-rank run of it. (A global
+      // batch of 8 hits a loss spike at step 9 whose ‖g‖ moves 1.3e-3 with the summation order alone: the single-rank
+      // splits 8, 4 × 2 and 2 × 4 of the same rows give 12.854, 12.850 and 12.871, past §7's 1e-3.)
       const plain = tinyConfig();
-      const accum = tinyConfig({ gradAccum: 2 });
-      const refs = [await reference(gpu, plain), await reference(gpu, accum)];
-      ok(refs[0].gradNorms.some((n) => n > 0.5), `clipping must be active on some step: norms ${refs[0].gradNorms}`);
+      const accum = tinyConfig({ batchSize: 2, gradAccum: 2 });
+      const ref = await reference(gpu, plain);
+      ok(ref.gradNorms.some((n) => n > 0.5), `clipping must be active on some step: norms ${ref.gradNorms}`);
       await withDpWorld(2, async (w) => {
-        for (const [i, cfg] of [plain, accum].entries()) {
+        for (const cfg of [plain, accum]) {
           const res = await w.run<RunResult>('train', { cfg, text: TEXT, bucketBytes: BUCKET });
-          const ref = refs[i];
           const what = `dp2 gradAccum ${cfg.gradAccum ?? 1}`;
           for (const r of res) {
             ok(maxRel(r.losses, ref.losses) < 1e-4, `${what}: losses ${r.losses} vs ${ref.losses}`);

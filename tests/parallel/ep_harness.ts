@@ -57,7 +57,12 @@ export function epPlan(args: EpArgs, dp: number): ParallelPlan {
   return makePlan({ dp, ep: args.ep ?? dp, microBatches: parseConfig(args.cfg).gradAccum });
 }
 
-/** The single-rank run: Trainer on the whole global batch, tokens routed in `groups` groups. */
+/**
+ * The single-rank run: Trainer on the whole global batch, tokens routed in `groups` groups. Unlike
+ * the dense plans' plain baseline (mesh_rank.ts plainConfig) it keeps the plan's micro-batches as
+ * gradAccum: a MoE layer routes, caps and balances each micro-batch's tokens as a group, so the
+ * split is part of the model's arithmetic (the rows are the same either way, data/dataset.ts).
+ */
 export async function epReference(
   gpu: Gpu,
   args: EpArgs,

@@ -16,6 +16,7 @@ import type { Sent } from '../../src/parallel/traffic.ts';
 import type { ZeroMemory } from '../../src/parallel/zero_pieces.ts';
 import { withRankWorld } from '../comm/world.ts';
 import { recordRows } from './rows.ts';
+import { plainConfig } from './mesh_rank.ts';
 
 /** The first 4 KB of Tiny Shakespeare: enough for 16-token windows, small enough to ship to workers. */
 export const TEXT = (await Deno.readTextFile(new URL('../../public/data/tinyshakespeare.txt', import.meta.url))).slice(
@@ -73,12 +74,16 @@ export interface RunResult {
   rows?: number[][];
 }
 
-/** The single-rank run: the unchanged Trainer on the whole global batch. */
+/**
+ * The single-rank run: the unchanged Trainer on the whole global batch of `over` (batchSize ×
+ * gradAccum rows) in one micro-batch (mesh_rank.ts plainConfig), the baseline of every split of
+ * it; `rows` holds one flat (G·T) array per step.
+ */
 export async function reference(
   gpu: Gpu,
   over: Partial<TrainConfig>,
 ): Promise<{ losses: number[]; gradNorms: number[]; params: Float32Array; grads0: Float32Array; rows: number[][] }> {
-  const cfg: TrainConfig = parseConfig(over);
+  const cfg: TrainConfig = parseConfig(plainConfig(over));
   const tok = CharTokenizer.fromText(TEXT);
   const data = new TextDataset(tok.encode(TEXT), cfg.blockSize);
   const model = createModel(gpu, cfg, tok.vocabSize);

@@ -204,7 +204,7 @@ function compareWithCost(
 }
 
 /**
- * Checks a mesh run against the single-rank run of the same config: losses within 1e-4
+ * Checks a mesh run against the plain single-rank run of its global batch: losses within 1e-4
  * relative and norms within 1e-3 on every rank, the parameters each rank holds = plan.ts
  * rankParams, the elements sent every step = {@link expectedMeshSent} and = cost.ts stepTraffic,
  * the gathered step-0 gradients (RMS) and final parameters, dp/cp replicas and the tied

@@ -45,13 +45,22 @@ export interface MeshRunResult {
 }
 
 /**
- * The config a plan's ranks and its single-rank twin run: `over`'s global batch (batchSize ×
- * gradAccum) split into the plan's micro-batches, each drawn as the single-rank Trainer draws one
- * (src/parallel/run.ts trainerConfig).
+ * The config a plan's ranks run: `over`'s global batch (batchSize × gradAccum) split into the
+ * plan's micro-batches, micro-batch j its rows [j·B, (j+1)·B) (src/parallel/run.ts trainerConfig).
  */
 export function microConfig(plan: ParallelPlan, over: Partial<TrainConfig>): Partial<TrainConfig> {
   const c = parseConfig(over), m = plan.microBatches;
   return { ...over, batchSize: (c.batchSize * c.gradAccum) / m, gradAccum: m };
+}
+
+/**
+ * The plain single-rank run of `over`'s global batch: batchSize G = batchSize × gradAccum, one
+ * micro-batch. It reads the rows every split of G reads (data/dataset.ts batch order), so it is
+ * the baseline each plan is checked against; the float sums differ only in order.
+ */
+export function plainConfig(over: Partial<TrainConfig>): Partial<TrainConfig> {
+  const c = parseConfig(over);
+  return { ...over, batchSize: c.batchSize * c.gradAccum, gradAccum: 1 };
 }
 
 /**

@@ -9,7 +9,7 @@
 import { TEXT, tinyConfig, WORKER_TEST } from './harness.ts';
 import { testGpu } from '../util/gpu.ts';
 import { oddVocabText, singleRankRun } from './single_rank.ts';
-import { microConfig } from './mesh_rank.ts';
+import { plainConfig } from './mesh_rank.ts';
 import { checkMeshRun, localMeshRun } from './mesh_harness.ts';
 import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
@@ -31,7 +31,7 @@ Deno.test({
     ];
     for (const [what, p, extra] of runs) {
       const over = tinyConfig(extra), plan = makePlan(p);
-      const ref = await singleRankRun(gpu, microConfig(plan, { ...over, recompute: 'none' }), TEXT_ODD);
+      const ref = await singleRankRun(gpu, plainConfig({ ...over, recompute: 'none' }), TEXT_ODD);
       checkMeshRun(what, plan, over, await localMeshRun(gpu, plan, over, TEXT_ODD), ref);
     }
   },

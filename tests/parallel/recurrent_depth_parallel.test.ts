@@ -12,7 +12,7 @@ import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertRelRms } from '../util/assert.ts';
 import { maxRel, TEXT, tinyConfig } from './harness.ts';
 import { singleRankRun } from './single_rank.ts';
-import { microConfig } from './mesh_rank.ts';
+import { plainConfig } from './mesh_rank.ts';
 import { localMeshRun } from './mesh_harness.ts';
 import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
 import { checkMeshPlan } from '../../src/parallel/mesh_plan.ts';
@@ -37,7 +37,7 @@ for (const [what, over, p, bucketBytes] of CASES) {
     const cfg = tinyConfig({ arch: 'recurrent-depth', nEmbd: 16, recurIters: 3, recurBackprop: 2, ...over });
     const full = parseConfig(cfg), draws = Array.from({ length: full.steps }, (_, s) => trainIterations(full, s));
     ok(new Set(draws).size > 1 && draws.some((r) => r > 2), `r varies and exceeds k = 2 on some steps (${draws})`);
-    const plan = makePlan(p), ref = await singleRankRun(gpu, microConfig(plan, { ...cfg, recompute: 'none' }), TEXT);
+    const plan = makePlan(p), ref = await singleRankRun(gpu, plainConfig({ ...cfg, recompute: 'none' }), TEXT);
     const res = await localMeshRun(gpu, plan, cfg, TEXT, { bucketBytes });
     const seen = new Set<string>();
     for (const [r, x] of res.entries()) {

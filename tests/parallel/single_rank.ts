@@ -9,7 +9,7 @@ import { CharTokenizer } from '../../src/data/tokenizer.ts';
 import { TextDataset } from '../../src/data/dataset.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import type { ParallelPlan } from '../../src/parallel/plan.ts';
-import { microConfig } from './mesh_rank.ts';
+import { plainConfig } from './mesh_rank.ts';
 
 export type Named = Record<string, Float32Array>;
 
@@ -60,16 +60,17 @@ export async function singleRankRun(gpu: Gpu, over: Partial<TrainConfig>, text: 
 }
 
 /**
- * The single-rank twin of a plan's run on `over` (its global batch split into the plan's
- * micro-batches, mesh_rank.ts microConfig), memoised per resulting config: `twin(plan, over)`.
+ * The single-rank twin of a plan's run on `over`: the plain run of its global batch (mesh_rank.ts
+ * plainConfig), whatever micro-batches the plan splits it into, memoised per resulting config:
+ * `twin(plan, over)`.
  */
 export function twins(
   gpu: Gpu,
   text: string,
 ): (plan: ParallelPlan, over: Partial<TrainConfig>) => ReturnType<typeof singleRankRun> {
   const memo = new Map<string, ReturnType<typeof singleRankRun>>();
-  return (plan, over) => {
-    const cfg = microConfig(plan, over), key = JSON.stringify(cfg);
+  return (_plan, over) => {
+    const cfg = plainConfig(over), key = JSON.stringify(cfg);
     if (!memo.has(key)) memo.set(key, singleRankRun(gpu, cfg, text));
     return memo.get(key)!;
   };

@@ -10,6 +10,7 @@ import { deepStrictEqual, equal, match, ok, rejects, throws } from 'node:assert/
 import { parseTrainArgs, trainHelp } from '../../src/cli/args.ts';
 import { type CheckpointState, encodeCheckpoint, parseCheckpoint } from '../../src/train/checkpoint.ts';
 import { parseConfig } from '../../src/train/config.ts';
+import { BATCH_ORDER } from '../../src/data/dataset.ts';
 import {
   CorruptCheckpointError,
   decodeSafetensors,
@@ -26,6 +27,7 @@ const STATE: CheckpointState = {
   tokenizer: { kind: 'char', chars: 'ab' },
   step: 2,
   dataPosition: { seed: 7, step: 2 },
+  batchOrder: BATCH_ORDER,
   rngState: 12345,
   valLoss: 1.5,
 };

@@ -5,6 +5,7 @@
  */
 import { deepStrictEqual } from 'node:assert/strict';
 import { sha256Hex } from '../../src/util/digest.ts';
+import { decodeSafetensors, encodeSafetensors } from '../../src/util/safetensors.ts';
 
 type Header = Record<string, unknown> & { __metadata__: Record<string, string> };
 
@@ -63,4 +64,14 @@ export async function assertUnchanged(dir: string, before: Map<string, Uint8Arra
   const after = await snapshot(dir);
   deepStrictEqual([...after.keys()].sort(), [...before.keys()].sort(), `${why}: the same files`);
   for (const [p, b] of before) deepStrictEqual(after.get(p), b, `${why}: ${p} is byte-for-byte unchanged`);
+}
+
+/**
+ * `bytes` (a checkpoint or rank file) as written before batch orders were recorded: the same tensors and
+ * metadata without `batch_order`, re-signed, so only the missing order (data/dataset.ts checkBatchOrder) tells them apart.
+ */
+export async function withoutBatchOrder(bytes: Uint8Array): Promise<Uint8Array> {
+  const { tensors, metadata } = await decodeSafetensors(bytes, 'checkpoint');
+  const { batch_order: _, ...old } = metadata;
+  return await encodeSafetensors([...tensors.values()], old);
 }
