@@ -13,7 +13,11 @@ import { SharedWire } from './shared_wire.ts';
 export interface LocalWorldOptions {
   /** Network model (or its text, see parseNetwork); default none. */
   net?: NetworkModel | string | null;
-  /** Receive timeout in ms (default 10 000). */
+  /**
+   * Receive timeout in ms (default 60 000). The ranks share one thread, so a rank's wait also
+   * runs the clock through its peers' work: a first kernel compile on a CPU adapter under load
+   * (Dawn on SwiftShader: over 10 s) must not read as a missing rank.
+   */
   timeoutMs?: number;
   trace?: boolean;
   /**
@@ -34,7 +38,7 @@ export function localWorld(size: number, opts: LocalWorldOptions = {}): Communic
   }
   const net = typeof opts.net === 'string' ? NetworkModel.parse(opts.net) : opts.net ?? null;
   const make = (r: number, wire: (MessagePort | null)[] | SharedWire) =>
-    Communicator.world(new Transport(r, wire, { timeoutMs: opts.timeoutMs ?? 10_000, net, trace: opts.trace }));
+    Communicator.world(new Transport(r, wire, { timeoutMs: opts.timeoutMs ?? 60_000, net, trace: opts.trace }));
   if ((opts.dataPlane ?? planeDefaults.unnamed) === 'shared' && size > 1) {
     const plane = createSharedPlane(size, DEFAULT_REGION_BYTES, 0);
     return [...Array(size).keys()].map((r) => make(r, new SharedWire(r, plane)));
