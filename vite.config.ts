@@ -6,9 +6,9 @@ import { defineConfig } from 'vite';
 // (collectives.html, driven by e2e/collectives.spec.ts).
 const page = (name: string) => decodeURIComponent(new URL(`./${name}`, import.meta.url).pathname);
 
-// The shared data plane of worker ranks (docs/design.md §31) needs SharedArrayBuffer, which a
-// browser offers only to a cross-origin-isolated page: these two headers make the page one. A
-// static host must send the same two; without them the demo runs on MessagePorts and says why.
+// The shared data plane of worker ranks (docs/design.md#the-shared-data-plane-of-worker-ranks) needs SharedArrayBuffer,
+// which a browser offers only to a cross-origin-isolated page: these two headers make the page one. A static host must
+// send the same two; without them the demo runs on MessagePorts and says why.
 const ISOLATION = {
   'Cross-Origin-Opener-Policy': 'same-origin',
   'Cross-Origin-Embedder-Policy': 'require-corp',

@@ -1,8 +1,8 @@
 /**
- * The data plane in the browser (docs/design.md §31): served with COOP/COEP (vite preview) the
- * page is cross-origin isolated and a 2-rank run exchanges tensors through SharedArrayBuffer
- * rings, which its trace records; served without the two headers (stripped here on the way to
- * the page) the same run falls back to MessagePorts and the Setup and the log say why.
+ * The data plane in the browser (docs/design.md#the-shared-data-plane-of-worker-ranks): served with COOP/COEP (vite
+ * preview) the page is cross-origin isolated and a 2-rank run exchanges tensors through SharedArrayBuffer rings, which
+ * its trace records; served without the two headers (stripped here on the way to the page) the same run falls back to
+ * MessagePorts and the Setup and the log say why.
  */
 import { expect, type Page, test } from '@playwright/test';
 import { readFile } from 'node:fs/promises';

@@ -4,7 +4,7 @@
 # One exception, said out loud: an abort (SIGABRT, 134) whose only output after that summary is
 # glibc's heap-check message ("corrupted size vs. prev_size", "double free or corruption", …)
 # counts as passed. It comes from the WebGPU runtime's native exit teardown on lavapipe (about one
-# run of tests/kernels/ in six), after every test has finished (docs/design.md §8). Any other
+# run of tests/kernels/ in six), after every test has finished (docs/design.md#runtime-quirks). Any other
 # status is passed through: a segfault (139), or an abort before or without that summary.
 set -uo pipefail
 log=$(mktemp)

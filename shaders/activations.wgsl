@@ -1,6 +1,6 @@
 // Elementwise primitives of the RWKV / Mamba / hybrid blocks, forward and backward:
 //   silu(x) = x·σ(x) (Mamba's gate), σ(x), relu(x)² (RWKV channel mix), s·logσ(x) (decay
-//   gates g = logσ(x)/τ, docs/design.md §10), softplus (Mamba's Δ), a∘b, token shift (RWKV time
+//   gates g = logσ(x)/τ, docs/design.md#other-kernels), softplus (Mamba's Δ), a∘b, token shift (RWKV time
 //   shift), lerp with a per-channel mix μ (RWKV time mix) and per-channel scaling.
 // Backward entry points ACCUMULATE (out += …): the tape sums fan-out gradients that way.
 //

@@ -88,7 +88,7 @@ fn update(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
 
 // Plain SGD with the same clip and decoupled decay (p ← p(1 − lr·wd) − lr·g′): an update linear in
 // p and g, so averaging the parameters of workers that each took one step equals one step with the
-// averaged gradient (the local-SGD / DiLoCo identity at H = 1, docs/design.md §30).
+// averaged gradient (the local-SGD / DiLoCo identity at H = 1, docs/design.md#low-communication-data-parallelism).
 @compute @workgroup_size(WG)
 fn sgd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
   let i = gid.x + gid.y * groups.x * WG;

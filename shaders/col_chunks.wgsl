@@ -3,7 +3,7 @@
 //
 // Without float atomics a sum over rows that many workgroups would share is cut into partial
 // sums over chunks of rows, one invocation owning each (chunk, column) output
-// (docs/design.md §9); chunk_column is that grid's indexing.
+// (docs/design.md#webgpu-limits-that-shape-the-kernels); chunk_column is that grid's indexing.
 
 // Workgroup size of the column-sum passes; the TS side launches them with grid1d(…, 256).
 const COL_WG: u32 = 256u;

@@ -1,4 +1,4 @@
-// Attention of one new query row over a KV cache (docs/design.md §32), two entry points:
+// Attention of one new query row over a KV cache (docs/design.md#decoding-with-a-kv-cache), two entry points:
 //   append: k_cache[b, h, pos + i, :] = k of token src0 + i, v_cache likewise, for t tokens of
 //           qkv (B, tq, 3C) (head h = channels h·hs … (h+1)·hs of each third);
 //   decode: y (B, 1, C) = softmax(scale · q kᵀ over the cached keys 0 … len−1) · V, one
@@ -9,7 +9,7 @@
 // their max m, then ℓ = Σ exp(s − m), and y = Σ exp(s − m)·v / ℓ. Loops stop at len, so any
 // len ≥ 1 (ragged, not a multiple of the workgroup) is exact.
 //
-// With mode = 1 (decode's partial form, docs/design.md §36) binding 3 is the partial
+// With mode = 1 (decode's partial form, docs/design.md#tree-attention-decoding) binding 3 is the partial
 // (B, nh, hs + 2) instead: per (b, h) the row [m, ℓ, o_0 … o_{hs−1}] with o = Σ exp(s − m)·v left
 // unnormalised, so partials over disjoint shards of the cache merge exactly (tree or ring decode).
 //
@@ -31,7 +31,8 @@ struct Params {
   len: u32,    // decode: cached keys attended (0 … len−1)
   scale: u32,  // bits of 1/√hs
   mode: u32,   // decode: 0 writes y = o/ℓ, 1 writes the partial [m, ℓ, o]
-  src0: u32,   // append: first token of qkv appended (a rank keeps its shard's tokens, §36)
+  // append: first token of qkv appended (a rank keeps its shard's tokens, docs/design.md#tree-attention-decoding)
+  src0: u32,
   tq: u32,     // append: tokens per row of qkv (t when all of them are appended)
 }
 

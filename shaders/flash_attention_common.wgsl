@@ -199,8 +199,8 @@ fn query_min(s: u32) -> u32 {
 }
 
 // Whole head rows for the tiled kernels' private arrays: constant trip counts (HS4) so a GPU
-// compiler unrolls them and keeps the arrays in registers (docs/design.md §9). `scale` folds the
-// softmax scale into q or k at load (1.0 elsewhere: exact).
+// compiler unrolls them and keeps the arrays in registers (docs/design.md#webgpu-limits-that-shape-the-kernels).
+// `scale` folds the softmax scale into q or k at load (1.0 elsewhere: exact).
 fn ld_qkv_row(base: u32, scale: f32) -> array<vec4<f32>, HS4> {
   var r: array<vec4<f32>, HS4>;
   for (var j = 0u; j < HS4; j++) {

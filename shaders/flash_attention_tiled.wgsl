@@ -15,7 +15,8 @@
 // Loops over a row's channels and a tile's keys have constant trip counts (HS4, BC; a guard
 // skips keys past the tile), unlike the barrier-free kernels': a GPU compiler then unrolls them
 // and keeps q, o and the scores in registers, where an index it cannot resolve puts a private
-// array in local memory (docs/design.md §9). These kernels only run on GPUs, or forced in tests.
+// array in local memory (docs/design.md#webgpu-limits-that-shape-the-kernels). These kernels only run on GPUs, or
+// forced in tests.
 //
 // Every loop bound and every barrier depends only on the workgroup id and the uniform, so
 // control flow around the barriers is workgroup-uniform; rows past T compute on a clamped copy
@@ -56,7 +57,8 @@ fn fwd_tiled(
     workgroupBarrier();
     var mx = NEG;
     // Constant trip counts (BC keys, HS4 channels) with a guard rather than `k < nk`: the loops
-    // unroll and sc, q and o stay in registers instead of local memory (docs/design.md §9).
+    // unroll and sc, q and o stay in registers instead of local memory
+    // (docs/design.md#webgpu-limits-that-shape-the-kernels).
     for (var k = 0u; k < BC; k++) {
       var s = NEG;
       if (k < nk) {

@@ -1,6 +1,7 @@
 // FlashAttention-2 backward, shared-memory tiled variant for GPUs (Dao 2023, arXiv 2307.08691,
 // Algorithm 2, split in two passes so that no two workgroups write one row and no float atomics
-// are needed, docs/design.md §9). D = rowsum(dO ∘ O) comes from the barrier-free `dsum` first.
+// are needed, docs/design.md#webgpu-limits-that-shape-the-kernels). D = rowsum(dO ∘ O) comes from the barrier-free
+// `dsum` first.
 //
 //   `dq_tiled`:  one workgroup per (b, h, block of BR query rows), one invocation per query row
 //                (q, dO and its dQ accumulator in private arrays); K and V tiles of BC rows in

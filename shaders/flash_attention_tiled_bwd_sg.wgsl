@@ -14,7 +14,8 @@
 // a workgroup of BR < S is one partial subgroup whose lanes 0 … BR − 1 are the active ones
 // (tests/kernels/row_reduce.test.ts checks that layout). S ≥ 4 and BR ∈ {16, 32, 64} make W a
 // multiple of 4, so the rows go four at a time with constant trip counts inside (4 rows, HS4
-// channels), which a GPU compiler can unroll to keep the arrays in registers (docs/design.md §9).
+// channels), which a GPU compiler can unroll to keep the arrays in registers
+// (docs/design.md#webgpu-limits-that-shape-the-kernels).
 //
 // There is no online softmax here (L is known), so every accumulator gets the same products in
 // the same order as in the tiled kernels, plus exact zeros from masked rows. A streamed row is shuffled twice (scores, then the

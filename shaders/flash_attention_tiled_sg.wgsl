@@ -13,8 +13,8 @@
 // 0 … BR − 1 are the active ones (tests/kernels/row_reduce.test.ts checks that layout). Since
 // S ≥ 4 and BR ∈ {16, 32, 64}, W is a multiple of 4: the keys go four at a time, with constant
 // trip counts inside (4 keys, HS4 channels) so q, o, kf and vf stay in registers where a GPU
-// compiler can keep them (docs/design.md §9), and the online softmax rescales once per four
-// keys instead of once per tile: the same sums, grouped differently.
+// compiler can keep them (docs/design.md#webgpu-limits-that-shape-the-kernels), and the online softmax rescales once
+// per four keys instead of once per tile: the same sums, grouped differently.
 //
 // Causal: as in the tiled kernel, keys past the block's last query row are never loaded; a row
 // masks keys s > t with NEG. The first group of the first chunk holds key 0, which every row

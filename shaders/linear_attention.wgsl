@@ -1,6 +1,6 @@
 // Chunked scalar-decay linear attention ("simple GLA"; fla-org/flash-linear-attention
-// `fla/ops/simple_gla`, docs/design.md §10): forward entry points, plus `la_local` and `la_scan`,
-// which the backward (linear_attention_bwd.wgsl) reuses for the state gradient.
+// `fla/ops/simple_gla`, docs/design.md#chunked-linear-attention-with-a-scalar-decay): forward entry points, plus
+// `la_local` and `la_scan`, which the backward (linear_attention_bwd.wgsl) reuses for the state gradient.
 //
 // Per (b, h): S_t = e^{g_t} S_{t−1} + k_tᵀ v_t, o_t = scale·q_t S_t. Per chunk n of L = LC rows
 // (b_t = in-chunk cumsum of g, h_n = state entering chunk n, h_0 = 0):

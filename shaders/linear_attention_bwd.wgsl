@@ -1,6 +1,6 @@
 // Chunked scalar-decay linear attention, backward (fla-org/flash-linear-attention
-// `fla/ops/simple_gla`, docs/design.md §10). The state gradient dh_n = ∂L/∂h_n comes from `la_local`
-// (mode 1) + `la_scan` (mode 1) in linear_attention.wgsl:
+// `fla/ops/simple_gla`, docs/design.md#chunked-linear-attention-with-a-scalar-decay). The state gradient dh_n = ∂L/∂h_n
+// comes from `la_local` (mode 1) + `la_scan` (mode 1) in linear_attention.wgsl:
 //   dh_n = Σ_{t ∈ n} scale·e^{b_t} q_tᵀ dout_t + e^{b_L} dh_{n+1},  dh_N = 0.
 // Then, with b the in-chunk cumsum of g, end = last row of the chunk:
 //   `lb_dq` per (b, h, t): dq_t = scale·(e^{b_t} h_n dout_tᵀ + Σ_{s ≤ t} e^{b_t − b_s} (v_s·dout_t) k_s)

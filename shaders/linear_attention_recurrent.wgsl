@@ -1,5 +1,6 @@
 // Recurrent linear attention with per-channel decay and bonus u (GLA / RWKV-6 recurrence;
-// BlinkDL/RWKV-LM `RWKV-v5/cuda/wkv6_cuda.cu`, docs/design.md §10), forward and backward. Per (b, h):
+// BlinkDL/RWKV-LM `RWKV-v5/cuda/wkv6_cuda.cu`, docs/design.md#recurrent-linear-attention-with-a-per-channel-decay),
+// forward and backward. Per (b, h):
 //   P_t = diag(e^{w_t}) S_{t−1};  S_t = P_t + k_tᵀ v_t;  o_t = scale·q_t (P_t + diag(u) k_tᵀ v_t).
 // With u = 1 and w_t = g_t broadcast this is the chunked kernel's recurrence, so it is its oracle.
 //
@@ -16,8 +17,8 @@
 // of at most 32 vec4s (longer arrays made lavapipe's compile 10× slower); lanes past K or V are
 // masked to 0. The TS side bounds the rows [lo, hi) of one dispatch so an invocation stays
 // under lavapipe's 65 535 loop iterations; the state carries over in scr. No barriers.
-// Decoding (docs/design.md §37) binds the carried state as scr and never sets `first`, so
-// `lr_fwd` starts from it and leaves the final state there; `w_head` reads w as (B, T, H).
+// Decoding (docs/design.md#decoding-state-of-the-recurrent-layers) binds the carried state as scr and never sets
+// `first`, so `lr_fwd` starts from it and leaves the final state there; `w_head` reads w as (B, T, H).
 //
 // Layouts: q, k, w (B, T, H·K); v, o, dout (B, T, H·V); u, du (H·K).
 // scr: [state (B, H, K, V) | q∘dq − k∘dk (B, T, H·K) | dw carry (B, H·K) | du partial (B, H·K)].

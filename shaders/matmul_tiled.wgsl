@@ -30,7 +30,8 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   let row0 = wid.y * BM;
   let col0 = wid.x * BN;
   let flat = lid.y * 16u + lid.x;
-  // accR: row ty·4 + R, columns tx·4 … tx·4 + 3; named, not an array (docs/design.md §9).
+  // accR: row ty·4 + R, columns tx·4 … tx·4 + 3; named, not an array
+  // (docs/design.md#webgpu-limits-that-shape-the-kernels).
   var acc0 = vec4<f32>();
   var acc1 = vec4<f32>();
   var acc2 = vec4<f32>();

@@ -45,7 +45,8 @@ fn main(
   let w = min(sg_size, 16u);
   let seg = tx % w;
   let first = lane - seg;
-  // accR: row ty·4 + R, columns tx·4 … tx·4 + 3; named, not an array (docs/design.md §9).
+  // accR: row ty·4 + R, columns tx·4 … tx·4 + 3; named, not an array
+  // (docs/design.md#webgpu-limits-that-shape-the-kernels).
   var acc0 = vec4<f32>();
   var acc1 = vec4<f32>();
   var acc2 = vec4<f32>();

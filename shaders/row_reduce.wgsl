@@ -1,7 +1,7 @@
 // Row reductions shared by the row kernels (layernorm.wgsl, rmsnorm.wgsl, softmax_xent.wgsl):
 // the workgroup-memory tree every adapter runs. Included with `//!include row_reduce`; never
 // compiled on its own. Where the device has `subgroups`, reduce.ts swaps this file's text for
-// row_reduce_sg.wgsl, which defines the same structs and functions (docs/design.md §10).
+// row_reduce_sg.wgsl, which defines the same structs and functions (docs/design.md#row-reductions).
 //
 // `lanes` consecutive invocations (a power of two dividing the workgroup size, itself at most
 // ROW_WG_MAX) share one row, each holding a partial value. A workgroup-memory tree with

@@ -118,9 +118,9 @@ fn fwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) g
   }
 }
 
-// Decoding (Mamba's selective_state_update, docs/design.md §37): here states is the carried
-// state (B, D, N), read as the h before this pass's first step and overwritten with the h after
-// its last; no chunk-entry states are kept (no backward).
+// Decoding (Mamba's selective_state_update, docs/design.md#decoding-state-of-the-recurrent-layers): here states is the
+// carried state (B, D, N), read as the h before this pass's first step and overwritten with the h after its last; no
+// chunk-entry states are kept (no backward).
 @compute @workgroup_size(WG)
 fn fwd_carry(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
   let i = index(gid, groups);

@@ -1,4 +1,4 @@
-// Mamba selective scan, backward (state-spaces/mamba `selective_scan_ref`; docs/design.md §10).
+// Mamba selective scan, backward (state-spaces/mamba `selective_scan_ref`; docs/design.md#selective-scan).
 // With g = dout·silu(z) (the gradient of y), the gradient of h_t is the reverse recurrence
 //   dh_t = C_t g_t + Ā_{t+1} dh_{t+1},  Ā_t = exp(Δ_t A),
 // and du_t = D g_t + Σ_n dh_t Δ_t B_t;  dΔ_t = Σ_n dh_t (B_t u_t + A Ā_t h_{t−1});

@@ -1,5 +1,5 @@
 /**
- * Imports point down the layer order (docs/design.md §1, tests/util/layers.ts): no file of src/
+ * Imports point down the layer order (docs/design.md#layers, tests/util/layers.ts): no file of src/
  * or workers/ imports, re-exports, dynamically imports or runs by URL a file of a higher layer.
  */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
@@ -36,7 +36,7 @@ Deno.test('no import of src/ or workers/ points up the layer order', async () =>
   );
   ok(crossing.length > 500, `only ${crossing.length} imports leave their folder; the scanner misses imports`);
   const up = upwardImports(files);
-  equal(up.length, 0, `imports pointing up the layer order (docs/design.md §1):\n${formatEdges(up)}`);
+  equal(up.length, 0, `imports pointing up the layer order (docs/design.md#layers):\n${formatEdges(up)}`);
 });
 
 Deno.test('the checker reports an upward import in every form, and only those', () => {
@@ -121,9 +121,11 @@ Deno.test('comments are blanked, strings and regex literals are not mistaken for
   throws(() => stripComments('const s = "open;\n'), (e: Error) => e.message.includes('unterminated string'));
 });
 
-Deno.test('docs/design.md §1 draws the layers in the order of tests/util/layers.ts', async () => {
+Deno.test('docs/design.md#layers draws the layers in the order of tests/util/layers.ts', async () => {
   const doc = await Deno.readTextFile(new URL('docs/design.md', ROOT));
-  const section = doc.slice(doc.indexOf('## 1. Layers'), doc.indexOf('## 2.'));
+  const start = doc.indexOf('\n## Layers\n'), end = doc.indexOf('\n## ', start + 1);
+  ok(start >= 0 && end > start, 'docs/design.md has no "## Layers" section followed by another');
+  const section = doc.slice(start, end);
   const picture = section.slice(section.indexOf('```'), section.indexOf('```', section.indexOf('```') + 3));
   // Each line of the picture names one layer: its folders, left to right.
   const drawn = picture.split('\n')

@@ -1,7 +1,7 @@
 /**
- * One rank = one Worker = one GPUDevice (docs/design.md §13). The control plane is comlink: the page
- * (or a Deno host) wraps this worker and calls {@link RankWorkerApi}; progress comes back
- * through a `Comlink.proxy` callback. Two ways in:
+ * One rank = one Worker = one GPUDevice (docs/design.md#ranks-and-the-collective-layer). The control plane is comlink:
+ * the page (or a Deno host) wraps this worker and calls {@link RankWorkerApi}; progress comes back through a
+ * `Comlink.proxy` callback. Two ways in:
  *
  * - alone (world size 1, the browser demo): {@link RankApi} (its types: rank_api.ts) — init, train,
  *   pause/resume/stop, sample;

@@ -69,7 +69,8 @@ export async function trainOnWorld(choice: ParallelChoice, cfg: TrainConfig, pag
   let done = 0;
   // Loaded on first use: the host side of run.ts pulls in the trainers' module graph.
   const { ParallelSession } = await import('./panels/parallel_run.ts');
-  // Rings as large as the plan's largest message needs (twice over), as the CLI sizes them (design §31).
+  // Rings as large as the plan's largest message needs (twice over), as the CLI sizes them
+  // (docs/design.md#the-shared-data-plane-of-worker-ranks).
   const regionBytes = planRegionBytes(choice.plan, page.planModel(cfg), choice.regionMb);
   const session = new ParallelSession({ ...choice, regionBytes }, cfg, corpus.text, {
     onStep: (rep) => {

@@ -66,7 +66,8 @@ export function mul(tape: Tape, a: Tensor, b: Tensor, label = 'mul'): Tensor {
 /**
  * y (B, T, C) = x (B, T, C) shifted one step along T, zero at t = 0 of each sequence
  * (RWKV's token shift, BlinkDL/RWKV-LM).
- * @param carry decoding (docs/design.md §37): the (B, C) row before x's first token, read as
+ * @param carry decoding (docs/design.md#decoding-state-of-the-recurrent-layers): the (B, C) row before x's first token,
+ * read as
  *   y's row 0 and overwritten with x's last row; null: zeros (training, full forwards).
  * @throws Error when B, T are not positive integers or x is not (B, T, C), or for a carry on a
  *   recording tape (the carry has no gradient) or of another shape than (B, C).

@@ -3,7 +3,7 @@
  * 1710.03740; torch.autocast's op list, where matmuls run in half precision and reductions,
  * norms and the loss in f32). Under a tape's `autocast` the matmuls of ops.ts `linear` read half
  * precision copies of x and w, and its backward a half precision copy of dy; every matmul
- * accumulates and writes f32 (docs/design.md §25):
+ * accumulates and writes f32 (docs/design.md#mixed-precision):
  * - 'f16': real f16 storage (shader-f16); a value past ±65 504 becomes ±inf, which the dynamic
  *   loss scaler of the trainer (train/loss_scale.ts) detects and skips;
  * - 'bf16': bf16 rounding kept in f32 storage (emulated, any adapter): f32's exponent range, so

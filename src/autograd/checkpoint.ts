@@ -1,6 +1,6 @@
 /**
  * Activation recomputation (Chen et al., arXiv 1604.06174; Korthikanti et al., arXiv 2205.05198
- * §5; docs/design.md §24): a segment of the forward — one block, or one attention or sequence-
+ * §5; docs/design.md#activation-recomputation): a segment of the forward — one block, or one attention or sequence-
  * mixer core — runs without keeping its activations; its backward runs it again on a tape of its
  * own, from the saved inputs, and backpropagates through that. Memory per segment drops to its
  * inputs and output; compute grows by one forward of the segment (and, over a tensor-parallel

@@ -6,7 +6,8 @@ export function expect(cond: boolean, msg: () => string): void {
 }
 
 /**
- * @throws Error when a carried decoding state (docs/design.md §37) meets a recording tape: the
+ * @throws Error when a carried decoding state (docs/design.md#decoding-state-of-the-recurrent-layers) meets a recording
+ * tape: the
  *   decoding forms of the ops have no gradient.
  */
 export function expectInference(tape: { recording: boolean }, label: string): void {

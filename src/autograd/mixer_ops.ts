@@ -34,7 +34,8 @@ function expectSize(label: string, name: string, t: Tensor, size: number, shape:
  * and Mamba-2 SSD are special cases): S_t = e^{g_t} S_{t−1} + k_tᵀ v_t, o_t = scale · q_t S_t,
  * computed chunk-wise (fla-org/flash-linear-attention `fla/ops/simple_gla`).
  * @param q, k (B, T, H·K), v (B, T, H·V), g (B, T, H) log-decays ≤ 0.
- * @param state decoding (docs/design.md §37): the carried S (B, H, K, V), read as S_{−1} and
+ * @param state decoding (docs/design.md#decoding-state-of-the-recurrent-layers): the carried S (B, H, K, V), read as
+ * S_{−1} and
  *   overwritten with S_{T−1}; the recurrent kernel runs it with g broadcast over K (the chunked
  *   kernel keeps no final state). null: S_{−1} = 0 (training, full forwards).
  * @throws Error naming the input whose size does not match `d`, or for a state on a recording
@@ -72,7 +73,8 @@ export function linearAttention(
  * (RWKV-6 `wkv6`, GLA): S_t = diag(e^{w_t}) S_{t−1} + k_tᵀ v_t,
  * o_t = scale · q_t (diag(e^{w_t}) S_{t−1} + diag(u) k_tᵀ v_t). u = null means u = 1.
  * @param q, k, w (B, T, H·K), v (B, T, H·V), u (H·K) or null.
- * @param state decoding (docs/design.md §37): the carried S (B, H, K, V), read as S_{−1} and
+ * @param state decoding (docs/design.md#decoding-state-of-the-recurrent-layers): the carried S (B, H, K, V), read as
+ * S_{−1} and
  *   overwritten with S_{T−1} (RWKV's wkv state); null: S_{−1} = 0 (training, full forwards).
  * @throws Error naming the input whose size does not match `d`, or for a state on a recording
  *   tape (the carry has no gradient).
@@ -110,7 +112,8 @@ export function recurrentLinearAttention(
  * Δ = softplus(δ + bias), h_t = e^{Δ_t A} h_{t−1} + Δ_t B_t u_t, y_t = C_t·h_t + D u_t,
  * out = y · silu(z) (no gate when z is null).
  * @param u, delta, z (B, T, D); A (D, N) negative; Bm, Cm (B, T, N); D, bias (D).
- * @param ssm decoding (docs/design.md §37): the carried state (B, D, N), read as h before the
+ * @param ssm decoding (docs/design.md#decoding-state-of-the-recurrent-layers): the carried state (B, D, N), read as h
+ * before the
  *   first step and overwritten with h after the last; null: h₀ = 0 (training, full forwards).
  * @returns out (B, T, D); chunk-boundary states are saved for the backward.
  * @throws Error naming the input whose size does not match `s`, or for a carried state on a
@@ -164,7 +167,8 @@ export function selectiveScan(
 /**
  * Causal depthwise conv1d (Mamba block): y_t[d] = bias[d] + Σ_j w[d, j] · x_{t−K+1+j}[d].
  * @param x (B, T, D), w (D, K), bias (D).
- * @param window decoding (docs/design.md §37): the carried (B, K−1, D) inputs before x's first
+ * @param window decoding (docs/design.md#decoding-state-of-the-recurrent-layers): the carried (B, K−1, D) inputs before
+ * x's first
  *   step, overwritten with the last K−1 inputs; null: zeros before t = 0 (training, full forwards).
  * @returns y (B, T, D).
  * @throws Error naming the input whose size does not match `c`, or for a window on a recording

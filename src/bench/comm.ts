@@ -34,7 +34,10 @@ export interface CommBenchOptions {
   budget: TimingBudget;
   /** Network model text (parseNetwork) for the simulated columns. */
   net?: string;
-  /** Data planes of the worker worlds (docs/design.md §31), each timed in turn; default both. */
+  /**
+   * Data planes of the worker worlds (docs/design.md#the-shared-data-plane-of-worker-ranks), each timed in turn;
+   * default both.
+   */
   planes?: DataPlane[];
   log: (line: string) => void;
 }

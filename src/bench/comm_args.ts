@@ -49,8 +49,8 @@ Options:
   --net SPEC          network model for simulated time vs α-β prediction, e.g.
                       'intra=300GB/s,1us;inter=25GB/s,5us;node=4' or nvlink-ib, pcie-eth, ideal
   --data-plane P      shared, message or both (default both): the worker worlds' data plane
-                      (design §31), side by side; with mpirun installed, MPICH's own
-                      collective runs at the same sizes and world sizes three ways: a C loop
+                      (docs/design.md#the-shared-data-plane-of-worker-ranks), side by side;
+                      with mpirun installed, MPICH's own collective runs at the same sizes and world sizes three ways: a C loop
                       (built with mpicc at bench time), a loop of synchronous Deno FFI calls,
                       and through this project's FFI helper thread (--transport mpi
                       --native-only); each size shows our time over MPI's

@@ -1,6 +1,6 @@
 /**
  * `mpirun -pmi-port -n N npm run bench -- comm --transport mpi [--tune FILE]`: the comm suite over real MPI
- * processes (docs/design.md §26). Every rank runs the same sweep: for each group size p (the
+ * processes (docs/design.md#two-backends-per-call-mcr-dl). Every rank runs the same sweep: for each group size p (the
  * first p ranks; --worlds, default the MPI world), collective, candidate — each of this
  * project's algorithms over the MPI wire, and MPI's own collective (backend `mpi`) — and size S,
  * the bench's timing loop (comm/timing.ts); each statistic is the slowest rank's. Rank 0 prints

@@ -1,8 +1,8 @@
 /**
- * The comm suite's comparison tables (docs/design.md §31): the shared and message data planes
- * side by side, and MPICH's own collectives at the same sizes and world sizes (mpi_ref.ts), each
- * called three ways. Every figure is a median µs per call (the slowest rank's); every ratio is
- * a time ratio, ours ÷ the reference, printed with the word it means ("slower" / "faster").
+ * The comm suite's comparison tables (docs/design.md#the-shared-data-plane-of-worker-ranks): the shared and message
+ * data planes side by side, and MPICH's own collectives at the same sizes and world sizes (mpi_ref.ts), each called
+ * three ways. Every figure is a median µs per call (the slowest rank's); every ratio is a time ratio, ours ÷ the
+ * reference, printed with the word it means ("slower" / "faster").
  */
 import type { CommBenchRow, MpiSource } from './comm.ts';
 import { fmtBytes, us } from './comm.ts';

@@ -1,5 +1,5 @@
 /**
- * The `decode` benchmark (docs/design.md §36): tree vs ring decode attention across a cp group on
+ * The `decode` benchmark (docs/design.md#tree-attention-decoding): tree vs ring decode attention across a cp group on
  * in-process ranks (src/comm/local.ts) over a modelled network. For each context length T and cp,
  * every rank holds a contiguous shard of the KV cache of every layer; per (token, layer) it
  * computes its partial and the group merges them (src/models/tree_decode.ts). Reported per token:
@@ -8,11 +8,11 @@
  * partials).
  *
  * Compute is modelled, not measured: a partial reads its shard's K and V once (decoding is
- * bandwidth-bound, §32), so it advances the rank's clock by 2·B·len·C·4 bytes / the memory
- * bandwidth `hbmGBps`. The values are real: each rank's partial (f64 reference, over random
- * K, V, q shared by every layer and token) is computed once per (T, cp) and merged for real,
- * and every rank's output is compared with the single-rank result. Only attention is modelled:
- * projections, MLP and kernel launches are left out, which is what cp changes.
+ * bandwidth-bound, docs/design.md#decoding-with-a-kv-cache), so it advances the rank's clock by 2·B·len·C·4 bytes / the
+ * memory bandwidth `hbmGBps`. The values are real: each rank's partial (f64 reference, over random K, V, q shared by
+ * every layer and token) is computed once per (T, cp) and merged for real, and every rank's output is compared with the
+ * single-rank result. Only attention is modelled: projections, MLP and kernel launches are left out, which is what cp
+ * changes.
  */
 import { closeLocalWorld, localWorld, onEveryRank } from '../comm/local.ts';
 import { NetworkModel } from '../comm/network.ts';
@@ -67,7 +67,10 @@ export interface DecodeBenchRow {
   maxAbsDiff: number;
 }
 
-/** Default options: a tiny model's head count, contexts 1k, 8k, 32k, cp 1 … 16 (16: where the tree pays off, §36). */
+/**
+ * Default options: a tiny model's head count, contexts 1k, 8k, 32k, cp 1 … 16 (16: where the tree pays off,
+ * docs/design.md#tree-attention-decoding).
+ */
 export const DECODE_BENCH_DEFAULTS: DecodeBenchOptions = {
   lens: [1024, 8192, 32768],
   cps: [1, 2, 4, 8, 16],
@@ -94,7 +97,8 @@ function mergeFloats(method: DecodeCombine, d: PartialDims): number {
 /**
  * Runs the benchmark: every (T, cp) for both methods.
  * @throws Error for a bad network text, a cp outside 1 … 16, or when a rank's traced bytes differ
- *   from decodeCombineBytes (the formula of §36) or its output from the single-rank one.
+ *   from decodeCombineBytes (the formula of docs/design.md#tree-attention-decoding) or its output from the single-rank
+ *   one.
  */
 export async function benchDecode(o: DecodeBenchOptions, log: (line: string) => void): Promise<DecodeBenchRow[]> {
   const net = NetworkModel.parse(o.net);

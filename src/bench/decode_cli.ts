@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- decode [flags]`: tree vs ring decode attention across a cp group on the
- * simulated clock (src/bench/decode.ts, docs/design.md §36). Own flags, no GPU, as `comm`.
+ * simulated clock (src/bench/decode.ts, docs/design.md#tree-attention-decoding). Own flags, no GPU, as `comm`.
  */
 import { parseCliArgs } from '../util/parse_cli.ts';
 import { NetworkModel } from '../comm/network.ts';
@@ -12,11 +12,12 @@ const D = DECODE_BENCH_DEFAULTS;
 
 export const DECODE_HELP = `Usage: npm run bench -- decode [options]
 
-Tree vs ring decode attention across a context-parallel group of in-process ranks (docs/design.md §36):
-per-token latency on the simulated clock, bytes per token, peak memory per rank.
+Tree vs ring decode attention across a context-parallel group of in-process ranks
+(docs/design.md#tree-attention-decoding): per-token latency on the simulated clock, bytes per token, peak memory per rank.
 
 Options:
-  --net SPEC        network model (preset or text, see docs/design.md §14; default ${D.net})
+  --net SPEC        network model (preset or text; default ${D.net}), see
+                    docs/design.md#the-network-model-the-simulated-clock-and-collective-costs
   --lens LIST       context lengths (default ${D.lens.join(',')})
   --cp LIST         cp group sizes, 1 … 16 (default ${D.cps.join(',')})
   --layers N        attention layers (default ${D.layers})

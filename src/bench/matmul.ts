@@ -1,7 +1,7 @@
 /**
  * Matmul benchmark: the shipped kernel (src/kernels/matmul.ts) against the plain 16×16
  * shared-memory tile kernel, measured in the same run on the same inputs, so their ratio is
- * meaningful even on a busy CPU-WebGPU machine where absolute numbers wander (docs/design.md §8).
+ * meaningful even on a busy CPU-WebGPU machine where absolute numbers wander (docs/design.md#runtime-quirks).
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';

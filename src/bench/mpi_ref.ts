@@ -1,7 +1,7 @@
 /**
- * The comm suite's MPI reference (docs/design.md §26, §31): MPICH's own collective at the sizes
- * and world sizes of the worker run, `mpirun -n p` per world size, called three ways and timed
- * by the same loop (comm/timing.ts):
+ * The comm suite's MPI reference (docs/design.md#mpi-one-rank-per-process-two-backends-per-collective and
+ * docs/design.md#the-shared-data-plane-of-worker-ranks): MPICH's own collective at the sizes and world sizes of the
+ * worker run, `mpirun -n p` per world size, called three ways and timed by the same loop (comm/timing.ts):
  * - `c-loop`: a C loop (mpi_loop.c, built with mpicc into a temporary directory at bench time):
  *   what MPICH itself costs;
  * - `ffi-sync`: a loop of synchronous Deno FFI calls (mpi_sync_loop.ts): MPICH as seen from
@@ -59,7 +59,7 @@ async function buildCLoop(dir: string): Promise<string> {
 
 /**
  * This project's `mpi` backend (helper thread): `mpirun -n p … bench comm --transport mpi --native-only`,
- * `entry` being the bench command's module (cli/bench.ts, which passes itself down: docs/design.md §1).
+ * `entry` being the bench command's module (cli/bench.ts, which passes itself down: docs/design.md#layers).
  */
 async function helperRows(o: CommBenchOptions, p: number, entry: URL): Promise<CommBenchRow[]> {
   const json = await Deno.makeTempFile({ suffix: '.json' });

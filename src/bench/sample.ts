@@ -1,9 +1,9 @@
 /**
  * Sampling benchmark: tokens/s of `sample` with the decoding cache (one single-token pass per new
- * token, docs/design.md §32, §37) against recomputing the whole (1, blockSize) context for every
+ * token, docs/design.md#decoding) against recomputing the whole (1, blockSize) context for every
  * token, per architecture, on one device. The two paths alternate in rounds, so their ratio holds
- * when a busy CPU-WebGPU machine makes absolute times wander (§8); each round also checks that
- * both drew the same tokens, which is what makes the comparison fair.
+ * when a busy CPU-WebGPU machine makes absolute times wander (docs/design.md#runtime-quirks); each round also checks
+ * that both drew the same tokens, which is what makes the comparison fair.
  */
 import type { Gpu } from '../gpu/context.ts';
 import { createModel } from '../models/registry.ts';
@@ -72,7 +72,8 @@ export async function benchSample(gpu: Gpu, o: SampleBenchOptions = {}): Promise
     const shape: Partial<TrainConfig> = { arch: arch as TrainConfig['arch'], nEmbd, nHead: 4, blockSize, nLayer };
     // Recurrent depth: one prelude, one core block iterated 2 times, one coda.
     if (arch === 'recurrent-depth') Object.assign(shape, { nLayer: 3, evalIterations: 2 });
-    // MoE: capacity factor E/k, so the recompute pass drops no token and both paths route alike (design §32).
+    // MoE: capacity factor E/k, so the recompute pass drops no token and both paths route alike
+    // (docs/design.md#decoding-with-a-kv-cache).
     const parsed = parseConfig(shape), moe = MOE_ARCHS.includes(parsed.arch);
     const cfg = moe ? parseConfig({ ...shape, capacityFactor: parsed.nExpert / parsed.moeTopK }) : parsed;
     const model = createModel(gpu, cfg, VOCAB, 1);

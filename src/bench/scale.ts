@@ -5,7 +5,7 @@
  * backward by sequence length and head size, and a training step of a GPT-2-124M-shaped model
  * (12 layers, 12 heads, width 768, block 1024, vocabulary 50257; Radford et al. 2019) in
  * tokens/s with MFU and the pool's peak bytes. `--quick` shrinks every shape so CPU adapters
- * finish in CI. docs/design.md §8 says how the figures are taken.
+ * finish in CI. docs/design.md#runtime-quirks says how the figures are taken.
  */
 import type { Gpu } from '../gpu/context.ts';
 import { TextDataset } from '../data/dataset.ts';

@@ -2,7 +2,7 @@
  * The kernel sweeps of the scale suite (scale.ts): matmul GFLOP/s by size against each tile forced,
  * the plain kernel, f16 operands and the other subgroup setting; FlashAttention forward + backward
  * by sequence length and head size, with f16 q, k, v and the other subgroup setting where the
- * adapter has each (docs/design.md §8).
+ * adapter has each (docs/design.md#runtime-quirks).
  */
 import type { Gpu } from '../gpu/context.ts';
 import { matmul, matmulPlain, matmulTuning } from '../kernels/matmul.ts';

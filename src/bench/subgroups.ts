@@ -1,7 +1,8 @@
 /**
  * Runs benchmark work with the subgroup kernel variants on or off (matmul's tiled kernels,
  * FlashAttention's tiled forward and backward, the row reductions), so the scale suite times
- * both on a device that has `subgroups`, in the same run (docs/design.md §10).
+ * both on a device that has `subgroups`, in the same run
+ * (docs/design.md#subgroup-paths-of-the-matmul-and-flash-inner-loops).
  */
 import type { Gpu } from '../gpu/context.ts';
 

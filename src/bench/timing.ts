@@ -1,7 +1,7 @@
 /**
  * Timing shared by the kernel benchmarks: kernels measured side by side in alternating
  * repetitions on the same device, so their ratio holds even when a busy CPU-WebGPU machine
- * makes absolute times wander (docs/design.md §8).
+ * makes absolute times wander (docs/design.md#runtime-quirks).
  */
 import type { Gpu } from '../gpu/context.ts';
 

@@ -142,7 +142,7 @@ async function main(argv: string[]): Promise<number> {
 }
 
 if (import.meta.main) {
-  // Exit explicitly: Dawn keeps the process alive otherwise (docs/design.md §8).
+  // Exit explicitly: Dawn keeps the process alive otherwise (docs/design.md#runtime-quirks).
   main(Deno.args).then(
     (code) => exitProcess(code),
     (e) => {

@@ -44,7 +44,7 @@ export const MAX_SEARCH_WORLD = 65_536;
 
 /**
  * `npm run plan -- --search` and `--advise`'s flags (src/cli/plan_search.ts): the performance
- * model's inputs instead of a plan's degrees (docs/design.md §29).
+ * model's inputs instead of a plan's degrees (docs/design.md#a-performance-model-that-chooses-the-plan).
  */
 export const PlanSearchSchema = z.object({
   search: z.boolean().default(false).describe(

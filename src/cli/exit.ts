@@ -5,7 +5,7 @@
  * down their WebGPU device. `exit(3)` runs the native libraries' atexit handlers and static
  * destructors (Mesa's driver queues, LLVM) concurrently with that teardown, which now and then
  * corrupts the heap ("corrupted size vs. prev_size", exit 134) after the run has finished and
- * written everything. `_exit(2)` ends every thread at once instead (docs/design.md §8).
+ * written everything. `_exit(2)` ends every thread at once instead (docs/design.md#runtime-quirks).
  *
  * Before leaving it does what `Deno.exit` does for JavaScript: dispatches `unload` (the worker
  * bundle's temp folder is removed there). Everything the CLIs print goes through synchronous

@@ -2,7 +2,7 @@
  * The one way every `npm run <cli>` entry point ends: exit 0 when `main` resolves; otherwise one
  * `error: …` line on stderr (newlines folded, so a multi-rule message stays one line; the stack
  * too with DEBUG=1) and exit 1. Exiting explicitly also ends processes that Dawn would keep
- * alive; it skips the native exit handlers that race worker teardown (exit.ts, docs/design.md §8).
+ * alive; it skips the native exit handlers that race worker teardown (exit.ts, docs/design.md#runtime-quirks).
  */
 import { DeviceLimitError } from '../gpu/limits.ts';
 import { exitProcess } from './exit.ts';

@@ -1,6 +1,6 @@
 /**
  * `npm run plan -- [train flags] --dp 2 --tp 2 --pp 2 [--net nvlink-ib] …`: the analytical side
- * of a parallel run (docs/design.md §21) without opening a GPU — the validated
+ * of a parallel run (docs/design.md#the-plan-cost-model) without opening a GPU — the validated
  * plan (or one `error:` line naming every broken rule), memory per rank, the messages every
  * rank sends per optimizer step by parallel dimension and collective (elements, bytes, α-β
  * time on the modelled network), the pipeline bubble and the predicted timeline of the

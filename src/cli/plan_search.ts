@@ -1,9 +1,9 @@
 /**
  * `npm run plan -- --search --world N --model <preset|dims> [--device P] [--net M] [--global-batch B]`
  * and `npm run plan -- --advise <preset|dims> [--tp T] [--micro-batch b] [--device P]`: the
- * performance model choosing a plan and criticising a shape (docs/design.md §29). Flags are
- * PlanSearchSchema's (src/cli/command.ts), read by flags.ts like every other CLI's; src/cli/plan.ts
- * hands argv here when it names --search or --advise and is otherwise unchanged.
+ * performance model choosing a plan and criticising a shape (docs/design.md#a-performance-model-that-chooses-the-plan).
+ * Flags are PlanSearchSchema's (src/cli/command.ts), read by flags.ts like every other CLI's; src/cli/plan.ts hands
+ * argv here when it names --search or --advise and is otherwise unchanged.
  */
 import { parseCliArgs } from '../util/parse_cli.ts';
 import { type PlanSearchOptions, PlanSearchSchema } from './command.ts';

@@ -1,4 +1,4 @@
-/** A run directory on disk (docs/design.md §15): metrics.jsonl, config.json, ckpt.safetensors. */
+/** A run directory on disk (docs/design.md#run-outputs): metrics.jsonl, config.json, ckpt.safetensors. */
 import { kebab } from './flags.ts';
 import { exists, writeAtomic } from '../io/atomic.ts';
 

@@ -1,5 +1,5 @@
 /**
- * Where a parallel run's ranks live (`--transport`; docs/design.md §26): Deno module workers in
+ * Where a parallel run's ranks live (`--transport`; docs/design.md#training-over-mpi): Deno module workers in
  * this process (the default; launch.ts `World`), or one MPI process per rank under mpirun, each
  * running the host loop itself (comm/mpi/task_world.ts). Either way the CLI gets a world to
  * drive with run_host.ts `runParallel`, whether this process is the one that prints and writes
@@ -39,7 +39,10 @@ export interface RunWorld {
   world: TaskWorld & { chromeTrace(meta?: Record<string, unknown>): Promise<ChromeTrace> };
   /** Whether this process prints and writes the run's files (always with workers; rank 0 under MPI). */
   primary: boolean;
-  /** Workers: the data plane in use, and why when it fell back to MessagePorts (docs/design.md §31). */
+  /**
+   * Workers: the data plane in use, and why when it fell back to MessagePorts
+   * (docs/design.md#the-shared-data-plane-of-worker-ranks).
+   */
   planeLine?: string;
   /** Under MPI: this process's rank on its node, which `--adapter local-rank` turns into its GPU's index. */
   localRank?: number;
@@ -68,7 +71,7 @@ export function checkLaunch(o: LaunchOptions): void {
 /**
  * Opens the world of `plan`'s dp·pp·cp·tp ranks the launch flags ask for. Under MPI every rank
  * splits every process group of the plan (parallel/plan_groups.ts) off MPI_COMM_WORLD here,
- * before any task runs (docs/design.md §26).
+ * before any task runs (docs/design.md#process-groups-are-mpi_comm_split-communicators).
  * @param how the command line to show when --transport mpi was not started by mpirun.
  * @throws Error when MPI is missing or not launching this process, when mpirun started another
  *   number of processes than the plan's world size, or for an unreadable tuning table.

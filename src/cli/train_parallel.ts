@@ -1,5 +1,5 @@
 /**
- * `npm run train -- --dp 2 …` (docs/design.md §16–§18): a parallel training run from the CLI. The
+ * `npm run train -- --dp 2 …` (docs/design.md#parallel-training): a parallel training run from the CLI. The
  * plan is validated before anything starts (one `error:` line naming every broken rule); then
  * world-size Deno module workers (workers/rank.worker.ts, one WebGPU device each) train under
  * src/parallel/run.ts, rank 0's progress is printed nanoGPT-style, and the run directory gets

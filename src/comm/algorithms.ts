@@ -6,10 +6,10 @@
  * all-to-all and the dissemination barrier. Recursive doubling and Rabenseifner, with MPICH's
  * fold for non-power-of-two p, are in halving_doubling.ts.
  *
- * Sends never block (a MessagePort queues; a full shared ring queues in its wire's outbox, §31),
- * so every exchange is "send, then receive" without deadlock.
- * Buffers are plain CPU typed arrays; `offs` are element offsets of per-rank chunks (length
- * p+1). Every function mutates `work` in place.
+ * Sends never block (a MessagePort queues; a full shared ring queues in its wire's outbox,
+ * docs/design.md#the-shared-data-plane-of-worker-ranks), so every exchange is "send, then receive" without deadlock.
+ * Buffers are plain CPU typed arrays; `offs` are element offsets of per-rank chunks (length p+1). Every function
+ * mutates `work` in place.
  */
 
 export type ReduceOp = 'sum' | 'avg' | 'max' | 'min';
@@ -23,8 +23,9 @@ export interface Link {
   recv(peer: number): Promise<NumArray>;
   /**
    * Receives the next message from `peer` and hands it to `use` at once; on the shared plane the
-   * array is a view into the peer's ring, valid only during `use` (docs/design.md §31), so
-   * reducing or copying inside `use` needs no intermediate copy.
+   * array is a view into the peer's ring, valid only during `use`
+   * (docs/design.md#the-shared-data-plane-of-worker-ranks), so reducing or copying inside `use` needs no intermediate
+   * copy.
    */
   recvInto(peer: number, use: (x: NumArray) => void): Promise<void>;
   recvAll(peers: number[]): Promise<NumArray[]>;

@@ -1,10 +1,10 @@
 /**
- * How one collective call of a {@link Communicator} runs (docs/design.md §13, §26): this project's
- * algorithm over the call's Link (link.ts), or, under backend `mpi`, the wire library's own
- * collective (MPI_Allreduce …, MCR-DL's per-call mixing). Either way the call takes the group's
- * next sequence number, so every rank stays in step whichever backend each call used, and the
- * call is recorded as one `collective` span. A native call's messages are MPI's own: they leave
- * no send / recv spans and do not move the simulated clock.
+ * How one collective call of a {@link Communicator} runs (docs/design.md#ranks-and-the-collective-layer and
+ * docs/design.md#two-backends-per-call-mcr-dl): this project's algorithm over the call's Link (link.ts), or, under
+ * backend `mpi`, the wire library's own collective (MPI_Allreduce …, MCR-DL's per-call mixing). Either way the call
+ * takes the group's next sequence number, so every rank stays in step whichever backend each call used, and the call is
+ * recorded as one `collective` span. A native call's messages are MPI's own: they leave no send / recv spans and do not
+ * move the simulated clock.
  */
 import type { Communicator } from './communicator.ts';
 import { callLink, nextSeq, peekSeq } from './link.ts';

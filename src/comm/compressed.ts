@@ -1,8 +1,8 @@
 /**
- * Compression-assisted collectives (docs/design.md §28; MCR-DL, arXiv 2303.08374): the same
- * calls as a {@link Communicator}, but each message is compressed on the rank's GPU before it
- * leaves and decompressed on arrival, so the wire (and the trace, which counts what the
- * transport sends) carries payload + scales + indices only.
+ * Compression-assisted collectives (docs/design.md#compressed-collectives-and-the-per-dimension-policy; MCR-DL, arXiv
+ * 2303.08374): the same calls as a {@link Communicator}, but each message is compressed on the rank's GPU before it
+ * leaves and decompressed on arrival, so the wire (and the trace, which counts what the transport sends) carries
+ * payload + scales + indices only.
  *
  * A compressed sum cannot be added up hop by hop, so allReduce runs in two phases, as 1-bit
  * Adam's compressed allReduce does (arXiv 2102.02888, §4.2): the vector is cut into p chunks of

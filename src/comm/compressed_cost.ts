@@ -1,10 +1,9 @@
 /**
- * What a compressed collective sends and costs (docs/design.md §28): compressed.ts's calls as the
- * uncompressed collectives they run on 4-byte words — allReduce = allToAll (direct) of p
- * compressed chunks + allGather (ring) of p compressed chunks; reduceScatter the first,
- * allGather the second; allToAll one allToAll; send one message — and PowerSGD's two ring
- * allReduces of P and Q. Counts are exact against the trace (cost.ts's conventions: n = the
- * caller's buffer in elements; results in words sent by group rank r).
+ * What a compressed collective sends and costs (docs/design.md#compressed-collectives-and-the-per-dimension-policy):
+ * compressed.ts's calls as the uncompressed collectives they run on 4-byte words — allReduce = allToAll (direct) of p
+ * compressed chunks + allGather (ring) of p compressed chunks; reduceScatter the first, allGather the second; allToAll
+ * one allToAll; send one message — and PowerSGD's two ring allReduces of P and Q. Counts are exact against the trace
+ * (cost.ts's conventions: n = the caller's buffer in elements; results in words sent by group rank r).
  */
 import { collectiveTraffic, p2pTimeUs, predictUs, type Traffic } from './cost.ts';
 import type { LinkSpec } from './network.ts';

@@ -1,9 +1,9 @@
 /**
  * Compression schemes and the per-dimension policy of compression-assisted collectives
- * (docs/design.md §28; MCR-DL, arXiv 2303.08374, and its hybrid per-dimension study): what
- * `--compress dp=powersgd:4,tp=fp16,pp=int8` or `--compress naive:int8` means, checked here once
- * for the plan schema, the trainer and the demo, and the exact 4-byte words a scheme puts on the
- * wire for n values. Runtime-neutral: no GPU code (the kernels are src/kernels/compress/).
+ * (docs/design.md#compressed-collectives-and-the-per-dimension-policy; MCR-DL, arXiv 2303.08374, and its hybrid
+ * per-dimension study): what `--compress dp=powersgd:4,tp=fp16,pp=int8` or `--compress naive:int8` means, checked here
+ * once for the plan schema, the trainer and the demo, and the exact 4-byte words a scheme puts on the wire for n
+ * values. Runtime-neutral: no GPU code (the kernels are src/kernels/compress/).
  */
 import { QUANT_BLOCKS } from '../kernels/compress/blocks.ts';
 

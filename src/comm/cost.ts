@@ -1,8 +1,8 @@
 /**
  * What one collective call costs: the exact elements and messages each rank sends in every
  * algorithm of algorithms.ts and halving_doubling.ts ({@link collectiveTraffic}), α-β cost
- * formulas of the collective algorithms (docs/design.md §14; Thakur, Rabenseifner & Gropp,
- * "Optimization of Collective Communication Operations in MPICH", IJHPCA 2005) and the
+ * formulas of the collective algorithms (docs/design.md#the-network-model-the-simulated-clock-and-collective-costs;
+ * Thakur, Rabenseifner & Gropp, "Optimization of Collective Communication Operations in MPICH", IJHPCA 2005) and the
  * bandwidth figures of nccl-tests (doc/PERFORMANCE.md): algbw = S / t, busbw = algbw × factor.
  *
  * Conventions: S = n = bytes of the caller's full buffer (allReduce/broadcast/reduce: the

@@ -1,8 +1,8 @@
 /**
- * Choosing a world's data plane (docs/design.md §31): the shared plane (SharedArrayBuffer rings,
- * shared_wire.ts) wherever SharedArrayBuffer is usable — Deno always, a browser page only when it
- * is cross-origin isolated — else the MessagePort mesh, and never silently: the reason is kept
- * for the CLI's log and the demo's Setup panel. Also sizes the rings.
+ * Choosing a world's data plane (docs/design.md#the-shared-data-plane-of-worker-ranks): the shared plane
+ * (SharedArrayBuffer rings, shared_wire.ts) wherever SharedArrayBuffer is usable — Deno always, a browser page only
+ * when it is cross-origin isolated — else the MessagePort mesh, and never silently: the reason is kept for the CLI's
+ * log and the demo's Setup panel. Also sizes the rings.
  */
 import { Ring } from './shared_ring.ts';
 import type { SharedPlane } from './shared_wire.ts';

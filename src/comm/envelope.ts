@@ -1,5 +1,5 @@
 /**
- * The message format of the collective layer (docs/design.md §13): every message is an
+ * The message format of the collective layer (docs/design.md#ranks-and-the-collective-layer): every message is an
  * {@link Envelope} — a {@link Header} naming the call it belongs to and a transferred payload —
  * matched by (group, seq) and checked field by field against what the receiver {@link Expect}s.
  */
@@ -36,9 +36,9 @@ export interface Envelope {
   header: Header;
   payload: ArrayBuffer;
   /**
-   * Shared plane (docs/design.md §31): the payload as a view into the sender's ring, valid only
-   * while the wire's arrive callback runs; `payload` is then empty and the transport either
-   * consumes the view at once or copies it.
+   * Shared plane (docs/design.md#the-shared-data-plane-of-worker-ranks): the payload as a view into the sender's ring,
+   * valid only while the wire's arrive callback runs; `payload` is then empty and the transport either consumes the
+   * view at once or copies it.
    */
   borrowed?: Uint8Array;
 }

@@ -1,8 +1,8 @@
 /**
- * Process-group families (docs/design.md §26): the disjoint groups one `MPI_Comm_split` makes,
- * as picotron's process_group_manager splits the world once per mesh dimension. Every rank of
- * the world computes the same families before any traffic, so the MPI world can split them all
- * collectively, in the same order on every rank. Runtime-neutral: plain data and checks.
+ * Process-group families (docs/design.md#process-groups-are-mpi_comm_split-communicators): the disjoint groups one
+ * `MPI_Comm_split` makes, as picotron's process_group_manager splits the world once per mesh dimension. Every rank of
+ * the world computes the same families before any traffic, so the MPI world can split them all collectively, in the
+ * same order on every rank. Runtime-neutral: plain data and checks.
  */
 import type { DeviceMesh, MeshDim } from './mesh.ts';
 

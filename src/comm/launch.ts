@@ -1,8 +1,8 @@
 /**
- * Launching a world of ranks (docs/design.md §13): N module workers, a data plane between them —
- * shared-memory rings where SharedArrayBuffer is usable (§31, data_plane.ts chooses), else a full
- * mesh of `MessageChannel`s (see transport.ts) — and comlink as the control plane (init / run /
- * shutdown), as the browser demo drives workers/rank.worker.ts.
+ * Launching a world of ranks (docs/design.md#ranks-and-the-collective-layer): N module workers, a data plane between
+ * them — shared-memory rings where SharedArrayBuffer is usable (docs/design.md#the-shared-data-plane-of-worker-ranks,
+ * data_plane.ts chooses), else a full mesh of `MessageChannel`s (see transport.ts) — and comlink as the control plane
+ * (init / run / shutdown), as the browser demo drives workers/rank.worker.ts.
  *
  * Host side: {@link World.launch}. Worker side: a module that calls {@link serveRank} with its
  * named tasks. A task that throws (or times out waiting for a peer) aborts the whole world:
@@ -24,7 +24,10 @@ export interface RankInit {
   worldSize: number;
   /** The MessagePort mesh of the message plane (empty on the shared plane). */
   ports: (MessagePort | null)[];
-  /** The rings and doorbells of the shared plane (docs/design.md §31); absent: the message plane. */
+  /**
+   * The rings and doorbells of the shared plane (docs/design.md#the-shared-data-plane-of-worker-ranks); absent: the
+   * message plane.
+   */
   shared?: SharedPlane;
   /** Default receive timeout in ms. */
   timeoutMs: number;
@@ -118,9 +121,9 @@ export interface LaunchOptions {
   /** Limit on one {@link World.run} in ms, guarding against tasks that never return (default 120 000). */
   runTimeoutMs?: number;
   /**
-   * The data plane (docs/design.md §31): `shared` (SharedArrayBuffer rings) or `message`
-   * (MessagePorts). Default: shared where SharedArrayBuffer is usable, else message, with the
-   * reason in {@link World.planeNote}. Asking for shared where it is not usable throws.
+   * The data plane (docs/design.md#the-shared-data-plane-of-worker-ranks): `shared` (SharedArrayBuffer rings) or
+   * `message` (MessagePorts). Default: shared where SharedArrayBuffer is usable, else message, with the reason in
+   * {@link World.planeNote}. Asking for shared where it is not usable throws.
    */
   dataPlane?: DataPlane;
   /** Shared plane: data bytes of each ring (default: data_plane.ts choosePlane's); twice the largest message at least. */

@@ -22,8 +22,8 @@ export interface LocalWorldOptions {
   trace?: boolean;
   /**
    * `message` (default, unless `planeDefaults.unnamed` says otherwise: an in-thread port mesh) or
-   * `shared` (the rings of docs/design.md §31, without a spin: the ranks share one thread, so a
-   * peer can only answer once this one yields).
+   * `shared` (the rings of docs/design.md#the-shared-data-plane-of-worker-ranks, without a spin: the ranks share one
+   * thread, so a peer can only answer once this one yields).
    */
   dataPlane?: DataPlane;
 }

@@ -1,11 +1,10 @@
 /**
- * The receive side of one rank's {@link Transport} (docs/design.md §13, §31): per source rank,
- * the messages that arrived and were not yet taken, in arrival order, and the receives waiting
- * for one, and the rule that pairs them. A message answers a receive when group and sequence
- * number agree; it must then agree on op, detail, dtype and count as well, or the receive fails
- * naming both calls; the tag picks among messages of the same call. Kept apart from
- * transport.ts, which adds the clocks, spans and deadlines around it, so the matching rule
- * reads in one place.
+ * The receive side of one rank's {@link Transport} (docs/design.md#ranks-and-the-collective-layer and
+ * docs/design.md#the-shared-data-plane-of-worker-ranks): per source rank, the messages that arrived and were not yet
+ * taken, in arrival order, and the receives waiting for one, and the rule that pairs them. A message answers a receive
+ * when group and sequence number agree; it must then agree on op, detail, dtype and count as well, or the receive fails
+ * naming both calls; the tag picks among messages of the same call. Kept apart from transport.ts, which adds the
+ * clocks, spans and deadlines around it, so the matching rule reads in one place.
  */
 import { describeCall, type Envelope, type Expect } from './envelope.ts';
 
@@ -53,7 +52,8 @@ export class Mailbox {
     const pend = this.pending[src];
     pend.push(env);
     this.drain(src);
-    // Nobody took the borrowed view: keep a copy, so the ring's space is freed (§31).
+    // Nobody took the borrowed view: keep a copy, so the ring's space is freed
+    // (docs/design.md#the-shared-data-plane-of-worker-ranks).
     if (env.borrowed && pend.includes(env)) {
       env.payload = env.borrowed.slice().buffer;
       delete env.borrowed;

@@ -1,6 +1,6 @@
 /**
  * `DeviceMesh`: the 4-D grid [dp, pp, cp, tp] every parallel plan draws its groups from
- * (docs/design.md §13), laid out as in picotron's process_group_manager:
+ * (docs/design.md#ranks-and-the-collective-layer), laid out as in picotron's process_group_manager:
  *
  *   rank = ((dp_i · pp + pp_i) · cp + cp_i) · tp + tp_i
  *

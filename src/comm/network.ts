@@ -1,5 +1,6 @@
 /**
- * The network model and the simulated clock (docs/design.md §14).
+ * The network model and the simulated clock
+ * (docs/design.md#the-network-model-the-simulated-clock-and-collective-costs).
  *
  * A {@link NetworkModel} gives every pair of world ranks a link with latency α (µs) and
  * bandwidth β (GB/s = 10⁹ bytes/s), on two levels: ranks `⌊rank / node⌋` share a node and talk

@@ -1,12 +1,11 @@
 /**
  * PowerSGD's allReduce of a packed data-parallel gradient (Vogels et al., arXiv 1905.13727,
- * Algorithm 1 with error feedback; docs/design.md §28): every matrix worth compressing
- * (compression.ts powerSgdCompresses) goes as rank-r factors — P = M·Q all-reduced, P̂ =
- * orthogonalise(P), Q = Mᵀ·P̂ all-reduced, D = P̂·Qᵀ — and the rest of the vector (biases, norms,
- * small matrices) rides uncompressed with Q's allReduce, as PyTorch's PowerSGD hook sends
- * rank-1 tensors whole. Since P and Q are linear in M, the result equals one rank's PowerSGD of
- * the mean gradient; each rank keeps its own residual M − D. Q is warm-started step to step and
- * equal on every rank (same seed, then all-reduced).
+ * Algorithm 1 with error feedback; docs/design.md#compressed-collectives-and-the-per-dimension-policy): every matrix
+ * worth compressing (compression.ts powerSgdCompresses) goes as rank-r factors — P = M·Q all-reduced, P̂ =
+ * orthogonalise(P), Q = Mᵀ·P̂ all-reduced, D = P̂·Qᵀ — and the rest of the vector (biases, norms, small matrices) rides
+ * uncompressed with Q's allReduce, as PyTorch's PowerSGD hook sends rank-1 tensors whole. Since P and Q are linear in
+ * M, the result equals one rank's PowerSGD of the mean gradient; each rank keeps its own residual M − D. Q is
+ * warm-started step to step and equal on every rank (same seed, then all-reduced).
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';

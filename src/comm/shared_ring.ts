@@ -1,11 +1,10 @@
 /**
- * One direction of the shared data plane (docs/design.md §31): a single-producer single-consumer
- * ring of variable-length records in a `SharedArrayBuffer`, written by one rank and read by one
- * other. A record is a 16-byte prefix (record bytes, header bytes, payload bytes), the header as
- * JSON, then the payload, each padded to 8 bytes so a payload can be read in place as a
- * Float32Array or Int32Array. Records never straddle the end: when one does not fit there, the
- * writer leaves a wrap marker and starts again at 0, so the reader always sees one contiguous
- * payload and can reduce straight out of it.
+ * One direction of the shared data plane (docs/design.md#the-shared-data-plane-of-worker-ranks): a single-producer
+ * single-consumer ring of variable-length records in a `SharedArrayBuffer`, written by one rank and read by one other.
+ * A record is a 16-byte prefix (record bytes, header bytes, payload bytes), the header as JSON, then the payload, each
+ * padded to 8 bytes so a payload can be read in place as a Float32Array or Int32Array. Records never straddle the end:
+ * when one does not fit there, the writer leaves a wrap marker and starts again at 0, so the reader always sees one
+ * contiguous payload and can reduce straight out of it.
  *
  * Two control words: `head` (next write offset, stored by the writer after the record is
  * complete, so the reader's load of it makes the bytes visible) and `tail` (next read offset,

@@ -1,9 +1,8 @@
 /**
- * The shared-memory wire (docs/design.md §31): envelopes between worker ranks of one process
- * travel through `SharedArrayBuffer` rings, one per ordered pair of ranks (shared_ring.ts), and
- * a doorbell word per rank that senders bump (data) and receivers bump (space freed), instead of
- * one postMessage per message. Matching, header checks, timeouts, traces and the simulated clock
- * stay the transport's (transport.ts), as over the other wires.
+ * The shared-memory wire (docs/design.md#the-shared-data-plane-of-worker-ranks): envelopes between worker ranks of one
+ * process travel through `SharedArrayBuffer` rings, one per ordered pair of ranks (shared_ring.ts), and a doorbell word
+ * per rank that senders bump (data) and receivers bump (space freed), instead of one postMessage per message. Matching,
+ * header checks, timeouts, traces and the simulated clock stay the transport's (transport.ts), as over the other wires.
  *
  * Waiting never blocks the event loop that drives the GPU: a receive that finds nothing spins for
  * at most {@link SharedPlane.spinUs} (none when ranks outnumber cores: the peer could not run

@@ -1,9 +1,9 @@
 /**
- * Collectives on GPU tensors (docs/design.md §13): each call reads the rank's tensor back to the
- * host, runs the CPU {@link Communicator} collective on the copy, and writes the result into
- * the output tensor — the honest cost of ranks that share no device memory. The read-back and
- * write are traced as `gpu.read` / `gpu.write` compute spans that leave the simulated clock
- * alone (a real system would send from device memory), so simulated time is the network's.
+ * Collectives on GPU tensors (docs/design.md#ranks-and-the-collective-layer): each call reads the rank's tensor back to
+ * the host, runs the CPU {@link Communicator} collective on the copy, and writes the result into the output tensor —
+ * the honest cost of ranks that share no device memory. The read-back and write are traced as `gpu.read` / `gpu.write`
+ * compute spans that leave the simulated clock alone (a real system would send from device memory), so simulated time
+ * is the network's.
  *
  * Calling convention as in communicator.ts (NCCL's): without `out` a call is in place, with
  * `out` the input tensor is left untouched. Tensors hold f32 or i32 (u32 is refused); shapes

@@ -1,10 +1,10 @@
 /**
- * Tracing of the collective layer (docs/design.md §14, §15): every send, receive, collective call and
- * traced compute step of a rank is a {@link Span} on two timelines, the wall clock (epoch ms,
- * comparable across workers) and the simulated clock of the network model (µs, see
- * network.ts). Spans export to the Chrome Trace Event format (the JSON Perfetto and
- * chrome://tracing open: "X" complete events, ts/dur in µs) with one process per timeline and
- * one thread per rank, and sum up to per-run byte totals per rank pair and per op.
+ * Tracing of the collective layer (docs/design.md#the-network-model-the-simulated-clock-and-collective-costs and
+ * docs/design.md#run-outputs): every send, receive, collective call and traced compute step of a rank is a {@link Span}
+ * on two timelines, the wall clock (epoch ms, comparable across workers) and the simulated clock of the network model
+ * (µs, see network.ts). Spans export to the Chrome Trace Event format (the JSON Perfetto and chrome://tracing open: "X"
+ * complete events, ts/dur in µs) with one process per timeline and one thread per rank, and sum up to per-run byte
+ * totals per rank pair and per op.
  */
 import type { SimClock } from './network.ts';
 

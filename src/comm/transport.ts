@@ -1,6 +1,7 @@
 /**
- * The data plane of one rank (docs/design.md §13, §31) over a {@link Wire}: a MessagePort mesh,
- * the shared-memory rings of worker ranks (shared_wire.ts) or MPI (mpi/wire.ts).
+ * The data plane of one rank (docs/design.md#ranks-and-the-collective-layer and
+ * docs/design.md#the-shared-data-plane-of-worker-ranks) over a {@link Wire}: a MessagePort mesh, the shared-memory
+ * rings of worker ranks (shared_wire.ts) or MPI (mpi/wire.ts).
  *
  * Every message is an {@link Envelope}: a {@link Header} naming the call it belongs to plus a
  * payload. Receives match by (group, sequence number) and then check op, detail, dtype, count
@@ -147,7 +148,7 @@ export class Transport {
    * Receives one message from global rank `src` matching `expect` and hands its payload bytes to
    * `use` the moment it is matched, before resolving; the bytes may be a view into the shared
    * ring, valid only during the call, so `use` reduces or copies them straight into its result
-   * (docs/design.md §31). Errors as {@link recvMany}.
+   * (docs/design.md#the-shared-data-plane-of-worker-ranks). Errors as {@link recvMany}.
    */
   recvWith(src: number, expect: Expect, use: (bytes: Uint8Array) => void, timeoutMs = this.timeoutMs): Promise<void> {
     return this.receive([src], expect, timeoutMs, (_, env) => use(env.borrowed ?? new Uint8Array(env.payload)));

@@ -1,9 +1,9 @@
 /**
  * The backend tuning table (MCR-DL, arXiv 2303.08374: pick the faster backend per collective and
- * message size, measured on the machine; docs/design.md §26). `npm run bench -- comm --transport
- * mpi --tune FILE` measures this project's algorithms and MPI's own collectives per (collective,
- * group size, message size) and writes, for each, the faster backend (and, for ours, the faster
- * algorithm). A communicator whose backend is `auto` looks every call up here.
+ * message size, measured on the machine; docs/design.md#two-backends-per-call-mcr-dl). `npm run bench -- comm
+ * --transport mpi --tune FILE` measures this project's algorithms and MPI's own collectives per (collective, group
+ * size, message size) and writes, for each, the faster backend (and, for ours, the faster algorithm). A communicator
+ * whose backend is `auto` looks every call up here.
  */
 import { z } from 'zod';
 import type { Algorithm, Backend } from './call_options.ts';

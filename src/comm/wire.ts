@@ -1,7 +1,7 @@
 /**
- * The wires a Transport (transport.ts) runs over (docs/design.md §13): how envelopes move between
- * ranks. Matching, timeouts, tracing and the simulated clock stay in transport.ts, the same
- * over every wire. Runtime-neutral: the MPI wire (comm/mpi/wire.ts) is Deno-only and lives apart.
+ * The wires a Transport (transport.ts) runs over (docs/design.md#ranks-and-the-collective-layer): how envelopes move
+ * between ranks. Matching, timeouts, tracing and the simulated clock stay in transport.ts, the same over every wire.
+ * Runtime-neutral: the MPI wire (comm/mpi/wire.ts) is Deno-only and lives apart.
  */
 import type { Envelope, Header } from './envelope.ts';
 import type { NumArray } from './algorithms.ts';

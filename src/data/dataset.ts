@@ -4,7 +4,7 @@
  * without replaying the run (as Pythia's data loader allows), and a resumed run sees exactly
  * the batches an uninterrupted one would.
  *
- * One global batch per step, however it is split (docs/design.md §16, "Batch order"): the
+ * One global batch per step, however it is split (docs/design.md#batch-order): the
  * G = B × micro-batches rows of step s are the first G windows drawn from ONE generator seeded
  * by (seed, split, s, 0), in row order. Micro-batch j takes rows [j·B, (j+1)·B) and data-parallel
  * rank r of d takes its B/d rows of those ({@link microBatchRows}), so `--batch-size 16`,

@@ -22,7 +22,7 @@ export interface ExperimentContext {
   log: (line: string) => void;
   /**
    * Runs `npm run train` with tensor/pipeline/data parallel flags (cli/train_parallel.ts `main`),
-   * passed in because a command sits above the experiments (docs/design.md §1); resolves to the
+   * passed in because a command sits above the experiments (docs/design.md#layers); resolves to the
    * last validation loss.
    */
   trainParallel: (argv: string[]) => Promise<number | null>;

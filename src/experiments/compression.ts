@@ -1,12 +1,11 @@
 /**
  * `npm run experiment -- compression`: compression-assisted collectives per parallel dimension
- * (MCR-DL, arXiv 2303.08374, and its hybrid study; docs/design.md §28). The same model, data and
- * seed train on dp 2 × tp 2 × pp 2 three times — uncompressed, naive (one aggressive scheme on
- * every dimension) and hybrid (a scheme per dimension: low-rank on the dp gradients, lighter on
- * the activations) — each as a real parallel run (src/cli/train_parallel.ts, its own folder with
- * metrics, trace and accounting), on a two-level network whose slow inter-node link carries the
- * dp traffic. Reports validation-loss curves, bytes per step by dimension and the simulated
- * communication time per step.
+ * (MCR-DL, arXiv 2303.08374, and its hybrid study; docs/design.md#compressed-collectives-and-the-per-dimension-policy).
+ * The same model, data and seed train on dp 2 × tp 2 × pp 2 three times — uncompressed, naive (one aggressive scheme on
+ * every dimension) and hybrid (a scheme per dimension: low-rank on the dp gradients, lighter on the activations) — each
+ * as a real parallel run (src/cli/train_parallel.ts, its own folder with metrics, trace and accounting), on a two-level
+ * network whose slow inter-node link carries the dp traffic. Reports validation-loss curves, bytes per step by
+ * dimension and the simulated communication time per step.
  */
 import { formatCompressPolicy, parseCompressPolicy } from '../comm/compression.ts';
 import { NetworkModel } from '../comm/network.ts';

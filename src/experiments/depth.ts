@@ -1,6 +1,6 @@
 /**
  * `depth`: test-time compute of a recurrent-depth model (Geiping et al., arXiv 2502.05171;
- * docs/design.md §33). One small model is trained on Tiny Shakespeare with r drawn per step
+ * docs/design.md#recurrent-depth). One small model is trained on Tiny Shakespeare with r drawn per step
  * (mean r̄, truncated backprop through the last k iterations); at several points of training its
  * validation loss is measured at test-time iterations r = 1, 2, 4, 8, 16 — the same weights,
  * only the number of core iterations changes. The paper's claim at scale: loss keeps falling as r

@@ -1,12 +1,11 @@
 /**
- * `npm run experiment -- low-comm`: low-communication data parallelism (docs/design.md §30) on
- * dp 4 across two nodes joined by a slow link, the same model, data, seed and tokens for every
- * method: DDP, local SGD, DiLoCo (H = 10, 50), Streaming DiLoCo (2 fragments, overlapped, int4
- * outer gradients) and CO2 — each a real parallel run (src/cli/train_parallel.ts, its own folder
- * with metrics, trace and accounting). The network model charges each step's compute at a
- * modelled peak (`;peak=` GFLOP/s), so the simulated clock shows what overlap hides. Reports the
- * final validation loss, bytes exchanged, the busiest step's bytes (peak bandwidth) and the
- * simulated wall time.
+ * `npm run experiment -- low-comm`: low-communication data parallelism
+ * (docs/design.md#low-communication-data-parallelism) on dp 4 across two nodes joined by a slow link, the same model,
+ * data, seed and tokens for every method: DDP, local SGD, DiLoCo (H = 10, 50), Streaming DiLoCo (2 fragments,
+ * overlapped, int4 outer gradients) and CO2 — each a real parallel run (src/cli/train_parallel.ts, its own folder with
+ * metrics, trace and accounting). The network model charges each step's compute at a modelled peak (`;peak=` GFLOP/s),
+ * so the simulated clock shows what overlap hides. Reports the final validation loss, bytes exchanged, the busiest
+ * step's bytes (peak bandwidth) and the simulated wall time.
  */
 import { NetworkModel } from '../comm/network.ts';
 import {

@@ -5,7 +5,7 @@
  * (N, D) point per cooldown). Laws of loss against parameters and tokens, and against width,
  * depth and tokens, are fitted to every point (scaling_fit.ts) with bootstrap errors; then again
  * on one shape family alone (one depth, or one width) to show how the prescription moves with the
- * grid — the paper's point. docs/design.md §35.
+ * grid — the paper's point. docs/design.md#a-scaling-law-sweep.
  */
 import {
   corpus,

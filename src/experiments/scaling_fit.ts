@@ -1,5 +1,5 @@
 /**
- * Scaling-law fits for the `scaling` experiment (docs/design.md §35): loss against parameters
+ * Scaling-law fits for the `scaling` experiment (docs/design.md#a-scaling-law-sweep): loss against parameters
  * and tokens, L(N, D) = E + A·N^−α + B·D^−β (Hoffmann et al. 2022, "Chinchilla", approach 3),
  * and against width, depth and tokens, L(w, d, D) = E + A·w^−a + B·d^−b + G·D^−γ, fitted by
  * Levenberg–Marquardt (ml-levenberg-marquardt) from several starts, with bootstrap errors, and

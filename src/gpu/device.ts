@@ -1,7 +1,7 @@
 /**
  * Opening a GPUDevice in every runtime the sandbox supports: the browser,
  * Deno's built-in WebGPU (wgpu) and Dawn (`npm:webgpu`, from Deno or Node).
- * docs/design.md §8 lists the drivers each needs on a machine without a GPU.
+ * docs/design.md#runtimes-and-devices lists the drivers each needs on a machine without a GPU.
  */
 import { dawnAdapterFlag } from './dawn_adapters.ts';
 

@@ -1,4 +1,7 @@
-/** Device-limit checks that fail with the limit's name and the sizes involved (docs/design.md §9). */
+/**
+ * Device-limit checks that fail with the limit's name and the sizes involved
+ * (docs/design.md#webgpu-limits-that-shape-the-kernels).
+ */
 
 /** Raised when a request exceeds a device limit; `limit` is the WebGPU limit's name. */
 export class DeviceLimitError extends Error {

@@ -2,7 +2,7 @@
  * The kernels' subgroup policy (`--subgroups`, `Gpu.subgroups`): the subgroup variants of the
  * tiled matmuls, FlashAttention and the row reductions are opt-in, because on the one GPU
  * measured (an H100 under Dawn) they were slower than the workgroup-memory kernels
- * (docs/design.md §10).
+ * (docs/design.md#subgroup-paths-of-the-matmul-and-flash-inner-loops).
  */
 import type { OpenedDevice, OpenOptions } from './device.ts';
 

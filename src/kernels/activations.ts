@@ -146,7 +146,7 @@ function finiteScale(fn: string, scale: number): void {
 
 /**
  * y = scale·logσ(x) (≤ 0 for scale > 0): the log-decay gate g = logσ(x)/τ of GLA-style
- * linear attention (docs/design.md §11 tests τ = 0.1, scale = 10).
+ * linear attention (the kernel tests of docs/design.md#kernel-references-and-test-cases use τ = 0.1, scale = 10).
  * @throws Error on size mismatch or a non-finite scale.
  */
 export function logSigmoidForward(gpu: Gpu, x: Tensor, y: Tensor, scale = 1): void {

@@ -78,7 +78,7 @@ export const FLASH_MIN_WORKGROUPS = 256;
  * hs = 64: a 64-key tile ran the forward + backward 1.5× (wgpu) to 4.8× (Dawn) slower than a
  * 32-key one; at hs = 128, where 32 already is the storage limit, 32 was also the fastest on Dawn.
  * Each invocation keeps a tile's Bc scores beside q and o in registers, so a wider tile most
- * likely spills them (docs/design.md §10).
+ * likely spills them (docs/design.md#flashattention-2).
  */
 export const FLASH_MAX_BC = 32;
 
@@ -96,7 +96,7 @@ export interface FlashTiles {
  * B·nh·T `rows` would make fewer than {@link FLASH_MIN_WORKGROUPS} workgroups — and the largest
  * power-of-two Bc ≤ {@link FLASH_MAX_BC} whose two staged tiles (K and V, or Q and dO:
  * 2·Bc·⌈hs/4⌉ vec4s) fit `maxStorageBytes`: at hs = 64 and the default 16 KiB, Bc = 32
- * (docs/design.md §10).
+ * (docs/design.md#flashattention-2).
  * @param maxInvocations the device's maxComputeInvocationsPerWorkgroup (Br never exceeds it).
  * @throws Error naming maxComputeWorkgroupStorageSize when not even Bc = 1 fits, or when an
  *   argument is not a positive integer.

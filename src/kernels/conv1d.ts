@@ -5,7 +5,8 @@
  * buffer: taps that reach before the sequence start are skipped).
  *
  * The backward sums dw and dbias over B·T without float atomics: one pass writes a partial per
- * (block of rows, channel) into a pooled scratch, a second sums the blocks (docs/design.md §9).
+ * (block of rows, channel) into a pooled scratch, a second sums the blocks
+ * (docs/design.md#webgpu-limits-that-shape-the-kernels).
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -96,11 +97,11 @@ export function conv1dForward(gpu: Gpu, x: Tensor, w: Tensor, bias: Tensor, y: T
 }
 
 /**
- * The decoding form (causal_conv1d_update; docs/design.md §37): y (B, T, D) = causal depthwise
- * conv of window ++ x, where window (B, K−1, D) holds the K−1 inputs before x's first token
- * (oldest first; zeros before a sequence's start), and window is then overwritten with the last
- * K−1 inputs of window ++ x. Passes over a sequence in pieces, carrying the window, give
- * {@link conv1dForward}'s output on the whole. Two dispatches; no gradient.
+ * The decoding form (causal_conv1d_update; docs/design.md#decoding-state-of-the-recurrent-layers): y (B, T, D) = causal
+ * depthwise conv of window ++ x, where window (B, K−1, D) holds the K−1 inputs before x's first token (oldest first;
+ * zeros before a sequence's start), and window is then overwritten with the last K−1 inputs of window ++ x. Passes over
+ * a sequence in pieces, carrying the window, give {@link conv1dForward}'s output on the whole. Two dispatches; no
+ * gradient.
  * @throws Error as {@link conv1dForward}, for k < 2 (nothing to carry: use conv1dForward), a
  *   window that is not (B, K−1, D) f32, or a window that shares a GPUBuffer with another operand.
  */

@@ -1,5 +1,5 @@
 /**
- * Decoding attention over a KV cache (docs/design.md §32): {@link kvAppend} writes the keys and
+ * Decoding attention over a KV cache (docs/design.md#decoding-with-a-kv-cache): {@link kvAppend} writes the keys and
  * values of new tokens into per-layer caches, {@link decodeAttention} attends one new query row
  * per (b, head) over the cached keys 0 … len−1. Equations and bindings: shaders/decode_attention.wgsl.
  *
@@ -61,7 +61,7 @@ function params(
  * Writes the keys and values of `t` new tokens into the caches at positions pos … pos+t−1:
  * kCache[b, h, pos+i, :] = k of token (b, from + i), vCache likewise.
  * @param qkv (B, tq, 3C) f32, the attention input of the new tokens (tq = t unless `from` picks a
- *   run of them: a rank of a sharded cache keeps its own positions, docs/design.md §36)
+ *   run of them: a rank of a sharded cache keeps its own positions, docs/design.md#tree-attention-decoding)
  * @param kCache (B, nh, Tmax, hs) f32, @param vCache the same shape
  * @param from first token of qkv appended (default 0); from + t ≤ tq
  * @throws Error when a shape does not match `dims`, the head size is over 128, pos + t exceeds
@@ -125,7 +125,7 @@ export function decodeAttention(
 }
 
 /**
- * The partial form of {@link decodeAttention} (docs/design.md §36, tree attention of Shyam et al.,
+ * The partial form of {@link decodeAttention} (docs/design.md#tree-attention-decoding, tree attention of Shyam et al.,
  * arXiv 2408.04093): over the keys 0 … len−1 of this rank's shard of the cache, per (b, h) the row
  * [m, ℓ, o_0 … o_{hs−1}] of partial (B, nh, hs + 2) with m = max_j s_j, ℓ = Σ_j exp(s_j − m) and
  * o = Σ_j exp(s_j − m)·v_j (unnormalised), s_j = q·k_j/√hs. Partials of disjoint shards merge

@@ -1,7 +1,7 @@
 /**
  * FlashAttention-2 (Dao 2023, arXiv 2307.08691) forward and backward, causal or not, with no
  * T×T buffer: the forward saves only y and the log-sum-exp L = m + log ℓ of every query row;
- * the backward recomputes P = exp(scale·QKᵀ − L) (docs/design.md §10).
+ * the backward recomputes P = exp(scale·QKᵀ − L) (docs/design.md#flashattention-2).
  *
  * Same layouts as the naive kernels in attention.ts: qkv (B, T, 3C) (q, k, v of one token side
  * by side; head h at channels h·hs … (h+1)·hs of each), y and dy (B, T, C), lse (B, nh, T).

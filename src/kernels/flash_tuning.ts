@@ -1,7 +1,8 @@
 /**
  * How the FlashAttention kernels (flash_attention.ts) are sized for an adapter: the tiles of the
  * GPU path, the rows a CPU adapter streams per dispatch under lavapipe's loop limit, the
- * subgroup variant's gate, and the hooks tests and benchmarks use to force each (docs/design.md §10).
+ * subgroup variant's gate, and the hooks tests and benchmarks use to force each
+ * (docs/design.md#kernels-and-their-equations).
  */
 import type { Gpu } from '../gpu/context.ts';
 import { type FlashTiles, flashTiles } from './attention_checks.ts';

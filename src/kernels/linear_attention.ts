@@ -1,7 +1,7 @@
 /**
  * Chunked scalar-decay linear attention ("simple GLA"; fla-org/flash-linear-attention
- * `fla/ops/simple_gla`, docs/design.md §10). RetNet (constant g), plain linear attention (g = 0) and
- * Mamba-2's SSD (g = Δ·A) are special cases. Per (batch, head):
+ * `fla/ops/simple_gla`, docs/design.md#chunked-linear-attention-with-a-scalar-decay). RetNet (constant g), plain linear
+ * attention (g = 0) and Mamba-2's SSD (g = Δ·A) are special cases. Per (batch, head):
  *   S_t = e^{g_t} S_{t−1} + k_tᵀ v_t (S is K×V, S_{−1} = 0),  o_t = scale · q_t S_t,
  * computed per chunk of {@link LA_CHUNK} rows from the chunk-boundary states h_n, which the
  * forward saves for the backward. Equations and loop trips: shaders/linear_attention.wgsl and

@@ -1,6 +1,7 @@
 /**
  * Recurrent linear attention with per-channel decay and bonus u (GLA / RWKV-6; BlinkDL/RWKV-LM
- * `RWKV-v5/cuda/wkv6_cuda.cu`, docs/design.md §10). Per (batch, head), state S (K×V):
+ * `RWKV-v5/cuda/wkv6_cuda.cu`, docs/design.md#recurrent-linear-attention-with-a-per-channel-decay). Per (batch, head),
+ * state S (K×V):
  *   S_t = diag(e^{w_t}) S_{t−1} + k_tᵀ v_t,
  *   o_t = scale · q_t (diag(e^{w_t}) S_{t−1} + diag(u) k_tᵀ v_t).
  * With u = 1 (pass null) and w_t = g_t broadcast over K it equals the chunked kernel of
@@ -134,14 +135,13 @@ export function recurrentLinearAttentionForward(
 }
 
 /**
- * The decoding form (docs/design.md §37; the wkv state that BlinkDL/ChatRWKV `rwkv/model.py`
- * carries per layer from token to token, fla-org/flash-linear-attention fused_recurrent's
- * initial_state and output_final_state): o (B, T, H·V) as {@link recurrentLinearAttentionForward}'s, but from the
- * state S (B, H, K, V) in `state` instead of zero, and `state` is then overwritten with S after
- * the last step. With `headDecay`, w is (B, T, H), one log-decay per head and step broadcast
- * over K: with u = null that is the chunked kernel's recurrence (linear_attention.ts), so this
- * one kernel decodes both decay forms. Passes over a sequence in pieces carrying `state` give
- * the whole sequence's output. Dispatches as the forward's; no scratch, no gradient.
+ * The decoding form (docs/design.md#decoding-state-of-the-recurrent-layers; the wkv state that BlinkDL/ChatRWKV
+ * `rwkv/model.py` carries per layer from token to token, fla-org/flash-linear-attention fused_recurrent's initial_state
+ * and output_final_state): o (B, T, H·V) as {@link recurrentLinearAttentionForward}'s, but from the state S (B, H, K,
+ * V) in `state` instead of zero, and `state` is then overwritten with S after the last step. With `headDecay`, w is (B,
+ * T, H), one log-decay per head and step broadcast over K: with u = null that is the chunked kernel's recurrence
+ * (linear_attention.ts), so this one kernel decodes both decay forms. Passes over a sequence in pieces carrying `state`
+ * give the whole sequence's output. Dispatches as the forward's; no scratch, no gradient.
  * @throws Error as {@link recurrentLinearAttentionForward}, for a w that is not (B, T, H·K)
  *   (or (B, T, H) with headDecay), a state that is not (B, H, K, V) f32, or a state sharing a
  *   GPUBuffer with another operand.

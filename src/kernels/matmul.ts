@@ -1,6 +1,6 @@
 /**
  * Matmul: C (M,N) = alpha·op(A)·op(B) + beta·C (+ bias) with transpose flags, so backward
- * passes need no materialised transposes (dX = dY·Wᵀ, dW = Xᵀ·dY; docs/design.md §10), and an
+ * passes need no materialised transposes (dX = dY·Wᵀ, dW = Xᵀ·dY; docs/design.md#matmul), and an
  * optional bias epilogue so a linear layer's forward is one pass over its output.
  *
  * CPU adapters (`gpu.isCpu`) run the register-blocked kernel of matmul_cpu.ts (shaders/matmul.wgsl);

@@ -2,7 +2,8 @@
  * Reductions over the rows of a matrix (bias gradients) and the helpers the row-wise
  * kernels (layernorm, cross-entropy) share. No float atomics exist in WGSL, so a sum over
  * rows that many workgroups would share is split into partial sums over chunks of rows
- * (a grid that owns each (chunk, column)) and a pass that owns each column (docs/design.md §9).
+ * (a grid that owns each (chunk, column)) and a pass that owns each column
+ * (docs/design.md#webgpu-limits-that-shape-the-kernels).
  */
 import type { Gpu, KernelCode } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';

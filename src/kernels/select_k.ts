@@ -4,7 +4,7 @@
  * largest live entries of each row, ties going to the lower index, and writes −∞ over the rest,
  * so a softmax after it gives them probability exactly 0. A radix select on each value's
  * order-preserving key (shaders/select_k.wgsl) finds the k-th largest without sorting;
- * docs/design.md §34 says how.
+ * docs/design.md#top-k-attention-at-inference says how.
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';

@@ -1,6 +1,6 @@
 /**
  * Mamba selective scan (Gu & Dao 2023, arXiv 2312.00752) forward, following
- * state-spaces/mamba `selective_scan_ref` (docs/design.md §10), and what the backward in
+ * state-spaces/mamba `selective_scan_ref` (docs/design.md#selective-scan), and what the backward in
  * selective_scan_bwd.ts shares with it (dims, checks, the dispatch of either shader file):
  *   Δ_t = softplus(δ_t + bias); h_t = exp(Δ_t A) h_{t−1} + Δ_t B_t u_t (h_0 = 0);
  *   y_t = C_t·h_t + D u_t; out_t = y_t · silu(z_t) (z null: no gate).
@@ -187,11 +187,10 @@ export function selectiveScanForward(
 }
 
 /**
- * The decoding form (Mamba's selective_state_update; docs/design.md §37): out (B, T, D) as
- * {@link selectiveScanForward}'s, but from the state h (B, D, N) in `ssm` instead of zero, and
- * `ssm` is then overwritten with the state after the last step. Passes over a sequence in pieces,
- * carrying `ssm`, give the whole scan's output. No chunk-entry states are saved (no gradient).
- * Dispatches and scratch as the forward's.
+ * The decoding form (Mamba's selective_state_update; docs/design.md#decoding-state-of-the-recurrent-layers): out (B, T,
+ * D) as {@link selectiveScanForward}'s, but from the state h (B, D, N) in `ssm` instead of zero, and `ssm` is then
+ * overwritten with the state after the last step. Passes over a sequence in pieces, carrying `ssm`, give the whole
+ * scan's output. No chunk-entry states are saved (no gradient). Dispatches and scratch as the forward's.
  * @throws Error as {@link selectiveScanForward}, or when ssm is not (B, D, N) f32 or shares a
  *   GPUBuffer with another operand.
  */

@@ -1,8 +1,8 @@
 /**
- * The decoding form of RWKV's token shift (docs/design.md §37): the shift reads the token before
- * the pass's first one from a carried row instead of zero. It is made of the training shift
- * (activations.ts) and buffer copies, no kernel of its own: the carry is one row per sequence,
- * and a decode step (T = 1) is two copies in all.
+ * The decoding form of RWKV's token shift (docs/design.md#decoding-state-of-the-recurrent-layers): the shift reads the
+ * token before the pass's first one from a carried row instead of zero. It is made of the training shift
+ * (activations.ts) and buffer copies, no kernel of its own: the carry is one row per sequence, and a decode step (T =
+ * 1) is two copies in all.
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';

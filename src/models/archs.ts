@@ -13,7 +13,7 @@ export const ATTENTION_ARCHS: readonly ArchName[] = ['gpt', 'gpt-moe', 'hybrid',
 export type ArchName = (typeof ARCH_NAMES)[number];
 
 /**
- * The blocks a pipeline splits into stages (the layered model's pieces, docs/design.md §23):
+ * The blocks a pipeline splits into stages (the layered model's pieces, docs/design.md#one-model-many-contexts):
  * nLayer, except recurrent-depth's P + 1 + Q — its core, all r iterations of it, is one piece.
  */
 export function pipelineBlocks(

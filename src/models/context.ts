@@ -1,5 +1,5 @@
 /**
- * The parallel context a model runs its pieces over (docs/design.md §23). Every architecture
+ * The parallel context a model runs its pieces over (docs/design.md#one-model-many-contexts). Every architecture
  * is written once as embed → block(i) → head; the ops whose meaning changes when the model is
  * split over ranks go through this interface instead of calling the autograd ops directly:
  * - `linear`: plain, or column- / row-parallel with Megatron's f / g operators, the role looked
@@ -99,12 +99,11 @@ export interface ModelContext {
   /** The widths that a split divides: C·`parts` → this rank's share (heads, inner channels). */
   local(width: number): number;
   /**
-   * Decoding with a cache (kv_cache.ts, docs/design.md §37): the buffer of `shape` that carries
-   * the recurrent state named `label` (Mamba's conv window, its scan state; the linear
-   * attention's token-shift rows, its wkv state) from one pass to the next, zeroed before the
-   * first. Absent or null: every pass starts from a zero state, as training and full forwards
-   * do. A context that gives one runs a recurrent mixer only when its layer asked for the state
-   * under the mixer's own label.
+   * Decoding with a cache (kv_cache.ts, docs/design.md#decoding-state-of-the-recurrent-layers): the buffer of `shape`
+   * that carries the recurrent state named `label` (Mamba's conv window, its scan state; the linear attention's
+   * token-shift rows, its wkv state) from one pass to the next, zeroed before the first. Absent or null: every pass
+   * starts from a zero state, as training and full forwards do. A context that gives one runs a recurrent mixer only
+   * when its layer asked for the state under the mixer's own label.
    */
   carry?(label: string, shape: number[]): Tensor | null;
   /**

@@ -1,5 +1,5 @@
 /**
- * Incremental decoding with a cache for the single-rank model (docs/design.md §32, §37): a
+ * Incremental decoding with a cache for the single-rank model (docs/design.md#decoding): a
  * prefill over the prompt, then one token per step, each step running the model on the new
  * token only. Logits equal the full forward's at the same position (tests/models/kv_cache.test.ts).
  *
@@ -44,8 +44,9 @@ export interface DecoderOptions {
   /** Mixed precision of the linear layers (autograd/autocast.ts), as the training run's. Default none. */
   autocast?: Autocast | null;
   /**
-   * Shard the cache along T across this cp group, merging with tree or ring decode (design §36);
-   * every rank of the group runs the same decoder calls. Default: the whole cache on this rank.
+   * Shard the cache along T across this cp group, merging with tree or ring decode
+   * (docs/design.md#tree-attention-decoding); every rank of the group runs the same decoder calls. Default: the whole
+   * cache on this rank.
    */
   cp?: CacheShardOptions;
 }
@@ -53,8 +54,9 @@ export interface DecoderOptions {
 /**
  * Prefill, then one token per step, over a {@link KvCache} of every attention layer (and the
  * carried state of every recurrent layer). Bytes of cache read per decoded token: 2·L·pos·C·4 per
- * sequence over L attention layers (design §32), plus the states (§37): L·D·(K − 1 + N)·4 over L
- * Mamba layers, L·(2C + H·K·V)·4 over L linear-attention layers.
+ * sequence over L attention layers (docs/design.md#decoding-with-a-kv-cache), plus the states
+ * (docs/design.md#decoding-state-of-the-recurrent-layers): L·D·(K − 1 + N)·4 over L Mamba layers, L·(2C + H·K·V)·4 over
+ * L linear-attention layers.
  */
 export class KvDecoder {
   /** This rank's cache: the whole of it, or (with `cp`) this rank's shard. */

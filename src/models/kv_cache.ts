@@ -1,10 +1,10 @@
 /**
- * The KV cache of incremental decoding (docs/design.md §32, §37) and the model context that fills
+ * The KV cache of incremental decoding (docs/design.md#decoding) and the model context that fills
  * and reads it. Every attention call of a pass is one layer (the context keys its cache by the
  * call's label, `transformer.h.{i}.attn`, and by how many calls of the pass had that label before
  * it: recurrent depth's r iterations of one core block are r layers), so the architectures need
  * no decoding code of their own: their pieces run over {@link cachedContext} instead of LOCAL
- * (design §23). Recurrent layers ask the context for the buffers that carry their state
+ * (docs/design.md#one-model-many-contexts). Recurrent layers ask the context for the buffers that carry their state
  * (ModelContext.carry: Mamba's conv window and scan state, the linear attention's token-shift
  * rows and wkv state), which the cache also holds.
  *

@@ -1,13 +1,13 @@
 /**
  * A KV cache sharded along T across a context-parallel group, and the model context that decodes
- * over it with tree or ring decode (docs/design.md §36). Every rank of the group runs the whole
+ * over it with tree or ring decode (docs/design.md#tree-attention-decoding). Every rank of the group runs the whole
  * model on the same tokens (weights, the query and recurrent layers' carried states replicated);
  * only K and V are split: rank r
  * holds positions start_r … start_r + cap_r − 1 of every layer, the contiguous part of Tmax that
- * chunkOffsets gives it (§13), so it fills once the ranks before it are full. A decode step
- * appends the new token's K and V on the rank that owns its position, every rank computes its
- * partial over what it holds (ragged lengths; nothing yet on the later ranks) and the partials are
- * merged (src/models/tree_decode.ts), so the logits equal single-rank decoding's.
+ * chunkOffsets gives it (docs/design.md#ranks-and-the-collective-layer), so it fills once the ranks before it are full.
+ * A decode step appends the new token's K and V on the rank that owns its position, every rank computes its partial
+ * over what it holds (ragged lengths; nothing yet on the later ranks) and the partials are merged
+ * (src/models/tree_decode.ts), so the logits equal single-rank decoding's.
  */
 import type { Gpu } from '../gpu/context.ts';
 import { kvAppend, type KvCacheDims } from '../kernels/decode_attention.ts';

@@ -19,9 +19,9 @@
  * their heads, output row-parallel; the channel mix's key / value column- / row-parallel as an
  * MLP, its receptance replicated. ln_x being per head is what lets a rank normalise its own heads.
  *
- * Decoding with a cache (models/decode.ts, docs/design.md §37) carries per layer what a token
- * needs of the past, as RWKV's RNN mode does: the previous token's normed row for each token
- * shift and the wkv state S (B, H, K, V), which the recurrent kernel advances for both decays.
+ * Decoding with a cache (models/decode.ts, docs/design.md#decoding-state-of-the-recurrent-layers) carries per layer
+ * what a token needs of the past, as RWKV's RNN mode does: the previous token's normed row for each token shift and the
+ * wkv state S (B, H, K, V), which the recurrent kernel advances for both decays.
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -150,8 +150,8 @@ export class LinearLM extends PieceModel {
     const dims = { b, t, h: ctx.local(nHead), dk: hs, dv: hs, scale: 1 / Math.sqrt(hs) }; // this rank's heads
     const lin = (x: Tensor, name: string, label: string, bias = false) =>
       ctx.linear(tape, x, `${n}.${name}`, p(`${n}.${name}.weight`), bias ? p(`${n}.${name}.bias`) : null, label);
-    // Decoding carries what a token needs of the past (design §37): the normed row before the
-    // pass for each token shift, and the wkv state under the mixer's own label; else null.
+    // Decoding carries what a token needs of the past (docs/design.md#decoding-state-of-the-recurrent-layers): the
+    // normed row before the pass for each token shift, and the wkv state under the mixer's own label; else null.
     const carry = (label: string, shape: number[]) => ctx.carry?.(label, shape) ?? null;
     const wkvState = carry(`${n}.att.mixer`, [b, dims.h, hs, hs]); // (B, H, K, V)
     // ---- time mixing
@@ -167,8 +167,8 @@ export class LinearLM extends PieceModel {
     const v = await proj(mix('v'), 'value'); // (B, T, H·hs)
     const dlogit = await lin(mix('w'), 'att.time_decay', `${n}.att.decay`, true); // (B, T, H) or (B, T, C)
     // The mixer core, handed its activations explicitly so the context may re-run it in backward
-    // (selective recomputation, design §24). It starts from the decay logits, as RWKV-6's wkv
-    // kernel does from w: the log-decays are its own, not kept when it is recomputed.
+    // (selective recomputation, docs/design.md#activation-recomputation). It starts from the decay logits, as RWKV-6's
+    // wkv kernel does from w: the log-decays are its own, not kept when it is recomputed.
     const o = await ctx.mixer(tape, [r, k, v, dlogit], (tp, [r, k, v, dlogit]) => {
       const logDecay = logSigmoid(tp, dlogit, 1 / GATE_NORM, `${n}.att.logdecay`); // (B, T, H) or (B, T, C), ≤ 0
       return decay === 'head'

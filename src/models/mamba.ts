@@ -99,7 +99,8 @@ export async function mambaBlock(
   const xi = await lin(a, 'in_proj_x'); // (B·T, D), D = this rank's inner channels
   const z = await lin(a, 'in_proj_z'); // (B·T, D)
   const D = xi.shape[xi.shape.length - 1];
-  // Decoding carries the conv window and the scan state between passes (design §37); else null.
+  // Decoding carries the conv window and the scan state between passes
+  // (docs/design.md#decoding-state-of-the-recurrent-layers); else null.
   const window = K > 1 ? ctx.carry?.(`${m}.conv1d`, [b, K - 1, D]) ?? null : null; // (B, K−1, D)
   const ssm = ctx.carry?.(`${m}.scan`, [b, D, N]) ?? null; // (B, D, N)
   const cdims = { b, t, d: D, k: K };
@@ -111,7 +112,8 @@ export async function mambaBlock(
   const A = logSigmoid(tape, p(`${m}.A_raw`), 1, `${m}.A`); // (D, N), < 0
   const dims = { b, t, d: D, n: N };
   // The scan is the mixer core, handed its activations explicitly: the context may re-run it in
-  // backward instead of keeping its chunk-entry states (selective recomputation, design §24).
+  // backward instead of keeping its chunk-entry states (selective recomputation,
+  // docs/design.md#activation-recomputation).
   const y = await ctx.mixer(
     tape,
     [u, delta, A, Bm, Cm, z],

@@ -101,7 +101,7 @@ export interface LanguageModel {
 export type Piece = number | 'embed' | 'head' | 'tied' | 'shared';
 
 /**
- * A model written once as pieces over a {@link ModelContext} (docs/design.md §23): the
+ * A model written once as pieces over a {@link ModelContext} (docs/design.md#one-model-many-contexts): the
  * single-rank forward runs them over LOCAL; a pipeline stage runs its range of blocks; a
  * tensor- or context-parallel rank runs them over its rank context.
  */

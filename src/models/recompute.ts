@@ -1,5 +1,5 @@
 /**
- * Activation recomputation for layered models (docs/design.md §24; Korthikanti et al., arXiv
+ * Activation recomputation for layered models (docs/design.md#activation-recomputation; Korthikanti et al., arXiv
  * 2205.05198): `full` runs each block as one recomputed segment (src/autograd/checkpoint.ts)
  * — the tape keeps only the block's input and output, and the backward runs the block again;
  * `selective` recomputes only the sequence-mixing cores, whose saved tensors are the large,

@@ -1,5 +1,5 @@
 /**
- * The number of core iterations r of a recurrent-depth model (docs/design.md §33; Geiping et al.,
+ * The number of core iterations r of a recurrent-depth model (docs/design.md#recurrent-depth; Geiping et al.,
  * arXiv 2502.05171 §3.3): drawn per training step from a log-normal Poisson distribution, fixed
  * at `evalIterations` for evaluation and sampling. The draw is a pure function of (seed, step), so
  * every data-parallel rank and pipeline stage draws the same r, and a resumed run the same

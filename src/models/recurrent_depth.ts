@@ -1,12 +1,12 @@
 /**
  * A recurrent-depth transformer (Geiping et al., "Scaling up Test-Time Compute with Latent
- * Reasoning: A Recurrent Depth Approach", arXiv 2502.05171; docs/design.md §33): a prelude of P
+ * Reasoning: A Recurrent Depth Approach", arXiv 2502.05171; docs/design.md#recurrent-depth): a prelude of P
  * GPT blocks embeds the input into e, a core of R GPT blocks is iterated r times on a latent state
  * with e injected at every iteration, and a coda of Q blocks and the tied LM head read the final
  * state. r is drawn per training step (recurrence.ts) and chosen freely at test time
  * (`--eval-iterations`): more iterations, more compute per token, same parameters.
  *
- * As pieces (docs/design.md §23) the model has P + 1 + Q blocks: the prelude's, ONE block that
+ * As pieces (docs/design.md#one-model-many-contexts) the model has P + 1 + Q blocks: the prelude's, ONE block that
  * runs all r iterations of the core, and the coda's. Parameter names put every core weight under
  * the core's block index (`transformer.h.P.core.j.*`, `transformer.h.P.adapter.*`), so GPT's
  * piece rule, DDP's per-layer buckets and ZeRO's units see the core as one layer.
@@ -126,9 +126,9 @@ export class RecurrentDepth extends GPT implements VariableDepth {
    * The core iterated r = {@link iterations} times on the prelude's output e (B·T, C):
    * sᵢ = Core(A_s·sᵢ₋₁ + A_e·e) from s₀ = 0 with injection, sᵢ = Core(sᵢ₋₁) from s₀ = e without;
    * returns s_r (B·T, C). On a recording tape only the last k iterations are recorded (truncated
-   * backprop, §33): the earlier ones run on throw-away non-recording tapes, one at a time, so
-   * their activations are freed at once and no gradient reaches the core, the adapter or e
-   * through them. Evaluation runs every iteration that way (memory of one iteration for any r).
+   * backprop, docs/design.md#recurrent-depth): the earlier ones run on throw-away non-recording tapes, one at a time,
+   * so their activations are freed at once and no gradient reaches the core, the adapter or e through them. Evaluation
+   * runs every iteration that way (memory of one iteration for any r).
    * @throws Error when r is not a positive integer.
    */
   private async core(ctx: ModelContext, tape: Tape, e: Tensor, b: number, t: number): Promise<Tensor> {
@@ -184,9 +184,9 @@ export class RecurrentDepth extends GPT implements VariableDepth {
   }
 
   /**
-   * Training FLOPs per token (§33): the forward of E[r] = r̄ core applications, the backward (2× a
-   * forward) of min(r̄, k) of them — E[min(r, k)] approximated by min(E[r], k) — and of everything
-   * outside the core once.
+   * Training FLOPs per token (docs/design.md#recurrent-depth): the forward of E[r] = r̄ core applications, the backward
+   * (2× a forward) of min(r̄, k) of them — E[min(r, k)] approximated by min(E[r], k) — and of everything outside the
+   * core once.
    */
   override flopsPerToken(t: number): number {
     const rbar = this.cfg.recurIters, kbar = Math.min(rbar, this.cfg.recurBackprop);

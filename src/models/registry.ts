@@ -22,7 +22,7 @@ export { ARCH_NAMES, type ArchName, MOE_ARCHS, pipelineBlocks };
 /**
  * The keys of a training config (train/config.ts TrainConfig, which has them all) that the
  * registry reads, typed by each model's own config: declared here so that models need not import
- * the training layer (docs/design.md §1).
+ * the training layer (docs/design.md#layers).
  */
 export interface ModelConfig
   extends

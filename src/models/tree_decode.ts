@@ -1,5 +1,5 @@
 /**
- * Decode attention across a context-parallel group (docs/design.md §36): the KV cache is cut along
+ * Decode attention across a context-parallel group (docs/design.md#tree-attention-decoding): the KV cache is cut along
  * T into contiguous shards, one per rank of the cp group; the query row is replicated on every
  * rank; each rank computes the partial (m, ℓ, o) over its shard (decode_attention.ts
  * `decodeAttentionPartial`) and the partials are merged, O = Σ e^{m_i − M}·o_i / Σ e^{m_i − M}·ℓ_i.
@@ -10,11 +10,11 @@
  * - Ring decode, the baseline: every rank's partial travels around the ring (rank r sends to
  *   r + 1, receives from r − 1, forwards what it received) and each rank merges what arrives into
  *   its own: p − 1 sequential hops of B·nh·(hs + 2) floats, the ring-attention schedule with the
- *   partial state in place of the KV blocks (which would cost bytes ∝ T, §36).
+ *   partial state in place of the KV blocks (which would cost bytes ∝ T, docs/design.md#tree-attention-decoding).
  *
  * Both leave the output y (B, C) on every rank. Partials live on the host: the collectives run on
- * host arrays, as TensorComm does for GPU tensors (§13). Partial layout (B, nh, hs + 2), per
- * (b, h) the row [m, ℓ, o_0 … o_{hs−1}].
+ * host arrays, as TensorComm does for GPU tensors (docs/design.md#ranks-and-the-collective-layer). Partial layout (B,
+ * nh, hs + 2), per (b, h) the row [m, ℓ, o_0 … o_{hs−1}].
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -36,7 +36,10 @@ export interface PartialDims {
 
 /** Options of the merge. */
 export interface CombineOptions {
-  /** Tree decode's allReduce algorithm (default recursive doubling: ⌈lg p⌉ rounds, §14). */
+  /**
+   * Tree decode's allReduce algorithm (default recursive doubling: ⌈lg p⌉ rounds,
+   * docs/design.md#the-network-model-the-simulated-clock-and-collective-costs).
+   */
   algorithm?: Algorithm;
 }
 
@@ -47,7 +50,8 @@ const RING_TAG = 36;
 
 /**
  * The contiguous shard of a context of `t` positions that group rank `r` of `p` holds: positions
- * start … start + len − 1, the first t mod p ranks one longer (chunkOffsets, §13); len may be 0.
+ * start … start + len − 1, the first t mod p ranks one longer (chunkOffsets,
+ * docs/design.md#ranks-and-the-collective-layer); len may be 0.
  * @throws Error for a negative t, p < 1 or r outside 0 … p − 1.
  */
 export function decodeShard(t: number, p: number, r: number): { start: number; len: number } {
@@ -72,7 +76,10 @@ function checkPartial(what: string, partial: Float32Array, d: PartialDims): void
   }
 }
 
-/** Folds partial `src` into `acc` (both (B, nh, hs + 2)), the LSE merge of §36, row by row. */
+/**
+ * Folds partial `src` into `acc` (both (B, nh, hs + 2)), the LSE merge of docs/design.md#tree-attention-decoding, row
+ * by row.
+ */
 export function mergePartial(acc: Float32Array, src: Float32Array, d: PartialDims): void {
   const w = d.hs + 2;
   for (let r = 0; r < d.b * d.nh; r++) {
@@ -204,10 +211,10 @@ export async function shardedDecodeAttention(
 }
 
 /**
- * Bytes group rank `r` of `p` sends per (layer, token) merging one decode step (§36):
- * tree: allReduce of B·nh floats + allReduce of B·nh·(hs + 1) floats, each as `algorithm` moves it
- * (collectiveTraffic, §14; recursive doubling on p = 2^k: lg p·B·nh·(hs + 2)·4);
- * ring: (p − 1)·B·nh·(hs + 2)·4.
+ * Bytes group rank `r` of `p` sends per (layer, token) merging one decode step
+ * (docs/design.md#tree-attention-decoding): tree: allReduce of B·nh floats + allReduce of B·nh·(hs + 1) floats, each as
+ * `algorithm` moves it (collectiveTraffic, docs/design.md#the-network-model-the-simulated-clock-and-collective-costs;
+ * recursive doubling on p = 2^k: lg p·B·nh·(hs + 2)·4); ring: (p − 1)·B·nh·(hs + 2)·4.
  * @throws Error for a bad p or r, or an algorithm allReduce does not accept.
  */
 export function decodeCombineBytes(

@@ -1,6 +1,6 @@
 /**
  * What the model code allocates on the tape for one micro-batch, item by item (tensor, elements,
- * count), for the analytical activation memory (activation_memory.ts; docs/design.md §19): the
+ * count), for the analytical activation memory (activation_memory.ts; docs/design.md#memory-per-rank): the
  * GPT block, embedding and head on one rank (src/models/gpt.ts over LOCAL) and over a
  * tensor-parallel RankContext (src/parallel/rank_context.ts). Each list mirrors the ops in their
  * order, so a change to the model code shows up as a failing exact-bytes test
@@ -194,7 +194,7 @@ export function head(g: Geo, tp: boolean, targets: boolean, rms = false): Activa
 }
 
 /**
- * The half precision copies autocast adds per layer and at the head (docs/design.md §25), counted
+ * The half precision copies autocast adds per layer and at the head (docs/design.md#mixed-precision), counted
  * for gpt on ranks without tp or cp and without recomputation.
  * @throws Error for another architecture or split under autocast, naming what is counted.
  */

@@ -1,5 +1,5 @@
 /**
- * Analytical activation memory per rank (docs/design.md §19): the bytes of the tensors a rank's
+ * Analytical activation memory per rank (docs/design.md#memory-per-rank): the bytes of the tensors a rank's
  * autograd tapes hold at the moment most of them are alive, for THIS implementation (fp32,
  * 4 bytes per element, i32/u32 index buffers too), beside cost.ts's parameter / gradient /
  * optimizer bytes.
@@ -119,7 +119,7 @@ const pooled = (items: ActivationItem[]) => itemBytes(items, true);
 const COVERED = ['gpt', 'mamba', 'hybrid', 'linear'];
 
 /**
- * What layer i keeps for its backward under `mode` (docs/design.md §24), and the largest working
+ * What layer i keeps for its backward under `mode` (docs/design.md#memory-per-rank), and the largest working
  * set one recomputed segment allocates again while its backward runs: none keeps every item;
  * full keeps the block's output copy (its input is the previous block's) and recomputes the
  * block (a hybrid block with the shared attention block after it); selective keeps the block
@@ -187,7 +187,9 @@ export function activationMemory(
   if (!COVERED.includes(arch)) {
     throw new Error(
       `activation memory: the analytical count covers ${COVERED.join(', ')}, not the MoE models' routed experts${
-        arch === 'recurrent-depth' ? ' nor a core iterated r times, its last k kept (docs/design.md §33)' : ''
+        arch === 'recurrent-depth'
+          ? ' nor a core iterated r times, its last k kept (docs/design.md#recurrent-depth)'
+          : ''
       }; got --arch ${arch}`,
     );
   }

@@ -1,9 +1,9 @@
 /**
- * The planner's view of the architectures other than GPT (docs/design.md §17, §23): each rank's
- * parameters counted from the model's own declarations through the same placement the ranks use
- * (stages.ts stagePlacement, tp_table.ts), so `npm run plan`, the memory table and the dp
- * traffic are exact for mamba, hybrid and linear as they are for GPT's closed formulas; and the
- * tensor-parallel collectives of a recurrent block, which cost.ts stepTraffic lists for them.
+ * The planner's view of the architectures other than GPT (docs/design.md#communication-per-optimizer-step and
+ * docs/design.md#one-model-many-contexts): each rank's parameters counted from the model's own declarations through the
+ * same placement the ranks use (stages.ts stagePlacement, tp_table.ts), so `npm run plan`, the memory table and the dp
+ * traffic are exact for mamba, hybrid and linear as they are for GPT's closed formulas; and the tensor-parallel
+ * collectives of a recurrent block, which cost.ts stepTraffic lists for them.
  */
 import type { TrainConfig } from '../train/config.ts';
 import type { ParamSpec } from '../nn/params.ts';
@@ -50,8 +50,8 @@ export function archLayout(cfg: TrainConfig, vocabSize: number): ArchLayout | un
 /**
  * Block applications per micro-batch of a rank whose stages hold `pieces` pieces: each block once
  * forward and once backward, except recurrent depth's core piece, whose R blocks run r times
- * forward and min(r, k) times backward (truncated backprop, design §33). With r unknown (a plan,
- * not a step) r̄ stands in and the count is not exact.
+ * forward and min(r, k) times backward (truncated backprop, docs/design.md#recurrent-depth-across-ranks). With r
+ * unknown (a plan, not a step) r̄ stands in and the count is not exact.
  */
 export function blockApplications(
   lay: ArchLayout | undefined,

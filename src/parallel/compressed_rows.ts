@@ -1,12 +1,11 @@
 /**
- * A plan's traffic under its compression policy (docs/design.md §28): cost.ts's rows of bulk
- * traffic rewritten as the word-level calls compressed.ts runs, so predicted words equal the
- * trace key by key — a compressed allReduce becomes an allToAll (direct) and an allGather (ring)
- * of p compressed chunks, a reduceScatter the first, an allGather the second, an allToAll one
- * allToAll of compressed chunks, a send one message of the scheme's words; PowerSGD's dp sync
- * two ring allReduces (P; Q with the uncompressed rest). Rows outside the policy's reach (scalars,
- * the cross-entropy's statistics, the tied embedding's and replicated parameters' sums) pass
- * through unchanged.
+ * A plan's traffic under its compression policy (docs/design.md#compressed-collectives-and-the-per-dimension-policy):
+ * cost.ts's rows of bulk traffic rewritten as the word-level calls compressed.ts runs, so predicted words equal the
+ * trace key by key — a compressed allReduce becomes an allToAll (direct) and an allGather (ring) of p compressed
+ * chunks, a reduceScatter the first, an allGather the second, an allToAll one allToAll of compressed chunks, a send one
+ * message of the scheme's words; PowerSGD's dp sync two ring allReduces (P; Q with the uncompressed rest). Rows outside
+ * the policy's reach (scalars, the cross-entropy's statistics, the tied embedding's and replicated parameters' sums)
+ * pass through unchanged.
  */
 import {
   compresses,

@@ -1,8 +1,8 @@
 /**
- * `npm run plan`'s view of a compression policy (docs/design.md §28): one rank's step traffic
- * with and without the policy, per parallel dimension — raw and compressed bytes, the ratio, and
- * the α-β time of each on the plan's network — so the trade the hybrid policies make is visible
- * before anything runs. Also the traffic rows of a rank with the gradient matrices PowerSGD needs.
+ * `npm run plan`'s view of a compression policy (docs/design.md#compressed-collectives-and-the-per-dimension-policy):
+ * one rank's step traffic with and without the policy, per parallel dimension — raw and compressed bytes, the ratio,
+ * and the α-β time of each on the plan's network — so the trade the hybrid policies make is visible before anything
+ * runs. Also the traffic rows of a rank with the gradient matrices PowerSGD needs.
  */
 import type { TrainConfig } from '../train/config.ts';
 import type { NetworkModel } from '../comm/network.ts';

@@ -1,6 +1,7 @@
 /**
  * Analytical communication of a parallel plan: the per-step traffic by parallel dimension
- * ({@link stepTraffic}, docs/design.md §17's table made exact); one call's is src/comm/cost.ts's.
+ * ({@link stepTraffic}, the table of docs/design.md#communication-per-optimizer-step made exact); one call's is
+ * src/comm/cost.ts's.
  *
  * Units: elements (one f32 = 4 bytes), bytes. `n` is the element count of the buffer a call is
  * made with (src/comm/cost.ts's convention).
@@ -26,7 +27,8 @@ import type { CommRow, PlanDim, TrafficOptions } from './cost_types.ts';
 export type { CommRow, PlanDim, TrafficOptions } from './cost_types.ts';
 
 /**
- * Every message `rank` sends in one optimizer step of `plan` (docs/design.md §17), one row per kind:
+ * Every message `rank` sends in one optimizer step of `plan` (docs/design.md#communication-per-optimizer-step), one row
+ * per kind:
  * - dp: gradients synchronised over the dp·cp ranks that share parameters (Megatron's
  *   data-parallel group with context parallelism), per bucket: one allReduce (zero 0); a
  *   reduce-scatter (per micro-batch for zero 2) + one all-gather of the updated parameters

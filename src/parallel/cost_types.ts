@@ -1,7 +1,7 @@
 /**
  * The row and option types of the plan cost model's per-step traffic (cost.ts stepTraffic,
- * docs/design.md §17): one row per kind of message a rank sends, and the knobs that the trainer's
- * own choices (its buckets, its scalar collectives) feed in so the rows are exact.
+ * docs/design.md#communication-per-optimizer-step): one row per kind of message a rank sends, and the knobs that the
+ * trainer's own choices (its buckets, its scalar collectives) feed in so the rows are exact.
  */
 import type { Algorithm } from '../comm/call_options.ts';
 import type { Collective } from '../comm/cost.ts';

@@ -15,7 +15,7 @@
  *
  * Communication per step and rank (ring allReduce of each bucket of n_k elements, chunks from
  * `chunkOffsets(n_k, d)`): Σ_k (2·n_k − chunk_r − chunk_{r+1}) elements, i.e. 2(d−1)/d·Ψ_flat
- * when every bucket splits evenly (docs/design.md §17).
+ * when every bucket splits evenly (docs/design.md#communication-per-optimizer-step).
  */
 import type { Communicator } from '../comm/communicator.ts';
 import type { TrainConfig } from '../train/config.ts';

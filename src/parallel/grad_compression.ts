@@ -1,9 +1,9 @@
 /**
- * The data-parallel gradient reduction under the plan's dp compression (docs/design.md §28):
- * the plain allReduce, a compressed one (comm/compressed.ts; error feedback keyed by the
- * gradient's name, so the residual follows the same vector step to step) or PowerSGD over the
- * parameters' matrices (comm/powersgd_allreduce.ts). Kept apart from grad_sync.ts so the sync
- * reads the same with or without compression.
+ * The data-parallel gradient reduction under the plan's dp compression
+ * (docs/design.md#compressed-collectives-and-the-per-dimension-policy): the plain allReduce, a compressed one
+ * (comm/compressed.ts; error feedback keyed by the gradient's name, so the residual follows the same vector step to
+ * step) or PowerSGD over the parameters' matrices (comm/powersgd_allreduce.ts). Kept apart from grad_sync.ts so the
+ * sync reads the same with or without compression.
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';

@@ -1,5 +1,5 @@
 /**
- * The gradient-sync hook of the mesh trainer (mesh_trainer.ts; docs/design.md §16), run after the
+ * The gradient-sync hook of the mesh trainer (mesh_trainer.ts; docs/design.md#parallel-strategies), run after the
  * micro-batch schedule has left this rank's local gradients in its ParamStore, and the update
  * of what the rank owns. Kept apart from the step so the step reads as schedule → sync → norm →
  * update, the order picotron's train_step follows:

@@ -1,8 +1,8 @@
 /**
- * Low-communication data parallelism (docs/design.md §30): what `--sync` and its parameters mean,
- * checked once for the plan schema, the trainer and the demo; which fragment synchronises at the
- * end of which inner step; and the exact words one outer synchronisation puts on the wire.
- * Runtime-neutral (no GPU code; the trainer's side is outer_sync.ts).
+ * Low-communication data parallelism (docs/design.md#low-communication-data-parallelism): what `--sync` and its
+ * parameters mean, checked once for the plan schema, the trainer and the demo; which fragment synchronises at the end
+ * of which inner step; and the exact words one outer synchronisation puts on the wire. Runtime-neutral (no GPU code;
+ * the trainer's side is outer_sync.ts).
  *
  * - local SGD (Stich, arXiv 1805.09767): H inner steps, then the workers' parameters averaged.
  * - DiLoCo (Douillard et al., arXiv 2311.08105): H inner steps, then the pseudo-gradient

@@ -1,5 +1,5 @@
 /**
- * Memory per rank of a parallel plan (docs/design.md §19): parameters, gradients and optimizer
+ * Memory per rank of a parallel plan (docs/design.md#memory-per-rank): parameters, gradients and optimizer
  * state under each ZeRO stage, in fp32 and in mixed precision. Activations are
  * activation_memory.ts's; communication is cost.ts's.
  *
@@ -72,7 +72,7 @@ export function rankMemory(
 }
 
 /**
- * docs/design.md §19's mixed-precision formulas (ZeRO paper §5): fp16 parameters 2Ψ, fp16
+ * The mixed-precision formulas of docs/design.md#memory-per-rank (ZeRO paper §5): fp16 parameters 2Ψ, fp16
  * gradients 2Ψ, k bytes of fp32 optimizer state per parameter (k = 12: master weights, m, v):
  * no ZeRO 16Ψ; ZeRO-1 4Ψ + kΨ/d; ZeRO-2 2Ψ + (2+k)Ψ/d; ZeRO-3 (4+k)Ψ/d (unrounded).
  * @throws Error on a negative Ψ, d < 1 or a stage outside 0…3.

@@ -57,7 +57,7 @@ export function checkMeshPlan(
 }
 
 /**
- * recurrent-depth's pipeline rule, before any count that assumes it (docs/design.md §33): stages
+ * recurrent-depth's pipeline rule, before any count that assumes it (docs/design.md#recurrent-depth): stages
  * split its P + 1 + Q pieces, not nLayer — said in those terms, since validatePlan's "layers not
  * divisible" would name a number the user never gave. Other architectures pass.
  * @throws Error naming P, Q, their piece count and pp·v when the pieces do not divide.

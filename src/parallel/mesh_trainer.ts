@@ -1,5 +1,5 @@
 /**
- * One trainer over the whole [dp, pp, cp, tp] DeviceMesh (docs/design.md §16–§18): the trainer
+ * One trainer over the whole [dp, pp, cp, tp] DeviceMesh (docs/design.md#parallel-training): the trainer
  * of every split model (tp, pp or cp alone as well as combined), composing the strategies the
  * way Megatron-LM and picotron compose them (Narayanan et al., arXiv 2104.04473, "PTD-P"):
  *
@@ -16,7 +16,7 @@
  *   goldfish / NEFTune off. Weights start from cfg.seed exactly as the single-rank model's.
  *   `sent` keys are `group/op` (traffic.ts); per-rank formulas in tests/parallel/mesh_harness.ts.
  *
- * Composition per rank, strategy by strategy: docs/design.md §16 ("Composition per rank").
+ * Composition per rank, strategy by strategy: docs/design.md#composition-per-rank.
  * Refused up front (mesh_plan.ts): ep on a dense architecture, ring attention under mixed precision.
  */
 import { MOE_ARCHS } from '../models/archs.ts';
@@ -227,7 +227,8 @@ export class MeshTrainer {
 
   /**
    * loss/(dp·cp) on tp index 0: the last stage's lossAcc holds the mean over this rank's tokens, every stage's its
-   * MoE layers' load-balancing terms. A MoE model under sp: loss/(dp·cp·tp) on every tp rank, each term its own (§39).
+   * MoE layers' load-balancing terms. A MoE model under sp: loss/(dp·cp·tp) on every tp rank, each term its own
+   * (docs/design.md#the-moe-models-under-sequence-parallelism).
    */
   private async lossShare(): Promise<number> {
     const tpShare = this.plan.sp && MOE_ARCHS.includes(this.cfg.arch) ? this.plan.tp : 0;

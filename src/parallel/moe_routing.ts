@@ -1,6 +1,6 @@
 /**
- * How a split run's MoE routing differs from one token group per micro-batch (docs/design.md §16
- * "MoE under dp and ZeRO"). Each dp rank (each tp rank under sp) routes its own rows as one
+ * How a split run's MoE routing differs from one token group per micro-batch (docs/design.md#moe-under-dp-and-zero).
+ * Each dp rank (each tp rank under sp) routes its own rows as one
  * GShard local group, with capacity ⌈cf·k·tokens/E⌉ of its own tokens, while the single-rank run
  * routes the whole micro-batch at once. With the same weights every token picks the same experts
  * (top-k reads its own router row only), so the routings differ only in which choices the capacity

@@ -1,9 +1,9 @@
 /**
- * The outer loop of low-communication data parallelism (low_comm.ts; docs/design.md §30), run by
- * the mesh trainer after each inner step when the plan has `--sync` other than ddp. Each dp
- * worker (a replica of tp × pp ranks) trains alone; at the steps low_comm.ts `syncsAt` names, a
- * fragment's pseudo-gradient Δ = θ_global − θ_local is averaged over the worker's dp group and
- * an outer Nesterov SGD moves θ_global (torch.optim.SGD(nesterov=True) arithmetic):
+ * The outer loop of low-communication data parallelism (low_comm.ts;
+ * docs/design.md#low-communication-data-parallelism), run by the mesh trainer after each inner step when the plan has
+ * `--sync` other than ddp. Each dp worker (a replica of tp × pp ranks) trains alone; at the steps low_comm.ts `syncsAt`
+ * names, a fragment's pseudo-gradient Δ = θ_global − θ_local is averaged over the worker's dp group and an outer
+ * Nesterov SGD moves θ_global (torch.optim.SGD(nesterov=True) arithmetic):
  *   m ← μ·m + Δ̄;  θ_global ← θ_global − lr·(Δ̄ + μ·m)   (μ = 0: θ_global − lr·Δ̄).
  * Without overlap the worker continues from θ_global; with τ > 0 the allReduce runs while τ more
  * inner steps do, and the landed fragment is mixed: θ ← α·θ_local + (1−α)·θ_global.

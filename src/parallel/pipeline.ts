@@ -1,8 +1,9 @@
 /**
- * Pipeline parallelism's rules (docs/design.md §16, §20; picotron's pipeline_parallel.py,
- * Megatron-LM `core/pipeline_parallel/schedules.py` + `p2p_communication.py`): which configs
- * split into p stages under which schedule. The execution is pipeline_executor.ts, run by the
- * mesh trainer (mesh_trainer.ts) over each rank's ModelStages (stages.ts):
+ * Pipeline parallelism's rules (docs/design.md#pipeline-parallelism and
+ * docs/design.md#pipeline-schedules-and-the-bubble; picotron's pipeline_parallel.py, Megatron-LM
+ * `core/pipeline_parallel/schedules.py` + `p2p_communication.py`): which configs split into p stages under which
+ * schedule. The execution is pipeline_executor.ts, run by the mesh trainer (mesh_trainer.ts) over each rank's
+ * ModelStages (stages.ts):
  *
  * - Batch: the single-rank run's global batch split in order into m micro-batches of b = B/m
  *   rows (per dp replica); the last stage's loss gradient is scaled by 1/m, so the summed

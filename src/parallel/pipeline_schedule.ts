@@ -1,6 +1,6 @@
 /**
- * Pipeline-parallel schedules written as data (docs/design.md §20): for p ranks, v virtual stages
- * per rank (S = p·v stages) and m micro-batches, one list of {@link PipeAction}s per rank.
+ * Pipeline-parallel schedules written as data (docs/design.md#pipeline-schedules-and-the-bubble): for p ranks, v
+ * virtual stages per rank (S = p·v stages) and m micro-batches, one list of {@link PipeAction}s per rank.
  *
  * Layout: stage s lives on rank s mod p, so rank r holds stages r, r+p, …, r+(v−1)p
  * (Megatron's interleaved layout; v = 1 is the plain pipeline where stage = rank).

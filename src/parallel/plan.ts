@@ -1,5 +1,5 @@
 /**
- * A parallel plan (docs/design.md §16): the degrees of every strategy and the checks that run
+ * A parallel plan (docs/design.md#parallel-strategies): the degrees of every strategy and the checks that run
  * before any worker starts. Ranks are laid out on the `DeviceMesh` grid [dp, pp, cp, tp]
  * (src/comm/mesh.ts, picotron's order); expert parallelism lives inside the DP dimension
  * (ep consecutive DP indices form one EP group, as DeepSpeed-MoE's expert-parallel groups).
@@ -82,7 +82,10 @@ export interface ArchLayout {
   expand: number;
   /** Linear: one log-decay per head and step, or per key channel (activation_memory.ts). */
   decay: 'head' | 'channel';
-  /** Recurrent depth: prelude blocks P, core blocks R, backprop depth k, mean iterations r̄ (design §33). */
+  /**
+   * Recurrent depth: prelude blocks P, core blocks R, backprop depth k, mean iterations r̄
+   * (docs/design.md#recurrent-depth).
+   */
   recurrence?: { prelude: number; core: number; backprop: number; meanIters: number };
 }
 

@@ -1,11 +1,10 @@
 /**
  * Every process group a run of a plan makes, as the families the MPI world splits at setup
- * (docs/design.md §26): one MPI_Comm_split per mesh dimension, as picotron's
- * process_group_manager does, plus the trainer's other groups (the dp·cp gradient-sync group,
- * the embedding and shared-weight groups, the expert groups) and every sub-group lane
- * (data_parallel.ts subGroup): a lane has the ranks of its group but its own call order, so it
- * needs its own MPI communicator, and concurrent lanes on one communicator could reach MPI in
- * different orders on different ranks.
+ * (docs/design.md#process-groups-are-mpi_comm_split-communicators): one MPI_Comm_split per mesh dimension, as
+ * picotron's process_group_manager does, plus the trainer's other groups (the dp·cp gradient-sync group, the embedding
+ * and shared-weight groups, the expert groups) and every sub-group lane (data_parallel.ts subGroup): a lane has the
+ * ranks of its group but its own call order, so it needs its own MPI communicator, and concurrent lanes on one
+ * communicator could reach MPI in different orders on different ranks.
  *
  * The ids are those rank_model.ts, grad_sync.ts, zero_sync.ts, outer_sync.ts, rank_context.ts,
  * mesh_trainer.ts and mesh_eval.ts give their groups; tests/parallel/plan_groups.test.ts checks

@@ -131,10 +131,10 @@ export function planFromOptions(
 }
 
 /**
- * Bytes per shared-plane ring for `plan` on `model` (docs/design.md §31): `regionMb` when given,
- * else room for twice the largest message the run can send — bounded by the largest of a rank's
- * parameters (a whole gradient bucket or gathered parameter unit) and the global batch's
- * activations or vocabulary-wide rows (B·T·max(C, V) elements), 4 bytes each — capped at 256 MiB.
+ * Bytes per shared-plane ring for `plan` on `model` (docs/design.md#the-shared-data-plane-of-worker-ranks): `regionMb`
+ * when given, else room for twice the largest message the run can send — bounded by the largest of a rank's parameters
+ * (a whole gradient bucket or gathered parameter unit) and the global batch's activations or vocabulary-wide rows
+ * (B·T·max(C, V) elements), 4 bytes each — capped at 256 MiB.
  */
 export function planRegionBytes(plan: ParallelPlan, model: PlanModel, regionMb?: number): number {
   if (regionMb !== undefined) return regionBytesFor(0, regionMb);

@@ -1,7 +1,7 @@
 /**
  * The model context of one rank of a tensor-, sequence- and context-parallel group
- * (src/models/context.ts; docs/design.md §16, §23): the same architecture code as the single-rank
- * model, with each op that a split changes replaced here.
+ * (src/models/context.ts; docs/design.md#parallel-strategies and docs/design.md#one-model-many-contexts): the same
+ * architecture code as the single-rank model, with each op that a split changes replaced here.
  * - linear: the role of `${name}.weight` in tp_table.ts picks Megatron's f before a column-
  *   parallel layer (the sequence-parallel all-gather when its input is the residual stream) and g
  *   after a row-parallel one (the reduce-scatter under sequence parallelism); a row-parallel bias

@@ -1,7 +1,7 @@
 /**
- * A rank's traffic in the terms of the plan (docs/design.md §17): the measured elements of a step
- * by parallel dimension, and what cost.ts `stepTraffic` predicts for the same rank and trainer, so
- * the accounting can set them side by side.
+ * A rank's traffic in the terms of the plan (docs/design.md#communication-per-optimizer-step): the measured elements of
+ * a step by parallel dimension, and what cost.ts `stepTraffic` predicts for the same rank and trainer, so the
+ * accounting can set them side by side.
  */
 import { rankGradMatrices } from './grad_compression.ts';
 import { trainIterations } from '../models/recurrence.ts';

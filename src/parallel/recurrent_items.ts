@@ -1,6 +1,6 @@
 /**
  * What the recurrent architectures' code allocates on the tape for one micro-batch, item by item,
- * for the analytical activation memory (activation_memory.ts; docs/design.md §19), in the style
+ * for the analytical activation memory (activation_memory.ts; docs/design.md#memory-per-rank), in the style
  * of activation_items.ts's GPT lists: the Mamba block (src/models/mamba.ts mambaBlock), the
  * RWKV-style block (src/models/linear.ts, both decay kinds), the hybrid's shared attention block
  * (src/models/hybrid.ts), and their embedding (no positional table) and RMSNorm head, on one

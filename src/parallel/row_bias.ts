@@ -1,5 +1,5 @@
 /**
- * A row-parallel layer's bias under tensor parallelism (rank_context.ts, docs/design.md §16): the
+ * A row-parallel layer's bias under tensor parallelism (rank_context.ts, docs/design.md#tensor-parallelism): the
  * partial outputs are summed first and the bias added once after, as y + 1·bᵀ — a 1-input linear
  * whose weight is the bias viewed as a (C, 1) column, so the tape's matmul rule gives its
  * gradient. This holds those column views, made when a tape's gradient map is built.

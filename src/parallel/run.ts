@@ -1,5 +1,5 @@
 /**
- * Parallel training runs (docs/design.md §16–§18): what every rank of a world does to train one
+ * Parallel training runs (docs/design.md#parallel-training): what every rank of a world does to train one
  * model under a {@link ParallelPlan} (the host side that drives a launched `World` is
  * run_host.ts). Runtime-neutral (browser and Deno module workers): no Deno APIs; the data
  * arrives as text or tokens.
@@ -7,7 +7,7 @@
  * - One trainer (run_build.ts): every plan runs on MeshTrainer (mesh_trainer.ts) — data
  *   parallelism alone, any split by pp, cp, tp or ep, ZeRO-1/2/3 as its gradient-sync modes.
  *   {@link strategyOf} refuses up front a split an architecture cannot take (ep on a dense
- *   model, §23's rules), naming the rule.
+ *   model; the rules of docs/design.md#one-model-many-contexts), naming the rule.
  * - Batch convention (as `npm run plan`): the global batch of one optimizer step is
  *   G = cfg.batchSize × cfg.gradAccum sequences, the rows the single-rank run of that G draws
  *   (data/dataset.ts: one global batch per step, however it is split), cut into plan.microBatches

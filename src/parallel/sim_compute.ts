@@ -1,11 +1,10 @@
 /**
- * Compute on the simulated clock (docs/design.md §30): under a network model with a modelled peak
- * (`--net …;peak=<GFLOP/s>`) each forward and backward a pipeline rank runs advances its clock by
- * the performance model's time for that action (src/perf/step_time.ts `actionSeconds` on a device
- * that runs every GEMM and attention core at the peak), so a measured step and a predicted one
- * price compute alike and differ only where the engine's messages, overlap and bubbles differ
- * from the model's. The model's shapes are GPT's; other architectures are priced as a GPT block of
- * the same width. Without a peak the clock counts messages only.
+ * Compute on the simulated clock (docs/design.md#low-communication-data-parallelism): under a network model with a
+ * modelled peak (`--net …;peak=<GFLOP/s>`) each forward and backward a pipeline rank runs advances its clock by the
+ * performance model's time for that action (src/perf/step_time.ts `actionSeconds` on a device that runs every GEMM and
+ * attention core at the peak), so a measured step and a predicted one price compute alike and differ only where the
+ * engine's messages, overlap and bubbles differ from the model's. The model's shapes are GPT's; other architectures are
+ * priced as a GPT block of the same width. Without a peak the clock counts messages only.
  */
 import type { TrainConfig } from '../train/config.ts';
 import type { ParallelPlan } from './plan.ts';

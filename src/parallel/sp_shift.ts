@@ -1,11 +1,10 @@
 /**
- * RWKV's token shift under sequence parallelism (docs/design.md §38): each tensor-parallel rank
- * holds rows [i·n, (i+1)·n) of the (B·T, C) residual-side activations, n = B·T/p, and a row's
- * shift reads the row before it — for a shard's first row, the last row of the previous rank's
- * shard, unless the shard starts a sequence. That one row (C floats) is the halo a rank sends
- * forward to the next rank, and the gradient of it goes back in backward: the exchange is point
- * to point between neighbours, C elements per shift and direction, far less than the all-gather
- * that would otherwise have to run before the shift.
+ * RWKV's token shift under sequence parallelism (docs/design.md#the-token-shift-under-sequence-parallelism): each
+ * tensor-parallel rank holds rows [i·n, (i+1)·n) of the (B·T, C) residual-side activations, n = B·T/p, and a row's
+ * shift reads the row before it — for a shard's first row, the last row of the previous rank's shard, unless the shard
+ * starts a sequence. That one row (C floats) is the halo a rank sends forward to the next rank, and the gradient of it
+ * goes back in backward: the exchange is point to point between neighbours, C elements per shift and direction, far
+ * less than the all-gather that would otherwise have to run before the shift.
  *
  * Like the other collectives of the parallel layer (src/autograd/collective.ts) it runs on the
  * host: the shard is read back, shifted with the halo, and written. The sends are buffered, so

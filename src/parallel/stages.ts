@@ -1,5 +1,5 @@
 /**
- * One rank's part of any layered model (src/models/model.ts LayeredModel; docs/design.md §23):
+ * One rank's part of any layered model (src/models/model.ts LayeredModel; docs/design.md#one-model-many-contexts):
  * the blocks of its pipeline stages, the embedding on the first stage, the head on the last,
  * each parameter as this rank's tensor-parallel shard, run over the rank's RankContext. It is
  * the one model object of every parallel trainer: a pipeline stage for the executor
@@ -131,7 +131,7 @@ export class ModelStages implements PipelineStageModel {
    * running that layer, the embedding's stage 0, the head's the last, the tied embedding's
    * whichever of those two this rank holds, a shared block's every local stage. ZeRO-2/3
    * (zero_sync.ts) reduce a unit in the backward of the lowest of them, the last to add to it
-   * in a micro-batch (docs/design.md §16).
+   * in a micro-batch (docs/design.md#zero).
    */
   stagesUsing(name: string): number[] {
     const piece = PIECES[this.cfg.arch](name), last = this.S - 1, per = this.cfg.nLayer / this.S;

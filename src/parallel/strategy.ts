@@ -1,13 +1,13 @@
 /**
  * Whether the trainer runs a plan on an architecture, and which architectures each split applies
- * to (docs/design.md §16, §23): the rules between a plan and a model that no single dimension's
- * validation sees.
+ * to (docs/design.md#parallel-strategies and docs/design.md#one-model-many-contexts): the rules between a plan and a
+ * model that no single dimension's validation sees.
  */
 import type { ParallelPlan, StrategyKind } from './plan.ts';
 import { MOE_ARCHS } from '../models/archs.ts';
 
 /**
- * Which architecture each split applies to (docs/design.md §23), as one rule per dimension:
+ * Which architecture each split applies to (docs/design.md#one-model-many-contexts), as one rule per dimension:
  * - tp: the architectures tp_table.ts covers — gpt, mamba (Mamba-2's split of the inner
  *   channels), hybrid, linear (its heads; ln_x is a per-head norm, so it splits with them), the
  *   MoE models (their attention / mixer split, router and experts whole on every tp rank), and

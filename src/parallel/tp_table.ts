@@ -1,6 +1,6 @@
 /**
  * Tensor parallelism as one table keyed by parameter name (picotron's apply_tensor_parallel,
- * Megatron-LM's column / row layers; docs/design.md §23): the role of every parameter of every
+ * Megatron-LM's column / row layers; docs/design.md#one-model-many-contexts): the role of every parameter of every
  * architecture that can be split, the shard each rank keeps, and the inverse that gathers the
  * shards back. src/parallel/rank_context.ts turns a role into communication; this file is pure
  * array arithmetic, no GPU.

@@ -1,11 +1,10 @@
 /**
- * Communication characterisation of a run from its trace.json (docs/design.md §18; after the
- * measured-log studies of transformer training, which find small point-to-point messages
- * matter most): every message a rank sent inside a training step, binned by size, per
- * collective and per parallel dimension — count, bytes, and time on the simulated clock
- * (α + bytes/β of the run's --net, the time the network model charges it) — the share of that
- * time spent in messages under 64 KiB, and the bytes each rank sent per step by
- * `dim/collective`, for comparison with the formulas (accounting.json's predictions).
+ * Communication characterisation of a run from its trace.json
+ * (docs/design.md#the-correctness-contract-of-a-parallel-plan; after the measured-log studies of transformer training,
+ * which find small point-to-point messages matter most): every message a rank sent inside a training step, binned by
+ * size, per collective and per parallel dimension — count, bytes, and time on the simulated clock (α + bytes/β of the
+ * run's --net, the time the network model charges it) — the share of that time spent in messages under 64 KiB, and the
+ * bytes each rank sent per step by `dim/collective`, for comparison with the formulas (accounting.json's predictions).
  * Validation traffic between steps is left out. Runtime-neutral: no Deno APIs.
  */
 import { type ChromeTrace, type TraceEvent, WALL_PID } from '../comm/trace.ts';

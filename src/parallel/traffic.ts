@@ -1,7 +1,8 @@
 /**
  * Counts what a rank actually puts on the wire, per group and collective, so a parallel
  * strategy can report "elements sent per step per collective" measured rather than predicted
- * (docs/design.md §18: the trace must equal the analytical formula exactly, counted in elements).
+ * (docs/design.md#the-correctness-contract-of-a-parallel-plan: the trace must equal the analytical formula exactly,
+ * counted in elements).
  *
  * It wraps the rank's `Transport.send` once (every Communicator over that transport shares
  * it), so point-to-point and every collective algorithm are seen, headers included. The

@@ -1,6 +1,6 @@
 /**
  * Where each ZeRO bucket (zero_sync.ts) is reduced: over which ranks, and in which stage's
- * backward (docs/design.md §16).
+ * backward (docs/design.md#zero).
  *
  * Ranks ({@link ZeroGroups}). A parameter's optimizer state, reduced gradient and values are split
  * over exactly the ranks that hold a replica of it, those its gradient is averaged over without

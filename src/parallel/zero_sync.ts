@@ -1,7 +1,7 @@
 /**
  * ZeRO stages 1–3 (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion
  * Parameter Models", arXiv 1910.02054; FSDP's flat-parameter units) as a gradient-sync mode of
- * the mesh trainer (grad_sync.ts, docs/design.md §16): the optimizer state (stage 1), the reduced
+ * the mesh trainer (grad_sync.ts, docs/design.md#zero): the optimizer state (stage 1), the reduced
  * gradient (stage 2) and the values (stage 3) of one rank's (pp, tp) shard are split over the
  * dp·cp ranks that hold the same shard (Megatron's data-parallel group with cp), as DeepSpeed's
  * ZeRO runs over Megatron's model-parallel units.
@@ -36,7 +36,7 @@
  *
  * Elements sent per step and rank (ring, C = Σ c_k, m micro-batches): reduce-scatter (d−1)·C per
  * pass (stage 1 one pass, stages 2–3 one per micro-batch), all-gather (d−1)·C per pass (stages 1–2
- * one, stage 3 two per micro-batch) — docs/design.md §17.
+ * one, stage 3 two per micro-batch) — docs/design.md#communication-per-optimizer-step.
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -88,8 +88,8 @@ export class ZeroSync {
    * @param grads the `grads` sub-group of `group` (the reduce-scatters); `replica` whether the
    *   rank holds the whole model (then stage 1 reduce-scatters inside the last backward, else
    *   after the schedule and the sums that precede it); `compress` the dp compression of the
-   *   reduce-scatters (docs/design.md §28; the gathers stay exact); `experts` under ep
-   *   (zero_groups.ts ExpertGroup).
+   *   reduce-scatters (docs/design.md#compressed-collectives-and-the-per-dimension-policy; the gathers stay exact);
+   *   `experts` under ep (zero_groups.ts ExpertGroup).
    * @throws Error for stages 2–3 with byte-sized buckets (they need 'layer' units).
    */
   constructor(

@@ -1,7 +1,7 @@
 /**
- * Device profiles for the step-time model (docs/design.md §29): peak FLOP/s and memory from the
- * datasheets (src/perf/devices.ts DEVICE_PEAKS holds the peaks and their sources), HBM
- * bandwidth, and the achieved rate of a GEMM or an attention core by shape.
+ * Device profiles for the step-time model (docs/design.md#a-performance-model-that-chooses-the-plan): peak FLOP/s and
+ * memory from the datasheets (src/perf/devices.ts DEVICE_PEAKS holds the peaks and their sources), HBM bandwidth, and
+ * the achieved rate of a GEMM or an attention core by shape.
  *
  * The rate curve: a GEMM of M×N×K reaches `efficiency` of the peak when large; smaller ones
  * saturate as x/(x + halfDim) in their smallest dimension x (arithmetic intensity and the

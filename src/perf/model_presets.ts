@@ -26,7 +26,10 @@ const p = (
 
 const MEGATRON = 'Narayanan et al., arXiv 2104.04473, Table 1 (seq 2048, vocab 51200)';
 
-/** Every named model. The `megatron-*` shapes are the rows of docs/design.md §29's validation table. */
+/**
+ * Every named model. The `megatron-*` shapes are the rows of the validation table of
+ * docs/design.md#a-performance-model-that-chooses-the-plan.
+ */
 export const MODEL_PRESETS: Record<string, ModelPreset> = {
   'gpt3-175b': p(
     'gpt3-175b',

@@ -1,10 +1,10 @@
 /**
- * The step model against published paper-scale runs (docs/design.md §29): Megatron-LM's Table 1
- * (Narayanan et al., arXiv 2104.04473: GPT models on A100-80GB over NVLink and InfiniBand, seq
- * 2048, vocab 51200, achieved TFLOP/s per GPU counted as 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)),
- * i.e. with full recomputation) and the 530B run of Korthikanti et al. (arXiv 2205.05198,
- * abstract: 2240 A100s, model FLOPs utilisation 54.2% with sequence parallelism and selective
- * recomputation, 42.1% with full recomputation; MFU counts 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h))).
+ * The step model against published paper-scale runs (docs/design.md#a-performance-model-that-chooses-the-plan):
+ * Megatron-LM's Table 1 (Narayanan et al., arXiv 2104.04473: GPT models on A100-80GB over NVLink and InfiniBand, seq
+ * 2048, vocab 51200, achieved TFLOP/s per GPU counted as 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)), i.e. with full
+ * recomputation) and the 530B run of Korthikanti et al. (arXiv 2205.05198, abstract: 2240 A100s, model FLOPs
+ * utilisation 54.2% with sequence parallelism and selective recomputation, 42.1% with full recomputation; MFU counts
+ * 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h))).
  *
  * Assumptions where the sources are silent here (the same for every row, no per-row tuning):
  * micro-batch size 1, the non-interleaved 1F1B schedule, Megatron's fused (non-flash) softmax

@@ -1,10 +1,9 @@
 /**
- * The plan search (docs/design.md §29; AxoNN's performance model that chooses the configuration):
- * every valid dp × tp × pp × cp (ring or Ulysses) × ZeRO stage × sequence parallelism ×
- * micro-batch count × pipeline schedule × recompute mode for a world size, the plans that
- * exceed device memory dropped, the rest ranked by predicted step time (step_time.ts). All
- * closed form: one plan costs microseconds, so a 1024-rank search runs in seconds. Which plans
- * are enumerated, and the bound on how many are priced, is plan_space.ts's.
+ * The plan search (docs/design.md#a-performance-model-that-chooses-the-plan; AxoNN's performance model that chooses the
+ * configuration): every valid dp × tp × pp × cp (ring or Ulysses) × ZeRO stage × sequence parallelism × micro-batch
+ * count × pipeline schedule × recompute mode for a world size, the plans that exceed device memory dropped, the rest
+ * ranked by predicted step time (step_time.ts). All closed form: one plan costs microseconds, so a 1024-rank search
+ * runs in seconds. Which plans are enumerated, and the bound on how many are priced, is plan_space.ts's.
  *
  * Not enumerated: expert parallelism (the presets are dense: ep = 1), GPipe (the same bubble
  * as 1F1B with all m micro-batches in flight: never faster, never smaller), compression.

@@ -1,11 +1,10 @@
 /**
- * The plans the search (plan_search.ts, docs/design.md §29) enumerates, counted before any is
- * priced: every dp × tp × pp × cp split of the world, and within a split every micro-batch count
- * m dividing the global batch over dp, ZeRO stage, sequence parallelism, cp kind, schedule and
- * recompute mode. A split that breaks a shape rule (tp must divide heads and hidden, pp the
- * layers, cp the sequence, dp the global batch) breaks it for every variant, so its variants are
- * counted and its rules noted by multiplication rather than one by one: the work is the plans
- * that are valid, and those are bounded by {@link MAX_PRICED_PLANS} (micro-batch counts are
+ * The plans the search (plan_search.ts, docs/design.md#a-performance-model-that-chooses-the-plan) enumerates, counted
+ * before any is priced: every dp × tp × pp × cp split of the world, and within a split every micro-batch count m
+ * dividing the global batch over dp, ZeRO stage, sequence parallelism, cp kind, schedule and recompute mode. A split
+ * that breaks a shape rule (tp must divide heads and hidden, pp the layers, cp the sequence, dp the global batch)
+ * breaks it for every variant, so its variants are counted and its rules noted by multiplication rather than one by
+ * one: the work is the plans that are valid, and those are bounded by {@link MAX_PRICED_PLANS} (micro-batch counts are
  * thinned, and the result says so, when a batch with many divisors on many ranks would exceed it).
  */
 import { makePlan, type ParallelPlan, type PlanModel, planProblems } from '../parallel/plan.ts';

@@ -1,12 +1,11 @@
 /**
- * Shape advice (docs/design.md §29; Anthony et al., "The Case for Co-Designing Model
- * Architectures with Hardware", arXiv 2401.14489): the shape choices of a model that waste the
- * device — a width, head count or vocabulary that does not split evenly over tp, per-rank GEMM
- * dimensions that are not multiples of the GEMM tile or of the aligned width, a head size that
- * is not a multiple of 64 (the attention kernel pads it), a micro-batch whose rows leave a tile
- * partly empty — each with the nearest good shape and its predicted gain: the achieved FLOP/s of
- * one micro-batch's compute (step_time.ts microBatchSeconds on the device's rate curve) at the
- * fixed shape over the current one (for a padded vocabulary: the same useful FLOPs done faster).
+ * Shape advice (docs/design.md#a-performance-model-that-chooses-the-plan; Anthony et al., "The Case for Co-Designing
+ * Model Architectures with Hardware", arXiv 2401.14489): the shape choices of a model that waste the device — a width,
+ * head count or vocabulary that does not split evenly over tp, per-rank GEMM dimensions that are not multiples of the
+ * GEMM tile or of the aligned width, a head size that is not a multiple of 64 (the attention kernel pads it), a
+ * micro-batch whose rows leave a tile partly empty — each with the nearest good shape and its predicted gain: the
+ * achieved FLOP/s of one micro-batch's compute (step_time.ts microBatchSeconds on the device's rate curve) at the fixed
+ * shape over the current one (for a padded vocabulary: the same useful FLOPs done faster).
  */
 import { makePlan, type PlanModel, planProblems, rankParams } from '../parallel/plan.ts';
 import type { DeviceProfile } from './device_profile.ts';

@@ -1,10 +1,10 @@
 /**
- * Memory per rank for the plan search (docs/design.md §29): model states from memory_cost.ts
- * (the ZeRO paper's mixed-precision bytes for bf16, this sandbox's fp32 AdamW for f32) and
- * activations by Korthikanti et al.'s per-layer count (arXiv 2205.05198 §4, activation_memory.ts
- * korthikantiLayerBytes) under each recompute mode, times the layers a pipeline rank holds in
- * flight. This is the paper's closed form for any shape, not activation_memory.ts's op-by-op count
- * of this implementation's tapes, which walks the schedule and is too slow to call per plan.
+ * Memory per rank for the plan search (docs/design.md#a-performance-model-that-chooses-the-plan): model states from
+ * memory_cost.ts (the ZeRO paper's mixed-precision bytes for bf16, this sandbox's fp32 AdamW for f32) and activations
+ * by Korthikanti et al.'s per-layer count (arXiv 2205.05198 §4, activation_memory.ts korthikantiLayerBytes) under each
+ * recompute mode, times the layers a pipeline rank holds in flight. This is the paper's closed form for any shape, not
+ * activation_memory.ts's op-by-op count of this implementation's tapes, which walks the schedule and is too slow to
+ * call per plan.
  *
  * Units: bytes.
  */

@@ -1,6 +1,6 @@
 /**
- * The predicted time of one optimizer step of a plan (docs/design.md §29): compute from per-op
- * FLOPs over the device's achieved rate for that op's shape (device_profile.ts), plus the
+ * The predicted time of one optimizer step of a plan (docs/design.md#a-performance-model-that-chooses-the-plan):
+ * compute from per-op FLOPs over the device's achieved rate for that op's shape (device_profile.ts), plus the
  * communication each dimension leaves exposed, plus the pipeline bubble, plus the optimizer.
  *
  * - Compute: per layer the four GEMMs of a Megatron block on a tensor-parallel rank (QKV, attention

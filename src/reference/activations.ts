@@ -1,5 +1,5 @@
 /**
- * f64 references for kernels/activations.ts (docs/design.md §11 test standard). Backward
+ * f64 references for kernels/activations.ts (docs/design.md#kernel-references-and-test-cases test standard). Backward
  * functions return fresh gradient arrays of Σ y∘dy (not accumulated).
  */
 
@@ -93,8 +93,8 @@ export function tokenShiftRef(x: Float64Array, b: number, t: number, c: number):
 }
 
 /**
- * The decoding form (docs/design.md §37): y (B, T, C) with y[b, 0] = carry[b] (B, C) instead of
- * zero, and the next carry, x[b, T − 1].
+ * The decoding form (docs/design.md#decoding-state-of-the-recurrent-layers): y (B, T, C) with y[b, 0] = carry[b] (B, C)
+ * instead of zero, and the next carry, x[b, T − 1].
  */
 export function tokenShiftCarryRef(
   x: Float64Array,

@@ -1,6 +1,6 @@
 /**
- * f64 references for the optimizer kernels (docs/design.md §11 test standard): the global gradient
- * norm with clip scale of torch.nn.utils.clip_grad_norm_, one torch.optim.AdamW step and one SGD step.
+ * f64 references for the optimizer kernels (docs/design.md#kernel-references-and-test-cases test standard): the global
+ * gradient norm with clip scale of torch.nn.utils.clip_grad_norm_, one torch.optim.AdamW step and one SGD step.
  */
 
 /** [‖g‖₂, clip scale = min(1, maxNorm / (‖g‖₂ + 1e-6))], scale 1 when maxNorm ≤ 0. */

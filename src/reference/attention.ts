@@ -1,7 +1,7 @@
 /**
  * f64 reference of multi-head (causal) self-attention, forward and backward, following
- * llm.c's attention_forward_cpu / attention_backward_cpu (docs/design.md §11 test standard).
- * Layouts as in src/kernels/attention.ts: qkv (B, T, 3C), y (B, T, C), att (B, nh, T, T).
+ * llm.c's attention_forward_cpu / attention_backward_cpu (docs/design.md#kernel-references-and-test-cases test
+ * standard). Layouts as in src/kernels/attention.ts: qkv (B, T, 3C), y (B, T, C), att (B, nh, T, T).
  */
 
 /** Dims of one attention call (see src/kernels/attention.ts). */

@@ -1,4 +1,4 @@
-/** f64 reference of the bf16 rounding kernel (docs/design.md §11 test standard). */
+/** f64 reference of the bf16 rounding kernel (docs/design.md#kernel-references-and-test-cases test standard). */
 
 /** bfloat16's largest finite value, (2 − 2⁻⁷)·2¹²⁷. */
 export const BF16_MAX = (2 - 2 ** -7) * 2 ** 127;

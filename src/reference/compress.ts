@@ -1,7 +1,7 @@
 /**
  * f64 references of the compressors (src/kernels/compress/) and the host side of their wire
  * formats: packed bf16 halves, int8 bytes, int4 nibbles and sign bits, decoded here so tests compare the
- * GPU's words with these values exactly (docs/design.md §11).
+ * GPU's words with these values exactly (docs/design.md#kernel-references-and-test-cases).
  */
 import { bf16RoundRef } from './cast.ts';
 

@@ -25,9 +25,9 @@ export function conv1dRef(x: Float64Array, w: Float64Array, bias: Float64Array, 
 }
 
 /**
- * The decoding form (docs/design.md §37): y (B, T, D) of the conv over window ++ x, where window
- * (B, K−1, D) holds the K−1 inputs before x (oldest first), and the next window: the last K−1
- * inputs of window ++ x.
+ * The decoding form (docs/design.md#decoding-state-of-the-recurrent-layers): y (B, T, D) of the conv over window ++ x,
+ * where window (B, K−1, D) holds the K−1 inputs before x (oldest first), and the next window: the last K−1 inputs of
+ * window ++ x.
  */
 export function conv1dCarryRef(
   x: Float64Array,

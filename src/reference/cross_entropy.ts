@@ -1,6 +1,6 @@
 /**
  * f64 softmax cross-entropy reference with an ignore mask (targets < 0 ignored), for the
- * kernel tests (docs/design.md §11). Loss in nats, averaged over the non-ignored rows.
+ * kernel tests (docs/design.md#kernel-references-and-test-cases). Loss in nats, averaged over the non-ignored rows.
  */
 
 /** lse (N) per row, the mean loss over rows with target ≥ 0, and their count (loss 0 when none). */

@@ -1,6 +1,6 @@
 /**
  * f64 reference of decoding attention over a KV cache (src/kernels/decode_attention.ts,
- * docs/design.md §32): one query row per (b, head) over the cached keys 0 … len−1, with the
+ * docs/design.md#decoding-with-a-kv-cache): one query row per (b, head) over the cached keys 0 … len−1, with the
  * stable softmax. Written from the definition softmax(q·kᵀ/√hs)·V, independently of
  * attention.ts's reference, so the two can check each other through the model test.
  */
@@ -82,7 +82,7 @@ export function decodeAttentionRef(
 
 /**
  * f64 reference of the partial decode (src/kernels/decode_attention.ts `decodeAttentionPartial`,
- * docs/design.md §36): per (b, h) over s < len the row [m, ℓ, o_0 … o_{hs−1}] of (B, nh, hs + 2),
+ * docs/design.md#tree-attention-decoding): per (b, h) over s < len the row [m, ℓ, o_0 … o_{hs−1}] of (B, nh, hs + 2),
  * m = max s_j, ℓ = Σ exp(s_j − m), o = Σ exp(s_j − m)·v_j with s_j = q·k_j/√hs. len = 0 gives the
  * merge's identity (m = −∞, ℓ = 0, o = 0).
  * @param qkv (B, 1, 3C): only the q third is read; @param k (B, nh, Tmax, hs), @param v the same

@@ -1,4 +1,4 @@
-/** f64 references for the elementwise kernels (docs/design.md §11 test standard). */
+/** f64 references for the elementwise kernels (docs/design.md#kernel-references-and-test-cases test standard). */
 
 const K = Math.sqrt(2 / Math.PI);
 const C = 0.044715;

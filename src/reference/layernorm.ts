@@ -1,6 +1,6 @@
 /**
  * f64 LayerNorm reference (Ba et al., arXiv 1607.06450; llm.c train_gpt2.c
- * layernorm_forward / layernorm_backward) for the kernel tests (docs/design.md §11).
+ * layernorm_forward / layernorm_backward) for the kernel tests (docs/design.md#kernel-references-and-test-cases).
  */
 
 /** Forward of x (N, C) with gain w (C) and bias b (C): y (N, C), mean (N), rstd (N). */

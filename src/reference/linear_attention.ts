@@ -1,5 +1,5 @@
 /**
- * f64 sequential references for linear attention with decay (test-only oracles, docs/design.md §10–§11).
+ * f64 sequential references for linear attention with decay (test-only oracles, docs/design.md#kernels).
  *
  * Recurrent per-channel decay with bonus u (GLA / RWKV-6, BlinkDL/RWKV-LM `wkv6_cuda.cu`), per
  * (batch b, head h), state S (K×V), S_{−1} = 0:
@@ -62,10 +62,10 @@ export function recurrentForwardRef(
 }
 
 /**
- * The decoding form (docs/design.md §37; ChatRWKV's per-layer wkv state, fla-org fused_recurrent's
- * initial_state / output_final_state): o (B, T, H·V) of the recurrence from S₀ (B, H, K, V)
- * instead of zero, and S (B, H, K, V) after its last step. The scalar-decay form passes
- * {@link broadcastDecay}(g) for w and null for u.
+ * The decoding form (docs/design.md#decoding-state-of-the-recurrent-layers; ChatRWKV's per-layer wkv state, fla-org
+ * fused_recurrent's initial_state / output_final_state): o (B, T, H·V) of the recurrence from S₀ (B, H, K, V) instead
+ * of zero, and S (B, H, K, V) after its last step. The scalar-decay form passes {@link broadcastDecay}(g) for w and
+ * null for u.
  */
 export function recurrentStateUpdateRef(
   q: ArrayLike<number>,

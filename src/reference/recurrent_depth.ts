@@ -1,5 +1,5 @@
 /**
- * The recurrent-depth model's forward and backward in f64 (docs/design.md §33), composed from
+ * The recurrent-depth model's forward and backward in f64 (docs/design.md#recurrent-depth), composed from
  * the kernel references with the parameter names of src/models/recurrent_depth.ts. Truncated
  * backprop is written out: iterations before the last k contribute no gradient at all, so tests
  * hold the GPU model's truncation to it.

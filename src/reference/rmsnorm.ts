@@ -1,6 +1,6 @@
 /**
  * f64 RMSNorm reference (Zhang & Sennrich, arXiv 1910.07467; state-spaces/mamba
- * rms_norm_ref) for the kernel and autograd tests (docs/design.md §11).
+ * rms_norm_ref) for the kernel and autograd tests (docs/design.md#kernel-references-and-test-cases).
  */
 
 /** Forward of x (N, C) with gain w (C): y (N, C) = x·rstd·w and rstd (N) = 1/√(Σx²/C + eps). */

@@ -1,7 +1,7 @@
 /**
  * f64 reference for the Mamba selective scan (Gu & Dao 2023, arXiv 2312.00752), forward and
- * backward, following state-spaces/mamba `selective_scan_ref` (docs/design.md §11). Test-only: it
- * keeps every state h_t (B, T, D, N) in memory.
+ * backward, following state-spaces/mamba `selective_scan_ref` (docs/design.md#kernel-references-and-test-cases).
+ * Test-only: it keeps every state h_t (B, T, D, N) in memory.
  *
  * Layouts as the GPU kernels (src/kernels/selective_scan.ts): u, delta, z, out (B, T, D);
  * Bm, Cm (B, T, N); A (D, N); Dskip, bias (D).
@@ -87,8 +87,8 @@ export function selectiveScanRef(x: ScanInputs, s: ScanDims): Float64Array {
 }
 
 /**
- * The decoding form (docs/design.md §37): out (B, T, D) of the scan from h₀ (B, D, N), and the
- * state h_T (B, D, N) after its last step.
+ * The decoding form (docs/design.md#decoding-state-of-the-recurrent-layers): out (B, T, D) of the scan from h₀ (B, D,
+ * N), and the state h_T (B, D, N) after its last step.
  */
 export function selectiveStateUpdateRef(
   x: ScanInputs,
@@ -106,7 +106,7 @@ export function selectiveStateUpdateRef(
 }
 
 /**
- * Gradients of Σ dout ∘ out with respect to every input (docs/design.md §10):
+ * Gradients of Σ dout ∘ out with respect to every input (docs/design.md#selective-scan):
  * dh_t = C_t g_t + Ā_{t+1} dh_{t+1} with g = dout·silu(z); du_t = D g_t + Σ_n dh_t Δ_t B_t;
  * dΔ_t = Σ_n dh_t (B_t u_t + A Ā_t h_{t−1}); dδ = dΔ σ(δ + bias); dA = Σ dh Δ Ā h_{t−1};
  * dB_t = Σ_d dh_t Δ_t u_t; dC_t = Σ_d g_t h_t; dD = Σ g u; dz = dout·y·silu′(z).

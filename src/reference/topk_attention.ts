@@ -1,6 +1,6 @@
 /**
  * f64 references of top-k selection and top-k attention (kernels/select_k.ts,
- * kernels/attention.ts with `topk`; docs/design.md §34): a stable sort of each row by value,
+ * kernels/attention.ts with `topk`; docs/design.md#top-k-attention-at-inference): a stable sort of each row by value,
  * largest first, picks the k entries; attention then takes its softmax over them alone.
  */
 import { type AttentionRefDims } from './attention.ts';

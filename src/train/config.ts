@@ -68,7 +68,8 @@ export const TrainConfigSchema = z.object({
   ),
   moeEvery: int(1).default(1).describe('gpt-moe, mamba-moe: every moeEvery-th block has an MoE MLP'),
   attnEvery: int(1).default(2).describe('hybrid: the shared attention block runs after every attnEvery-th Mamba layer'),
-  // Recurrent depth (Geiping et al., arXiv 2502.05171; docs/design.md §33): nLayer = prelude + core + coda blocks.
+  // Recurrent depth (Geiping et al., arXiv 2502.05171; docs/design.md#recurrent-depth): nLayer = prelude + core + coda
+  // blocks.
   preludeLayers: int(0).default(1).describe('recurrent-depth: GPT blocks P of the prelude, run once on the embeddings'),
   codaLayers: int(0).default(1).describe('recurrent-depth: GPT blocks Q of the coda, run once before the head'),
   recurIters: int(1).max(CONFIG_MAXIMA.recurIters).default(4).describe(
@@ -192,7 +193,7 @@ export const PRESETS: Record<string, Partial<TrainConfig>> = {
 /**
  * Keys an architecture sets where the schema's default would not run, given the keys a user set
  * (`given`: the preset, --config file and flags merged). Recurrent depth needs nLayer ≥ prelude +
- * 1 + coda (docs/design.md §33), which the default 2 layers are not: an unset nLayer becomes
+ * 1 + coda (docs/design.md#recurrent-depth), which the default 2 layers are not: an unset nLayer becomes
  * prelude + 1 + coda, one core block. A given key is never replaced, so an explicit bad value is
  * still refused by {@link parseConfig}.
  */

@@ -4,7 +4,7 @@
  * gradients survive the f16 casts of autocast.ts instead of flushing to zero; the update divides
  * by S again. When S pushes a value past f16's range the gradients hold ±inf/NaN: that step's
  * update is skipped and S halves. After `window` clean steps in a row S doubles, probing for the
- * largest scale that does not overflow (docs/design.md §25).
+ * largest scale that does not overflow (docs/design.md#mixed-precision).
  */
 import { z } from 'zod';
 

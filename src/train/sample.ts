@@ -5,14 +5,14 @@
  * tokens, as nanoGPT crops it.
  *
  * Two ways to get the logits, giving the same tokens for the same seed (tests/train/sample_cache.test.ts):
- * - {@link sampleCached}: a KV-cache decoder (models/decode.ts, docs/design.md §32, §37) prefills
+ * - {@link sampleCached}: a KV-cache decoder (models/decode.ts, docs/design.md#decoding) prefills
  *   the prompt and then runs the model on one new token per step; once the context is longer
  *   than blockSize the window slides, every position moves, and each step prefills the window
  *   again (what the recompute path does at every step);
  * - {@link sampleRecompute}: the full forward over the context padded to (1, blockSize) for
  *   every token (causality makes the padding invisible); the path of top-k attention, and of any
  *   architecture without a decoding form (none in the registry since the linear attention
- *   carries its state, design §37).
+ *   carries its state, docs/design.md#decoding-state-of-the-recurrent-layers).
  */
 import type { Gpu } from '../gpu/context.ts';
 import { Tape } from '../autograd/tape.ts';
@@ -27,7 +27,10 @@ export interface SampleOptions {
   /** 0 = no top-k filter. */
   topK: number;
   autocast: Autocast | null;
-  /** Top-k attention at inference (`--topk-attention`, docs/design.md §34); null attends to all keys. */
+  /**
+   * Top-k attention at inference (`--topk-attention`, docs/design.md#top-k-attention-at-inference); null attends to all
+   * keys.
+   */
   topkAttention?: number | null;
 }
 

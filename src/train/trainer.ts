@@ -118,7 +118,7 @@ export class Trainer {
     model.params.zeroGrad();
     gpu.clear(this.lossAcc);
     for (let micro = 0; micro < gradAccum; micro++) {
-      // Rows [micro·B, (micro+1)·B) of the step's one global batch (data/dataset.ts, design §16 "Batch order").
+      // Rows [micro·B, (micro+1)·B) of the step's one global batch (data/dataset.ts, docs/design.md#batch-order).
       const { from, to } = microBatchRows(micro, b);
       const batch = this.data.rows('train', t, cfg.seed, step, from, to);
       if (record) this.onBatch?.(step, micro, batch);
@@ -185,8 +185,9 @@ export class Trainer {
 
   /**
    * Generates `n` tokens after `prompt` (host ids) with the run's temperature, top-k and
-   * precision (train/sample.ts): through a KV cache for the attention architectures (design §32),
-   * by recomputing the context for the recurrent ones; the same tokens either way for one seed.
+   * precision (train/sample.ts): through a KV cache for the attention architectures
+   * (docs/design.md#decoding-with-a-kv-cache), by recomputing the context for the recurrent ones; the same tokens
+   * either way for one seed.
    */
   sample(
     prompt: Int32Array,

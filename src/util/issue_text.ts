@@ -1,6 +1,6 @@
 /**
  * User text in and out, for the CLI flags and the browser form alike: the one strict decimal
- * reader, and zod issues in words naming the flag or field (docs/design.md §2).
+ * reader, and zod issues in words naming the flag or field (docs/design.md#input-validation).
  */
 import type { z } from 'zod';
 

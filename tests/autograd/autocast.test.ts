@@ -1,5 +1,5 @@
 /**
- * Mixed precision of the linear layer (autograd/autocast.ts, docs/design.md §25): under a tape's
+ * Mixed precision of the linear layer (autograd/autocast.ts, docs/design.md#mixed-precision): under a tape's
  * autocast, y = x·wᵀ + b and its backward (dx = dy·w, dw = dyᵀ·x, db = Σ dy) match the f64
  * reference computed on the half precision operands (f32 accumulation: the f32 tolerances), and
  * the unrounded f64 reference within the half precision's tolerance; the operands really were
@@ -26,7 +26,10 @@ function rounded(mode: Autocast, v: Float64Array): Float64Array {
   return mode === 'f16' ? v.map((x) => Math.f16round(x)) : bf16RoundRef(Float64Array.from(v, Math.fround));
 }
 
-/** Whether elementwise |a − ref| ≤ 1e-4 + 1e-3·|ref| (docs/design.md §7's f32 tolerance) holds everywhere. */
+/**
+ * Whether elementwise |a − ref| ≤ 1e-4 + 1e-3·|ref| (the f32 tolerance of docs/design.md#test-tolerances) holds
+ * everywhere.
+ */
 function closeF32(a: ArrayLike<number>, ref: ArrayLike<number>): boolean {
   for (let i = 0; i < ref.length; i++) if (!(Math.abs(a[i] - ref[i]) <= 1e-4 + 1e-3 * Math.abs(ref[i]))) return false;
   return true;

@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- decode` (src/bench/decode.ts, docs/design.md §36): on a flat network the
+ * `npm run bench -- decode` (src/bench/decode.ts, docs/design.md#tree-attention-decoding): on a flat network the
  * simulated per-token latency equals the α-β cost of each method (tree: two allReduces, ring: one
  * hop at p = 2) plus the modelled compute of the longest shard; bytes per token match the formula
  * and are 0 at cp = 1; flags are checked.

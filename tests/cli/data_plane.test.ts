@@ -1,7 +1,7 @@
 /**
- * The data-plane flags of a parallel run (docs/design.md §31): `--data-plane` and `--region-mb`
- * come from PlanSchema, so train, plan and the demo share them; a worker world reports the plane
- * it got in one line for the log; ring sizes follow the plan.
+ * The data-plane flags of a parallel run (docs/design.md#the-shared-data-plane-of-worker-ranks): `--data-plane` and
+ * `--region-mb` come from PlanSchema, so train, plan and the demo share them; a worker world reports the plane it got
+ * in one line for the log; ring sizes follow the plan.
  */
 import { equal, match, ok, throws } from 'node:assert/strict';
 import { parseCommandArgs } from '../../src/cli/command.ts';

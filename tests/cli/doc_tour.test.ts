@@ -5,7 +5,15 @@
  */
 import { deepEqual, equal, ok } from 'node:assert/strict';
 import { documentedCommands, guideFiles } from '../util/doc_commands.ts';
-import { brokenLinks, headingAnchors, markdownLinks, quotedCommands } from '../util/doc_links.ts';
+import {
+  brokenDesignCitations,
+  brokenLinks,
+  citingFiles,
+  designCitations,
+  headingAnchors,
+  markdownLinks,
+  quotedCommands,
+} from '../util/doc_links.ts';
 
 const root = new URL('../../', import.meta.url).pathname;
 const README = await Deno.readTextFile(`${root}README.md`);
@@ -66,7 +74,40 @@ Deno.test('the link checks fail: a missing file, a missing anchor; code is not r
   deepEqual(await brokenLinks(root, 'docs/G.md', '[g](design.md) [h](../README.md#a-tour)'), []);
   deepEqual(await brokenLinks(root, 'docs/G.md', '[i](README.md)'), ['docs/G.md: README.md: no file docs/README.md']);
   equal(
-    headingAnchors('## Choosing a plan: `plan --search` and `--advise` (docs/design.md §29)').values().next().value,
-    'choosing-a-plan-plan---search-and---advise-docsdesignmd-29',
+    headingAnchors('## Choosing a plan: `plan --search` and `--advise` (see §29)').values().next().value,
+    'choosing-a-plan-plan---search-and---advise-see-29',
   );
+});
+
+Deno.test('every heading of docs/design.md the code and the guides cite exists, and none is cited by a section number', async () => {
+  const files = await Promise.all(
+    (await citingFiles(root)).map(async (path) => ({ path, text: await Deno.readTextFile(`${root}${path}`) })),
+  );
+  // The scan must see the citations at all: source comments cite the design notes hundreds of times.
+  const cited = files.flatMap((f) => designCitations(f.text).anchors);
+  ok(cited.length > 300, `only ${cited.length} citations of design.md headings found; the scanner misses them`);
+  ok(files.some((f) => f.path === 'src/models/model.ts') && files.some((f) => f.path === 'docs/training.md'));
+  deepEqual(brokenDesignCitations(files, await Deno.readTextFile(`${root}docs/design.md`)), []);
+});
+
+Deno.test('the design citation check fails on an anchor no heading gives and on a section number', () => {
+  const design = '# Design notes\n\n## Batch order\n\n```\n## Not a heading\n```\n';
+  // Built from pieces, so that this file, which the check above reads too, cites nothing it tests.
+  const md = 'design' + '.md', d = 'design';
+  const files = [
+    { path: 'src/a.ts', text: `/** Rows (docs/${md}#batch-order). */\nconst a = 1;\n// docs/${md}#not-a-heading` },
+    { path: 'src/b.wgsl', text: `// one\n// see docs/${md} §16\n/**\n * (docs/${md}\n * §7) */` },
+    { path: 'docs/g.md', text: `[x](${md}#batch-order), [y](${md}#batch-ordr), ${d} §3` },
+  ];
+  deepEqual(designCitations(files[1].text).numbered, [2, 4]);
+  const number = 'cites docs/design.md by section number; link a heading (design.md#<anchor>)';
+  deepEqual(brokenDesignCitations(files, design), [
+    `src/a.ts:3: ${md}#not-a-heading names no heading of docs/design.md`,
+    `src/b.wgsl:2: ${number}`,
+    `src/b.wgsl:4: ${number}`,
+    `docs/g.md:1: ${md}#batch-ordr names no heading of docs/design.md`,
+    `docs/g.md:1: ${number}`,
+  ]);
+  // The valid citation alone passes.
+  deepEqual(brokenDesignCitations([{ path: 'src/a.ts', text: files[0].text.split('\n')[0] }], design), []);
 });

@@ -1,5 +1,5 @@
 /**
- * One global batch, however it is split (data/dataset.ts, docs/design.md §16 "Batch order"): the
+ * One global batch, however it is split (data/dataset.ts, docs/design.md#batch-order): the
  * hybrid model trained through the CLI as `--dp 2 --pp 2 --micro-batches 2` (4 worker ranks) and
  * as the single-rank `--grad-accum 2` both follow the plain single-rank run of the same global
  * batch of 8 rows within 1e-4 relative for 10 steps, and report its validation loss: the same rows

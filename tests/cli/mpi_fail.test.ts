@@ -1,5 +1,5 @@
 /**
- * No mpirun job outlives a failed rank (docs/design.md §26, comm/mpi/job.ts). `mpirun -n 4 npm
+ * No mpirun job outlives a failed rank (docs/design.md#launch-and-ending-the-job, comm/mpi/job.ts). `mpirun -n 4 npm
  * run train …` without -pmi-port (npm's Node drops the PMI descriptor) stops on every rank with
  * the command to use, instead of failing in MPI_Init and leaving a rank waiting for ever. A rank
  * killed (SIGKILL) just before MPI_Init — while its peers wait there — or as its first steps

@@ -1,5 +1,5 @@
 /**
- * `--precision` end to end through the CLI (docs/design.md §25): a small run in f16-mixed and in
+ * `--precision` end to end through the CLI (docs/design.md#mixed-precision): a small run in f16-mixed and in
  * bf16-mixed reaches a validation loss within 2% of the same run in f32; a f16-mixed run killed
  * and resumed from a checkpoint continues the loss scale exactly (its overflows and doublings
  * replay step for step); an adapter without shader-f16 refuses f16-mixed with one clear line;

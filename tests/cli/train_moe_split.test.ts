@@ -1,6 +1,6 @@
 /**
  * `npm run train -- --arch gpt-moe --dp 2 --ep 2 --zero 2`, as a user runs it, against the
- * single-rank run (docs/design.md §16 "MoE under dp and ZeRO"): each rank routes its half of every
+ * single-rank run (docs/design.md#moe-under-dp-and-zero): each rank routes its half of every
  * micro-batch as one token group with its own capacity, so the run drifts from the single rank
  * exactly when its groups keep or drop choices otherwise than one group would, and its log and
  * metrics.jsonl say how many per step. With room for every choice (capacity factor 4 = E/k) and

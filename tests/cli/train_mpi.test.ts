@@ -1,14 +1,12 @@
 /**
- * Parallel training over MPI (docs/design.md §26): `mpirun -pmi-port -n N npm run train -- --transport mpi`
- * (docs/mpi-and-collectives.md's command, tests/util/mpirun.ts) runs one rank per process, each its own WebGPU device, every
- * process running the host loop — each in a process of its own, as the trace's `processes` shows.
- * Against the same plan on worker ranks: this project's algorithms over the MPI wire give
- * identical losses (the same arithmetic in the same order) and the same exact traffic accounting;
- * MPI's own collectives (--comm-backend mpi) give losses within 1e-4 relative (another
- * summation order). The refusals: no mpirun, a process count that is not the plan's world size,
- * an MPI backend without the MPI transport. Under MPI's own collectives every group (lanes
- * included) runs on a communicator split at setup. Compressed dp gradients (--compress) train
- * over MPI as over workers, on both backends.
+ * Parallel training over MPI (docs/design.md#training-over-mpi): `mpirun -pmi-port -n N npm run train -- --transport
+ * mpi` (docs/mpi-and-collectives.md's command, tests/util/mpirun.ts) runs one rank per process, each its own WebGPU
+ * device, every process running the host loop — each in a process of its own, as the trace's `processes` shows. Against
+ * the same plan on worker ranks: this project's algorithms over the MPI wire give identical losses (the same arithmetic
+ * in the same order) and the same exact traffic accounting; MPI's own collectives (--comm-backend mpi) give losses
+ * within 1e-4 relative (another summation order). The refusals: no mpirun, a process count that is not the plan's world
+ * size, an MPI backend without the MPI transport. Under MPI's own collectives every group (lanes included) runs on a
+ * communicator split at setup. Compressed dp gradients (--compress) train over MPI as over workers, on both backends.
  */
 import { deepStrictEqual, equal, match, ok } from 'node:assert/strict';
 import { lossSeries, runCli, TINY_RUN } from '../util/cli.ts';

@@ -1,5 +1,5 @@
 /**
- * MPI parity at the plan level (docs/design.md §26): under mpirun, tp2 and pp2 on 2 processes and
+ * MPI parity at the plan level (docs/design.md#training-over-mpi): under mpirun, tp2 and pp2 on 2 processes and
  * the composed dp2 × tp2 × pp2 mesh on 8 train 10 steps within 1e-4 of the single-rank run and
  * give losses identical to the same plan on worker ranks (this project's algorithms over the MPI
  * wire: the same arithmetic in the same order), with the same exact traffic accounting. Recurrent depth under

@@ -2,7 +2,7 @@
  * Every collective × algorithm × op × dtype × in/out of place, bit-exact against the CPU
  * reference (integer-valued inputs), in worlds of 1…8 ranks and in subset groups. Each world is
  * launched once and runs the whole matrix (tests/comm/scenario.worker.ts checks on each rank), on
- * each data plane (shared rings and MessagePorts, docs/design.md §31).
+ * each data plane (shared rings and MessagePorts, docs/design.md#the-shared-data-plane-of-worker-ranks).
  */
 import { deepStrictEqual, ok } from 'node:assert/strict';
 import { PLANES, type Report, withWorld, WORKER_TEST } from './world.ts';

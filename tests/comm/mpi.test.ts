@@ -1,10 +1,11 @@
 /**
- * The MPI transport (docs/design.md §26) with real processes: `mpirun -n N` ranks of
- * tests/comm/mpi_rank.ts, each one MPI process. Every collective × algorithm × op × dtype × in/out
- * of place of this project's algorithms over the MPI wire, the same matrix through MPI's own
- * collectives (backend `mpi`), and both at once on concurrent groups — bit-exact against the CPU
- * reference on every rank; the same on process groups made by MPI_Comm_split (tests/comm/mpi_split.ts). Plus the refusals: a rank started without mpirun, backend `mpi` over
- * MessagePorts, and MPICH missing; and the comm bench's tuning table from both backends. Needs Debian's mpich (scripts/setup.sh installs it).
+ * The MPI transport (docs/design.md#mpi-one-rank-per-process-two-backends-per-collective) with real processes: `mpirun
+ * -n N` ranks of tests/comm/mpi_rank.ts, each one MPI process. Every collective × algorithm × op × dtype × in/out of
+ * place of this project's algorithms over the MPI wire, the same matrix through MPI's own collectives (backend `mpi`),
+ * and both at once on concurrent groups — bit-exact against the CPU reference on every rank; the same on process groups
+ * made by MPI_Comm_split (tests/comm/mpi_split.ts). Plus the refusals: a rank started without mpirun, backend `mpi`
+ * over MessagePorts, and MPICH missing; and the comm bench's tuning table from both backends. Needs Debian's mpich
+ * (scripts/setup.sh installs it).
  */
 import { deepStrictEqual, equal, match, ok, rejects, throws } from 'node:assert/strict';
 import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';

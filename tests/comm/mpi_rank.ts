@@ -23,7 +23,8 @@ else if (task === 'groups') {
   const half = Math.ceil(w.size / 2);
   const mine = order.slice(0, half).includes(w.rank) ? order.slice(0, half) : order.slice(half);
   const other = order.filter((r) => !mine.includes(r));
-  // The MPI collectives' groups are split at setup, by every rank (docs/design.md §26).
+  // The MPI collectives' groups are split at setup, by every rank
+  // (docs/design.md#process-groups-are-mpi_comm_split-communicators).
   await w.split([family('g', [mine, other].sort((a, b) => a[0] - b[0]))]);
   const g = w.world.newGroup(mine, `g[${mine}]`);
   // Both backends at once: the groups interleave MPI's collectives and this project's algorithms.

@@ -1,12 +1,11 @@
 /**
- * The `split` task of tests/comm/mpi_rank.ts (docs/design.md §26): process groups made by
- * MPI_Comm_split at setup. Every rank splits a DeviceMesh's dp and tp groups, a lane of the tp
- * groups (same ranks, own communicator) and a family that leaves some ranks out, in reversed
- * rank order; checks that each split communicator agrees with its group (MPI_Comm_size,
- * MPI_Comm_rank, the split counter); runs the collective matrix through MPI's own collectives
- * and this project's algorithms on every group at once; and checks the refusals: a group that
- * was not split, families that differ between ranks, overlapping groups, an id split twice —
- * each an error on every rank, never a hang.
+ * The `split` task of tests/comm/mpi_rank.ts (docs/design.md#process-groups-are-mpi_comm_split-communicators): process
+ * groups made by MPI_Comm_split at setup. Every rank splits a DeviceMesh's dp and tp groups, a lane of the tp groups
+ * (same ranks, own communicator) and a family that leaves some ranks out, in reversed rank order; checks that each
+ * split communicator agrees with its group (MPI_Comm_size, MPI_Comm_rank, the split counter); runs the collective
+ * matrix through MPI's own collectives and this project's algorithms on every group at once; and checks the refusals: a
+ * group that was not split, families that differ between ranks, overlapping groups, an id split twice — each an error
+ * on every rank, never a hang.
  */
 import { intOut, mpi } from '../../src/comm/mpi/libmpi.ts';
 import type { MpiWorld } from '../../src/comm/mpi/world.ts';

@@ -1,7 +1,8 @@
 /**
  * The network model and the simulated clock: parsing and presets; each algorithm's simulated
- * time equals its α-β formula (docs/design.md §14) on a flat network; a two-level topology charges
- * the inter-node link across nodes and slows ring allReduce by the expected amount.
+ * time equals its α-β formula (docs/design.md#the-network-model-the-simulated-clock-and-collective-costs) on a flat
+ * network; a two-level topology charges the inter-node link across nodes and slows ring allReduce by the expected
+ * amount.
  */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
 import { NET_PRESETS, NetworkModel, parseNetwork, SimClock } from '../../src/comm/network.ts';

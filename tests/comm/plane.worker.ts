@@ -1,7 +1,7 @@
 /**
- * Test-only rank worker for the data planes (docs/design.md §31): the shared scenario tasks plus
- * a stress run of many concurrent groups and sizes, a rank that dies mid-collective, and a
- * message too large for its ring.
+ * Test-only rank worker for the data planes (docs/design.md#the-shared-data-plane-of-worker-ranks): the shared scenario
+ * tasks plus a stress run of many concurrent groups and sizes, a rank that dies mid-collective, and a message too large
+ * for its ring.
  */
 import { serveRank } from '../../src/comm/launch.ts';
 import { SCENARIO_TASKS } from '../../src/comm/scenarios.ts';

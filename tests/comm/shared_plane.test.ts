@@ -1,8 +1,8 @@
 /**
- * The shared data plane (docs/design.md §31): the ring's record layout, wrap-around and
- * backpressure in one thread; then worlds of rank workers: a stress run of concurrent groups and
- * sizes on both planes, a rank that dies mid-collective, a message too large for its ring, the
- * plane in the trace, and the choice of plane with its reason.
+ * The shared data plane (docs/design.md#the-shared-data-plane-of-worker-ranks): the ring's record layout, wrap-around
+ * and backpressure in one thread; then worlds of rank workers: a stress run of concurrent groups and sizes on both
+ * planes, a rank that dies mid-collective, a message too large for its ring, the plane in the trace, and the choice of
+ * plane with its reason.
  */
 import { deepStrictEqual, equal, match, ok, throws } from 'node:assert/strict';
 import { Ring } from '../../src/comm/shared_ring.ts';

@@ -1,9 +1,8 @@
 /**
- * The backend tuning table (src/comm/tuning.ts, docs/design.md §26): the fastest candidate wins
- * per (collective, group size, S); a call is looked up at the nearest group size and the
- * smallest measured S that holds it; a communicator on backend `auto` really follows the table
- * (a table that says `mpi` sends a call over MessagePorts into the MPI refusal); a malformed
- * file is refused naming it.
+ * The backend tuning table (src/comm/tuning.ts, docs/design.md#two-backends-per-call-mcr-dl): the fastest candidate
+ * wins per (collective, group size, S); a call is looked up at the nearest group size and the smallest measured S that
+ * holds it; a communicator on backend `auto` really follows the table (a table that says `mpi` sends a call over
+ * MessagePorts into the MPI refusal); a malformed file is refused naming it.
  */
 import { deepStrictEqual, equal, rejects, throws } from 'node:assert/strict';
 import { buildTuning, type Measured, parseTuning, pickBackend } from '../../src/comm/tuning.ts';

@@ -27,7 +27,7 @@ export function workerUrl(name = 'scenario.worker.ts'): Promise<URL> {
   return bundled.get(name)!;
 }
 
-/** Both data planes (docs/design.md §31): collective tests run on each. */
+/** Both data planes (docs/design.md#the-shared-data-plane-of-worker-ranks): collective tests run on each. */
 export const PLANES: readonly DataPlane[] = DATA_PLANES;
 
 /**

@@ -6,7 +6,7 @@ import type { Gpu } from '../../src/gpu/context.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
 
 const f32 = (a: Float64Array) => Float32Array.from(a);
-const TAU = 0.1; // docs/design.md §11's strong decay g = logσ(x)/0.1
+const TAU = 0.1; // the strong decay of docs/design.md#kernel-references-and-test-cases: g = logσ(x)/0.1
 
 /** The elementwise activations: GPU forward/backward with their f64 references. */
 const UNARY: {

@@ -1,5 +1,5 @@
 /**
- * bf16 rounding in f32 storage (bf16-mixed precision, docs/design.md §25) against the arithmetic
+ * bf16 rounding in f32 storage (bf16-mixed precision, docs/design.md#mixed-precision) against the arithmetic
  * f64 reference: exactly equal on ragged sizes, across exponents, at ties, subnormals, the top of
  * the range (rounding to inf), ±0, ±inf and NaN, out of place and in place. Runs on every adapter
  * (no device feature).

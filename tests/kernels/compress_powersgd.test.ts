@@ -1,7 +1,7 @@
 /**
  * PowerSGD (src/kernels/compress/powersgd.ts) against the f64 reference: P = M·Q, the
  * Gram–Schmidt orthogonalisation (P̂ᵀP̂ = I, P̂ equal to the reference's), Q = Mᵀ·P̂ and the
- * approximation P̂·Qᵀ within docs/design.md §7's f32 bounds, on ragged matrices, over two steps
+ * approximation P̂·Qᵀ within the f32 bounds of docs/design.md#test-tolerances, on ragged matrices, over two steps
  * (the warm-started Q carried); a matrix of rank ≤ r is reproduced; error feedback keeps
  * Σ D + e = Σ g; bad ranks and sizes are refused.
  */

@@ -1,8 +1,8 @@
 /**
  * Decoding attention over a KV cache (src/kernels/decode_attention.ts) against its f64
- * reference (src/reference/decode_attention.ts), on ragged lengths, with docs/design.md §7's
- * f32 bounds: elementwise and relative RMS. Cache rows past len hold NaN, so a kernel that reads
- * beyond the attended keys fails.
+ * reference (src/reference/decode_attention.ts), on ragged lengths, with the f32
+ * bounds of docs/design.md#test-tolerances: elementwise and relative RMS. Cache rows past len hold NaN, so a kernel
+ * that reads beyond the attended keys fails.
  */
 import { equal } from 'node:assert/strict';
 import { gpuTest } from '../util/gpu.ts';

@@ -1,9 +1,9 @@
 /**
- * The partial decode (src/kernels/decode_attention.ts `decodeAttentionPartial`, docs/design.md
- * §36) against its f64 reference on ragged lengths and head sizes, with NaN in the cache rows past
- * len; and the references among themselves: merging the partials of any split of the cache gives
- * decodeAttentionRef over the whole of it, and o/ℓ of one partial is decodeAttention's y. Also the
- * append of a run of qkv's tokens (kvAppend's `from`) that a rank of a sharded cache uses.
+ * The partial decode (src/kernels/decode_attention.ts `decodeAttentionPartial`, docs/design.md#tree-attention-decoding)
+ * against its f64 reference on ragged lengths and head sizes, with NaN in the cache rows past len; and the references
+ * among themselves: merging the partials of any split of the cache gives decodeAttentionRef over the whole of it, and
+ * o/ℓ of one partial is decodeAttention's y. Also the append of a run of qkv's tokens (kvAppend's `from`) that a rank
+ * of a sharded cache uses.
  */
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertRelRms, assertThrows, randn } from '../util/assert.ts';

@@ -1,9 +1,9 @@
 /**
- * The decoding forms of the Mamba block's two sequence kernels (docs/design.md §37): the conv1d
- * that carries its window (B, K−1, D) and the selective scan that carries its state h (B, D, N),
- * each against its f64 reference on ragged shapes (elementwise and by relative RMS), from
- * non-zero carried states. The references themselves are checked first: passes over a sequence in
- * pieces, carrying the state, give the whole sequence's output.
+ * The decoding forms of the Mamba block's two sequence kernels (docs/design.md#decoding-state-of-the-recurrent-layers):
+ * the conv1d that carries its window (B, K−1, D) and the selective scan that carries its state h (B, D, N), each
+ * against its f64 reference on ragged shapes (elementwise and by relative RMS), from non-zero carried states. The
+ * references themselves are checked first: passes over a sequence in pieces, carrying the state, give the whole
+ * sequence's output.
  */
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertRelRms, assertThrows, randn } from '../util/assert.ts';

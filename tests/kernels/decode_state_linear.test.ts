@@ -1,10 +1,10 @@
 /**
- * The decoding forms of the linear attention's block (docs/design.md §37): the token shift that
- * carries the previous row (B, C), and the recurrent kernel from a carried state S (B, H, K, V),
- * with a per-channel decay and bonus u and with one decay per head (the chunked kernel's form),
- * each against its f64 reference on ragged shapes (elementwise and by relative RMS), from random
- * non-zero carried states. The references are checked first: passes over a sequence in pieces,
- * carrying the state, give the whole sequence's output. Both refuse a recording tape.
+ * The decoding forms of the linear attention's block (docs/design.md#decoding-state-of-the-recurrent-layers): the token
+ * shift that carries the previous row (B, C), and the recurrent kernel from a carried state S (B, H, K, V), with a
+ * per-channel decay and bonus u and with one decay per head (the chunked kernel's form), each against its f64 reference
+ * on ragged shapes (elementwise and by relative RMS), from random non-zero carried states. The references are checked
+ * first: passes over a sequence in pieces, carrying the state, give the whole sequence's output. Both refuse a
+ * recording tape.
  */
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertRelRms, assertThrows, randn } from '../util/assert.ts';

@@ -1,7 +1,7 @@
 /**
- * f16 storage (mixed precision, docs/design.md §7): the f32 ↔ f16 casts against Math.f16round, and the
+ * f16 storage (mixed precision, docs/design.md#test-tolerances): the f32 ↔ f16 casts against Math.f16round, and the
  * matmul with f16 operands (f32 accumulation and output) against the f64 reference — exactly as
- * f32 on the f16-rounded inputs, and within the f16 tolerance of docs/design.md §7
+ * f32 on the f16-rounded inputs, and within the f16 tolerance of docs/design.md#test-tolerances
  * (|err| ≤ 1e-2 + 1e-2·|ref|) on the unrounded ones — every layout, ragged sizes, both GPU tiles.
  * An adapter without shader-f16 (SwiftShader under Dawn) must refuse with a clear error instead.
  */

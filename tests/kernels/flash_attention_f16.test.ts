@@ -1,8 +1,8 @@
 /**
- * FlashAttention with f16 q, k, v (mixed precision, docs/design.md §25): forward and backward on
+ * FlashAttention with f16 q, k, v (mixed precision, docs/design.md#mixed-precision): forward and backward on
  * both kernel families (the CPU adapters' barrier-free one and the GPU path's tiled one, forced
  * here) against the f64 reference of the f16-rounded qkv within the f32 tolerances (the math is
- * f32), and of the unrounded qkv within the f16 tolerance of docs/design.md §7, on ragged shapes
+ * f32), and of the unrounded qkv within the f16 tolerance of docs/design.md#test-tolerances, on ragged shapes
  * (T not a multiple of the row blocks, a head size of 7). An adapter without shader-f16 refuses.
  */
 import { throws } from 'node:assert/strict';

@@ -142,7 +142,7 @@ for (const [b, t, nh, hs, causal, storageBytes, chunk, br, range] of CASES) {
 
 // The backward's two variants on the same y and L. Without an online softmax both add the same
 // products in the same order, yet a compiler may contract or reorder each pipeline its own way,
-// so they are held to the f32 bounds of docs/design.md §7 rather than to equal bits.
+// so they are held to the f32 bounds of docs/design.md#test-tolerances rather than to equal bits.
 const PAIRS = [[1, 257, 2, 64, true, 64], [2, 45, 2, 13, false, 16], [1, 70, 1, 33, true, null]] as const;
 for (const [b, t, nh, hs, causal, br] of PAIRS) {
   await subgroupTest(
@@ -216,7 +216,7 @@ gpuTest(
 );
 
 Deno.test('flashTiles: tiles fit the workgroup-storage budget and are the largest that do', () => {
-  // docs/design.md §10: at d = 64 in f32 the 16 KiB default allows Bc = 32, and no Bc exceeds
+  // docs/design.md#flashattention-2: at d = 64 in f32 the 16 KiB default allows Bc = 32, and no Bc exceeds
   // FLASH_MAX_BC (32) however much storage the device has.
   const want: [number, number, number][] = [[32, 16384, 32], [64, 16384, 32], [64, 49152, 32], [128, 49152, 32], [
     128,

@@ -1,5 +1,5 @@
 // Chunked scalar-decay linear attention: the f64 reference's backward against finite
-// differences, then the GPU kernels against the reference (docs/design.md §7 tolerances).
+// differences, then the GPU kernels against the reference (tolerances: docs/design.md#test-tolerances).
 import { gpuTest } from '../util/gpu.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import { assertClose, assertFiniteDiff, assertRelRms, assertThrows, dot, randn } from '../util/assert.ts';
@@ -19,9 +19,9 @@ import { broadcastDecay, simpleGlaBackwardRef, simpleGlaForwardRef } from '../..
 
 /**
  * Log-decays g = logsigmoid(x)/τ. Strong (x in [−3, 3), τ = 0.1: g down to about −30 per row)
- * is docs/design.md §11's stress case, but it forgets a chunk within a few rows, so the states and
- * inter-chunk terms barely matter; mild (x in [2, 6), τ = 1: g ≈ −0.13 … −0.002) carries them
- * across many chunks.
+ * is the stress case of docs/design.md#kernel-references-and-test-cases, but it forgets a chunk within a few rows, so
+ * the states and inter-chunk terms barely matter; mild (x in [2, 6), τ = 1: g ≈ −0.13 … −0.002) carries them across
+ * many chunks.
  */
 function decay(n: number, seed: number, strong = true): Float64Array {
   const [lo, hi, tau] = strong ? [-3, 3, 0.1] : [2, 6, 1];

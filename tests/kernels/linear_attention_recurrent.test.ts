@@ -13,7 +13,8 @@ import { recurrentBackwardRef, recurrentForwardRef } from '../../src/reference/l
 
 /**
  * Log-decays w = logsigmoid(x)/τ: strong (x in [−3, 3), τ = 0.1: down to about −30 per row,
- * docs/design.md §11's stress case) or mild (x in [2, 6), τ = 1), which keeps the state for long.
+ * the stress case of docs/design.md#kernel-references-and-test-cases) or mild (x in [2, 6), τ = 1), which keeps the
+ * state for long.
  */
 function decay(n: number, seed: number, strong: boolean): Float64Array {
   const [lo, hi, tau] = strong ? [-3, 3, 0.1] : [2, 6, 1];

@@ -64,8 +64,8 @@ const RAGGED = [1, 7, 63, 65, 127, 257];
 const SCALES: [number, number][] = [[1, 0], [-0.75, 1], [2, 0.5]];
 
 /**
- * Runs matmul on fresh tensors and checks it against the f64 reference (docs/design.md §7
- * tolerances). C starts as `c0` when beta ≠ 0, else as NaNs: beta = 0 must not read C.
+ * Runs matmul on fresh tensors and checks it against the f64 reference (tolerances:
+ * docs/design.md#test-tolerances). C starts as `c0` when beta ≠ 0, else as NaNs: beta = 0 must not read C.
  */
 async function check(
   gpu: Gpu,

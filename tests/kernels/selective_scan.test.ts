@@ -123,7 +123,8 @@ async function checkGpu(gpu: Gpu, s: ScanDims, gated: boolean, strong: boolean, 
   for (const v of [...Object.values(T), ...Object.values(G), out, states, tdout]) v?.release();
 }
 
-// Ragged T (none a multiple of the 32-step chunk but 1, 17 < 32), D and N per docs/design.md §11.
+// Ragged T (none a multiple of the 32-step chunk but 1, 17 < 32), D and N per
+// docs/design.md#kernel-references-and-test-cases.
 const CASES: [ScanDims, boolean, boolean][] = [
   [{ b: 1, t: 1, d: 1, n: 1 }, false, false],
   [{ b: 2, t: 17, d: 7, n: 16 }, true, false],

@@ -1,9 +1,9 @@
 /**
- * Incremental decoding with the cache (src/models/decode.ts, docs/design.md §32, §37) gives the
+ * Incremental decoding with the cache (src/models/decode.ts, docs/design.md#decoding) gives the
  * full forward's logits, per architecture (attention caching K and V, Mamba carrying its conv
  * window and scan state, the linear attention its token-shift rows and wkv state): prefill a
  * prompt, decode N tokens one by one, and compare each step's logits with the full forward's at
- * that position, within the f32 bounds of design §7 (elementwise and relative RMS). Weights are
+ * that position, within the f32 bounds of docs/design.md#test-tolerances (elementwise and relative RMS). Weights are
  * moved off their small initial values so attention is far from uniform and every layer matters.
  * Also: cache overflow, a changed recurrent depth, a recurrent mixer that carries no state and an
  * unknown architecture fail with clear errors.

@@ -1,11 +1,11 @@
 /**
  * KV-cache decoding with the cache sharded along T across a cp group of in-process ranks
- * (src/models/kv_shard.ts, docs/design.md §36): every rank's logits at every step equal the
- * single-rank KvDecoder's within §7's f32 bounds, tree and ring decode, cp 2 and 3, gpt, gpt-moe,
- * the hybrid (its Mamba layers' carried states replicated on every rank), recurrent depth (a
- * cache per core iteration) and the linear attention (carried states only, no K or V), a prompt
- * and steps that cross the shard boundaries (so later ranks start empty and fill in turn); each rank
- * holds only its part of the cache; overflow is refused on every rank.
+ * (src/models/kv_shard.ts, docs/design.md#tree-attention-decoding): every rank's logits at every step equal the
+ * single-rank KvDecoder's within the f32 bounds of docs/design.md#test-tolerances, tree and ring decode, cp 2 and 3,
+ * gpt, gpt-moe, the hybrid (its Mamba layers' carried states replicated on every rank), recurrent depth (a cache per
+ * core iteration) and the linear attention (carried states only, no K or V), a prompt and steps that cross the shard
+ * boundaries (so later ranks start empty and fill in turn); each rank holds only its part of the cache; overflow is
+ * refused on every rank.
  */
 import { equal, rejects } from 'node:assert/strict';
 import { gpuTest } from '../util/gpu.ts';

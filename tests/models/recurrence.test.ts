@@ -1,5 +1,5 @@
 /**
- * How a recurrent-depth model's r is chosen (src/models/recurrence.ts, docs/design.md §33): the
+ * How a recurrent-depth model's r is chosen (src/models/recurrence.ts, docs/design.md#recurrent-depth): the
  * training draw (deterministic, mean recurIters), the trainer running each step at its draw, the
  * evaluation forward at `--eval-iterations` (against the f64 reference), training that learns,
  * the config and plan rules that refuse what is not built, and the CLI: r in metrics.jsonl, a

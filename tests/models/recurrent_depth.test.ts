@@ -1,5 +1,5 @@
 /**
- * The recurrent-depth model (src/models/recurrent_depth.ts, docs/design.md §33): its f64
+ * The recurrent-depth model (src/models/recurrent_depth.ts, docs/design.md#recurrent-depth): its f64
  * reference against finite differences; the GPU model's loss and every gradient against that
  * reference, with and without truncated backprop and input injection; r = 1 without injection
  * equal to a plain GPT of the same blocks; recomputation giving the same gradients.

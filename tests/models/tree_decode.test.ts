@@ -1,9 +1,9 @@
 /**
- * Tree and ring decode across a context-parallel group (src/models/tree_decode.ts, docs/design.md
- * §36) on in-process ranks (src/comm/local.ts): every rank's output equals single-rank decode
- * attention over the whole cache (the GPU kernel, within §7's f32 bounds, and the f64 reference)
- * for cp 2, 3 and 4 on ragged context lengths, empty shards included; each rank's traced bytes per
- * (layer, token) equal decodeCombineBytes exactly.
+ * Tree and ring decode across a context-parallel group (src/models/tree_decode.ts,
+ * docs/design.md#tree-attention-decoding) on in-process ranks (src/comm/local.ts): every rank's output equals
+ * single-rank decode attention over the whole cache (the GPU kernel, within the f32 bounds of
+ * docs/design.md#test-tolerances, and the f64 reference) for cp 2, 3 and 4 on ragged context lengths, empty shards
+ * included; each rank's traced bytes per (layer, token) equal decodeCombineBytes exactly.
  */
 import { deepStrictEqual, equal, rejects } from 'node:assert/strict';
 import { gpuTest } from '../util/gpu.ts';

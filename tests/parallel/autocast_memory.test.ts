@@ -1,5 +1,5 @@
 /**
- * The activation memory of mixed precision (docs/design.md §25): under autocast a GPT tape also
+ * The activation memory of mixed precision (docs/design.md#mixed-precision): under autocast a GPT tape also
  * keeps the half precision copy of every linear's input and weight and of FlashAttention's
  * q, k, v — 2 bytes per element in f16, 4 in bf16 (rounded values in f32 storage). The formula
  * (activation_memory.ts with `autocast`) equals the pool growth of a real forward exactly, as

@@ -1,10 +1,9 @@
 /**
- * Training under a compression policy (docs/design.md §28), run as the CLI runs ranks (run.ts
- * trainRank over an in-thread world): every rank's trace equals the compressed prediction
- * (compressed_rows.ts) key by key and step by step; light schemes stay within 2% of the
- * uncompressed run's losses while sending fewer words per compressed dimension; an explicit
- * `none` policy is the uncompressed run bit for bit; under ZeRO the gradient reduce-scatters are
- * compressed (the parameter gathers stay exact); PowerSGD with ZeRO is refused.
+ * Training under a compression policy (docs/design.md#compressed-collectives-and-the-per-dimension-policy), run as the
+ * CLI runs ranks (run.ts trainRank over an in-thread world): every rank's trace equals the compressed prediction
+ * (compressed_rows.ts) key by key and step by step; light schemes stay within 2% of the uncompressed run's losses while
+ * sending fewer words per compressed dimension; an explicit `none` policy is the uncompressed run bit for bit; under
+ * ZeRO the gradient reduce-scatters are compressed (the parameter gathers stay exact); PowerSGD with ZeRO is refused.
  */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
 import { makePlan, type ParallelPlan, validatePlan } from '../../src/parallel/plan.ts';

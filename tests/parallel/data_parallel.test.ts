@@ -1,9 +1,10 @@
 /**
  * Data parallelism (the mesh trainer over dp, DDP's overlapped buckets) on 2 and 3 simulated
  * ranks (module workers, each with its own device) against the plain single-rank Trainer on the
- * same global batch (with or without gradient accumulation on the ranks): losses within 1e-4 relative, parameters after 10 steps within docs/design.md
- * §7's 1e-4 + 1e-3·|ref|, and the gradient traffic equal to the ring allReduce formula exactly:
- * every bucket once per step, plus the 2-element [‖g‖² share, loss share] sum over the world.
+ * same global batch (with or without gradient accumulation on the ranks): losses within 1e-4 relative, parameters after
+ * 10 steps within 1e-4 + 1e-3·|ref| (docs/design.md#test-tolerances), and the gradient traffic equal to the ring
+ * allReduce formula exactly: every bucket once per step, plus the 2-element [‖g‖² share, loss share] sum over the
+ * world.
  */
 import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { testGpu } from '../util/gpu.ts';
@@ -33,7 +34,8 @@ for (const dataPlane of PLANES) {
       const gpu = await testGpu();
       // One global batch of 4 rows, in one micro-batch or two: both follow the plain single-rank run of it. (A global
       // batch of 8 hits a loss spike at step 9 whose ‖g‖ moves 1.3e-3 with the summation order alone: the single-rank
-      // splits 8, 4 × 2 and 2 × 4 of the same rows give 12.854, 12.850 and 12.871, past §7's 1e-3.)
+      // splits 8, 4 × 2 and 2 × 4 of the same rows give 12.854, 12.850 and 12.871, past the 1e-3 of
+      // docs/design.md#test-tolerances.)
       const plain = tinyConfig();
       const accum = tinyConfig({ batchSize: 2, gradAccum: 2 });
       const ref = await reference(gpu, plain);
@@ -44,7 +46,8 @@ for (const dataPlane of PLANES) {
           const what = `dp2 gradAccum ${cfg.gradAccum ?? 1}`;
           for (const r of res) {
             ok(maxRel(r.losses, ref.losses) < 1e-4, `${what}: losses ${r.losses} vs ${ref.losses}`);
-            // Norms feel the f32 reassociation of the averaged gradients most: docs/design.md §7's gradient tolerance.
+            // Norms feel the f32 reassociation of the averaged gradients most: the gradient tolerance of
+            // docs/design.md#test-tolerances.
             ok(maxRel(r.gradNorms, ref.gradNorms) < 1e-3, `${what}: grad norms ${r.gradNorms} vs ${ref.gradNorms}`);
           }
           assertRelRms(res[0].grads0!, ref.grads0, `${what}: averaged gradients of step 0`);

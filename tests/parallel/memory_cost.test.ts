@@ -5,7 +5,7 @@ import { bubbleFraction } from '../../src/parallel/pipeline_sim.ts';
 import { makePlan, rankParams } from '../../src/parallel/plan.ts';
 import { gptParamSpecs } from '../../src/models/gpt.ts';
 
-Deno.test('ZeRO memory per rank: fp32 (4+4+8 bytes) and the mixed-precision formulas of docs/design.md §19', () => {
+Deno.test('ZeRO memory per rank: fp32 (4+4+8 bytes) and mixed precision (docs/design.md#memory-per-rank)', () => {
   const psi = 1000, d = 4;
   deepStrictEqual(zeroMemoryFp32(psi, d, 0), { params: 4000, grads: 4000, optimizer: 8000, total: 16000 });
   deepStrictEqual(zeroMemoryFp32(psi, d, 1), { params: 4000, grads: 4000, optimizer: 2000, total: 10000 });

@@ -1,6 +1,6 @@
 /**
- * Why a MoE run under dp (any ZeRO stage) drifts from the single-rank run (docs/design.md "MoE
- * under dp and ZeRO"): each rank routes its rows as one token group with its own capacity, the
+ * Why a MoE run under dp (any ZeRO stage) drifts from the single-rank run (docs/design.md#moe-under-dp-and-zero):
+ * each rank routes its rows as one token group with its own capacity, the
  * single-rank run the whole micro-batch. The single-rank Trainer trains the same model twice,
  * routing in one group and in two (as dp 2 does; tests/parallel/moe_zero.test.ts checks that the
  * mesh trainer matches the latter), and every MoE forward's choices and slots are read back:

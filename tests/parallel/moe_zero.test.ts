@@ -2,7 +2,7 @@
  * Both MoE architectures under every ZeRO stage with experts spread over the dp ranks (ep2 within
  * dp2, DeepSpeed-MoE's layout, and once ep2 × tp2): the mesh trainer against the single-rank run
  * routing each micro-batch in the same token groups (one per dp rank), which tells a capacity or
- * routing difference (docs/design.md §16 "MoE under dp and ZeRO"; tests/parallel/moe_split_routing.test.ts)
+ * routing difference (docs/design.md#moe-under-dp-and-zero; tests/parallel/moe_split_routing.test.ts)
  * apart from a wrong expert gradient. Each step the ranks' groups must ask the experts for exactly
  * the tokens the twin's groups do (the demand the run's log counts from), the losses agree within
  * 2e-6 relative and the norms within 1e-5 (float rounding, ~1e-7 measured on lavapipe: the same

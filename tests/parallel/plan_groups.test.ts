@@ -1,10 +1,10 @@
 /**
  * The process groups the MPI world splits at setup for a plan (src/parallel/plan_groups.ts,
- * docs/design.md §26). A collective on a group that was not split is refused under MPI's own
- * collectives, so the families must hold every group a run calls a collective on: each plan
- * below trains 2 steps with a validation pass on local ranks (tests/parallel/trace_harness.ts),
- * and every group id in its trace's collective spans must be a split group holding the same
- * ranks. Plus the families' shape for one mesh, and the refusals of groups.ts checkFamilies.
+ * docs/design.md#process-groups-are-mpi_comm_split-communicators). A collective on a group that was not split is
+ * refused under MPI's own collectives, so the families must hold every group a run calls a collective on: each plan
+ * below trains 2 steps with a validation pass on local ranks (tests/parallel/trace_harness.ts), and every group id in
+ * its trace's collective spans must be a split group holding the same ranks. Plus the families' shape for one mesh, and
+ * the refusals of groups.ts checkFamilies.
  */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
 import { checkFamilies, family } from '../../src/comm/groups.ts';

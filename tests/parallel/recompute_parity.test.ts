@@ -1,5 +1,5 @@
 /**
- * Activation recomputation under the mesh trainer (docs/design.md §24): full and selective
+ * Activation recomputation under the mesh trainer (docs/design.md#activation-recomputation): full and selective
  * recomputation on GPT plans with tensor, sequence and context parallelism match the single-rank
  * run without recomputation (mesh_harness.ts checkMeshRun: losses within 1e-4 relative, gradients,
  * parameters), and every rank's traffic equals cost.ts stepTraffic with `recompute` exactly — the

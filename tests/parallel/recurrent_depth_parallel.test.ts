@@ -1,5 +1,5 @@
 /**
- * Data and pipeline parallelism of the recurrent-depth model (docs/design.md §33): every rank
+ * Data and pipeline parallelism of the recurrent-depth model (docs/design.md#recurrent-depth-across-ranks): every rank
  * draws the step's r from (seed, step), so each plan reproduces the single-rank run of the same
  * global batch — losses, step-0 gradients and the parameters after 10 steps — with r varying
  * between steps and the core truncated. Pipeline stages split the P + 1 + Q pieces (the core,

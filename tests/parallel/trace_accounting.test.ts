@@ -1,12 +1,11 @@
 /**
- * The contract of docs/design.md §18: the bytes each run's trace records per step equal the
- * analytical formula for the algorithm used, exactly, counted in elements. Every strategy runs 2 steps through
- * src/parallel/run.ts trainRank (what the CLI's workers run), its ranks' spans are merged into
- * the Chrome trace trace.json holds, read back with src/comm/trace_bytes.ts, and for every rank
- * and step the elements per collective must equal cost.ts stepTraffic and the TrafficMeter.
- * A tampered trace (a dropped send, a wrong count, a send moved to another step) must fail.
- * Then the same through the real trace.json of `train --dp 2` in a subprocess.
- * (dp and pp 1F1B are covered in run.test.ts.)
+ * The contract of docs/design.md#the-correctness-contract-of-a-parallel-plan: the bytes each run's trace records per
+ * step equal the analytical formula for the algorithm used, exactly, counted in elements. Every strategy runs 2 steps
+ * through src/parallel/run.ts trainRank (what the CLI's workers run), its ranks' spans are merged into the Chrome trace
+ * trace.json holds, read back with src/comm/trace_bytes.ts, and for every rank and step the elements per collective
+ * must equal cost.ts stepTraffic and the TrafficMeter. A tampered trace (a dropped send, a wrong count, a send moved to
+ * another step) must fail. Then the same through the real trace.json of `train --dp 2` in a subprocess. (dp and pp 1F1B
+ * are covered in run.test.ts.)
  */
 import { deepStrictEqual, equal, match, notDeepStrictEqual, ok, throws } from 'node:assert/strict';
 import { type ChromeTrace, type TraceEvent, WALL_PID } from '../../src/comm/trace.ts';
@@ -19,8 +18,8 @@ import { sentByDim } from '../../src/parallel/run.ts';
 import type { DataPlane } from '../../src/comm/data_plane.ts';
 
 /**
- * Runs `plan` on each data plane (docs/design.md §31), requires an exact trace, a send on every
- * rank in every step, and the same sends on both planes; returns the message plane's run.
+ * Runs `plan` on each data plane (docs/design.md#the-shared-data-plane-of-worker-ranks), requires an exact trace, a
+ * send on every rank in every step, and the same sends on both planes; returns the message plane's run.
  */
 async function exact(name: string, plan: Partial<ParallelPlan>, over: Partial<TrainConfig> = {}) {
   const shared = await exactOn('shared', name, plan, over);
@@ -224,7 +223,8 @@ Deno.test({
     try {
       const r = await runCli('train.ts', ['--dp', '2', ...TINY, '--out', dir]);
       equal(r.code, 0, `exit 0\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);
-      // Deno can always share memory: the run says which plane it used, and its trace records it (§31).
+      // Deno can always share memory: the run says which plane it used, and its trace records it
+      // (docs/design.md#the-shared-data-plane-of-worker-ranks).
       match(r.stdout, /^data plane: shared \(SharedArrayBuffer rings of [\d.]+ MiB per pair of ranks\)$/m);
       const trace = JSON.parse(await Deno.readTextFile(`${dir}/trace.json`)) as ChromeTrace;
       const acc = JSON.parse(await Deno.readTextFile(`${dir}/accounting.json`)) as AccountingFile;

@@ -2,14 +2,15 @@
  * ZeRO stages 1, 2, 3 (the mesh trainer's gradient-sync modes, src/parallel/zero_sync.ts) on 2
  * simulated ranks against the single-rank Trainer on the same global batch: losses within 1e-4
  * relative, global grad norms (hence clipping) within 1e-3, parameters after 10 steps within
- * docs/design.md §7's 1e-4 + 1e-3·|ref|, traffic equal to the exact formula.
+ * 1e-4 + 1e-3·|ref| (docs/design.md#test-tolerances), traffic equal to the exact formula.
  *
  * Exact traffic, per step and rank, ring algorithms, d ranks, A micro-batches, buckets of n_k
  * elements padded to pieces of c_k = ⌈n_k/(64d)⌉·64 (C = Σ c_k, so d·C ≥ Ψ_flat):
  *   reduce-scatter (d−1)·C per pass: stage 1 one pass, stages 2–3 one per micro-batch;
  *   all-gather (d−1)·C per pass: stages 1–2 one (after the update), stage 3 two per micro-batch;
  *   scalars: the mesh trainer's one 2-element allReduce [‖g‖² share, loss share] over the world.
- * docs/design.md §17's ≈2(d−1)/d·Ψ (stages 1–2, A = 1) and ≈3(d−1)/d·Ψ (stage 3) are these with d·C ≈ Ψ.
+ * The ≈2(d−1)/d·Ψ of docs/design.md#communication-per-optimizer-step (stages 1–2, A = 1) and ≈3(d−1)/d·Ψ (stage 3) are
+ * these with d·C ≈ Ψ.
  */
 import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { testGpu } from '../util/gpu.ts';
@@ -82,7 +83,8 @@ Deno.test({
             'world/scalars/allReduce': ringAllReduceSent(2, D, rank),
           };
           for (const sent of r.sent) deepStrictEqual(sent, want, what);
-          // docs/design.md §17 counts passes over Ψ: A = 1 gives 2 (stages 1–2) and 3 (stage 3).
+          // docs/design.md#communication-per-optimizer-step counts passes over Ψ: A = 1 gives 2 (stages 1–2) and 3
+          // (stage 3).
           const passes = (c.stage === 1 ? 1 : A) + (c.stage === 3 ? 2 * A : 1);
           const total = want['dp[0,1]/grads/reduceScatter'] + want['dp[0,1]/params/allGather'];
           const design = passes * (D - 1) / D * flat;

@@ -1,5 +1,5 @@
 /**
- * Dynamic loss scaling (train/loss_scale.ts, docs/design.md §25): the scaler's policy, and a
+ * Dynamic loss scaling (train/loss_scale.ts, docs/design.md#mixed-precision): the scaler's policy, and a
  * forced overflow through the trainer: with a loss scale that pushes the f16 copy of the loss
  * gradient past ±65 504, the update is skipped (parameters and AdamW state unchanged), the step
  * is recorded as skipped with a non-finite ‖g‖, and the scale halves.

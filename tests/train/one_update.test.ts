@@ -1,5 +1,5 @@
 /**
- * One update function (llm.c's rule, docs/design.md §16): every trainer's step ends in
+ * One update function (llm.c's rule, docs/design.md#the-one-optimizer-update): every trainer's step ends in
  * src/train/optimizer.ts's AdamW, so the AdamW kernel and its hyperparameter packing are called
  * from that file only.
  */

@@ -102,7 +102,7 @@ gpuTest(
   },
 );
 
-// The recurrent cores (docs/design.md §24): Mamba's scan drops its chunk-entry states
+// The recurrent cores (docs/design.md#activation-recomputation): Mamba's scan drops its chunk-entry states
 // (B, D, ⌈T/32⌉, N), the linear attention its log-decays and (head decay) its chunk states. The
 // backward holds one recomputed core at a time — its output (B, T, D) and states — so a Mamba
 // stack saves at least (L − 1) layers' states less one output (its attention cores add to that in

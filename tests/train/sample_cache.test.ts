@@ -1,12 +1,12 @@
 /**
- * `sample` with the KV cache (src/train/sample.ts sampleCached, docs/design.md §32) draws the
+ * `sample` with the KV cache (src/train/sample.ts sampleCached, docs/design.md#decoding-with-a-kv-cache) draws the
  * same tokens as the full-recompute path for the same seed: greedy (top-1) and sampled
  * (temperature 1, no top-k), with the prompt plus the generated tokens running past the block
  * size so the sliding window (one prefill per token) is reached too. gpt-moe (top-1, 4 experts)
  * gets capacity factor 4 = E/k, so the recompute pass over 16 tokens drops none: the cached path
- * routes one token at a time and never drops (design §32). Mamba, the hybrid and the linear
- * attention (both decays) carry their layers' state (§37), recurrent depth caches every
- * iteration; an architecture with no decoding form falls back to the recompute path.
+ * routes one token at a time and never drops (docs/design.md#decoding-with-a-kv-cache). Mamba, the hybrid and the
+ * linear attention (both decays) carry their layers' state (docs/design.md#decoding-state-of-the-recurrent-layers),
+ * recurrent depth caches every iteration; an architecture with no decoding form falls back to the recompute path.
  */
 import { deepEqual, equal, ok } from 'node:assert/strict';
 import { gpuTest } from '../util/gpu.ts';

@@ -1,4 +1,4 @@
-/** Numeric assertions with the tolerances of docs/design.md §7. */
+/** Numeric assertions with the tolerances of docs/design.md#test-tolerances. */
 
 /** Deterministic PRNG (mulberry32) so every test input is reproducible. */
 export function rng(seed: number): () => number {
@@ -21,7 +21,7 @@ export function randn(n: number, seed: number, lo = -1, hi = 1): Float64Array {
 }
 
 /**
- * Elementwise |a − ref| ≤ atol + rtol·|ref| (defaults: docs/design.md §7's 1e-4 + 1e-3·|ref|).
+ * Elementwise |a − ref| ≤ atol + rtol·|ref| (defaults: 1e-4 + 1e-3·|ref|, docs/design.md#test-tolerances).
  * @throws Error naming the first failing index, both values and the count of failures.
  */
 export function assertClose(
@@ -48,7 +48,7 @@ export function assertClose(
   }
 }
 
-/** RMS(a − ref) / RMS(ref) < tol (docs/design.md §7: 5e-3 for gradients). */
+/** RMS(a − ref) / RMS(ref) < tol (docs/design.md#test-tolerances: 5e-3 for gradients). */
 export function assertRelRms(actual: ArrayLike<number>, ref: ArrayLike<number>, what: string, tol = 5e-3): void {
   if (actual.length !== ref.length) throw new Error(`${what}: length ${actual.length} vs reference ${ref.length}`);
   let e = 0;

@@ -83,3 +83,63 @@ export async function brokenLinks(root: string, file: string, markdown: string):
   }
   return broken;
 }
+
+/** Where the repository's text files cite docs/design.md: the folders below, and README.md and docs/*.md. */
+export const CITING_FOLDERS = ['src', 'workers', 'shaders', 'tests', 'e2e', 'scripts'];
+const TEXT_FILE = /\.(ts|js|mjs|wgsl|sh|c|py|md|json|html|css)$/;
+
+/**
+ * Every text file that may cite docs/design.md, as a path from the repository root: the files of
+ * {@link CITING_FOLDERS} (node_modules skipped), the root's `.ts` and `.md` files and docs/*.md.
+ */
+export async function citingFiles(root: string): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (dir: string) => {
+    for await (const e of Deno.readDir(`${root}${dir}`)) {
+      const path = `${dir}/${e.name}`;
+      if (e.isDirectory && e.name !== 'node_modules') await walk(path);
+      else if (e.isFile && TEXT_FILE.test(e.name)) out.push(path);
+    }
+  };
+  for (const dir of CITING_FOLDERS) await walk(dir);
+  for await (const e of Deno.readDir(root)) if (e.isFile && /\.(ts|md)$/.test(e.name)) out.push(e.name);
+  for await (const e of Deno.readDir(`${root}docs`)) if (e.isFile && e.name.endsWith('.md')) out.push(`docs/${e.name}`);
+  return out.sort();
+}
+
+/**
+ * The citations of design notes in `text` (one file's): each `design.md#<anchor>` with its line
+ * and anchor, and each citation by section number — `design.md §N` or `design §N`, the number
+ * possibly on the next line of a comment — which the unnumbered headings replaced.
+ */
+export function designCitations(text: string): { anchors: { line: number; anchor: string }[]; numbered: number[] } {
+  const lineOf = (i: number) => text.slice(0, i).split('\n').length;
+  const anchors = [...text.matchAll(/design\.md#([\p{L}\p{N}_-]+)/gu)].map((m) => ({
+    line: lineOf(m.index),
+    anchor: m[1],
+  }));
+  const numbered = [...text.matchAll(/\bdesign(?:\.md)?[ \t]*(?:\n[ \t]*(?:\*|\/\/|#)?[ \t]*)?§\s*\d/g)].map((m) =>
+    lineOf(m.index)
+  );
+  return { anchors, numbered };
+}
+
+/**
+ * What is wrong with the design citations of `files` against docs/design.md's text `design`: one
+ * line per anchor no heading of it gives, and per citation by section number.
+ * @returns `path:line: …` lines, empty when every citation names a heading.
+ */
+export function brokenDesignCitations(files: { path: string; text: string }[], design: string): string[] {
+  const headings = headingAnchors(design);
+  const broken: string[] = [];
+  for (const { path, text } of files) {
+    const { anchors, numbered } = designCitations(text);
+    for (const { line, anchor } of anchors) {
+      if (!headings.has(anchor)) broken.push(`${path}:${line}: design.md#${anchor} names no heading of docs/design.md`);
+    }
+    for (const line of numbered) {
+      broken.push(`${path}:${line}: cites docs/design.md by section number; link a heading (design.md#<anchor>)`);
+    }
+  }
+  return broken;
+}

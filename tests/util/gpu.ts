@@ -24,7 +24,7 @@ Deno.test.afterEach(async () => {
 
 /**
  * After a file's last test: the shared device is destroyed once its queue is idle, so the process
- * does not exit with a live device whose driver may still be working (docs/design.md §8).
+ * does not exit with a live device whose driver may still be working (docs/design.md#runtime-quirks).
  */
 Deno.test.afterAll(async () => {
   const gpu = await shared?.catch(() => null);

@@ -1,5 +1,5 @@
 /**
- * The layer order of src/ and workers/ (docs/design.md §1), written once, and the checker that
+ * The layer order of src/ and workers/ (docs/design.md#layers), written once, and the checker that
  * finds every import pointing up it. The repository's TypeScript (7, a native binary) has no
  * JavaScript API, so imports are read by a small scanner: comments are blanked first (strings,
  * template literals and regex literals are skipped intact), then the import forms are matched.
@@ -8,7 +8,7 @@
 /**
  * Top to bottom. A file may import its own layer or any layer below; the folders of one layer
  * may import each other (src/parallel and src/perf: the runtime's simulated clock uses the
- * step-time model, which reads the plans). docs/design.md §1 draws exactly this order.
+ * step-time model, which reads the plans). docs/design.md#layers draws exactly this order.
  */
 export const LAYERS: readonly (readonly string[])[] = [
   ['src/cli'],

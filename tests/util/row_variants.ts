@@ -1,5 +1,5 @@
 /**
- * Runs a kernel's test once per variant (docs/design.md §10): the workgroup-memory path every
+ * Runs a kernel's test once per variant (docs/design.md#row-reductions): the workgroup-memory path every
  * adapter has, and subgroup operations where the adapter offers `subgroups` (Dawn on SwiftShader
  * does; Deno's wgpu on lavapipe does not). Row kernels (the reduction tree or subgroups) and the
  * tiled matmuls use it.

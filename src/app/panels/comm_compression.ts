@@ -1,8 +1,8 @@
 /**
- * The Communication panel's compression figures (docs/design.md §28): per parallel dimension the
- * bytes the plan's training steps move without and with its compression policy, summed over
- * every rank (compression_report.ts `compressionByDim`, the rows `npm run plan` shows for one
- * rank), beside the bytes the trace measured inside those steps. No DOM: tests/app runs it.
+ * The Communication panel's compression figures (docs/design.md#compressed-collectives-and-the-per-dimension-policy):
+ * per parallel dimension the bytes the plan's training steps move without and with its compression policy, summed over
+ * every rank (compression_report.ts `compressionByDim`, the rows `npm run plan` shows for one rank), beside the bytes
+ * the trace measured inside those steps. No DOM: tests/app runs it.
  */
 import type { Span } from '../../comm/trace.ts';
 import { compressionByDim } from '../../parallel/compression_report.ts';

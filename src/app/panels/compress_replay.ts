@@ -1,9 +1,9 @@
 /**
  * The data of the compression lesson (learn_compress.ts): what one traced compressed allReduce
- * (src/comm/compressed.ts, docs/design.md §28) did step by step — each rank's input, what it sent
- * decoded, the error-feedback residuals left behind, and the words its send spans carried — and
- * the error-feedback invariant checked on those measured values. The GPU run is
- * compress_run.ts; this file has no GPU or DOM, so tests/app runs it under Deno.
+ * (src/comm/compressed.ts, docs/design.md#compressed-collectives-and-the-per-dimension-policy) did step by step — each
+ * rank's input, what it sent decoded, the error-feedback residuals left behind, and the words its send spans carried —
+ * and the error-feedback invariant checked on those measured values. The GPU run is compress_run.ts; this file has no
+ * GPU or DOM, so tests/app runs it under Deno.
  */
 import type { Span } from '../../comm/trace.ts';
 

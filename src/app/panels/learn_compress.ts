@@ -1,10 +1,9 @@
 /**
- * Learn: compressed allReduce with error feedback (docs/design.md §28), replayed from a real
- * traced call. "Run" performs LESSON.steps compressed allReduces of a fixed, drifting input on
- * the page's GPU (compress_run.ts) and the lesson steps through them: per value, each rank's
- * input, what it sent (decoded from its words), the residual error feedback kept, and the
- * result; the words on the wire come from the trace's send spans, and the invariant line adds
- * up the measured values (compress_replay.ts `invariantAfter`).
+ * Learn: compressed allReduce with error feedback (docs/design.md#compressed-collectives-and-the-per-dimension-policy),
+ * replayed from a real traced call. "Run" performs LESSON.steps compressed allReduces of a fixed, drifting input on the
+ * page's GPU (compress_run.ts) and the lesson steps through them: per value, each rank's input, what it sent (decoded
+ * from its words), the residual error feedback kept, and the result; the words on the wire come from the trace's send
+ * spans, and the invariant line adds up the measured values (compress_replay.ts `invariantAfter`).
  */
 import { type CompressStep, invariantAfter, LESSON, rawWords } from './compress_replay.ts';
 

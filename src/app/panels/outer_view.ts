@@ -1,7 +1,7 @@
 /**
- * What the Timeline says of a low-communication run's outer synchronisation (`--sync`, docs/design.md
- * §30): its calls are the spans on a `…/outer` group (outer_sync.ts), one call per (rank, group,
- * seq); a call whose spans fall in a later optimizer step than its first overlapped inner steps.
+ * What the Timeline says of a low-communication run's outer synchronisation (`--sync`,
+ * docs/design.md#low-communication-data-parallelism): its calls are the spans on a `…/outer` group (outer_sync.ts), one
+ * call per (rank, group, seq); a call whose spans fall in a later optimizer step than its first overlapped inner steps.
  */
 import type { Span } from '../../comm/trace.ts';
 

@@ -21,7 +21,10 @@ export interface SessionEvents {
   onStep(rep: StepReport): void;
   /** New spans since the last call (every rank). */
   onSpans(spans: Span[]): void;
-  /** The world is up: the data plane it uses and, when it fell back to MessagePorts, why (design §31). */
+  /**
+   * The world is up: the data plane it uses and, when it fell back to MessagePorts, why
+   * (docs/design.md#the-shared-data-plane-of-worker-ranks).
+   */
   onPlane?(plane: string, note: string): void;
   onStatus(text: string): void;
 }

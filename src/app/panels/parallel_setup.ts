@@ -75,7 +75,10 @@ export class ParallelSetup {
   private readonly inputs = new Map<string, HTMLInputElement | HTMLSelectElement>();
   private readonly errors: HTMLElement;
   private readonly info: HTMLElement;
-  /** Which data plane a run will use here, and why when it is not the shared one (design §31). */
+  /**
+   * Which data plane a run will use here, and why when it is not the shared one
+   * (docs/design.md#the-shared-data-plane-of-worker-ranks).
+   */
   private readonly plane: HTMLElement;
   private model: PlanModel | null = null;
   private cfg = { gradAccum: 1 };

@@ -1,5 +1,5 @@
 /**
- * The Plan explorer's model (docs/design.md §29): the performance model's search
+ * The Plan explorer's model (docs/design.md#a-performance-model-that-chooses-the-plan): the performance model's search
  * (src/perf/plan_search.ts) for a model and a cluster the page names, as rows the tab draws —
  * each ranked plan's predicted step time split into the StepPrediction's parts (compute, exposed
  * communication per dimension, bubble, optimizer) and its worst rank's memory split into

@@ -1,11 +1,10 @@
 /**
- * The Plan explorer tab (docs/design.md §29): choose a model (a paper-scale preset or custom
- * dimensions) and a cluster (world size, device profile, network), and the performance model's
- * search (plan_explore.ts, in plan_worker.ts off the main thread) ranks every plan that fits;
- * the top ten show as stacked time and memory bars (plan_bars.ts) under the one line on why the
- * best wins. Selecting a plan shows how it scales down to the demo's tiny model (plan_scale.ts),
- * and the button hands those Setup values to the page, which fills the Setup and starts its
- * ordinary parallel run (src/app/main.ts): no second trainer path.
+ * The Plan explorer tab (docs/design.md#a-performance-model-that-chooses-the-plan): choose a model (a paper-scale
+ * preset or custom dimensions) and a cluster (world size, device profile, network), and the performance model's search
+ * (plan_explore.ts, in plan_worker.ts off the main thread) ranks every plan that fits; the top ten show as stacked time
+ * and memory bars (plan_bars.ts) under the one line on why the best wins. Selecting a plan shows how it scales down to
+ * the demo's tiny model (plan_scale.ts), and the button hands those Setup values to the page, which fills the Setup and
+ * starts its ordinary parallel run (src/app/main.ts): no second trainer path.
  */
 import { NET_PRESETS } from '../../comm/network.ts';
 import { describePlan } from '../../parallel/plan.ts';

@@ -38,8 +38,9 @@ export const PLAN_LABELS: Partial<Record<PlanKey, string>> = {
 };
 
 /**
- * Policies the compression field offers (docs/design.md §28): error-feedback schemes on dp, a
- * cast everywhere, PowerSGD, and a hybrid. bf16 rather than fp16, which needs shader-f16.
+ * Policies the compression field offers (docs/design.md#compressed-collectives-and-the-per-dimension-policy):
+ * error-feedback schemes on dp, a cast everywhere, PowerSGD, and a hybrid. bf16 rather than fp16, which needs
+ * shader-f16.
  */
 export const PLAN_SUGGESTIONS: Partial<Record<PlanKey, string[]>> = {
   compress: ['none', 'dp=topk:0.1', 'dp=sign', 'dp=int8', 'dp=int4', 'dp=powersgd:4', 'naive:bf16', 'dp=topk:0.05,tp=bf16,pp=int8'],
@@ -102,7 +103,10 @@ export function planParamKey(key: string, value?: string): string {
 export interface ParallelChoice {
   plan: ParallelPlan;
   worldSize: number;
-  /** The data plane asked for (unset: shared where the page is cross-origin isolated) and MiB per ring (docs/design.md §31). */
+  /**
+   * The data plane asked for (unset: shared where the page is cross-origin isolated) and MiB per ring
+   * (docs/design.md#the-shared-data-plane-of-worker-ranks).
+   */
   dataPlane?: PlanOptions['dataPlane'];
   regionMb?: number;
   /** Bytes per ring the run gets: set by the page from the plan and model (plan_schema.ts planRegionBytes). */

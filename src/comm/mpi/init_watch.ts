@@ -1,5 +1,5 @@
 /**
- * Watching this node's other ranks while MPI_Init waits for them (docs/design.md §26). Hydra's
+ * Watching this node's other ranks while MPI_Init waits for them (docs/design.md#launch-and-ending-the-job). Hydra's
  * proxy ends the job for sure when a process that has opened its PMI connection dies (the
  * connection closes); for one that dies before, it has only the process's exit to go by, and
  * seen on this machine about once in fifteen tries under load, it missed a rank killed just

@@ -1,5 +1,5 @@
 /**
- * The life of this process in its mpirun job (docs/design.md §26): joining it (MPI_Init_thread),
+ * The life of this process in its mpirun job (docs/design.md#launch-and-ending-the-job): joining it (MPI_Init_thread),
  * leaving it (MPI_Finalize), and ending the whole job from a rank that fails, at any point.
  *
  * Why the care: MPICH's launcher (Hydra) ends a job when one of its processes dies by a signal,

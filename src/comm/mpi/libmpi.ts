@@ -1,5 +1,5 @@
 /**
- * MPICH through Deno FFI (docs/design.md §26): the handful of MPI-3 calls the MPI wire and the
+ * MPICH through Deno FFI (docs/design.md#binding): the handful of MPI-3 calls the MPI wire and the
  * MPI-native collectives need, with MPICH's handle values (plain ints, from Debian's mpich 4
  * mpi.h). Calls that can wait on peers are declared `nonblocking`, so they run on a Deno
  * blocking thread and the event loop keeps going — which is why MPI is initialised with

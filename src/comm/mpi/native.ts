@@ -1,5 +1,5 @@
 /**
- * MPI's own collectives on one process group (docs/design.md §26): the `mpi` backend of a
+ * MPI's own collectives on one process group (docs/design.md#two-backends-per-call-mcr-dl): the `mpi` backend of a
  * Communicator call (call.ts), as MCR-DL mixes backends per call. Each group runs on its own MPI
  * communicator, made by MPI_Comm_split at world setup ({@link splitFamilies}): one split per
  * group family, called by every rank of the world in the same order, as picotron's

@@ -1,5 +1,5 @@
 /**
- * The host side of a run over MPI (docs/design.md §26). With workers, one host process drives
+ * The host side of a run over MPI (docs/design.md#training-over-mpi). With workers, one host process drives
  * N ranks through comlink (launch.ts `World.run`). Under mpirun there is no such host: every
  * process is a rank AND runs the host loop (run_host.ts `runParallel`) itself, SPMD. `run(name)`
  * runs the task on this process's rank and then gathers every rank's result to every rank, so
@@ -34,7 +34,7 @@ export class MpiTaskWorld {
    * The task world of this MPI rank. Collective over every rank: splits the control
    * communicator and then `families` (the run's process groups, e.g. parallel/plan_groups.ts)
    * off MPI_COMM_WORLD, before any task runs, so every group the tasks make can run MPI's own
-   * collectives (docs/design.md §26).
+   * collectives (docs/design.md#training-over-mpi).
    * @param tasks the tasks a rank worker would serve (e.g. PARALLEL_TASKS).
    * @throws what MpiWorld.split throws (invalid families, or families that differ between ranks).
    */

@@ -1,5 +1,5 @@
 /**
- * The MPI wire (docs/design.md §26): a {@link Wire} whose envelopes travel as MPI point-to-point
+ * The MPI wire (docs/design.md#the-mpi-wire): a {@link Wire} whose envelopes travel as MPI point-to-point
  * messages between processes, so every algorithm of algorithms.ts, the header checks, timeouts,
  * traces and the simulated clock of transport.ts run unchanged over real MPI.
  *
@@ -104,7 +104,8 @@ export class MpiWire implements Wire {
     if (!g) {
       throw new Error(
         `group '${id}' [${ranks}] has no MPI communicator: MPI's own collectives run on communicators split at world setup, ` +
-          `so every rank of the world must split its family first (MpiWorld.split; docs/design.md §26), or call it with backend 'ours'`,
+          `so every rank of the world must split its family first ` +
+          `(MpiWorld.split; docs/design.md#process-groups-are-mpi_comm_split-communicators), or call it with backend 'ours'`,
       );
     }
     if (g.ranks.join() !== ranks.join()) {

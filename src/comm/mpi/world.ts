@@ -1,9 +1,8 @@
 /**
- * One MPI process as one rank (docs/design.md §26): MPI_Init_thread (MPI_THREAD_MULTIPLE, since
- * the waiting calls run on Deno's blocking threads), the world communicator of comm/communicator.ts
- * over the MPI wire, its process groups split off MPI_COMM_WORLD (`split`), and an orderly
- * shutdown (every send completed, a barrier, MPI_Finalize). Rank and world size come from MPI.
- * Deno-only.
+ * One MPI process as one rank (docs/design.md#mpi-one-rank-per-process-two-backends-per-collective): MPI_Init_thread
+ * (MPI_THREAD_MULTIPLE, since the waiting calls run on Deno's blocking threads), the world communicator of
+ * comm/communicator.ts over the MPI wire, its process groups split off MPI_COMM_WORLD (`split`), and an orderly
+ * shutdown (every send completed, a barrier, MPI_Finalize). Rank and world size come from MPI. Deno-only.
  */
 import { Communicator } from '../communicator.ts';
 import type { GroupFamily } from '../groups.ts';
@@ -29,8 +28,8 @@ export interface MpiWorld {
   transport: Transport;
   /**
    * Splits `families` off MPI_COMM_WORLD, one MPI_Comm_split each, so their groups can run MPI's
-   * own collectives (docs/design.md §26). Collective: every rank calls it with the same families
-   * in the same order, before those groups carry traffic. The world's own family (`world`) is
+   * own collectives (docs/design.md#process-groups-are-mpi_comm_split-communicators). Collective: every rank calls it
+   * with the same families in the same order, before those groups carry traffic. The world's own family (`world`) is
    * split by {@link mpiWorld}.
    * @throws Error for invalid families, families that differ between ranks, or an id split twice.
    */

@@ -1,5 +1,5 @@
 /**
- * The block sizes of the block-wise quantisers (int8.ts, int4.ts; docs/design.md §27), one list
+ * The block sizes of the block-wise quantisers (int8.ts, int4.ts; docs/design.md#compressors), one list
  * shared by the kernels and the scheme parser (comm/compression.ts). No GPU code: the browser's
  * plan form reads it too.
  */
