@@ -146,7 +146,8 @@ Deno.test({
       const rows = (await Deno.readTextFile(`${dir}/metrics.jsonl`)).trim().split('\n').map((l) => JSON.parse(l));
       return rows.filter((x) => x.loss !== undefined);
     };
-    const single = await run(['--grad-accum', '2']), split = await run(['--grad-accum', '2', '--dp', '2', '--pp', '2']);
+    // The plain single-rank run of the split run's global batch (4 rows × 2 micro-batches): one batch of 8.
+    const single = await run(['--batch-size', '8']), split = await run(['--grad-accum', '2', '--dp', '2', '--pp', '2']);
     const cfg = { recurIters: 3, recurSigma: 0.5, seed: 5 }, want = [0, 1, 2, 3].map((s) => trainIterations(cfg, s));
     deepStrictEqual(single.map((x) => x.iterations), want);
     deepStrictEqual(split.map((x) => x.iterations), want);
