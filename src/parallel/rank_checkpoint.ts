@@ -12,6 +12,7 @@ import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { z } from 'zod';
 import {
+  checkWholeNumbers,
   CorruptCheckpointError,
   type DecodeOptions,
   decodeSafetensors,
@@ -111,12 +112,8 @@ export async function decodeRankState(
   if (m.format !== RANK_CHECKPOINT_FORMAT) {
     throw new CorruptCheckpointError(what, `format is '${m.format}', expected '${RANK_CHECKPOINT_FORMAT}'`);
   }
-  for (const k of ['rank', 'world_size', 'step', 'batch_order'] as const) {
-    if (k === 'batch_order' && m[k] === undefined) continue; // written before batch orders were recorded
-    if (!/^\d+$/.test(m[k] ?? '')) {
-      throw new CorruptCheckpointError(what, `metadata '${k}' is '${m[k]}', expected a whole number`);
-    }
-  }
+  // batch_order is absent from files written before batch orders were recorded.
+  checkWholeNumbers(m, what, ['rank', 'world_size', 'step'], ['batch_order']);
   let raw: Record<string, unknown>;
   try {
     raw = {

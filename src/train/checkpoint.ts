@@ -8,6 +8,7 @@ import type { TrainConfig } from './config.ts';
 import type { TokenizerJSON } from '../data/tokenizer.ts';
 import { z } from 'zod';
 import {
+  checkWholeNumbers,
   CorruptCheckpointError,
   type DecodeOptions,
   decodeSafetensors,
@@ -113,12 +114,8 @@ export async function parseCheckpoint(
   if (metadata.format !== CHECKPOINT_FORMAT) {
     throw new CorruptCheckpointError(what, `format is '${metadata.format}', expected '${CHECKPOINT_FORMAT}'`);
   }
-  for (const k of ['step', 'rng_state', 'batch_order'] as const) {
-    if (k === 'batch_order' && metadata[k] === undefined) continue; // written before batch orders were recorded
-    if (!/^\d+$/.test(metadata[k] ?? '')) {
-      throw new CorruptCheckpointError(what, `metadata '${k}' is '${metadata[k]}', expected a whole number`);
-    }
-  }
+  // batch_order is absent from files written before batch orders were recorded.
+  checkWholeNumbers(metadata, what, ['step', 'rng_state'], ['batch_order']);
   let raw: Record<string, unknown>;
   try {
     raw = {

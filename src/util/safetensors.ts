@@ -33,6 +33,24 @@ export class CorruptCheckpointError extends Error {
   }
 }
 
+/**
+ * Checks that every `required` metadata key, and every `optional` one a file carries (keys added
+ * after files were already written), holds a whole number in decimal digits.
+ * @throws CorruptCheckpointError naming `what`, the key and its value.
+ */
+export function checkWholeNumbers(
+  metadata: Record<string, string>,
+  what: string,
+  required: readonly string[],
+  optional: readonly string[] = [],
+): void {
+  for (const k of [...required, ...optional.filter((k) => metadata[k] !== undefined)]) {
+    if (!/^\d+$/.test(metadata[k] ?? '')) {
+      throw new CorruptCheckpointError(what, `metadata '${k}' is '${metadata[k]}', expected a whole number`);
+    }
+  }
+}
+
 /** Raised for a file written before whole-file digests when {@link ALLOW_LEGACY_FLAG} was not given. */
 export class LegacyCheckpointError extends CorruptCheckpointError {
   constructor(what: string, detail: string) {
