@@ -29,13 +29,21 @@ Deno.test.afterEach(async () => {
 Deno.test.afterAll(async () => {
   const gpu = await shared?.catch(() => null);
   shared = null;
-  if (!gpu) return;
+  if (gpu) await drainAndDestroy(gpu);
+});
+
+/**
+ * Waits for `gpu`'s queue (unless the device is lost), so that its last work is validated and an
+ * uncaptured error still reaches {@link Gpu.onUncapturedError}, then destroys the device.
+ * @throws (rejects with) the device's first uncaptured error; the device is destroyed either way.
+ */
+export async function drainAndDestroy(gpu: Gpu): Promise<void> {
   try {
     if (!gpu.lost) await gpu.sync();
   } finally {
     gpu.destroy();
   }
-});
+}
 
 /** The backend the suite runs on: Deno's wgpu by default, Dawn with GPU=dawn; any other value is refused. */
 export function testBackend(): Extract<Backend, 'wgpu' | 'dawn'> {

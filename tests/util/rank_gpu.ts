@@ -5,7 +5,7 @@
  */
 import { Gpu } from '../../src/gpu/context.ts';
 import type { World } from '../../src/comm/launch.ts';
-import { deviceImpl, testBackend } from './gpu.ts';
+import { deviceImpl, drainAndDestroy, testBackend } from './gpu.ts';
 
 let gpu: Promise<Gpu> | undefined;
 
@@ -39,12 +39,7 @@ export const RANK_GPU_TASKS = {
   async close(): Promise<void> {
     const g = gpu && await gpu;
     gpu = undefined;
-    if (!g) return;
-    try {
-      if (!g.lost) await g.sync();
-    } finally {
-      g.destroy();
-    }
+    if (g) await drainAndDestroy(g);
   },
 };
 
