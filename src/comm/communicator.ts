@@ -1,8 +1,8 @@
 /**
  * `Communicator`: NCCL / torch.distributed collectives on CPU typed arrays (Float32Array,
- * Int32Array) over a {@link Transport} mesh (docs/design.md#ranks-and-the-collective-layer). Ranks passed to and
- * returned by a communicator are *group-local* (0 … size−1), as in NCCL communicators; `ranks[i]` maps them to world
- * ranks.
+ * Int32Array) over a {@link Transport} mesh (docs/design.md#ranks-and-the-collective-layer). Ranks passed to
+ * and returned by a communicator are *group-local* (0 … size−1), as in NCCL communicators;
+ * `ranks[i]` maps them to world ranks.
  *
  * Calling convention (NCCL's): without `out` a call is in place; with `out` the input is left
  * untouched. Every member of a group must issue the same calls on it in the same order; each
@@ -279,9 +279,8 @@ export class Communicator {
   }
 
   /**
-   * MPI's own collectives on this group (the `mpi` backend): its communicator split at world
-   * setup (docs/design.md#two-backends-per-call-mcr-dl). @throws Error over MessagePorts, or for a group that was not
-   * split.
+   * MPI's own collectives on this group (the `mpi` backend): its communicator split at world setup
+   * (docs/design.md#two-backends-per-call-mcr-dl). @throws Error over MessagePorts, or for a group that was not split.
    */
   nativeGroup(): NativeGroup {
     return this.native ??= this.transport.nativeGroup(this.ranks, this.id);
