@@ -34,9 +34,30 @@ export function tinyData(text: string, blockSize: number) {
   return { tok, data: new TextDataset(tok.encode(text), blockSize) };
 }
 
-/** The single-rank run: losses, norms, step-0 gradients and final parameters by name. */
-export async function singleRankRun(gpu: Gpu, over: Partial<TrainConfig>, text: string) {
+/** What {@link singleRankRun} returns. */
+export type SingleRankResult = Awaited<ReturnType<typeof runSingleRank>>;
+
+// One run per (config, text) in a test file: many plans are checked against the same baseline, and
+// the run is deterministic, so repeating it would only cost time.
+const runs = new Map<string, Promise<SingleRankResult>>();
+
+/**
+ * The single-rank run: losses, norms, step-0 gradients and final parameters by name. A second call
+ * with the same parsed config and text returns the first call's result (shared, not copied: read it only).
+ */
+export function singleRankRun(gpu: Gpu, over: Partial<TrainConfig>, text: string): Promise<SingleRankResult> {
   const cfg = parseConfig(over);
+  const key = JSON.stringify([cfg, text]);
+  let run = runs.get(key);
+  if (!run) {
+    run = runSingleRank(gpu, cfg, text);
+    runs.set(key, run);
+    run.catch(() => runs.delete(key)); // a failed run is not a baseline
+  }
+  return run;
+}
+
+async function runSingleRank(gpu: Gpu, cfg: TrainConfig, text: string) {
   const { tok, data } = tinyData(text, cfg.blockSize);
   const model = createModel(gpu, cfg, tok.vocabSize);
   const trainer = new Trainer(gpu, model, data, cfg);
