@@ -5,8 +5,8 @@
  * opened from its files. Kept apart from main.ts, which holds the page's state, forms and
  * buttons, so what a run feeds to which view reads in one place.
  */
-import type { ParallelPlan, PlanModel } from '../parallel/plan.ts';
-import { planRegionBytes } from '../parallel/plan_schema.ts';
+import type { ParallelPlan, PlanModel } from '../parallel/plan/plan.ts';
+import { planRegionBytes } from '../parallel/plan/plan_schema.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { progressProxy, type ProgressRecord, type RankHandle } from './rank.ts';
 import type { DatasetPicker } from './panels/dataset.ts';

@@ -27,8 +27,8 @@ import { flagKeys, helpLines } from './flags.ts';
 import type { TrainConfig } from '../train/config.ts';
 import type { Backend } from '../gpu/device.ts';
 import { NetworkModel } from '../comm/network.ts';
-import { MAX_PLAN_WORLD, MAX_RUN_WORLD, PlanSchema } from '../parallel/plan_schema.ts';
-import { planModelOf } from '../parallel/run.ts';
+import { MAX_PLAN_WORLD, MAX_RUN_WORLD, PlanSchema } from '../parallel/plan/plan_schema.ts';
+import { planModelOf } from '../parallel/run/run.ts';
 import {
   makePlan,
   type ParallelPlan,
@@ -36,11 +36,11 @@ import {
   planWorldSize,
   type StrategyKind,
   validatePlan,
-} from '../parallel/plan.ts';
-import { strategyOf } from '../parallel/strategy.ts';
-import type { TrafficOptions } from '../parallel/cost.ts';
-import { activationComparison } from '../parallel/plan_report.ts';
-import { predictionReport } from '../parallel/plan_prediction.ts';
+} from '../parallel/plan/plan.ts';
+import { strategyOf } from '../parallel/plan/strategy.ts';
+import type { TrafficOptions } from '../parallel/cost/cost.ts';
+import { activationComparison } from '../perf/plan_report.ts';
+import { predictionReport } from '../perf/plan_prediction.ts';
 import { loadTrainingData } from '../io/corpus.ts';
 import { runCli } from './main.ts';
 import { isSearchArgv, planSearchMain } from './plan_search.ts';
@@ -137,7 +137,7 @@ export async function main(argv: string[]): Promise<string> {
     throw new Error(`--measure trains on one data file; got a mixture of ${texts.length} (${cfg.data})`);
   }
   const data = { tokens: tokenizer.encode(texts[0]), vocabSize: tokenizer.vocabSize };
-  const measured = await (await import('../parallel/measure.ts')).measure(plan, cfg, data, f.gpu); // --gpu picks the ranks' WebGPU, as for train
+  const measured = await (await import('../perf/measure.ts')).measure(plan, cfg, data, f.gpu); // --gpu picks the ranks' WebGPU, as for train
   const peaks = new Map(measured.ranks.map((r) => [r.rank, r.memory.peakPool]));
   const both = `${measured.text}\n\n${activationComparison(acts, peaks)}`;
   console.log(`\n${both}`);

@@ -6,8 +6,8 @@
  */
 import { parseCliArgs } from '../util/parse_cli.ts';
 import { dirname } from 'node:path';
-import { binLabel, SIZE_EDGES, type SizeHistogram, summarizeTrace } from '../parallel/trace_summary.ts';
-import { fmtBytes, fmtInt, pct, table } from '../parallel/plan_report.ts';
+import { binLabel, SIZE_EDGES, type SizeHistogram, summarizeTrace } from '../perf/trace_summary.ts';
+import { fmtBytes, fmtInt, pct, table } from '../perf/plan_report.ts';
 import { runCli } from './main.ts';
 
 const HELP = `Usage: npm run trace -- summary <run dir | trace.json>

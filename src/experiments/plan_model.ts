@@ -10,8 +10,8 @@
  * and where the predicted-best plan lands in the measured order.
  */
 import { NetworkModel } from '../comm/network.ts';
-import { describePlan, type ParallelPlan } from '../parallel/plan.ts';
-import { planFromOptions } from '../parallel/plan_schema.ts';
+import { describePlan, type ParallelPlan } from '../parallel/plan/plan.ts';
+import { planFromOptions } from '../parallel/plan/plan_schema.ts';
 import { flatProfile } from '../perf/device_profile.ts';
 import { predictStep } from '../perf/step_time.ts';
 import { type Experiment, type ExperimentContext, intFlag, modelFlags, shapeArgs, writeOut } from './common.ts';

@@ -18,9 +18,9 @@ import {
   upgradeLegacySafetensors,
 } from '../util/safetensors.ts';
 import { canonicalJson, SHA256_HEX, sha256Hex, zodIssues } from '../util/digest.ts';
-import { decodeRankState } from '../parallel/rank_checkpoint.ts';
+import { decodeRankState } from '../parallel/run/rank_checkpoint.ts';
 import { checkBatchOrder } from '../data/dataset.ts';
-import { type ParallelPlan, planWorldSize } from '../parallel/plan.ts';
+import { type ParallelPlan, planWorldSize } from '../parallel/plan/plan.ts';
 
 export const MANIFEST_FORMAT = 'webgpu-train-sandbox/parallel-checkpoint/1';
 

@@ -8,8 +8,8 @@
  * Units: elements (n, per call) and link spans in ranks.
  */
 import { type Collective, collectiveTraffic } from '../comm/cost.ts';
-import { type ParallelPlan, type PlanModel, planWorldSize, rankParams } from '../parallel/plan.ts';
-import type { PlanDim } from '../parallel/cost.ts';
+import { type ParallelPlan, type PlanModel, planWorldSize, rankParams } from '../parallel/plan/plan.ts';
+import type { PlanDim } from '../parallel/cost/cost.ts';
 import type { Recompute } from '../models/recompute.ts';
 
 /** One kind of call of one rank in one optimizer step. */

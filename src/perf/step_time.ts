@@ -22,9 +22,9 @@
  */
 import { predictUs } from '../comm/cost.ts';
 import type { NetworkModel } from '../comm/network.ts';
-import type { PlanDim } from '../parallel/cost.ts';
-import { paddedVocab, type ParallelPlan, type PlanModel, planWorldSize } from '../parallel/plan.ts';
-import { bubbleFraction } from '../parallel/pipeline_sim.ts';
+import type { PlanDim } from '../parallel/cost/cost.ts';
+import { paddedVocab, type ParallelPlan, type PlanModel, planWorldSize } from '../parallel/plan/plan.ts';
+import { bubbleFraction } from '../parallel/pipeline/pipeline_sim.ts';
 import { attentionRate, type DeviceProfile, gemmSeconds, peakFlops } from './device_profile.ts';
 import { approxElements, type DimCall, dimCalls, elementsByDim, rankOfCoords } from './dim_traffic.ts';
 import { type StepMemory, stepMemory, type StepOptions } from './step_memory.ts';

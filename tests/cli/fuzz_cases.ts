@@ -9,7 +9,7 @@ import { checkCommand, PlanCliSchema } from '../../src/cli/command.ts';
 import { choicesOf, type FlagKey, flagKeys, parseDecimal } from '../../src/cli/flags.ts';
 import { planFromArgs } from '../../src/cli/plan.ts';
 import { TrainConfigSchema } from '../../src/train/config.ts';
-import { PlanSchema } from '../../src/parallel/plan_schema.ts';
+import { PlanSchema } from '../../src/parallel/plan/plan_schema.ts';
 import type { Random } from '../../src/util/random.ts';
 
 const VALID = ['1', '2', '4', '8', '16', '64', '0', '0.5', '1e-3', '3e-4', '0.9', '2e1'];

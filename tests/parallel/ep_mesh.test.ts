@@ -17,11 +17,11 @@ import { epReference, gatherShards, meshDemands } from './ep_harness.ts';
 import { localMeshRun } from './mesh_harness.ts';
 import { microConfig } from './mesh_rank.ts';
 import { flat } from './single_rank.ts';
-import { makePlan, type ParallelPlan, rankParams } from '../../src/parallel/plan.ts';
-import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
-import { rankMemory } from '../../src/parallel/memory_cost.ts';
-import { planModelOf, sentByDim, trainerConfig } from '../../src/parallel/run.ts';
-import { strategyOf } from '../../src/parallel/strategy.ts';
+import { makePlan, type ParallelPlan, rankParams } from '../../src/parallel/plan/plan.ts';
+import { stepTraffic, trafficByKind } from '../../src/parallel/cost/cost.ts';
+import { rankMemory } from '../../src/perf/memory_cost.ts';
+import { planModelOf, sentByDim, trainerConfig } from '../../src/parallel/run/run.ts';
+import { strategyOf } from '../../src/parallel/plan/strategy.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { CharTokenizer } from '../../src/data/tokenizer.ts';
 

@@ -10,10 +10,10 @@
 import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { closeLocalWorld, localWorld } from '../../src/comm/local.ts';
 import { loadCheckpointSet, saveCheckpointSet } from '../../src/io/checkpoint_set.ts';
-import { syncSpecOf } from '../../src/parallel/low_comm.ts';
-import { makePlan, type ParallelPlan, planWorldSize } from '../../src/parallel/plan.ts';
-import { decodeRankState } from '../../src/parallel/rank_checkpoint.ts';
-import { RankRun } from '../../src/parallel/run.ts';
+import { syncSpecOf } from '../../src/parallel/data/low_comm.ts';
+import { makePlan, type ParallelPlan, planWorldSize } from '../../src/parallel/plan/plan.ts';
+import { decodeRankState } from '../../src/parallel/run/rank_checkpoint.ts';
+import { RankRun } from '../../src/parallel/run/run.ts';
 import { testBackend } from '../util/gpu.ts';
 import { TEXT, tinyConfig } from './harness.ts';
 

@@ -6,8 +6,8 @@
  * program visits every stage once, in order, with a send and a receive per boundary.
  */
 import { deepStrictEqual, ok } from 'node:assert/strict';
-import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
-import { forwardProgram } from '../../src/parallel/mesh_eval.ts';
+import { makePlan, type ParallelPlan } from '../../src/parallel/plan/plan.ts';
+import { forwardProgram } from '../../src/parallel/mesh/mesh_eval.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 import { TEST, tracedRun, traceMismatches } from './trace_harness.ts';
 

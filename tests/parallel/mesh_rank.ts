@@ -8,11 +8,11 @@ import type { Gpu } from '../../src/gpu/context.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { CharTokenizer } from '../../src/data/tokenizer.ts';
 import { TextDataset } from '../../src/data/dataset.ts';
-import { MeshTrainer } from '../../src/parallel/mesh_trainer.ts';
-import type { ParallelPlan } from '../../src/parallel/plan.ts';
-import type { Sent } from '../../src/parallel/traffic.ts';
-import type { RankRouting } from '../../src/parallel/moe_routing.ts';
-import type { Span } from '../../src/parallel/pipeline_sim.ts';
+import { MeshTrainer } from '../../src/parallel/mesh/mesh_trainer.ts';
+import type { ParallelPlan } from '../../src/parallel/plan/plan.ts';
+import type { Sent } from '../../src/parallel/mesh/traffic.ts';
+import type { RankRouting } from '../../src/parallel/expert/moe_routing.ts';
+import type { Span } from '../../src/parallel/pipeline/pipeline_sim.ts';
 
 export type Named = Record<string, Float32Array>;
 

@@ -16,8 +16,8 @@ import { TEXT, tinyConfig, WORKER_TEST } from './harness.ts';
 import { oddVocabText, twins } from './single_rank.ts';
 import { checkMeshRun, localMeshRun, workerMeshRun } from './mesh_harness.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
-import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
-import { checkMeshPlan } from '../../src/parallel/mesh_trainer.ts';
+import { makePlan, type ParallelPlan } from '../../src/parallel/plan/plan.ts';
+import { checkMeshPlan } from '../../src/parallel/mesh/mesh_trainer.ts';
 
 const TEXT_ODD = oddVocabText(TEXT);
 

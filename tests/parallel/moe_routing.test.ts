@@ -8,7 +8,7 @@ import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { assertThrows, rng } from '../util/assert.ts';
 import { slotPlan } from '../../src/kernels/moe.ts';
 import { assignSlotsRef } from '../../src/reference/moe.ts';
-import { choiceDemand, combineRouting, type RankRouting, splitRouting } from '../../src/parallel/moe_routing.ts';
+import { choiceDemand, combineRouting, type RankRouting, splitRouting } from '../../src/parallel/expert/moe_routing.ts';
 
 /** top (n, k): distinct experts per token, expert 0 drawn most often (so it overflows first). */
 function skewedTop(n: number, e: number, k: number, seed: number): Int32Array {

@@ -16,7 +16,7 @@ import { epData } from './ep_harness.ts';
 import { createMoEModel } from '../../src/models/registry.ts';
 import type { MoELanguageModel } from '../../src/models/moe_layer.ts';
 import { Trainer } from '../../src/train/trainer.ts';
-import { choiceDemand, splitRouting } from '../../src/parallel/moe_routing.ts';
+import { choiceDemand, splitRouting } from '../../src/parallel/expert/moe_routing.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 

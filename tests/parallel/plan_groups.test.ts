@@ -8,9 +8,9 @@
  */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
 import { checkFamilies, family } from '../../src/comm/groups.ts';
-import { makePlan, type ParallelPlan, planWorldSize } from '../../src/parallel/plan.ts';
-import { planGroupFamilies } from '../../src/parallel/plan_groups.ts';
-import { syncSpecOf } from '../../src/parallel/low_comm.ts';
+import { makePlan, type ParallelPlan, planWorldSize } from '../../src/parallel/plan/plan.ts';
+import { planGroupFamilies } from '../../src/parallel/plan/plan_groups.ts';
+import { syncSpecOf } from '../../src/parallel/data/low_comm.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 import { TEST, tracedRun } from './trace_harness.ts';
 

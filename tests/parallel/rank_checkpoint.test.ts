@@ -8,9 +8,9 @@
  */
 import { equal, ok, rejects } from 'node:assert/strict';
 import { closeLocalWorld, localWorld } from '../../src/comm/local.ts';
-import { makePlan, type ParallelPlan, planWorldSize } from '../../src/parallel/plan.ts';
-import { RankRun } from '../../src/parallel/run.ts';
-import { decodeRankState } from '../../src/parallel/rank_checkpoint.ts';
+import { makePlan, type ParallelPlan, planWorldSize } from '../../src/parallel/plan/plan.ts';
+import { RankRun } from '../../src/parallel/run/run.ts';
+import { decodeRankState } from '../../src/parallel/run/rank_checkpoint.ts';
 import { parseCompressPolicy } from '../../src/comm/compression.ts';
 import { TEXT, tinyConfig } from './harness.ts';
 import { deviceImpl, testBackend } from '../util/gpu.ts';

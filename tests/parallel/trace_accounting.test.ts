@@ -10,11 +10,11 @@
 import { deepStrictEqual, equal, match, notDeepStrictEqual, ok, throws } from 'node:assert/strict';
 import { type ChromeTrace, type TraceEvent, WALL_PID } from '../../src/comm/trace.ts';
 import { isValidationKey, sentElements, traceSends } from '../../src/comm/trace_bytes.ts';
-import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
+import { makePlan, type ParallelPlan } from '../../src/parallel/plan/plan.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 import { runCli } from '../util/cli.ts';
 import { TEST, tracedRun, traceMismatches } from './trace_harness.ts';
-import { sentByDim } from '../../src/parallel/run.ts';
+import { sentByDim } from '../../src/parallel/run/run.ts';
 import type { DataPlane } from '../../src/comm/data_plane.ts';
 
 /**

@@ -6,7 +6,7 @@
  * beside an accounting.json.
  */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
-import { binLabel, sizeBin, summarizeTrace } from '../../src/parallel/trace_summary.ts';
+import { binLabel, sizeBin, summarizeTrace } from '../../src/perf/trace_summary.ts';
 import { SIM_PID, type TraceEvent, WALL_PID } from '../../src/comm/trace.ts';
 import { main } from '../../src/cli/trace.ts';
 

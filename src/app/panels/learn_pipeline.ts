@@ -6,9 +6,9 @@
  * each stage works on, where it waits (the bubble) and how many activations it holds —
  * GPipe keeps all m alive, 1F1B at most p.
  */
-import { bubbleFraction } from '../../parallel/pipeline_sim.ts';
-import { makeSchedule, peakInFlight, type ScheduleKind } from '../../parallel/pipeline_schedule.ts';
-import { dryRun, type Span as PipeSpan } from '../../parallel/pipeline_sim.ts';
+import { bubbleFraction } from '../../parallel/pipeline/pipeline_sim.ts';
+import { makeSchedule, peakInFlight, type ScheduleKind } from '../../parallel/pipeline/pipeline_schedule.ts';
+import { dryRun, type Span as PipeSpan } from '../../parallel/pipeline/pipeline_sim.ts';
 
 const COSTS = { forwardMs: 1, backwardMs: 2, p2pMs: 0.1 };
 

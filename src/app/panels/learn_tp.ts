@@ -7,8 +7,8 @@
  * traffic rows (src/parallel/cost.ts `stepTraffic` for tp 2).
  */
 import type { Span } from '../../comm/trace.ts';
-import { stepTraffic } from '../../parallel/cost.ts';
-import { makePlan, type PlanModel, planProblems } from '../../parallel/plan.ts';
+import { stepTraffic } from '../../parallel/cost/cost.ts';
+import { makePlan, type PlanModel, planProblems } from '../../parallel/plan/plan.ts';
 import { fmtBytes } from './trace_io.ts';
 
 interface Stage {

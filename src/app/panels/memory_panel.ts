@@ -5,9 +5,9 @@
  * state per element in fp32, sharded over the dp·cp group by stage, experts over dp·cp/ep)
  * for the rank's own parameters (`rankParams`: its TP shard of its pipeline stage).
  */
-import { rankMemory } from '../../parallel/memory_cost.ts';
-import { type ParallelPlan, type PlanModel, planWorldSize } from '../../parallel/plan.ts';
-import { activationBytes } from '../../parallel/activation_memory.ts';
+import { rankMemory } from '../../perf/memory_cost.ts';
+import { type ParallelPlan, type PlanModel, planWorldSize } from '../../parallel/plan/plan.ts';
+import { activationBytes } from '../../perf/activation_memory.ts';
 import { fmtBytes } from './trace_io.ts';
 
 /** Bytes one rank holds (as a run reports them). */

@@ -10,8 +10,8 @@
 import { World } from '../../comm/launch.ts';
 import { regionBytesFor } from '../../comm/data_plane.ts';
 import type { Span } from '../../comm/trace.ts';
-import type { RankSummary } from '../../parallel/run.ts';
-import { runParallel, type StepReport } from '../../parallel/run_host.ts';
+import type { RankSummary } from '../../parallel/run/run.ts';
+import { runParallel, type StepReport } from '../../parallel/run/run_host.ts';
 import type { TrainConfig } from '../../train/config.ts';
 import { spawnRankWorker } from '../rank.ts';
 import type { ParallelChoice } from './parallel_setup.ts';

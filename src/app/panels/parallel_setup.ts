@@ -8,7 +8,7 @@
  * the page shows exactly the CLI's messages before anything starts.
  */
 import { NET_PRESETS } from '../../comm/network.ts';
-import { describePlan, type PlanModel } from '../../parallel/plan.ts';
+import { describePlan, type PlanModel } from '../../parallel/plan/plan.ts';
 import { sharedPlaneSupport } from '../../comm/data_plane.ts';
 import { checkPlan, MAX_BROWSER_WORLD, type ParallelResult, type PlanField, planFields, planParamKey, type PlanValues } from './plan_fields.ts';
 

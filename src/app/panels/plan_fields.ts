@@ -8,8 +8,8 @@
  */
 import { z } from 'zod';
 import { firstIssue, issueText, parseDecimal } from '../../util/issue_text.ts';
-import { type ParallelPlan, type PlanModel, planProblems } from '../../parallel/plan.ts';
-import { MAX_RUN_WORLD, planFromOptions, type PlanOptions, PlanSchema } from '../../parallel/plan_schema.ts';
+import { type ParallelPlan, type PlanModel, planProblems } from '../../parallel/plan/plan.ts';
+import { MAX_RUN_WORLD, planFromOptions, type PlanOptions, PlanSchema } from '../../parallel/plan/plan_schema.ts';
 
 export type PlanKey = keyof PlanOptions;
 
