@@ -6,6 +6,7 @@
  */
 export * from './mesh_eval.ts';
 export * from './mesh_trainer.ts';
+export * from './parallelize.ts';
 export * from './rank_context.ts';
 export * from './rank_model.ts';
 export * from './sim_compute.ts';

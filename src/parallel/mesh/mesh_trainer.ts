@@ -16,7 +16,7 @@
  *   goldfish / NEFTune off. Weights start from cfg.seed exactly as the single-rank model's.
  *   `sent` keys are `group/op` (traffic.ts); per-rank formulas in tests/parallel/mesh_harness.ts.
  *
- * Composition per rank, strategy by strategy: docs/design.md#composition-per-rank.
+ * Composition per rank, strategy by strategy: docs/design.md#composition-per-rank; its order in code: parallelize.ts.
  * Refused up front (mesh_plan.ts): ep on a dense architecture, ring attention under mixed precision.
  */
 import { MOE_ARCHS } from '../../models/archs.ts';
@@ -32,7 +32,7 @@ import type { TextDataset } from '../../data/dataset.ts';
 import type { TrainConfig } from '../../train/config.ts';
 import { lrAt, scheduleFromConfig, type ScheduleSpec, validateSchedule } from '../../train/schedules.ts';
 import type { StepRecord } from '../../train/trainer.ts';
-import { PipelineExecutor } from '../pipeline/pipeline_executor.ts';
+import type { PipelineExecutor } from '../pipeline/pipeline_executor.ts';
 import type { OverlapStats } from '../data/buckets.ts';
 import type { PipelineSchedule } from '../pipeline/pipeline_schedule.ts';
 import type { Span } from '../pipeline/pipeline_sim.ts';
@@ -42,13 +42,13 @@ import { checkMeshPlan } from '../plan/mesh_plan.ts';
 export { checkMeshPlan } from '../plan/mesh_plan.ts';
 import { subGroup } from '../data/data_parallel.ts';
 import { microBatchRows } from '../../data/dataset.ts';
-import { rankModel } from './rank_model.ts';
+import { parallelize } from './parallelize.ts';
 import { addSent, type Sent, TrafficMeter } from './traffic.ts';
 import type { ModelStages } from '../pipeline/stages.ts';
 import { takePositions } from '../context/context_parallel.ts';
 import { MeshEval } from './mesh_eval.ts';
-import { GradSync } from '../data/grad_sync.ts';
-import { OuterSync } from '../data/outer_sync.ts';
+import type { GradSync } from '../data/grad_sync.ts';
+import type { OuterSync } from '../data/outer_sync.ts';
 import { type ActionUs, type PriceActions, stepRecorder } from './sim_compute.ts';
 import { AdamW } from '../../train/optimizer.ts';
 import { withTrainDepth } from '../../models/recurrence.ts';
@@ -123,21 +123,14 @@ export class MeshTrainer {
     this.schedule = scheduleFromConfig(cfg);
     validateSchedule(this.schedule, cfg.steps);
     this.rows = cfg.batchSize / plan.dp;
-    const rm = rankModel(gpu, cfg, plan, world, vocabSize, this.program.v);
-    this.coords = rm.coords;
-    this.groups = rm.groups;
-    this.positions = rm.positions;
-    this.stages = rm.stages;
-    const T = cfg.blockSize, tp = rm.comm('tp');
-    this.exec = new PipelineExecutor(gpu, this.stages, rm.p2p, this.program, this.rows, T / plan.cp);
+    // The order of tp, sp, cp, pp and dp / ZeRO, in one place (parallelize.ts).
+    const p = parallelize(gpu, cfg, plan, world, vocabSize, this.program, this.rows, opts.bucketBytes), rm = p.model;
+    ({ coords: this.coords, groups: this.groups, positions: this.positions, stages: this.stages } = rm);
+    ({ exec: this.exec, sync: this.sync, outer: this.outer } = p);
+    const T = cfg.blockSize;
     this.exec.autocast = autocastOf(cfg.precision);
     checkPrecision(gpu, cfg.precision);
     this.scaler = lossScalerFor(cfg);
-    this.sync = new GradSync(gpu, this.stages, this.coords, world, tp, this.groups, {
-      ...plan,
-      bucketBytes: opts.bucketBytes,
-      local: !!plan.sync,
-    });
     const peak = world.transport.clock.net?.spec.peakGflops, price = opts.priceActions;
     if (peak && !price) {
       throw new Error(
@@ -145,7 +138,6 @@ export class MeshTrainer {
       );
     }
     this.simUs = peak && price ? price(cfg, plan, vocabSize, peak) : null;
-    this.outer = plan.sync ? new OuterSync(gpu, this.stages.params, this.sync.dpGroup, plan.sync, cfg.steps) : null;
     this.scalars = subGroup(world, 'scalars');
     this.meter = TrafficMeter.of(world);
     this.lossAcc = gpu.zeros([2], 'f32', 'mesh.loss');
