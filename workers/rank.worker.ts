@@ -8,7 +8,7 @@
  * - as one rank of a world (`World.launch` in src/comm/launch.ts, `spawn`ing this file): the
  *   {@link RankControl} half — `join` takes the rank's MessagePort mesh and builds its
  *   Communicator, `run` executes the named tasks of src/comm/scenarios.ts (the collective test
- *   matrix), src/comm/timing.ts (single collectives, benchmark loops) and src/parallel/run_tasks.ts
+ *   matrix), src/comm/timing.ts (single collectives, benchmark loops) and src/parallel/run/run_tasks.ts
  *   (parallel training: `trainRank`, or `trainStart` / `trainSteps` / `trainEnd` to stream
  *   progress), `trace` returns its spans.
  *

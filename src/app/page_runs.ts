@@ -1,7 +1,7 @@
 /**
  * The runs the page shows, and how each reaches the Training view and the analysis views: a
  * run trained here — world size 1 in the demo's rank worker (with a text sample), a larger
- * world as a ParallelSession of that many workers (src/parallel/run.ts) — or a headless run
+ * world as a ParallelSession of that many workers (src/parallel/run/run.ts) — or a headless run
  * opened from its files. Kept apart from main.ts, which holds the page's state, forms and
  * buttons, so what a run feeds to which view reads in one place.
  */

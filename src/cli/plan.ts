@@ -13,11 +13,11 @@
  * `--schedule gpipe|1f1b|interleaved` is accepted as an alias because the training config's
  * `--schedule` already names the learning-rate schedule (whose values never overlap).
  * Memory per rank also shows the analytical peak activation bytes of the tapes
- * (src/parallel/activation_memory.ts; not the MoE models); with `--measure` they are printed beside the
+ * (src/perf/activation_memory.ts; not the MoE models); with `--measure` they are printed beside the
  * measured pool peak, which also holds activation gradients and kernel workspaces, so both
  * figures and their ratio are shown rather than a pretended equality.
- * The predicted report is src/parallel/plan_prediction.ts's (formatting helpers: plan_report.ts),
- * the measured step's accounting src/parallel/measure.ts's; without `--measure` this command
+ * The predicted report is src/perf/plan_prediction.ts's (formatting helpers: plan_report.ts),
+ * the measured step's accounting src/perf/measure.ts's; without `--measure` this command
  * prints predictions only. `--search` and `--advise` (the performance model choosing a plan and
  * criticising a shape) are src/cli/plan_search.ts's.
  */

@@ -70,7 +70,7 @@ export function checkLaunch(o: LaunchOptions): void {
 
 /**
  * Opens the world of `plan`'s dp·pp·cp·tp ranks the launch flags ask for. Under MPI every rank
- * splits every process group of the plan (parallel/plan_groups.ts) off MPI_COMM_WORLD here,
+ * splits every process group of the plan (parallel/plan/plan_groups.ts) off MPI_COMM_WORLD here,
  * before any task runs (docs/design.md#process-groups-are-mpi_comm_split-communicators).
  * @param how the command line to show when --transport mpi was not started by mpirun.
  * @throws Error when MPI is missing or not launching this process, when mpirun started another

@@ -1,6 +1,6 @@
 /**
  * `npm run trace -- summary <run dir | trace.json>`: the communication characterisation of a
- * parallel run (src/parallel/trace_summary.ts) — message sizes per collective and per parallel
+ * parallel run (src/perf/trace_summary.ts) — message sizes per collective and per parallel
  * dimension, the share of messages, bytes and simulated time under 64 KiB, and each rank's bytes
  * per step by `dim/collective` beside accounting.json's prediction when the run folder has one.
  */

@@ -2,7 +2,7 @@
  * What the model code allocates on the tape for one micro-batch, item by item (tensor, elements,
  * count), for the analytical activation memory (activation_memory.ts; docs/design.md#memory-per-rank): the
  * GPT block, embedding and head on one rank (src/models/gpt.ts over LOCAL) and over a
- * tensor-parallel RankContext (src/parallel/rank_context.ts). Each list mirrors the ops in their
+ * tensor-parallel RankContext (src/parallel/mesh/rank_context.ts). Each list mirrors the ops in their
  * order, so a change to the model code shows up as a failing exact-bytes test
  * (tests/parallel/activation_memory.test.ts).
  */

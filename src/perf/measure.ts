@@ -1,7 +1,7 @@
 /**
  * Checking a plan before a run starts, and `npm run plan -- … --measure`'s one real step: the
  * plan's ranks as in-process ranks (src/comm/local.ts), the accounting of that step as text
- * (src/parallel/plan_report.ts). The caller reads the data; nothing here touches the file system.
+ * (src/perf/plan_report.ts). The caller reads the data; nothing here touches the file system.
  */
 import type { TrainConfig } from '../train/config.ts';
 import type { Backend } from '../gpu/device.ts';

@@ -277,7 +277,7 @@ function activationNote(
     ? `fp32 + ${half.width === 2 ? 'f16' : 'bf16-in-f32'} copies of the linear and attention inputs and weights`
     : 'fp32';
   const head =
-    `  activations: analytical peak of the tensors the autograd tapes keep (${widths}; ${arch}; src/parallel/activation_memory.ts): the peak over the schedule, ≈ one micro-batch × the most in flight;\n` +
+    `  activations: analytical peak of the tensors the autograd tapes keep (${widths}; ${arch}; src/perf/activation_memory.ts): the peak over the schedule, ≈ one micro-batch × the most in flight;\n` +
     `  rank ${me} (${a.kind} trainer): ${fmtBytes(a.perMicroBatch)} per micro-batch, ${fmtBytes(a.perLayer)} per layer`;
   if (arch !== 'gpt') return `${head} (Korthikanti et al.'s transformer count does not apply to a recurrent layer)`;
   return `${head} — ` +

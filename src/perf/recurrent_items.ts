@@ -4,7 +4,7 @@
  * of activation_items.ts's GPT lists: the Mamba block (src/models/mamba.ts mambaBlock), the
  * RWKV-style block (src/models/linear.ts, both decay kinds), the hybrid's shared attention block
  * (src/models/hybrid.ts), and their embedding (no positional table) and RMSNorm head, on one
- * rank (LOCAL) and over a tensor-parallel RankContext (src/parallel/rank_context.ts). Each list
+ * rank (LOCAL) and over a tensor-parallel RankContext (src/parallel/mesh/rank_context.ts). Each list
  * mirrors the ops in their order; tests/parallel/activation_memory.test.ts checks them exactly.
  */
 import { paddedVocab } from '../parallel/plan/plan.ts';

@@ -122,7 +122,7 @@ export function randomCase(r: Random, configs: string[], small = false): Case {
   return { command, argv, bad };
 }
 
-/** Words the parallel plan's rules (src/parallel/plan.ts) use for a flag. */
+/** Words the parallel plan's rules (src/parallel/plan/plan.ts) use for a flag. */
 const RULE_WORDS: Record<string, string> = {
   'pp-schedule': 'schedule',
   schedule: 'schedule',

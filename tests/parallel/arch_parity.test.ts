@@ -1,7 +1,7 @@
 /**
  * Every architecture written once (src/models/context.ts): tensor and pipeline parallelism of the
  * recurrent models run the models' own embed / block / head pieces over a RankContext, with the
- * role of each parameter from src/parallel/tp_table.ts. Each plan is checked against the
+ * role of each parameter from src/parallel/tensor/tp_table.ts. Each plan is checked against the
  * single-rank run of the same architecture (same seed and global batch, 10 steps): losses within
  * 1e-4 relative, the gathered step-0 gradients by relative RMS, the final parameters.
  */

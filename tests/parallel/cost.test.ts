@@ -1,4 +1,7 @@
-/** src/comm/cost.ts's exact per-rank traffic against src/comm/algorithms.ts and halving_doubling.ts run in-process; src/parallel/cost.ts's per-plan traffic. */
+/**
+ * src/comm/cost.ts's exact per-rank traffic against src/comm/algorithms.ts and halving_doubling.ts run in-process;
+ * src/parallel/cost/cost.ts's per-plan traffic.
+ */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
 import * as A from '../../src/comm/algorithms.ts';
 import * as H from '../../src/comm/halving_doubling.ts';

@@ -1,6 +1,6 @@
 /**
  * Expert parallelism composed with the other dimensions by the mesh trainer
- * (src/parallel/mesh_trainer.ts): the MoE models' own pieces over a RankContext whose MoE
+ * (src/parallel/mesh/mesh_trainer.ts): the MoE models' own pieces over a RankContext whose MoE
  * function exchanges tokens over the rank's EP group (ep inside dp, DeepSpeed-MoE's layout), also
  * under ZeRO (dense parameters sharded over dp, each expert over the ranks holding it).
  * Checked against the single-rank run of the same model (the same micro-batches) routing each

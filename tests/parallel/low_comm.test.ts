@@ -1,5 +1,5 @@
 /**
- * Low-communication data parallelism (src/parallel/low_comm.ts, outer_sync.ts): the flags and
+ * Low-communication data parallelism (src/parallel/data/low_comm.ts, outer_sync.ts): the flags and
  * their refusals, the fragment schedule, DiLoCo and local SGD with H = 1 against DDP step for
  * step (SGD inner optimizer, the setting where the identity is exact), the outer traffic against
  * the formula, and resuming mid-way between outer steps. In-process ranks sharing one GPU.

@@ -1,4 +1,7 @@
-/** Memory per rank (src/parallel/memory_cost.ts), the pipeline bubble and plan.ts rankParams against the model's declarations. */
+/**
+ * Memory per rank (src/perf/memory_cost.ts), the pipeline bubble and plan.ts rankParams against the model's
+ * declarations.
+ */
 import { deepStrictEqual, equal, throws } from 'node:assert/strict';
 import { zeroMemoryFp32, zeroMemoryMixed } from '../../src/perf/memory_cost.ts';
 import { bubbleFraction } from '../../src/parallel/pipeline/pipeline_sim.ts';

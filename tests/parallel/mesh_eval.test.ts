@@ -1,5 +1,5 @@
 /**
- * Validation of split models (src/parallel/mesh_eval.ts): tp2 × pp2, tp2 + sp, cp2 (ring) × pp2
+ * Validation of split models (src/parallel/mesh/mesh_eval.ts): tp2 × pp2, tp2 + sp, cp2 (ring) × pp2
  * and an interleaved pp2 × v2 report, after the same 2 steps, the validation loss the
  * single-rank run reports (within the 1e-4 the plans reproduce it), and their traces stay exact:
  * the forward passes run on `eval` groups, outside every step's accounting. A forward-only

@@ -1,5 +1,5 @@
 /**
- * Mesh-trainer test harness: runs of src/parallel/mesh_trainer.ts whose dp·pp·cp·tp ranks are
+ * Mesh-trainer test harness: runs of src/parallel/mesh/mesh_trainer.ts whose dp·pp·cp·tp ranks are
  * in-process communicators sharing the test's GPU (src/comm/local.ts) or module workers with a
  * device each (mesh_worker.ts), the gather of their
  * shards into full parameters, and the exact per-rank traffic formula the tests check.

@@ -1,5 +1,5 @@
 /**
- * The count of MoE choices a split run routes differently (src/parallel/moe_routing.ts) against
+ * The count of MoE choices a split run routes differently (src/parallel/expert/moe_routing.ts) against
  * the slot assignment itself: src/reference/moe.ts assignSlotsRef (checked against the GPU kernel
  * in tests/kernels/moe.test.ts) run on the same choices as G groups and as one group, every choice
  * kept by one and dropped by the other counted one by one. Skewed choices so that capacity binds.

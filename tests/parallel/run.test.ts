@@ -1,5 +1,5 @@
 /**
- * src/parallel/run.ts in one thread (localWorld: every rank's Communicator and its own GPU
+ * src/parallel/run/run.ts in one thread (localWorld: every rank's Communicator and its own GPU
  * device in this process): the dispatch, the batch convention, and that every rank's measured
  * elements per `dim/collective` equal the prediction (cost.ts stepTraffic for the trainer,
  * scalar collectives included), every predicted row being exact — and so does what the

@@ -1,5 +1,5 @@
 /**
- * Runs a parallel plan the way the CLI does (src/parallel/run.ts `trainRank` on every rank) in
+ * Runs a parallel plan the way the CLI does (src/parallel/run/run.ts `trainRank` on every rank) in
  * one thread (localWorld), merges the ranks' spans into the Chrome trace a run's trace.json
  * holds, and compares what the trace says each rank sent per step with the TrafficMeter and
  * with cost.ts `stepTraffic` (the summary's `predicted`).

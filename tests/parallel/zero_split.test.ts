@@ -1,6 +1,6 @@
 /**
  * ZeRO-2 and ZeRO-3 over a tensor-, context- or pipeline-parallel model (the mesh trainer's ZeRO
- * modes, src/parallel/zero_sync.ts): every rank's (pp, tp) shard is sharded again over its dp·cp
+ * modes, src/parallel/zero/zero_sync.ts): every rank's (pp, tp) shard is sharded again over its dp·cp
  * group, and with pp the tied embedding's pieces are summed between first and last stage; under
  * the interleaved schedule each chunk reduces (and gathers) the units it finishes (reads first);
  * under --recompute full|selective the recomputing rule is one more use of its layer. Each

@@ -1,5 +1,5 @@
 /**
- * ZeRO-3's working memory (src/parallel/zero_units.ts) in the forward: the resident units are
+ * ZeRO-3's working memory (src/parallel/zero/zero_units.ts) in the forward: the resident units are
  * gathered first, then each block's unit when the forward reaches that block — never a block
  * ahead — and the loss equals the forward over the unsharded values.
  */

@@ -1,4 +1,7 @@
-/** The search's closed-form traffic per dimension equals src/parallel/cost.ts stepTraffic, rank by rank, on small plans. */
+/**
+ * The search's closed-form traffic per dimension equals src/parallel/cost/cost.ts stepTraffic, rank by rank, on small
+ * plans.
+ */
 import { equal, ok, throws } from 'node:assert/strict';
 import { stepTraffic } from '../../src/parallel/cost/cost.ts';
 import { makePlan, type ParallelPlan, planProblems, planWorldSize } from '../../src/parallel/plan/plan.ts';

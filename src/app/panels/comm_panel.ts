@@ -2,7 +2,7 @@
  * The Communication panel: a rank×rank heatmap of the bytes each rank sent to each other rank
  * (rows: sender, columns: receiver; from the trace's send spans via `traceTotals`), and the
  * bytes per collective measured beside the analytical prediction of `stepTraffic`
- * (src/parallel/cost.ts) summed over every rank and the traced steps. A plan that compresses
+ * (src/parallel/cost/cost.ts) summed over every rank and the traced steps. A plan that compresses
  * adds its bytes per parallel dimension, raw and compressed, beside the measured (comm_compression.ts).
  */
 import { type Span, traceTotals } from '../../comm/trace.ts';

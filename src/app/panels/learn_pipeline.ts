@@ -1,6 +1,6 @@
 /**
  * Learn: GPipe against 1F1B, step by step. Both schedules come from the trainer's own
- * generators (src/parallel/pipeline_schedule.ts `makeSchedule`, the programs the pipeline
+ * generators (src/parallel/pipeline/pipeline_schedule.ts `makeSchedule`, the programs the pipeline
  * ranks execute) and are run by its `dryRun` simulator (backward = 2 × forward, a small
  * message cost); a cursor walks through the action boundaries, showing which micro-batch
  * each stage works on, where it waits (the bubble) and how many activations it holds —

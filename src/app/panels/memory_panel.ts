@@ -1,7 +1,7 @@
 /**
  * The Memory panel: per rank, stacked bars of parameter, gradient, optimizer-state and
  * activation bytes — what the run reports (when it does) above what the ZeRO formulas
- * predict (`rankMemory`, src/parallel/cost.ts: 4 B parameter + 4 B gradient + 8 B AdamW
+ * predict (`rankMemory`, src/parallel/cost/cost.ts: 4 B parameter + 4 B gradient + 8 B AdamW
  * state per element in fp32, sharded over the dp·cp group by stage, experts over dp·cp/ep)
  * for the rank's own parameters (`rankParams`: its TP shard of its pipeline stage).
  */

@@ -1,7 +1,7 @@
 /**
  * A live parallel run from the page: launches a world of browser rank workers
  * (workers/rank.worker.ts through `spawnRankWorker`, the network model of the Setup), drives
- * `runParallel` (src/parallel/run.ts) and turns its callbacks into pause / single-step / stop.
+ * `runParallel` (src/parallel/run/run.ts) and turns its callbacks into pause / single-step / stop.
  * `runParallel` awaits each step callback, so holding it holds the host between batches of
  * logInterval steps — with logInterval 1 a single step is exactly one optimizer step. The
  * ranks' spans are collected after every batch (and cleared on the ranks) so the timeline,

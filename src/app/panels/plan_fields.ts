@@ -1,6 +1,6 @@
 /**
  * The parallel Setup's fields, read from the CLI's one zod `PlanSchema`
- * (src/parallel/plan_schema.ts): each key's kind, default, allowed values, bounds and help
+ * (src/parallel/plan/plan_schema.ts): each key's kind, default, allowed values, bounds and help
  * text come from the schema, so the page offers exactly what `npm run train -- --dp …` accepts.
  * Typed values become a plan through the CLI's own `planFromOptions` (micro-batches default to
  * gradAccum, the world-size and pipeline maxima) and then `planProblems` against the model.

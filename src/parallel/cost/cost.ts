@@ -33,7 +33,7 @@ export type { CommRow, PlanDim, TrafficOptions } from './cost_types.ts';
  *   data-parallel group with context parallelism), per bucket: one allReduce (zero 0); a
  *   reduce-scatter (per micro-batch for zero 2) + one all-gather of the updated parameters
  *   (zero 1/2); all-gathers in forward and backward plus a reduce-scatter per micro-batch
- *   (zero 3) — as src/parallel/grad_sync.ts and zero_sync.ts; plus the 1-element loss average
+ *   (zero 3) — as src/parallel/data/grad_sync.ts and zero_sync.ts; plus the 1-element loss average
  *   (and ZeRO's 1-element gradient-norm sum), or the scalars of `o.trainer` (see TrafficOptions);
  *   expert parameters over the dp·cp/ep ranks holding the same experts; with pp > 1 the tied
  *   embedding's gradient is summed between the first and last stage.

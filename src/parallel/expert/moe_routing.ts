@@ -160,7 +160,7 @@ export class RoutingLog {
 }
 
 /**
- * The routing log of a mesh rank (src/parallel/mesh_trainer.ts) whose micro-batches are routed in
+ * The routing log of a mesh rank (src/parallel/mesh/mesh_trainer.ts) whose micro-batches are routed in
  * more than one token group: dp groups, dp·tp under sp. Null for a dense model, an unsplit
  * routing, a tp rank > 0 without sp (it routes tp rank 0's tokens again) and under cp (whose token
  * groups are not contiguous in the micro-batch, which the count assumes).

@@ -2,7 +2,7 @@
  * Tensor parallelism as one table keyed by parameter name (picotron's apply_tensor_parallel,
  * Megatron-LM's column / row layers; docs/design.md#one-model-many-contexts): the role of every parameter of every
  * architecture that can be split, the shard each rank keeps, and the inverse that gathers the
- * shards back. src/parallel/rank_context.ts turns a role into communication; this file is pure
+ * shards back. src/parallel/mesh/rank_context.ts turns a role into communication; this file is pure
  * array arithmetic, no GPU.
  *
  * Roles:
@@ -88,7 +88,7 @@ export const TP_TABLE: readonly (readonly [RegExp, TpRole])[] = [
  */
 export function tpRole(name: string): TpRole {
   for (const [pattern, role] of TP_TABLE) if (pattern.test(name)) return role;
-  throw new Error(`tensor parallel: no role for parameter '${name}' in src/parallel/tp_table.ts`);
+  throw new Error(`tensor parallel: no role for parameter '${name}' in src/parallel/tensor/tp_table.ts`);
 }
 
 /**
