@@ -5,7 +5,7 @@
 //   dz  += (softmax(z) − onehot(target)) · gradScale / count   on rows with target ≥ 0
 // Only the first `cols` of the V columns are classes: columns ≥ cols are a padded vocabulary
 // (--pad-vocab), excluded from the softmax (as if −∞) and given no gradient, as the
-// vocab-parallel cross-entropy treats the tp padding (src/parallel/vocab_parallel.ts).
+// vocab-parallel cross-entropy treats the tp padding (src/parallel/tensor/vocab_parallel.ts).
 //
 // fwd_lse: LANES invocations per row (specialised from V and the adapter; 1 on CPU adapters,
 // where workgroup barriers are expensive), WG / LANES rows per workgroup, 2D grid of row

@@ -56,7 +56,8 @@ Deno.test('the checker reports an upward import in every form, and only those', 
         "const re = /['\"`]/g; import { z } from 'zod';",
       ].join('\n'),
     },
-    { path: 'src/parallel/p.ts', text: "import { t } from '../perf/step_time.ts'; // same layer" },
+    { path: 'src/bench/b.ts', text: "import { e } from '../experiments/e.ts'; // same layer" },
+    { path: 'src/parallel/p.ts', text: "import { t } from '../perf/step_time.ts'; // upward: perf sits above" },
   ];
   deepStrictEqual(
     formatEdges(upwardImports(files)),
@@ -66,6 +67,7 @@ Deno.test('the checker reports an upward import in every form, and only those', 
       'src/gpu/a.ts → src/train/t.ts (src/gpu → src/train)',
       'src/gpu/a.ts → workers/rank.worker.ts (src/gpu → workers)',
       'src/gpu/a.ts → src/parallel/p.ts (src/gpu → src/parallel)',
+      'src/parallel/p.ts → src/perf/step_time.ts (src/parallel → src/perf)',
     ].join('\n'),
   );
 });

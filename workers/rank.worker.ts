@@ -8,7 +8,7 @@
  * - as one rank of a world (`World.launch` in src/comm/launch.ts, `spawn`ing this file): the
  *   {@link RankControl} half — `join` takes the rank's MessagePort mesh and builds its
  *   Communicator, `run` executes the named tasks of src/comm/scenarios.ts (the collective test
- *   matrix), src/comm/timing.ts (single collectives, benchmark loops) and src/parallel/run_tasks.ts
+ *   matrix), src/comm/timing.ts (single collectives, benchmark loops) and src/parallel/run/run_tasks.ts
  *   (parallel training: `trainRank`, or `trainStart` / `trainSteps` / `trainEnd` to stream
  *   progress), `trace` returns its spans.
  *
@@ -28,7 +28,8 @@ import { mixSeed, Random } from '../src/util/random.ts';
 import { type RankControl, rankControl } from '../src/comm/launch.ts';
 import { SCENARIO_TASKS } from '../src/comm/scenarios.ts';
 import { TIMING_TASKS } from '../src/comm/timing.ts';
-import { PARALLEL_TASKS } from '../src/parallel/run_tasks.ts';
+import { parallelTasks } from '../src/parallel/run/run_tasks.ts';
+import { simActionUs } from '../src/perf/action_prices.ts';
 import type { ProgressRecord, RankApi } from './rank_api.ts';
 
 interface Run {
@@ -242,6 +243,10 @@ const api: RankApi = {
 /** Everything this worker answers: the single-rank training API and the world-rank control API. */
 export type RankWorkerApi = RankApi & RankControl;
 
-const { world: _world, ...control } = rankControl({ ...SCENARIO_TASKS, ...TIMING_TASKS, ...PARALLEL_TASKS });
+const { world: _world, ...control } = rankControl({
+  ...SCENARIO_TASKS,
+  ...TIMING_TASKS,
+  ...parallelTasks(simActionUs),
+});
 const exposed: RankWorkerApi = { ...api, ...control };
 Comlink.expose(exposed);

@@ -1,7 +1,7 @@
 /**
  * The browser demo: a Setup form validated by the trainer's own parseConfig and planProblems;
  * world size 1 trains in one rank worker (with text samples), larger worlds launch that many
- * workers and run the parallel plan (src/parallel/run.ts). Live loss / tokens-per-second
+ * workers and run the parallel plan (src/parallel/run/run.ts). Live loss / tokens-per-second
  * charts, and the trace feeds the Timeline, Communication, Memory and Mesh views; Learn runs
  * small real collectives and schedules step by step; Open run replays a headless run's files;
  * the Plan explorer ranks plans for a paper-scale cluster and starts a scaled-down one here.
@@ -13,8 +13,8 @@ import { SetupForm, type FormResult } from './form.ts';
 import { checkWebGpuApi, classifyInitError, renderUnsupported, type Unsupported } from './support.ts';
 import { type RankHandle, type RankInfo, spawnRankWorker, startRank } from './rank.ts';
 import type { TrainConfig } from '../train/config.ts';
-import { DEFAULT_PLAN, type PlanModel } from '../parallel/plan.ts';
-import { planModelOf } from '../parallel/run.ts';
+import { DEFAULT_PLAN, type PlanModel } from '../parallel/plan/plan.ts';
+import { planModelOf } from '../parallel/run/run.ts';
 import { World } from '../comm/launch.ts';
 import { type RunPage, showOpenedRun, trainOnRank, trainOnWorld } from './page_runs.ts';
 import { ParallelSetup, type ParallelResult } from './panels/parallel_setup.ts';

@@ -1,12 +1,12 @@
 /**
  * The runs the page shows, and how each reaches the Training view and the analysis views: a
  * run trained here — world size 1 in the demo's rank worker (with a text sample), a larger
- * world as a ParallelSession of that many workers (src/parallel/run.ts) — or a headless run
+ * world as a ParallelSession of that many workers (src/parallel/run/run.ts) — or a headless run
  * opened from its files. Kept apart from main.ts, which holds the page's state, forms and
  * buttons, so what a run feeds to which view reads in one place.
  */
-import type { ParallelPlan, PlanModel } from '../parallel/plan.ts';
-import { planRegionBytes } from '../parallel/plan_schema.ts';
+import type { ParallelPlan, PlanModel } from '../parallel/plan/plan.ts';
+import { planRegionBytes } from '../parallel/plan/plan_schema.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { progressProxy, type ProgressRecord, type RankHandle } from './rank.ts';
 import type { DatasetPicker } from './panels/dataset.ts';

@@ -6,10 +6,10 @@
 import type { NetworkModel } from '../comm/network.ts';
 import type { ChromeTrace } from '../comm/trace.ts';
 import { writeAtomic } from '../io/atomic.ts';
-import type { ParallelPlan } from '../parallel/plan.ts';
-import { accounting, accountingText, fmtBytes } from '../parallel/plan_report.ts';
-import type { StepReport } from '../parallel/run_host.ts';
-import type { SplitRouting } from '../parallel/moe_routing.ts';
+import type { ParallelPlan } from '../parallel/plan/plan.ts';
+import { accounting, accountingText, fmtBytes } from '../perf/plan_report.ts';
+import type { StepReport } from '../parallel/run/run_host.ts';
+import type { SplitRouting } from '../parallel/expert/moe_routing.ts';
 import type { TrainConfig } from '../train/config.ts';
 import { depthMetric } from '../models/recurrence.ts';
 

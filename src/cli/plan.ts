@@ -13,11 +13,11 @@
  * `--schedule gpipe|1f1b|interleaved` is accepted as an alias because the training config's
  * `--schedule` already names the learning-rate schedule (whose values never overlap).
  * Memory per rank also shows the analytical peak activation bytes of the tapes
- * (src/parallel/activation_memory.ts; not the MoE models); with `--measure` they are printed beside the
+ * (src/perf/activation_memory.ts; not the MoE models); with `--measure` they are printed beside the
  * measured pool peak, which also holds activation gradients and kernel workspaces, so both
  * figures and their ratio are shown rather than a pretended equality.
- * The predicted report is src/parallel/plan_prediction.ts's (formatting helpers: plan_report.ts),
- * the measured step's accounting src/parallel/measure.ts's; without `--measure` this command
+ * The predicted report is src/perf/plan_prediction.ts's (formatting helpers: plan_report.ts),
+ * the measured step's accounting src/perf/measure.ts's; without `--measure` this command
  * prints predictions only. `--search` and `--advise` (the performance model choosing a plan and
  * criticising a shape) are src/cli/plan_search.ts's.
  */
@@ -27,8 +27,8 @@ import { flagKeys, helpLines } from './flags.ts';
 import type { TrainConfig } from '../train/config.ts';
 import type { Backend } from '../gpu/device.ts';
 import { NetworkModel } from '../comm/network.ts';
-import { MAX_PLAN_WORLD, MAX_RUN_WORLD, PlanSchema } from '../parallel/plan_schema.ts';
-import { planModelOf } from '../parallel/run.ts';
+import { MAX_PLAN_WORLD, MAX_RUN_WORLD, PlanSchema } from '../parallel/plan/plan_schema.ts';
+import { planModelOf } from '../parallel/run/run.ts';
 import {
   makePlan,
   type ParallelPlan,
@@ -36,11 +36,11 @@ import {
   planWorldSize,
   type StrategyKind,
   validatePlan,
-} from '../parallel/plan.ts';
-import { strategyOf } from '../parallel/strategy.ts';
-import type { TrafficOptions } from '../parallel/cost.ts';
-import { activationComparison } from '../parallel/plan_report.ts';
-import { predictionReport } from '../parallel/plan_prediction.ts';
+} from '../parallel/plan/plan.ts';
+import { strategyOf } from '../parallel/plan/strategy.ts';
+import type { TrafficOptions } from '../parallel/cost/cost.ts';
+import { activationComparison } from '../perf/plan_report.ts';
+import { predictionReport } from '../perf/plan_prediction.ts';
 import { loadTrainingData } from '../io/corpus.ts';
 import { runCli } from './main.ts';
 import { isSearchArgv, planSearchMain } from './plan_search.ts';
@@ -137,7 +137,7 @@ export async function main(argv: string[]): Promise<string> {
     throw new Error(`--measure trains on one data file; got a mixture of ${texts.length} (${cfg.data})`);
   }
   const data = { tokens: tokenizer.encode(texts[0]), vocabSize: tokenizer.vocabSize };
-  const measured = await (await import('../parallel/measure.ts')).measure(plan, cfg, data, f.gpu); // --gpu picks the ranks' WebGPU, as for train
+  const measured = await (await import('../perf/measure.ts')).measure(plan, cfg, data, f.gpu); // --gpu picks the ranks' WebGPU, as for train
   const peaks = new Map(measured.ranks.map((r) => [r.rank, r.memory.peakPool]));
   const both = `${measured.text}\n\n${activationComparison(acts, peaks)}`;
   console.log(`\n${both}`);

@@ -12,8 +12,8 @@ import type { DataPlane } from '../comm/data_plane.ts';
 import type { NetworkModel } from '../comm/network.ts';
 import type { ChromeTrace } from '../comm/trace.ts';
 import { parseTuning } from '../comm/tuning.ts';
-import type { TaskWorld } from '../parallel/run_host.ts';
-import { type ParallelPlan, planWorldSize } from '../parallel/plan.ts';
+import type { TaskWorld } from '../parallel/run/run_host.ts';
+import { type ParallelPlan, planWorldSize } from '../parallel/plan/plan.ts';
 import { rankWorkerUrl } from './worker_bundle.ts';
 
 /** The CLI-only launch flags of a parallel run (not in PlanSchema: the browser has workers only). */
@@ -70,7 +70,7 @@ export function checkLaunch(o: LaunchOptions): void {
 
 /**
  * Opens the world of `plan`'s dp·pp·cp·tp ranks the launch flags ask for. Under MPI every rank
- * splits every process group of the plan (parallel/plan_groups.ts) off MPI_COMM_WORLD here,
+ * splits every process group of the plan (parallel/plan/plan_groups.ts) off MPI_COMM_WORLD here,
  * before any task runs (docs/design.md#process-groups-are-mpi_comm_split-communicators).
  * @param how the command line to show when --transport mpi was not started by mpirun.
  * @throws Error when MPI is missing or not launching this process, when mpirun started another
@@ -104,8 +104,9 @@ export async function openRunWorld(
   const tuning = o.commTuning ? parseTuning(await Deno.readTextFile(o.commTuning), o.commTuning) : null;
   const { mpiWorld } = await import('../comm/mpi/world.ts');
   const { MpiTaskWorld } = await import('../comm/mpi/task_world.ts');
-  const { PARALLEL_TASKS } = await import('../parallel/run_tasks.ts');
-  const { planGroupFamilies } = await import('../parallel/plan_groups.ts');
+  const { parallelTasks } = await import('../parallel/run/run_tasks.ts');
+  const { simActionUs } = await import('../perf/action_prices.ts');
+  const { planGroupFamilies } = await import('../parallel/plan/plan_groups.ts');
   const { abortJob } = await import('../comm/mpi/job.ts');
   const m = await mpiWorld({ timeoutMs: 120_000, net, trace: true }, how);
   if (m.size !== size) {
@@ -117,7 +118,7 @@ export async function openRunWorld(
   m.world.backend = o.commBackend;
   m.world.tuning = tuning;
   return {
-    world: await MpiTaskWorld.open(m, PARALLEL_TASKS, planGroupFamilies(plan)),
+    world: await MpiTaskWorld.open(m, parallelTasks(simActionUs), planGroupFamilies(plan)),
     primary: m.rank === 0,
     localRank: m.localRank,
     close: () => m.finalize(),

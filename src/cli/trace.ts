@@ -1,13 +1,13 @@
 /**
  * `npm run trace -- summary <run dir | trace.json>`: the communication characterisation of a
- * parallel run (src/parallel/trace_summary.ts) — message sizes per collective and per parallel
+ * parallel run (src/perf/trace_summary.ts) — message sizes per collective and per parallel
  * dimension, the share of messages, bytes and simulated time under 64 KiB, and each rank's bytes
  * per step by `dim/collective` beside accounting.json's prediction when the run folder has one.
  */
 import { parseCliArgs } from '../util/parse_cli.ts';
 import { dirname } from 'node:path';
-import { binLabel, SIZE_EDGES, type SizeHistogram, summarizeTrace } from '../parallel/trace_summary.ts';
-import { fmtBytes, fmtInt, pct, table } from '../parallel/plan_report.ts';
+import { binLabel, SIZE_EDGES, type SizeHistogram, summarizeTrace } from '../perf/trace_summary.ts';
+import { fmtBytes, fmtInt, pct, table } from '../perf/plan_report.ts';
 import { runCli } from './main.ts';
 
 const HELP = `Usage: npm run trace -- summary <run dir | trace.json>

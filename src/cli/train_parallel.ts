@@ -2,7 +2,7 @@
  * `npm run train -- --dp 2 …` (docs/design.md#parallel-training): a parallel training run from the CLI. The
  * plan is validated before anything starts (one `error:` line naming every broken rule); then
  * world-size Deno module workers (workers/rank.worker.ts, one WebGPU device each) train under
- * src/parallel/run.ts, rank 0's progress is printed nanoGPT-style, and the run directory gets
+ * src/parallel/run/run.ts, rank 0's progress is printed nanoGPT-style, and the run directory gets
  * metrics.jsonl (one line per step with the elements sent per collective), trace.json
  * (`World.chromeTrace()`: wall and simulated clocks, the latter priced by --net), config.json
  * (with the plan), and the accounting — plan.txt (per rank bytes of params / grads / optimizer
@@ -13,7 +13,7 @@
  * Not an entry point of its own: src/cli/train.ts hands it every argv that names a parallel flag.
  *
  * Batch: the global batch is batchSize × gradAccum sequences (as `npm run plan`), split into
- * --micro-batches M (default gradAccum) micro-batches over dp (src/parallel/run.ts).
+ * --micro-batches M (default gradAccum) micro-batches over dp (src/parallel/run/run.ts).
  *
  * trace.json: every rank's sends, receives and collectives plus one `step N` span per step on
  * the wall clock; the simulated clock prices only the messages (α-β on --net, free without
@@ -33,17 +33,17 @@ import { resolveRewarm } from '../train/rewarm.ts';
 import { parseConfig, type TrainConfig } from '../train/config.ts';
 import type { Backend } from '../gpu/device.ts';
 import { NetworkModel } from '../comm/network.ts';
-import { describePlan, type ParallelPlan, planWorldSize } from '../parallel/plan.ts';
-import { MAX_RUN_WORLD, planFromOptions, planRegionBytes, PlanSchema } from '../parallel/plan_schema.ts';
+import { describePlan, type ParallelPlan, planWorldSize } from '../parallel/plan/plan.ts';
+import { MAX_RUN_WORLD, planFromOptions, planRegionBytes, PlanSchema } from '../parallel/plan/plan_schema.ts';
 import type { DataPlane } from '../comm/data_plane.ts';
-import { runParallel } from '../parallel/run_host.ts';
-import { checkRun } from '../parallel/measure.ts';
-import { accounting } from '../parallel/plan_report.ts';
+import { runParallel } from '../parallel/run/run_host.ts';
+import { checkRun } from '../perf/measure.ts';
+import { accounting } from '../perf/plan_report.ts';
 import { checkLaunch, launchRecord, LaunchSchema, openRunWorld } from './run_world.ts';
 import { stepReporter, writeAccounting } from './parallel_outputs.ts';
 import { CliExit } from './main.ts';
 import { resumeCommand, StopListener } from './stop.ts';
-import { StepStop } from '../parallel/step_stop.ts';
+import { StepStop } from '../parallel/run/step_stop.ts';
 import { launchedByMpi } from '../comm/mpi/world.ts';
 import { abortJob } from '../comm/mpi/job.ts';
 

@@ -46,7 +46,10 @@ export interface Span {
 /** Bytes of one element on the wire: every dtype the transport carries (f32, i32) has 4. */
 export const BYTES_PER_ELEMENT = 4;
 
-/** The step a compute span named `step N` stands for (the name src/parallel/run.ts gives each step); else undefined. */
+/**
+ * The step a compute span named `step N` stands for (the name src/parallel/run/run.ts gives each step); else
+ * undefined.
+ */
 export function stepOfSpanName(name: string): number | undefined {
   const m = /^step (\d+)$/.exec(name);
   return m ? Number(m[1]) : undefined;
@@ -105,7 +108,7 @@ export class Tracer {
    * a throw still records the span.
    *
    * A step span — `opts.step` given, or a name `step N` ({@link stepOfSpanName}, what
-   * src/parallel/run.ts uses) — stamps its step on every span recorded until it ends, itself
+   * src/parallel/run/run.ts uses) — stamps its step on every span recorded until it ends, itself
    * included. Only one step per rank may be open at a time besides nesting; concurrent
    * unrelated spans of one rank would otherwise be attributed to it.
    */

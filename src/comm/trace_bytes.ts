@@ -2,7 +2,7 @@
  * Byte accounting read back from a trace (docs/design.md#the-correctness-contract-of-a-parallel-plan: the bytes each
  * run's trace records per step equal the analytical formula, exactly, counted in elements): the elements and bytes
  * every rank sent, per optimizer step and per `group/op` — the key src/parallel/ traffic.ts's TrafficMeter uses, so a
- * trace and a meter can be compared key by key, and src/parallel/run.ts `dimOfKey` maps either onto cost.ts's
+ * trace and a meter can be compared key by key, and src/parallel/run/run.ts `dimOfKey` maps either onto cost.ts's
  * `dim/collective` rows.
  *
  * Input is the Chrome Trace Event object trace.ts `toChromeTrace` writes (trace.json of a

@@ -25,7 +25,7 @@ export interface Batch {
 export const SPLIT_ID: Record<Split, number> = { train: 1, val: 2 };
 
 /**
- * The batch order checkpoints record (train/checkpoint.ts, parallel/rank_checkpoint.ts): 1 drew
+ * The batch order checkpoints record (train/checkpoint.ts, parallel/run/rank_checkpoint.ts): 1 drew
  * micro-batch j from its own generator (seed, split, step, j); 2 draws the whole global batch
  * from one generator (the module doc). They read the same rows when a step has one micro-batch.
  */

@@ -4,14 +4,14 @@
  * same small GPT trains a few steps under each of ≥ 20 plans of 8 ranks — dp, tp (+ sp), pp (1F1B, GPipe, interleaved)
  * with several micro-batch counts, cp (ring, Ulysses), ZeRO 1–3, recomputation — each a real parallel run
  * (src/cli/train_parallel.ts) on a two-level network with a modelled peak, whose simulated clock charges every forward
- * and backward the model's own compute time (src/parallel/sim_compute.ts). So the measured step is the engine's real
+ * and backward the model's own compute time (src/perf/action_prices.ts). So the measured step is the engine's real
  * messages, schedule and waits on the α-β links, and the comparison tests what the model assumes about them: exposed
  * communication, overlap and the bubble. Reports each plan's predicted and measured step, the Spearman rank correlation
  * and where the predicted-best plan lands in the measured order.
  */
 import { NetworkModel } from '../comm/network.ts';
-import { describePlan, type ParallelPlan } from '../parallel/plan.ts';
-import { planFromOptions } from '../parallel/plan_schema.ts';
+import { describePlan, type ParallelPlan } from '../parallel/plan/plan.ts';
+import { planFromOptions } from '../parallel/plan/plan_schema.ts';
 import { flatProfile } from '../perf/device_profile.ts';
 import { predictStep } from '../perf/step_time.ts';
 import { type Experiment, type ExperimentContext, intFlag, modelFlags, shapeArgs, writeOut } from './common.ts';

@@ -1,6 +1,6 @@
 /**
  * A parallel run's checkpoints on disk: one folder per checkpoint, `ckpt-parallel-<step>/`,
- * holding every rank's file (`rank-<r>.safetensors`, src/parallel/rank_checkpoint.ts), and the
+ * holding every rank's file (`rank-<r>.safetensors`, src/parallel/run/rank_checkpoint.ts), and the
  * manifest `ckpt-parallel.json` naming the latest complete set. A set is written file by file
  * (each atomically) into its own folder, and only then does the manifest move to it (temp file +
  * rename), so a run killed at any point leaves the manifest naming the last complete set; the
@@ -18,9 +18,9 @@ import {
   upgradeLegacySafetensors,
 } from '../util/safetensors.ts';
 import { canonicalJson, SHA256_HEX, sha256Hex, zodIssues } from '../util/digest.ts';
-import { decodeRankState } from '../parallel/rank_checkpoint.ts';
+import { decodeRankState } from '../parallel/run/rank_checkpoint.ts';
 import { checkBatchOrder } from '../data/dataset.ts';
-import { type ParallelPlan, planWorldSize } from '../parallel/plan.ts';
+import { type ParallelPlan, planWorldSize } from '../parallel/plan/plan.ts';
 
 export const MANIFEST_FORMAT = 'webgpu-train-sandbox/parallel-checkpoint/1';
 

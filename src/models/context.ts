@@ -3,7 +3,7 @@
  * is written once as embed → block(i) → head; the ops whose meaning changes when the model is
  * split over ranks go through this interface instead of calling the autograd ops directly:
  * - `linear`: plain, or column- / row-parallel with Megatron's f / g operators, the role looked
- *   up by parameter name in one table (src/parallel/tp_table.ts);
+ *   up by parameter name in one table (src/parallel/tensor/tp_table.ts);
  * - `attention`: FlashAttention (or the T×T kernel) over this rank's heads, or ring attention /
  *   Ulysses over a context-parallel group;
  * - `mixer`: a recurrent layer's sequence-mixer core (Mamba's scan, the linear attention), run
@@ -14,7 +14,7 @@
  * - `carry` (decoding only): the buffer a recurrent layer keeps its state in between passes;
  * - `shift`: RWKV's token shift, which under sequence parallelism reads across shard edges.
  * The single-rank model runs over {@link LOCAL}, which calls the plain ops and never awaits
- * anything but resolved promises. src/parallel/rank_context.ts supplies the split forms.
+ * anything but resolved promises. src/parallel/mesh/rank_context.ts supplies the split forms.
  */
 import type { Tensor } from '../gpu/tensor.ts';
 import type { Tape } from '../autograd/tape.ts';
@@ -109,7 +109,7 @@ export interface ModelContext {
   /**
    * RWKV's token shift of x (B·T, C) → (B·T, C), row i taking row i − 1 within each sequence,
    * where the rows x holds are not the whole sequence: under sequence parallelism a rank's shard
-   * needs the row before its first from the previous rank (src/parallel/sp_shift.ts). Absent: the
+   * needs the row before its first from the previous rank (src/parallel/tensor/sp_shift.ts). Absent: the
    * plain shift (autograd/ops.ts tokenShift) on all B·T rows.
    */
   shift?(tape: Tape, x: Tensor, b: number, t: number, label: string): Maybe<Tensor>;

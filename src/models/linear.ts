@@ -14,7 +14,7 @@
  * per-head RMSNorm (each head's hs channels normalised on their own, then the [C] gain), static
  * token-shift mixes (no LoRA on μ), a full-rank decay projection.
  *
- * Over a tensor-parallel context the heads split across ranks (src/parallel/tp_table.ts): r, k,
+ * Over a tensor-parallel context the heads split across ranks (src/parallel/tensor/tp_table.ts): r, k,
  * v, gate and the decay projection column-parallel, the decay bias, bonus u and ln_x's gain with
  * their heads, output row-parallel; the channel mix's key / value column- / row-parallel as an
  * MLP, its receptance replicated. ln_x being per head is what lets a rank normalise its own heads.

@@ -46,7 +46,7 @@ export interface ForwardOptions {
   /** Activation recomputation of the blocks (recompute.ts); training passes only. Default none. */
   recompute?: Recompute;
   /**
-   * Awaited before block i's forward: ZeRO-3 (src/parallel/zero_units.ts) gathers that layer's
+   * Awaited before block i's forward: ZeRO-3 (src/parallel/zero/zero_units.ts) gathers that layer's
    * weights here, so the host and the device hold one gathered layer at a time.
    */
   beforeBlock?: (i: number) => Promise<void>;

@@ -4,7 +4,7 @@
  * routing with capacity, load-balancing loss), parameters `transformer.h.{i}.mlp.router/experts`.
  * The load-balancing term is added to the training loss on recording tapes only; evaluation
  * reports the plain cross-entropy. The unchanged Trainer trains it; expert parallelism
- * (src/parallel/stages.ts over expert_exchange.ts) runs its pieces across ranks.
+ * (src/parallel/pipeline/stages.ts over expert_exchange.ts) runs its pieces across ranks.
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';

@@ -18,7 +18,7 @@
  * Routing runs on the GPU (kernels/moe.ts), so forward passes stay synchronous. Tokens may be
  * routed in `groups` independent groups (GShard's local groups): an expert-parallel run routes
  * each rank's tokens as one group, and a single-rank run with groups = dp reproduces it exactly
- * (src/parallel/expert_exchange.ts drives {@link MoELanguageModel.steps} for that).
+ * (src/parallel/expert/expert_exchange.ts drives {@link MoELanguageModel.steps} for that).
  *
  * The config, parameter specs and expert placement live in moe_specs.ts.
  */
@@ -146,7 +146,10 @@ export function withAuxLoss(tape: Tape, loss: Tensor, routings: Routing[], moe: 
 export class MoELayers {
   /** The routing of every MoE layer in the last forward pass (valid until that tape is disposed). */
   lastRouting: Routing[] = [];
-  /** Called with every routing {@link route} makes (a trainer's routing log, src/parallel/moe_routing.ts), or null. */
+  /**
+   * Called with every routing {@link route} makes (a trainer's routing log, src/parallel/expert/moe_routing.ts), or
+   * null.
+   */
   onRoute: ((layer: number, r: Routing) => void) | null = null;
 
   /** @param c width C; @param bias whether the experts' Linears have biases. */
@@ -237,7 +240,7 @@ export function forwardLocal(
 ): Promise<ForwardResult> {
   if (model.shard.count !== model.moe.nExpert) {
     throw new Error(
-      `${model.arch}.forward: this model holds a shard of the experts; run it with forwardExpertParallel (src/parallel/expert_exchange.ts)`,
+      `${model.arch}.forward: this model holds a shard of the experts; run it with forwardExpertParallel (src/parallel/expert/expert_exchange.ts)`,
     );
   }
   return model.steps(tape, tokens, hostTokens, targets, b, t, opts, (call) => model.moeLayers.local(tape, call));
@@ -245,7 +248,7 @@ export function forwardLocal(
 
 /**
  * A {@link ModelContext} that also computes the MoE MLPs: on this device ({@link MoELayers.local})
- * or across an expert-parallel group (src/parallel/expert_exchange.ts).
+ * or across an expert-parallel group (src/parallel/expert/expert_exchange.ts).
  */
 export interface MoEContext extends ModelContext {
   moe: MoEFn;

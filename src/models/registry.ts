@@ -196,7 +196,7 @@ export function moeConfigOf(cfg: ModelConfig): MoEConfig {
  * Builds the MoE model `cfg.arch` names (gpt-moe or mamba-moe), optionally holding only the
  * experts of `shard` (expert parallelism) or routing in `groups` token groups (the single-rank
  * twin of an expert-parallel run); with `place`, a rank's tensor / pipeline placement of what
- * it keeps (src/parallel/stages.ts). Weights come from `seed` (default cfg.seed).
+ * it keeps (src/parallel/pipeline/stages.ts). Weights come from `seed` (default cfg.seed).
  * @throws Error naming the MoE architectures for any other arch, or the model's own config error.
  */
 export function createMoEModel(

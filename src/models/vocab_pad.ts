@@ -11,7 +11,7 @@
  *
  * Under tensor parallelism the multiple is N·tp (Megatron's rule), so every rank's slice of
  * V'/tp rows is itself a multiple of N; N = 1 leaves the model at V and the tp layer pads to
- * a multiple of tp on its own (src/parallel/vocab_parallel.ts).
+ * a multiple of tp on its own (src/parallel/tensor/vocab_parallel.ts).
  */
 import type { Init } from '../nn/params.ts';
 

@@ -1,6 +1,6 @@
 /**
  * Closed-form traffic of one rank per parallel dimension (docs/design.md#a-performance-model-that-chooses-the-plan),
- * for the plan search: the same calls as src/parallel/cost.ts stepTraffic (GPT layout, the mesh trainer, no
+ * for the plan search: the same calls as src/parallel/cost/cost.ts stepTraffic (GPT layout, the mesh trainer, no
  * compression, one flat gradient buffer) but from the rank's coordinates by arithmetic — no group lists, no mesh — so a
  * 1024-rank plan costs microseconds. tests/perf/dim_traffic.test.ts checks it against stepTraffic rank by rank on small
  * plans; a change to one must reach both.
@@ -8,8 +8,8 @@
  * Units: elements (n, per call) and link spans in ranks.
  */
 import { type Collective, collectiveTraffic } from '../comm/cost.ts';
-import { type ParallelPlan, type PlanModel, planWorldSize, rankParams } from '../parallel/plan.ts';
-import type { PlanDim } from '../parallel/cost.ts';
+import { type ParallelPlan, type PlanModel, planWorldSize, rankParams } from '../parallel/plan/plan.ts';
+import type { PlanDim } from '../parallel/cost/cost.ts';
 import type { Recompute } from '../models/recompute.ts';
 
 /** One kind of call of one rank in one optimizer step. */

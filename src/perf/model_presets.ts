@@ -4,7 +4,7 @@
  * multi-head attention, a 4h GELU MLP, tied embeddings), so a preset of another family keeps its
  * depth, width, heads, context and vocabulary but not its MLP or grouped-query attention.
  */
-import type { PlanModel } from '../parallel/plan.ts';
+import type { PlanModel } from '../parallel/plan/plan.ts';
 import { MAX_SEARCH_BATCH } from './plan_space.ts';
 
 /** A model shape with its default global batch (sequences per optimizer step). */

@@ -12,7 +12,7 @@
  * and a global batch of 2240 sequences (one per GPU, 280 micro-batches per data-parallel rank).
  */
 import { NetworkModel } from '../comm/network.ts';
-import { makePlan, type PlanModel, planProblems, rankParams } from '../parallel/plan.ts';
+import { makePlan, type PlanModel, planProblems, rankParams } from '../parallel/plan/plan.ts';
 import type { Recompute } from '../models/recompute.ts';
 import { DEVICE_PROFILES } from './device_profile.ts';
 import { MODEL_PRESETS } from './model_presets.ts';

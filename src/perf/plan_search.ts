@@ -9,7 +9,7 @@
  * as 1F1B with all m micro-batches in flight: never faster, never smaller), compression.
  */
 import type { NetworkModel } from '../comm/network.ts';
-import { makePlan, type ParallelPlan, type PlanModel, rankParams } from '../parallel/plan.ts';
+import { makePlan, type ParallelPlan, type PlanModel, rankParams } from '../parallel/plan/plan.ts';
 import type { Recompute } from '../models/recompute.ts';
 import { type PlanSpace, planSpace, RECOMPUTE, splitPlans } from './plan_space.ts';
 import type { DeviceProfile } from './device_profile.ts';

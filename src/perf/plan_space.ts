@@ -7,7 +7,7 @@
  * one: the work is the plans that are valid, and those are bounded by {@link MAX_PRICED_PLANS} (micro-batch counts are
  * thinned, and the result says so, when a batch with many divisors on many ranks would exceed it).
  */
-import { makePlan, type ParallelPlan, type PlanModel, planProblems } from '../parallel/plan.ts';
+import { makePlan, type ParallelPlan, type PlanModel, planProblems } from '../parallel/plan/plan.ts';
 import type { Recompute } from '../models/recompute.ts';
 
 /** Recompute modes priced per plan. */

@@ -7,7 +7,7 @@
  * achieved FLOP/s of one micro-batch's compute (step_time.ts microBatchSeconds on the device's rate curve) at the fixed
  * shape over the current one (for a padded vocabulary: the same useful FLOPs done faster).
  */
-import { makePlan, type PlanModel, planProblems, rankParams } from '../parallel/plan.ts';
+import { makePlan, type PlanModel, planProblems, rankParams } from '../parallel/plan/plan.ts';
 import type { DeviceProfile } from './device_profile.ts';
 import type { StepOptions } from './step_memory.ts';
 import { microBatchSeconds, modelFlops } from './step_time.ts';

@@ -8,9 +8,9 @@
  *
  * Units: bytes.
  */
-import { korthikantiLayerBytes } from '../parallel/activation_memory.ts';
-import { rankMemory, zeroMemoryMixed } from '../parallel/memory_cost.ts';
-import { paddedVocab, type ParallelPlan, type PlanModel, rankParams } from '../parallel/plan.ts';
+import { korthikantiLayerBytes } from './activation_memory.ts';
+import { rankMemory, zeroMemoryMixed } from './memory_cost.ts';
+import { paddedVocab, type ParallelPlan, type PlanModel, rankParams } from '../parallel/plan/plan.ts';
 import type { Recompute } from '../models/recompute.ts';
 import type { Dtype } from './device_profile.ts';
 import { rankOfCoords } from './dim_traffic.ts';

@@ -22,14 +22,14 @@
  */
 import { predictUs } from '../comm/cost.ts';
 import type { NetworkModel } from '../comm/network.ts';
-import type { PlanDim } from '../parallel/cost.ts';
-import { paddedVocab, type ParallelPlan, type PlanModel, planWorldSize } from '../parallel/plan.ts';
-import { bubbleFraction } from '../parallel/pipeline_sim.ts';
+import type { PlanDim } from '../parallel/cost/cost.ts';
+import { paddedVocab, type ParallelPlan, type PlanModel, planWorldSize } from '../parallel/plan/plan.ts';
+import { bubbleFraction } from '../parallel/pipeline/pipeline_sim.ts';
 import { attentionRate, type DeviceProfile, gemmSeconds, peakFlops } from './device_profile.ts';
 import { approxElements, type DimCall, dimCalls, elementsByDim, rankOfCoords } from './dim_traffic.ts';
 import { type StepMemory, stepMemory, type StepOptions } from './step_memory.ts';
 
-/** Engine default gradient bucket (src/parallel/data_parallel.ts: 1 MiB). */
+/** Engine default gradient bucket (src/parallel/data/data_parallel.ts: 1 MiB). */
 export const BUCKET_BYTES = 2 ** 20;
 
 export interface StepPrediction {
@@ -102,7 +102,7 @@ export function microBatchSeconds(plan: ParallelPlan, model: PlanModel, o: StepO
  * Seconds of one pipeline action of a rank for one micro-batch: the forward and the backward
  * (recomputation included) of its L/(pp·v) layers, the LM head's share on the last stage (a third
  * forward, two thirds backward). What the engine charges its simulated clock per action under a
- * modelled peak (src/parallel/sim_compute.ts), so a measured step prices compute as this model does.
+ * modelled peak (action_prices.ts), so a measured step prices compute as this model does.
  */
 export function actionSeconds(
   plan: ParallelPlan,

@@ -7,9 +7,9 @@ import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { compressionBytes } from '../../src/app/panels/comm_compression.ts';
 import { parseCompressPolicy } from '../../src/comm/compression.ts';
 import type { Span } from '../../src/comm/trace.ts';
-import { stepTraffic } from '../../src/parallel/cost.ts';
-import { makePlan, type PlanModel } from '../../src/parallel/plan.ts';
-import { compressionByDim } from '../../src/parallel/compression_report.ts';
+import { stepTraffic } from '../../src/parallel/cost/cost.ts';
+import { makePlan, type PlanModel } from '../../src/parallel/plan/plan.ts';
+import { compressionByDim } from '../../src/perf/compression_report.ts';
 
 const MODEL: PlanModel = { nLayer: 2, nHead: 2, nEmbd: 32, blockSize: 16, batchSize: 8, vocabSize: 65 };
 const bytes = (rows: { elements: number }[]) => rows.reduce((a, r) => a + 4 * r.elements, 0);

@@ -9,9 +9,9 @@ import {
   type PlanValues,
 } from '../../src/app/panels/plan_fields.ts';
 import { parseCompressPolicy } from '../../src/comm/compression.ts';
-import { MAX_RUN_WORLD, planFromOptions, PlanSchema } from '../../src/parallel/plan_schema.ts';
-import { CP_KINDS, type PlanModel, planProblems } from '../../src/parallel/plan.ts';
-import { SCHEDULE_KINDS } from '../../src/parallel/pipeline_schedule.ts';
+import { MAX_RUN_WORLD, planFromOptions, PlanSchema } from '../../src/parallel/plan/plan_schema.ts';
+import { CP_KINDS, type PlanModel, planProblems } from '../../src/parallel/plan/plan.ts';
+import { SCHEDULE_KINDS } from '../../src/parallel/pipeline/pipeline_schedule.ts';
 
 const MODEL: PlanModel = { nLayer: 4, nHead: 4, nEmbd: 64, blockSize: 32, batchSize: 16, vocabSize: 65 };
 const byKey = () => new Map(planFields().map((f) => [f.key, f]));

@@ -9,8 +9,8 @@ import {
   setupValues,
 } from '../../src/app/panels/plan_scale.ts';
 import { checkPlan } from '../../src/app/panels/plan_fields.ts';
-import { makePlan, planWorldSize } from '../../src/parallel/plan.ts';
-import { checkMeshPlan } from '../../src/parallel/mesh_plan.ts';
+import { makePlan, planWorldSize } from '../../src/parallel/plan/plan.ts';
+import { checkMeshPlan } from '../../src/parallel/plan/mesh_plan.ts';
 import { parseNetwork } from '../../src/comm/network.ts';
 import { parseConfig } from '../../src/train/config.ts';
 

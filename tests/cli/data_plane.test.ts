@@ -6,8 +6,8 @@
 import { equal, match, ok, throws } from 'node:assert/strict';
 import { parseCommandArgs } from '../../src/cli/command.ts';
 import { openRunWorld } from '../../src/cli/run_world.ts';
-import { makePlan } from '../../src/parallel/plan.ts';
-import { planRegionBytes } from '../../src/parallel/plan_schema.ts';
+import { makePlan } from '../../src/parallel/plan/plan.ts';
+import { planRegionBytes } from '../../src/parallel/plan/plan_schema.ts';
 import { MIN_REGION_BYTES } from '../../src/comm/data_plane.ts';
 import { WORKER_TEST } from '../comm/world.ts';
 import { runCli, TINY_RUN } from '../util/cli.ts';

@@ -9,7 +9,7 @@ import { checkCommand, PlanCliSchema } from '../../src/cli/command.ts';
 import { choicesOf, type FlagKey, flagKeys, parseDecimal } from '../../src/cli/flags.ts';
 import { planFromArgs } from '../../src/cli/plan.ts';
 import { TrainConfigSchema } from '../../src/train/config.ts';
-import { PlanSchema } from '../../src/parallel/plan_schema.ts';
+import { PlanSchema } from '../../src/parallel/plan/plan_schema.ts';
 import type { Random } from '../../src/util/random.ts';
 
 const VALID = ['1', '2', '4', '8', '16', '64', '0', '0.5', '1e-3', '3e-4', '0.9', '2e1'];
@@ -122,7 +122,7 @@ export function randomCase(r: Random, configs: string[], small = false): Case {
   return { command, argv, bad };
 }
 
-/** Words the parallel plan's rules (src/parallel/plan.ts) use for a flag. */
+/** Words the parallel plan's rules (src/parallel/plan/plan.ts) use for a flag. */
 const RULE_WORDS: Record<string, string> = {
   'pp-schedule': 'schedule',
   schedule: 'schedule',

@@ -1,9 +1,9 @@
 /** `npm run plan` in a subprocess: the tables it prints agree with cost.ts; bad plans are one `error:` line naming the rule. */
 import { equal, match, ok } from 'node:assert/strict';
 import { runCli } from '../util/cli.ts';
-import { stepTraffic } from '../../src/parallel/cost.ts';
-import { makePlan } from '../../src/parallel/plan.ts';
-import { activationMemory } from '../../src/parallel/activation_memory.ts';
+import { stepTraffic } from '../../src/parallel/cost/cost.ts';
+import { makePlan } from '../../src/parallel/plan/plan.ts';
+import { activationMemory } from '../../src/perf/activation_memory.ts';
 
 function oneLineError(r: { code: number; stderr: string }, pattern: RegExp): void {
   ok(r.code !== 0, `non-zero exit (stderr: ${r.stderr})`);
@@ -150,7 +150,7 @@ Deno.test({
 });
 
 Deno.test('measuredComparison puts measured counts beside the prediction, keyed dim/collective', async () => {
-  const { measuredComparison } = await import('../../src/parallel/plan_report.ts');
+  const { measuredComparison } = await import('../../src/perf/plan_report.ts');
   const model = { nLayer: 2, nHead: 2, nEmbd: 64, blockSize: 64, batchSize: 16, vocabSize: 65 };
   const rows = stepTraffic(makePlan({ dp: 2 }), model, 0);
   const predicted = rows.filter((x) => x.collective === 'allReduce').reduce((a, x) => a + x.elements, 0);

@@ -19,9 +19,9 @@ import { Trainer } from '../../src/train/trainer.ts';
 import { EVAL_STEP } from '../../src/train/evaluate.ts';
 import { CharTokenizer } from '../../src/data/tokenizer.ts';
 import { TextDataset } from '../../src/data/dataset.ts';
-import { checkArchSplit, strategyOf } from '../../src/parallel/strategy.ts';
-import { makePlan } from '../../src/parallel/plan.ts';
-import { planModelOf } from '../../src/parallel/run.ts';
+import { checkArchSplit, strategyOf } from '../../src/parallel/plan/strategy.ts';
+import { makePlan } from '../../src/parallel/plan/plan.ts';
+import { planModelOf } from '../../src/parallel/run/run.ts';
 
 const text = await Deno.readTextFile(new URL('../../public/data/tinyshakespeare.txt', import.meta.url));
 const small: Partial<TrainConfig> = {

@@ -11,10 +11,10 @@ import { createModel } from '../../src/models/registry.ts';
 import { meanLoss } from '../../src/train/evaluate.ts';
 import { TextDataset } from '../../src/data/dataset.ts';
 import { ATTENTION_ARCHS } from '../../src/models/archs.ts';
-import { checkMeshPlan } from '../../src/parallel/mesh_plan.ts';
+import { checkMeshPlan } from '../../src/parallel/plan/mesh_plan.ts';
 import { sampleTokens } from '../../src/train/sample.ts';
 import { Random } from '../../src/util/random.ts';
-import { makePlan } from '../../src/parallel/plan.ts';
+import { makePlan } from '../../src/parallel/plan/plan.ts';
 
 const V = 23;
 const data = new TextDataset(Int32Array.from({ length: 4000 }, (_, i) => (i * 7 + (i >> 3)) % V), 16);

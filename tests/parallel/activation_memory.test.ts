@@ -16,20 +16,20 @@ import {
   activationMemory,
   type ActivationOptions,
   korthikantiLayerBytes,
-} from '../../src/parallel/activation_memory.ts';
-import { itemBytes } from '../../src/parallel/activation_items.ts';
-import { makePlan, type ParallelPlan, type PlanModel } from '../../src/parallel/plan.ts';
+} from '../../src/perf/activation_memory.ts';
+import { itemBytes } from '../../src/perf/activation_items.ts';
+import { makePlan, type ParallelPlan, type PlanModel } from '../../src/parallel/plan/plan.ts';
 import { POOL_GRANULE } from '../../src/gpu/pool.ts';
 import { gpuTest } from '../util/gpu.ts';
 import { GPT, type GPTConfig } from '../../src/models/gpt.ts';
 import { Tape } from '../../src/autograd/tape.ts';
 import { closeLocalWorld, localWorld } from '../../src/comm/local.ts';
-import type { PipelineStageModel } from '../../src/parallel/pipeline_stage.ts';
-import { ModelStages } from '../../src/parallel/stages.ts';
-import { RankContext } from '../../src/parallel/rank_context.ts';
-import { cpPositions } from '../../src/parallel/context_parallel.ts';
+import type { PipelineStageModel } from '../../src/parallel/pipeline/pipeline_stage.ts';
+import { ModelStages } from '../../src/parallel/pipeline/stages.ts';
+import { RankContext } from '../../src/parallel/mesh/rank_context.ts';
+import { cpPositions } from '../../src/parallel/context/context_parallel.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
-import type { CpKind } from '../../src/parallel/plan.ts';
+import type { CpKind } from '../../src/parallel/plan/plan.ts';
 
 const MODEL: PlanModel = { nLayer: 4, nHead: 4, nEmbd: 64, blockSize: 64, batchSize: 16, vocabSize: 65 };
 const act = (over: Partial<ParallelPlan>, model: Partial<PlanModel> = {}, rank = 0, o: ActivationOptions = {}) =>

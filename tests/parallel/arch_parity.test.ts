@@ -1,7 +1,7 @@
 /**
  * Every architecture written once (src/models/context.ts): tensor and pipeline parallelism of the
  * recurrent models run the models' own embed / block / head pieces over a RankContext, with the
- * role of each parameter from src/parallel/tp_table.ts. Each plan is checked against the
+ * role of each parameter from src/parallel/tensor/tp_table.ts. Each plan is checked against the
  * single-rank run of the same architecture (same seed and global batch, 10 steps): losses within
  * 1e-4 relative, the gathered step-0 gradients by relative RMS, the final parameters.
  */
@@ -13,11 +13,11 @@ import { singleRankRun } from './single_rank.ts';
 import { plainConfig } from './mesh_rank.ts';
 import { localMeshRun } from './mesh_harness.ts';
 import type { Named } from './mesh_rank.ts';
-import { makePlan, type ParallelPlan, planGroup, planMesh, rankParams } from '../../src/parallel/plan.ts';
-import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
-import { planModelOf, sentByDim } from '../../src/parallel/run.ts';
-import { checkArchSplit } from '../../src/parallel/strategy.ts';
-import { shardKind, TP_TABLE, tpRole, unshardParam } from '../../src/parallel/tp_table.ts';
+import { makePlan, type ParallelPlan, planGroup, planMesh, rankParams } from '../../src/parallel/plan/plan.ts';
+import { stepTraffic, trafficByKind } from '../../src/parallel/cost/cost.ts';
+import { planModelOf, sentByDim } from '../../src/parallel/run/run.ts';
+import { checkArchSplit } from '../../src/parallel/plan/strategy.ts';
+import { shardKind, TP_TABLE, tpRole, unshardParam } from '../../src/parallel/tensor/tp_table.ts';
 import { createModel } from '../../src/models/registry.ts';
 import { trainIterations } from '../../src/models/recurrence.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';

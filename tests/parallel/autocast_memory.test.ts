@@ -6,8 +6,8 @@
  * the f32 one does, for both attention kernels; `npm run plan` refuses the splits it does not count.
  */
 import { equal, ok, throws } from 'node:assert/strict';
-import { activationMemory } from '../../src/parallel/activation_memory.ts';
-import { makePlan, type PlanModel } from '../../src/parallel/plan.ts';
+import { activationMemory } from '../../src/perf/activation_memory.ts';
+import { makePlan, type PlanModel } from '../../src/parallel/plan/plan.ts';
 import { gpuTest, hasShaderF16 } from '../util/gpu.ts';
 import { GPT } from '../../src/models/gpt.ts';
 import { Tape } from '../../src/autograd/tape.ts';

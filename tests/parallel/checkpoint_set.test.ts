@@ -8,8 +8,8 @@
  */
 import { deepStrictEqual, equal, match, ok, rejects } from 'node:assert/strict';
 import { loadCheckpointSet, parallelCheckpointFiles, saveCheckpointSet } from '../../src/io/checkpoint_set.ts';
-import { decodeRankState, encodeRankTensors } from '../../src/parallel/rank_checkpoint.ts';
-import { makePlan } from '../../src/parallel/plan.ts';
+import { decodeRankState, encodeRankTensors } from '../../src/parallel/run/rank_checkpoint.ts';
+import { makePlan } from '../../src/parallel/plan/plan.ts';
 import { canonicalJson, sha256Hex } from '../../src/util/digest.ts';
 import { CorruptCheckpointError, decodeSafetensors } from '../../src/util/safetensors.ts';
 import { runCli } from '../util/cli.ts';

@@ -6,9 +6,9 @@
  * ZeRO the gradient reduce-scatters are compressed (the parameter gathers stay exact); PowerSGD with ZeRO is refused.
  */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
-import { makePlan, type ParallelPlan, validatePlan } from '../../src/parallel/plan.ts';
+import { makePlan, type ParallelPlan, validatePlan } from '../../src/parallel/plan/plan.ts';
 import { parseCompressPolicy } from '../../src/comm/compression.ts';
-import { planFromOptions } from '../../src/parallel/plan_schema.ts';
+import { planFromOptions } from '../../src/parallel/plan/plan_schema.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 import { TEST, tracedRun, traceMismatches } from './trace_harness.ts';
 

@@ -12,11 +12,11 @@ import { TEXT, tinyConfig, WORKER_TEST } from './harness.ts';
 import { type AttnArgs, type AttnResult, withCpWorld } from './cp_harness.ts';
 import { twins } from './single_rank.ts';
 import { checkMeshRun, localMeshRun } from './mesh_harness.ts';
-import { checkMeshPlan } from '../../src/parallel/mesh_trainer.ts';
+import { checkMeshPlan } from '../../src/parallel/mesh/mesh_trainer.ts';
 import { attentionBackwardRef, attentionForwardRef } from '../../src/reference/attention.ts';
-import { cpPositions } from '../../src/parallel/context_parallel.ts';
-import { zigzagPositions } from '../../src/parallel/ring_attention.ts';
-import { makePlan } from '../../src/parallel/plan.ts';
+import { cpPositions } from '../../src/parallel/context/context_parallel.ts';
+import { zigzagPositions } from '../../src/parallel/context/ring_attention.ts';
+import { makePlan } from '../../src/parallel/plan/plan.ts';
 import { chunkOffsets } from '../../src/comm/algorithms.ts';
 import { parseConfig } from '../../src/train/config.ts';
 

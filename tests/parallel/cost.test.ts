@@ -1,11 +1,14 @@
-/** src/comm/cost.ts's exact per-rank traffic against src/comm/algorithms.ts and halving_doubling.ts run in-process; src/parallel/cost.ts's per-plan traffic. */
+/**
+ * src/comm/cost.ts's exact per-rank traffic against src/comm/algorithms.ts and halving_doubling.ts run in-process;
+ * src/parallel/cost/cost.ts's per-plan traffic.
+ */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
 import * as A from '../../src/comm/algorithms.ts';
 import * as H from '../../src/comm/halving_doubling.ts';
 import type { Algorithm } from '../../src/comm/call_options.ts';
 import { type Collective, collectiveTraffic } from '../../src/comm/cost.ts';
-import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
-import { makePlan, type ParallelPlan, rankParams, type StrategyKind } from '../../src/parallel/plan.ts';
+import { stepTraffic, trafficByKind } from '../../src/parallel/cost/cost.ts';
+import { makePlan, type ParallelPlan, rankParams, type StrategyKind } from '../../src/parallel/plan/plan.ts';
 
 const TINY = { nLayer: 2, nHead: 2, nEmbd: 64, blockSize: 64, batchSize: 16, vocabSize: 65 };
 

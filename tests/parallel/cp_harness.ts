@@ -4,8 +4,8 @@
  * and tests/parallel/context_parallel.test.ts share.
  */
 import type { World } from '../../src/comm/launch.ts';
-import type { CpKind } from '../../src/parallel/plan.ts';
-import type { Sent } from '../../src/parallel/traffic.ts';
+import type { CpKind } from '../../src/parallel/plan/plan.ts';
+import type { Sent } from '../../src/parallel/mesh/traffic.ts';
 import { withRankWorld } from '../comm/world.ts';
 
 /** One attention call on every rank: full qkv (B, T, 3C) and dy (B, T, C) drawn from `seed`. */

@@ -19,7 +19,7 @@ import {
   withDpWorld,
   WORKER_TEST,
 } from './harness.ts';
-import { checkDataParallel } from '../../src/parallel/data_parallel.ts';
+import { checkDataParallel } from '../../src/parallel/data/data_parallel.ts';
 import { PLANES } from '../comm/world.ts';
 import { parseConfig } from '../../src/train/config.ts';
 

@@ -8,10 +8,10 @@ import { serveRank } from '../../src/comm/launch.ts';
 import { parseConfig } from '../../src/train/config.ts';
 import { CharTokenizer } from '../../src/data/tokenizer.ts';
 import { TextDataset } from '../../src/data/dataset.ts';
-import { type MeshStepRecord, MeshTrainer } from '../../src/parallel/mesh_trainer.ts';
-import { makePlan } from '../../src/parallel/plan.ts';
+import { type MeshStepRecord, MeshTrainer } from '../../src/parallel/mesh/mesh_trainer.ts';
+import { makePlan } from '../../src/parallel/plan/plan.ts';
 import type { RunArgs, RunResult } from './harness.ts';
-import type { ZeroMemory } from '../../src/parallel/zero_pieces.ts';
+import type { ZeroMemory } from '../../src/parallel/zero/zero_pieces.ts';
 import { RANK_GPU_TASKS, rankGpu } from '../util/rank_gpu.ts';
 
 serveRank({

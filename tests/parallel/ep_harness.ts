@@ -12,10 +12,10 @@ import { TextDataset } from '../../src/data/dataset.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import type { LanguageModel } from '../../src/models/model.ts';
 import { createModel, createMoEModel } from '../../src/models/registry.ts';
-import { shardKind, unshardParam } from '../../src/parallel/tp_table.ts';
-import type { Sent } from '../../src/parallel/traffic.ts';
-import { choiceDemand, type RankRouting } from '../../src/parallel/moe_routing.ts';
-import { makePlan, type ParallelPlan, planMesh } from '../../src/parallel/plan.ts';
+import { shardKind, unshardParam } from '../../src/parallel/tensor/tp_table.ts';
+import type { Sent } from '../../src/parallel/mesh/traffic.ts';
+import { choiceDemand, type RankRouting } from '../../src/parallel/expert/moe_routing.ts';
+import { makePlan, type ParallelPlan, planMesh } from '../../src/parallel/plan/plan.ts';
 import { withRankWorld } from '../comm/world.ts';
 
 export interface EpArgs {

@@ -1,6 +1,6 @@
 /**
  * Expert parallelism composed with the other dimensions by the mesh trainer
- * (src/parallel/mesh_trainer.ts): the MoE models' own pieces over a RankContext whose MoE
+ * (src/parallel/mesh/mesh_trainer.ts): the MoE models' own pieces over a RankContext whose MoE
  * function exchanges tokens over the rank's EP group (ep inside dp, DeepSpeed-MoE's layout), also
  * under ZeRO (dense parameters sharded over dp, each expert over the ranks holding it).
  * Checked against the single-rank run of the same model (the same micro-batches) routing each
@@ -17,11 +17,11 @@ import { epReference, gatherShards, meshDemands } from './ep_harness.ts';
 import { localMeshRun } from './mesh_harness.ts';
 import { microConfig } from './mesh_rank.ts';
 import { flat } from './single_rank.ts';
-import { makePlan, type ParallelPlan, rankParams } from '../../src/parallel/plan.ts';
-import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
-import { rankMemory } from '../../src/parallel/memory_cost.ts';
-import { planModelOf, sentByDim, trainerConfig } from '../../src/parallel/run.ts';
-import { strategyOf } from '../../src/parallel/strategy.ts';
+import { makePlan, type ParallelPlan, rankParams } from '../../src/parallel/plan/plan.ts';
+import { stepTraffic, trafficByKind } from '../../src/parallel/cost/cost.ts';
+import { rankMemory } from '../../src/perf/memory_cost.ts';
+import { planModelOf, sentByDim, trainerConfig } from '../../src/parallel/run/run.ts';
+import { strategyOf } from '../../src/parallel/plan/strategy.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { CharTokenizer } from '../../src/data/tokenizer.ts';
 

@@ -5,8 +5,8 @@
  */
 import { serveRank } from '../../src/comm/launch.ts';
 import { expertOf } from '../../src/models/moe.ts';
-import { MeshTrainer } from '../../src/parallel/mesh_trainer.ts';
-import { trainerConfig } from '../../src/parallel/run.ts';
+import { MeshTrainer } from '../../src/parallel/mesh/mesh_trainer.ts';
+import { trainerConfig } from '../../src/parallel/run/run.ts';
 import { type EpArgs, epData, epPlan, type EpResult } from './ep_harness.ts';
 import { RANK_GPU_TASKS, rankGpu } from '../util/rank_gpu.ts';
 

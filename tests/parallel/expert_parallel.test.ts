@@ -15,12 +15,12 @@ import { testGpu } from '../util/gpu.ts';
 import { assertClose, assertRelRms, assertThrows } from '../util/assert.ts';
 import { maxRel, ringAllReduceSent, TEXT, WORKER_TEST } from './harness.ts';
 import { type EpArgs, epData, epPlan, epReference, type EpResult, withEpWorld } from './ep_harness.ts';
-import { allToAllFromExperts, allToAllToExperts } from '../../src/parallel/expert_exchange.ts';
-import { expertShard } from '../../src/parallel/expert_exchange.ts';
-import { planModelOf, trainerConfig } from '../../src/parallel/run.ts';
+import { allToAllFromExperts, allToAllToExperts } from '../../src/parallel/expert/expert_exchange.ts';
+import { expertShard } from '../../src/parallel/expert/expert_exchange.ts';
+import { planModelOf, trainerConfig } from '../../src/parallel/run/run.ts';
 import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
-import { stepTraffic } from '../../src/parallel/cost.ts';
-import { makePlan, planGroup } from '../../src/parallel/plan.ts';
+import { stepTraffic } from '../../src/parallel/cost/cost.ts';
+import { makePlan, planGroup } from '../../src/parallel/plan/plan.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 
 const BASE: Partial<TrainConfig> = {

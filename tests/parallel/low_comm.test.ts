@@ -1,5 +1,5 @@
 /**
- * Low-communication data parallelism (src/parallel/low_comm.ts, outer_sync.ts): the flags and
+ * Low-communication data parallelism (src/parallel/data/low_comm.ts, outer_sync.ts): the flags and
  * their refusals, the fragment schedule, DiLoCo and local SGD with H = 1 against DDP step for
  * step (SGD inner optimizer, the setting where the identity is exact), the outer traffic against
  * the formula, and resuming mid-way between outer steps. In-process ranks sharing one GPU.
@@ -11,13 +11,13 @@ import { localMeshRun } from './mesh_harness.ts';
 import { microConfig } from './mesh_rank.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 import { parseConfig } from '../../src/train/config.ts';
-import { makePlan, type ParallelPlan, planProblems, planWorldSize } from '../../src/parallel/plan.ts';
-import { planFromOptions } from '../../src/parallel/plan_schema.ts';
-import { fragmentOf, outerSyncTraffic, syncsAt, type SyncSpec, syncSpecOf } from '../../src/parallel/low_comm.ts';
+import { makePlan, type ParallelPlan, planProblems, planWorldSize } from '../../src/parallel/plan/plan.ts';
+import { planFromOptions } from '../../src/parallel/plan/plan_schema.ts';
+import { fragmentOf, outerSyncTraffic, syncsAt, type SyncSpec, syncSpecOf } from '../../src/parallel/data/low_comm.ts';
 import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
 import { CharTokenizer } from '../../src/data/tokenizer.ts';
 import { TextDataset } from '../../src/data/dataset.ts';
-import { MeshTrainer } from '../../src/parallel/mesh_trainer.ts';
+import { MeshTrainer } from '../../src/parallel/mesh/mesh_trainer.ts';
 import { gptParamSpecs } from '../../src/models/gpt.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import { runCli } from '../util/cli.ts';

@@ -1,7 +1,7 @@
 /**
  * A `--sync` run resumed from its rank checkpoint files, as the CLI writes and reads them
  * (src/io/checkpoint_set.ts: ckpt-parallel.json + ckpt-parallel-<step>/rank-<r>.safetensors, each
- * rank's file from src/parallel/run.ts `RankRun.checkpoint`): 8 steps of dp 2, saved after step 4
+ * rank's file from src/parallel/run/run.ts `RankRun.checkpoint`): 8 steps of dp 2, saved after step 4
  * — between two outer syncs, after one has landed, with a Streaming DiLoCo fragment and a CO2 round in flight —
  * then a fresh world opened from the files on disk runs steps 4–7. Its losses, and every tensor of
  * its final rank files (parameters, inner optimizer, the outer θ_global anchor, outer momentum,
@@ -10,10 +10,10 @@
 import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { closeLocalWorld, localWorld } from '../../src/comm/local.ts';
 import { loadCheckpointSet, saveCheckpointSet } from '../../src/io/checkpoint_set.ts';
-import { syncSpecOf } from '../../src/parallel/low_comm.ts';
-import { makePlan, type ParallelPlan, planWorldSize } from '../../src/parallel/plan.ts';
-import { decodeRankState } from '../../src/parallel/rank_checkpoint.ts';
-import { RankRun } from '../../src/parallel/run.ts';
+import { syncSpecOf } from '../../src/parallel/data/low_comm.ts';
+import { makePlan, type ParallelPlan, planWorldSize } from '../../src/parallel/plan/plan.ts';
+import { decodeRankState } from '../../src/parallel/run/rank_checkpoint.ts';
+import { RankRun } from '../../src/parallel/run/run.ts';
 import { testBackend } from '../util/gpu.ts';
 import { TEXT, tinyConfig } from './harness.ts';
 

@@ -8,8 +8,8 @@
  */
 import { deepStrictEqual, ok } from 'node:assert/strict';
 import { TEST, tracedRun } from './trace_harness.ts';
-import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
-import { syncsAt, type SyncSpec, syncSpecOf } from '../../src/parallel/low_comm.ts';
+import { makePlan, type ParallelPlan } from '../../src/parallel/plan/plan.ts';
+import { syncsAt, type SyncSpec, syncSpecOf } from '../../src/parallel/data/low_comm.ts';
 import { type StepSends, traceSends } from '../../src/comm/trace_bytes.ts';
 
 const STEPS = 8;

@@ -1,8 +1,11 @@
-/** Memory per rank (src/parallel/memory_cost.ts), the pipeline bubble and plan.ts rankParams against the model's declarations. */
+/**
+ * Memory per rank (src/perf/memory_cost.ts), the pipeline bubble and plan.ts rankParams against the model's
+ * declarations.
+ */
 import { deepStrictEqual, equal, throws } from 'node:assert/strict';
-import { zeroMemoryFp32, zeroMemoryMixed } from '../../src/parallel/memory_cost.ts';
-import { bubbleFraction } from '../../src/parallel/pipeline_sim.ts';
-import { makePlan, rankParams } from '../../src/parallel/plan.ts';
+import { zeroMemoryFp32, zeroMemoryMixed } from '../../src/perf/memory_cost.ts';
+import { bubbleFraction } from '../../src/parallel/pipeline/pipeline_sim.ts';
+import { makePlan, rankParams } from '../../src/parallel/plan/plan.ts';
 import { gptParamSpecs } from '../../src/models/gpt.ts';
 
 Deno.test('ZeRO memory per rank: fp32 (4+4+8 bytes) and mixed precision (docs/design.md#memory-per-rank)', () => {

@@ -1,13 +1,13 @@
 /**
- * Validation of split models (src/parallel/mesh_eval.ts): tp2 × pp2, tp2 + sp, cp2 (ring) × pp2
+ * Validation of split models (src/parallel/mesh/mesh_eval.ts): tp2 × pp2, tp2 + sp, cp2 (ring) × pp2
  * and an interleaved pp2 × v2 report, after the same 2 steps, the validation loss the
  * single-rank run reports (within the 1e-4 the plans reproduce it), and their traces stay exact:
  * the forward passes run on `eval` groups, outside every step's accounting. A forward-only
  * program visits every stage once, in order, with a send and a receive per boundary.
  */
 import { deepStrictEqual, ok } from 'node:assert/strict';
-import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
-import { forwardProgram } from '../../src/parallel/mesh_eval.ts';
+import { makePlan, type ParallelPlan } from '../../src/parallel/plan/plan.ts';
+import { forwardProgram } from '../../src/parallel/mesh/mesh_eval.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 import { TEST, tracedRun, traceMismatches } from './trace_harness.ts';
 

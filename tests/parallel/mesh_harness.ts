@@ -1,5 +1,5 @@
 /**
- * Mesh-trainer test harness: runs of src/parallel/mesh_trainer.ts whose dp·pp·cp·tp ranks are
+ * Mesh-trainer test harness: runs of src/parallel/mesh/mesh_trainer.ts whose dp·pp·cp·tp ranks are
  * in-process communicators sharing the test's GPU (src/comm/local.ts) or module workers with a
  * device each (mesh_worker.ts), the gather of their
  * shards into full parameters, and the exact per-rank traffic formula the tests check.
@@ -9,12 +9,12 @@ import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.t
 import type { Gpu } from '../../src/gpu/context.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { gptParamSpecs } from '../../src/models/gpt.ts';
-import { type ParallelPlan, planGroup, planMesh, planWorldSize } from '../../src/parallel/plan.ts';
-import { shardKind, unshardParam } from '../../src/parallel/tp_table.ts';
-import { paddedVocab } from '../../src/parallel/plan.ts';
-import { sequenceParallelGradElements } from '../../src/parallel/sequence_parallel.ts';
+import { type ParallelPlan, planGroup, planMesh, planWorldSize } from '../../src/parallel/plan/plan.ts';
+import { shardKind, unshardParam } from '../../src/parallel/tensor/tp_table.ts';
+import { paddedVocab } from '../../src/parallel/plan/plan.ts';
+import { sequenceParallelGradElements } from '../../src/parallel/tensor/sequence_parallel.ts';
 import { collectiveTraffic } from '../../src/comm/cost.ts';
-import type { Sent } from '../../src/parallel/traffic.ts';
+import type { Sent } from '../../src/parallel/mesh/traffic.ts';
 import { ringAllReduceSent } from './harness.ts';
 import { type MeshRunResult, type Named, trainMeshRank } from './mesh_rank.ts';
 import { withRankWorld } from '../comm/world.ts';
@@ -22,9 +22,9 @@ import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { assertClose, assertRelRms } from '../util/assert.ts';
 import { maxRel } from './harness.ts';
 import { flat, singleRankRun } from './single_rank.ts';
-import { rankParams } from '../../src/parallel/plan.ts';
-import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
-import { sentByDim } from '../../src/parallel/run.ts';
+import { rankParams } from '../../src/parallel/plan/plan.ts';
+import { stepTraffic, trafficByKind } from '../../src/parallel/cost/cost.ts';
+import { sentByDim } from '../../src/parallel/run/run.ts';
 
 export type { MeshRunResult };
 

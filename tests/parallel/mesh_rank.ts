@@ -1,5 +1,5 @@
 /**
- * One mesh-trainer rank of a test run (src/parallel/mesh_trainer.ts), shared by the in-process
+ * One mesh-trainer rank of a test run (src/parallel/mesh/mesh_trainer.ts), shared by the in-process
  * runs (mesh_harness.ts) and the module workers (mesh_worker.ts). Imports nothing from the
  * other test harnesses, whose top-level reads of the data file do not survive worker bundling.
  */
@@ -8,11 +8,11 @@ import type { Gpu } from '../../src/gpu/context.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { CharTokenizer } from '../../src/data/tokenizer.ts';
 import { TextDataset } from '../../src/data/dataset.ts';
-import { MeshTrainer } from '../../src/parallel/mesh_trainer.ts';
-import type { ParallelPlan } from '../../src/parallel/plan.ts';
-import type { Sent } from '../../src/parallel/traffic.ts';
-import type { RankRouting } from '../../src/parallel/moe_routing.ts';
-import type { Span } from '../../src/parallel/pipeline_sim.ts';
+import { MeshTrainer } from '../../src/parallel/mesh/mesh_trainer.ts';
+import type { ParallelPlan } from '../../src/parallel/plan/plan.ts';
+import type { Sent } from '../../src/parallel/mesh/traffic.ts';
+import type { RankRouting } from '../../src/parallel/expert/moe_routing.ts';
+import type { Span } from '../../src/parallel/pipeline/pipeline_sim.ts';
 
 export type Named = Record<string, Float32Array>;
 
@@ -46,7 +46,7 @@ export interface MeshRunResult {
 
 /**
  * The config a plan's ranks run: `over`'s global batch (batchSize × gradAccum) split into the
- * plan's micro-batches, micro-batch j its rows [j·B, (j+1)·B) (src/parallel/run.ts trainerConfig).
+ * plan's micro-batches, micro-batch j its rows [j·B, (j+1)·B) (src/parallel/run/run.ts trainerConfig).
  */
 export function microConfig(plan: ParallelPlan, over: Partial<TrainConfig>): Partial<TrainConfig> {
   const c = parseConfig(over), m = plan.microBatches;

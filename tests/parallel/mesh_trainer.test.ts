@@ -1,5 +1,5 @@
 /**
- * The mesh trainer (src/parallel/mesh_trainer.ts) composing dp × pp × cp × tp (+ sp, ZeRO-1)
+ * The mesh trainer (src/parallel/mesh/mesh_trainer.ts) composing dp × pp × cp × tp (+ sp, ZeRO-1)
  * against the single-rank Trainer on the same global batch: dp2×tp2×pp2 (8 ranks), dp2×pp2
  * (GPipe and 1F1B), tp2×pp2 with sequence parallelism, dp2×tp2, tp2×pp2 interleaved,
  * cp2 (ring)×tp2+sp×pp2, dp2×cp2 (Ulysses)×tp2 with ZeRO-1. For 10 steps the losses agree
@@ -16,8 +16,8 @@ import { TEXT, tinyConfig, WORKER_TEST } from './harness.ts';
 import { oddVocabText, twins } from './single_rank.ts';
 import { checkMeshRun, localMeshRun, workerMeshRun } from './mesh_harness.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
-import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
-import { checkMeshPlan } from '../../src/parallel/mesh_trainer.ts';
+import { makePlan, type ParallelPlan } from '../../src/parallel/plan/plan.ts';
+import { checkMeshPlan } from '../../src/parallel/mesh/mesh_trainer.ts';
 
 const TEXT_ODD = oddVocabText(TEXT);
 

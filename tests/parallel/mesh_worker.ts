@@ -4,7 +4,7 @@
  */
 import { serveRank } from '../../src/comm/launch.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
-import type { ParallelPlan } from '../../src/parallel/plan.ts';
+import type { ParallelPlan } from '../../src/parallel/plan/plan.ts';
 import { type MeshRunResult, trainMeshRank } from './mesh_rank.ts';
 import { RANK_GPU_TASKS, rankGpu } from '../util/rank_gpu.ts';
 

@@ -1,5 +1,5 @@
 /**
- * The count of MoE choices a split run routes differently (src/parallel/moe_routing.ts) against
+ * The count of MoE choices a split run routes differently (src/parallel/expert/moe_routing.ts) against
  * the slot assignment itself: src/reference/moe.ts assignSlotsRef (checked against the GPU kernel
  * in tests/kernels/moe.test.ts) run on the same choices as G groups and as one group, every choice
  * kept by one and dropped by the other counted one by one. Skewed choices so that capacity binds.
@@ -8,7 +8,7 @@ import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { assertThrows, rng } from '../util/assert.ts';
 import { slotPlan } from '../../src/kernels/moe.ts';
 import { assignSlotsRef } from '../../src/reference/moe.ts';
-import { choiceDemand, combineRouting, type RankRouting, splitRouting } from '../../src/parallel/moe_routing.ts';
+import { choiceDemand, combineRouting, type RankRouting, splitRouting } from '../../src/parallel/expert/moe_routing.ts';
 
 /** top (n, k): distinct experts per token, expert 0 drawn most often (so it overflows first). */
 function skewedTop(n: number, e: number, k: number, seed: number): Int32Array {

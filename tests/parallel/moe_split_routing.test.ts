@@ -7,7 +7,7 @@
  * a flipped choice (another expert picked) and a dropped one (kept by one routing, dropped by the
  * other) are counted per step. Losses agree to float rounding for as long as both counts are 0,
  * and part once one is not; with the same weights (step 0) nothing flips and the drops are the
- * count the run's log reports (src/parallel/moe_routing.ts).
+ * count the run's log reports (src/parallel/expert/moe_routing.ts).
  */
 import { equal, ok } from 'node:assert/strict';
 import { gpuTest } from '../util/gpu.ts';
@@ -16,7 +16,7 @@ import { epData } from './ep_harness.ts';
 import { createMoEModel } from '../../src/models/registry.ts';
 import type { MoELanguageModel } from '../../src/models/moe_layer.ts';
 import { Trainer } from '../../src/train/trainer.ts';
-import { choiceDemand, splitRouting } from '../../src/parallel/moe_routing.ts';
+import { choiceDemand, splitRouting } from '../../src/parallel/expert/moe_routing.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 

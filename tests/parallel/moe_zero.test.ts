@@ -19,7 +19,7 @@ import { epReference, gatherShards, meshDemands } from './ep_harness.ts';
 import { localMeshRun } from './mesh_harness.ts';
 import { microConfig } from './mesh_rank.ts';
 import { flat } from './single_rank.ts';
-import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
+import { makePlan, type ParallelPlan } from '../../src/parallel/plan/plan.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 import { CharTokenizer } from '../../src/data/tokenizer.ts';
 

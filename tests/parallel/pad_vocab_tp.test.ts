@@ -10,8 +10,8 @@ import { testGpu } from '../util/gpu.ts';
 import { maxRel, TEXT, tinyConfig, WORKER_TEST } from './harness.ts';
 import { oddVocabText, twins } from './single_rank.ts';
 import { localMeshRun } from './mesh_harness.ts';
-import { makePlan } from '../../src/parallel/plan.ts';
-import { planModelOf } from '../../src/parallel/run.ts';
+import { makePlan } from '../../src/parallel/plan/plan.ts';
+import { planModelOf } from '../../src/parallel/run/run.ts';
 import { parseConfig } from '../../src/train/config.ts';
 
 const TEXT_ODD = oddVocabText(TEXT);

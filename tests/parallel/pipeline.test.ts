@@ -12,13 +12,13 @@ import { testGpu } from '../util/gpu.ts';
 import { TEXT, tinyConfig, WORKER_TEST } from './harness.ts';
 import { twins } from './single_rank.ts';
 import { checkMeshRun, type MeshRunResult, workerMeshRun } from './mesh_harness.ts';
-import { checkPipeline } from '../../src/parallel/pipeline.ts';
-import { ModelStages } from '../../src/parallel/stages.ts';
-import { RankContext } from '../../src/parallel/rank_context.ts';
+import { checkPipeline } from '../../src/parallel/pipeline/pipeline.ts';
+import { ModelStages } from '../../src/parallel/pipeline/stages.ts';
+import { RankContext } from '../../src/parallel/mesh/rank_context.ts';
 import { closeLocalWorld, localWorld } from '../../src/comm/local.ts';
-import type { Span } from '../../src/parallel/pipeline_sim.ts';
+import type { Span } from '../../src/parallel/pipeline/pipeline_sim.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
-import { makePlan, type ParallelPlan, rankParams } from '../../src/parallel/plan.ts';
+import { makePlan, type ParallelPlan, rankParams } from '../../src/parallel/plan/plan.ts';
 
 const WTE = 'transformer.wte.weight';
 

@@ -9,9 +9,9 @@ import {
   peakInFlight,
   type PipelineSchedule,
   scheduleProblems,
-} from '../../src/parallel/pipeline_schedule.ts';
-import { dryRun } from '../../src/parallel/pipeline_sim.ts';
-import { bubbleFraction } from '../../src/parallel/pipeline_sim.ts';
+} from '../../src/parallel/pipeline/pipeline_schedule.ts';
+import { dryRun } from '../../src/parallel/pipeline/pipeline_sim.ts';
+import { bubbleFraction } from '../../src/parallel/pipeline/pipeline_sim.ts';
 
 const PS = [1, 2, 3, 4], MS = [1, 2, 3, 4, 8];
 const clone = (s: PipelineSchedule): PipelineSchedule => ({

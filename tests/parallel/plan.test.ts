@@ -10,8 +10,8 @@ import {
   rankAt,
   rankCoords,
   validatePlan,
-} from '../../src/parallel/plan.ts';
-import { strategyOf } from '../../src/parallel/strategy.ts';
+} from '../../src/parallel/plan/plan.ts';
+import { strategyOf } from '../../src/parallel/plan/strategy.ts';
 import { DeviceMesh } from '../../src/comm/mesh.ts';
 
 const MODEL = { nLayer: 4, nHead: 4, nEmbd: 64, blockSize: 64, batchSize: 16, vocabSize: 65 };

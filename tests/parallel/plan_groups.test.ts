@@ -1,5 +1,5 @@
 /**
- * The process groups the MPI world splits at setup for a plan (src/parallel/plan_groups.ts,
+ * The process groups the MPI world splits at setup for a plan (src/parallel/plan/plan_groups.ts,
  * docs/design.md#process-groups-are-mpi_comm_split-communicators). A collective on a group that was not split is
  * refused under MPI's own collectives, so the families must hold every group a run calls a collective on: each plan
  * below trains 2 steps with a validation pass on local ranks (tests/parallel/trace_harness.ts), and every group id in
@@ -8,9 +8,9 @@
  */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
 import { checkFamilies, family } from '../../src/comm/groups.ts';
-import { makePlan, type ParallelPlan, planWorldSize } from '../../src/parallel/plan.ts';
-import { planGroupFamilies } from '../../src/parallel/plan_groups.ts';
-import { syncSpecOf } from '../../src/parallel/low_comm.ts';
+import { makePlan, type ParallelPlan, planWorldSize } from '../../src/parallel/plan/plan.ts';
+import { planGroupFamilies } from '../../src/parallel/plan/plan_groups.ts';
+import { syncSpecOf } from '../../src/parallel/data/low_comm.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 import { TEST, tracedRun } from './trace_harness.ts';
 

@@ -1,5 +1,5 @@
 /**
- * Parallel checkpoints (src/parallel/rank_checkpoint.ts): every rank saves its own state after
+ * Parallel checkpoints (src/parallel/run/rank_checkpoint.ts): every rank saves its own state after
  * 2 of 4 steps; a fresh world restored from those files runs steps 2 and 3 with the same losses
  * and gradient norms as the uninterrupted run — for plain dp, ZeRO-3 (whose state is its pieces
  * and shard buffers), tp 2, pp 2 and ZeRO-2 over a pipeline. A file of another plan or rank, or
@@ -8,9 +8,9 @@
  */
 import { equal, ok, rejects } from 'node:assert/strict';
 import { closeLocalWorld, localWorld } from '../../src/comm/local.ts';
-import { makePlan, type ParallelPlan, planWorldSize } from '../../src/parallel/plan.ts';
-import { RankRun } from '../../src/parallel/run.ts';
-import { decodeRankState } from '../../src/parallel/rank_checkpoint.ts';
+import { makePlan, type ParallelPlan, planWorldSize } from '../../src/parallel/plan/plan.ts';
+import { RankRun } from '../../src/parallel/run/run.ts';
+import { decodeRankState } from '../../src/parallel/run/rank_checkpoint.ts';
 import { parseCompressPolicy } from '../../src/comm/compression.ts';
 import { TEXT, tinyConfig } from './harness.ts';
 import { deviceImpl, testBackend } from '../util/gpu.ts';

@@ -11,7 +11,7 @@ import { testGpu } from '../util/gpu.ts';
 import { oddVocabText, singleRankRun } from './single_rank.ts';
 import { plainConfig } from './mesh_rank.ts';
 import { checkMeshRun, localMeshRun } from './mesh_harness.ts';
-import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
+import { makePlan, type ParallelPlan } from '../../src/parallel/plan/plan.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 
 const TEXT_ODD = oddVocabText(TEXT);

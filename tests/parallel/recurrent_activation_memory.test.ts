@@ -8,18 +8,18 @@
  */
 import { grown, stageGrowth } from './tape_growth.ts';
 import { equal, ok, throws } from 'node:assert/strict';
-import { activationMemory, type ActivationOptions } from '../../src/parallel/activation_memory.ts';
-import { itemBytes } from '../../src/parallel/activation_items.ts';
-import { makePlan, type ParallelPlan, type PlanModel } from '../../src/parallel/plan.ts';
-import { archLayout } from '../../src/parallel/arch_params.ts';
+import { activationMemory, type ActivationOptions } from '../../src/perf/activation_memory.ts';
+import { itemBytes } from '../../src/perf/activation_items.ts';
+import { makePlan, type ParallelPlan, type PlanModel } from '../../src/parallel/plan/plan.ts';
+import { archLayout } from '../../src/parallel/cost/arch_params.ts';
 import { POOL_GRANULE } from '../../src/gpu/pool.ts';
 import { gpuTest } from '../util/gpu.ts';
 import { Tape } from '../../src/autograd/tape.ts';
 import { ARCHS } from '../../src/models/registry.ts';
 import { closeLocalWorld, localWorld } from '../../src/comm/local.ts';
-import { ModelStages } from '../../src/parallel/stages.ts';
-import type { PipelineStageModel } from '../../src/parallel/pipeline_stage.ts';
-import { RankContext } from '../../src/parallel/rank_context.ts';
+import { ModelStages } from '../../src/parallel/pipeline/stages.ts';
+import type { PipelineStageModel } from '../../src/parallel/pipeline/pipeline_stage.ts';
+import { RankContext } from '../../src/parallel/mesh/rank_context.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import type { Recompute } from '../../src/models/recompute.ts';
 

@@ -14,8 +14,8 @@ import { maxRel, TEXT, tinyConfig } from './harness.ts';
 import { singleRankRun } from './single_rank.ts';
 import { plainConfig } from './mesh_rank.ts';
 import { localMeshRun } from './mesh_harness.ts';
-import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
-import { checkMeshPlan } from '../../src/parallel/mesh_plan.ts';
+import { makePlan, type ParallelPlan } from '../../src/parallel/plan/plan.ts';
+import { checkMeshPlan } from '../../src/parallel/plan/mesh_plan.ts';
 import { trainIterations } from '../../src/models/recurrence.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 

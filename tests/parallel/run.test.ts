@@ -1,5 +1,5 @@
 /**
- * src/parallel/run.ts in one thread (localWorld: every rank's Communicator and its own GPU
+ * src/parallel/run/run.ts in one thread (localWorld: every rank's Communicator and its own GPU
  * device in this process): the dispatch, the batch convention, and that every rank's measured
  * elements per `dim/collective` equal the prediction (cost.ts stepTraffic for the trainer,
  * scalar collectives included), every predicted row being exact — and so does what the
@@ -7,8 +7,8 @@
  */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
-import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
-import { type RankSummary, strategyOf, trainerConfig } from '../../src/parallel/run.ts';
+import { makePlan, type ParallelPlan } from '../../src/parallel/plan/plan.ts';
+import { type RankSummary, strategyOf, trainerConfig } from '../../src/parallel/run/run.ts';
 import { TEST, tracedRun, traceMismatches } from './trace_harness.ts';
 
 /** 2 steps of `plan` through trainRank; also checks the merged trace accounts for every rank's sends exactly. */

@@ -8,7 +8,7 @@ import { Trainer } from '../../src/train/trainer.ts';
 import { CharTokenizer } from '../../src/data/tokenizer.ts';
 import { TextDataset } from '../../src/data/dataset.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
-import type { ParallelPlan } from '../../src/parallel/plan.ts';
+import type { ParallelPlan } from '../../src/parallel/plan/plan.ts';
 import { plainConfig } from './mesh_rank.ts';
 
 export type Named = Record<string, Float32Array>;

@@ -4,8 +4,8 @@
  * dimension and the architecture), and every architecture has a row.
  */
 import { deepEqual, equal, ok, throws } from 'node:assert/strict';
-import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
-import { strategyOf } from '../../src/parallel/strategy.ts';
+import { makePlan, type ParallelPlan } from '../../src/parallel/plan/plan.ts';
+import { strategyOf } from '../../src/parallel/plan/strategy.ts';
 import { ARCH_NAMES } from '../../src/models/archs.ts';
 
 const GUIDE = await Deno.readTextFile(new URL('../../docs/parallel.md', import.meta.url));

@@ -6,7 +6,7 @@ import { equal } from 'node:assert/strict';
 import type { Gpu } from '../../src/gpu/context.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
 import { Tape } from '../../src/autograd/tape.ts';
-import { type PipelineStageModel, sendForward } from '../../src/parallel/pipeline_stage.ts';
+import { type PipelineStageModel, sendForward } from '../../src/parallel/pipeline/pipeline_stage.ts';
 
 /** Pool bytes `run` leaves live (the tapes still open), then the tapes disposed. */
 export async function grown(gpu: Gpu, run: () => Promise<Tape[]>): Promise<number> {

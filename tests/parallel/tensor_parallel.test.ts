@@ -12,8 +12,8 @@ import { testGpu } from '../util/gpu.ts';
 import { TEXT, tinyConfig, WORKER_TEST } from './harness.ts';
 import { oddVocabText, singleRankRun, twins } from './single_rank.ts';
 import { checkMeshRun, localMeshRun, workerMeshRun } from './mesh_harness.ts';
-import { makePlan } from '../../src/parallel/plan.ts';
-import { shardKind } from '../../src/parallel/tp_table.ts';
+import { makePlan } from '../../src/parallel/plan/plan.ts';
+import { shardKind } from '../../src/parallel/tensor/tp_table.ts';
 
 const TEXT_ODD = oddVocabText(TEXT);
 

@@ -14,10 +14,10 @@ import { RULES } from '../../src/autograd/rules.ts';
 import { collectiveOp } from '../../src/autograd/collective.ts';
 import type { Communicator } from '../../src/comm/communicator.ts';
 import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
-import { shardKind, shardParam, shardShape, unshardParam } from '../../src/parallel/tp_table.ts';
-import * as M from '../../src/parallel/tp_comm.ts';
-import { vocabParallelCrossEntropy, vocabShard } from '../../src/parallel/vocab_parallel.ts';
-import { isSequenceParallelPartial } from '../../src/parallel/sequence_parallel.ts';
+import { shardKind, shardParam, shardShape, unshardParam } from '../../src/parallel/tensor/tp_table.ts';
+import * as M from '../../src/parallel/tensor/tp_comm.ts';
+import { vocabParallelCrossEntropy, vocabShard } from '../../src/parallel/tensor/vocab_parallel.ts';
+import { isSequenceParallelPartial } from '../../src/parallel/tensor/sequence_parallel.ts';
 
 const iota = (n: number, from = 0) => Float32Array.from({ length: n }, (_, i) => from + i);
 

@@ -1,20 +1,20 @@
 /**
  * The contract of docs/design.md#the-correctness-contract-of-a-parallel-plan: the bytes each run's trace records per
  * step equal the analytical formula for the algorithm used, exactly, counted in elements. Every strategy runs 2 steps
- * through src/parallel/run.ts trainRank (what the CLI's workers run), its ranks' spans are merged into the Chrome trace
- * trace.json holds, read back with src/comm/trace_bytes.ts, and for every rank and step the elements per collective
- * must equal cost.ts stepTraffic and the TrafficMeter. A tampered trace (a dropped send, a wrong count, a send moved to
- * another step) must fail. Then the same through the real trace.json of `train --dp 2` in a subprocess. (dp and pp 1F1B
- * are covered in run.test.ts.)
+ * through src/parallel/run/run_tasks.ts trainRank (what the CLI's workers run), its ranks' spans are merged into the
+ * Chrome trace trace.json holds, read back with src/comm/trace_bytes.ts, and for every rank and step the elements per
+ * collective must equal cost.ts stepTraffic and the TrafficMeter. A tampered trace (a dropped send, a wrong count, a
+ * send moved to another step) must fail. Then the same through the real trace.json of `train --dp 2` in a subprocess.
+ * (dp and pp 1F1B are covered in run.test.ts.)
  */
 import { deepStrictEqual, equal, match, notDeepStrictEqual, ok, throws } from 'node:assert/strict';
 import { type ChromeTrace, type TraceEvent, WALL_PID } from '../../src/comm/trace.ts';
 import { isValidationKey, sentElements, traceSends } from '../../src/comm/trace_bytes.ts';
-import { makePlan, type ParallelPlan } from '../../src/parallel/plan.ts';
+import { makePlan, type ParallelPlan } from '../../src/parallel/plan/plan.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
 import { runCli } from '../util/cli.ts';
 import { TEST, tracedRun, traceMismatches } from './trace_harness.ts';
-import { sentByDim } from '../../src/parallel/run.ts';
+import { sentByDim } from '../../src/parallel/run/run.ts';
 import type { DataPlane } from '../../src/comm/data_plane.ts';
 
 /**

@@ -1,5 +1,5 @@
 /**
- * Runs a parallel plan the way the CLI does (src/parallel/run.ts `trainRank` on every rank) in
+ * Runs a parallel plan the way the CLI does (src/parallel/run/run.ts `trainRank` on every rank) in
  * one thread (localWorld), merges the ranks' spans into the Chrome trace a run's trace.json
  * holds, and compares what the trace says each rank sent per step with the TrafficMeter and
  * with cost.ts `stepTraffic` (the summary's `predicted`).
@@ -10,10 +10,10 @@ import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.t
 import { type ChromeTrace, toChromeTrace } from '../../src/comm/trace.ts';
 import { isValidationKey, sentElements, traceSends } from '../../src/comm/trace_bytes.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
-import { type ParallelPlan, planWorldSize } from '../../src/parallel/plan.ts';
-import { type RankSummary, sentByDim } from '../../src/parallel/run.ts';
-import { trainRank } from '../../src/parallel/run_tasks.ts';
-import type { CommRow } from '../../src/parallel/cost.ts';
+import { type ParallelPlan, planWorldSize } from '../../src/parallel/plan/plan.ts';
+import { type RankSummary, sentByDim } from '../../src/parallel/run/run.ts';
+import { trainRank } from '../../src/parallel/run/run_tasks.ts';
+import type { CommRow } from '../../src/parallel/cost/cost.ts';
 import { TEXT, tinyConfig } from './harness.ts';
 import { testBackend } from '../util/gpu.ts';
 

@@ -1,12 +1,12 @@
 /**
- * The communication characterisation (src/parallel/trace_summary.ts, `npm run trace -- summary`)
+ * The communication characterisation (src/perf/trace_summary.ts, `npm run trace -- summary`)
  * on a constructed trace with a known histogram: sends binned by size per collective and per
  * dimension, only wall-clock sends inside steps counted, the shares under 64 KiB by count, bytes
  * and simulated time, bytes per step and rank averaged over the steps, and the CLI's tables
  * beside an accounting.json.
  */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
-import { binLabel, sizeBin, summarizeTrace } from '../../src/parallel/trace_summary.ts';
+import { binLabel, sizeBin, summarizeTrace } from '../../src/perf/trace_summary.ts';
 import { SIM_PID, type TraceEvent, WALL_PID } from '../../src/comm/trace.ts';
 import { main } from '../../src/cli/trace.ts';
 

@@ -1,5 +1,5 @@
 /**
- * ZeRO stages 1, 2, 3 (the mesh trainer's gradient-sync modes, src/parallel/zero_sync.ts) on 2
+ * ZeRO stages 1, 2, 3 (the mesh trainer's gradient-sync modes, src/parallel/zero/zero_sync.ts) on 2
  * simulated ranks against the single-rank Trainer on the same global batch: losses within 1e-4
  * relative, global grad norms (hence clipping) within 1e-3, parameters after 10 steps within
  * 1e-4 + 1e-3·|ref| (docs/design.md#test-tolerances), traffic equal to the exact formula.

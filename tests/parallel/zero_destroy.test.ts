@@ -8,8 +8,8 @@
  */
 import { gpuTest } from '../util/gpu.ts';
 import { type ParamSpec, ParamStore } from '../../src/nn/params.ts';
-import { planBuckets } from '../../src/parallel/buckets.ts';
-import { ZeroShards } from '../../src/parallel/zero_pieces.ts';
+import { planBuckets } from '../../src/parallel/data/buckets.ts';
+import { ZeroShards } from '../../src/parallel/zero/zero_pieces.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 
 const SPECS: ParamSpec[] = [

@@ -1,6 +1,6 @@
 /**
  * ZeRO-2 and ZeRO-3 over a tensor-, context- or pipeline-parallel model (the mesh trainer's ZeRO
- * modes, src/parallel/zero_sync.ts): every rank's (pp, tp) shard is sharded again over its dp·cp
+ * modes, src/parallel/zero/zero_sync.ts): every rank's (pp, tp) shard is sharded again over its dp·cp
  * group, and with pp the tied embedding's pieces are summed between first and last stage; under
  * the interleaved schedule each chunk reduces (and gathers) the units it finishes (reads first);
  * under --recompute full|selective the recomputing rule is one more use of its layer. Each
@@ -14,13 +14,13 @@ import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.t
 import type { Communicator } from '../../src/comm/communicator.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
-import { makePlan, type ParallelPlan, planMesh, planWorldSize } from '../../src/parallel/plan.ts';
-import { MeshTrainer } from '../../src/parallel/mesh_trainer.ts';
-import { strategyOf } from '../../src/parallel/strategy.ts';
-import { planModelOf, sentByDim, trainerConfig } from '../../src/parallel/run.ts';
-import { stepTraffic, trafficByKind } from '../../src/parallel/cost.ts';
-import { rankMemory } from '../../src/parallel/memory_cost.ts';
-import type { Sent } from '../../src/parallel/traffic.ts';
+import { makePlan, type ParallelPlan, planMesh, planWorldSize } from '../../src/parallel/plan/plan.ts';
+import { MeshTrainer } from '../../src/parallel/mesh/mesh_trainer.ts';
+import { strategyOf } from '../../src/parallel/plan/strategy.ts';
+import { planModelOf, sentByDim, trainerConfig } from '../../src/parallel/run/run.ts';
+import { stepTraffic, trafficByKind } from '../../src/parallel/cost/cost.ts';
+import { rankMemory } from '../../src/perf/memory_cost.ts';
+import type { Sent } from '../../src/parallel/mesh/traffic.ts';
 import { gpuTest } from '../util/gpu.ts';
 import { assertClose, assertRelRms } from '../util/assert.ts';
 import { maxRel, TEXT, tinyConfig } from './harness.ts';

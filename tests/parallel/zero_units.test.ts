@@ -1,5 +1,5 @@
 /**
- * ZeRO-3's working memory (src/parallel/zero_units.ts) in the forward: the resident units are
+ * ZeRO-3's working memory (src/parallel/zero/zero_units.ts) in the forward: the resident units are
  * gathered first, then each block's unit when the forward reaches that block — never a block
  * ahead — and the loss equals the forward over the unsharded values.
  */
@@ -8,8 +8,8 @@ import { gpuTest } from '../util/gpu.ts';
 import { parseConfig } from '../../src/train/config.ts';
 import { createModel } from '../../src/models/registry.ts';
 import { Tape } from '../../src/autograd/tape.ts';
-import { layerOf, planBuckets } from '../../src/parallel/buckets.ts';
-import { LayerUnits } from '../../src/parallel/zero_units.ts';
+import { layerOf, planBuckets } from '../../src/parallel/data/buckets.ts';
+import { LayerUnits } from '../../src/parallel/zero/zero_units.ts';
 import { tinyConfig } from './harness.ts';
 
 gpuTest('ZeRO-3 forward: one layer gathered at a time, in block order; same loss as the whole model', async (gpu) => {

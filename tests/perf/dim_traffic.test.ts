@@ -1,7 +1,10 @@
-/** The search's closed-form traffic per dimension equals src/parallel/cost.ts stepTraffic, rank by rank, on small plans. */
+/**
+ * The search's closed-form traffic per dimension equals src/parallel/cost/cost.ts stepTraffic, rank by rank, on small
+ * plans.
+ */
 import { equal, ok, throws } from 'node:assert/strict';
-import { stepTraffic } from '../../src/parallel/cost.ts';
-import { makePlan, type ParallelPlan, planProblems, planWorldSize } from '../../src/parallel/plan.ts';
+import { stepTraffic } from '../../src/parallel/cost/cost.ts';
+import { makePlan, type ParallelPlan, planProblems, planWorldSize } from '../../src/parallel/plan/plan.ts';
 import { approxElements, dimCalls, elementsByDim, exactElements } from '../../src/perf/dim_traffic.ts';
 import type { Recompute } from '../../src/models/recompute.ts';
 

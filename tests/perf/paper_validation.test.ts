@@ -2,7 +2,7 @@
 import { deepEqual, equal, ok } from 'node:assert/strict';
 import { ACCEPT_ERROR, PAPER_ROWS, paperFlops, paperTable, predictPaperRow } from '../../src/perf/paper_validation.ts';
 import { MODEL_PRESETS } from '../../src/perf/model_presets.ts';
-import { makePlan, rankParams } from '../../src/parallel/plan.ts';
+import { makePlan, rankParams } from '../../src/parallel/plan/plan.ts';
 
 Deno.test('paper table: every published configuration predicted within 25% (docs/plan.md: none misses), each printed with its error', () => {
   const rows = PAPER_ROWS.map(predictPaperRow);

@@ -1,9 +1,9 @@
 /** The plan search: paper scale in seconds, never a plan over device memory (recomputed here), clear errors. */
 import { equal, match, ok, throws } from 'node:assert/strict';
 import { NetworkModel } from '../../src/comm/network.ts';
-import { zeroMemoryMixed } from '../../src/parallel/memory_cost.ts';
-import { korthikantiLayerBytes } from '../../src/parallel/activation_memory.ts';
-import { type ParallelPlan, type PlanModel, planProblems, rankParams } from '../../src/parallel/plan.ts';
+import { zeroMemoryMixed } from '../../src/perf/memory_cost.ts';
+import { korthikantiLayerBytes } from '../../src/perf/activation_memory.ts';
+import { type ParallelPlan, type PlanModel, planProblems, rankParams } from '../../src/parallel/plan/plan.ts';
 import type { Recompute } from '../../src/models/recompute.ts';
 import { DEVICE_PROFILES } from '../../src/perf/device_profile.ts';
 import { MODEL_PRESETS, parseModel } from '../../src/perf/model_presets.ts';

@@ -5,7 +5,7 @@
  */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
 import { NetworkModel } from '../../src/comm/network.ts';
-import { makePlan, type ParallelPlan, type PlanModel, planProblems } from '../../src/parallel/plan.ts';
+import { makePlan, type ParallelPlan, type PlanModel, planProblems } from '../../src/parallel/plan/plan.ts';
 import { DEVICE_PROFILES } from '../../src/perf/device_profile.ts';
 import { MODEL_PRESETS, parseModel } from '../../src/perf/model_presets.ts';
 import { searchPlans } from '../../src/perf/plan_search.ts';

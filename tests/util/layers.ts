@@ -7,8 +7,7 @@
 
 /**
  * Top to bottom. A file may import its own layer or any layer below; the folders of one layer
- * may import each other (src/parallel and src/perf: the runtime's simulated clock uses the
- * step-time model, which reads the plans). docs/design.md#layers draws exactly this order.
+ * may import each other. docs/design.md#layers draws exactly this order.
  */
 export const LAYERS: readonly (readonly string[])[] = [
   ['src/cli'],
@@ -16,7 +15,8 @@ export const LAYERS: readonly (readonly string[])[] = [
   ['src/io'],
   ['src/app'],
   ['workers'],
-  ['src/parallel', 'src/perf'],
+  ['src/perf'],
+  ['src/parallel'],
   ['src/train'],
   ['src/reference'],
   ['src/models'],

@@ -5,11 +5,11 @@
  * the trace measured inside those steps. No DOM: tests/app runs it.
  */
 import type { Span } from '../../comm/trace.ts';
-import { compressionByDim } from '../../parallel/compression_report.ts';
-import type { CommRow, PlanDim, TrafficOptions } from '../../parallel/cost.ts';
-import { type ParallelPlan, type PlanModel, planWorldSize } from '../../parallel/plan.ts';
-import { dimOfKey } from '../../parallel/rank_traffic.ts';
-import { strategyOf } from '../../parallel/strategy.ts';
+import { compressionByDim } from '../../perf/compression_report.ts';
+import type { CommRow, PlanDim, TrafficOptions } from '../../parallel/cost/cost.ts';
+import { type ParallelPlan, type PlanModel, planWorldSize } from '../../parallel/plan/plan.ts';
+import { dimOfKey } from '../../parallel/cost/rank_traffic.ts';
+import { strategyOf } from '../../parallel/plan/strategy.ts';
 import type { TrainConfig } from '../../train/config.ts';
 
 /** What the compression figures need: the plan, its model, the config (PowerSGD's matrices) and the steps covered. */

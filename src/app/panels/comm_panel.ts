@@ -2,13 +2,13 @@
  * The Communication panel: a rank×rank heatmap of the bytes each rank sent to each other rank
  * (rows: sender, columns: receiver; from the trace's send spans via `traceTotals`), and the
  * bytes per collective measured beside the analytical prediction of `stepTraffic`
- * (src/parallel/cost.ts) summed over every rank and the traced steps. A plan that compresses
+ * (src/parallel/cost/cost.ts) summed over every rank and the traced steps. A plan that compresses
  * adds its bytes per parallel dimension, raw and compressed, beside the measured (comm_compression.ts).
  */
 import { type Span, traceTotals } from '../../comm/trace.ts';
-import { type ParallelPlan, type PlanModel, planWorldSize } from '../../parallel/plan.ts';
-import { stepTraffic } from '../../parallel/cost.ts';
-import { rankStepTraffic } from '../../parallel/compression_report.ts';
+import { type ParallelPlan, type PlanModel, planWorldSize } from '../../parallel/plan/plan.ts';
+import { stepTraffic } from '../../parallel/cost/cost.ts';
+import { rankStepTraffic } from '../../perf/compression_report.ts';
 import type { TrainConfig } from '../../train/config.ts';
 import { compressionBytes, type DimBytes, trafficOptions } from './comm_compression.ts';
 import { fmtBytes } from './trace_io.ts';

@@ -1,14 +1,14 @@
 /**
  * Learn: GPipe against 1F1B, step by step. Both schedules come from the trainer's own
- * generators (src/parallel/pipeline_schedule.ts `makeSchedule`, the programs the pipeline
+ * generators (src/parallel/pipeline/pipeline_schedule.ts `makeSchedule`, the programs the pipeline
  * ranks execute) and are run by its `dryRun` simulator (backward = 2 × forward, a small
  * message cost); a cursor walks through the action boundaries, showing which micro-batch
  * each stage works on, where it waits (the bubble) and how many activations it holds —
  * GPipe keeps all m alive, 1F1B at most p.
  */
-import { bubbleFraction } from '../../parallel/pipeline_sim.ts';
-import { makeSchedule, peakInFlight, type ScheduleKind } from '../../parallel/pipeline_schedule.ts';
-import { dryRun, type Span as PipeSpan } from '../../parallel/pipeline_sim.ts';
+import { bubbleFraction } from '../../parallel/pipeline/pipeline_sim.ts';
+import { makeSchedule, peakInFlight, type ScheduleKind } from '../../parallel/pipeline/pipeline_schedule.ts';
+import { dryRun, type Span as PipeSpan } from '../../parallel/pipeline/pipeline_sim.ts';
 
 const COSTS = { forwardMs: 1, backwardMs: 2, p2pMs: 0.1 };
 

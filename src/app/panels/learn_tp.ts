@@ -4,11 +4,11 @@
  * operators f (identity forward, allReduce backward) and g (allReduce forward, identity
  * backward) communicate. Sizes come from the current model; the allReduce count and bytes from
  * a tp run's trace when one is loaded (collective spans of a `tp` group), else from the plan's
- * traffic rows (src/parallel/cost.ts `stepTraffic` for tp 2).
+ * traffic rows (src/parallel/cost/cost.ts `stepTraffic` for tp 2).
  */
 import type { Span } from '../../comm/trace.ts';
-import { stepTraffic } from '../../parallel/cost.ts';
-import { makePlan, type PlanModel, planProblems } from '../../parallel/plan.ts';
+import { stepTraffic } from '../../parallel/cost/cost.ts';
+import { makePlan, type PlanModel, planProblems } from '../../parallel/plan/plan.ts';
 import { fmtBytes } from './trace_io.ts';
 
 interface Stage {

@@ -1,13 +1,13 @@
 /**
  * The Memory panel: per rank, stacked bars of parameter, gradient, optimizer-state and
  * activation bytes — what the run reports (when it does) above what the ZeRO formulas
- * predict (`rankMemory`, src/parallel/cost.ts: 4 B parameter + 4 B gradient + 8 B AdamW
+ * predict (`rankMemory`, src/parallel/cost/cost.ts: 4 B parameter + 4 B gradient + 8 B AdamW
  * state per element in fp32, sharded over the dp·cp group by stage, experts over dp·cp/ep)
  * for the rank's own parameters (`rankParams`: its TP shard of its pipeline stage).
  */
-import { rankMemory } from '../../parallel/memory_cost.ts';
-import { type ParallelPlan, type PlanModel, planWorldSize } from '../../parallel/plan.ts';
-import { activationBytes } from '../../parallel/activation_memory.ts';
+import { rankMemory } from '../../perf/memory_cost.ts';
+import { type ParallelPlan, type PlanModel, planWorldSize } from '../../parallel/plan/plan.ts';
+import { activationBytes } from '../../perf/activation_memory.ts';
 import { fmtBytes } from './trace_io.ts';
 
 /** Bytes one rank holds (as a run reports them). */

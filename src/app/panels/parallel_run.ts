@@ -1,7 +1,7 @@
 /**
  * A live parallel run from the page: launches a world of browser rank workers
  * (workers/rank.worker.ts through `spawnRankWorker`, the network model of the Setup), drives
- * `runParallel` (src/parallel/run.ts) and turns its callbacks into pause / single-step / stop.
+ * `runParallel` (src/parallel/run/run.ts) and turns its callbacks into pause / single-step / stop.
  * `runParallel` awaits each step callback, so holding it holds the host between batches of
  * logInterval steps — with logInterval 1 a single step is exactly one optimizer step. The
  * ranks' spans are collected after every batch (and cleared on the ranks) so the timeline,
@@ -10,8 +10,8 @@
 import { World } from '../../comm/launch.ts';
 import { regionBytesFor } from '../../comm/data_plane.ts';
 import type { Span } from '../../comm/trace.ts';
-import type { RankSummary } from '../../parallel/run.ts';
-import { runParallel, type StepReport } from '../../parallel/run_host.ts';
+import type { RankSummary } from '../../parallel/run/run.ts';
+import { runParallel, type StepReport } from '../../parallel/run/run_host.ts';
 import type { TrainConfig } from '../../train/config.ts';
 import { spawnRankWorker } from '../rank.ts';
 import type { ParallelChoice } from './parallel_setup.ts';

@@ -4,11 +4,11 @@
  * virtual stages, context-parallel kind, compression policy, network), each with the schema's
  * kind, default, choices, description and suggestions (plan_fields.ts). The network is picked
  * as a preset or composed from intra/inter-node bandwidth and latency. Validated on every edit
- * by the CLI's own `planFromOptions` and the trainer's `planProblems` (src/parallel/plan.ts), so
+ * by the CLI's own `planFromOptions` and the trainer's `planProblems` (src/parallel/plan/plan.ts), so
  * the page shows exactly the CLI's messages before anything starts.
  */
 import { NET_PRESETS } from '../../comm/network.ts';
-import { describePlan, type PlanModel } from '../../parallel/plan.ts';
+import { describePlan, type PlanModel } from '../../parallel/plan/plan.ts';
 import { sharedPlaneSupport } from '../../comm/data_plane.ts';
 import { checkPlan, MAX_BROWSER_WORLD, type ParallelResult, type PlanField, planFields, planParamKey, type PlanValues } from './plan_fields.ts';
 

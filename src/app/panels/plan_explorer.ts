@@ -7,7 +7,7 @@
  * starts its ordinary parallel run (src/app/main.ts): no second trainer path.
  */
 import { NET_PRESETS } from '../../comm/network.ts';
-import { describePlan } from '../../parallel/plan.ts';
+import { describePlan } from '../../parallel/plan/plan.ts';
 import { DEVICE_PROFILES } from '../../perf/device_profile.ts';
 import { MODEL_PRESETS } from '../../perf/model_presets.ts';
 import { legend, MEMORY_LEGEND, planRow, TIME_LEGEND } from './plan_bars.ts';

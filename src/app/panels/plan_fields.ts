@@ -1,6 +1,6 @@
 /**
  * The parallel Setup's fields, read from the CLI's one zod `PlanSchema`
- * (src/parallel/plan_schema.ts): each key's kind, default, allowed values, bounds and help
+ * (src/parallel/plan/plan_schema.ts): each key's kind, default, allowed values, bounds and help
  * text come from the schema, so the page offers exactly what `npm run train -- --dp …` accepts.
  * Typed values become a plan through the CLI's own `planFromOptions` (micro-batches default to
  * gradAccum, the world-size and pipeline maxima) and then `planProblems` against the model.
@@ -8,8 +8,8 @@
  */
 import { z } from 'zod';
 import { firstIssue, issueText, parseDecimal } from '../../util/issue_text.ts';
-import { type ParallelPlan, type PlanModel, planProblems } from '../../parallel/plan.ts';
-import { MAX_RUN_WORLD, planFromOptions, type PlanOptions, PlanSchema } from '../../parallel/plan_schema.ts';
+import { type ParallelPlan, type PlanModel, planProblems } from '../../parallel/plan/plan.ts';
+import { MAX_RUN_WORLD, planFromOptions, type PlanOptions, PlanSchema } from '../../parallel/plan/plan_schema.ts';
 
 export type PlanKey = keyof PlanOptions;
 

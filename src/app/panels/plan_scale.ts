@@ -7,8 +7,8 @@
  * combination the mesh trainer does not compose) is changed to the nearest plan that can run,
  * and each change is named. No DOM here: tests/app/plan_scale.test.ts runs it under Deno.
  */
-import { type ParallelPlan, planProblems, planWorldSize } from '../../parallel/plan.ts';
-import { checkMeshPlan } from '../../parallel/mesh_plan.ts';
+import { type ParallelPlan, planProblems, planWorldSize } from '../../parallel/plan/plan.ts';
+import { checkMeshPlan } from '../../parallel/plan/mesh_plan.ts';
 import { NET_PRESETS, parseNetwork } from '../../comm/network.ts';
 import { parseConfig } from '../../train/config.ts';
 import type { Recompute } from '../../models/recompute.ts';

@@ -98,7 +98,7 @@ export class TimelinePanel {
 
   /**
    * Time windows of the traced optimizer steps (compute spans named `step N`, as
-   * src/parallel/run.ts records them): from the first rank starting step N to the first rank
+   * src/parallel/run/run.ts records them): from the first rank starting step N to the first rank
    * starting step N+1 (or the end). Step 0 includes kernel compilation, so a run of several
    * steps opens on its last one.
    */

@@ -4,7 +4,7 @@
  * spans, the plan and model (for predictions) and the per-rank memory a run reports.
  */
 import type { Span } from '../../comm/trace.ts';
-import type { ParallelPlan, PlanModel } from '../../parallel/plan.ts';
+import type { ParallelPlan, PlanModel } from '../../parallel/plan/plan.ts';
 import type { TrainConfig } from '../../train/config.ts';
 import { CommPanel } from './comm_panel.ts';
 import { MemoryPanel, type RankMemory } from './memory_panel.ts';

@@ -32,10 +32,10 @@ export class MpiTaskWorld {
 
   /**
    * The task world of this MPI rank. Collective over every rank: splits the control
-   * communicator and then `families` (the run's process groups, e.g. parallel/plan_groups.ts)
+   * communicator and then `families` (the run's process groups, e.g. parallel/plan/plan_groups.ts)
    * off MPI_COMM_WORLD, before any task runs, so every group the tasks make can run MPI's own
    * collectives (docs/design.md#training-over-mpi).
-   * @param tasks the tasks a rank worker would serve (e.g. PARALLEL_TASKS).
+   * @param tasks the tasks a rank worker would serve (e.g. src/parallel/run/run_tasks.ts parallelTasks).
    * @throws what MpiWorld.split throws (invalid families, or families that differ between ranks).
    */
   static async open(
