@@ -44,6 +44,11 @@ export interface LoopHooks<R extends LoopRecord, E = number> {
   log?(recs: R[], msPerStep: number): void | Promise<void>;
   /** An evaluation after step `step` (0-based). */
   eval?(step: number, e: E): void | Promise<void>;
+  /**
+   * After a drain's evaluation and checkpoint, before the interval's clock restarts: a pause
+   * waits here without counting as training time.
+   */
+  boundary?(done: number): Promise<void>;
   /** After every step that did not stop the run: steps done so far. */
   progress?(done: number): void;
 }
@@ -135,7 +140,8 @@ export class TrainingLoop<R extends LoopRecord, E = number> {
           if (why !== null) throw this.diverged(done - 1, why);
           this.lastGood = done;
         }
-        tLast = now(); // evaluation and checkpoints are not training time
+        await h.boundary?.(done);
+        tLast = now(); // evaluation, checkpoints and pauses are not training time
       }
       if (stopNow) return { done, stopped: true };
       h.progress?.(done);
