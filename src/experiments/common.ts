@@ -4,7 +4,9 @@
  * continuation starts exactly as `--resume` would), and flag parsing helpers.
  */
 import type { Gpu } from '../gpu/context.ts';
-import type { Trainer } from '../train/trainer.ts';
+import type { StepRecord, Trainer } from '../train/trainer.ts';
+import { type Stepper, TrainingLoop } from '../train/loop.ts';
+import { DivergenceError } from '../train/finite.ts';
 import type { LanguageModel } from '../models/model.ts';
 import { loadIntoStore, parseCheckpoint, saveCheckpoint } from '../train/checkpoint.ts';
 import type { TrainConfig } from '../train/config.ts';
@@ -40,9 +42,10 @@ export interface Experiment {
 export type EvalPoint = { step: number } & Record<string, number>;
 
 /**
- * Trains steps [from, to) with `trainer`, calling `evaluate` before the first step, every
- * `every` steps and after the last; returns the evaluations and the training losses.
- * @throws Error when a loss is not finite (the run diverged).
+ * Trains steps [from, to) with `trainer` through the training loop (train/loop.ts), calling
+ * `evaluate` before the first step, every `every` steps and after the last; returns the
+ * evaluations and the training losses.
+ * @throws Error naming `label` when a loss is not finite (the run diverged).
  */
 export async function trainWithEvals(
   trainer: Trainer,
@@ -56,23 +59,64 @@ export async function trainWithEvals(
   const evals: EvalPoint[] = [{ step: from, ...(await evaluate(from)) }];
   const losses: [number, number][] = [];
   const t0 = performance.now();
-  for (let s = from; s < to; s++) {
-    await trainer.step(s);
-    const done = s + 1;
-    if (done % every === 0 || done === to) {
-      for (const r of await trainer.drain()) {
-        if (!Number.isFinite(r.loss)) {
-          throw new Error(`${label}: loss became ${r.loss} at step ${r.step}; lower the learning rate`);
-        }
-        losses.push([r.step, r.loss]);
-      }
-      const e = { step: done, ...(await evaluate(done)) };
-      evals.push(e);
-      const vals = Object.entries(e).filter(([k]) => k !== 'step').map(([k, v]) => `${k} ${v.toFixed(4)}`).join(' · ');
-      log(`${label} step ${done}/${to} · ${vals} · ${((performance.now() - t0) / 1000).toFixed(0)} s`);
-    }
-  }
+  const stepper: Stepper<StepRecord, EvalPoint> = {
+    step: (s) => trainer.step(s),
+    drain: () => trainer.drain(),
+    evaluate: async (step) => ({ step: step + 1, ...(await evaluate(step + 1)) }),
+  };
+  await labelled(label, () =>
+    new TrainingLoop(stepper, {
+      start: from,
+      end: to,
+      logInterval: every,
+      evalInterval: every,
+      hooks: {
+        record: (r) => void losses.push([r.step, r.loss]),
+        eval: (_, e) => {
+          evals.push(e);
+          const vals = Object.entries(e).filter(([k]) => k !== 'step').map(([k, v]) => `${k} ${v.toFixed(4)}`).join(
+            ' · ',
+          );
+          log(`${label} step ${e.step}/${to} · ${vals} · ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+        },
+      },
+    }).run());
   return { evals, losses };
+}
+
+/**
+ * Trains steps [from, to) with `trainer` through the training loop, without evaluations; the
+ * losses are drained and checked every `logInterval` steps and after the last.
+ * @throws Error naming `label` when a loss is not finite (the run diverged).
+ */
+export async function trainSteps(
+  trainer: Trainer,
+  from: number,
+  to: number,
+  label: string,
+  logInterval = Math.max(1, to - from),
+): Promise<StepRecord[]> {
+  const recs: StepRecord[] = [];
+  const stepper: Stepper<StepRecord> = { step: (s) => trainer.step(s), drain: () => trainer.drain() };
+  const loop = new TrainingLoop(stepper, {
+    start: from,
+    end: to,
+    logInterval,
+    evalInterval: 0,
+    hooks: { record: (r) => void recs.push(r) },
+  });
+  await labelled(label, () => loop.run());
+  return recs;
+}
+
+/** Runs `f`; a DivergenceError comes out as an Error that names the experiment's run `label`. */
+async function labelled<T>(label: string, f: () => Promise<T>): Promise<T> {
+  try {
+    return await f();
+  } catch (e) {
+    if (!(e instanceof DivergenceError)) throw e;
+    throw new Error(`${label}: ${e.message}`, { cause: e });
+  }
 }
 
 /** Parameters and AdamW moments of a model, encoded as a checkpoint (restorable any number of times). */
