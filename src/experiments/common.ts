@@ -11,6 +11,7 @@ import type { LanguageModel } from '../models/model.ts';
 import { loadIntoStore, parseCheckpoint, saveCheckpoint } from '../train/checkpoint.ts';
 import type { TrainConfig } from '../train/config.ts';
 import type { TokenizerJSON } from '../data/tokenizer.ts';
+import type { PlanOptions } from '../parallel/plan_schema.ts';
 import { writeAtomic } from '../io/atomic.ts';
 import { readCorpus } from '../io/corpus.ts';
 
@@ -23,11 +24,23 @@ export interface ExperimentContext {
   flags: Record<string, string>;
   log: (line: string) => void;
   /**
-   * Runs `npm run train` with tensor/pipeline/data parallel flags (cli/train_parallel.ts `main`),
-   * passed in because a command sits above the experiments (docs/design.md#layers); resolves to the
-   * last validation loss.
+   * A parallel training run into its own folder (cli/train_parallel.ts `trainParallel`, as
+   * `npm run train` with those flags), passed in because a command sits above the experiments
+   * (docs/design.md#layers); resolves to the last validation loss.
    */
-  trainParallel: (argv: string[]) => Promise<number | null>;
+  trainParallel: (o: ParallelRunOptions) => Promise<number | null>;
+}
+
+/** A parallel run an experiment asks for: its plan, its training config and its folder. */
+export interface ParallelRunOptions {
+  /** The plan's options (parallel/plan_schema.ts PlanSchema keys: degrees, micro-batches, compress, sync, net, …). */
+  plan: Partial<PlanOptions>;
+  /** Training config values over the tiny preset (TrainConfig keys). */
+  config: Partial<TrainConfig>;
+  /** The run directory (metrics.jsonl, trace.json, config.json, plan.txt, accounting.json, checkpoints). */
+  out: string;
+  /** The ranks' WebGPU implementation (default auto). */
+  gpu?: 'auto' | 'wgpu' | 'dawn';
 }
 
 /** An experiment: `run` writes its files into ctx.out and returns the markdown summary it wrote. */
@@ -205,10 +218,17 @@ export function modelFlags(
   };
 }
 
-/** `npm run train` flags of {@link modelFlags}' shape: layers, width, heads, context, batch and seed. */
-export function shapeArgs(shape: ReturnType<typeof modelFlags>): string[] {
-  return [
-    ...['--n-layer', `${shape.nLayer}`, '--n-embd', `${shape.nEmbd}`, '--n-head', `${shape.nHead}`],
-    ...['--block-size', `${shape.blockSize}`, '--batch-size', `${shape.batchSize}`, '--seed', `${shape.seed}`],
-  ];
+/** A plan's options as the `npm run train` flags that ask for them (`{ dp: 2, sp: true }` → `--dp 2 --sp`), for tables and logs. */
+export function planFlagText(plan: Partial<PlanOptions>): string {
+  return Object.entries(plan).flatMap(([k, v]) => {
+    const flag = `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+    return v === undefined ? [] : v === true ? [flag] : [`${flag} ${v}`];
+  }).join(' ');
+}
+
+/** Reads `--gpu` for the ranks of a parallel run. @throws Error when it is not auto, wgpu or dawn. */
+export function gpuFlag(flags: Record<string, string>): ParallelRunOptions['gpu'] {
+  const v = flags.gpu;
+  if (v === undefined || v === 'auto' || v === 'wgpu' || v === 'dawn') return v;
+  throw new Error(`--gpu must be one of auto, wgpu, dawn, got '${v}'`);
 }
