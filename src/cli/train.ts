@@ -125,7 +125,7 @@ export async function main(argv: string[]): Promise<number | null> {
     const progress = new Progress(cfg.steps, start);
     const metrics = await Deno.open(files.metrics, { append: true, create: true });
     const writeMetric = (o: Record<string, unknown>) =>
-      metrics.writeSync(new TextEncoder().encode(JSON.stringify(o) + '\n'));
+      void metrics.writeSync(new TextEncoder().encode(JSON.stringify(o) + '\n'));
     const writeCheckpoint = async (step: number): Promise<string | null> => {
       // Nothing non-finite or diverged is ever written over a good checkpoint (src/train/finite.ts).
       const why = await checkState(gpu, model.params.trainingState(), () => trainer.probe(step));

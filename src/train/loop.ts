@@ -1,12 +1,12 @@
 /**
- * The one training loop (docs/design.md#layers: runtime-neutral, no file system): steps from a start
+ * The one training loop (docs/design.md#one-training-loop; runtime-neutral, no file system): steps from a start
  * step to an end, drains the step records every log interval (the GPU keeps working between
  * drains), refuses a non-finite loss with a DivergenceError naming the last good checkpoint,
  * evaluates every evalInterval steps and after the last, checkpoints where `checkpointAt` says
  * (and on a stop), and stops at a step boundary when `shouldStop()` turns true. What is
- * stepped is a {@link Stepper} (the single-rank Trainer, an experiment's trainer); what is
- * printed or written goes through {@link LoopHooks}, so the CLI, experiments and the browser
- * worker share the cadence and only differ in their output.
+ * stepped is a {@link Stepper} (the single-rank Trainer, a parallel run's host, an experiment's
+ * trainer); what is printed or written goes through {@link LoopHooks}, so the CLI, the parallel
+ * host, experiments and the browser worker share the cadence and only differ in their output.
  */
 import { DivergenceError } from './finite.ts';
 
@@ -30,16 +30,24 @@ export interface Stepper<R extends LoopRecord, E = number> {
   /**
    * Checks the state after `done` steps and saves it when it is good: resolves to null once
    * saved, else to why it is not good (then nothing was written; see src/train/finite.ts).
+   * `final`: the run ends here (its last step, or a stop), so no later step will run from it.
    */
-  checkpoint?(done: number): Promise<string | null>;
+  checkpoint?(done: number, final: boolean): Promise<string | null>;
+  /**
+   * A stepper that writes a checkpoint only once a later step has shown its state good (a
+   * parallel run's host, src/parallel/run_host.ts) reports here the steps done at the newest one
+   * written; others leave it out, and the loop counts a checkpoint as saved when `checkpoint`
+   * resolves to null.
+   */
+  lastGood?: number | null;
 }
 
 /** Where the loop's output goes: every hook is optional. */
 export interface LoopHooks<R extends LoopRecord, E = number> {
   /** After step `s` ran, before the stop request is read (the CLI lets a signal in here). */
   afterStep?(s: number): Promise<void>;
-  /** Each drained record once its loss is known finite, with the wall ms per step of its interval. */
-  record?(r: R, msPerStep: number): void;
+  /** Each drained record once it is known not to diverge, with the wall ms per step of its interval. */
+  record?(r: R, msPerStep: number): void | Promise<void>;
   /** Once per drain, after its records: the records and the wall ms per step between drains. */
   log?(recs: R[], msPerStep: number): void | Promise<void>;
   /** An evaluation after step `step` (0-based). */
@@ -64,8 +72,10 @@ export interface LoopOptions<R extends LoopRecord, E = number> {
   evalInterval: number;
   /** Whether to checkpoint after `done` steps (train/checkpoint.ts isCheckpointStep); a stop always does. */
   checkpointAt?: (done: number) => boolean;
-  /** Read after every step: true stops the run at that step boundary (after its checkpoint). */
+  /** Read after every step and after a drain: true stops the run at that step boundary (after its checkpoint). */
   shouldStop?: () => boolean;
+  /** Why a drained record shows the run diverged, else null (default: a loss that is not finite). */
+  diverged?: (r: R) => string | null;
   /** Steps done at the newest checkpoint known good before the loop (a resume's), else null. */
   lastGood?: number | null;
   /** The run directory a DivergenceError names. */
@@ -87,8 +97,8 @@ export interface LoopResult {
  * @throws Error from the constructor when the intervals or steps are not whole numbers in range.
  */
 export class TrainingLoop<R extends LoopRecord, E = number> {
-  /** Steps done at the newest checkpoint saved and known good, or null when there is none. */
-  lastGood: number | null;
+  /** Steps done at the newest checkpoint this loop saved (or the resume's). */
+  private saved: number | null;
 
   constructor(readonly stepper: Stepper<R, E>, readonly o: LoopOptions<R, E>) {
     const whole = (v: number, min: number) => Number.isInteger(v) && v >= min;
@@ -101,52 +111,85 @@ export class TrainingLoop<R extends LoopRecord, E = number> {
     if (!whole(o.evalInterval, 0)) {
       throw new Error(`training loop: evalInterval must be an integer ≥ 0 (0: never), got ${o.evalInterval}`);
     }
-    this.lastGood = o.lastGood ?? null;
+    this.saved = o.lastGood ?? null;
+  }
+
+  /** Steps done at the newest checkpoint saved and known good, or null when there is none. */
+  get lastGood(): number | null {
+    return this.stepper.lastGood !== undefined ? this.stepper.lastGood : this.saved;
   }
 
   /**
    * Runs steps [start, end), or up to a stop.
-   * @throws DivergenceError when a drained loss is not finite, or the stepper's checkpoint
-   *   finds the state not good (nothing is saved over the last good checkpoint); whatever the
-   *   stepper or a hook throws.
+   * @throws DivergenceError when a drained record diverged (a loss that is not finite, or
+   *   `o.diverged`), or the stepper's checkpoint finds the state not good (nothing is saved over
+   *   the last good checkpoint); Error when a drain returns other steps than those run (fewer
+   *   only at a stop); whatever the stepper or a hook throws.
    */
   async run(): Promise<LoopResult> {
     const { stepper, o } = this, h = o.hooks ?? {}, now = o.now ?? (() => performance.now());
     const evaluates = o.evalInterval > 0 && stepper.evaluate !== undefined;
-    let tLast = now();
+    const checkpoints = stepper.checkpoint !== undefined;
+    const diverges = o.diverged ?? ((r: R) => (Number.isFinite(r.loss) ? null : `loss became ${r.loss}`));
+    const stopRequested = () => o.shouldStop?.() ?? false;
+    let tLast = now(), drained = o.start;
     for (let s = o.start; s < o.end; s++) {
       await stepper.step(s);
       await h.afterStep?.(s);
-      const done = s + 1, last = done === o.end;
-      const stopNow = o.shouldStop?.() ?? false;
-      const evalNow = evaluates && (done % o.evalInterval === 0 || last);
-      const ckptNow = stepper.checkpoint !== undefined && ((o.checkpointAt?.(done) ?? false) || stopNow);
-      if (done % o.logInterval === 0 || last || evalNow || ckptNow || stopNow) {
-        const recs = await stepper.drain();
-        if (!recs.length) throw new Error(`training loop: the stepper drained no records after step ${s}`);
-        const t = now(), ms = (t - tLast) / recs.length;
+      let done = s + 1, stopNow = stopRequested();
+      const due = done % o.logInterval === 0 || done === o.end ||
+        (evaluates && done % o.evalInterval === 0) || (checkpoints && (o.checkpointAt?.(done) ?? false));
+      if (!due && !stopNow) {
+        h.progress?.(done);
+        continue;
+      }
+      const recs = await stepper.drain();
+      const t = now();
+      // A stop that came in while the records were awaited ends the run here too.
+      stopNow ||= stopRequested();
+      this.checkDrain(recs, drained, done, stopNow);
+      done = drained = drained + recs.length;
+      const last = done === o.end;
+      if (recs.length) {
+        const ms = (t - tLast) / recs.length;
         for (const r of recs) {
-          if (!Number.isFinite(r.loss)) throw this.diverged(r.step, `loss became ${r.loss}`);
-          h.record?.(r, ms);
+          const why = diverges(r);
+          if (why !== null) throw this.diverged(r.step, why);
+          await h.record?.(r, ms);
         }
         await h.log?.(recs, ms);
-        const step = recs[recs.length - 1].step;
-        if (evalNow) {
-          const e = await stepper.evaluate!(step);
-          await h.eval?.(step, e);
+        if (evaluates && (done % o.evalInterval === 0 || last)) {
+          const e = await stepper.evaluate!(done - 1);
+          await h.eval?.(done - 1, e);
         }
-        if (ckptNow) {
-          const why = await stepper.checkpoint!(done);
-          if (why !== null) throw this.diverged(done - 1, why);
-          this.lastGood = done;
-        }
-        await h.boundary?.(done);
-        tLast = now(); // evaluation, checkpoints and pauses are not training time
       }
+      if (checkpoints && ((o.checkpointAt?.(done) ?? false) || stopNow) && done !== this.lastGood) {
+        const why = await stepper.checkpoint!(done, last || stopNow);
+        if (why !== null) throw this.diverged(done - 1, why);
+        this.saved = done;
+      }
+      await h.boundary?.(done);
+      tLast = now(); // evaluation, checkpoints and pauses are not training time
       if (stopNow) return { done, stopped: true };
       h.progress?.(done);
     }
     return { done: o.end, stopped: false };
+  }
+
+  /**
+   * A drain must return the records of steps [drained, done) in order; a stepper whose steps run
+   * at the drain (a parallel run's ranks) may return fewer when they agreed on an earlier stop.
+   */
+  private checkDrain(recs: R[], drained: number, done: number, stopping: boolean): void {
+    const inOrder = recs.every((r, i) => r.step === drained + i);
+    const count = recs.length === done - drained || (stopping && recs.length < done - drained);
+    if (!inOrder || !count) {
+      throw new Error(
+        `training loop: the stepper drained the records of steps [${
+          recs.map((r) => r.step).join(', ')
+        }] for steps ${drained}…${done - 1}${stopping ? ' (stopping: a prefix of them)' : ''}`,
+      );
+    }
   }
 
   private diverged(step: number, what: string): DivergenceError {

@@ -49,7 +49,7 @@ async function divergence(run: () => Promise<unknown>): Promise<DivergenceError>
 /** The calls other than `step N`. */
 const events = (calls: string[]) => calls.filter((c) => !c.startsWith('step '));
 
-function loop(stepper: Stepper<LoopRecord, number>, o: Partial<LoopOptions<LoopRecord, number>>) {
+function loop<R extends LoopRecord>(stepper: Stepper<R, number>, o: Partial<LoopOptions<R, number>>) {
   return new TrainingLoop(stepper, { start: 0, end: 10, logInterval: 4, evalInterval: 0, ...o });
 }
 
@@ -57,7 +57,7 @@ Deno.test('training loop: drains every log interval and after the last step, eac
   const { stepper, calls } = fake();
   const seen: number[] = [], logs: number[][] = [];
   const r = await loop(stepper, {
-    hooks: { record: (rec) => seen.push(rec.step), log: (recs) => void logs.push(recs.map((x) => x.step)) },
+    hooks: { record: (rec) => void seen.push(rec.step), log: (recs) => void logs.push(recs.map((x) => x.step)) },
   }).run();
   deepStrictEqual(r, { done: 10, stopped: false });
   deepStrictEqual(events(calls), ['drain 0,1,2,3', 'drain 4,5,6,7', 'drain 8,9']);
@@ -119,7 +119,7 @@ Deno.test('training loop: a NaN loss is a DivergenceError naming its step and th
   const l = loop(stepper, {
     checkpointAt: (done) => done === 4,
     dir: 'runs/x',
-    hooks: { record: (r) => seen.push(r.step) },
+    hooks: { record: (r) => void seen.push(r.step) },
   });
   const e = await divergence(() => l.run());
   deepStrictEqual([e.step, e.lastGood, e.dir], [6, 4, 'runs/x']);
@@ -144,5 +144,62 @@ Deno.test('training loop: without evaluate or checkpoint it only drains; bad int
   throws(() => loop(bare, { logInterval: 0 }), /logInterval must be an integer ≥ 1, got 0/);
   throws(() => loop(bare, { start: 5, end: 4 }), /start 5 and end 4/);
   const empty: Stepper<LoopRecord, number> = { step: () => Promise.resolve(), drain: () => Promise.resolve([]) };
-  await rejects(() => loop(empty, {}).run(), /drained no records after step 3/);
+  await rejects(() => loop(empty, {}).run(), /drained the records of steps \[\] for steps 0…3$/);
+});
+
+/**
+ * A stepper whose steps run at the drain, as a parallel run's ranks do: its ranks stop early when
+ * `stopAt` is reached, and it writes a checkpoint only once the next step's record shows it good.
+ */
+function batched(o: { stopAt?: number; badAfter?: number }) {
+  const calls: string[] = [];
+  let asked = 0, ran = 0, pending: number | null = null, stopped = false;
+  const stepper: Stepper<LoopRecord & { gradNorm: number }, number> = {
+    lastGood: null,
+    step: (s) => Promise.resolve(void (asked = s + 1)),
+    drain() {
+      stopped = o.stopAt !== undefined && asked > o.stopAt;
+      const to = stopped ? o.stopAt! : asked;
+      const out = [];
+      for (; ran < to; ran++) {
+        out.push({ step: ran, loss: 1, gradNorm: ran === o.badAfter ? Infinity : 1 });
+        if (pending === ran) {
+          this.lastGood = pending;
+          calls.push(`commit ${pending}`);
+          pending = null;
+        }
+      }
+      calls.push(`drain ${asked} ran ${ran}`);
+      return Promise.resolve(out);
+    },
+    checkpoint(done, final) {
+      calls.push(`ckpt ${done}${final ? ' final' : ''}`);
+      if (final) this.lastGood = done;
+      else pending = done;
+      return Promise.resolve(null);
+    },
+  };
+  return { stepper, calls, stopped: () => stopped };
+}
+
+Deno.test('training loop: a drain may end short at a stop its ranks agreed on; that boundary is checkpointed as final', async () => {
+  const { stepper, calls, stopped } = batched({ stopAt: 6 });
+  const l = loop(stepper, { checkpointAt: (d) => d === 4, shouldStop: stopped });
+  deepStrictEqual(await l.run(), { done: 6, stopped: true });
+  // Asked for 8 steps, the ranks ran 6: the run stops after 6, checkpointed (final) there.
+  deepStrictEqual(calls, ['drain 4 ran 4', 'ckpt 4', 'commit 4', 'drain 8 ran 6', 'ckpt 6 final']);
+  deepStrictEqual(l.lastGood, 6);
+  const { stepper: early } = batched({ stopAt: 6 });
+  await rejects(() => loop(early, {}).run(), /drained the records of steps \[4, 5\] for steps 4…7$/);
+});
+
+Deno.test("training loop: a stepper's own lastGood and divergence test name the checkpoint written", async () => {
+  const { stepper } = batched({ badAfter: 5 });
+  const l = loop(stepper, {
+    checkpointAt: (d) => d === 4,
+    diverged: (r) => (Number.isFinite(r.gradNorm) ? null : `gradient norm ${r.gradNorm}`),
+  });
+  const e = await divergence(() => l.run());
+  // The checkpoint after 4 steps was committed when step 4's record arrived, before step 5 diverged.
+  deepStrictEqual([e.step, e.what, e.lastGood], [5, 'gradient norm Infinity', 4]);
 });
