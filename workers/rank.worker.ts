@@ -22,7 +22,8 @@ import type { Backend } from '../src/gpu/device.ts';
 import { CharTokenizer } from '../src/data/tokenizer.ts';
 import { TextDataset } from '../src/data/dataset.ts';
 import { createModel } from '../src/models/registry.ts';
-import { Trainer } from '../src/train/trainer.ts';
+import { type StepRecord, Trainer } from '../src/train/trainer.ts';
+import { type Stepper, TrainingLoop } from '../src/train/loop.ts';
 import { parseConfig, type TrainConfig } from '../src/train/config.ts';
 import { mixSeed, Random } from '../src/util/random.ts';
 import { type RankControl, rankControl } from '../src/comm/launch.ts';
@@ -150,47 +151,46 @@ const api: RankApi = {
       let firstLoss: number | null = null;
       let finalLoss: number | null = null;
       let valLoss: number | null = null;
-      let done = 0;
-      let tLast = performance.now();
-      for (let s = 0; s < cfg.steps; s++) {
-        await trainer.step(s);
-        done = s + 1;
-        const last = done === cfg.steps;
-        const evalNow = done % cfg.evalInterval === 0 || last;
-        if (done % cfg.logInterval === 0 || evalNow) {
-          const recs = await trainer.drain();
-          const now = performance.now();
-          const ms = (now - tLast) / recs.length;
-          for (const r of recs) {
-            if (!Number.isFinite(r.loss)) {
-              throw new Error(`loss became ${r.loss} at step ${r.step}; lower the learning rate`);
-            }
-          }
-          const r = recs[recs.length - 1];
-          firstLoss ??= recs[0].loss;
-          finalLoss = r.loss;
-          emit({
-            kind: 'train',
-            step: r.step,
-            loss: r.loss,
-            gradNorm: r.gradNorm,
-            lr: r.lr,
-            ms,
-            tokensPerSec: (tokensPerStep * 1000) / ms,
-            points: recs.map((x) => [x.step, x.loss]),
-          });
-          if (evalNow && !stopRequested) {
-            valLoss = await trainer.evaluate('val');
-            emit({ kind: 'eval', step: r.step, valLoss });
-          }
-          if (paused) {
-            emit({ kind: 'status', text: `paused after step ${r.step}` });
+      const stepper: Stepper<StepRecord, number | null> = {
+        step: (s) => trainer.step(s),
+        drain: () => trainer.drain(),
+        // A stop skips the evaluation it would have ended on.
+        evaluate: async () => (stopRequested ? null : await trainer.evaluate('val')),
+      };
+      const { done } = await new TrainingLoop(stepper, {
+        start: 0,
+        end: cfg.steps,
+        logInterval: cfg.logInterval,
+        evalInterval: cfg.evalInterval,
+        shouldStop: () => stopRequested,
+        hooks: {
+          log: (recs, ms) => {
+            const r = recs[recs.length - 1];
+            firstLoss ??= recs[0].loss;
+            finalLoss = r.loss;
+            emit({
+              kind: 'train',
+              step: r.step,
+              loss: r.loss,
+              gradNorm: r.gradNorm,
+              lr: r.lr,
+              ms,
+              tokensPerSec: (tokensPerStep * 1000) / ms,
+              points: recs.map((x) => [x.step, x.loss]),
+            });
+          },
+          eval: (step, v) => {
+            if (v === null) return;
+            valLoss = v;
+            emit({ kind: 'eval', step, valLoss });
+          },
+          boundary: async (done) => {
+            if (!paused) return;
+            emit({ kind: 'status', text: `paused after step ${done - 1}` });
             await paused.promise;
-          }
-          if (stopRequested) break;
-          tLast = performance.now(); // evaluation and pauses are not training time
-        }
-      }
+          },
+        },
+      }).run();
       const stopped = stopRequested && done < cfg.steps;
       let sample = '';
       if (!stopped && cfg.sampleTokens > 0) {

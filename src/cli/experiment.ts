@@ -6,7 +6,7 @@
  */
 import { parseCliArgs } from '../util/parse_cli.ts';
 import { type Experiment, modelFlags } from '../experiments/common.ts';
-import { main as trainParallel } from './train_parallel.ts';
+import { trainParallel } from './train_parallel.ts';
 import { compression } from '../experiments/compression.ts';
 import { lowComm } from '../experiments/low_comm.ts';
 import { planModel } from '../experiments/plan_model.ts';

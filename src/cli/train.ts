@@ -19,7 +19,8 @@ import { initFromGpt2 } from '../train/init_from.ts';
 import { DeviceLostError } from '../gpu/lost.ts';
 import { mixSeed, Random } from '../util/random.ts';
 import { CliExit, runCli } from './main.ts';
-import { checkState, DivergenceError } from '../train/finite.ts';
+import { checkState } from '../train/finite.ts';
+import { type Stepper, TrainingLoop } from '../train/loop.ts';
 import { depthMetric } from '../models/recurrence.ts';
 import { resumeCommand, StopListener, yieldToEvents } from './stop.ts';
 
@@ -35,6 +36,12 @@ function fmtLine(step: number, loss: number, lr: number, ms: number, tps: number
     ms.toFixed(1)
   } ms/step | ${Math.round(tps)} tokens/s` +
     (mfu !== null ? ` | MFU ${(mfu * 100).toFixed(2)}%` : '');
+}
+
+/** One evaluation: the validation loss, and of a mixture each corpus's by name (else null). */
+interface ValLoss {
+  loss: number;
+  bySource: Record<string, number> | null;
 }
 
 /** f16-mixed: the loss scale after a log interval's steps, and how many of them overflowed and were skipped. */
@@ -118,13 +125,11 @@ export async function main(argv: string[]): Promise<number | null> {
     const progress = new Progress(cfg.steps, start);
     const metrics = await Deno.open(files.metrics, { append: true, create: true });
     const writeMetric = (o: Record<string, unknown>) =>
-      metrics.writeSync(new TextEncoder().encode(JSON.stringify(o) + '\n'));
-    // Steps done at the newest checkpoint known good (what a diverged run leaves on disk).
-    let lastGood: number | null = ckpt ? start : null;
-    const checkpoint = async (step: number) => {
+      void metrics.writeSync(new TextEncoder().encode(JSON.stringify(o) + '\n'));
+    const writeCheckpoint = async (step: number): Promise<string | null> => {
       // Nothing non-finite or diverged is ever written over a good checkpoint (src/train/finite.ts).
       const why = await checkState(gpu, model.params.trainingState(), () => trainer.probe(step));
-      if (why) throw new DivergenceError(step - 1, why, lastGood, outDir);
+      if (why) return why;
       const bytes = await saveCheckpoint(model.params, {
         config: cfg,
         tokenizer: tokenizer.toJSON(),
@@ -138,80 +143,86 @@ export async function main(argv: string[]): Promise<number | null> {
       if (keepsCheckpointFile(step, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule)) {
         await writeAtomic(files.checkpointAt(step), bytes);
       }
-      lastGood = step;
+      return null;
     };
-
-    let tLast = performance.now();
     const stop = (stopper = new StopListener());
     // Fault injection for the device-loss test (tests/cli/device_lost.test.ts): destroys the device before step N.
     const loseAt = Number(Deno.env.get(LOSE_DEVICE_ENV) ?? NaN);
-    try {
-      for (let s = start; s < cfg.steps; s++) {
+    const stepper: Stepper<StepRecord, ValLoss> = {
+      step: (s) => {
         if (s === loseAt) gpu.device.destroy();
-        await trainer.step(s);
-        await yieldToEvents(); // encoding never awaits between log lines: let a signal in
-        const done = s + 1;
-        const last = done === cfg.steps;
-        const stopNow = stop.requested;
-        const evalNow = done % cfg.evalInterval === 0 || last;
-        const ckptNow = isCheckpointStep(done, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule) || stopNow;
-        if (done % cfg.logInterval === 0 || evalNow || ckptNow) {
-          const recs = await trainer.drain();
-          const now = performance.now();
-          const ms = (now - tLast) / recs.length;
-          tLast = now;
-          const tps = (tokensPerStep * 1000) / ms;
-          const mfu = cfg.peakTflops > 0 ? flopsPerStep / (ms / 1000) / (cfg.peakTflops * 1e12) : null;
-          for (const r of recs) {
-            if (!Number.isFinite(r.loss)) throw new DivergenceError(r.step, `loss became ${r.loss}`, lastGood, outDir);
-            writeMetric({
-              step: r.step,
-              loss: r.loss,
-              lr: r.lr,
-              grad_norm: r.gradNorm,
-              ...depthMetric(cfg, r.step),
-              ...(r.lossScale === undefined ? {} : { loss_scale: r.lossScale, skipped: r.skipped }),
-              ms_per_step: ms,
-              tokens_per_s: tps,
-            });
-          }
+        return trainer.step(s);
+      },
+      drain: () => trainer.drain(),
+      evaluate: async () => {
+        const loss = await trainer.evaluate('val');
+        // A mixture also reports each corpus (forgetting vs adaptation in continual pre-training).
+        const bySource = trainer.sourceNames.length > 1 ? await trainer.evaluateSources('val') : null;
+        return { loss, bySource: bySource && Object.fromEntries(trainer.sourceNames.map((n, i) => [n, bySource[i]])) };
+      },
+      checkpoint: writeCheckpoint,
+    };
+    const loop = new TrainingLoop(stepper, {
+      start,
+      end: cfg.steps,
+      logInterval: cfg.logInterval,
+      evalInterval: cfg.evalInterval,
+      checkpointAt: (done) => isCheckpointStep(done, cfg.steps, cfg.ckptInterval, cfg.ckptSchedule),
+      shouldStop: () => stop.requested,
+      lastGood: ckpt ? start : null,
+      dir: outDir,
+      hooks: {
+        afterStep: yieldToEvents, // encoding never awaits between log lines: let a signal in
+        record: (r, ms) =>
+          writeMetric({
+            step: r.step,
+            loss: r.loss,
+            lr: r.lr,
+            grad_norm: r.gradNorm,
+            ...depthMetric(cfg, r.step),
+            ...(r.lossScale === undefined ? {} : { loss_scale: r.lossScale, skipped: r.skipped }),
+            ms_per_step: ms,
+            tokens_per_s: (tokensPerStep * 1000) / ms,
+          }),
+        log: (recs, ms) => {
           const r = recs[recs.length - 1];
+          const mfu = cfg.peakTflops > 0 ? flopsPerStep / (ms / 1000) / (cfg.peakTflops * 1e12) : null;
           progress.clear();
-          console.log(fmtLine(r.step, r.loss, r.lr, ms, tps, mfu) + scaleNote(recs));
-          if (evalNow) {
-            valLoss = await trainer.evaluate('val');
-            // A mixture also reports each corpus (forgetting vs adaptation in continual pre-training).
-            const bySource = trainer.sourceNames.length > 1 ? await trainer.evaluateSources('val') : null;
-            const perSource = bySource
-              ? Object.fromEntries(trainer.sourceNames.map((n, i) => [n, bySource[i]]))
-              : undefined;
-            writeMetric({ step: r.step, val_loss: valLoss, ...(perSource ? { val_loss_by_source: perSource } : {}) });
-            const extra = perSource
-              ? ` (${Object.entries(perSource).map(([n, v]) => `${n} ${v.toFixed(4)}`).join(' · ')})`
-              : '';
-            console.log(`step ${String(r.step).padStart(5)} | val loss ${valLoss.toFixed(4)}${extra}`);
-          }
-          if (ckptNow) await checkpoint(done);
-          tLast = performance.now(); // evaluation and checkpoints are not training time
-        }
-        if (stopNow) {
-          progress.clear();
-          metrics.close();
-          console.log(
-            `stopped by ${stop.signal} after step ${s} (${done} steps done): checkpoint saved in ${files.checkpoint}`,
-          );
-          console.log(`resume with: ${resumeCommand(outDir)}`);
-          throw new CliExit(stop.exitCode);
-        }
-        progress.update(done);
-      }
+          console.log(fmtLine(r.step, r.loss, r.lr, ms, (tokensPerStep * 1000) / ms, mfu) + scaleNote(recs));
+        },
+        eval: (step, e) => {
+          valLoss = e.loss;
+          const perSource = e.bySource ?? undefined;
+          writeMetric({ step, val_loss: e.loss, ...(perSource ? { val_loss_by_source: perSource } : {}) });
+          const extra = perSource
+            ? ` (${Object.entries(perSource).map(([n, v]) => `${n} ${v.toFixed(4)}`).join(' · ')})`
+            : '';
+          console.log(`step ${String(step).padStart(5)} | val loss ${e.loss.toFixed(4)}${extra}`);
+        },
+        progress: (done) => progress.update(done),
+      },
+    });
+    let ended;
+    try {
+      ended = await loop.run();
     } catch (e) {
       if (!(e instanceof DeviceLostError)) throw e;
       progress.clear();
-      const kept = lastGood !== null
-        ? `the last checkpoint (step ${lastGood}) in ${outDir} is kept: resume with: ${resumeCommand(outDir)}`
+      const kept = loop.lastGood !== null
+        ? `the last checkpoint (step ${loop.lastGood}) in ${outDir} is kept: resume with: ${resumeCommand(outDir)}`
         : `no checkpoint was saved in ${outDir}`;
       throw new Error(`${e.message}; the run stopped; ${kept}`);
+    }
+    if (ended.stopped) {
+      progress.clear();
+      metrics.close();
+      console.log(
+        `stopped by ${stop.signal} after step ${
+          ended.done - 1
+        } (${ended.done} steps done): checkpoint saved in ${files.checkpoint}`,
+      );
+      console.log(`resume with: ${resumeCommand(outDir)}`);
+      throw new CliExit(stop.exitCode);
     }
     progress.clear();
     metrics.close();

@@ -35,6 +35,8 @@ import type { Backend } from '../gpu/device.ts';
 import { NetworkModel } from '../comm/network.ts';
 import { describePlan, type ParallelPlan, planWorldSize } from '../parallel/plan/plan.ts';
 import { MAX_RUN_WORLD, planFromOptions, planRegionBytes, PlanSchema } from '../parallel/plan/plan_schema.ts';
+import type { ParallelRunOptions } from '../experiments/common.ts';
+import { parallelArgs } from './parallel_args.ts';
 import type { DataPlane } from '../comm/data_plane.ts';
 import { runParallel } from '../parallel/run/run_host.ts';
 import { checkRun } from '../perf/measure.ts';
@@ -116,7 +118,18 @@ export async function main(argv: string[]): Promise<number | null> {
   }
 }
 
-/** The run itself (see {@link main}), from the parsed flags. */
+/**
+ * A parallel training run from typed options (an experiment's, through its context): the run
+ * `npm run train` makes of the same flags over the tiny preset, on worker ranks; returns the last
+ * validation loss (null when no rank could evaluate).
+ * @throws Error from {@link parallelArgs} for options it refuses, and every error of the run.
+ */
+export async function trainParallel(o: ParallelRunOptions): Promise<number | null> {
+  const { argv, args } = parallelArgs(o);
+  return await train(argv, args);
+}
+
+/** The run itself (see {@link main}), from the parsed flags; `argv` is repeated by the resume and mpirun commands it prints. */
 async function train(argv: string[], args: ParsedTrainArgs): Promise<number | null> {
   const { cfg, resume } = await resumeOrFresh(args);
   const plan = planFromFlags(args.options, cfg);

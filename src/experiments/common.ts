@@ -4,11 +4,14 @@
  * continuation starts exactly as `--resume` would), and flag parsing helpers.
  */
 import type { Gpu } from '../gpu/context.ts';
-import type { Trainer } from '../train/trainer.ts';
+import type { StepRecord, Trainer } from '../train/trainer.ts';
+import { type Stepper, TrainingLoop } from '../train/loop.ts';
+import { DivergenceError } from '../train/finite.ts';
 import type { LanguageModel } from '../models/model.ts';
 import { loadIntoStore, parseCheckpoint, saveCheckpoint } from '../train/checkpoint.ts';
 import type { TrainConfig } from '../train/config.ts';
 import type { TokenizerJSON } from '../data/tokenizer.ts';
+import type { PlanOptions } from '../parallel/plan/plan_schema.ts';
 import { writeAtomic } from '../io/atomic.ts';
 import { readCorpus } from '../io/corpus.ts';
 
@@ -21,11 +24,23 @@ export interface ExperimentContext {
   flags: Record<string, string>;
   log: (line: string) => void;
   /**
-   * Runs `npm run train` with tensor/pipeline/data parallel flags (cli/train_parallel.ts `main`),
-   * passed in because a command sits above the experiments (docs/design.md#layers); resolves to the
-   * last validation loss.
+   * A parallel training run into its own folder (cli/train_parallel.ts `trainParallel`, as
+   * `npm run train` with those flags), passed in because a command sits above the experiments
+   * (docs/design.md#layers); resolves to the last validation loss.
    */
-  trainParallel: (argv: string[]) => Promise<number | null>;
+  trainParallel: (o: ParallelRunOptions) => Promise<number | null>;
+}
+
+/** A parallel run an experiment asks for: its plan, its training config and its folder. */
+export interface ParallelRunOptions {
+  /** The plan's options (parallel/plan/plan_schema.ts PlanSchema keys: degrees, micro-batches, compress, sync, net, …). */
+  plan: Partial<PlanOptions>;
+  /** Training config values over the tiny preset (TrainConfig keys). */
+  config: Partial<TrainConfig>;
+  /** The run directory (metrics.jsonl, trace.json, config.json, plan.txt, accounting.json, checkpoints). */
+  out: string;
+  /** The ranks' WebGPU implementation (default auto). */
+  gpu?: 'auto' | 'wgpu' | 'dawn';
 }
 
 /** An experiment: `run` writes its files into ctx.out and returns the markdown summary it wrote. */
@@ -40,9 +55,10 @@ export interface Experiment {
 export type EvalPoint = { step: number } & Record<string, number>;
 
 /**
- * Trains steps [from, to) with `trainer`, calling `evaluate` before the first step, every
- * `every` steps and after the last; returns the evaluations and the training losses.
- * @throws Error when a loss is not finite (the run diverged).
+ * Trains steps [from, to) with `trainer` through the training loop (train/loop.ts), calling
+ * `evaluate` before the first step, every `every` steps and after the last; returns the
+ * evaluations and the training losses.
+ * @throws Error naming `label` when a loss is not finite (the run diverged).
  */
 export async function trainWithEvals(
   trainer: Trainer,
@@ -56,23 +72,64 @@ export async function trainWithEvals(
   const evals: EvalPoint[] = [{ step: from, ...(await evaluate(from)) }];
   const losses: [number, number][] = [];
   const t0 = performance.now();
-  for (let s = from; s < to; s++) {
-    await trainer.step(s);
-    const done = s + 1;
-    if (done % every === 0 || done === to) {
-      for (const r of await trainer.drain()) {
-        if (!Number.isFinite(r.loss)) {
-          throw new Error(`${label}: loss became ${r.loss} at step ${r.step}; lower the learning rate`);
-        }
-        losses.push([r.step, r.loss]);
-      }
-      const e = { step: done, ...(await evaluate(done)) };
-      evals.push(e);
-      const vals = Object.entries(e).filter(([k]) => k !== 'step').map(([k, v]) => `${k} ${v.toFixed(4)}`).join(' · ');
-      log(`${label} step ${done}/${to} · ${vals} · ${((performance.now() - t0) / 1000).toFixed(0)} s`);
-    }
-  }
+  const stepper: Stepper<StepRecord, EvalPoint> = {
+    step: (s) => trainer.step(s),
+    drain: () => trainer.drain(),
+    evaluate: async (step) => ({ step: step + 1, ...(await evaluate(step + 1)) }),
+  };
+  await labelled(label, () =>
+    new TrainingLoop(stepper, {
+      start: from,
+      end: to,
+      logInterval: every,
+      evalInterval: every,
+      hooks: {
+        record: (r) => void losses.push([r.step, r.loss]),
+        eval: (_, e) => {
+          evals.push(e);
+          const vals = Object.entries(e).filter(([k]) => k !== 'step').map(([k, v]) => `${k} ${v.toFixed(4)}`).join(
+            ' · ',
+          );
+          log(`${label} step ${e.step}/${to} · ${vals} · ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+        },
+      },
+    }).run());
   return { evals, losses };
+}
+
+/**
+ * Trains steps [from, to) with `trainer` through the training loop, without evaluations; the
+ * losses are drained and checked every `logInterval` steps and after the last.
+ * @throws Error naming `label` when a loss is not finite (the run diverged).
+ */
+export async function trainSteps(
+  trainer: Trainer,
+  from: number,
+  to: number,
+  label: string,
+  logInterval = Math.max(1, to - from),
+): Promise<StepRecord[]> {
+  const recs: StepRecord[] = [];
+  const stepper: Stepper<StepRecord> = { step: (s) => trainer.step(s), drain: () => trainer.drain() };
+  const loop = new TrainingLoop(stepper, {
+    start: from,
+    end: to,
+    logInterval,
+    evalInterval: 0,
+    hooks: { record: (r) => void recs.push(r) },
+  });
+  await labelled(label, () => loop.run());
+  return recs;
+}
+
+/** Runs `f`; a DivergenceError comes out as an Error that names the experiment's run `label`. */
+async function labelled<T>(label: string, f: () => Promise<T>): Promise<T> {
+  try {
+    return await f();
+  } catch (e) {
+    if (!(e instanceof DivergenceError)) throw e;
+    throw new Error(`${label}: ${e.message}`, { cause: e });
+  }
 }
 
 /** Parameters and AdamW moments of a model, encoded as a checkpoint (restorable any number of times). */
@@ -161,10 +218,17 @@ export function modelFlags(
   };
 }
 
-/** `npm run train` flags of {@link modelFlags}' shape: layers, width, heads, context, batch and seed. */
-export function shapeArgs(shape: ReturnType<typeof modelFlags>): string[] {
-  return [
-    ...['--n-layer', `${shape.nLayer}`, '--n-embd', `${shape.nEmbd}`, '--n-head', `${shape.nHead}`],
-    ...['--block-size', `${shape.blockSize}`, '--batch-size', `${shape.batchSize}`, '--seed', `${shape.seed}`],
-  ];
+/** A plan's options as the `npm run train` flags that ask for them (`{ dp: 2, sp: true }` → `--dp 2 --sp`), for tables and logs. */
+export function planFlagText(plan: Partial<PlanOptions>): string {
+  return Object.entries(plan).flatMap(([k, v]) => {
+    const flag = `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+    return v === undefined ? [] : v === true ? [flag] : [`${flag} ${v}`];
+  }).join(' ');
+}
+
+/** Reads `--gpu` for the ranks of a parallel run. @throws Error when it is not auto, wgpu or dawn. */
+export function gpuFlag(flags: Record<string, string>): ParallelRunOptions['gpu'] {
+  const v = flags.gpu;
+  if (v === undefined || v === 'auto' || v === 'wgpu' || v === 'dawn') return v;
+  throw new Error(`--gpu must be one of auto, wgpu, dawn, got '${v}'`);
 }

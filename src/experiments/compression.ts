@@ -9,15 +9,7 @@
  */
 import { formatCompressPolicy, parseCompressPolicy } from '../comm/compression.ts';
 import { NetworkModel } from '../comm/network.ts';
-import {
-  type Experiment,
-  type ExperimentContext,
-  intFlag,
-  modelFlags,
-  numFlag,
-  shapeArgs,
-  writeOut,
-} from './common.ts';
+import { type Experiment, type ExperimentContext, gpuFlag, intFlag, modelFlags, numFlag, writeOut } from './common.ts';
 import { csv, lineChart, markdownTable, type Series } from './report.ts';
 
 const DIMS = ['dp', 'tp', 'pp'] as const;
@@ -67,14 +59,12 @@ async function run(ctx: ExperimentContext): Promise<string> {
   for (const [name, policy] of configs) {
     const dir = `${ctx.out}/${name}`;
     ctx.log(`\n== ${name}: --compress ${policy}`);
-    const argv = [
-      ...['--dp', '2', '--tp', '2', '--pp', '2', '--micro-batches', '2', '--compress', policy, '--net', net],
-      ...['--steps', `${steps}`, '--eval-interval', `${every}`, '--eval-batches', `${shape.evalBatches}`],
-      ...shapeArgs(shape),
-      ...['--lr', `${lr}`, '--min-lr', `${lr / 10}`, '--ckpt-interval', `${steps}`, '--out', dir],
-      ...(f.gpu ? [`--gpu=${f.gpu}`] : []),
-    ];
-    await ctx.trainParallel(argv);
+    await ctx.trainParallel({
+      plan: { dp: 2, tp: 2, pp: 2, microBatches: 2, compress: policy, net },
+      config: { steps, evalInterval: every, ...shape, lr, minLr: lr / 10, ckptInterval: steps },
+      out: dir,
+      gpu: gpuFlag(f),
+    });
     results.push(await readRun(name, formatCompressPolicy(parseCompressPolicy(policy)), dir));
   }
   return await report(ctx, results, { steps, net, shape });

@@ -11,33 +11,35 @@ import { NetworkModel } from '../comm/network.ts';
 import {
   type Experiment,
   type ExperimentContext,
+  gpuFlag,
   intFlag,
   modelFlags,
   numFlag,
-  shapeArgs,
+  planFlagText,
   writeOut,
 } from './common.ts';
 import { csv, lineChart, markdownTable, type Series } from './report.ts';
+import type { PlanOptions } from '../parallel/plan/plan_schema.ts';
 
 const DP = 4;
 
 /** Streaming DiLoCo's flags: F fragments, τ overlapped steps, int4 outer gradients. */
-function streaming(fragments: number, overlap: number): string[] {
-  return ['--fragments', `${fragments}`, '--overlap-steps', `${overlap}`, '--outer-quant', 'int4'];
+function streaming(fragments: number, overlap: number): Partial<PlanOptions> {
+  return { fragments, overlapSteps: overlap, outerQuant: 'int4' };
 }
 
-/** One method: its name and its `--sync …` flags. */
-type Method = [string, string[]];
+/** One method: its name and its sync options (none: DDP, every step). */
+type Method = [string, Partial<PlanOptions>];
 
 /** The methods compared, by their `--methods` key. */
 const METHODS: Record<string, Method> = {
-  ddp: ['DDP', []],
-  'local-sgd': ['local SGD H=10', ['--sync', 'local-sgd', '--inner-steps', '10']],
-  'diloco-10': ['DiLoCo H=10', ['--sync', 'diloco', '--inner-steps', '10']],
-  'diloco-50': ['DiLoCo H=50', ['--sync', 'diloco', '--inner-steps', '50']],
-  'streaming-10': ['Streaming DiLoCo H=10', ['--sync', 'streaming-diloco', '--inner-steps', '10', ...streaming(2, 4)]],
-  'streaming-50': ['Streaming DiLoCo H=50', ['--sync', 'streaming-diloco', '--inner-steps', '50', ...streaming(2, 20)]],
-  co2: ['CO2 H=10', ['--sync', 'co2', '--inner-steps', '10', '--outer-clip', '1']],
+  ddp: ['DDP', {}],
+  'local-sgd': ['local SGD H=10', { sync: 'local-sgd', innerSteps: 10 }],
+  'diloco-10': ['DiLoCo H=10', { sync: 'diloco', innerSteps: 10 }],
+  'diloco-50': ['DiLoCo H=50', { sync: 'diloco', innerSteps: 50 }],
+  'streaming-10': ['Streaming DiLoCo H=10', { sync: 'streaming-diloco', innerSteps: 10, ...streaming(2, 4) }],
+  'streaming-50': ['Streaming DiLoCo H=50', { sync: 'streaming-diloco', innerSteps: 50, ...streaming(2, 20) }],
+  co2: ['CO2 H=10', { sync: 'co2', innerSteps: 10, outerClip: 1 }],
 };
 
 /** One run, read back from its metrics.jsonl. */
@@ -84,18 +86,16 @@ async function run(ctx: ExperimentContext): Promise<string> {
   }
   const methods = keys.map((k) => METHODS[k]);
   const results: RunResult[] = [];
-  for (const [name, flags] of methods) {
-    const dir = `${ctx.out}/${name.replace(/[^A-Za-z0-9]+/g, '-').toLowerCase()}`;
-    ctx.log(`\n== ${name}: ${flags.join(' ') || '(every step)'}`);
-    const argv = [
-      ...['--dp', `${DP}`, ...flags, '--net', net],
-      ...['--steps', `${steps}`, '--eval-interval', `${every}`, '--eval-batches', `${shape.evalBatches}`],
-      ...shapeArgs(shape),
-      ...['--lr', `${lr}`, '--min-lr', `${lr / 10}`, '--ckpt-interval', `${steps}`, '--out', dir],
-      ...(f.gpu ? [`--gpu=${f.gpu}`] : []),
-    ];
-    await ctx.trainParallel(argv);
-    results.push(await readRun(name, flags.join(' ') || '--sync ddp', dir));
+  for (const [name, sync] of methods) {
+    const dir = `${ctx.out}/${name.replace(/[^A-Za-z0-9]+/g, '-').toLowerCase()}`, flags = planFlagText(sync);
+    ctx.log(`\n== ${name}: ${flags || '(every step)'}`);
+    await ctx.trainParallel({
+      plan: { dp: DP, ...sync, net },
+      config: { steps, evalInterval: every, ...shape, lr, minLr: lr / 10, ckptInterval: steps },
+      out: dir,
+      gpu: gpuFlag(f),
+    });
+    results.push(await readRun(name, flags || '--sync ddp', dir));
   }
   return await report(ctx, results, { steps, net, shape });
 }

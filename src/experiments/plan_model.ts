@@ -11,50 +11,54 @@
  */
 import { NetworkModel } from '../comm/network.ts';
 import { describePlan, type ParallelPlan } from '../parallel/plan/plan.ts';
-import { planFromOptions } from '../parallel/plan/plan_schema.ts';
+import { planFromOptions, type PlanOptions } from '../parallel/plan/plan_schema.ts';
 import { flatProfile } from '../perf/device_profile.ts';
 import { predictStep } from '../perf/step_time.ts';
-import { type Experiment, type ExperimentContext, intFlag, modelFlags, shapeArgs, writeOut } from './common.ts';
+import {
+  type Experiment,
+  type ExperimentContext,
+  gpuFlag,
+  intFlag,
+  modelFlags,
+  planFlagText,
+  writeOut,
+} from './common.ts';
 import { csv, lineChart, markdownTable } from './report.ts';
 
-/** The plans, as `npm run train` flags (world 8). */
-const PLANS: string[][] = [
-  ['--dp', '8'],
-  ['--dp', '8', '--zero', '1'],
-  ['--dp', '8', '--zero', '2'],
-  ['--dp', '8', '--zero', '3'],
-  ['--dp', '4', '--tp', '2'],
-  ['--dp', '4', '--tp', '2', '--sp'],
-  ['--dp', '2', '--tp', '4'],
-  ['--dp', '4', '--pp', '2', '--micro-batches', '2'],
-  ['--dp', '4', '--pp', '2', '--micro-batches', '4'],
-  ['--dp', '4', '--pp', '2', '--micro-batches', '4', '--pp-schedule', 'gpipe'],
-  ['--dp', '2', '--pp', '4', '--micro-batches', '4'],
-  ['--dp', '2', '--pp', '4', '--micro-batches', '8'],
-  ['--dp', '2', '--tp', '2', '--pp', '2', '--micro-batches', '2'],
-  ['--dp', '2', '--tp', '2', '--pp', '2', '--micro-batches', '4'],
-  [
-    '--dp',
-    '2',
-    '--tp',
-    '2',
-    '--pp',
-    '2',
-    '--micro-batches',
-    '4',
-    '--pp-schedule',
-    'interleaved',
-    '--virtual-stages',
-    '2',
-  ],
-  ['--tp', '2', '--pp', '4', '--micro-batches', '4'],
-  ['--tp', '4', '--pp', '2', '--micro-batches', '2'],
-  ['--dp', '4', '--cp', '2'],
-  ['--dp', '2', '--cp', '2', '--tp', '2'],
-  ['--dp', '2', '--cp', '2', '--tp', '2', '--cp-kind', 'ulysses'],
-  ['--dp', '4', '--tp', '2', '--recompute', 'full'],
-  ['--dp', '2', '--tp', '2', '--pp', '2', '--micro-batches', '2', '--recompute', 'selective'],
+/** The plans (world 8). */
+const PLANS: PlanRun[] = [
+  { plan: { dp: 8 } },
+  { plan: { dp: 8, zero: 1 } },
+  { plan: { dp: 8, zero: 2 } },
+  { plan: { dp: 8, zero: 3 } },
+  { plan: { dp: 4, tp: 2 } },
+  { plan: { dp: 4, tp: 2, sp: true } },
+  { plan: { dp: 2, tp: 4 } },
+  { plan: { dp: 4, pp: 2, microBatches: 2 } },
+  { plan: { dp: 4, pp: 2, microBatches: 4 } },
+  { plan: { dp: 4, pp: 2, microBatches: 4, ppSchedule: 'gpipe' } },
+  { plan: { dp: 2, pp: 4, microBatches: 4 } },
+  { plan: { dp: 2, pp: 4, microBatches: 8 } },
+  { plan: { dp: 2, tp: 2, pp: 2, microBatches: 2 } },
+  { plan: { dp: 2, tp: 2, pp: 2, microBatches: 4 } },
+  { plan: { dp: 2, tp: 2, pp: 2, microBatches: 4, ppSchedule: 'interleaved', virtualStages: 2 } },
+  { plan: { tp: 2, pp: 4, microBatches: 4 } },
+  { plan: { tp: 4, pp: 2, microBatches: 2 } },
+  { plan: { dp: 4, cp: 2 } },
+  { plan: { dp: 2, cp: 2, tp: 2 } },
+  { plan: { dp: 2, cp: 2, tp: 2, cpKind: 'ulysses' } },
+  { plan: { dp: 4, tp: 2 }, recompute: 'full' },
+  { plan: { dp: 2, tp: 2, pp: 2, microBatches: 2 }, recompute: 'selective' },
 ];
+
+/** One compared run: its plan's options and the activation recomputation of its config. */
+interface PlanRun {
+  plan: Partial<PlanOptions>;
+  recompute?: 'selective' | 'full';
+}
+
+/** The run's `npm run train` flags, as the table shows them. */
+const flagsOf = (r: PlanRun) => planFlagText(r.plan) + (r.recompute ? ` --recompute ${r.recompute}` : '');
 
 interface Row {
   flags: string;
@@ -93,20 +97,26 @@ async function run(ctx: ExperimentContext): Promise<string> {
   const model = NetworkModel.parse(net), peak = model.spec.peakGflops;
   if (!peak) throw new Error(`--net '${net}' needs ';peak=<GFLOP/s>': the simulated clock must charge compute`);
   const rows: Row[] = [];
-  for (const flags of PLANS.slice(0, count)) {
-    const dir = `${ctx.out}/${flags.join('').replace(/[^A-Za-z0-9]+/g, '-')}`;
-    ctx.log(`\n== ${flags.join(' ')}`);
-    const argv = [
-      ...flags,
-      ...['--net', net, '--steps', `${steps}`, '--eval-interval', `${steps}`, '--eval-batches', '1'],
-      ...shapeArgs(shape),
-      ...['--ckpt-interval', `${steps}`, '--out', dir, ...(f.gpu ? [`--gpu=${f.gpu}`] : [])],
-    ];
-    await ctx.trainParallel(argv);
+  for (const r of PLANS.slice(0, count)) {
+    const flags = flagsOf(r), dir = `${ctx.out}/${flags.replaceAll(' ', '').replace(/[^A-Za-z0-9]+/g, '-')}`;
+    ctx.log(`\n== ${flags}`);
+    await ctx.trainParallel({
+      plan: { ...r.plan, net },
+      config: {
+        steps,
+        evalInterval: steps,
+        ...shape,
+        evalBatches: 1,
+        ckptInterval: steps,
+        ...(r.recompute ? { recompute: r.recompute } : {}),
+      },
+      out: dir,
+      gpu: gpuFlag(f),
+    });
     const lines = (await Deno.readTextFile(`${dir}/metrics.jsonl`)).trim().split('\n').map((l) => JSON.parse(l));
     const sim = lines.filter((l) => l.sim_ms_per_step !== undefined).map((l) => l.sim_ms_per_step as number);
     const config = JSON.parse(await Deno.readTextFile(`${dir}/config.json`));
-    const plan = planFromOptions(optionsOf(flags), { gradAccum: 1 }, 64);
+    const plan = planFromOptions(r.plan, { gradAccum: 1 }, 64);
     const pm = {
       nLayer: shape.nLayer,
       nHead: shape.nHead,
@@ -115,10 +125,10 @@ async function run(ctx: ExperimentContext): Promise<string> {
       batchSize: shape.batchSize,
       vocabSize: config.vocabSize,
     };
-    const o = { dtype: 'f32' as const, recompute: recomputeOf(flags), attention: 'flash' as const };
+    const o = { dtype: 'f32' as const, recompute: r.recompute ?? ('none' as const), attention: 'flash' as const };
     const p = predictStep(plan, pm, o, flatProfile(peak * 1e9), model, 1);
     rows.push({
-      flags: flags.join(' '),
+      flags,
       plan,
       predictedMs: p.step * 1e3,
       measuredMs: sim.reduce((a, b) => a + b) / sim.length,
@@ -126,21 +136,6 @@ async function run(ctx: ExperimentContext): Promise<string> {
   }
   return await report(ctx, rows, { net, shape, steps });
 }
-
-/** The plan schema's options of a flag list (`--micro-batches 4` → { microBatches: 4 }). */
-function optionsOf(flags: string[]): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (let i = 0; i < flags.length; i++) {
-    const key = flags[i].slice(2).replace(/-([a-z])/g, (_, c) => c.toUpperCase());
-    if (key === 'recompute') i++;
-    else if (key === 'sp') out.sp = true;
-    else out[key] = /^\d+$/.test(flags[i + 1]) ? Number(flags[++i]) : flags[++i];
-  }
-  return out;
-}
-
-const recomputeOf = (flags: string[]) =>
-  (flags.includes('--recompute') ? flags[flags.indexOf('--recompute') + 1] : 'none') as 'none' | 'selective' | 'full';
 
 async function report(
   ctx: ExperimentContext,

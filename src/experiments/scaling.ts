@@ -16,6 +16,7 @@ import {
   numFlag,
   restore,
   snapshot,
+  trainSteps,
   writeOut,
 } from './common.ts';
 import { csv, lineChart, markdownTable } from './report.ts';
@@ -68,13 +69,12 @@ async function run(ctx: ExperimentContext): Promise<string> {
       const trunk = new Trainer(ctx.gpu, model, data, trunkCfg);
       let step = 0;
       for (const b of branches) {
-        for (; step < b; step++) await trunk.step(step);
-        await finite(trunk, `w${width} d${depth} trunk`);
+        await trainSteps(trunk, step, b, `scaling: w${width} d${depth} trunk`);
+        step = b;
         const snap = await snapshot(model, trunkCfg, tok.toJSON(), b);
         const cfg = parseConfig({ ...shape, ...sched, steps: total(b), logInterval: total(b) });
         const branch = new Trainer(ctx.gpu, model, data, cfg);
-        for (let s = b; s < cfg.steps; s++) await branch.step(s);
-        await finite(branch, `w${width} d${depth} cooldown at ${b}`);
+        await trainSteps(branch, b, cfg.steps, `scaling: w${width} d${depth} cooldown at ${b}`);
         const loss = await branch.evaluate('val');
         branch.release();
         points.push({ n: model.numParams(), width, depth, tokens: cfg.steps * tokensPerStep, loss });
@@ -107,14 +107,6 @@ async function run(ctx: ExperimentContext): Promise<string> {
   await writeOut(ctx, 'scaling.svg', chart(points));
   await writeOut(ctx, 'results.md', md);
   return md;
-}
-
-async function finite(t: Trainer, what: string): Promise<void> {
-  for (const r of await t.drain()) {
-    if (!Number.isFinite(r.loss)) {
-      throw new Error(`scaling: ${what}: loss became ${r.loss} at step ${r.step}; lower --lr`);
-    }
-  }
 }
 
 const pm = (x: number, e: number | undefined) => `${x.toFixed(3)} ± ${(e ?? NaN).toFixed(3)}`;

@@ -4,7 +4,16 @@
  * kernels/select_k.ts), for k from 1 to the whole context. The model is trained once with full
  * attention; only the evaluation changes, on the same fixed validation batches.
  */
-import { corpus, type Experiment, type ExperimentContext, intFlag, listFlag, modelFlags, writeOut } from './common.ts';
+import {
+  corpus,
+  type Experiment,
+  type ExperimentContext,
+  intFlag,
+  listFlag,
+  modelFlags,
+  trainSteps,
+  writeOut,
+} from './common.ts';
 import { csv, lineChart, markdownTable } from './report.ts';
 import { CharTokenizer } from '../data/tokenizer.ts';
 import { TextDataset } from '../data/dataset.ts';
@@ -27,10 +36,7 @@ async function run(ctx: ExperimentContext): Promise<string> {
   const model = createModel(ctx.gpu, cfg, tok.vocabSize);
   ctx.log(`topk: ${model.describe()} · ${steps} steps on Tiny Shakespeare, then val loss with k ∈ {${ks.join(', ')}}`);
   const trainer = new Trainer(ctx.gpu, model, data, cfg);
-  for (let s = 0; s < steps; s++) await trainer.step(s);
-  const losses = await trainer.drain();
-  const last = losses[losses.length - 1]?.loss;
-  if (!Number.isFinite(last)) throw new Error(`topk: training loss became ${last}; lower the learning rate`);
+  await trainSteps(trainer, 0, steps, 'topk');
   const flash = await trainer.evaluate('val');
   const rows: { k: number; loss: number }[] = [];
   for (const k of ks) {

@@ -1,6 +1,8 @@
 /**
  * The host side of a parallel run: drives a launched `World` whose workers serve run_tasks.ts's
  * `parallelTasks`, step batch by step batch, collecting each rank's records and checkpoint files.
+ * The cadence is the one training loop's (src/train/loop.ts): the host is its stepper, whose
+ * steps the ranks run at the loop's drain, one round trip per batch.
  *
  * A checkpoint is saved only once its state is known good (src/train/finite.ts): every rank
  * finite (checked on the ranks, run_save.ts), and the loss and gradient norm of the next step,
@@ -17,6 +19,7 @@ import { combineRouting, type SplitRouting } from '../expert/moe_routing.ts';
 import type { RankSave } from './run_save.ts';
 import type { StepStop } from './step_stop.ts';
 import { DivergenceError, fmtCount, probeReason } from '../../train/finite.ts';
+import { type Stepper, TrainingLoop } from '../../train/loop.ts';
 
 /**
  * What the host loop needs of a world: its size and `run` (a task on every rank, results in rank
@@ -52,8 +55,9 @@ export interface ParallelCheckpointing {
 
 /**
  * Host side: trains `cfg` under `plan` on a launched `world` (whose workers serve
- * run_tasks.ts `parallelTasks`), calling `onStep` after every step (in batches of logInterval steps,
- * one round trip each). With `resume` (every rank's file of one checkpoint) the ranks restore
+ * run_tasks.ts `parallelTasks`), calling `onStep` after every step (in batches up to each multiple of
+ * logInterval and each checkpoint step, one round trip each). With `resume` (every rank's file of one checkpoint) the
+ * ranks restore
  * their state and the run continues at its step; with `checkpoint` the ranks' files are
  * collected after every step it selects, and saved once checked (see the module doc). With
  * `stop`, a request ends the current batch early at a step boundary the ranks agree on
@@ -99,76 +103,87 @@ export async function runParallel(
     stop: stop?.buffer,
   };
   await world.run('trainStart', (r: number) => ({ ...base, resume: opts.resume?.shards[r] }) satisfies TrainRankArgs);
-  const steps: StepReport[] = [];
-  let lastGood = opts.resume?.step ?? null;
-  let pending: { done: number; shards: Uint8Array[] } | null = null;
-  const diverged = (step: number, what: string) => new DivergenceError(step, what, lastGood, ckpt?.where);
+  const start = opts.resume?.step ?? 0, steps: StepReport[] = [];
+  let asked = start, ran = start, pending: { done: number; shards: Uint8Array[] } | null = null;
+  const host: Stepper<StepReport, never> = {
+    lastGood: opts.resume?.step ?? null,
+    // The ranks run the steps asked for at the next drain, one round trip for the batch.
+    step: (s) => Promise.resolve(void (asked = s + 1)),
+    async drain() {
+      const recs = await world.run<RankStepRecord[]>('trainSteps', { to: asked });
+      const n = recs[0].length;
+      if (recs.some((r) => r.length !== n) || (n === 0 && !stop?.requested)) {
+        throw new Error(
+          `runParallel: the ranks ran ${
+            recs.map((r) => r.length).join(', ')
+          } steps of the batch ${ran}…${asked}; they must agree`,
+        );
+      }
+      const out: StepReport[] = [];
+      for (let i = 0; i < n; i++) {
+        const rep: StepReport = {
+          ...recs[0][i],
+          ms: Math.max(...recs.map((r) => r[i].ms)),
+          simUs: Math.max(...recs.map((r) => r[i].simUs)),
+          sent: recs.map((r) => r[i].sent),
+          byDim: recs.map((r) => r[i].byDim),
+          routing: combineRouting(recs.map((r) => r[i].routing), cfg),
+        };
+        rep.tokensPerSec = (cfg.batchSize * cfg.gradAccum * cfg.blockSize * 1000) / rep.ms;
+        // The step right after a checkpoint tests the state that checkpoint holds: saved once it passes.
+        if (pending?.done === rep.step) {
+          if (divergence(rep)) {
+            throw new DivergenceError(rep.step - 1, probeReason(rep)!, host.lastGood ?? null, ckpt?.where);
+          }
+          await commit(pending);
+          pending = null;
+        }
+        out.push(rep);
+      }
+      ran += n;
+      return out;
+    },
+  };
   const commit = async (p: { done: number; shards: Uint8Array[] }) => {
     await ckpt!.save(p.done, p.shards);
-    lastGood = p.done;
+    host.lastGood = p.done;
   };
-  // The ranks' files after `done` steps, once every rank's state is finite; with `probe` also the next step's loss.
-  const take = async (done: number, probe: boolean) => {
-    const res = await world.run<RankSave>('trainSave', { probe });
-    if (res[0].total > 0) {
-      const by = res.flatMap((r, rank) => (r.local ? [`rank ${rank}: ${fmtCount(r.local)}`] : [])).join(', ');
-      throw diverged(
-        done - 1,
-        `${fmtCount(res[0].total)} non-finite values in parameters/optimizer state after the update (${by})`,
-      );
-    }
-    const why = probe ? probeReason(res[0].probe!) : null;
-    if (why) throw diverged(done - 1, why);
-    return { done, shards: res.map((r) => r.bytes!) };
-  };
-  let from = opts.resume?.step ?? 0, stopped = false;
-  while (from < cfg.steps) {
-    let to = Math.min(cfg.steps, from + cfg.logInterval);
-    if (ckpt) { for (let d = from + 1; d < to; d++) if (ckpt.at(d)) to = d; }
-    const recs = await world.run<RankStepRecord[]>('trainSteps', { to });
-    const n = recs[0].length;
-    if (recs.some((r) => r.length !== n) || (n === 0 && !stop?.requested)) {
-      throw new Error(
-        `runParallel: the ranks ran ${
-          recs.map((r) => r.length).join(', ')
-        } steps of the batch ${from}…${to}; they must agree`,
-      );
-    }
-    for (let i = 0; i < n; i++) {
-      const r0 = recs[0][i];
-      const rep: StepReport = {
-        ...r0,
-        ms: Math.max(...recs.map((r) => r[i].ms)),
-        simUs: Math.max(...recs.map((r) => r[i].simUs)),
-        sent: recs.map((r) => r[i].sent),
-        byDim: recs.map((r) => r[i].byDim),
-        routing: combineRouting(recs.map((r) => r[i].routing), cfg),
-      };
-      rep.tokensPerSec = (cfg.batchSize * cfg.gradAccum * cfg.blockSize * 1000) / rep.ms;
-      // A step the f16 loss scaler skipped has a non-finite norm by design (an overflow, not divergence).
-      if (!Number.isFinite(rep.loss) || (!Number.isFinite(rep.gradNorm) && !rep.skipped)) {
-        // The step right after a checkpoint tests the state that checkpoint holds.
-        if (pending?.done === rep.step) throw diverged(rep.step - 1, probeReason(rep)!);
-        throw diverged(rep.step, `loss became ${rep.loss} (gradient norm ${rep.gradNorm})`);
+  // The ranks' files after `done` steps once every rank's state is finite (with `final`, also the next step's loss), else why not.
+  if (ckpt) {
+    host.checkpoint = async (done, final) => {
+      const res = await world.run<RankSave>('trainSave', { probe: final });
+      if (res[0].total > 0) {
+        const by = res.flatMap((r, rank) => (r.local ? [`rank ${rank}: ${fmtCount(r.local)}`] : [])).join(', ');
+        return `${fmtCount(res[0].total)} non-finite values in parameters/optimizer state after the update (${by})`;
       }
-      if (pending?.done === rep.step) {
-        await commit(pending);
-        pending = null;
-      }
-      steps.push(rep);
-      await onStep?.(rep);
-    }
-    from += n;
-    stopped = stop?.requested ?? false;
-    const ends = from === cfg.steps || stopped;
-    if (ckpt && (ckpt.at(from) || stopped) && from !== lastGood) {
-      pending = await take(from, ends);
-      if (ends) {
-        await commit(pending);
-        pending = null;
-      }
-    }
-    if (stopped) break;
+      const why = final ? probeReason(res[0].probe!) : null;
+      if (why) return why;
+      const p = { done, shards: res.map((r) => r.bytes!) };
+      if (final) await commit(p);
+      else pending = p;
+      return null;
+    };
   }
-  return { steps, ranks: await world.run<RankSummary>('trainEnd'), stoppedAt: stopped ? from : null };
+  const { done, stopped } = await new TrainingLoop(host, {
+    start,
+    end: cfg.steps,
+    logInterval: cfg.logInterval,
+    evalInterval: 0, // rank 0 evaluates in its step (run.ts) and reports valLoss in the record
+    checkpointAt: ckpt && ((d) => ckpt.at(d)),
+    shouldStop: () => stop?.requested ?? false,
+    dir: ckpt?.where,
+    diverged: (r) => (divergence(r) ? `loss became ${r.loss} (gradient norm ${r.gradNorm})` : null),
+    hooks: {
+      record: async (r) => {
+        steps.push(r);
+        await onStep?.(r);
+      },
+    },
+  }).run();
+  return { steps, ranks: await world.run<RankSummary>('trainEnd'), stoppedAt: stopped ? done : null };
+}
+
+/** Whether a step diverged: its loss or gradient norm is not finite (a step the f16 loss scaler skipped overflows by design). */
+function divergence(r: StepReport): boolean {
+  return !Number.isFinite(r.loss) || (!Number.isFinite(r.gradNorm) && !r.skipped);
 }
