@@ -70,6 +70,22 @@ interface DenoLike {
 const deno = (globalThis as unknown as { Deno?: DenoLike }).Deno;
 
 /**
+ * Deno's wgpu opens every backend it finds, on Linux OpenGL through libEGL as well as Vulkan, although
+ * the adapter it returns here is Vulkan's. Loading libEGL is what broke clean exits: at exit the main
+ * thread runs libEGL's destructors while a runtime thread that is ending frees its thread-local state,
+ * and glibc aborts ("free(): invalid pointer", "corrupted size vs. prev_size") after a finished run
+ * (docs/design.md#runtime-quirks). So on Linux, unless the user chose backends, Deno's WebGPU is
+ * limited to Vulkan through its own variable, read when the first adapter is requested.
+ */
+function vulkanOnlyOnLinux(): void {
+  const os = (globalThis as { Deno?: { build?: { os?: string } } }).Deno?.build?.os;
+  if (os === 'linux' && deno?.env.get(WGPU_BACKENDS_ENV) === undefined) deno?.env.set(WGPU_BACKENDS_ENV, 'vulkan');
+}
+
+/** Deno's variable that picks the backends of its WebGPU (a comma list: vulkan, gl, metal, dx12). */
+export const WGPU_BACKENDS_ENV = 'DENO_WEBGPU_BACKEND';
+
+/**
  * Names the process that added SwiftShader for its own Dawn. The variable is process-wide and
  * child processes inherit it, and Deno's wgpu then picks SwiftShader too, where a tiny training
  * run grows past 8 GB. So a process that inherited it from another pid drops it before any
@@ -140,7 +156,7 @@ async function createDawnGpu(adapter?: string): Promise<GPU> {
 
 function noAdapterError(backend: Exclude<Backend, 'auto'>): Error {
   const hint = backend === 'wgpu'
-    ? "Deno's WebGPU needs a Vulkan driver: on Debian/Ubuntu without a GPU install 'mesa-vulkan-drivers' (lavapipe); or try --gpu=dawn."
+    ? "Deno's WebGPU needs a Vulkan driver: on Debian/Ubuntu without a GPU install 'mesa-vulkan-drivers' (lavapipe); or try --gpu=dawn (a machine with OpenGL only: set DENO_WEBGPU_BACKEND=gl)."
     : backend === 'dawn'
     ? `Dawn needs a Vulkan driver it accepts: install Debian's 'chromium' (it ships SwiftShader at ${SWIFTSHADER_ICD}) or a GPU driver; or try --gpu=wgpu.`
     : 'This browser exposes navigator.gpu but gave no adapter: enable WebGPU (chrome://flags/#enable-unsafe-webgpu) or update the GPU driver.';
@@ -180,6 +196,7 @@ export async function openDevice(opts: OpenOptions = {}): Promise<OpenedDevice> 
     if (backend === 'wgpu' && !isDeno) {
       throw new Error("--gpu=wgpu is Deno's built-in WebGPU; this runtime is not Deno");
     }
+    if (backend === 'wgpu') vulkanOnlyOnLinux();
     gpu = nav?.gpu;
     if (!gpu) {
       throw new Error(
