@@ -44,28 +44,37 @@ export interface StagePlace {
  * @throws Error for an unknown architecture.
  */
 export function stagePlacement(arch: string, nLayer: number, at: StagePlace, tp: number, tpRank: number): Placement {
-  const pieceOf = (PIECES as Record<string, ((n: string) => Piece) | undefined>)[arch];
-  if (!pieceOf) throw new Error(`stage placement: unknown arch '${arch}'`);
-  const S = at.pp * at.v, first = at.ppRank === 0, last = (S - 1) % at.pp === at.ppRank;
-  const owner = (layer: number) => Math.floor(layer / (nLayer / S)) % at.pp;
+  const keeps = stageKeeps(arch, nLayer, at);
   return (s: ParamSpec) => {
-    const piece = pieceOf(s.name);
-    const held = typeof piece === 'number'
-      ? owner(piece) === at.ppRank
-      : piece === 'embed'
-      ? first
-      : piece === 'head'
-      ? last
-      : piece === 'tied'
-      ? first || last
-      : true;
+    const held = keeps(s.name);
     if (!held) return null;
     const kind = tp > 1 ? shardKind(s.name) : 'replicated';
     return {
       shape: shardShape(kind, s.shape, tp),
       slice: (full) => shardParam(kind, full, s.shape, tp, tpRank),
-      copy: piece === 'tied' && !first,
+      copy: held === 'copy',
     };
+  };
+}
+
+/**
+ * Whether pipeline rank `at.ppRank` keeps parameter `name`, by the piece that uses it: a block's
+ * on the rank running that layer, the embedding's on the first, the head's on the last, a tied
+ * embedding on both (`'copy'` on the last when it is not the first), a shared block's everywhere.
+ * @throws Error for an unknown architecture.
+ */
+export function stageKeeps(arch: string, nLayer: number, at: StagePlace): (name: string) => boolean | 'copy' {
+  const pieceOf = (PIECES as Record<string, ((n: string) => Piece) | undefined>)[arch];
+  if (!pieceOf) throw new Error(`stage placement: unknown arch '${arch}'`);
+  const S = at.pp * at.v, first = at.ppRank === 0, last = (S - 1) % at.pp === at.ppRank;
+  const owner = (layer: number) => Math.floor(layer / (nLayer / S)) % at.pp;
+  return (name) => {
+    const piece = pieceOf(name);
+    if (typeof piece === 'number') return owner(piece) === at.ppRank;
+    if (piece === 'embed') return first;
+    if (piece === 'head') return last;
+    if (piece === 'tied') return first ? true : last ? 'copy' : false;
+    return true;
   };
 }
 
