@@ -19,7 +19,7 @@ import { ModelStages, stageKeeps } from '../pipeline/stages.ts';
 import { RankContext } from '../mesh/rank_context.ts';
 import { paddedVocabSize } from '../../models/vocab_pad.ts';
 import { expertOf } from '../../models/moe_specs.ts';
-import { type ArchName, MOE_ARCHS, PIECES, pipelineBlocks } from '../../models/registry.ts';
+import { MOE_ARCHS, piecesOf, pipelineBlocks } from '../../models/registry.ts';
 import { tpRole } from '../tensor/tp_table.ts';
 import { type ParallelPlan, planMesh, type PlanModel, type RankParams } from '../plan/plan.ts';
 import { parseConfig } from '../../train/config.ts';
@@ -68,8 +68,8 @@ interface Held {
 }
 
 /** The {@link RankParams} of the parameters `held` of architecture `arch` split over `tp` ranks. */
-export function countParams(held: readonly Held[], arch: ArchName, tp: number): RankParams {
-  const pieceOf = PIECES[arch], out: RankParams = { dense: 0, expert: 0, spReplicated: 0, embedding: 0 };
+export function countParams(held: readonly Held[], arch: string, tp: number): RankParams {
+  const pieceOf = piecesOf(arch), out: RankParams = { dense: 0, expert: 0, spReplicated: 0, embedding: 0 };
   for (const p of held) {
     // Replicated over tp: under sp each rank's copy sees its rows only, a partial gradient summed over tp.
     if (tp > 1 && tpRole(p.name) === 'replicated') out.spReplicated += p.size;

@@ -16,11 +16,11 @@ import type { Tensor } from '../../gpu/tensor.ts';
 import type { Tape } from '../../autograd/tape.ts';
 import type { ParamSpec, ParamStore, Placement } from '../../nn/params.ts';
 import type { TrainConfig } from '../../train/config.ts';
-import { createModel, createMoEModel, MOE_ARCHS, PIECES, pipelineBlocks } from '../../models/registry.ts';
+import { createModel, createMoEModel, MOE_ARCHS, piecesOf, pipelineBlocks } from '../../models/registry.ts';
 import { type MoELanguageModel, withAuxLoss } from '../../models/moe_layer.ts';
 import type { FloatCollectives } from '../../comm/compressed.ts';
 import { expertShard, moeExpertParallel } from '../expert/expert_exchange.ts';
-import type { ForwardResult, LayeredModel, Piece } from '../../models/model.ts';
+import type { ForwardResult, LayeredModel } from '../../models/model.ts';
 import { runPieces } from '../../models/model.ts';
 import { add } from '../../autograd/ops.ts';
 import type { ModelInput } from '../../models/context.ts';
@@ -64,8 +64,7 @@ export function stagePlacement(arch: string, nLayer: number, at: StagePlace, tp:
  * @throws Error for an unknown architecture.
  */
 export function stageKeeps(arch: string, nLayer: number, at: StagePlace): (name: string) => boolean | 'copy' {
-  const pieceOf = (PIECES as Record<string, ((n: string) => Piece) | undefined>)[arch];
-  if (!pieceOf) throw new Error(`stage placement: unknown arch '${arch}'`);
+  const pieceOf = piecesOf(arch);
   const S = at.pp * at.v, first = at.ppRank === 0, last = (S - 1) % at.pp === at.ppRank;
   const owner = (layer: number) => Math.floor(layer / (nLayer / S)) % at.pp;
   return (name) => {
@@ -123,7 +122,7 @@ export class ModelStages implements PipelineStageModel {
     this.model = model as LayeredModel;
     this.params = model.params;
     this.gradMap = ctx.gradMap(model.params);
-    const pieceOf = PIECES[cfg.arch];
+    const pieceOf = piecesOf(cfg.arch);
     const names = model.params.params.map((p) => p.name);
     this.tied = names.find((n) => pieceOf(n) === 'tied') ?? null;
     this.shared = names.filter((n) => pieceOf(n) === 'shared');
@@ -143,7 +142,7 @@ export class ModelStages implements PipelineStageModel {
    * in a micro-batch (docs/design.md#zero).
    */
   stagesUsing(name: string): number[] {
-    const piece = PIECES[this.cfg.arch](name), last = this.S - 1, per = this.cfg.nLayer / this.S;
+    const piece = piecesOf(this.cfg.arch)(name), last = this.S - 1, per = this.cfg.nLayer / this.S;
     const on = typeof piece === 'number'
       ? [Math.floor(piece / per)]
       : piece === 'embed'
