@@ -51,7 +51,12 @@ export class Gpu {
   /** The device's loss, recorded once and raced by every wait on the GPU (lost.ts). */
   private readonly loss: LossWatch;
 
-  private constructor(
+  /** Whether this context has no device (meta.ts): tensors are shapes and dtypes only, dispatches do nothing. */
+  get isMeta(): boolean {
+    return false;
+  }
+
+  protected constructor(
     private readonly opened: OpenedDevice,
     readonly shaders: Record<ShaderName, string>,
     subgroups: boolean,

@@ -16,6 +16,7 @@ import type { LanguageModel, Piece } from './model.ts';
 import { ARCH_NAMES, type ArchName, MOE_ARCHS, pipelineBlocks } from './archs.ts';
 import { type VocabPadding, vocabShape } from './vocab_pad.ts';
 import { RecurrentDepth, type RecurrentDepthConfig, recurrentDepthParamSpecs } from './recurrent_depth.ts';
+import { type ArchEntry, registerArch as register, registeredArch } from './arch_hooks.ts';
 
 export { ARCH_NAMES, type ArchName, MOE_ARCHS, pipelineBlocks };
 
@@ -95,6 +96,22 @@ export const PIECES: Record<ArchName, (name: string) => Piece> = {
   // Its core's weights are named under the core's piece index (recurrent_depth.ts), as blocks are.
   'recurrent-depth': gptPieceOf,
 };
+
+/**
+ * Adds an architecture beside the built-in ones (arch_hooks.ts): its model and split declaration.
+ * @throws Error when the name is taken or malformed.
+ */
+export const registerArch = (name: string, entry: ArchEntry): void => register(name, entry, ARCH_NAMES);
+
+/**
+ * The piece map of architecture `arch`, built-in or registered.
+ * @throws Error naming the known architectures for an unknown one.
+ */
+export function piecesOf(arch: string): (name: string) => Piece {
+  const f = (PIECES as Record<string, ((name: string) => Piece) | undefined>)[arch] ?? registeredArch(arch)?.pieceOf;
+  if (!f) throw new Error(`unknown arch '${arch}'; allowed: ${ARCH_NAMES.join(', ')} or a registered one`);
+  return f;
+}
 
 function gptShape(cfg: ModelConfig, vocabSize: number) {
   return {
@@ -176,8 +193,8 @@ export function createModel(
   seed = cfg.seed,
   place?: Placement,
 ): LanguageModel {
-  const make = (ARCHS as Record<string, ModelFactory | undefined>)[cfg.arch];
-  if (!make) throw new Error(`unknown arch '${cfg.arch}'; allowed: ${ARCH_NAMES.join(', ')}`);
+  const make = (ARCHS as Record<string, ModelFactory | undefined>)[cfg.arch] ?? registeredArch(cfg.arch)?.create;
+  if (!make) throw new Error(`unknown arch '${cfg.arch}'; allowed: ${ARCH_NAMES.join(', ')} or a registered one`);
   return make(gpu, cfg, vocabSize, seed, place);
 }
 

@@ -87,15 +87,25 @@ export type Placement = (
  */
 export function placeSpecs(specs: ParamSpec[], random: () => number, place: Placement): ParamSpec[] {
   const own: ParamSpec[] = [], copies: ParamSpec[] = [];
-  for (const s of specs) {
-    const values = drawValues(s, random), where = place(s);
-    if (!where) continue;
-    const local = where.slice(values);
-    if (local.length !== where.shape.reduce((a, b) => a * b, 1)) {
-      throw new Error(`placeSpecs: '${s.name}' slice of ${local.length} elements for shape [${where.shape}]`);
-    }
-    (where.copy ? copies : own).push({ ...s, shape: where.shape, init: { kind: 'values', at: (j) => local[j] } });
-  }
+  const places = specs.map((s) => place(s));
+  // Drawn on the first value asked for, every parameter in declaration order: a store on a meta
+  // GPU (gpu/meta.ts) asks for none, so counting a 175B-parameter model's shards draws nothing.
+  let drawn: (Float32Array | null)[] | null = null;
+  const draw = () =>
+    drawn ??= specs.map((s, i) => {
+      const values = drawValues(s, random), where = places[i];
+      if (!where) return null;
+      const local = where.slice(values);
+      if (local.length !== where.shape.reduce((a, b) => a * b, 1)) {
+        throw new Error(`placeSpecs: '${s.name}' slice of ${local.length} elements for shape [${where.shape}]`);
+      }
+      return local;
+    });
+  specs.forEach((s, i) => {
+    const where = places[i];
+    if (!where) return;
+    (where.copy ? copies : own).push({ ...s, shape: where.shape, init: { kind: 'values', at: (j) => draw()[i]![j] } });
+  });
   return [...own, ...copies];
 }
 
@@ -139,14 +149,15 @@ export class ParamStore {
     const make = (label: string) => storageTensor(gpu, total, `flat parameter buffer '${label}'`);
     this.flatSize = total;
     this.flat = { value: make('params'), grad: make('grads'), m: make('adam.m'), v: make('adam.v') };
-    const host = new Float32Array(total);
+    // A meta GPU (gpu/meta.ts) holds no values: nothing is drawn or written.
+    const host = gpu.isMeta ? null : new Float32Array(total);
     let count = 0;
     specs.forEach((s, i) => {
       const size = s.shape.reduce((a, b) => a * b, 1);
       const off = offsets[i];
       const slice = (t: Tensor, kind: string) =>
         new Tensor(gpu, t.buffer, s.shape, 'f32', off * 4, false, `${kind}${s.name}`);
-      host.set(drawValues(s, random), off);
+      host?.set(drawValues(s, random), off);
       this.params.push({
         ...s,
         value: slice(this.values, ''),
@@ -159,7 +170,7 @@ export class ParamStore {
       count += size;
     });
     this.count = count;
-    gpu.write(this.values, host);
+    if (host) gpu.write(this.values, host);
     gpu.clear(this.grads);
     gpu.clear(this.m);
     gpu.clear(this.v);

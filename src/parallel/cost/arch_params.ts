@@ -1,36 +1,27 @@
 /**
  * The planner's view of the architectures other than GPT (docs/design.md#communication-per-optimizer-step and
- * docs/design.md#one-model-many-contexts): each rank's parameters counted from the model's own declarations through the
- * same placement the ranks use (stages.ts stagePlacement, tp_table.ts), so `npm run plan`, the memory table and the dp
- * traffic are exact for mamba, hybrid and linear as they are for GPT's closed formulas; and the tensor-parallel
+ * docs/design.md#one-model-many-contexts): each rank's parameters counted by building its model (derived_params.ts),
+ * so `npm run plan`, the memory table and the dp traffic are exact for every architecture; and the tensor-parallel
  * collectives of a recurrent block, which cost.ts stepTraffic lists for them.
  */
 import type { TrainConfig } from '../../train/config.ts';
-import type { ParamSpec } from '../../nn/params.ts';
-import { paramSpecsOf, PIECES, pipelineBlocks } from '../../models/registry.ts';
-import type { Piece } from '../../models/model.ts';
 import { dtRank } from '../../models/mamba.ts';
-import { type ArchLayout, type ParallelPlan, planMesh, type RankParams } from '../plan/plan.ts';
-import { stagePlacement } from '../pipeline/stages.ts';
-import { tpRole } from '../tensor/tp_table.ts';
-import { expertOf } from '../../models/moe_specs.ts';
-import { expertShard } from '../expert/expert_exchange.ts';
-import { MOE_ARCHS } from '../../models/archs.ts';
+import type { ArchLayout, ParallelPlan } from '../plan/plan.ts';
 import { stageLayers } from '../pipeline/pipeline_stage.ts';
+import { derivedRankParams } from './derived_params.ts';
 import type { Collective } from '../../comm/cost.ts';
 import type { PlanDim } from './cost.ts';
 
 /**
- * The layout of `cfg.arch` for the planner, or undefined for GPT (its closed formulas). The MoE
+ * The layout of `cfg.arch` for the planner, or undefined for GPT (plan.ts rankParams counts it by its shape). The MoE
  * models count their experts apart (`expert`): this rank's E/ep of each MoE block it holds.
  */
 export function archLayout(cfg: TrainConfig, vocabSize: number): ArchLayout | undefined {
   const arch = cfg.arch;
   if (arch === 'gpt') return undefined;
-  const specs = paramSpecsOf(cfg, vocabSize), moe = (MOE_ARCHS as readonly string[]).includes(arch);
   return {
     arch,
-    params: (plan, rank) => placedParams(specs, arch, pipelineBlocks(cfg), moe ? cfg.nExpert : 0, plan, rank),
+    params: derivedRankParams(cfg, vocabSize),
     dtRank: dtRank(cfg.nEmbd),
     dState: cfg.dState,
     attnEvery: cfg.attnEvery,
@@ -72,40 +63,6 @@ export function blockApplications(
     bwd: pieces - 1 + rec.core * Math.min(iters, rec.backprop),
     exact: r !== undefined,
   };
-}
-
-/** Σ of the shapes rank `rank` holds: every parameter, the tied embedding's slice, the replicated ones (sp). */
-function placedParams(
-  specs: ParamSpec[],
-  arch: string,
-  nLayer: number,
-  nExpert: number,
-  plan: ParallelPlan,
-  rank: number,
-): RankParams {
-  const c = planMesh(plan).coords(rank), v = plan.schedule === 'interleaved' ? plan.virtualStages : 1;
-  const place = stagePlacement(arch, nLayer, { ppRank: c.pp, pp: plan.pp, v }, plan.tp, c.tp);
-  const pieceOf = PIECES[arch as keyof typeof PIECES] as (n: string) => Piece;
-  const out: RankParams = { dense: 0, expert: 0, spReplicated: 0, embedding: 0 };
-  // Expert parallelism: EP index dp mod ep holds experts [i·E/ep, (i+1)·E/ep) (plan.ts planGroup).
-  const shard = nExpert ? expertShard(nExpert, plan.ep, c.dp % plan.ep) : null;
-  for (const s of specs) {
-    const at = place(s);
-    if (!at) continue;
-    const n = at.shape.reduce((a, b) => a * b, 1), x = expertOf(s.name);
-    if (x && shard) {
-      if (x.expert < shard.first || x.expert >= shard.first + shard.count) continue;
-      out.expert += n;
-      // Replicated over tp: under sp each tp rank's experts see its rows only, a partial gradient.
-      if (plan.tp > 1 && tpRole(s.name) === 'replicated') out.spReplicated += n;
-      continue;
-    }
-    out.dense += n;
-    if (pieceOf(s.name) === 'tied') out.embedding = n;
-    if (pieceOf(s.name) === 'shared') out.shared = (out.shared ?? 0) + n;
-    if (plan.tp > 1 && tpRole(s.name) === 'replicated') out.spReplicated += n;
-  }
-  return out;
 }
 
 /** cost.ts stepTraffic's row writer. */

@@ -16,11 +16,11 @@ import type { Tensor } from '../../gpu/tensor.ts';
 import type { Tape } from '../../autograd/tape.ts';
 import type { ParamSpec, ParamStore, Placement } from '../../nn/params.ts';
 import type { TrainConfig } from '../../train/config.ts';
-import { createModel, createMoEModel, MOE_ARCHS, PIECES, pipelineBlocks } from '../../models/registry.ts';
+import { createModel, createMoEModel, MOE_ARCHS, piecesOf, pipelineBlocks } from '../../models/registry.ts';
 import { type MoELanguageModel, withAuxLoss } from '../../models/moe_layer.ts';
 import type { FloatCollectives } from '../../comm/compressed.ts';
 import { expertShard, moeExpertParallel } from '../expert/expert_exchange.ts';
-import type { ForwardResult, LayeredModel, Piece } from '../../models/model.ts';
+import type { ForwardResult, LayeredModel } from '../../models/model.ts';
 import { runPieces } from '../../models/model.ts';
 import { add } from '../../autograd/ops.ts';
 import type { ModelInput } from '../../models/context.ts';
@@ -44,28 +44,36 @@ export interface StagePlace {
  * @throws Error for an unknown architecture.
  */
 export function stagePlacement(arch: string, nLayer: number, at: StagePlace, tp: number, tpRank: number): Placement {
-  const pieceOf = (PIECES as Record<string, ((n: string) => Piece) | undefined>)[arch];
-  if (!pieceOf) throw new Error(`stage placement: unknown arch '${arch}'`);
-  const S = at.pp * at.v, first = at.ppRank === 0, last = (S - 1) % at.pp === at.ppRank;
-  const owner = (layer: number) => Math.floor(layer / (nLayer / S)) % at.pp;
+  const keeps = stageKeeps(arch, nLayer, at);
   return (s: ParamSpec) => {
-    const piece = pieceOf(s.name);
-    const held = typeof piece === 'number'
-      ? owner(piece) === at.ppRank
-      : piece === 'embed'
-      ? first
-      : piece === 'head'
-      ? last
-      : piece === 'tied'
-      ? first || last
-      : true;
+    const held = keeps(s.name);
     if (!held) return null;
     const kind = tp > 1 ? shardKind(s.name) : 'replicated';
     return {
       shape: shardShape(kind, s.shape, tp),
       slice: (full) => shardParam(kind, full, s.shape, tp, tpRank),
-      copy: piece === 'tied' && !first,
+      copy: held === 'copy',
     };
+  };
+}
+
+/**
+ * Whether pipeline rank `at.ppRank` keeps parameter `name`, by the piece that uses it: a block's
+ * on the rank running that layer, the embedding's on the first, the head's on the last, a tied
+ * embedding on both (`'copy'` on the last when it is not the first), a shared block's everywhere.
+ * @throws Error for an unknown architecture.
+ */
+export function stageKeeps(arch: string, nLayer: number, at: StagePlace): (name: string) => boolean | 'copy' {
+  const pieceOf = piecesOf(arch);
+  const S = at.pp * at.v, first = at.ppRank === 0, last = (S - 1) % at.pp === at.ppRank;
+  const owner = (layer: number) => Math.floor(layer / (nLayer / S)) % at.pp;
+  return (name) => {
+    const piece = pieceOf(name);
+    if (typeof piece === 'number') return owner(piece) === at.ppRank;
+    if (piece === 'embed') return first;
+    if (piece === 'head') return last;
+    if (piece === 'tied') return first ? true : last ? 'copy' : false;
+    return true;
   };
 }
 
@@ -114,7 +122,7 @@ export class ModelStages implements PipelineStageModel {
     this.model = model as LayeredModel;
     this.params = model.params;
     this.gradMap = ctx.gradMap(model.params);
-    const pieceOf = PIECES[cfg.arch];
+    const pieceOf = piecesOf(cfg.arch);
     const names = model.params.params.map((p) => p.name);
     this.tied = names.find((n) => pieceOf(n) === 'tied') ?? null;
     this.shared = names.filter((n) => pieceOf(n) === 'shared');
@@ -134,7 +142,7 @@ export class ModelStages implements PipelineStageModel {
    * in a micro-batch (docs/design.md#zero).
    */
   stagesUsing(name: string): number[] {
-    const piece = PIECES[this.cfg.arch](name), last = this.S - 1, per = this.cfg.nLayer / this.S;
+    const piece = piecesOf(this.cfg.arch)(name), last = this.S - 1, per = this.cfg.nLayer / this.S;
     const on = typeof piece === 'number'
       ? [Math.floor(piece / per)]
       : piece === 'embed'

@@ -17,6 +17,7 @@ import { describeSync, syncProblems, type SyncSpec } from '../data/low_comm.ts';
 import { compresses, type CompressPolicy, formatCompressPolicy } from '../../comm/compression.ts';
 import { DeviceMesh, type MeshCoords, type MeshDim } from '../../comm/mesh.ts';
 import { SCHEDULE_KINDS, type ScheduleKind } from '../pipeline/pipeline_schedule.ts';
+import { shapeRankParams } from '../cost/derived_params.ts';
 
 export type CpKind = 'ring' | 'ulysses';
 /**
@@ -245,37 +246,14 @@ export interface RankParams {
 }
 
 /**
- * Parameters on `rank` for the GPT of src/models/gpt.ts (nanoGPT layout, tied head) split the
- * Megatron way: QKV and MLP-up column-parallel (weights and biases / tp), attention-out and
- * MLP-down row-parallel (weights / tp, bias replicated), LayerNorms and the positional table
- * replicated, the token embedding vocab-parallel over the padded vocabulary. Stage 0 holds
- * wte and wpe, the last stage ln_f and (when pp > 1) its own copy of wte for the tied head,
- * each rank nLayer/pp blocks. With nExpert, the MLP of every moeEvery-th block becomes nExpert
- * experts (nExpert/ep per rank) plus a C×nExpert router (replicated). `bias` defaults to true
- * (the config default). GPT layout only: a mamba-moe's blocks are counted as GPT blocks.
+ * Parameters on `rank` under `plan`, counted from the model code (cost/derived_params.ts): the
+ * architecture's own count when `model.layout` has one, else the GPT of src/models/gpt.ts of
+ * `model`'s shape (gpt-moe with nExpert) with or without Linear biases (`bias`, default true as
+ * the config default), built as the rank builds it (Megatron's tp split, pp stages, tied head copy).
+ * @throws Error when the shape is not a valid model config.
  */
 export function rankParams(plan: ParallelPlan, model: PlanModel, rank: number, bias = true): RankParams {
-  if (model.layout) return model.layout.params(plan, rank);
-  const { pp } = planMesh(plan).coords(rank), P = plan.pp, t = plan.tp, C = model.nEmbd, B = bias ? 1 : 0;
-  const layers = model.nLayer / P;
-  const wte = (paddedVocab(model.vocabSize, t) / t) * C;
-  const mlp = (8 * C * C) / t + B * ((4 * C) / t + C);
-  const attnLayer = 4 * C + (4 * C * C) / t + B * ((3 * C) / t + C);
-  // Blocks of this stage with experts: global block i (0-based) has them when (i + 1) % moeEvery = 0.
-  const every = model.moeEvery ?? 1, firstBlock = pp * layers;
-  const moeLayers = model.nExpert
-    ? [...Array(layers).keys()].filter((i) => (firstBlock + i + 1) % every === 0).length
-    : 0;
-  const spPerLayer = 4 * C + B * 2 * C;
-  const first = pp === 0, last = pp === P - 1;
-  const embedding = (first ? wte : 0) + (last && P > 1 ? wte : 0);
-  return {
-    dense: layers * attnLayer + moeLayers * C * (model.nExpert ?? 0) + (layers - moeLayers) * mlp + embedding +
-      (first ? model.blockSize * C : 0) + (last ? 2 * C : 0),
-    expert: model.nExpert ? moeLayers * (model.nExpert / plan.ep) * mlp : 0,
-    spReplicated: layers * spPerLayer + (last ? 2 * C : 0) + (first ? model.blockSize * C : 0),
-    embedding,
-  };
+  return (model.layout?.params ?? shapeRankParams(model, bias))(plan, rank);
 }
 
 /**

@@ -23,17 +23,10 @@
  * - `replicated`: a full copy on every rank (norms, row-parallel biases, positions, linear's
  *   token-shift mixes and channel-mix receptance: a replicated weight's layer is the plain one).
  */
+import { registeredSplits, type SplitRole } from '../../models/arch_hooks.ts';
 
-/** How a parameter takes part in tensor parallelism (see the module doc). */
-export type TpRole =
-  | 'replicated'
-  | 'vocab'
-  | 'column'
-  | 'column-qkv'
-  | 'column-inner'
-  | 'row'
-  | 'row-inner'
-  | 'channel';
+/** How a parameter takes part in tensor parallelism (see the module doc; a model declares it: models/arch_hooks.ts). */
+export type TpRole = SplitRole;
 
 /** How a parameter is split: not at all, by vocabulary rows, by head rows of q/k/v, by rows, by columns. */
 export type ShardKind = 'replicated' | 'vocab' | 'qkv' | 'rows' | 'cols';
@@ -88,7 +81,11 @@ export const TP_TABLE: readonly (readonly [RegExp, TpRole])[] = [
  */
 export function tpRole(name: string): TpRole {
   for (const [pattern, role] of TP_TABLE) if (pattern.test(name)) return role;
-  throw new Error(`tensor parallel: no role for parameter '${name}' in src/parallel/tensor/tp_table.ts`);
+  // A registered architecture's own split declaration (models/arch_hooks.ts), after the built-in rows.
+  for (const split of registeredSplits()) for (const [pattern, role] of split) if (pattern.test(name)) return role;
+  throw new Error(
+    `tensor parallel: no role for parameter '${name}' in src/parallel/tensor/tp_table.ts or a registered architecture's split declaration`,
+  );
 }
 
 /**
