@@ -14,7 +14,9 @@
 // a big register tile and lanes that read the same rows of A. Measured on lavapipe: 64×16
 // beat 16×16…32×32 tiles and shared-memory variants, and 128×16 lost to spills; the cost is
 // LLVM time, ~3 s per pipeline. On a discrete GPU this tile is correct but far from tuned
-// (1024 accumulators per invocation spill there too).
+// (1024 accumulators per invocation spill there too). The TS side may cut the tile to fewer
+// row quads (src/kernels/matmul_cpu.ts cutTile: SwiftShader compiles 64×16 far too slowly),
+// so the row quads stay written out one per line below.
 //
 // The 4×4×4 micro-step is a mat4x4 product: a block's column t holds C[row t, 4 columns];
 // with aq's column t = op(A)[row t, k..k+3] and bq's column kk = op(B)[k+kk, 4 columns],

@@ -1,6 +1,6 @@
 /**
  * The register-blocked matmul kernel that matmul.ts runs on CPU adapters (shaders/matmul.wgsl
- * `main`): every invocation keeps a 64×16 block of C in registers and streams aligned vec4 loads
+ * `main`): every invocation keeps a 64×16 block of C in registers (32×16 on SwiftShader, {@link rowQuads}) and streams aligned vec4 loads
  * of op(A) and op(B) straight from storage, with no workgroup-memory stage (the shader's header
  * says why, with the measurements on lavapipe). Operands whose stored rows are not a multiple of
  * 4 long are first zero-padded (`pad_cols`); long inner dimensions on small outputs are split
@@ -16,9 +16,57 @@ import { grid1d } from './grid.ts';
 import { specialise } from './shaders.ts';
 import type { CheckedMatmul } from './matmul.ts';
 
-/** Rows and columns of C one invocation of the shipped kernel owns (fixed by the WGSL). */
-const TM = 64;
+/** Columns of C one invocation owns (fixed by the WGSL: four column quads). */
 const TN = 16;
+/** Row quads of the written-out tile: 16, so an invocation owns 64 rows of C. */
+const MAX_ROW_QUADS = 16;
+
+/**
+ * Tile rows per driver, in quads of 4 ({@link rowQuads}); tests set `rowQuads` to check every
+ * variant on one adapter (0: the driver's default).
+ */
+export const registerTile = { rowQuads: 0 };
+
+/**
+ * Row quads of the register tile on `gpu`. Lavapipe gets the whole 64×16 tile (the shader's header
+ * gives its measurements). SwiftShader compiles that tile in 7–10 s per layout on 2 cores
+ * (register allocation of 1024 accumulators), 32×16 in 1.4 s and 16×16 in 0.8 s, and every rank of
+ * a browser run pays it again: it gets 32 rows (docs/design.md#matmul).
+ */
+export function rowQuads(gpu: Gpu): number {
+  if (registerTile.rowQuads) return registerTile.rowQuads;
+  return /swiftshader/i.test(`${gpu.adapterDescription} ${gpu.adapterArchitecture}`) ? 8 : MAX_ROW_QUADS;
+}
+
+/**
+ * shaders/matmul.wgsl with its tile cut to `quads` row quads (1–16): the fields of `Acc` past
+ * g{quads-1}, their lines in `k_step` and their cases in `main`'s store loop are dropped and TM set.
+ * @throws Error when the shader no longer has the written-out shape this cuts (so a rewrite of the
+ *   kernel cannot silently leave a variant uncut).
+ */
+export function cutTile(code: string, quads: number): string {
+  if (!Number.isInteger(quads) || quads < 1 || quads > MAX_ROW_QUADS) {
+    throw new Error(`register tile: ${quads} row quads; allowed 1–${MAX_ROW_QUADS}`);
+  }
+  if (quads === MAX_ROW_QUADS) return code;
+  const count = (re: RegExp) => (code.match(re) ?? []).length;
+  const step = /^ {2}\(\*acc\)\.g(\d+) = quad_fma\([^\n]*\n/gm;
+  const cases = /^ {6}case (\d+)u: \{ q = acc\.g\d+; \}\n/gm;
+  const acc = /struct Acc \{[^}]*\}/;
+  const last = /default: \{ q = acc\.g15; \}/;
+  if (count(step) !== MAX_ROW_QUADS || count(cases) !== MAX_ROW_QUADS - 1 || !acc.test(code) || !last.test(code)) {
+    throw new Error('register tile: shaders/matmul.wgsl no longer has the 16 written-out row quads cutTile expects');
+  }
+  const fields = Array.from({ length: quads }, (_, g) => `g${g}: Quad`).join(', ');
+  return specialise(
+    code
+      .replace(acc, `struct Acc {\n  ${fields},\n}`)
+      .replace(step, (line, g) => (Number(g) < quads ? line : ''))
+      .replace(cases, (line, g) => (Number(g) < quads - 1 ? line : ''))
+      .replace(last, `default: { q = acc.g${quads - 1}; }`),
+    { TM: `${quads * 4}u` },
+  );
+}
 /**
  * Invocations per workgroup. lavapipe runs a workgroup on one CPU thread as SIMD lanes of 8
  * (AVX2); 8 keeps every lane busy down to N = 128 and lets the lanes share rows of A.
@@ -35,10 +83,10 @@ const WG_1D = 64;
 
 const specialised = new Map<string, string>();
 
-function shaderFor(gpu: Gpu, key: string, consts: Record<string, string>): string {
+function shaderFor(gpu: Gpu, key: string, quads: number, consts: Record<string, string>): string {
   let code = specialised.get(key);
   if (code === undefined) {
-    code = specialise(gpu.shaders.matmul, consts);
+    code = specialise(cutTile(gpu.shaders.matmul, quads), consts);
     specialised.set(key, code);
   }
   return code;
@@ -126,7 +174,8 @@ export function matmulRegisterBlocked(gpu: Gpu, call: CheckedMatmul): void {
   const colInv = cdiv(n, TN);
   const wgX = Math.min(LANES, 2 ** Math.ceil(Math.log2(colInv)));
   const wgY = LANES / wgX;
-  const grid = [cdiv(colInv, wgX), cdiv(cdiv(m, TM), wgY)];
+  const quads = rowQuads(gpu);
+  const grid = [cdiv(colInv, wgX), cdiv(cdiv(m, 4 * quads), wgY)];
 
   let splits = 1;
   let kSplit = Math.ceil(k / 4) * 4;
@@ -140,8 +189,8 @@ export function matmulRegisterBlocked(gpu: Gpu, call: CheckedMatmul): void {
   // One pipeline per layout: the lane split (wgX) is a uniform, since every pipeline costs
   // seconds of LLVM time on lavapipe.
   const direct = splits === 1 && n % 4 === 0;
-  const key = `matmul.${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}`;
-  const code = shaderFor(gpu, key, { TRANS_A: String(transA), TRANS_B: String(transB) });
+  const key = `matmul.${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}${quads === MAX_ROW_QUADS ? '' : `.r${quads}`}`;
+  const code = shaderFor(gpu, key, quads, { TRANS_A: String(transA), TRANS_B: String(transB) });
   const shape = { m, n, k, kSplit, lda: A.ld, ldb: B.ld, wgX };
   // Without a bias, binding 3 gets an operand already bound read-only (has_bias = 0: unread).
   const biasBind = bias ? scratch.vecBinding(bias) : A.bind;

@@ -1,6 +1,7 @@
 import { gpuTest } from '../util/gpu.ts';
-import { assertClose, assertRelRms, randn } from '../util/assert.ts';
-import { matmul, type MatmulOptions, matmulPlain, matmulTuning } from '../../src/kernels/matmul.ts';
+import { assertClose, randn } from '../util/assert.ts';
+import { check } from '../util/matmul_check.ts';
+import { matmul, matmulPlain, matmulTuning } from '../../src/kernels/matmul.ts';
 import { matmulRef } from '../../src/reference/matmul.ts';
 import { Tensor } from '../../src/gpu/tensor.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
@@ -62,31 +63,6 @@ const LAYOUTS: [string, boolean, boolean][] = [['NN', false, false], ['NT', fals
 const RAGGED = [1, 7, 63, 65, 127, 257];
 /** (alpha, beta) pairs: plain product, accumulate (beta = 1, as gradients do), both scaled. */
 const SCALES: [number, number][] = [[1, 0], [-0.75, 1], [2, 0.5]];
-
-/**
- * Runs matmul on fresh tensors and checks it against the f64 reference (tolerances:
- * docs/design.md#test-tolerances). C starts as `c0` when beta ≠ 0, else as NaNs: beta = 0 must not read C.
- */
-async function check(
-  gpu: Gpu,
-  m: number,
-  n: number,
-  k: number,
-  opts: MatmulOptions,
-  seed: number,
-  what: string,
-): Promise<void> {
-  const a = randn(m * k, seed), b = randn(k * n, seed + 1), c0 = randn(m * n, seed + 2);
-  const ta = gpu.upload(Float32Array.from(a), [m * k]);
-  const tb = gpu.upload(Float32Array.from(b), [k * n]);
-  const tc = gpu.upload(opts.beta ? Float32Array.from(c0) : new Float32Array(m * n).fill(NaN), [m, n]);
-  matmul(gpu, ta, tb, tc, m, n, k, opts);
-  const got = await gpu.read(tc);
-  const ref = matmulRef(a, b, m, n, k, { ...opts, c: c0 });
-  assertClose(got, ref, what);
-  assertRelRms(got, ref, what);
-  for (const t of [ta, tb, tc]) t.release();
-}
 
 for (const [name, transA, transB] of LAYOUTS) {
   gpuTest(`matmul ${name}: ragged M, N, K from {1, 7, 63, 65, 127, 257} with alpha/beta`, async (gpu) => {
