@@ -32,6 +32,11 @@ export interface MetaOptions {
   reads?: 'throw' | 'zeros';
   /** Device features to claim (default shader-f16, so mixed precision builds as on a GPU that has it). */
   features?: string[];
+  /**
+   * The WGSL sources (shaders.ts loadShaders), for kernels that specialise their text before dispatching (a
+   * forward and backward); absent, every source is empty, which building a model never reads.
+   */
+  shaders?: Record<ShaderName, string>;
 }
 
 /** Limits of a device with no bounds: a meta model may be any size. */
@@ -102,7 +107,7 @@ export class MetaGpu extends Gpu {
       isCpu: false,
       close() {},
     };
-    super(opened, NO_SHADERS, false);
+    super(opened, o.shaders ?? NO_SHADERS, false);
     this.allocations = allocations;
     this.reads = o.reads ?? 'throw';
   }
