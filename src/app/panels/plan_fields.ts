@@ -9,6 +9,7 @@
 import { z } from 'zod';
 import { firstIssue, issueText, parseDecimal } from '../../util/issue_text.ts';
 import { type ParallelPlan, type PlanModel, planProblems } from '../../parallel/plan/plan.ts';
+import type { RunFacts } from '../../parallel/plan/rules.ts';
 import { MAX_RUN_WORLD, planFromOptions, type PlanOptions, PlanSchema } from '../../parallel/plan/plan_schema.ts';
 
 export type PlanKey = keyof PlanOptions;
@@ -175,17 +176,22 @@ export function compressProblem(raw: string, message: string): string {
 
 /**
  * Everything the Setup checks: the world size (1–16, equal to dp·pp·cp·tp), the plan built by
- * planFromOptions and, with a model, planProblems; every problem at once.
+ * planFromOptions and, with a model, the plan's rules (planProblems: the one table the CLI and the plan search
+ * run too, with the run's config `cfg.run` when given); every problem at once.
  * @param model the model the plan must fit; null while the Setup form above is invalid.
  */
-export function checkPlan(values: PlanValues, model: PlanModel | null, cfg: { gradAccum: number }): ParallelResult {
+export function checkPlan(
+  values: PlanValues,
+  model: PlanModel | null,
+  cfg: { gradAccum: number; run?: RunFacts },
+): ParallelResult {
   const problems: string[] = [];
   const w = values.world?.trim() ?? '', world = w === '' ? NaN : Number(w);
   const worldOk = Number.isInteger(world) && world >= 1 && world <= MAX_BROWSER_WORLD;
   if (!worldOk) problems.push(`world size must be a whole number from 1 to ${MAX_BROWSER_WORLD}, got ${w || 'nothing'}`);
   const built = buildPlan(values, cfg);
   if (!built.ok) problems.push(...built.problems);
-  else if (model) problems.push(...planProblems(built.plan, model, Number.isInteger(world) ? world : undefined));
+  else if (model) problems.push(...planProblems(built.plan, model, Number.isInteger(world) ? world : undefined, cfg.run));
   if (!model) problems.push('the model setup above is invalid');
   if (problems.length || !built.ok) return { ok: false, problems };
   const { dataPlane, regionMb } = built.options;
