@@ -3,7 +3,7 @@
  * (src/parallel/plan/plan_schema.ts): each key's kind, default, allowed values, bounds and help
  * text come from the schema, so the page offers exactly what `npm run train -- --dp …` accepts.
  * Typed values become a plan through the CLI's own `planFromOptions` (micro-batches default to
- * gradAccum, the world-size and pipeline maxima) and then `planProblems` against the model.
+ * gradAccum, the world-size and pipeline maxima) and then the plan's rules (`planProblems`, plan/rules.ts) against the model.
  * No DOM here: tests/app/plan_fields.test.ts runs it under Deno.
  */
 import { z } from 'zod';
