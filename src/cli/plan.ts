@@ -31,6 +31,7 @@ import { MAX_PLAN_WORLD, MAX_RUN_WORLD, PlanSchema } from '../parallel/plan/plan
 import { planModelOf } from '../parallel/run/run.ts';
 import { checkPlan, makePlan, type ParallelPlan, type PlanModel, planWorldSize } from '../parallel/plan/plan.ts';
 import { runFactsOf } from '../parallel/plan/mesh_plan.ts';
+import { splitArchHelp } from '../parallel/plan/splits.ts';
 import type { TrafficOptions } from '../parallel/cost/cost.ts';
 import { activationComparison } from '../perf/plan_report.ts';
 import { predictionReport } from '../perf/plan_prediction.ts';
@@ -39,7 +40,9 @@ import { runCli } from './main.ts';
 import { isSearchArgv, planSearchMain } from './plan_search.ts';
 
 const HELP = `npm run plan -- [flags]      predict memory, communication and the pipeline timeline of a parallel plan
-  world size dp·pp·cp·tp ≤ ${MAX_PLAN_WORLD} (≤ ${MAX_RUN_WORLD} with --measure); ep divides dp; a MoE model is --arch gpt-moe | mamba-moe
+  world size dp·pp·cp·tp ≤ ${MAX_PLAN_WORLD} (≤ ${MAX_RUN_WORLD} with --measure); ep divides dp; a MoE model is ${
+  splitArchHelp('ep')
+}
   with --n-expert --moe-top-k --capacity-factor (training flags below)
 
 parallel plan (the flags of a parallel \`npm run train\`):
