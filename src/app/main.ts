@@ -1,5 +1,5 @@
 /**
- * The browser demo: a Setup form validated by the trainer's own parseConfig and planProblems;
+ * The browser demo: a Setup form validated by the trainer's own parseConfig and the plan's rules (planProblems);
  * world size 1 trains in one rank worker (with text samples), larger worlds launch that many
  * workers and run the parallel plan (src/parallel/run/run.ts). Live loss / tokens-per-second
  * charts, and the trace feeds the Timeline, Communication, Memory and Mesh views; Learn runs

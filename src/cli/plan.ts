@@ -29,15 +29,9 @@ import type { Backend } from '../gpu/device.ts';
 import { NetworkModel } from '../comm/network.ts';
 import { MAX_PLAN_WORLD, MAX_RUN_WORLD, PlanSchema } from '../parallel/plan/plan_schema.ts';
 import { planModelOf } from '../parallel/run/run.ts';
-import {
-  makePlan,
-  type ParallelPlan,
-  type PlanModel,
-  planWorldSize,
-  type StrategyKind,
-  validatePlan,
-} from '../parallel/plan/plan.ts';
-import { strategyOf } from '../parallel/plan/strategy.ts';
+import { checkPlan, makePlan, type ParallelPlan, type PlanModel, planWorldSize } from '../parallel/plan/plan.ts';
+import { runFactsOf } from '../parallel/plan/mesh_plan.ts';
+import { splitArchHelp } from '../parallel/plan/splits.ts';
 import type { TrafficOptions } from '../parallel/cost/cost.ts';
 import { activationComparison } from '../perf/plan_report.ts';
 import { predictionReport } from '../perf/plan_prediction.ts';
@@ -46,7 +40,9 @@ import { runCli } from './main.ts';
 import { isSearchArgv, planSearchMain } from './plan_search.ts';
 
 const HELP = `npm run plan -- [flags]      predict memory, communication and the pipeline timeline of a parallel plan
-  world size dp·pp·cp·tp ≤ ${MAX_PLAN_WORLD} (≤ ${MAX_RUN_WORLD} with --measure); ep divides dp; a MoE model is --arch gpt-moe | mamba-moe
+  world size dp·pp·cp·tp ≤ ${MAX_PLAN_WORLD} (≤ ${MAX_RUN_WORLD} with --measure); ep divides dp; a MoE model is ${
+  splitArchHelp('ep')
+}
   with --n-expert --moe-top-k --capacity-factor (training flags below)
 
 parallel plan (the flags of a parallel \`npm run train\`):
@@ -73,8 +69,8 @@ async function vocabSize(cfg: TrainConfig, flag: number | undefined): Promise<nu
 
 /**
  * Builds the plan and model from argv: {@link checkCommand}'s flags, config and plan (as a
- * parallel `npm run train` builds them), then the model (planModelOf, as the run's) checked
- * against the plan. `flags` are PlanCliSchema's values and the --net text.
+ * parallel `npm run train` builds them), then the model (planModelOf, as the run's) and the plan checked
+ * by the plan's rules (one table, src/parallel/plan/rules.ts) as a run's are. `flags` are PlanCliSchema's values and the --net text.
  * @throws Error naming the bad flag, config key or --config file, or every broken plan rule.
  */
 export async function planFromArgs(
@@ -98,17 +94,8 @@ export async function planFromArgs(
     return { plan: makePlan(), model: {} as PlanModel, cfg: {} as TrainConfig, flags, help: true };
   }
   const model = planModelOf(plan, cfg, await vocabSize(cfg, flags.vocabSize));
-  validatePlan(plan, model);
+  checkPlan(plan, model, undefined, runFactsOf(cfg));
   return { plan, model, cfg, flags, help: false };
-}
-
-/** The trainer `npm run train:parallel` would run (its scalar collectives join the rows), or none for a plan it refuses. */
-function trainerOrNone(plan: ParallelPlan, arch: string): StrategyKind | undefined {
-  try {
-    return strategyOf(plan, arch);
-  } catch {
-    return undefined;
-  }
 }
 
 /** Runs the CLI; returns the text it printed. */
@@ -125,7 +112,7 @@ export async function main(argv: string[]): Promise<string> {
     topK: cfg.moeTopK,
     capacityFactor: cfg.capacityFactor,
     bias: cfg.bias,
-    trainer: trainerOrNone(plan, cfg.arch),
+    trainer: 'mesh', // the trainer of every plan the rules accept (plan/strategy.ts)
   };
   const world = planWorldSize(plan), me = f.rank;
   if (me >= world) throw new Error(`--rank ${me} is outside the plan's ${world} ranks`);

@@ -44,14 +44,20 @@ import { accounting } from '../perf/plan_report.ts';
 import { checkLaunch, launchRecord, LaunchSchema, openRunWorld } from './run_world.ts';
 import { stepReporter, writeAccounting } from './parallel_outputs.ts';
 import { CliExit } from './main.ts';
+import { SPLIT_ARCHS, type SplitDim } from '../parallel/plan/splits.ts';
 import { resumeCommand, StopListener } from './stop.ts';
 import { StepStop } from '../parallel/run/step_stop.ts';
 import { launchedByMpi } from '../comm/mpi/world.ts';
 import { abortJob } from '../comm/mpi/job.ts';
 
+/** One line per split naming the architectures that take it (plan/splits.ts, the table the rules read). */
+export const splitHelp = () =>
+  (Object.keys(SPLIT_ARCHS) as SplitDim[]).map((d) => `  ${d.padEnd(4)}${SPLIT_ARCHS[d].archs.join(', ')}`).join('\n');
+
 const HELP =
   `parallel flags (any of them makes a parallel run of dp·pp·cp·tp ≤ ${MAX_RUN_WORLD} ranks, one Deno worker + WebGPU device each;
-dp × pp × tp (+sp) combine (mesh trainer; tp: gpt, mamba, hybrid, linear (no sp); pp: gpt, linear, mamba; cp: gpt); cp, ep (dividing dp, --arch gpt-moe|mamba-moe) and zero run alone):
+dp, tp (+sp), pp, cp, ep (dividing dp) and zero combine (mesh trainer); the architectures each split takes:
+${splitHelp()}
 ${helpLines(flagKeys(PlanSchema)).join('\n')}
 launch (CLI only):
 ${helpLines(flagKeys(LaunchSchema)).join('\n')}

@@ -43,7 +43,7 @@ export const rankOfCoords = (plan: ParallelPlan, c: { dp: number; pp: number; cp
   ((c.dp * plan.pp + c.pp) * plan.cp + c.cp) * plan.tp + c.tp;
 
 /**
- * Every call `rank` makes in one optimizer step of a valid `plan` (validatePlan) for a GPT
+ * Every call `rank` makes in one optimizer step of a valid `plan` (plan/rules.ts checkPlan) for a GPT
  * `model` without experts, as stepTraffic with `{ trainer: 'mesh', recompute }` counts them.
  * @throws Error for a MoE model or ep > 1 (the search prices dense models only).
  */

@@ -6,25 +6,29 @@
 import type { TrainConfig } from '../train/config.ts';
 import type { Backend } from '../gpu/device.ts';
 import { closeLocalWorld, localWorld, onEveryRank } from '../comm/local.ts';
-import { type ParallelPlan, planWorldSize, validatePlan } from '../parallel/plan/plan.ts';
-import { planModelOf, RankRun, type RankSummary, strategyOf, trainerConfig } from '../parallel/run/run.ts';
+import { type ParallelPlan, planWorldSize, type StrategyKind } from '../parallel/plan/plan.ts';
+import { planModelOf, RankRun, type RankSummary } from '../parallel/run/run.ts';
 import { combineRouting } from '../parallel/expert/moe_routing.ts';
 import type { StepReport } from '../parallel/run/run_host.ts';
-import { checkMeshPlan } from '../parallel/mesh/mesh_trainer.ts';
+import { checkPlan } from '../parallel/plan/rules.ts';
+import { runFactsOf } from '../parallel/plan/mesh_plan.ts';
 import { accounting, accountingText } from './plan_report.ts';
 import { simActionUs } from './action_prices.ts';
 
 /**
- * Checks `plan` for `cfg` before anything starts: validatePlan's rules, the trainer dispatch and,
- * for a mesh, the mesh trainer's own checks. Returns the model and the strategy.
- * @throws Error naming every broken rule ("invalid parallel plan: …") or the mesh trainer's refusal ("mesh trainer: …").
+ * Checks `plan` for `cfg` before anything starts, once, on the host: the plan's rules (one table,
+ * src/parallel/plan/rules.ts) against the run's model and config. Ranks receive it checked.
+ * Returns the model and the trainer.
+ * @throws Error naming every broken rule ("invalid parallel plan: …").
  */
-export function checkRun(plan: ParallelPlan, cfg: TrainConfig, vocabSize: number) {
+export function checkRun(
+  plan: ParallelPlan,
+  cfg: TrainConfig,
+  vocabSize: number,
+): { model: ReturnType<typeof planModelOf>; kind: StrategyKind } {
   const model = planModelOf(plan, cfg, vocabSize);
-  validatePlan(plan, model);
-  const kind = strategyOf(plan, cfg.arch);
-  if (kind === 'mesh') checkMeshPlan(plan, trainerConfig(plan, cfg), vocabSize, planWorldSize(plan));
-  return { model, kind };
+  checkPlan(plan, model, undefined, runFactsOf(cfg));
+  return { model, kind: 'mesh' };
 }
 
 /**

@@ -109,7 +109,7 @@ export interface PaperPrediction extends PaperRow {
 
 /**
  * Predicts one row: micro-batch 1, so dp = gpus/(t·p) and m = batch/dp micro-batches.
- * @throws Error when the row's plan breaks a rule of validatePlan (a mistyped row).
+ * @throws Error when the row's plan breaks a rule of the plan's table (plan/rules.ts; a mistyped row).
  */
 export function predictPaperRow(row: PaperRow): PaperPrediction {
   const dp = row.gpus / (row.tp * row.pp);

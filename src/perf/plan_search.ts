@@ -35,7 +35,7 @@ export interface Candidate {
 export interface SearchResult {
   /** Every fitting plan, fastest first. */
   ranked: Candidate[];
-  /** Plans enumerated, valid by validatePlan's rules, and of those over device memory. */
+  /** Plans enumerated, valid by the plan's rules (plan/rules.ts), and of those over device memory. */
   enumerated: number;
   valid: number;
   overMemory: number;

@@ -92,6 +92,8 @@ export function planSpace(model: PlanModel, world: number, budget = MAX_PRICED_P
     const k = p.replace(/\d+/g, 'N'), had = rejections.get(k);
     rejections.set(k, { example: had?.example ?? p, count: (had?.count ?? 0) + times });
   };
+  // The plan's rules (one table, src/parallel/plan/rules.ts) with the architecture the model's layout names.
+  const run = { arch: model.layout?.arch ?? 'gpt' };
   const batchDivisors = divisors(model.batchSize);
   const splits: Split[] = [];
   let enumerated = 0, valid = 0;
@@ -111,7 +113,7 @@ export function planSpace(model: PlanModel, world: number, budget = MAX_PRICED_P
         for (const sp of tp > 1 ? [false, true] : [false]) {
           for (const cpKind of cp > 1 ? ['ring', 'ulysses'] as const : ['ring'] as const) {
             enumerated += each;
-            const problems = planProblems(makePlan({ dp, pp, cp, tp, sp, cpKind }), model, world);
+            const problems = planProblems(makePlan({ dp, pp, cp, tp, sp, cpKind }), model, world, run);
             if (problems.length) problems.forEach((p) => note(p, each));
             else kinds.push({ sp, cpKind });
           }

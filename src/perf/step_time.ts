@@ -125,7 +125,7 @@ function callSeconds(c: DimCall, net: NetworkModel, bytes: number): number {
 }
 
 /**
- * The predicted step of a valid `plan` (validatePlan) for a dense GPT `model` on `dev` and
+ * The predicted step of a valid `plan` (plan/rules.ts checkPlan) for a dense GPT `model` on `dev` and
  * `net`, critical rank: the first rank of the last pipeline stage (it holds the LM head).
  * `params` is the model's parameter count (for MFU). @throws as dimCalls for a MoE model.
  */

@@ -6,7 +6,7 @@
  * ZeRO the gradient reduce-scatters are compressed (the parameter gathers stay exact); PowerSGD with ZeRO is refused.
  */
 import { deepStrictEqual, equal, ok, throws } from 'node:assert/strict';
-import { makePlan, type ParallelPlan, validatePlan } from '../../src/parallel/plan/plan.ts';
+import { checkPlan, makePlan, type ParallelPlan } from '../../src/parallel/plan/plan.ts';
 import { parseCompressPolicy } from '../../src/comm/compression.ts';
 import { planFromOptions } from '../../src/parallel/plan/plan_schema.ts';
 import type { TrainConfig } from '../../src/train/config.ts';
@@ -100,7 +100,7 @@ Deno.test({
 Deno.test('PowerSGD with ZeRO and unknown policies are refused with the rule', () => {
   const model = { nLayer: 2, nHead: 2, nEmbd: 32, blockSize: 16, batchSize: 4, vocabSize: 65 };
   throws(
-    () => validatePlan(makePlan({ dp: 2, zero: 1, compress: parseCompressPolicy('dp=powersgd:2') }), model, 2),
+    () => checkPlan(makePlan({ dp: 2, zero: 1, compress: parseCompressPolicy('dp=powersgd:2') }), model, 2),
     /--compress dp=powersgd needs zero 0: .* use an elementwise scheme/,
   );
   throws(

@@ -73,7 +73,7 @@ Deno.test('mesh trainer refuses unsupported combinations and invalid plans up fr
   const cfg = parseConfig(tinyConfig({ batchSize: 8 }));
   throws(
     () => checkMeshPlan(makePlan({ dp: 2, pp: 2, ep: 2 }), cfg, 65, 4),
-    /mesh trainer: expert parallelism \(ep 2\) on --arch gpt \(no experts\) is not supported/,
+    /ep 2 needs --arch gpt-moe or mamba-moe, got gpt/, // one rule (plan/rule_table.ts), one message
   );
   throws(
     () => checkMeshPlan(makePlan({ cp: 2, cpKind: 'ulysses', tp: 2 }), cfg, 65, 4),

@@ -84,12 +84,14 @@ Deno.test({
         for (let s = 1; s < res[0].timelines.length; s++) checkBubbles(s, res);
       }
     }
-    // A plan whose layers do not split over the ranks is refused on every rank, before any device or message.
+    // The host checks a plan once (plan/rules.ts; tests/parallel/plan_rules.test.ts). One whose layers do not split,
+    // handed to the ranks without that check, still stops every rank before any message: at the stage split's own
+    // invariant (pipeline_stage.ts checkPipelineSplit).
     let msg = '';
     await workerMeshRun(makePlan({ pp: 2, microBatches: 2 }), tinyConfig({ nLayer: 3 }), TEXT).catch((
       e,
     ) => (msg = String(e)));
-    ok(/rank \d: .*layers 3 not divisible by pp 2/.test(msg), msg);
+    ok(/rank \d: .*nLayer \(3\) must be divisible by pp·v \(2·1 = 2\)/.test(msg), msg);
   },
 });
 

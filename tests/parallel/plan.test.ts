@@ -1,6 +1,7 @@
 /** ParallelPlan validation (one error listing every broken rule) and the rank ↔ coordinate mapping. */
 import { deepStrictEqual, equal, match, ok, throws } from 'node:assert/strict';
 import {
+  checkPlan,
   DEFAULT_PLAN,
   describePlan,
   makePlan,
@@ -9,7 +10,6 @@ import {
   planProblems,
   rankAt,
   rankCoords,
-  validatePlan,
 } from '../../src/parallel/plan/plan.ts';
 import { strategyOf } from '../../src/parallel/plan/strategy.ts';
 import { DeviceMesh } from '../../src/comm/mesh.ts';
@@ -43,9 +43,9 @@ Deno.test('defaults are a single rank; good combinations pass', () => {
     ]
   ) {
     const plan = makePlan(over);
-    equal(validatePlan(plan, MODEL, plan.dp * plan.pp * plan.cp * plan.tp), plan);
+    equal(checkPlan(plan, MODEL, plan.dp * plan.pp * plan.cp * plan.tp), plan);
   }
-  validatePlan(makePlan({ dp: 2, ep: 2 }), { ...MODEL, nExpert: 4 }, 2);
+  checkPlan(makePlan({ dp: 2, ep: 2 }), { ...MODEL, nExpert: 4 }, 2);
 });
 
 Deno.test('each invalid combination names its rule', () => {
@@ -75,7 +75,7 @@ Deno.test('each invalid combination names its rule', () => {
     [{ schedule: 'zigzag' as never }, /schedule 'zigzag' is not one of gpipe, 1f1b, interleaved/],
   ];
   for (const [over, re, model] of cases) {
-    throws(() => validatePlan(makePlan(over), { ...MODEL, ...model }), (e: Error) => {
+    throws(() => checkPlan(makePlan(over), { ...MODEL, ...model }), (e: Error) => {
       match(e.message, /^invalid parallel plan: /);
       match(e.message, re);
       return true;
@@ -88,7 +88,7 @@ Deno.test('one error lists every violated rule, and the world size must match', 
   deepStrictEqual(probs.length, 5, probs.join('\n'));
   const msg = (() => {
     try {
-      validatePlan(makePlan({ dp: 2, tp: 3, pp: 2, microBatches: 3 }), { ...MODEL, nLayer: 3 }, 8);
+      checkPlan(makePlan({ dp: 2, tp: 3, pp: 2, microBatches: 3 }), { ...MODEL, nLayer: 3 }, 8);
     } catch (e) {
       return (e as Error).message;
     }
@@ -103,7 +103,7 @@ Deno.test('one error lists every violated rule, and the world size must match', 
       /world size 8 ≠ dp·pp·cp·tp = 2·2·1·3 = 12/,
     ]
   ) match(msg, re);
-  throws(() => validatePlan(makePlan({ dp: 2, tp: 2 }), MODEL, 8), /world size 8 ≠ dp·pp·cp·tp = 2·1·1·2 = 4/);
+  throws(() => checkPlan(makePlan({ dp: 2, tp: 2 }), MODEL, 8), /world size 8 ≠ dp·pp·cp·tp = 2·1·1·2 = 4/);
 });
 
 Deno.test('rank ↔ coordinates follow DeviceMesh; EP groups are consecutive DP indices', () => {
@@ -128,7 +128,7 @@ Deno.test('ep runs both MoE architectures, also with ep < dp and under ZeRO; oth
     equal(strategyOf(makePlan({ dp: 2, ep: 2 }), arch), 'mesh');
     equal(strategyOf(makePlan({ dp: 4, ep: 2 }), arch), 'mesh');
   }
-  validatePlan(makePlan({ dp: 4, ep: 2 }), { ...MODEL, nExpert: 4 }, 4);
+  checkPlan(makePlan({ dp: 4, ep: 2 }), { ...MODEL, nExpert: 4 }, 4);
   for (const zero of [1, 2, 3] as const) equal(strategyOf(makePlan({ dp: 4, ep: 2, zero }), 'gpt-moe'), 'mesh');
   equal(strategyOf(makePlan({ dp: 2, ep: 2, tp: 2 }), 'gpt-moe'), 'mesh', 'the mesh composes ep with tp');
   equal(strategyOf(makePlan({ dp: 2, ep: 2, pp: 2 }), 'mamba-moe'), 'mesh', 'and with pp');

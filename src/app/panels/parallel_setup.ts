@@ -4,11 +4,14 @@
  * virtual stages, context-parallel kind, compression policy, network), each with the schema's
  * kind, default, choices, description and suggestions (plan_fields.ts). The network is picked
  * as a preset or composed from intra/inter-node bandwidth and latency. Validated on every edit
- * by the CLI's own `planFromOptions` and the trainer's `planProblems` (src/parallel/plan/plan.ts), so
+ * by the CLI's own `planFromOptions` and the plan's rules, `planProblems` (src/parallel/plan/rules.ts), so
  * the page shows exactly the CLI's messages before anything starts.
  */
 import { NET_PRESETS } from '../../comm/network.ts';
 import { describePlan, type PlanModel } from '../../parallel/plan/plan.ts';
+import type { RunFacts } from '../../parallel/plan/rules.ts';
+import { runFactsOf } from '../../parallel/plan/mesh_plan.ts';
+import type { TrainConfig } from '../../train/config.ts';
 import { sharedPlaneSupport } from '../../comm/data_plane.ts';
 import { checkPlan, MAX_BROWSER_WORLD, type ParallelResult, type PlanField, planFields, planParamKey, type PlanValues } from './plan_fields.ts';
 
@@ -81,7 +84,7 @@ export class ParallelSetup {
    */
   private readonly plane: HTMLElement;
   private model: PlanModel | null = null;
-  private cfg = { gradAccum: 1 };
+  private cfg: { gradAccum: number; run?: RunFacts } = { gradAccum: 1 };
   private last: ParallelResult = { ok: false, problems: ['no model yet'] };
 
   /** Builds the controls inside `host`; `onChange` runs after every validation. */
@@ -159,10 +162,13 @@ export class ParallelSetup {
     return fs;
   }
 
-  /** The model the plan must fit and the config's gradAccum (the micro-batches' default), from the Setup form; revalidates. */
-  setModel(model: PlanModel, cfg: { gradAccum: number }): void {
+  /**
+   * The model the plan must fit and the config (its gradAccum: the micro-batches' default; the rest: what the plan's
+   * rules read of a run), from the Setup form; revalidates.
+   */
+  setModel(model: PlanModel, cfg: TrainConfig): void {
     this.model = model;
-    this.cfg = { gradAccum: cfg.gradAccum };
+    this.cfg = { gradAccum: cfg.gradAccum, run: runFactsOf(cfg) };
     const mb = this.inputs.get('microBatches');
     if (mb instanceof HTMLInputElement) mb.placeholder = `gradAccum (${cfg.gradAccum})`;
     this.validate();
@@ -204,7 +210,7 @@ export class ParallelSetup {
     return `intra=${this.value('intraBw')}GB/s,${this.value('intraLat')}us;inter=${this.value('interBw')}GB/s,${this.value('interLat')}us;node=${this.value('node')}`;
   }
 
-  /** Reads the controls, builds the plan with planFromOptions, runs planProblems, shows every problem. */
+  /** Reads the controls, builds the plan with planFromOptions, runs the plan's rules (planProblems), shows every problem. */
   validate(): ParallelResult {
     const custom = this.value('net') === 'custom';
     for (const k of ['intraBw', 'intraLat', 'interBw', 'interLat', 'node']) this.inputs.get(k)!.closest('.field')!.toggleAttribute('hidden', !custom);

@@ -3,12 +3,13 @@
  * (src/parallel/plan/plan_schema.ts): each key's kind, default, allowed values, bounds and help
  * text come from the schema, so the page offers exactly what `npm run train -- --dp …` accepts.
  * Typed values become a plan through the CLI's own `planFromOptions` (micro-batches default to
- * gradAccum, the world-size and pipeline maxima) and then `planProblems` against the model.
+ * gradAccum, the world-size and pipeline maxima) and then the plan's rules (`planProblems`, plan/rules.ts) against the model.
  * No DOM here: tests/app/plan_fields.test.ts runs it under Deno.
  */
 import { z } from 'zod';
 import { firstIssue, issueText, parseDecimal } from '../../util/issue_text.ts';
 import { type ParallelPlan, type PlanModel, planProblems } from '../../parallel/plan/plan.ts';
+import type { RunFacts } from '../../parallel/plan/rules.ts';
 import { MAX_RUN_WORLD, planFromOptions, type PlanOptions, PlanSchema } from '../../parallel/plan/plan_schema.ts';
 
 export type PlanKey = keyof PlanOptions;
@@ -175,17 +176,22 @@ export function compressProblem(raw: string, message: string): string {
 
 /**
  * Everything the Setup checks: the world size (1–16, equal to dp·pp·cp·tp), the plan built by
- * planFromOptions and, with a model, planProblems; every problem at once.
+ * planFromOptions and, with a model, the plan's rules (planProblems: the one table the CLI and the plan search
+ * run too, with the run's config `cfg.run` when given); every problem at once.
  * @param model the model the plan must fit; null while the Setup form above is invalid.
  */
-export function checkPlan(values: PlanValues, model: PlanModel | null, cfg: { gradAccum: number }): ParallelResult {
+export function checkPlan(
+  values: PlanValues,
+  model: PlanModel | null,
+  cfg: { gradAccum: number; run?: RunFacts },
+): ParallelResult {
   const problems: string[] = [];
   const w = values.world?.trim() ?? '', world = w === '' ? NaN : Number(w);
   const worldOk = Number.isInteger(world) && world >= 1 && world <= MAX_BROWSER_WORLD;
   if (!worldOk) problems.push(`world size must be a whole number from 1 to ${MAX_BROWSER_WORLD}, got ${w || 'nothing'}`);
   const built = buildPlan(values, cfg);
   if (!built.ok) problems.push(...built.problems);
-  else if (model) problems.push(...planProblems(built.plan, model, Number.isInteger(world) ? world : undefined));
+  else if (model) problems.push(...planProblems(built.plan, model, Number.isInteger(world) ? world : undefined, cfg.run));
   if (!model) problems.push('the model setup above is invalid');
   if (problems.length || !built.ok) return { ok: false, problems };
   const { dataPlane, regionMb } = built.options;

@@ -8,7 +8,7 @@
  * and each change is named. No DOM here: tests/app/plan_scale.test.ts runs it under Deno.
  */
 import { type ParallelPlan, planProblems, planWorldSize } from '../../parallel/plan/plan.ts';
-import { checkMeshPlan } from '../../parallel/plan/mesh_plan.ts';
+import { runFactsOf } from '../../parallel/plan/mesh_plan.ts';
 import { NET_PRESETS, parseNetwork } from '../../comm/network.ts';
 import { parseConfig } from '../../train/config.ts';
 import type { Recompute } from '../../models/recompute.ts';
@@ -101,10 +101,9 @@ export function scaleDown(chosen: ParallelPlan, recompute: Recompute): ScaledRun
   const perStep = d.dp * m, batchSize = perStep * Math.max(1, Math.ceil(8 / perStep));
   const model: TinyModel = { nLayer: d.pp * v, nHead, nEmbd: Math.max(32, 16 * nHead), blockSize: 16, batchSize };
   const world = planWorldSize(plan);
-  const problems = planProblems(plan, { ...model, vocabSize: VOCAB }, world);
-  if (problems.length) throw new Error(`scaled-down plan is invalid: ${problems.join('; ')}`);
   const cfg = parseConfig({ ...model, recompute, batchSize: batchSize / m, gradAccum: m, steps: 3, warmup: 0 });
-  checkMeshPlan(plan, cfg, VOCAB, world);
+  const problems = planProblems(plan, { ...model, vocabSize: VOCAB }, world, runFactsOf(cfg));
+  if (problems.length) throw new Error(`scaled-down plan is invalid: ${problems.join('; ')}`);
   return { plan, recompute, model, world, changes };
 }
 

@@ -169,23 +169,6 @@ export function outerSyncTraffic(spec: SyncSpec, n: number, p: number, r: number
     : compressedTraffic('allReduce', s, n, p, r);
 }
 
-/** The rules a low-communication method adds to a plan, in words (plan.ts planProblems). */
-export function syncProblems(
-  p: { dp: number; cp: number; ep: number; zero: number; sync?: SyncSpec; compress?: { dp: Scheme } },
-): string[] {
-  const s = p.sync;
-  if (!s) return [];
-  const out: string[] = [], m = `--sync ${s.method}`;
-  if (p.dp < 2) out.push(`${m} needs dp ≥ 2 workers to synchronise (got dp ${p.dp})`);
-  if (p.zero) out.push(`${m} needs zero 0: each worker keeps its own whole optimizer state between outer steps`);
-  if (p.ep > 1) out.push(`${m} needs ep 1: experts spread over dp ranks cannot train apart`);
-  if (p.cp > 1) out.push(`${m} needs cp 1 (a worker is a dp replica of tp × pp ranks)`);
-  if (p.compress && p.compress.dp.kind !== 'none') {
-    out.push(`${m} sends outer gradients, not per-step gradients: use --outer-quant instead of --compress dp=…`);
-  }
-  return out;
-}
-
 /**
  * The outer loop's traffic per inner step, averaged, of a rank holding `n` parameter elements in
  * dp group `group` (world ranks): F fragments of about n/F elements every H steps, one row per

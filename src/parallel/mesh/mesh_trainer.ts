@@ -8,7 +8,7 @@
  * every rank, the same steps in order → MeshStepRecord (global loss, gradNorm, lr; this rank's
  * `sent` and `timeline`); `gradients()` / `parameters()` (collective over dp·cp under ZeRO),
  * `memory()`, `trainingState()`, `coords`, `groups`, `positions`, `describe()`, `destroy()`;
- * `checkMeshPlan(plan, cfg, vocabSize, worldSize)` throws the constructor's up-front errors.
+ * `checkMeshPlan(plan, cfg, vocabSize, worldSize)` is the host's check of what it accepts; the constructor does not re-check.
  *   The batch is the single-rank Trainer's: cfg.gradAccum = plan.microBatches micro-batches of
  *   cfg.batchSize sequences each (the global batch G of one step is their product), micro-batch j
  *   rows [j·B, (j+1)·B) of the step's one global batch (data/dataset.ts), so a plan reproduces the
@@ -17,7 +17,7 @@
  *   `sent` keys are `group/op` (traffic.ts); per-rank formulas in tests/parallel/mesh_harness.ts.
  *
  * Composition per rank, strategy by strategy: docs/design.md#composition-per-rank; its order in code: parallelize.ts.
- * Refused up front (mesh_plan.ts): ep on a dense architecture, ring attention under mixed precision.
+ * Refused up front on the host (plan/rules.ts's table): ep on a dense architecture, ring attention under mixed precision.
  */
 import { MOE_ARCHS } from '../../models/archs.ts';
 import { autocastOf, checkPrecision } from '../../autograd/autocast.ts';
@@ -37,7 +37,7 @@ import type { OverlapStats } from '../data/buckets.ts';
 import type { PipelineSchedule } from '../pipeline/pipeline_schedule.ts';
 import type { Span } from '../pipeline/pipeline_sim.ts';
 import { describePlan, type ParallelPlan } from '../plan/plan.ts';
-import { checkMeshPlan } from '../plan/mesh_plan.ts';
+import { checkTrainerBatch, pipelineProgram } from '../plan/mesh_plan.ts';
 
 export { checkMeshPlan } from '../plan/mesh_plan.ts';
 import { subGroup } from '../data/data_parallel.ts';
@@ -108,7 +108,8 @@ export class MeshTrainer {
    *   with the same config, plan and data and calls {@link step} with the same steps.
    * @param opts `priceActions`: the compute prices of the simulated clock (sim_compute.ts), needed
    *   when the network model has a peak.
-   * @throws Error from {@link checkMeshPlan} or the LR schedule check, or for a peak without `priceActions`.
+   * `plan` is one the host checked (mesh_plan.ts checkMeshPlan); only the trainer's own batch invariant is asserted.
+   * @throws Error for gradAccum ≠ the plan's micro-batches, from the LR schedule check, or for a peak without `priceActions`.
    */
   constructor(
     readonly gpu: Gpu,
@@ -119,7 +120,8 @@ export class MeshTrainer {
     vocabSize: number,
     opts: { bucketBytes?: number | 'layer'; priceActions?: PriceActions } = {},
   ) {
-    this.program = checkMeshPlan(plan, cfg, vocabSize, world.size);
+    checkTrainerBatch(plan, cfg);
+    this.program = pipelineProgram(plan);
     this.schedule = scheduleFromConfig(cfg);
     validateSchedule(this.schedule, cfg.steps);
     this.rows = cfg.batchSize / plan.dp;

@@ -28,7 +28,7 @@ export interface ParallelRank {
 
 /**
  * Builds rank `world.rank`'s parallel model for `plan` (every rank calls it with the same arguments).
- * `program` is the checked pipeline schedule (mesh_plan.ts checkMeshPlan), `rows` the sequences per
+ * `program` is the checked pipeline schedule (mesh_plan.ts pipelineProgram), `rows` the sequences per
  * micro-batch (B / dp), `bucketBytes` the DP / ZeRO gradient buckets.
  * @throws Error from ModelStages (layers, heads or widths not divisible) or the gradient sync's checks.
  */

@@ -226,7 +226,7 @@ export class RankContext implements ModelContext {
     if (this.plain) return LOCAL.embed(tape, input, wte, positions, learned, b, t);
     const n = b * t, c = wte.shape[1];
     if (this.sequenceParallel && n % this.tp) {
-      throw new Error(`sequence parallel: B·T = ${n} rows do not split over tp ${this.tp}`);
+      throw new Error(`sequence parallel: B·T = ${n} rows not divisible by tp ${this.tp}`);
     }
     // The embedding op always adds a row-indexed (T, C) table: a frozen zero one stands in.
     const zero = this.tp === 1 || learned ? tape.gpu.zeros([t, c], 'f32', 'emb.zero') : null;

@@ -1,6 +1,6 @@
 /**
  * What a parallel run is before it runs (docs/design.md#parallel-strategies): the ParallelPlan — the degrees of dp,
- * tp, pp, cp and ep, ZeRO, micro-batches — and its checks (plan.ts), the flags' schema (plan_schema.ts), the process
+ * tp, pp, cp and ep, ZeRO, micro-batches — its type (plan_type.ts) and its rules (one table: rule_table.ts, run by rules.ts), the flags' schema (plan_schema.ts), the process
  * groups it makes (plan_groups.ts), which architectures each split applies to (strategy.ts) and what the mesh trainer
  * accepts (mesh_plan.ts).
  */
@@ -8,4 +8,6 @@ export * from './mesh_plan.ts';
 export * from './plan.ts';
 export * from './plan_groups.ts';
 export * from './plan_schema.ts';
+export * from './rules.ts';
+export * from './rule_table.ts';
 export * from './strategy.ts';

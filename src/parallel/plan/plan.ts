@@ -1,6 +1,6 @@
 /**
- * A parallel plan (docs/design.md#parallel-strategies): the degrees of every strategy and the checks that run
- * before any worker starts. Ranks are laid out on the `DeviceMesh` grid [dp, pp, cp, tp]
+ * A parallel plan (docs/design.md#parallel-strategies): its type (plan_type.ts), the rules it must keep (rules.ts,
+ * re-exported here) and where its ranks sit. Ranks are laid out on the `DeviceMesh` grid [dp, pp, cp, tp]
  * (src/comm/mesh.ts, picotron's order); expert parallelism lives inside the DP dimension
  * (ep consecutive DP indices form one EP group, as DeepSpeed-MoE's expert-parallel groups).
  *
@@ -13,41 +13,14 @@
  * work with tp 2. Padded rows are never a target; the cross-entropy must mask their logits
  * to −∞ so the loss equals the unpadded model's.
  */
-import { describeSync, syncProblems, type SyncSpec } from '../data/low_comm.ts';
-import { compresses, type CompressPolicy, formatCompressPolicy } from '../../comm/compression.ts';
+import { describeSync } from '../data/low_comm.ts';
+import { compresses, formatCompressPolicy } from '../../comm/compression.ts';
 import { DeviceMesh, type MeshCoords, type MeshDim } from '../../comm/mesh.ts';
-import { SCHEDULE_KINDS, type ScheduleKind } from '../pipeline/pipeline_schedule.ts';
 import { shapeRankParams } from '../cost/derived_params.ts';
+import { DEFAULT_PLAN, type ParallelPlan, planWorldSize } from './plan_type.ts';
 
-export type CpKind = 'ring' | 'ulysses';
-/**
- * The trainer that runs a plan (strategy.ts `strategyOf`): the mesh trainer for every plan. Kept
- * as a type because run summaries, traces and checkpoints record it.
- */
-export type StrategyKind = 'mesh';
-export const CP_KINDS: readonly CpKind[] = ['ring', 'ulysses'];
-
-export interface ParallelPlan {
-  dp: number;
-  pp: number;
-  cp: number;
-  tp: number;
-  /** Expert-parallel degree; must divide dp (experts are spread over part of each DP group). */
-  ep: number;
-  /** ZeRO stage over the DP group: 0 off, 1 optimizer state, 2 + gradients, 3 + parameters. */
-  zero: 0 | 1 | 2 | 3;
-  /** Megatron sequence parallelism on top of tp. */
-  sp: boolean;
-  schedule: ScheduleKind;
-  /** Model chunks per pipeline rank (interleaved 1F1B only; 1 otherwise). */
-  virtualStages: number;
-  microBatches: number;
-  cpKind: CpKind;
-  /** Compression per parallel dimension (comm/compression.ts); absent: none. */
-  compress?: CompressPolicy;
-  /** Low-communication data parallelism (low_comm.ts); absent: DDP, every step. */
-  sync?: SyncSpec;
-}
+export * from './plan_type.ts';
+export { checkPlan, planProblems } from './rules.ts';
 
 /** What validation needs from the model. `nExpert` is set for MoE models only. */
 export interface PlanModel {
@@ -88,107 +61,6 @@ export interface ArchLayout {
    * (docs/design.md#recurrent-depth).
    */
   recurrence?: { prelude: number; core: number; backprop: number; meanIters: number };
-}
-
-/** Single rank, no sharding, 1F1B with one micro-batch, ring attention when cp > 1. */
-export const DEFAULT_PLAN: Readonly<ParallelPlan> = {
-  dp: 1,
-  pp: 1,
-  cp: 1,
-  tp: 1,
-  ep: 1,
-  zero: 0,
-  sp: false,
-  schedule: '1f1b',
-  virtualStages: 1,
-  microBatches: 1,
-  cpKind: 'ring',
-};
-
-/** `DEFAULT_PLAN` with `over` applied (no checks; see {@link validatePlan}). */
-export const makePlan = (over: Partial<ParallelPlan> = {}): ParallelPlan => ({ ...DEFAULT_PLAN, ...over });
-
-/** dp·pp·cp·tp: the ranks a plan occupies. */
-export const planWorldSize = (p: ParallelPlan) => p.dp * p.pp * p.cp * p.tp;
-
-/** Every rule `plan` breaks for `model` on `worldSize` ranks (when given), in words. */
-export function planProblems(plan: ParallelPlan, model: PlanModel, worldSize?: number): string[] {
-  const out: string[] = [];
-  const { dp, pp, cp, tp, ep, zero, sp, schedule, virtualStages: v, microBatches: m, cpKind } = plan;
-  const degrees = { dp, pp, cp, tp, ep, virtualStages: v, microBatches: m };
-  for (const [k, x] of Object.entries(degrees)) {
-    if (!Number.isInteger(x) || x < 1) out.push(`${k} must be a positive integer, got ${x}`);
-  }
-  for (const k of ['nLayer', 'nHead', 'nEmbd', 'blockSize', 'batchSize', 'vocabSize'] as const) {
-    if (!Number.isInteger(model[k]) || model[k] < 1) out.push(`model ${k} must be a positive integer, got ${model[k]}`);
-  }
-  if (![0, 1, 2, 3].includes(zero)) out.push(`zero must be 0, 1, 2 or 3, got ${zero}`);
-  if (!SCHEDULE_KINDS.includes(schedule)) out.push(`schedule '${schedule}' is not one of ${SCHEDULE_KINDS.join(', ')}`);
-  if (!CP_KINDS.includes(cpKind)) out.push(`cpKind '${cpKind}' is not one of ${CP_KINDS.join(', ')}`);
-  if (out.length) return out; // the divisibility rules below assume sane numbers
-  const div = (a: number, b: number) => a % b === 0;
-  const { nLayer, nHead, nEmbd, blockSize: T, batchSize, nExpert } = model;
-  if (!div(nEmbd, tp)) out.push(`nEmbd ${nEmbd} is not divisible by tp ${tp}`);
-  if (!div(nHead, tp)) out.push(`heads ${nHead} not divisible by tp ${tp}`);
-  if (sp && tp === 1) out.push('sequence parallel (sp) requires tp > 1');
-  out.push(...syncProblems(plan));
-  if (zero > 0 && dp * cp === 1) out.push(`zero ${zero} shards over the dp·cp group and requires dp·cp > 1`);
-  if (zero > 0 && plan.compress?.dp.kind === 'powersgd') {
-    out.push(
-      `--compress dp=powersgd needs zero 0: PowerSGD all-reduces low-rank factors of whole gradient matrices, ZeRO reduce-scatters flat buckets; with zero ${zero} use an elementwise scheme (fp16, bf16, int8, int4, topk, sign)`,
-    );
-  }
-  const stages = pp * v;
-  if (!div(nLayer, stages)) {
-    out.push(
-      v > 1
-        ? `layers ${nLayer} not divisible by pp·virtualStages = ${pp}·${v}`
-        : `layers ${nLayer} not divisible by pp ${pp}`,
-    );
-  }
-  if (v > 1 && schedule !== 'interleaved') out.push(`virtualStages ${v} needs schedule interleaved (got ${schedule})`);
-  if (schedule === 'interleaved') {
-    if (pp === 1) out.push('schedule interleaved requires pp > 1');
-    if (v < 2) out.push('schedule interleaved requires virtualStages ≥ 2');
-    if (!div(m, pp)) out.push(`interleaved 1F1B needs micro-batches ${m} divisible by pp ${pp}`);
-  }
-  if (cp > 1 && cpKind === 'ring' && !div(T, 2 * cp)) {
-    out.push(`sequence ${T} not divisible by cp·2 = ${2 * cp} for zig-zag ring attention`);
-  }
-  if (cp > 1 && cpKind === 'ulysses') {
-    if (!div(T, cp)) out.push(`sequence ${T} not divisible by cp ${cp}`);
-    if (div(nHead, tp) && !div(nHead / tp, cp)) {
-      out.push(
-        tp > 1
-          ? `heads per TP rank ${nHead / tp} not divisible by the Ulysses degree cp ${cp}`
-          : `heads ${nHead} not divisible by the Ulysses degree cp ${cp}`,
-      );
-    }
-  }
-  if (sp && tp > 1 && div(T, cp) && !div(T / cp, tp)) {
-    out.push(`sequence ${T / cp} per CP rank not divisible by tp ${tp} for sequence parallelism`);
-  }
-  if (!div(batchSize, m * dp)) out.push(`batch ${batchSize} not divisible by micro-batches × dp (${m} × ${dp})`);
-  if (!div(dp, ep)) out.push(`ep must divide dp (ep ${ep}, dp ${dp})`);
-  if (ep > 1 && !nExpert) out.push(`ep ${ep} needs a mixture-of-experts model (nExpert)`);
-  if (nExpert !== undefined) {
-    if (!Number.isInteger(nExpert) || nExpert < 1) out.push(`nExpert must be a positive integer, got ${nExpert}`);
-    else if (!div(nExpert, ep)) out.push(`experts ${nExpert} not divisible by ep ${ep}`);
-  }
-  if (worldSize !== undefined && worldSize !== planWorldSize(plan)) {
-    out.push(`world size ${worldSize} ≠ dp·pp·cp·tp = ${dp}·${pp}·${cp}·${tp} = ${planWorldSize(plan)}`);
-  }
-  return out;
-}
-
-/**
- * Checks `plan` against `model` (and the world size when given) before anything starts.
- * @throws one Error listing every violated rule, e.g. "nEmbd 64 is not divisible by tp 3".
- */
-export function validatePlan(plan: ParallelPlan, model: PlanModel, worldSize?: number): ParallelPlan {
-  const problems = planProblems(plan, model, worldSize);
-  if (problems.length) throw new Error(`invalid parallel plan: ${problems.join('; ')}`);
-  return plan;
 }
 
 /** V padded up to a multiple of tp for the vocab-parallel embedding (see the module doc). */

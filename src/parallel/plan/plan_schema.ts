@@ -6,15 +6,9 @@
  * gradient accumulation splits it.
  */
 import { z } from 'zod';
-import {
-  CP_KINDS,
-  type CpKind,
-  makePlan,
-  type ParallelPlan,
-  type PlanModel,
-  planWorldSize,
-  rankParams,
-} from './plan.ts';
+import { type PlanModel, rankParams } from './plan.ts';
+import { CP_KINDS, type CpKind, type ParallelPlan, ParallelPlanSchema, planWorldSize } from './plan_type.ts';
+import { splitArchHelp } from './splits.ts';
 import { SCHEDULE_KINDS, type ScheduleKind } from '../pipeline/pipeline_schedule.ts';
 import { NET_PRESETS, parseNetwork } from '../../comm/network.ts';
 import { parseCompressPolicy } from '../../comm/compression.ts';
@@ -46,14 +40,16 @@ const netSpec = z.string().superRefine((text, ctx) => {
 
 export const PlanSchema = z.object({
   dp: degree('data-parallel degree; world size = dp·pp·cp·tp'),
-  tp: degree('tensor-parallel degree (divides nEmbd and nHead)'),
-  pp: degree('pipeline stages (divide nLayer)'),
-  cp: degree('context-parallel degree (ring: divides blockSize/2; ulysses: blockSize and heads)'),
-  ep: degree('expert-parallel degree inside dp (divides dp and nExpert; --arch gpt-moe | mamba-moe)'),
+  tp: degree(`tensor-parallel degree (divides nEmbd and nHead; ${splitArchHelp('tp')})`),
+  pp: degree(`pipeline stages (divide nLayer; ${splitArchHelp('pp')})`),
+  cp: degree(
+    `context-parallel degree (ring: divides blockSize/2; ulysses: blockSize and heads; ${splitArchHelp('cp')})`,
+  ),
+  ep: degree(`expert-parallel degree inside dp (divides dp and nExpert; ${splitArchHelp('ep')})`),
   zero: z.number().int().min(0).max(3).default(0).describe(
     'ZeRO stage over dp: 1 optimizer state, 2 + gradients, 3 + parameters',
   ),
-  sp: z.boolean().default(false).describe('Megatron sequence parallelism (needs tp > 1)'),
+  sp: z.boolean().default(false).describe(`Megatron sequence parallelism (needs tp > 1; ${splitArchHelp('sp')})`),
   microBatches: z.number().int().min(1).max(MAX_MICRO_BATCHES).optional()
     .describe('micro-batches splitting the global batch batchSize × gradAccum (unset: gradAccum)'),
   ppSchedule: z.enum(SCHEDULE_KINDS as [ScheduleKind, ...ScheduleKind[]]).default('1f1b').describe(
@@ -86,7 +82,7 @@ export type PlanOptions = z.infer<typeof PlanSchema>;
 
 /**
  * The plan `options` describe for a config with `gradAccum` (micro-batches default to it), not
- * yet checked against the model (see validatePlan).
+ * yet checked against the model (see rules.ts checkPlan): the plan schema (plan_type.ts) parses what they map to.
  * @param maxWorld the most ranks allowed: {@link MAX_RUN_WORLD} for a real run, {@link MAX_PLAN_WORLD} for a prediction.
  * @throws Error naming the flags when the world size or the pipeline schedule exceeds its maximum.
  */
@@ -96,22 +92,22 @@ export function planFromOptions(
   maxWorld: number,
 ): ParallelPlan {
   const o = PlanSchema.parse(options);
-  const plan = makePlan({
+  const plan = ParallelPlanSchema.parse({
     dp: o.dp,
     tp: o.tp,
     pp: o.pp,
     cp: o.cp,
     ep: o.ep,
-    zero: o.zero as ParallelPlan['zero'],
+    zero: o.zero,
     sp: o.sp,
     microBatches: o.microBatches ?? cfg.gradAccum,
     schedule: o.ppSchedule,
     virtualStages: o.virtualStages,
     cpKind: o.cpKind,
     compress: parseCompressPolicy(o.compress),
+    sync: syncSpecOf(o),
   });
-  const sync = syncSpecOf(o);
-  if (sync) plan.sync = sync;
+  if (plan.sync === undefined) delete plan.sync; // DDP: the field absent, as in a plan made in code
   const world = planWorldSize(plan);
   if (world > maxWorld) {
     const what = maxWorld === MAX_RUN_WORLD

@@ -6,8 +6,8 @@
  *
  * - One trainer (run_build.ts): every plan runs on MeshTrainer (mesh_trainer.ts) — data
  *   parallelism alone, any split by pp, cp, tp or ep, ZeRO-1/2/3 as its gradient-sync modes.
- *   {@link strategyOf} refuses up front a split an architecture cannot take (ep on a dense
- *   model; the rules of docs/design.md#one-model-many-contexts), naming the rule.
+ *   The host checks the plan once (plan/rules.ts's table, src/perf/measure.ts checkRun) and ranks receive it
+ *   checked: {@link RankRun.open} does not re-run the rules.
  * - Batch convention (as `npm run plan`): the global batch of one optimizer step is
  *   G = cfg.batchSize × cfg.gradAccum sequences, the rows the single-rank run of that G draws
  *   (data/dataset.ts: one global batch per step, however it is split), cut into plan.microBatches
@@ -33,11 +33,8 @@ import { CharTokenizer } from '../../data/tokenizer.ts';
 import { TextDataset } from '../../data/dataset.ts';
 import { parseConfig, type TrainConfig } from '../../train/config.ts';
 import { meanLoss } from '../../train/evaluate.ts';
-import { MOE_ARCHS, pipelineBlocks } from '../../models/archs.ts';
-import { type ParallelPlan, type PlanModel, type StrategyKind, validatePlan } from '../plan/plan.ts';
-import { checkArchSplit, strategyOf } from '../plan/strategy.ts';
-import { checkPipelinePieces } from '../plan/mesh_plan.ts';
-import { archLayout } from '../cost/arch_params.ts';
+import { type ParallelPlan, planWorldSize, type StrategyKind } from '../plan/plan.ts';
+import { rankPlanModel } from './plan_model.ts';
 import type { CommRow } from '../cost/cost.ts';
 import type { Sent } from '../mesh/traffic.ts';
 import type { RankRouting } from '../expert/moe_routing.ts';
@@ -48,9 +45,9 @@ import { StepStop } from './step_stop.ts';
 
 export { type StrategyKind } from '../plan/plan.ts';
 export { strategyOf } from '../plan/strategy.ts';
+export { planModelOf } from './plan_model.ts';
 export { dimOfKey, predictedTraffic, sentByDim } from '../cost/rank_traffic.ts';
 import { predictedTraffic, sentByDim } from '../cost/rank_traffic.ts';
-import { paddedVocabSize, tpVocabConfig } from '../../models/vocab_pad.ts';
 /** The corpus: text (char tokenizer built from it) or tokens already encoded on the host. */
 export type RunData = { text: string } | { tokens: Int32Array; vocabSize: number };
 
@@ -129,34 +126,6 @@ export function trainerConfig(plan: ParallelPlan, cfg: TrainConfig): TrainConfig
   return parseConfig({ ...cfg, batchSize: g / m, gradAccum: m });
 }
 
-/**
- * What validatePlan / stepTraffic need from a run config; nExpert and moeEvery only for an EP run
- * of a MoE architecture. `vocabSize` is the tokenizer's; the model's is padded by --pad-vocab to
- * a multiple of padVocab·tp (models/vocab_pad.ts), so memory and traffic count the rows trained.
- * @throws Error for recurrent-depth on a split it does not take (checkArchSplit, checkPipelinePieces).
- */
-export function planModelOf(plan: ParallelPlan, cfg: TrainConfig, tokenizerVocab: number): PlanModel {
-  // Its rules first: its parameter counts below would fail on a split it does not take with a less direct error.
-  if (cfg.arch === 'recurrent-depth') {
-    checkArchSplit(plan, cfg.arch);
-    checkPipelinePieces(plan, cfg);
-  }
-  const { nHead, nEmbd, blockSize } = cfg, nLayer = pipelineBlocks(cfg);
-  const moe = plan.ep > 1 && (MOE_ARCHS as readonly string[]).includes(cfg.arch);
-  const vocabSize = paddedVocabSize(tokenizerVocab, cfg.padVocab, plan.tp);
-  const layout = archLayout(tpVocabConfig(cfg, plan.tp), tokenizerVocab);
-  return {
-    ...(layout ? { layout } : {}),
-    nLayer,
-    nHead,
-    nEmbd,
-    blockSize,
-    batchSize: cfg.batchSize * cfg.gradAccum,
-    vocabSize,
-    ...(moe ? { nExpert: cfg.nExpert, moeEvery: cfg.moeEvery } : {}),
-  };
-}
-
 /** Token ids and vocabulary of the run's data (a char tokenizer over the text when given text). */
 function encoded(d: RunData): { tokens: Int32Array; vocabSize: number } {
   if (!('text' in d)) return d;
@@ -184,17 +153,21 @@ export class RankRun {
   ) {}
 
   /**
-   * Validates the plan against the model, opens this rank's device and builds its shard and trainer.
+   * Opens this rank's device and builds its shard and trainer for a plan the host has checked (plan/rules.ts).
    * @param priceActions the simulated clock's compute prices (src/perf/action_prices.ts), needed
    *   under a network model with a peak.
-   * @throws Error for an invalid plan or config, a world of the wrong size, or an unsupported plan.
+   * @throws Error for an invalid config or checkpoint, or a world of another size than the plan's.
    */
   static async open(world: Communicator, args: TrainRankArgs, priceActions?: PriceActions): Promise<RankRun> {
     const runCfg = parseConfig(args.cfg);
     const { tokens, vocabSize } = encoded(args.data);
-    const model = planModelOf(args.plan, runCfg, vocabSize);
-    validatePlan(args.plan, model, world.size);
-    const kind = strategyOf(args.plan, runCfg.arch), cfg = trainerConfig(args.plan, runCfg);
+    const model = rankPlanModel(args.plan, runCfg, vocabSize);
+    if (world.size !== planWorldSize(args.plan)) {
+      throw new Error(
+        `rank ${world.transport.rank}: world size ${world.size} ≠ the plan's ${planWorldSize(args.plan)} ranks`,
+      );
+    }
+    const kind: StrategyKind = 'mesh', cfg = trainerConfig(args.plan, runCfg);
     const data = new TextDataset(tokens, cfg.blockSize, cfg.valFraction, 'training data');
     const gpu = await Gpu.create({ backend: args.backend ?? 'auto', adapter: args.adapter });
     try {
