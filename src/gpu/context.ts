@@ -104,11 +104,7 @@ export class Gpu {
   /** Destroys the device (required on Dawn for the process to exit). */
   destroy(): void {
     this.loss.destroying();
-    if (this.lost) {
-      this.opened.close();
-      return;
-    }
-    this.flush();
+    if (!this.lost) this.flush();
     this.opened.close();
   }
 

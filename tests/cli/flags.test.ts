@@ -85,7 +85,7 @@ Deno.test('plan validates the MoE and plan flags with the train schema: same ref
   await rejects(planFromArgs(['--width', '1e9']), /^Error: --width 1e9 exceeds the maximum 400$/);
   await rejects(
     planFromArgs(['--ep', '2', '--dp', '2', '--vocab-size', '65']),
-    /ep 2 needs a mixture-of-experts model/,
+    /ep 2 needs --arch gpt-moe or mamba-moe, got gpt/, // one rule, one message: train's (plan/rule_table.ts)
   );
   const moe = await planFromArgs([
     '--arch',
