@@ -4,6 +4,10 @@
 # included), output after the summary, or no summary fails. Native aborts at exit once came from
 # libEGL, which Deno's wgpu no longer loads (docs/design.md#runtime-quirks): one now is a defect.
 set -uo pipefail
+# `--parallel` runs DENO_JOBS test files at once: two per core, at most 8, unless set. A file spends much
+# of its time waiting on worker ranks, subprocesses and the GPU queue, so one per core left the CPU idle
+# (fresh-clone CI on 2 cores, 2026-11-29: 20.6 min at one per core, 18.1 min at two; docs/development.md).
+export DENO_JOBS="${DENO_JOBS:-$(( $(nproc) * 2 > 8 ? 8 : $(nproc) * 2 ))}"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 deno test "$@" 2>&1 | tee "$log"

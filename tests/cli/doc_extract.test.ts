@@ -1,5 +1,5 @@
 /**
- * How tests/cli/doc_commands.test.ts reads a guide: which fences hold commands, where a comment
+ * How tests/cli/doc_commands*.test.ts read a guide: which fences hold commands, where a comment
  * starts, and where added flags go.
  */
 import { deepEqual, equal, throws } from 'node:assert/strict';

@@ -1,7 +1,7 @@
 /**
  * README.md is a tour: short, every guide it names exists and is named, every link of every guide
  * lands, and every command the README quotes in its text is one the guides' shell blocks give, so
- * tests/cli/doc_commands.test.ts runs it as written.
+ * tests/cli/doc_commands*.test.ts run it as written.
  */
 import { deepEqual, equal, ok } from 'node:assert/strict';
 import { documentedCommands, guideFiles } from '../util/doc_commands.ts';

@@ -1,6 +1,6 @@
 /**
  * The shell commands a user guide gives, read out of its fenced `sh` / `bash` blocks and run as
- * written in a scratch copy of the project (tests/cli/doc_commands.test.ts).
+ * written in a scratch copy of the project (tests/util/doc_rules.ts and tests/cli/doc_commands*.test.ts).
  */
 
 /** One command line of a guide's shell block. */
