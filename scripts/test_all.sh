@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
-# `npm test`: the Deno suite and the browser suite at the same time. On a 2-core machine the Deno
-# suite alone leaves part of the CPU idle (its files wait on worker ranks, subprocesses and the GPU
-# queue), which the browser suite fills: beside it the browser suite took 9.8 min instead of 5.5
-# and the Deno suite no longer waits for it (2026-11-29: CI 25.6 min with a cold shader cache,
-# against 26.0 min one after the other with a warm one; docs/development.md, "Tests"). The Deno
+# `npm test`: the Deno suite and the browser suite at the same time, so the browser suite fills
+# the CPU the Deno suite's files leave idle while they wait on worker ranks, subprocesses and the
+# GPU queue (2026-11-29, fresh-clone CI on 2 cores with a cold shader cache: 17.9 min in all, the
+# browser suite done in 6.1 of the Deno suite's 17.7; docs/development.md, "Tests"). The Deno
 # suite's output streams; the browser suite's is held in a file and printed after it, so the two
 # never interleave. The exit status is the Deno suite's when it failed, else the browser suite's.
 # `npm run test:unit` and `npm run test:e2e` run one side alone.
