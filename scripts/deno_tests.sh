@@ -7,7 +7,12 @@ set -uo pipefail
 # `--parallel` runs DENO_JOBS test files at once: two per core, at most 8, unless set. A file spends much
 # of its time waiting on worker ranks, subprocesses and the GPU queue, so one per core left the CPU idle
 # (fresh-clone CI on 2 cores, 2026-11-29: 20.6 min at one per core, 18.1 min at two; docs/development.md).
-export DENO_JOBS="${DENO_JOBS:-$(( $(nproc) * 2 > 8 ? 8 : $(nproc) * 2 ))}"
+# On Dawn (GPU=dawn) one per core: SwiftShader's compiles keep every core busy, and at two per core on 2
+# cores the parallel tests' collectives timed out waiting for ranks still compiling.
+per_core=2
+[ "${GPU:-}" = dawn ] && per_core=1
+jobs=$(( $(nproc) * per_core ))
+export DENO_JOBS="${DENO_JOBS:-$(( jobs > 8 ? 8 : jobs ))}"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 deno test "$@" 2>&1 | tee "$log"
