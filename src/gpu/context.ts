@@ -36,8 +36,8 @@ export class Gpu {
   readonly pool: BufferPool;
   readonly backend: OpenedDevice['backend'];
   readonly adapterDescription: string;
-  /** The adapter's architecture ('swiftshader', …): browsers leave the description empty unless unmasked. */
-  readonly adapterArchitecture: string;
+  /** The CPU driver behind the adapter (device.ts softwareDriver), null on a GPU; kernels pick variants by it. */
+  readonly softwareDriver: string | null;
   readonly features: ReadonlySet<string>;
   /** Software adapter (see OpenedDevice.isCpu); kernels pick CPU-friendly variants. */
   readonly isCpu: boolean;
@@ -66,7 +66,7 @@ export class Gpu {
     this.device = opened.device;
     this.backend = opened.backend;
     this.adapterDescription = opened.adapterInfo.description;
-    this.adapterArchitecture = opened.adapterInfo.architecture ?? '';
+    this.softwareDriver = opened.softwareDriver;
     this.features = new Set(opened.features);
     this.isCpu = opened.isCpu;
     this.subgroups = subgroups;

@@ -24,6 +24,8 @@ export interface OpenedDevice {
    * there, because workgroup barriers cost more than the arithmetic they synchronise.
    */
   isCpu: boolean;
+  /** The software driver behind the adapter ({@link softwareDriver}: 'llvmpipe', 'swiftshader', …), else null. */
+  softwareDriver: string | null;
   /** Closes the device; on Dawn this also lets the process exit. */
   close(): void;
 }
@@ -64,6 +66,7 @@ const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
 
 interface DenoLike {
   env: { get(k: string): string | undefined; set(k: string, v: string): void; delete(k: string): void };
+  build: { os: string };
   statSync(p: string): unknown;
   pid: number;
 }
@@ -78,8 +81,9 @@ const deno = (globalThis as unknown as { Deno?: DenoLike }).Deno;
  * limited to Vulkan through its own variable, read when the first adapter is requested.
  */
 function vulkanOnlyOnLinux(): void {
-  const os = (globalThis as { Deno?: { build?: { os?: string } } }).Deno?.build?.os;
-  if (os === 'linux' && deno?.env.get(WGPU_BACKENDS_ENV) === undefined) deno?.env.set(WGPU_BACKENDS_ENV, 'vulkan');
+  if (deno?.build.os === 'linux' && deno.env.get(WGPU_BACKENDS_ENV) === undefined) {
+    deno.env.set(WGPU_BACKENDS_ENV, 'vulkan');
+  }
 }
 
 /** Deno's variable that picks the backends of its WebGPU (a comma list: vulkan, gl, metal, dx12). */
@@ -241,15 +245,27 @@ export async function openDevice(opts: OpenOptions = {}): Promise<OpenedDevice> 
     );
   }
   const fallback = (info as { isFallbackAdapter?: boolean }).isFallbackAdapter === true;
-  const isCpu = fallback || /llvmpipe|lavapipe|swiftshader|softpipe|basic render|warp/i.test(adapterInfo.description);
+  const driver = softwareDriver(adapterInfo);
   return {
     device,
     adapterInfo,
     backend,
-    isCpu,
+    isCpu: fallback || driver !== null,
+    softwareDriver: driver,
     features: features as string[],
     close: () => device.destroy(),
   };
+}
+
+/**
+ * The CPU driver an adapter runs on, lower-cased ('llvmpipe' for lavapipe, 'swiftshader', 'warp', …), read from its
+ * description or, where a browser masks the description, its architecture; null for a GPU.
+ */
+export function softwareDriver(info: { description: string; architecture: string }): string | null {
+  const m = /llvmpipe|lavapipe|swiftshader|softpipe|basic render|warp/i.exec(
+    `${info.description} ${info.architecture}`,
+  );
+  return m ? m[0].toLowerCase() : null;
 }
 
 function mib(bytes: number): string {

@@ -105,6 +105,7 @@ export class MetaGpu extends Gpu {
       backend: 'wgpu',
       features: o.features ?? ['shader-f16'],
       isCpu: false,
+      softwareDriver: null,
       close() {},
     };
     super(opened, o.shaders ?? NO_SHADERS, false);

@@ -35,7 +35,7 @@ export const registerTile = { rowQuads: 0 };
  */
 export function rowQuads(gpu: Gpu): number {
   if (registerTile.rowQuads) return registerTile.rowQuads;
-  return /swiftshader/i.test(`${gpu.adapterDescription} ${gpu.adapterArchitecture}`) ? 8 : MAX_ROW_QUADS;
+  return gpu.softwareDriver === 'swiftshader' ? 8 : MAX_ROW_QUADS;
 }
 
 /**

@@ -10,6 +10,7 @@ import { check } from '../util/matmul_check.ts';
 import { matmulTuning } from '../../src/kernels/matmul.ts';
 import { cutTile, registerTile, rowQuads } from '../../src/kernels/matmul_cpu.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
+import { softwareDriver } from '../../src/gpu/device.ts';
 
 const LAYOUTS: [string, boolean, boolean][] = [['NN', false, false], ['NT', false, true], ['TN', true, false], [
   'TT',
@@ -39,8 +40,8 @@ for (const quads of [8, 1]) {
 }
 
 Deno.test('matmul register tile: 32 rows on SwiftShader, the whole 64 elsewhere; bad cuts refused', () => {
-  const on = (adapterDescription: string, adapterArchitecture = '') =>
-    rowQuads({ adapterDescription, adapterArchitecture } as Gpu);
+  const on = (description: string, architecture = '') =>
+    rowQuads({ softwareDriver: softwareDriver({ description, architecture }) } as Gpu);
   equal(on('SwiftShader Device (LLVM 10.0.0)'), 8);
   equal(on('', 'swiftshader'), 8, "a browser's masked adapter: the architecture alone");
   equal(on('llvmpipe (LLVM 15.0.6, 256 bits)'), 16);
