@@ -130,7 +130,7 @@ function onPlanChange(r: ParallelResult): void {
   planResult = r;
   if (state === 'ready' && !r.ok) setStatus(`Cannot start: invalid parallel plan: ${r.problems.join('; ')}`);
   else if (state === 'ready' && r.ok && !wasOk) setStatus('Ready. Choose a setup and press Start training.');
-  if (r.ok && formResult?.ok) views?.setPlan(r.choice.plan, planModel(formResult.cfg), formResult.cfg.arch, formResult.cfg);
+  if (r.ok && formResult?.ok) views?.setPlan(r.choice.plan, planModel(formResult.cfg), formResult.cfg.arch, formResult.cfg, info?.vocabSize ?? 65);
   refreshStart();
 }
 

@@ -82,6 +82,8 @@ export async function planFromArgs(
     cfg: TrainConfig;
     flags: PlanCliOptions & { net?: string; gpu: Backend };
     help: boolean;
+    /** The tokenizer's vocabulary (the model's is padded to it). */
+    vocab: number;
   }
 > {
   const { args, cfg, plan } = await checkCommand(argv, 'plan');
@@ -91,17 +93,17 @@ export async function planFromArgs(
     gpu: args.gpu as Backend,
   };
   if (args.help || !cfg || !plan) {
-    return { plan: makePlan(), model: {} as PlanModel, cfg: {} as TrainConfig, flags, help: true };
+    return { plan: makePlan(), model: {} as PlanModel, cfg: {} as TrainConfig, flags, help: true, vocab: 0 };
   }
-  const model = planModelOf(plan, cfg, await vocabSize(cfg, flags.vocabSize));
+  const vocab = await vocabSize(cfg, flags.vocabSize), model = planModelOf(plan, cfg, vocab);
   checkPlan(plan, model, undefined, runFactsOf(cfg));
-  return { plan, model, cfg, flags, help: false };
+  return { plan, model, cfg, flags, help: false, vocab };
 }
 
 /** Runs the CLI; returns the text it printed. */
 export async function main(argv: string[]): Promise<string> {
   if (isSearchArgv(argv)) return await planSearchMain(argv); // the performance model: src/cli/plan_search.ts
-  const { plan, model, cfg, flags: f, help } = await planFromArgs(argv);
+  const { plan, model, cfg, flags: f, help, vocab } = await planFromArgs(argv);
   if (help) {
     console.log(HELP + trainHelp());
     return HELP;
@@ -116,7 +118,7 @@ export async function main(argv: string[]): Promise<string> {
   };
   const world = planWorldSize(plan), me = f.rank;
   if (me >= world) throw new Error(`--rank ${me} is outside the plan's ${world} ranks`);
-  const { text, acts } = predictionReport(plan, model, cfg, net, opts, f);
+  const { text, acts } = await predictionReport(plan, model, cfg, net, opts, { ...f, vocabSize: vocab });
   console.log(text);
   if (!f.measure) return text;
   const { tokenizer, texts } = await loadTrainingData(cfg);

@@ -21,22 +21,59 @@ import type { NativeGroup, Wire } from './wire.ts';
 /** Elements by `group/op`. */
 export type Counts = Record<string, number>;
 
+/** The calls of one kind a counting rank made: one group, one op, one buffer size. */
+export interface CountedCall {
+  /** Group id (`tp[0,1]/act`, `pp[0,2]:p2p`, …). */
+  group: string;
+  /** World ranks of the group: its members, or for a point-to-point group those its id names. */
+  ranks: number[];
+  /** `allReduce`, `send`, …: the op of the key `group/op`. */
+  op: string;
+  /** Elements of one call's buffer (comm/cost.ts's convention; a send's message). */
+  n: number;
+  calls: number;
+  /** Elements this rank sent in these calls (4 bytes each). */
+  elements: number;
+  messages: number;
+}
+
+/** The world ranks a group id names between its brackets (`pp[0,4]:p2p` → [0, 4]; `world` → none). */
+function ranksNamed(id: string): number[] {
+  const m = /\[([\d,]+)\]/.exec(id);
+  return m ? m[1].split(',').map(Number) : [];
+}
+
 /** The wire of a counting rank: posts are counted and dropped, collectives are counted groups. */
 class CountingWire implements Wire {
   readonly counts = new Map<string, number>();
+  readonly calls = new Map<string, CountedCall>();
+  readonly members = new Map<string, number[]>();
 
   constructor(readonly rank: number, readonly worldSize: number) {}
 
-  add(key: string, elements: number): void {
-    if (elements > 0) this.counts.set(key, (this.counts.get(key) ?? 0) + elements);
+  add(group: string, op: string, n: number, elements: number, messages: number): void {
+    if (elements <= 0) return;
+    const key = `${group}/${op}`, call = `${key}/${n}`;
+    this.counts.set(key, (this.counts.get(key) ?? 0) + elements);
+    const had = this.calls.get(call);
+    if (had) {
+      had.calls++;
+      had.elements += elements;
+      had.messages += messages;
+    } else {
+      const ranks = this.members.get(group) ?? ranksNamed(group);
+      this.calls.set(call, { group, ranks, op, n, calls: 1, elements, messages });
+    }
   }
 
   post(_dst: number, env: Envelope): void {
-    this.add(`${env.header.group}/${env.header.op}`, env.payload.byteLength / 4);
+    const n = env.payload.byteLength / 4;
+    this.add(env.header.group, env.header.op, n, n, 1);
   }
 
   postView(_dst: number, header: Header, bytes: Uint8Array): void {
-    this.add(`${header.group}/${header.op}`, bytes.byteLength / 4);
+    const n = bytes.byteLength / 4;
+    this.add(header.group, header.op, n, n, 1);
   }
 
   listen(): void {}
@@ -44,10 +81,11 @@ class CountingWire implements Wire {
 
   group(ranks: readonly number[], id: string): NativeGroup {
     const p = ranks.length, r = ranks.indexOf(this.rank);
+    this.members.set(id, [...ranks]);
     // n: the element count of the call's buffer (comm/cost.ts's convention: an all-gather's whole output).
     const count = (coll: SizedCollective, n: number, root = 0) => {
-      const algorithm = ALGORITHMS[coll][0];
-      this.add(`${id}/${coll}`, collectiveTraffic(coll, algorithm, n, p, r, root).elements);
+      const tr = collectiveTraffic(coll, ALGORITHMS[coll][0], n, p, r, root);
+      this.add(id, coll, n, tr.elements, tr.messages);
       return Promise.resolve();
     };
     return {
@@ -90,6 +128,8 @@ export interface CountingRank {
   world: Communicator;
   /** Elements sent since the last call, by `group/op`; counting starts again from zero. */
   take(): Counts;
+  /** The calls made since the last call, one entry per (group, op, buffer size); counting starts again. */
+  takeCalls(): CountedCall[];
 }
 
 /**
@@ -105,6 +145,13 @@ export function countingWorld(rank: number, worldSize: number): CountingRank {
     take() {
       const out = Object.fromEntries(wire.counts);
       wire.counts.clear();
+      wire.calls.clear();
+      return out;
+    },
+    takeCalls() {
+      const out = [...wire.calls.values()];
+      wire.counts.clear();
+      wire.calls.clear();
       return out;
     },
   };

@@ -21,7 +21,7 @@ import {
   type StrategyKind,
   zeroWorkingElements,
 } from '../parallel/plan/plan.ts';
-import type { PlanDim, TrafficOptions } from '../parallel/cost/cost.ts';
+import type { CommRow, PlanDim, TrafficOptions } from '../parallel/cost/cost.ts';
 import { compressionSection, rankStepTraffic } from './compression_report.ts';
 import { rankMemory } from './memory_cost.ts';
 import { bubbleFraction, dryRun } from '../parallel/pipeline/pipeline_sim.ts';
@@ -44,20 +44,22 @@ export interface PredictionOptions {
   backwardMs: number;
   /** Columns of the timeline chart. */
   width: number;
+  /** The tokenizer's vocabulary (the model's may be padded), which the rank models are built with. */
+  vocabSize: number;
 }
 
 /**
  * The predicted report of `plan` for `model` on `net` (traffic rows per `traffic`), as the text
  * `npm run plan` prints, with the activation predictions a measured step is later set beside.
  */
-export function predictionReport(
+export async function predictionReport(
   plan: ParallelPlan,
   model: PlanModel,
   cfg: TrainConfig,
   net: NetworkModel,
   traffic: TrafficOptions,
   o: PredictionOptions,
-): { text: string; acts: PredictedActivations } {
+): Promise<{ text: string; acts: PredictedActivations }> {
   const world = planWorldSize(plan), me = o.rank;
   const b = model.batchSize / (plan.dp * plan.microBatches), d = plan.dp * plan.cp;
   const out = [
@@ -116,9 +118,12 @@ export function predictionReport(
     ], memRows),
   );
   out.push(activationNote(acts, plan, model, me), '');
+  // Every rank's step as its model sends it (a meta step each), and rank me's without the compression policy.
+  const rows = await Promise.all(ranks.map((r) => rankStepTraffic(plan, cfg, o.vocabSize, r, traffic)));
+  const raw = plan.compress ? await rankStepTraffic(plan, cfg, o.vocabSize, me, traffic, true) : rows[me];
   out.push(
-    ...trafficSection(plan, model, cfg, net, traffic, me),
-    ...compressionSection(plan, model, cfg, net, traffic, me),
+    ...trafficSection(plan, net, traffic, rows, me),
+    ...compressionSection(plan, raw, rows[me], net, me),
     ...pipelineSection(plan, model, net, o, b),
   );
   return { text: out.join('\n'), acts };
@@ -127,16 +132,14 @@ export function predictionReport(
 /** The communication tables: elements every rank sends by dimension, then rank `me` call by call. */
 function trafficSection(
   plan: ParallelPlan,
-  model: PlanModel,
-  cfg: TrainConfig,
   net: NetworkModel,
   opts: TrafficOptions,
+  traffic: CommRow[][],
   me: number,
 ): string[] {
   const out: string[] = [];
   const ranks = [...Array(planWorldSize(plan)).keys()];
   const dims: PlanDim[] = ['dp', 'tp', 'pp', 'cp', 'ep'];
-  const traffic = ranks.map((r) => rankStepTraffic(plan, model, cfg, r, opts));
   out.push('communication per optimizer step: elements each rank sends, by parallel dimension (4 B each)');
   out.push(
     table(
@@ -156,7 +159,9 @@ function trafficSection(
     '',
   );
   out.push(
-    `rank ${me} in detail (${opts.algorithm} collectives; ≈ marks counts that depend on implementation choices or, for recurrent depth, on the r drawn each step (counted at its mean)):`,
+    `rank ${me} in detail (${
+      opts.algorithm ?? 'ring'
+    } collectives; counted from the model's own step over the meta GPU; ≈ marks the outer sync's average per step):`,
   );
   out.push(
     traffic[me].length

@@ -9,7 +9,7 @@ import { parseCompressPolicy } from '../../src/comm/compression.ts';
 import type { Span } from '../../src/comm/trace.ts';
 import { stepTraffic } from '../../src/parallel/cost/cost.ts';
 import { makePlan, type PlanModel } from '../../src/parallel/plan/plan.ts';
-import { compressionByDim } from '../../src/perf/compression_report.ts';
+import { shapeCompressionByDim } from '../../src/perf/compression_report.ts';
 
 const MODEL: PlanModel = { nLayer: 2, nHead: 2, nEmbd: 32, blockSize: 16, batchSize: 8, vocabSize: 65 };
 const bytes = (rows: { elements: number }[]) => rows.reduce((a, r) => a + 4 * r.elements, 0);
@@ -36,7 +36,7 @@ Deno.test('compression figures: raw and compressed per dimension are the plan re
   for (const r of rows) {
     let raw = 0, packed = 0, unplanned = 0;
     for (let k = 0; k < 4; k++) {
-      const d = compressionByDim(plan, MODEL, undefined, {}, k).find((x) => x.dim === r.dim)!;
+      const d = shapeCompressionByDim(plan, MODEL, {}, k).find((x) => x.dim === r.dim)!;
       raw += 3 * bytes(d.raw);
       packed += 3 * bytes(d.packed);
       unplanned += 3 * bytes(stepTraffic({ ...plan, compress: undefined }, MODEL, k).filter((x) => x.dim === r.dim));

@@ -14,12 +14,12 @@ import { plainConfig } from './mesh_rank.ts';
 import { localMeshRun } from './mesh_harness.ts';
 import type { Named } from './mesh_rank.ts';
 import { makePlan, type ParallelPlan, planGroup, planMesh, rankParams } from '../../src/parallel/plan/plan.ts';
-import { stepTraffic, trafficByKind } from '../../src/parallel/cost/cost.ts';
-import { planModelOf, sentByDim } from '../../src/parallel/run/run.ts';
+import { trafficByKind } from '../../src/parallel/cost/cost.ts';
+import { derivedTraffic } from '../../src/parallel/cost/derived_rows.ts';
+import { planModelOf, sentByDim, trainerConfig } from '../../src/parallel/run/run.ts';
 import { checkArchSplit } from '../../src/parallel/plan/strategy.ts';
 import { shardKind, TP_TABLE, tpRole, unshardParam } from '../../src/parallel/tensor/tp_table.ts';
 import { createModel } from '../../src/models/registry.ts';
-import { trainIterations } from '../../src/models/recurrence.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import type { Gpu } from '../../src/gpu/context.ts';
 
@@ -150,20 +150,14 @@ for (const [what, arch, over] of CASES) {
     const plan = makePlan(over), ref = await singleRankRun(gpu, plainConfig({ ...cfg, recompute: 'none' }), TEXT);
     const res = await localMeshRun(gpu, plan, cfg, TEXT);
     const model = planModelOf(plan, parseConfig(cfg), ref.vocabSize);
-    const full = parseConfig(cfg), depth = full.arch === 'recurrent-depth';
+    const full = parseConfig(cfg);
     for (const [r, x] of res.entries()) {
       ok(maxRel(x.losses, ref.losses) < 1e-4, `${what} rank ${r}: losses ${x.losses} vs ${ref.losses}`);
-      // The planner counts this architecture's parameters and collectives exactly (arch_params.ts, cost.ts).
+      // The planner counts this architecture's parameters and collectives from its model (cost/derived_*.ts).
       equal(x.count, rankParams(plan, model, r).dense, `${what} rank ${r}: parameters held`);
       for (const [step, sent] of x.sent.entries()) {
         // Recurrent depth: the step's r sets how many core iterations communicate.
-        const rows = stepTraffic(plan, model, r, {
-          trainer: 'mesh',
-          recompute: full.recompute,
-          buckets: x.zero?.buckets,
-          sharedPieces: x.zero?.shared,
-          ...(depth && { coreIterations: trainIterations(full, step) }),
-        });
+        const rows = await derivedTraffic(trainerConfig(plan, full), plan, ref.vocabSize, r, { step });
         deepStrictEqual(
           rows.filter((row) => !row.exact).map((row) => row.what),
           [],
@@ -173,7 +167,7 @@ for (const [what, arch, over] of CASES) {
         deepStrictEqual(
           measured,
           Object.fromEntries(trafficByKind(rows)),
-          `${what} rank ${r} step ${step}: stepTraffic = measured`,
+          `${what} rank ${r} step ${step}: derived traffic = measured`,
         );
       }
     }

@@ -6,17 +6,17 @@
  * every architecture's branch of it included: the recurrent blocks', recurrent depth's r iterations and MoE's
  * all-to-alls.
  */
-import { deepStrictEqual, equal, rejects } from 'node:assert/strict';
+import { deepStrictEqual, equal, rejects, throws } from 'node:assert/strict';
 import { closeLocalWorld, localWorld } from '../../src/comm/local.ts';
 import { countingWorld } from '../../src/comm/counting.ts';
 import type { Communicator } from '../../src/comm/communicator.ts';
 import { TrafficMeter } from '../../src/parallel/mesh/traffic.ts';
 import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 import { makePlan, type ParallelPlan, planWorldSize } from '../../src/parallel/plan/plan.ts';
-import { strategyOf } from '../../src/parallel/plan/strategy.ts';
 import { derivedStepTraffic } from '../../src/parallel/cost/derived_traffic.ts';
-import { predictedTraffic, sentByDim } from '../../src/parallel/cost/rank_traffic.ts';
-import { trafficByKind } from '../../src/parallel/cost/cost.ts';
+import { sentByDim } from '../../src/parallel/cost/rank_traffic.ts';
+import { stepTraffic, trafficByKind } from '../../src/parallel/cost/cost.ts';
+import { derivedTraffic } from '../../src/parallel/cost/derived_rows.ts';
 import { planModelOf } from '../../src/parallel/run/run.ts';
 import { microConfig } from './mesh_rank.ts';
 import { tinyConfig } from './harness.ts';
@@ -59,63 +59,60 @@ Deno.test('a counting rank refuses a collective that runs message by message, na
   );
 });
 
-const DEPTH = { arch: 'recurrent-depth', nEmbd: 16, recurIters: 3, recurBackprop: 2, nLayer: 3 } as const;
-
-/** Plans of arch_parity.test.ts, cost.test.ts and ep_mesh.test.ts: every stepTraffic branch, ZeRO's buckets included. */
+/** GPT plans of arch_parity.test.ts, cost.test.ts and ep_mesh.test.ts: every branch of the analytical model, ZeRO's buckets included. */
 const CASES: [Partial<TrainConfig>, Partial<ParallelPlan>][] = [
   [{ nEmbd: 16 }, { tp: 2 }],
   [{ nEmbd: 16, recompute: 'full' }, { cp: 2, tp: 2, sp: true }],
+  [{ nEmbd: 16, recompute: 'selective' }, { cp: 2, microBatches: 2 }],
   [{ nEmbd: 16, nHead: 4 }, { cp: 2, cpKind: 'ulysses', tp: 2 }],
   [{ nEmbd: 16, nLayer: 4 }, { pp: 2, schedule: 'interleaved', virtualStages: 2, microBatches: 2 }],
   [{ nEmbd: 16, nLayer: 4 }, { pp: 2, dp: 2, tp: 2, microBatches: 2 }],
   [{ nEmbd: 16 }, { dp: 2, zero: 3, tp: 2, sp: true }],
-  [{ arch: 'mamba', nEmbd: 16 }, { tp: 2, sp: true }],
-  [{ arch: 'mamba', nEmbd: 16, recompute: 'full' }, { tp: 2 }],
-  [{ arch: 'mamba', nEmbd: 16, recompute: 'full' }, { pp: 2, microBatches: 2 }],
-  [{ arch: 'linear', nEmbd: 16, linearDecay: 'channel', recompute: 'full' }, { tp: 2 }],
-  [{ arch: 'linear', nEmbd: 16, batchSize: 3 }, { tp: 2, sp: true }],
-  [{ arch: 'linear', nEmbd: 16, batchSize: 2, recompute: 'full' }, { dp: 2, tp: 2, sp: true }],
-  [{ arch: 'hybrid', nEmbd: 16, attnEvery: 2 }, { dp: 2, tp: 2 }],
-  [{ arch: 'hybrid', nEmbd: 16, attnEvery: 1, recompute: 'selective' }, { tp: 2 }],
-  [{ arch: 'hybrid', nEmbd: 16, attnEvery: 1 }, { dp: 2, pp: 2, zero: 2, microBatches: 2 }],
-  [{ arch: 'hybrid', nEmbd: 16, nLayer: 4, attnEvery: 1 }, {
-    dp: 2,
-    pp: 2,
-    zero: 3,
-    schedule: 'interleaved',
-    virtualStages: 2,
-    microBatches: 2,
-  }],
-  [{ ...DEPTH, recompute: 'full' }, { tp: 2, sp: true }],
-  [{ ...DEPTH, recompute: 'selective' }, { dp: 2, cp: 2, cpKind: 'ulysses' }],
-  [{ ...DEPTH }, { dp: 2, tp: 2, zero: 3 }],
-  [{ ...DEPTH, nLayer: 4, preludeLayers: 1, codaLayers: 2 }, {
-    pp: 2,
-    tp: 2,
-    schedule: 'interleaved',
-    virtualStages: 2,
-    microBatches: 2,
-  }],
+  [{ nEmbd: 16, nLayer: 4 }, { dp: 2, pp: 2, zero: 2, microBatches: 2 }],
   [{ arch: 'gpt-moe', nEmbd: 16, nExpert: 4, moeEvery: 2 }, { dp: 4, ep: 2 }],
   [{ arch: 'gpt-moe', nEmbd: 16, nExpert: 4 }, { dp: 2, ep: 2, tp: 2, sp: true }],
   [{ arch: 'gpt-moe', nEmbd: 16, nExpert: 4 }, { dp: 4, ep: 2, zero: 2 }],
-  [{ arch: 'mamba-moe', nEmbd: 16, nExpert: 4 }, { dp: 2, ep: 2 }],
 ];
 
-Deno.test('derived step traffic = stepTraffic per dimension and collective, every rank, exact rows', async () => {
+Deno.test('traffic counted from the model = the analytical model of a GPT of its shape, per dimension and collective, every rank', async () => {
   const V = 11;
   for (const [arch, over] of CASES) {
     const plan = makePlan(over), what = `${JSON.stringify(arch)} ${JSON.stringify(over)}`;
-    const cfg = parseConfig(microConfig(plan, tinyConfig({ ...arch, dState: 4, expand: 2, dConv: 4 })));
-    const model = planModelOf(plan, cfg, V), kind = strategyOf(plan, cfg.arch);
-    // Recurrent depth draws r per step (3 on average, 2 recorded): two steps see different r.
-    for (const step of cfg.arch === 'recurrent-depth' ? [0, 1, 2] : [0]) {
-      for (let r = 0; r < planWorldSize(plan); r++) {
-        const d = await derivedStepTraffic(cfg, plan, V, r, { step });
-        const rows = predictedTraffic(kind, plan, model, cfg, r, d.zero ?? {}, step);
-        deepStrictEqual(rows.filter((x) => !x.exact).map((x) => x.what), [], `${what}: every row exact`);
-        deepStrictEqual(sentByDim(d.sent), Object.fromEntries(trafficByKind(rows)), `${what} rank ${r} step ${step}`);
-      }
+    const cfg = parseConfig(microConfig(plan, tinyConfig(arch)));
+    const { nLayer, nHead, nEmbd, blockSize, batchSize, nExpert, moeEvery } = cfg;
+    const shape = {
+      nLayer,
+      nHead,
+      nEmbd,
+      blockSize,
+      batchSize: batchSize * cfg.gradAccum,
+      vocabSize: V,
+      ...(cfg.arch === 'gpt-moe' && { nExpert, moeEvery }),
+    };
+    for (let r = 0; r < planWorldSize(plan); r++) {
+      const d = await derivedStepTraffic(cfg, plan, V, r), rows = await derivedTraffic(cfg, plan, V, r);
+      deepStrictEqual(sentByDim(d.sent), Object.fromEntries(trafficByKind(rows)), `${what} rank ${r}: rows = counts`);
+      const analytic = stepTraffic(plan, shape, r, {
+        ...(d.zero && { buckets: d.zero.buckets, expertBuckets: d.zero.expertBuckets, spBuckets: d.zero.spBuckets }),
+        bias: cfg.bias,
+        topK: cfg.moeTopK,
+        capacityFactor: cfg.capacityFactor,
+        moeEvery,
+        trainer: 'mesh',
+        recompute: cfg.recompute,
+      });
+      deepStrictEqual(analytic.filter((x) => !x.exact).map((x) => x.what), [], `${what}: every analytical row exact`);
+      deepStrictEqual(
+        Object.fromEntries(trafficByKind(rows)),
+        Object.fromEntries(trafficByKind(analytic)),
+        `${what} rank ${r}`,
+      );
     }
   }
+});
+
+Deno.test('the analytical model refuses a plan model of another architecture, naming where its traffic is counted', () => {
+  const cfg = parseConfig(tinyConfig({ arch: 'mamba', nEmbd: 16, dState: 4, expand: 2, dConv: 4 })),
+    plan = makePlan({ tp: 2 });
+  throws(() => stepTraffic(plan, planModelOf(plan, cfg, 11), 0), /not --arch mamba.*derivedTraffic/);
 });

@@ -7,7 +7,7 @@
  * micro-batch in dp token groups, one per rank: losses within 1e-4 relative and norms within 1e-3 on every
  * rank over 10 steps, the step-0 gradients by relative RMS and the final parameters gathered
  * from the shards, each rank's parameters = the planner's, and the elements each rank sends per
- * step = cost.ts stepTraffic, every row exact.
+ * step = the traffic counted from the model (cost/derived_rows.ts), every row exact.
  */
 import { deepStrictEqual, equal, ok } from 'node:assert/strict';
 import { gpuTest } from '../util/gpu.ts';
@@ -18,7 +18,8 @@ import { localMeshRun } from './mesh_harness.ts';
 import { microConfig } from './mesh_rank.ts';
 import { flat } from './single_rank.ts';
 import { makePlan, type ParallelPlan, rankParams } from '../../src/parallel/plan/plan.ts';
-import { stepTraffic, trafficByKind } from '../../src/parallel/cost/cost.ts';
+import { trafficByKind } from '../../src/parallel/cost/cost.ts';
+import { derivedTraffic } from '../../src/parallel/cost/derived_rows.ts';
 import { rankMemory } from '../../src/perf/memory_cost.ts';
 import { planModelOf, sentByDim, trainerConfig } from '../../src/parallel/run/run.ts';
 import { strategyOf } from '../../src/parallel/plan/strategy.ts';
@@ -88,16 +89,7 @@ for (const [what, extra, p] of CASES) {
       ok(maxRel(x.gradNorms, ref.gradNorms) < 1e-3, `${what} rank ${r}: norms ${x.gradNorms} vs ${ref.gradNorms}`);
       const want = rankParams(plan, model, r, cfg.bias);
       equal(x.count, want.dense + want.expert, `${what} rank ${r}: parameters held vs the planner`);
-      const rows = stepTraffic(plan, model, r, {
-        trainer: 'mesh',
-        bias: cfg.bias,
-        topK: cfg.moeTopK,
-        capacityFactor: cfg.capacityFactor,
-        moeEvery: cfg.moeEvery,
-        recompute: cfg.recompute,
-        buckets: x.zero?.buckets,
-        expertBuckets: x.zero?.expertBuckets,
-      });
+      const rows = await derivedTraffic(cfg, plan, V, r);
       deepStrictEqual(rows.filter((row) => !row.exact).map((row) => row.what), [], `${what} rank ${r}: rows exact`);
       if (x.zero) {
         // npm run plan's model-state bytes (dense over dp, experts over their edp group), up to

@@ -5,7 +5,7 @@
  * relative for 10 steps, step-0 gradients within RMS 5e-3, parameters after 10 steps within
  * 1e-4 + 1e-3·|ref|, for gpt-moe and mamba-moe with ep = dp = 2 and for gpt-moe with dp 4 × ep 2
  * (experts replicated over the two EP groups). The elements each rank sends per step equal
- * the exact formula, and cost.ts stepTraffic (trainer 'mesh'):
+ * the exact formula, and the traffic counted from the model (cost/derived_rows.ts):
  *   allToAll over ep: 4·L_moe·m·(ep−1)/ep·E·cap·C with cap = ⌈capacityFactor·topK·b·T/E⌉, b = B/dp rows
  *   ring allReduces: Ψ_dense over dp, this rank's Ψ_expert over the dp/ep ranks holding the same
  *     experts (none when ep = dp), and [‖g‖² share, loss share] (2 elements) over the world.
@@ -17,7 +17,8 @@ import { maxRel, ringAllReduceSent, TEXT, WORKER_TEST } from './harness.ts';
 import { type EpArgs, epData, epPlan, epReference, type EpResult, withEpWorld } from './ep_harness.ts';
 import { allToAllFromExperts, allToAllToExperts } from '../../src/parallel/expert/expert_exchange.ts';
 import { expertShard } from '../../src/parallel/expert/expert_exchange.ts';
-import { planModelOf, trainerConfig } from '../../src/parallel/run/run.ts';
+import { trainerConfig } from '../../src/parallel/run/run.ts';
+import { derivedTraffic } from '../../src/parallel/cost/derived_rows.ts';
 import { closeLocalWorld, localWorld, onEveryRank } from '../../src/comm/local.ts';
 import { stepTraffic } from '../../src/parallel/cost/cost.ts';
 import { makePlan, planGroup } from '../../src/parallel/plan/plan.ts';
@@ -56,7 +57,7 @@ const DP4_EP2 = run({ arch: 'gpt-moe', moeTopK: 2, capacityFactor: 1, moeEvery: 
 type Ref = Awaited<ReturnType<typeof epReference>>;
 
 /** Every check of one run of `res.length` = dp ranks against the single-rank reference. */
-function checkRun(args: EpArgs, res: EpResult[], ref: Ref): void {
+async function checkRun(args: EpArgs, res: EpResult[], ref: Ref): Promise<void> {
   const { cfg, vocabSize } = epData(args);
   const dp = res.length, ep = args.ep ?? dp, plan = epPlan(args, dp);
   const what = `${cfg.arch} dp ${dp} ep ${ep} top-${cfg.moeTopK} moeEvery ${cfg.moeEvery}`;
@@ -102,19 +103,13 @@ function checkRun(args: EpArgs, res: EpResult[], ref: Ref): void {
       want[`edp[${edp}]/experts/allReduce`] = ringAllReduceSent(r.expert, edp.length, edp.indexOf(rank));
     }
     for (const sent of r.sent) deepStrictEqual(sent, want, `${what} rank ${rank}`);
-    const rows = stepTraffic(plan, planModelOf(plan, trainerConfig(plan, cfg), vocabSize), rank, {
-      topK,
-      capacityFactor,
-      bias: cfg.bias,
-      moeEvery,
-      trainer: 'mesh',
-    });
+    const rows = await derivedTraffic(trainerConfig(plan, cfg), plan, vocabSize, rank);
     equal(
       rows.reduce((a, x) => a + x.elements, 0),
       Object.values(want).reduce((a, b) => a + b, 0),
-      `${what} rank ${rank}: stepTraffic`,
+      `${what} rank ${rank}: derived traffic`,
     );
-    equal(rows.find((x) => x.dim === 'ep')!.elements, allToAll, `${what}: cost.ts allToAll row`);
+    equal(rows.find((x) => x.dim === 'ep')!.elements, allToAll, `${what}: the derived allToAll row`);
     equal(rows.find((x) => x.what === 'dense gradients')!.n, r.dense, `${what}: the planner's Ψ_dense`);
     equal(
       rows.find((x) => x.what === 'expert gradients')?.elements ?? 0,
@@ -135,7 +130,7 @@ Deno.test({
     const oneGroup = await epReference(gpu, EP2[0], 1);
     ok(maxRel(oneGroup.losses, refs[0].losses) > 1e-3, `groups matter: ${oneGroup.losses} vs ${refs[0].losses}`);
     await withEpWorld(2, async (w) => {
-      for (const [i, args] of EP2.entries()) checkRun(args, await w.run<EpResult>('train', args), refs[i]);
+      for (const [i, args] of EP2.entries()) await checkRun(args, await w.run<EpResult>('train', args), refs[i]);
     });
   },
 });
@@ -146,7 +141,7 @@ Deno.test({
   fn: async () => {
     const gpu = await testGpu();
     const ref = await epReference(gpu, DP4_EP2, 4);
-    await withEpWorld(4, async (w) => checkRun(DP4_EP2, await w.run<EpResult>('train', DP4_EP2), ref));
+    await withEpWorld(4, async (w) => await checkRun(DP4_EP2, await w.run<EpResult>('train', DP4_EP2), ref));
   },
 });
 

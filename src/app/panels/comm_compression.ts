@@ -5,7 +5,7 @@
  * the trace measured inside those steps. No DOM: tests/app runs it.
  */
 import type { Span } from '../../comm/trace.ts';
-import { compressionByDim } from '../../perf/compression_report.ts';
+import { compressionByDim, shapeCompressionByDim } from '../../perf/compression_report.ts';
 import type { CommRow, PlanDim, TrafficOptions } from '../../parallel/cost/cost.ts';
 import { type ParallelPlan, type PlanModel, planWorldSize } from '../../parallel/plan/plan.ts';
 import { dimOfKey } from '../../parallel/cost/rank_traffic.ts';
@@ -16,10 +16,21 @@ import type { TrainConfig } from '../../train/config.ts';
 export interface CompressionInput {
   plan: ParallelPlan;
   model: PlanModel;
-  /** The run's config; without it PowerSGD's rows are inexact. */
+  /** The run's config (its trainer's options). */
   cfg?: TrainConfig;
+  /**
+   * Every rank's step as the model sends it (perf/compression_report.ts rankStepTraffic), without (`raw`) and with
+   * (`packed`) the policy; absent, the analytical model of a GPT of the model's shape (PowerSGD's rows inexact).
+   */
+  rows?: CountedRows;
   /** Optimizer steps the figures cover. */
   steps: number;
+}
+
+/** Each rank's derived step rows (index: rank), without and with the plan's compression. */
+export interface CountedRows {
+  raw: CommRow[][];
+  packed: CommRow[][];
 }
 
 /** One dimension's bytes over every rank and the steps covered. */
@@ -63,13 +74,16 @@ const bytesOf = (rows: readonly CommRow[]) => rows.reduce((a, r) => a + 4 * r.el
  * the training steps only, not the parameter broadcast or evaluation; a trace without step marks
  * counts every send), keyed by their group's dimension as the run's own accounting keys them
  * (rank_traffic.ts `dimOfKey`).
- * @throws Error from stepTraffic when the plan is invalid for the model.
+ * @throws Error from stepTraffic when the plan is invalid for the model, or the model is not a GPT and no rows are given.
  */
 export function compressionBytes(input: CompressionInput, spans?: readonly Span[]): DimBytes[] {
-  const { plan, model, cfg, steps } = input;
+  const { plan, model, cfg, steps, rows } = input;
   const byDim = new Map<PlanDim, DimBytes>();
   for (let r = 0; r < planWorldSize(plan); r++) {
-    for (const d of compressionByDim(plan, model, cfg, trafficOptions(plan, cfg), r)) {
+    const dims = rows
+      ? compressionByDim(plan, rows.raw[r], rows.packed[r])
+      : shapeCompressionByDim(plan, model, trafficOptions(plan, cfg), r);
+    for (const d of dims) {
       const acc = byDim.get(d.dim) ?? { dim: d.dim, scheme: d.scheme, raw: 0, compressed: 0, exact: true, measured: null };
       acc.raw += steps * bytesOf(d.raw);
       acc.compressed += steps * bytesOf(d.packed);

@@ -1,16 +1,16 @@
 /**
  * The Communication panel: a rank×rank heatmap of the bytes each rank sent to each other rank
  * (rows: sender, columns: receiver; from the trace's send spans via `traceTotals`), and the
- * bytes per collective measured beside the analytical prediction of `stepTraffic`
- * (src/parallel/cost/cost.ts) summed over every rank and the traced steps. A plan that compresses
+ * bytes per collective measured beside the prediction, summed over every rank and the traced steps: each rank's step
+ * counted from the model (perf/compression_report.ts rankStepTraffic) when the run's config is known, else the
+ * analytical model of a GPT of its shape (src/parallel/cost/cost.ts stepTraffic). A plan that compresses
  * adds its bytes per parallel dimension, raw and compressed, beside the measured (comm_compression.ts).
  */
 import { type Span, traceTotals } from '../../comm/trace.ts';
 import { type ParallelPlan, type PlanModel, planWorldSize } from '../../parallel/plan/plan.ts';
 import { stepTraffic } from '../../parallel/cost/cost.ts';
-import { rankStepTraffic } from '../../perf/compression_report.ts';
 import type { TrainConfig } from '../../train/config.ts';
-import { compressionBytes, type DimBytes, trafficOptions } from './comm_compression.ts';
+import { compressionBytes, type CountedRows, type DimBytes, trafficOptions } from './comm_compression.ts';
 import { fmtBytes } from './trace_io.ts';
 import { outerSyncStats } from './outer_view.ts';
 
@@ -19,21 +19,21 @@ export interface Prediction {
   plan: ParallelPlan;
   model: PlanModel;
   steps: number;
-  /** The run's config, for PowerSGD's gradient matrices in the compression figures. */
+  /** The run's config (its trainer's options). */
   cfg?: TrainConfig;
+  /** Every rank's step counted from the model (views.ts derives them); absent, the analytical model of the shape. */
+  rows?: CountedRows;
 }
 
 /**
  * Predicted bytes per call op (`allReduce`, `send`, …) for `steps` optimizer steps of the
  * plan, summed over every rank: Σ_rank Σ_rows 4·elements (f32).
- * @throws Error from stepTraffic when the plan is invalid for the model.
+ * @throws Error from stepTraffic when the plan is invalid for the model, or no rows are given for a model that is not a GPT.
  */
 export function predictedBytesByOp(p: Prediction): Record<string, number> {
   const out: Record<string, number> = {};
   for (let r = 0; r < planWorldSize(p.plan); r++) {
-    // With the config, the run's own options (its trainer's scalars) and PowerSGD's gradient matrices.
-    const opts = trafficOptions(p.plan, p.cfg);
-    const rows = p.cfg ? rankStepTraffic(p.plan, p.model, p.cfg, r, opts) : stepTraffic(p.plan, p.model, r, opts);
+    const rows = p.rows?.packed[r] ?? stepTraffic(p.plan, p.model, r, trafficOptions(p.plan, p.cfg));
     for (const row of rows) out[row.collective] = (out[row.collective] ?? 0) + 4 * row.elements * p.steps;
   }
   return out;
@@ -52,10 +52,10 @@ export class CommPanel {
       <p class="summary" data-testid="comm-summary">No traffic yet: start a run with more than one rank, or open a run.</p>
       <div class="comm-grid">
         <figure><figcaption>Bytes sent, rank → rank (row sends to column)</figcaption><div data-testid="comm-heatmap"></div></figure>
-        <figure><figcaption>Per collective: measured (trace) vs predicted (stepTraffic)</figcaption><div data-testid="comm-totals"></div>
+        <figure><figcaption>Per collective: measured (trace) vs predicted (the model's own step)</figcaption><div data-testid="comm-totals"></div>
         <p class="hint" data-slot="note"></p></figure>
       </div>
-      <figure class="comm-compress" data-slot="compress" hidden><figcaption>Compression per dimension: raw vs compressed bytes (stepTraffic without and
+      <figure class="comm-compress" data-slot="compress" hidden><figcaption>Compression per dimension: raw vs compressed bytes (the step without and
         with the plan's policy, every rank) and measured (trace sends inside training steps)</figcaption>
         <div data-testid="comm-compress"></div><p class="hint" data-slot="compress-note"></p></figure>`;
     this.heat = host.querySelector('[data-testid="comm-heatmap"]')!;

@@ -4,7 +4,9 @@
  * spans, the plan and model (for predictions) and the per-rank memory a run reports.
  */
 import type { Span } from '../../comm/trace.ts';
-import type { ParallelPlan, PlanModel } from '../../parallel/plan/plan.ts';
+import { type ParallelPlan, type PlanModel, planWorldSize } from '../../parallel/plan/plan.ts';
+import { rankStepTraffic } from '../../perf/compression_report.ts';
+import type { CountedRows } from './comm_compression.ts';
 import type { TrainConfig } from '../../train/config.ts';
 import { CommPanel } from './comm_panel.ts';
 import { MemoryPanel, type RankMemory } from './memory_panel.ts';
@@ -28,6 +30,8 @@ export class Views {
   /** Optimizer steps the spans cover (for the traffic prediction); 0 = unknown. */
   private steps = 0;
   private meta: Record<string, unknown> = {};
+  /** Every rank's step counted from the model for the current plan and config, once derived (a meta step each). */
+  private rows: CountedRows | undefined;
 
   constructor(hosts: { timeline: HTMLElement; comm: HTMLElement; memory: HTMLElement; mesh: HTMLElement }, private readonly tp: TpLesson) {
     this.timeline = new TimelinePanel(hosts.timeline);
@@ -36,18 +40,39 @@ export class Views {
     this.mesh = new MeshPanel(hosts.mesh);
   }
 
-  /** A new plan chosen in Setup (no run yet): predictions and the mesh follow it. */
-  setPlan(plan: ParallelPlan, model: PlanModel, arch = 'gpt', cfg?: TrainConfig): void {
+  /**
+   * A new plan chosen in Setup (no run yet): predictions and the mesh follow it. With the config and the tokenizer's
+   * vocabulary, each rank's step is counted from the model in the background and the views refreshed when it is.
+   */
+  setPlan(plan: ParallelPlan, model: PlanModel, arch = 'gpt', cfg?: TrainConfig, vocabSize?: number): void {
     this.plan = plan;
     this.model = model;
     this.arch = arch;
     this.cfg = cfg;
+    this.rows = undefined;
+    if (cfg && vocabSize) void this.count(plan, cfg, vocabSize);
     this.mesh.setShape([plan.dp, plan.pp, plan.cp, plan.tp]);
     this.memory.update(plan, model, this.measured, arch);
     if (!this.spans.length) {
       this.tp.setData(model);
       this.comm.preview({ plan, model, cfg });
     }
+  }
+
+  /** Counts every rank's step of `plan` from the model (raw and under its policy); kept if the plan is still current. */
+  private async count(plan: ParallelPlan, cfg: TrainConfig, vocabSize: number): Promise<void> {
+    const ranks = [...Array(planWorldSize(plan)).keys()];
+    try {
+      const packed = await Promise.all(ranks.map((r) => rankStepTraffic(plan, cfg, vocabSize, r)));
+      const raw = plan.compress ? await Promise.all(ranks.map((r) => rankStepTraffic(plan, cfg, vocabSize, r, {}, true))) : packed;
+      if (this.plan !== plan || this.cfg !== cfg) return;
+      this.rows = { raw, packed };
+    } catch (e) {
+      console.warn(`views: the step of ${ranks.length} rank(s) could not be counted: ${(e as Error).message}`);
+      return;
+    }
+    if (!this.spans.length) this.comm.preview({ plan, model: this.model!, cfg, rows: this.rows });
+    this.refresh();
   }
 
   /** Clears the previous run's data (a new run starts). */
@@ -83,7 +108,7 @@ export class Views {
   private refresh(): void {
     this.timeline.setSpans(this.spans, this.meta);
     this.mesh.setSpans(this.spans);
-    const pred = this.plan && this.model && this.steps > 0 ? { plan: this.plan, model: this.model, steps: this.steps, cfg: this.cfg } : undefined;
+    const pred = this.plan && this.model && this.steps > 0 ? { plan: this.plan, model: this.model, steps: this.steps, cfg: this.cfg, rows: this.rows } : undefined;
     this.comm.update(this.spans, pred);
     if (this.model) this.tp.setData(this.model, this.spans, this.steps || 1);
   }

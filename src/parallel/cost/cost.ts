@@ -1,7 +1,8 @@
 /**
- * Analytical communication of a parallel plan: the per-step traffic by parallel dimension
- * ({@link stepTraffic}, the table of docs/design.md#communication-per-optimizer-step made exact); one call's is
- * src/comm/cost.ts's.
+ * Analytical communication of a parallel plan for a GPT known only by its shape (a plan preset, the demo's Learn
+ * panels): the per-step traffic by parallel dimension ({@link stepTraffic}, the table of
+ * docs/design.md#communication-per-optimizer-step); one call's is src/comm/cost.ts's. A config's traffic is counted
+ * from its model instead (derived_rows.ts derivedTraffic), and tests hold the two equal on GPT plans.
  *
  * Units: elements (one f32 = 4 bytes), bytes. `n` is the element count of the buffer a call is
  * made with (src/comm/cost.ts's convention).
@@ -18,8 +19,6 @@ import {
   planWorldSize,
   rankParams,
 } from '../plan/plan.ts';
-import { blockApplications, type Push, recurrentBlockTraffic } from './arch_params.ts';
-import { haloPeers } from '../tensor/sp_shift.ts';
 import { compressRows } from './compressed_rows.ts';
 import { outerSyncRows } from '../data/low_comm.ts';
 import type { CommRow, PlanDim, TrafficOptions } from './cost_types.ts';
@@ -38,8 +37,7 @@ export type { CommRow, PlanDim, TrafficOptions } from './cost_types.ts';
  *   expert parameters over the dp·cp/ep ranks holding the same experts; with pp > 1 the tied
  *   embedding's gradient is summed between the first and last stage.
  * - tp: per layer and micro-batch 4 allReduces of b·s·C (2 forward at the row-parallel
- *   outputs, 2 backward at the column-parallel inputs; recurrent depth's core blocks count once
- *   per iteration forward and per recorded iteration backward, arch_params.ts blockApplications); with sp 4 all-gathers + 4
+ *   outputs, 2 backward at the column-parallel inputs; a MoE block's replicated MLP none); with sp 4 all-gathers + 4
  *   reduce-scatters instead, plus one allReduce per step of the LayerNorm/bias gradients (and
  *   wpe's T·C on the first stage: rankParams `spReplicated`); the
  *   vocab-parallel embedding (1 forward), head input (1 backward) and cross-entropy (max,
@@ -55,18 +53,24 @@ export type { CommRow, PlanDim, TrafficOptions } from './cost_types.ts';
  *   the EP group; the expert gradients (this rank's nExpert/ep experts of every MoE layer) are
  *   synchronised over the dp·cp/ep ranks holding the same experts (DeepSpeed-MoE's
  *   expert-data-parallel group; none when ep = dp).
- * b = batchSize/(dp·microBatches), s = blockSize/cp. The plan must be valid (validatePlan).
+ * b = batchSize/(dp·microBatches), s = blockSize/cp. The plan must be valid (plan/rules.ts checkPlan).
+ * @throws Error for a plan model of another architecture (`model.layout`): count its config instead.
  */
 export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, o: TrafficOptions = {}): CommRow[] {
+  if (model.layout) {
+    throw new Error(
+      `stepTraffic: the analytical model counts a GPT of the plan model's shape, not --arch ${model.layout.arch}; count a config's traffic from its model (derived_rows.ts derivedTraffic)`,
+    );
+  }
   const algo = o.algorithm ?? 'ring', mesh = planMesh(plan), me = mesh.coords(rank), rows: CommRow[] = [];
   const { dp, pp: P, cp, tp: t, ep, zero, sp, microBatches: m, virtualStages: v } = plan;
   const C = model.nEmbd, b = microBatchSize(plan, model), s = model.blockSize / cp, L = model.nLayer / P;
   const par = rankParams(plan, model, rank, o.bias ?? true);
-  // rankParams counts experts in every block; only this stage's MoE blocks (o.moeEvery) have them.
-  const every = o.moeEvery ?? 1,
+  // This stage's MoE blocks (models/moe_layer.ts isMoELayer) make the all-to-alls.
+  const every = o.moeEvery ?? model.moeEvery ?? 1,
     moeLayers = [...Array(L).keys()].filter((i) => (me.pp * L + i) % every === every - 1).length;
-  // A layout counts this stage's experts exactly; GPT's formula counts them in every block.
-  const expertParams = model.layout ? par.expert : (par.expert / L) * moeLayers;
+  // rankParams counts this stage's experts from the model of the shape (derived_params.ts).
+  const expertParams = par.expert;
   const at = (c: Partial<MeshCoords>) => mesh.rankOf({ ...me, ...c });
   const push = (
     dim: PlanDim,
@@ -79,12 +83,7 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
     bulk?: CommRow['bulk'],
   ) => {
     if (group.length < 2 || calls === 0 || n === 0) return;
-    const a: Algorithm = coll === 'allToAll' || (coll === 'reduceScatter' && algo === 'recursive-doubling')
-      ? 'direct'
-      : coll === 'allGather' && algo === 'rabenseifner'
-      ? 'recursive-doubling'
-      : algo;
-    const tr = collectiveTraffic(coll, a, n, group.length, group.indexOf(rank));
+    const a = callAlgorithm(coll, algo), tr = collectiveTraffic(coll, a, n, group.length, group.indexOf(rank));
     rows.push({
       dim,
       what,
@@ -100,8 +99,8 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
     });
   };
   // Activation traffic (the trace's bulk kind): a row as push writes it, exact unless told otherwise.
-  const bulk = (...[dim, what, coll, group, n, calls, exact = true]: [...Parameters<Push>, boolean?]) =>
-    push(dim, what, coll, group, n, calls, exact, 'act');
+  const bulk = (dim: PlanDim, what: string, coll: Collective, group: number[], n: number, calls: number) =>
+    push(dim, what, coll, group, n, calls, true, 'act');
   const sends = (dim: PlanDim, what: string, group: number[], n: number, count: number, exact = true) => {
     if (count > 0 && n > 0) {
       rows.push({
@@ -158,62 +157,25 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   // tp: Megatron's f/g operators, or sequence parallelism's all-gather / reduce-scatter.
   const tpGroup = mesh.group('tp', rank), bsh = b * s * C, first = me.pp === 0, last = me.pp === P - 1;
   const again = o.recompute === 'full' ? L * m : 0;
-  // Each block application moves its activations under tp (recurrent depth's core: r of them).
-  const apps = blockApplications(model.layout, plan, me.pp, L, o.coreIterations), fb = apps.fwd + apps.bwd;
-  // gpt-moe and recurrent-depth have GPT's blocks; their layout only counts their own parameters.
-  const gptBlocks = ['gpt-moe', 'recurrent-depth'].includes(model.layout?.arch ?? '');
-  const recurrent = model.layout && !gptBlocks ? model.layout : null;
   // gpt-moe: a MoE block's MLP is the replicated MoE sub-layer, with no tp collective of its own.
-  const moeBlocks = model.layout?.arch === 'gpt-moe' ? moeLayers : 0;
-  if (recurrent) {
-    recurrentBlockTraffic(recurrent, bulk, tpGroup, {
-      b,
-      s,
-      C,
-      m,
-      sp,
-      full: again > 0,
-      nLayer: model.nLayer,
-      S: P * v,
-      ppRank: me.pp,
-      P,
-    });
-    if (recurrent.arch === 'linear' && sp) {
-      // Two token shifts per block, each one halo row (C) to the next tp rank forward (again when
-      // recomputed) and its gradient back (sp_shift.ts), where a shard starts inside a sequence.
-      const halo = haloPeers(me.tp, t, (b * s) / t, s), redo = again ? 1 : 0;
-      sends(
-        'tp',
-        'sequence-parallel token-shift halo rows (fwd)',
-        tpGroup,
-        C,
-        halo.toNext ? 2 * L * m * (1 + redo) : 0,
-      );
-      sends('tp', 'sequence-parallel token-shift halo gradients (bwd)', tpGroup, C, halo.fromPrev ? 2 * L * m : 0);
-    }
-  } else {
-    // One per row-parallel output forward and column-parallel input backward, the forward's
-    // again when recomputed; a MoE block's MLP (replicated experts) has neither. Under sp each
-    // allReduce is an all-gather and a reduce-scatter.
-    const outs = (2 * fb - 2 * moeBlocks) * m, redo = again ? (2 * apps.fwd - moeBlocks) * m : 0;
-    const colls: [Collective, string, string][] = sp
-      ? [
-        [
-          'allGather',
-          'sequence-parallel gathers (2 fwd, 2 bwd per layer)',
-          'recomputed sequence-parallel gathers (bwd)',
-        ],
-        [
-          'reduceScatter',
-          'sequence-parallel scatters (2 fwd, 2 bwd per layer)',
-          'recomputed sequence-parallel scatters (bwd)',
-        ],
-      ]
-      : [['allReduce', 'layer outputs fwd + inputs bwd', 'recomputed layer outputs (bwd)']];
-    for (const [coll, what, again] of colls) {
-      bulk('tp', what, coll, tpGroup, bsh, outs, apps.exact);
-      bulk('tp', again, coll, tpGroup, bsh, redo, apps.exact);
-    }
+  const moeBlocks = model.nExpert ? moeLayers : 0;
+  // One per row-parallel output forward and column-parallel input backward, the forward's
+  // again when recomputed; a MoE block's MLP (replicated experts) has neither. Under sp each
+  // allReduce is an all-gather and a reduce-scatter.
+  const outs = (4 * L - 2 * moeBlocks) * m, redo = again ? (2 * L - moeBlocks) * m : 0;
+  const colls: [Collective, string, string][] = sp
+    ? [
+      ['allGather', 'sequence-parallel gathers (2 fwd, 2 bwd per layer)', 'recomputed sequence-parallel gathers (bwd)'],
+      [
+        'reduceScatter',
+        'sequence-parallel scatters (2 fwd, 2 bwd per layer)',
+        'recomputed sequence-parallel scatters (bwd)',
+      ],
+    ]
+    : [['allReduce', 'layer outputs fwd + inputs bwd', 'recomputed layer outputs (bwd)']];
+  for (const [coll, what, again] of colls) {
+    bulk('tp', what, coll, tpGroup, bsh, outs);
+    bulk('tp', again, coll, tpGroup, bsh, redo);
   }
   if (!sp) {
     if (first) bulk('tp', 'vocab-parallel embedding (fwd)', 'allReduce', tpGroup, bsh, m);
@@ -241,19 +203,19 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   if (P > 1) push('pp', what, 'allReduce', ppGroup, shared, 1, exact);
   // cp: ring attention or Ulysses, once per block application (recurrent depth: every iteration);
   // recomputation re-runs the attention of every forward application (full) or of the recorded ones (selective).
-  const cpGroup = mesh.group('cp', rank), kv = 2 * b * s * (C / t), ex = apps.exact;
-  const redoAttn = (o.recompute === 'full' ? apps.fwd : o.recompute === 'selective' ? apps.bwd : 0) * m;
+  const cpGroup = mesh.group('cp', rank), kv = 2 * b * s * (C / t), ex = true;
+  const redoAttn = (o.recompute === 'full' || o.recompute === 'selective' ? L : 0) * m;
   if (cp > 1 && plan.cpKind === 'ring') {
-    sends('cp', 'ring attention K,V blocks (fwd)', cpGroup, kv, (cp - 1) * apps.fwd * m, ex);
-    sends('cp', 'ring attention K,V blocks (bwd)', cpGroup, kv, (cp - 1) * apps.bwd * m, ex);
-    sends('cp', 'ring attention dK,dV accumulators (bwd, last hop returns them)', cpGroup, kv, cp * apps.bwd * m, ex);
+    sends('cp', 'ring attention K,V blocks (fwd)', cpGroup, kv, (cp - 1) * L * m, ex);
+    sends('cp', 'ring attention K,V blocks (bwd)', cpGroup, kv, (cp - 1) * L * m, ex);
+    sends('cp', 'ring attention dK,dV accumulators (bwd, last hop returns them)', cpGroup, kv, cp * L * m, ex);
     sends('cp', 'recomputed ring attention K,V blocks (bwd)', cpGroup, kv, (cp - 1) * redoAttn, ex);
   } else if (cp > 1) {
     const qkv = 3 * b * s * (C / t), y = b * s * (C / t);
-    bulk('cp', 'Ulysses packed q, k, v (fwd + bwd)', 'allToAll', cpGroup, qkv, fb * m, ex);
-    bulk('cp', 'Ulysses attention output (fwd + bwd)', 'allToAll', cpGroup, y, fb * m, ex);
-    bulk('cp', 'recomputed Ulysses packed q, k, v (bwd)', 'allToAll', cpGroup, qkv, redoAttn, ex);
-    bulk('cp', 'recomputed Ulysses attention output (bwd)', 'allToAll', cpGroup, y, redoAttn, ex);
+    bulk('cp', 'Ulysses packed q, k, v (fwd + bwd)', 'allToAll', cpGroup, qkv, 2 * L * m);
+    bulk('cp', 'Ulysses attention output (fwd + bwd)', 'allToAll', cpGroup, y, 2 * L * m);
+    bulk('cp', 'recomputed Ulysses packed q, k, v (bwd)', 'allToAll', cpGroup, qkv, redoAttn);
+    bulk('cp', 'recomputed Ulysses attention output (bwd)', 'allToAll', cpGroup, y, redoAttn);
   }
   // ep: MoE dispatch and combine.
   if (model.nExpert && ep > 1) {
@@ -270,6 +232,15 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   }
   if (plan.sync) rows.push(...outerSyncRows(plan.sync, par.dense, dpGroup, rank)); // low_comm.ts, every H steps
   return compressRows(rows, plan.compress, rank, o.gradMatrices);
+}
+
+/**
+ * The algorithm a call of `coll` runs when a plan prices its collectives with `algo`: the nearest one the collective
+ * accepts (comm/call_options.ts ALGORITHMS; an all-to-all is always direct).
+ */
+export function callAlgorithm(coll: Collective, algo: TrafficOptions['algorithm'] & string): Algorithm {
+  if (coll === 'allToAll' || (coll === 'reduceScatter' && algo === 'recursive-doubling')) return 'direct';
+  return coll === 'allGather' && algo === 'rabenseifner' ? 'recursive-doubling' : algo;
 }
 
 /** Elements per parallel dimension and collective, summed over rows: `dp/allReduce` → elements. */

@@ -73,12 +73,6 @@ export interface TrafficOptions {
    */
   trainer?: StrategyKind;
   /**
-   * Recurrent depth: the step's core iterations r (models/recurrence.ts trainIterations), which set
-   * how many block applications communicate under tp; absent, the mean r̄, and those rows are
-   * marked inexact (r is drawn per step).
-   */
-  coreIterations?: number;
-  /**
    * This rank's gradient matrices (grad_compression.ts rankGradMatrices), which PowerSGD's words
    * depend on; absent, a dp=powersgd row is marked inexact.
    */

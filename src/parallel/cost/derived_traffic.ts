@@ -13,7 +13,7 @@ import type { TrainConfig } from '../../train/config.ts';
 import type { TextDataset } from '../../data/dataset.ts';
 import { MetaGpu } from '../../gpu/meta.ts';
 import { loadShaders, type ShaderName } from '../../gpu/shaders.ts';
-import { countingWorld, type Counts } from '../../comm/counting.ts';
+import { type CountedCall, countingWorld, type Counts } from '../../comm/counting.ts';
 import { MeshTrainer } from '../mesh/mesh_trainer.ts';
 import { type ParallelPlan, planWorldSize } from '../plan/plan.ts';
 
@@ -23,6 +23,8 @@ export interface DerivedTrafficOptions {
   step?: number;
   /** The DDP / ZeRO bucket size, as MeshTrainer's. */
   bucketBytes?: number | 'layer';
+  /** The WGSL sources (a real Gpu's `shaders`); absent, read once with shaders.ts loadShaders. */
+  shaders?: Record<ShaderName, string>;
 }
 
 let sources: Promise<Record<ShaderName, string>> | null = null;
@@ -31,6 +33,8 @@ let sources: Promise<Record<ShaderName, string>> | null = null;
 export interface DerivedStep {
   /** Elements the rank sends in the step, by `group/op` (mesh/traffic.ts Sent). */
   sent: Counts;
+  /** The same calls one entry per (group, op, buffer size). */
+  calls: CountedCall[];
   /**
    * Under ZeRO: the call sizes of the dense and expert buckets, of their sequence-parallel partials (ZeRO-2/3
    * under sp) and Σ c_k of the shared block's units
@@ -62,16 +66,19 @@ export async function derivedStepTraffic(
   o: DerivedTrafficOptions = {},
 ): Promise<DerivedStep> {
   // The kernels specialise their WGSL before dispatching: the meta GPU carries the real sources (read once).
-  const gpu = new MetaGpu({ reads: 'zeros', shaders: await (sources ??= loadShaders()) }),
+  const shaders = o.shaders ?? await (sources ??= loadShaders());
+  const gpu = new MetaGpu({ reads: 'zeros', shaders }),
     counting = countingWorld(rank, planWorldSize(plan));
   const t = new MeshTrainer(gpu, cfg, plan, counting.world, zeroData(), vocabSize, { bucketBytes: o.bucketBytes });
   try {
     counting.take();
     await t.step(o.step ?? 0);
-    const sent = counting.take(), z = t.sync.zero;
-    if (!z) return { sent };
+    const calls = counting.takeCalls(), z = t.sync.zero, sent: Counts = {};
+    for (const c of calls) sent[`${c.group}/${c.op}`] = (sent[`${c.group}/${c.op}`] ?? 0) + c.elements;
+    if (!z) return { sent, calls };
     return {
       sent,
+      calls,
       zero: {
         buckets: z.callSizes(),
         expertBuckets: z.callSizes(true),

@@ -1,13 +1,12 @@
 /**
  * A rank's traffic in the terms of the plan (docs/design.md#communication-per-optimizer-step): the measured elements of
- * a step by parallel dimension, and what cost.ts `stepTraffic` predicts for the same rank and trainer, so the
+ * a step by parallel dimension, and what the model's own code sends in a step over the meta GPU (derived_rows.ts), so the
  * accounting can set them side by side.
  */
-import { rankGradMatrices } from '../data/grad_compression.ts';
-import { trainIterations } from '../../models/recurrence.ts';
 import type { TrainConfig } from '../../train/config.ts';
-import type { ParallelPlan, PlanModel, StrategyKind } from '../plan/plan.ts';
-import { type CommRow, type PlanDim, stepTraffic, type TrafficOptions } from './cost.ts';
+import type { ParallelPlan } from '../plan/plan.ts';
+import type { CommRow, PlanDim } from './cost_types.ts';
+import { type DerivedRowsOptions, derivedTraffic } from './derived_rows.ts';
 
 /** The parallel dimension of a measured `group/op` key (groups name their dimension; `world`, `dpcp[…]`, `edp[…]` are dp). */
 export function dimOfKey(key: string): PlanDim {
@@ -29,30 +28,17 @@ export function sentByDim(sent: Record<string, number>): Record<string, number> 
 }
 
 /**
- * One step's predicted traffic of `rank`: cost.ts stepTraffic with the trainer's buckets and scalar
- * collectives; for recurrent depth, of step `step` (its drawn r), or at the mean r without one.
+ * One step's predicted traffic of `rank`: the rows counted from the model (derived_rows.ts derivedTraffic) for the
+ * config the rank trains with (`cfg`, trainerConfig applied) and its bucket size; for recurrent depth, of step `step`
+ * (the r it draws), else of step 0.
+ * @throws Error from MeshTrainer for a plan the model does not take.
  */
 export function predictedTraffic(
-  kind: StrategyKind,
   plan: ParallelPlan,
-  model: PlanModel,
   cfg: TrainConfig,
+  vocabSize: number,
   rank: number,
-  sizes: Pick<TrafficOptions, 'buckets' | 'expertBuckets' | 'spBuckets' | 'sharedPieces'> = {},
-  step?: number,
-): CommRow[] {
-  return stepTraffic(plan, model, rank, {
-    ...sizes,
-    // Recurrent depth: the r drawn at `step` sets its tp and cp traffic (unknown without a step: r̄, inexact).
-    ...(cfg.arch === 'recurrent-depth' && step !== undefined && { coreIterations: trainIterations(cfg, step) }),
-    bias: cfg.bias,
-    topK: cfg.moeTopK,
-    capacityFactor: cfg.capacityFactor,
-    moeEvery: cfg.moeEvery,
-    trainer: kind,
-    recompute: cfg.recompute,
-    gradMatrices: plan.compress?.dp.kind === 'powersgd'
-      ? rankGradMatrices(cfg, model.vocabSize, plan, rank)
-      : undefined,
-  });
+  o: DerivedRowsOptions = {},
+): Promise<CommRow[]> {
+  return derivedTraffic(cfg, plan, vocabSize, rank, o);
 }

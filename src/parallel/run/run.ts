@@ -34,7 +34,6 @@ import { TextDataset } from '../../data/dataset.ts';
 import { parseConfig, type TrainConfig } from '../../train/config.ts';
 import { meanLoss } from '../../train/evaluate.ts';
 import { type ParallelPlan, planWorldSize, type StrategyKind } from '../plan/plan.ts';
-import { rankPlanModel } from './plan_model.ts';
 import type { CommRow } from '../cost/cost.ts';
 import type { Sent } from '../mesh/traffic.ts';
 import type { RankRouting } from '../expert/moe_routing.ts';
@@ -148,8 +147,8 @@ export class RankRun {
     readonly cfg: TrainConfig,
     readonly data: TextDataset,
     readonly built: Built,
-    /** The traffic predicted for step s (rank_traffic.ts predictedTraffic with this trainer's sizes). */
-    readonly predictedAt: (step?: number) => CommRow[],
+    /** The traffic predicted for step s (rank_traffic.ts predictedTraffic: this rank's model counted over the meta GPU). */
+    readonly predictedAt: (step?: number) => Promise<CommRow[]>,
   ) {}
 
   /**
@@ -161,7 +160,6 @@ export class RankRun {
   static async open(world: Communicator, args: TrainRankArgs, priceActions?: PriceActions): Promise<RankRun> {
     const runCfg = parseConfig(args.cfg);
     const { tokens, vocabSize } = encoded(args.data);
-    const model = rankPlanModel(args.plan, runCfg, vocabSize);
     if (world.size !== planWorldSize(args.plan)) {
       throw new Error(
         `rank ${world.transport.rank}: world size ${world.size} ≠ the plan's ${planWorldSize(args.plan)} ranks`,
@@ -173,7 +171,12 @@ export class RankRun {
     try {
       const built = buildTrainer(gpu, world, args.plan, cfg, data, vocabSize, args.bucketBytes, priceActions);
       const rank = world.transport.rank;
-      const predicted = (step?: number) => predictedTraffic(kind, args.plan, model, cfg, rank, built.sizes, step);
+      const predicted = (step?: number) =>
+        predictedTraffic(args.plan, cfg, vocabSize, rank, {
+          step,
+          bucketBytes: args.bucketBytes,
+          shaders: gpu.shaders,
+        });
       const run = new RankRun(world, gpu, kind, args.plan, cfg, data, built, predicted);
       if (args.resume) {
         const what = `rank ${rank}'s checkpoint`;
@@ -250,13 +253,14 @@ export class RankRun {
     return rec;
   }
 
-  summary(records: RankStepRecord[] = []): RankSummary {
+  /** This rank's accounting: its memory, measured, and one step's traffic predicted from the model (the last step run). */
+  async summary(records: RankStepRecord[] = []): Promise<RankSummary> {
     const p = this.built.params, own = this.built.memory;
     return {
       rank: this.world.transport.rank,
       kind: this.kind,
       memory: { ...own, peakPool: this.gpu.pool.stats.peakBytes, paramElements: p.count },
-      predicted: this.predictedAt(this.next > 0 ? this.next - 1 : undefined),
+      predicted: await this.predictedAt(this.next > 0 ? this.next - 1 : undefined),
       records,
     };
   }

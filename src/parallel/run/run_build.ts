@@ -16,7 +16,6 @@ import type { PriceActions } from '../mesh/sim_compute.ts';
 import type { ParallelPlan } from '../plan/plan.ts';
 import type { Sent } from '../mesh/traffic.ts';
 import type { RankRouting } from '../expert/moe_routing.ts';
-import type { TrafficOptions } from '../cost/cost.ts';
 
 /** A rank's trainer as run.ts drives it. */
 export interface Built {
@@ -42,12 +41,6 @@ export interface Built {
   evalModel?: LanguageModel;
   /** Validation loss that every rank computes together (ZeRO-3 gathers the layers for it). */
   evaluate?: () => Promise<number>;
-  /**
-   * For stepTraffic: buffer sizes of the dense (and under ZeRO with ep, the expert) gradient sync
-   * calls; under sp with ZeRO-2/3 each bucket's sequence-parallel partial elements; with ZeRO-2/3
-   * over pp the shared block's Σ c_k.
-   */
-  sizes: Pick<TrafficOptions, 'buckets' | 'expertBuckets' | 'spBuckets' | 'sharedPieces'>;
   /** What a checkpoint holds. */
   state: () => Record<string, Tensor>;
   /** Before a save: waits for outer allReduces in flight and stores their results in the state (outer_sync.ts). */
@@ -87,12 +80,6 @@ export function buildTrainer(
       : t.validation
       ? () => t.validation!.run()
       : undefined,
-    sizes: {
-      buckets: zero?.callSizes() ?? t.sync.buckets?.map((b) => b.end - b.start),
-      expertBuckets: zero?.callSizes(true),
-      spBuckets: plan.sp && zero && zero.stage > 1 ? zero.spCallSizes() : undefined,
-      sharedPieces: zero?.shards.piecesOf(t.stages.shared),
-    },
     state: () => t.trainingState(),
     settle: t.outer ? () => t.outer!.settle() : undefined,
     dispose: () => t.destroy(),

@@ -74,7 +74,7 @@ export const parallelTasks = (priceActions: PriceActions): Record<string, RankTa
   async trainEnd(world) {
     const run = running(world);
     runs.delete(world);
-    const s = run.summary();
+    const s = await run.summary();
     await run.close();
     return s;
   },
