@@ -10,7 +10,8 @@ import { freshConfig } from './config_file.ts';
 import { flagKeys } from './flags.ts';
 import type { TrainConfig } from '../train/config.ts';
 import type { ParallelPlan } from '../parallel/plan/plan.ts';
-import { MAX_PLAN_WORLD, MAX_RUN_WORLD, planFromOptions, PlanSchema } from '../parallel/plan/plan_schema.ts';
+import { planFromOptions, PlanSchema } from '../parallel/plan/plan_schema.ts';
+import { MAX_PLAN_WORLD, MAX_RUN_WORLD, MAX_SEARCH_WORLD } from '../parallel/plan/limits.ts';
 import { SCHEDULE_KINDS, type ScheduleKind } from '../parallel/pipeline/pipeline_schedule.ts';
 import { parseNetwork } from '../comm/network.ts';
 import { LaunchSchema } from './run_world.ts';
@@ -38,9 +39,6 @@ export const PlanCliSchema = z.object({
   measure: z.boolean().default(false).describe('also run one real step on in-process ranks, measured beside predicted'),
 });
 export type PlanCliOptions = z.infer<typeof PlanCliSchema>;
-
-/** Ranks `npm run plan -- --search` enumerates plans for (closed form: no per-rank tables). */
-export const MAX_SEARCH_WORLD = 65_536;
 
 /**
  * `npm run plan -- --search` and `--advise`'s flags (src/cli/plan_search.ts): the performance

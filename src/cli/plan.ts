@@ -22,12 +22,13 @@
  * criticising a shape) are src/cli/plan_search.ts's.
  */
 import { trainHelp } from './args.ts';
-import { checkCommand, type PlanCliOptions, PlanCliSchema } from './command.ts';
+import { checkCommand, maxWorldOf, type PlanCliOptions, PlanCliSchema } from './command.ts';
 import { flagKeys, helpLines } from './flags.ts';
 import type { TrainConfig } from '../train/config.ts';
 import type { Backend } from '../gpu/device.ts';
 import { NetworkModel } from '../comm/network.ts';
-import { MAX_PLAN_WORLD, MAX_RUN_WORLD, PlanSchema } from '../parallel/plan/plan_schema.ts';
+import { PlanSchema } from '../parallel/plan/plan_schema.ts';
+import { MAX_PLAN_WORLD, MAX_RUN_WORLD } from '../parallel/plan/limits.ts';
 import { planModelOf } from '../parallel/run/run.ts';
 import { checkPlan, makePlan, type ParallelPlan, type PlanModel, planWorldSize } from '../parallel/plan/plan.ts';
 import { runFactsOf } from '../parallel/plan/mesh_plan.ts';
@@ -96,7 +97,7 @@ export async function planFromArgs(
     return { plan: makePlan(), model: {} as PlanModel, cfg: {} as TrainConfig, flags, help: true, vocab: 0 };
   }
   const vocab = await vocabSize(cfg, flags.vocabSize), model = planModelOf(plan, cfg, vocab);
-  checkPlan(plan, model, undefined, runFactsOf(cfg));
+  checkPlan(plan, model, undefined, runFactsOf(cfg), maxWorldOf('plan', args.options));
   return { plan, model, cfg, flags, help: false, vocab };
 }
 

@@ -12,12 +12,14 @@ import { combineRouting } from '../parallel/expert/moe_routing.ts';
 import type { StepReport } from '../parallel/run/run_host.ts';
 import { checkPlan } from '../parallel/plan/rules.ts';
 import { runFactsOf } from '../parallel/plan/mesh_plan.ts';
+import { MAX_RUN_WORLD } from '../parallel/plan/limits.ts';
 import { accounting, accountingText } from './plan_report.ts';
 import { simActionUs } from './action_prices.ts';
 
 /**
  * Checks `plan` for `cfg` before anything starts, once, on the host: the plan's rules (one table,
- * src/parallel/plan/rules.ts) against the run's model and config. Ranks receive it checked.
+ * src/parallel/plan/rules.ts) against the run's model and config, within a real run's maximum world. Ranks receive it
+ * checked.
  * Returns the model and the trainer.
  * @throws Error naming every broken rule ("invalid parallel plan: …").
  */
@@ -27,7 +29,7 @@ export function checkRun(
   vocabSize: number,
 ): { model: ReturnType<typeof planModelOf>; kind: StrategyKind } {
   const model = planModelOf(plan, cfg, vocabSize);
-  checkPlan(plan, model, undefined, runFactsOf(cfg));
+  checkPlan(plan, model, undefined, runFactsOf(cfg), MAX_RUN_WORLD);
   return { model, kind: 'mesh' };
 }
 

@@ -9,6 +9,7 @@
  */
 import { makePlan, type ParallelPlan, type PlanModel, planProblems } from '../parallel/plan/plan.ts';
 import type { Recompute } from '../models/recompute.ts';
+import { MAX_SEARCH_WORLD } from '../parallel/plan/limits.ts';
 
 /** Recompute modes priced per plan. */
 export const RECOMPUTE: readonly Recompute[] = ['none', 'selective', 'full'];
@@ -113,7 +114,13 @@ export function planSpace(model: PlanModel, world: number, budget = MAX_PRICED_P
         for (const sp of tp > 1 ? [false, true] : [false]) {
           for (const cpKind of cp > 1 ? ['ring', 'ulysses'] as const : ['ring'] as const) {
             enumerated += each;
-            const problems = planProblems(makePlan({ dp, pp, cp, tp, sp, cpKind }), model, world, run);
+            const problems = planProblems(
+              makePlan({ dp, pp, cp, tp, sp, cpKind }),
+              model,
+              world,
+              run,
+              MAX_SEARCH_WORLD,
+            );
             if (problems.length) problems.forEach((p) => note(p, each));
             else kinds.push({ sp, cpKind });
           }

@@ -9,7 +9,8 @@ import {
   type PlanValues,
 } from '../../src/app/panels/plan_fields.ts';
 import { parseCompressPolicy } from '../../src/comm/compression.ts';
-import { MAX_RUN_WORLD, planFromOptions, PlanSchema } from '../../src/parallel/plan/plan_schema.ts';
+import { planFromOptions, PlanSchema } from '../../src/parallel/plan/plan_schema.ts';
+import { MAX_RUN_WORLD } from '../../src/parallel/plan/limits.ts';
 import { CP_KINDS, type PlanModel, planProblems } from '../../src/parallel/plan/plan.ts';
 import { SCHEDULE_KINDS } from '../../src/parallel/pipeline/pipeline_schedule.ts';
 

@@ -19,9 +19,12 @@ import {
   withDpWorld,
   WORKER_TEST,
 } from './harness.ts';
-import { checkDataParallel } from '../../src/parallel/data/data_parallel.ts';
+import { checkPlan } from '../../src/parallel/plan/rules.ts';
+import { runFactsOf } from '../../src/parallel/plan/mesh_plan.ts';
+import { planModelOf } from '../../src/parallel/run/plan_model.ts';
+import { makePlan } from '../../src/parallel/plan/plan.ts';
 import { PLANES } from '../comm/world.ts';
-import { parseConfig } from '../../src/train/config.ts';
+import { parseConfig, type TrainConfig } from '../../src/train/config.ts';
 
 const BUCKET = 16 * 1024;
 
@@ -79,18 +82,23 @@ for (const dataPlane of PLANES) {
 }
 
 Deno.test('data parallel rejects a batch that does not split and goldfish masking', () => {
+  // The plan's one check (rules.ts checkPlan over the rule table), against the run's model and config.
+  const check = (cfg: TrainConfig, dp: number) => {
+    const plan = makePlan({ dp });
+    checkPlan(plan, planModelOf(plan, cfg, 65), dp, runFactsOf(cfg));
+  };
   const cfg = parseConfig(tinyConfig({ batchSize: 6 }));
   let msg = '';
   try {
-    checkDataParallel(cfg, 4);
+    check(cfg, 4);
   } catch (e) {
     msg = (e as Error).message;
   }
-  ok(/batchSize \(6\) must be divisible by dp \(4\)/.test(msg), msg);
-  checkDataParallel(cfg, 3);
+  ok(/batch 6 not divisible by micro-batches × dp \(1 × 4\)/.test(msg), msg);
+  check(cfg, 3);
   msg = '';
   try {
-    checkDataParallel(parseConfig(tinyConfig({ goldfishK: 4 })), 2);
+    check(parseConfig(tinyConfig({ goldfishK: 4 })), 2);
   } catch (e) {
     msg = (e as Error).message;
   }

@@ -12,7 +12,9 @@ import { testGpu } from '../util/gpu.ts';
 import { TEXT, tinyConfig, WORKER_TEST } from './harness.ts';
 import { twins } from './single_rank.ts';
 import { checkMeshRun, type MeshRunResult, workerMeshRun } from './mesh_harness.ts';
-import { checkPipeline } from '../../src/parallel/pipeline/pipeline.ts';
+import { checkPlan } from '../../src/parallel/plan/rules.ts';
+import { checkTrainerBatch, pipelineProgram, runFactsOf } from '../../src/parallel/plan/mesh_plan.ts';
+import { planModelOf } from '../../src/parallel/run/plan_model.ts';
 import { ModelStages } from '../../src/parallel/pipeline/stages.ts';
 import { RankContext } from '../../src/parallel/mesh/rank_context.ts';
 import { closeLocalWorld, localWorld } from '../../src/comm/local.ts';
@@ -100,29 +102,31 @@ Deno.test({
   ...WORKER_TEST,
   fn: async () => {
     const cfg = (over: Partial<TrainConfig>) => parseConfig(tinyConfig(over));
+    // The plan's one check (rules.ts checkPlan over the rule table), against the run's model and config.
+    const check = (over: Partial<TrainConfig>, p: Partial<ParallelPlan>) => {
+      const c = cfg(over), plan = makePlan({ pp: 2, ...p });
+      return () => checkPlan(plan, planModelOf(plan, c, 65), undefined, runFactsOf(c));
+    };
+    throws(check({ nLayer: 3 }, { schedule: 'gpipe', microBatches: 2 }), /layers 3 not divisible by pp 2/);
     throws(
-      () => checkPipeline(cfg({ nLayer: 3 }), 2, { schedule: 'gpipe', microBatches: 2 }),
-      /nLayer \(3\) must be divisible by pp·v \(2·1 = 2\)/,
+      check({ nLayer: 2 }, { schedule: 'interleaved', microBatches: 2, virtualStages: 2 }),
+      /layers 2 not divisible by pp·virtualStages = 2·2/,
     );
     throws(
-      () => checkPipeline(cfg({ nLayer: 2 }), 2, { schedule: 'interleaved', microBatches: 2, virtualStages: 2 }),
-      /nLayer \(2\) must be divisible by pp·v \(2·2 = 4\)/,
+      check({}, { schedule: '1f1b', microBatches: 3 }),
+      /batch 4 not divisible by micro-batches × dp \(3 × 1\)/,
+    );
+    // A rank's trainer accumulates over exactly the schedule's micro-batches (the host's trainerConfig keeps it).
+    throws(
+      () => checkTrainerBatch(makePlan({ pp: 2, microBatches: 2 }), cfg({ gradAccum: 3 })),
+      /gradAccum 3 must equal the plan's micro-batches 2/,
     );
     throws(
-      () => checkPipeline(cfg({}), 2, { schedule: '1f1b', microBatches: 3 }),
-      /microBatches \(3\) must be a positive integer dividing batchSize \(4\)/,
+      check({ nLayer: 4, batchSize: 6 }, { schedule: 'interleaved', microBatches: 3, virtualStages: 2 }),
+      /interleaved 1F1B needs micro-batches 3 divisible by pp 2/,
     );
-    throws(() => checkPipeline(cfg({ gradAccum: 2 }), 2, { schedule: '1f1b', microBatches: 2 }), /gradAccum must be 1/);
-    throws(
-      () =>
-        checkPipeline(cfg({ nLayer: 4, batchSize: 6 }), 2, {
-          schedule: 'interleaved',
-          microBatches: 3,
-          virtualStages: 2,
-        }),
-      /micro-batches 3 must be a multiple of pp 2/,
-    );
-    equal(checkPipeline(cfg({}), 2, { schedule: '1f1b', microBatches: 4 }).ranks.length, 2);
+    check({}, { schedule: '1f1b', microBatches: 4 })();
+    equal(pipelineProgram(makePlan({ pp: 2, microBatches: 4 })).ranks.length, 2);
     const gpu = await testGpu();
     const gcfg = { vocabSize: 65, blockSize: 16, nLayer: 3, nHead: 2, nEmbd: 32, bias: true };
     const [self] = localWorld(1), ctx = new RankContext({ tp: self, vocabSize: 65 });

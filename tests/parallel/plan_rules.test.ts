@@ -2,8 +2,9 @@
  * One plan, checked once (src/parallel/plan/rules.ts): the same bad plans reach every entry point — the rules
  * themselves, `npm run plan`'s and a parallel `npm run train`'s parse-and-check path (one case as a real
  * subprocess), the browser's Setup form and the plan search's filter — and each reports the same message, the
- * table's. Ranks receive a checked plan and have no entry point of their own. The help text of every split names
- * exactly the architectures the table lets it take.
+ * table's. Ranks receive a checked plan and have no entry point of their own. A world too large for the caller is
+ * the table's limit rule, whose maximum is the caller's (a real run, a prediction, a search). The help text of every
+ * split names exactly the architectures the table lets it take.
  */
 import { deepEqual, equal, match, ok } from 'node:assert/strict';
 import { ARCH_NAMES } from '../../src/models/archs.ts';
@@ -12,6 +13,7 @@ import { checkPlan, makePlan, type ParallelPlan } from '../../src/parallel/plan/
 import { archRuleProblems, planProblems } from '../../src/parallel/plan/rules.ts';
 import { runFactsOf } from '../../src/parallel/plan/mesh_plan.ts';
 import { PlanSchema } from '../../src/parallel/plan/plan_schema.ts';
+import { MAX_PLAN_WORLD, MAX_RUN_WORLD, MAX_SEARCH_WORLD } from '../../src/parallel/plan/limits.ts';
 import { SPLIT_ARCHS, type SplitDim } from '../../src/parallel/plan/splits.ts';
 import { planModelOf } from '../../src/parallel/run/run.ts';
 import { checkCommand } from '../../src/cli/command.ts';
@@ -127,6 +129,44 @@ Deno.test('the form and the rules agree on a world size that is not the plan’s
   const form = checkForm({ dp: '2', world: '8', net: 'nvlink-ib' }, model, { gradAccum: 1, run: runFactsOf(cfg) });
   ok(!form.ok && form.problems.includes(message), JSON.stringify(form));
   deepEqual(planProblems(makePlan({ dp: 2 }), model, 8, runFactsOf(cfg)), [message]);
+});
+
+/** 131 072 ranks: more than a real run (64), a prediction (4096) or a plan search (65 536) takes. */
+const HUGE = { dp: 16, pp: 2, tp: 4096 };
+const HUGE_FLAGS = ['--dp', '16', '--pp', '2', '--tp', '4096'];
+/** The table's world-size limit rule (limits.ts), word for word, for a caller of at most `max` ranks. */
+const tooLarge = (max: number, what: string) =>
+  `world size --dp·--pp·--cp·--tp = 16·2·1·4096 = 131072 exceeds the maximum ${max} ranks of ${what}`;
+const REAL_RUN = tooLarge(MAX_RUN_WORLD, `a real run (npm run plan predicts up to ${MAX_PLAN_WORLD})`);
+
+Deno.test('a world too large: every entry point reports the table’s limit rule with its own maximum', async () => {
+  const cfg = parseConfig({ nLayer: 4, nHead: 4, nEmbd: 64, blockSize: 64, batchSize: 16 });
+  const model = planModelOf(makePlan(), cfg, V), plan = makePlan(HUGE), argv = [...SHAPE, ...HUGE_FLAGS];
+  // The rules themselves, for each caller's maximum.
+  for (
+    const [max, message] of [[MAX_RUN_WORLD, REAL_RUN], [MAX_PLAN_WORLD, tooLarge(MAX_PLAN_WORLD, 'a prediction')]]
+  ) {
+    const fromRules = await thrown(() => checkPlan(plan, model, undefined, runFactsOf(cfg), max as number));
+    ok(fromRules.startsWith('invalid parallel plan: ') && fromRules.includes(message as string), fromRules);
+  }
+  // A parallel `npm run train`: refused from the flags, before a model is built; and a plan made in code is refused
+  // by the host's check before any worker (checkRun).
+  equal(await thrown(() => checkCommand(argv, 'train')), REAL_RUN);
+  ok((await thrown(() => checkRun(plan, cfg, V))).includes(REAL_RUN));
+  // `npm run plan` predicts up to MAX_PLAN_WORLD ranks, and measures (a real step) up to a real run's.
+  const withVocab = [...argv, '--vocab-size', String(V)];
+  equal(await thrown(() => planFromArgs(withVocab)), tooLarge(MAX_PLAN_WORLD, 'a prediction'));
+  equal(await thrown(() => planFromArgs([...withVocab, '--measure'])), REAL_RUN);
+  // The Setup form trains for real; it names its fields where the CLI names flags.
+  const form = checkForm({ dp: '16', pp: '2', tp: '4096', world: '131072', net: 'nvlink-ib' }, model, {
+    gradAccum: 1,
+    run: runFactsOf(cfg),
+  });
+  ok(!form.ok && form.problems.includes(REAL_RUN.replaceAll('--', '')), JSON.stringify(form));
+  // The plan search notes the rule for every split of the world (numbers masked), with a search's maximum.
+  const key = tooLarge(MAX_SEARCH_WORLD, 'a plan search').replace(/\d+/g, 'N');
+  const noted = planSpace(model, 131_072).rejections.get(key);
+  ok(noted && noted.count > 0 && noted.example.includes('= 131072 exceeds the maximum 65536 ranks'), key);
 });
 
 Deno.test({

@@ -9,7 +9,7 @@
 import { NetworkModel } from '../../comm/network.ts';
 import { rankMemory, zeroMemoryMixed } from '../../perf/memory_cost.ts';
 import { makePlan, type ParallelPlan, type PlanModel, rankParams } from '../../parallel/plan/plan.ts';
-import { MAX_PLAN_WORLD } from '../../parallel/plan/plan_schema.ts';
+import { MAX_PLAN_WORLD } from '../../parallel/plan/limits.ts';
 import type { Recompute } from '../../models/recompute.ts';
 import { DEVICE_PROFILES, type Dtype } from '../../perf/device_profile.ts';
 import { rankOfCoords } from '../../perf/dim_traffic.ts';

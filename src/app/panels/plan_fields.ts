@@ -10,7 +10,8 @@ import { z } from 'zod';
 import { firstIssue, issueText, parseDecimal } from '../../util/issue_text.ts';
 import { type ParallelPlan, type PlanModel, planProblems } from '../../parallel/plan/plan.ts';
 import type { RunFacts } from '../../parallel/plan/rules.ts';
-import { MAX_RUN_WORLD, planFromOptions, type PlanOptions, PlanSchema } from '../../parallel/plan/plan_schema.ts';
+import { planFromOptions, type PlanOptions, PlanSchema } from '../../parallel/plan/plan_schema.ts';
+import { MAX_RUN_WORLD } from '../../parallel/plan/limits.ts';
 
 export type PlanKey = keyof PlanOptions;
 
@@ -191,7 +192,7 @@ export function checkPlan(
   if (!worldOk) problems.push(`world size must be a whole number from 1 to ${MAX_BROWSER_WORLD}, got ${w || 'nothing'}`);
   const built = buildPlan(values, cfg);
   if (!built.ok) problems.push(...built.problems);
-  else if (model) problems.push(...planProblems(built.plan, model, Number.isInteger(world) ? world : undefined, cfg.run));
+  else if (model) problems.push(...planProblems(built.plan, model, Number.isInteger(world) ? world : undefined, cfg.run, MAX_RUN_WORLD));
   if (!model) problems.push('the model setup above is invalid');
   if (problems.length || !built.ok) return { ok: false, problems };
   const { dataPlane, regionMb } = built.options;

@@ -9,6 +9,7 @@
  */
 import { type ParallelPlan, planProblems, planWorldSize } from '../../parallel/plan/plan.ts';
 import { runFactsOf } from '../../parallel/plan/mesh_plan.ts';
+import { MAX_RUN_WORLD } from '../../parallel/plan/limits.ts';
 import { NET_PRESETS, parseNetwork } from '../../comm/network.ts';
 import { parseConfig } from '../../train/config.ts';
 import type { Recompute } from '../../models/recompute.ts';
@@ -102,7 +103,7 @@ export function scaleDown(chosen: ParallelPlan, recompute: Recompute): ScaledRun
   const model: TinyModel = { nLayer: d.pp * v, nHead, nEmbd: Math.max(32, 16 * nHead), blockSize: 16, batchSize };
   const world = planWorldSize(plan);
   const cfg = parseConfig({ ...model, recompute, batchSize: batchSize / m, gradAccum: m, steps: 3, warmup: 0 });
-  const problems = planProblems(plan, { ...model, vocabSize: VOCAB }, world, runFactsOf(cfg));
+  const problems = planProblems(plan, { ...model, vocabSize: VOCAB }, world, runFactsOf(cfg), MAX_RUN_WORLD);
   if (problems.length) throw new Error(`scaled-down plan is invalid: ${problems.join('; ')}`);
   return { plan, recompute, model, world, changes };
 }

@@ -1,7 +1,8 @@
 /**
  * What data parallelism (picotron's data_parallel.py; PyTorch DDP, Li et al. arXiv 2006.15704)
  * means in the mesh trainer's gradient sync — whole replicas with DDP's overlapped buckets
- * (grad_sync.ts) and ZeRO (zero_sync.ts): its rules, options and sub-group naming.
+ * (grad_sync.ts) and ZeRO (zero_sync.ts): its options and sub-group naming. Its rules (dp divides the global
+ * batch over micro-batches, no goldfish masking) are entries of the plan's one table (plan/rule_table.ts).
  *
  * - Batch: micro-batch j (B, T) is rows [j·B, (j+1)·B) of the step's one global batch, as the
  *   single-rank Trainer draws it (data/dataset.ts); rank r of d takes rows [j·B + r·B/d,
@@ -18,30 +19,11 @@
  * when every bucket splits evenly (docs/design.md#communication-per-optimizer-step).
  */
 import type { Communicator } from '../../comm/communicator.ts';
-import type { TrainConfig } from '../../train/config.ts';
 
 /** Options shared by data parallelism and ZeRO. */
 export interface DataParallelOptions {
   /** Gradient bucket size in bytes (default 1 MiB, rounded up to whole parameters) or 'layer'. */
   bucketBytes?: number | 'layer';
-}
-
-/**
- * Checks that a config can be split over `dp` ranks.
- * @throws Error naming the violated rule: batchSize divisible by dp, goldfish masking off.
- */
-export function checkDataParallel(cfg: TrainConfig, dp: number): void {
-  if (!Number.isInteger(dp) || dp < 1) throw new Error(`data parallel: dp must be a positive integer, got ${dp}`);
-  if (cfg.batchSize % dp) {
-    throw new Error(
-      `data parallel: batchSize (${cfg.batchSize}) must be divisible by dp (${dp}); each rank takes batchSize/dp rows`,
-    );
-  }
-  if (cfg.goldfishK) {
-    throw new Error(
-      'data parallel: goldfishK must be 0; masked targets differ per rank, so averaging per-rank means would not give the global mean',
-    );
-  }
 }
 
 /** Group ids derived from the dp group, one per purpose, so each keeps its own call order and traffic count. */

@@ -1,8 +1,32 @@
 /**
- * One pipeline rank's program run for one step (pipeline.ts's module doc gives the semantics:
- * a tape per (micro, stage), `sendForward` as the autograd function whose backward is the
- * received gradient, buffered point-to-point sends on the pp group). Run by the mesh trainer
- * (mesh_trainer.ts) over its ModelStages (stages.ts), with pp = 1 too.
+ * One pipeline rank's program run for one step (docs/design.md#pipeline-parallelism and
+ * docs/design.md#pipeline-schedules-and-the-bubble; picotron's pipeline_parallel.py, Megatron-LM
+ * `core/pipeline_parallel/schedules.py` + `p2p_communication.py`), by the mesh trainer (mesh_trainer.ts) over its
+ * ModelStages (stages.ts), with pp = 1 too. Which plans split into stages under which schedule are entries of the
+ * plan's one rule table (plan/rule_table.ts); the program is pipeline_schedule.ts's. The semantics:
+ *
+ * - Batch: the single-rank run's global batch split in order into m micro-batches of b = B/m
+ *   rows (per dp replica); the last stage's loss gradient is scaled by 1/m, so the summed
+ *   gradient is the gradient of the batch mean (equal target counts per micro-batch; goldfish
+ *   masking is refused).
+ * - Forward of (micro, stage): a Tape per (micro, stage), alive until that backward. A stage
+ *   > 0 starts from the received activation, a tape leaf with `requireGrad`. A stage that is not
+ *   last ends in `sendForward`, a `collective` node on its output whose backward returns the
+ *   gradient `recv-grad` received (Megatron's send_forward/recv_backward pair as one autograd
+ *   function), so backward starts there exactly as from a loss.
+ * - Messages are point-to-point on the pp group (buffered sends): `send-act` reads the output
+ *   back and sends b·T·C floats (/tp under sp), `recv-act` writes them into a GPU tensor;
+ *   `send-grad` sends the input's gradient.
+ * - After the last backward: the embedding group {first, last} allReduces (sum) the two copies'
+ *   gradients of a tied embedding (Megatron `_allreduce_word_embedding_grads`); the head's copy
+ *   is left out of the gradient norm, as Megatron skips shared parameters.
+ *
+ * Elements sent per step by pp rank r (S = p·v, b = B/m): m·b·T·C·(#own stages s < S−1) +
+ * m·b·T·C·(#own stages s > 0) in p2p sends (2·m·b·T·C per stage boundary in total), plus a ring
+ * allReduce of V·C on the embedding group (first and last rank only).
+ *
+ * Every action is timed into a per-rank timeline of compute / comm / idle spans, idle being the
+ * wait of a receive for its peer: the measured counterpart of pipeline_schedule.ts `dryRun`.
  */
 import type { Autocast } from '../../autograd/autocast.ts';
 import type { Gpu } from '../../gpu/context.ts';

@@ -8,6 +8,7 @@ import { MOE_ARCHS, pipelineBlocks } from '../../models/archs.ts';
 import { checkSchedule, makeSchedule, type PipelineSchedule } from '../pipeline/pipeline_schedule.ts';
 import type { ParallelPlan } from './plan_type.ts';
 import { checkPlan, type RunFacts } from './rules.ts';
+import { MAX_RUN_WORLD } from './limits.ts';
 
 /** What rules.ts reads of a run's config. */
 export const runFactsOf = (cfg: TrainConfig): RunFacts => ({
@@ -57,6 +58,6 @@ export function checkMeshPlan(
   const moe = (MOE_ARCHS as readonly string[]).includes(cfg.arch);
   const experts = plan.ep > 1 && moe ? { nExpert: cfg.nExpert, moeEvery: cfg.moeEvery } : {};
   const model = { nLayer, nHead, nEmbd, blockSize, batchSize, vocabSize, ...experts };
-  checkPlan(plan, model, worldSize, runFactsOf(cfg));
+  checkPlan(plan, model, worldSize, runFactsOf(cfg), MAX_RUN_WORLD);
   return pipelineProgram(plan);
 }

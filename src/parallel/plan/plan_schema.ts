@@ -14,16 +14,9 @@ import { NET_PRESETS, parseNetwork } from '../../comm/network.ts';
 import { parseCompressPolicy } from '../../comm/compression.ts';
 import { SyncFlagsSchema, syncSpecOf } from '../data/low_comm.ts';
 import { DATA_PLANES, type DataPlane, regionBytesFor } from '../../comm/data_plane.ts';
+import { MAX_PLAN_WORLD } from './limits.ts';
+import { limitProblems } from './rules.ts';
 
-/** Ranks of a real run (one worker and WebGPU device each). */
-export const MAX_RUN_WORLD = 64;
-/**
- * Ranks `npm run plan` predicts analytically. Its per-rank tables cost O(world²) (every rank's
- * groups are listed): 4096 ranks take ≈ 16 s on a 2-core machine.
- */
-export const MAX_PLAN_WORLD = 4096;
-/** pp × virtualStages × micro-batches: the cells of the simulated pipeline schedule (≈ 3 s at the bound). */
-export const MAX_PIPELINE_SLOTS = 131_072;
 /** Micro-batches per optimizer step. */
 export const MAX_MICRO_BATCHES = 65_536;
 
@@ -83,8 +76,9 @@ export type PlanOptions = z.infer<typeof PlanSchema>;
 /**
  * The plan `options` describe for a config with `gradAccum` (micro-batches default to it), not
  * yet checked against the model (see rules.ts checkPlan): the plan schema (plan_type.ts) parses what they map to.
- * @param maxWorld the most ranks allowed: {@link MAX_RUN_WORLD} for a real run, {@link MAX_PLAN_WORLD} for a prediction.
- * @throws Error naming the flags when the world size or the pipeline schedule exceeds its maximum.
+ * @param maxWorld the most ranks allowed: limits.ts MAX_RUN_WORLD for a real run, MAX_PLAN_WORLD for a prediction.
+ * @throws Error naming the flags when the world size or the pipeline schedule exceeds its maximum (the rule table's
+ *   limit rules, limits.ts).
  */
 export function planFromOptions(
   options: Partial<PlanOptions>,
@@ -108,21 +102,9 @@ export function planFromOptions(
     sync: syncSpecOf(o),
   });
   if (plan.sync === undefined) delete plan.sync; // DDP: the field absent, as in a plan made in code
-  const world = planWorldSize(plan);
-  if (world > maxWorld) {
-    const what = maxWorld === MAX_RUN_WORLD
-      ? 'a real run (npm run plan predicts up to ' + MAX_PLAN_WORLD + ')'
-      : 'a prediction';
-    throw new Error(
-      `world size --dp·--pp·--cp·--tp = ${plan.dp}·${plan.pp}·${plan.cp}·${plan.tp} = ${world} exceeds the maximum ${maxWorld} ranks of ${what}`,
-    );
-  }
-  const slots = plan.pp * plan.virtualStages * plan.microBatches;
-  if (slots > MAX_PIPELINE_SLOTS) {
-    throw new Error(
-      `--pp × --virtual-stages × --micro-batches = ${plan.pp} × ${plan.virtualStages} × ${plan.microBatches} = ${slots} exceeds the maximum ${MAX_PIPELINE_SLOTS} pipeline slots (micro-batches default to --grad-accum)`,
-    );
-  }
+  // The table's limit rules (limits.ts), before a model is built: the flags alone decide them.
+  const over = limitProblems(plan, maxWorld);
+  if (over.length) throw new Error(over.join('; '));
   return plan;
 }
 

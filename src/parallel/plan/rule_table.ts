@@ -8,6 +8,7 @@ import { SCHEDULE_KINDS } from '../pipeline/pipeline_schedule.ts';
 import { pipelineBlocks } from '../../models/archs.ts';
 import { SPLIT_ARCHS, type SplitDim } from './splits.ts';
 import { RUN_RULES } from './run_rules.ts';
+import { LIMIT_RULES } from './limits.ts';
 
 const div = (a: number, b: number) => a % b === 0;
 const on = (x: boolean | number) => x === true || (x as number) > 1;
@@ -93,6 +94,7 @@ export const PLAN_RULES: readonly PlanRule[] = [
     check: ({ plan: { cpKind: k } }) =>
       CP_KINDS.includes(k) ? null : `cpKind '${k}' is not one of ${CP_KINDS.join(', ')}`,
   },
+  ...LIMIT_RULES,
   ...SPLITS.map((dim): PlanRule => ({
     id: `arch-${dim}`,
     group: 'arch',

@@ -4,8 +4,8 @@
  * throws one Error listing every broken rule; the CLI (`npm run train`, `npm run plan`), the browser's Setup form
  * and the plan search all call them, on the host: ranks receive a checked plan.
  *
- * What a rule sees ({@link PlanFacts}): the plan, and when known the model (PlanModel), the world size and the
- * run's config (its architecture and the knobs that a parallel run refuses). A rule needing what is not known is
+ * What a rule sees ({@link PlanFacts}): the plan, and when known the model (PlanModel), the world size, the
+ * run's config (its architecture and the knobs that a parallel run refuses) and the caller's maximum world (limits.ts). A rule needing what is not known is
  * skipped, so the same table checks a plan alone (strategy.ts), against a model (the plan search) or for a run.
  * The shape rules come first: when one fails (a degree that is not a positive integer, an unknown schedule) the
  * others, which assume sane numbers, are skipped.
@@ -33,14 +33,22 @@ export interface PlanFacts {
   model?: PlanModel;
   worldSize?: number;
   run?: RunFacts;
+  /**
+   * The most ranks the caller handles (limits.ts: MAX_RUN_WORLD for a real run, MAX_PLAN_WORLD for a prediction,
+   * MAX_SEARCH_WORLD for a plan search); the limit rules apply only when it is given.
+   */
+  maxWorld?: number;
 }
 
 /** One rule: `check` returns its message when `plan` breaks it, else null. */
 export interface PlanRule {
   id: string;
-  /** shape rules gate the rest; arch rules are what strategy.ts reads without a model. */
-  group: 'shape' | 'arch' | 'plan' | 'run';
-  needs?: 'model' | 'run' | 'worldSize';
+  /**
+   * shape rules gate the rest; limit rules are what planFromOptions reads of flags before any model is built; arch
+   * rules are what strategy.ts reads without a model.
+   */
+  group: 'shape' | 'limit' | 'arch' | 'plan' | 'run';
+  needs?: 'model' | 'run' | 'worldSize' | 'maxWorld';
   applies?(f: PlanFacts): boolean;
   check(f: Required<PlanFacts>): string | null;
 }
@@ -70,10 +78,17 @@ function broken(facts: PlanFacts, groups?: readonly PlanRule['group'][]): string
 
 /**
  * Every rule of the table `plan` breaks, in words: against `model` when given, on `worldSize` ranks when given,
- * and for a run of `run` (its architecture and config) when given. The Setup form and the plan search show these.
+ * for a run of `run` (its architecture and config) when given, and within the caller's `maxWorld` ranks (and
+ * pipeline slots) when given. The Setup form and the plan search show these.
  */
-export function planProblems(plan: ParallelPlan, model?: PlanModel, worldSize?: number, run?: RunFacts): string[] {
-  return broken({ plan, model, worldSize, run });
+export function planProblems(
+  plan: ParallelPlan,
+  model?: PlanModel,
+  worldSize?: number,
+  run?: RunFacts,
+  maxWorld?: number,
+): string[] {
+  return broken({ plan, model, worldSize, run, maxWorld });
 }
 
 /**
@@ -82,11 +97,23 @@ export function planProblems(plan: ParallelPlan, model?: PlanModel, worldSize?: 
  * @throws one Error listing every broken rule, e.g. "invalid parallel plan: nEmbd 64 is not divisible by tp 3;
  *   heads 4 not divisible by tp 3".
  */
-export function checkPlan(plan: ParallelPlan, model?: PlanModel, worldSize?: number, run?: RunFacts): ParallelPlan {
-  const problems = planProblems(plan, model, worldSize, run);
+export function checkPlan(
+  plan: ParallelPlan,
+  model?: PlanModel,
+  worldSize?: number,
+  run?: RunFacts,
+  maxWorld?: number,
+): ParallelPlan {
+  const problems = planProblems(plan, model, worldSize, run, maxWorld);
   if (problems.length) throw new Error(`invalid parallel plan: ${problems.join('; ')}`);
   return plan;
 }
+
+/**
+ * The table's limit rules alone (limits.ts), for a plan just built from flags (plan_schema.ts planFromOptions):
+ * what must be refused before a model is built or anything is allocated.
+ */
+export const limitProblems = (plan: ParallelPlan, maxWorld: number): string[] => broken({ plan, maxWorld }, ['limit']);
 
 /** The table's architecture rules alone (strategy.ts), for a plan whose model is not built yet. */
 export const archRuleProblems = (plan: ParallelPlan, arch: string): string[] =>

@@ -21,7 +21,7 @@ import {
 import { zodIssues } from '../../util/digest.ts';
 import { type LossScaleState, LossScaleStateSchema } from '../../train/loss_scale.ts';
 import { describePlan, type ParallelPlan, planWorldSize } from '../plan/plan.ts';
-import { BATCH_ORDER, checkBatchOrder } from '../../data/dataset.ts';
+import { BATCH_ORDER } from '../../data/dataset.ts';
 
 export const RANK_CHECKPOINT_FORMAT = 'webgpu-train-sandbox/parallel-rank/1';
 
@@ -144,9 +144,10 @@ export async function decodeRankState(
 
 /**
  * Checks that `loaded` belongs to this rank of this run and writes it into `state`. Returns the
- * step to continue from.
+ * step to continue from. The batch order is not checked here: the host checked it once, when it loaded
+ * the set (io/checkpoint_set.ts loadCheckpointSet, data/dataset.ts checkBatchOrder), before any rank received it.
  * @throws Error when the file was written by another plan, rank or trainer ("resume with the
- *   same plan") or under another batch order that drew other rows (dataset.ts checkBatchOrder), and CorruptCheckpointError when a tensor is missing or has another length.
+ *   same plan"), and CorruptCheckpointError when a tensor is missing or has another length.
  */
 export function restoreRankState(
   gpu: Gpu,
@@ -169,7 +170,6 @@ export function restoreRankState(
   if (meta.rank !== expect.rank) {
     throw new Error(`${what} holds rank ${meta.rank}'s state, loaded on rank ${expect.rank}`);
   }
-  checkBatchOrder(meta.batchOrder, expect.plan.microBatches, what);
   for (const [name, t] of Object.entries(state)) {
     const data = loaded.tensors.get(name);
     if (!data) throw new CorruptCheckpointError(what, `tensor '${name}' is missing`);

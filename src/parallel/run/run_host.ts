@@ -56,8 +56,8 @@ export interface ParallelCheckpointing {
 /**
  * Host side: trains `cfg` under `plan` on a launched `world` (whose workers serve
  * run_tasks.ts `parallelTasks`), calling `onStep` after every step (in batches up to each multiple of
- * logInterval and each checkpoint step, one round trip each). With `resume` (every rank's file of one checkpoint) the
- * ranks restore
+ * logInterval and each checkpoint step, one round trip each). With `resume` (every rank's file of one checkpoint, as
+ * io/checkpoint_set.ts loadCheckpointSet returns it, having checked the set's batch order) the ranks restore
  * their state and the run continues at its step; with `checkpoint` the ranks' files are
  * collected after every step it selects, and saved once checked (see the module doc). With
  * `stop`, a request ends the current batch early at a step boundary the ranks agree on
