@@ -12,8 +12,8 @@
  * gradAccum, as in training). The pipeline schedule is `--pp-schedule`;
  * `--schedule gpipe|1f1b|interleaved` is accepted as an alias because the training config's
  * `--schedule` already names the learning-rate schedule (whose values never overlap).
- * Memory per rank also shows the analytical peak activation bytes of the tapes
- * (src/perf/activation_memory.ts; not the MoE models); with `--measure` they are printed beside the
+ * Memory per rank also shows the peak activation bytes of the tapes, counted from the model's own forward
+ * (src/perf/activation_memory.ts); with `--measure` they are printed beside the
  * measured pool peak, which also holds activation gradients and kernel workspaces, so both
  * figures and their ratio are shown rather than a pretended equality.
  * The predicted report is src/perf/plan_prediction.ts's (formatting helpers: plan_report.ts),
@@ -81,10 +81,10 @@ export async function planFromArgs(
     plan: ParallelPlan;
     model: PlanModel;
     cfg: TrainConfig;
+    /** The tokenizer's V (`model.vocabSize` is padded as the run pads it). */
+    vocabSize: number;
     flags: PlanCliOptions & { net?: string; gpu: Backend };
     help: boolean;
-    /** The tokenizer's vocabulary (the model's is padded to it). */
-    vocab: number;
   }
 > {
   const { args, cfg, plan } = await checkCommand(argv, 'plan');
@@ -94,17 +94,17 @@ export async function planFromArgs(
     gpu: args.gpu as Backend,
   };
   if (args.help || !cfg || !plan) {
-    return { plan: makePlan(), model: {} as PlanModel, cfg: {} as TrainConfig, flags, help: true, vocab: 0 };
+    return { plan: makePlan(), model: {} as PlanModel, cfg: {} as TrainConfig, vocabSize: 0, flags, help: true };
   }
   const vocab = await vocabSize(cfg, flags.vocabSize), model = planModelOf(plan, cfg, vocab);
   checkPlan(plan, model, undefined, runFactsOf(cfg), maxWorldOf('plan', args.options));
-  return { plan, model, cfg, flags, help: false, vocab };
+  return { plan, model, cfg, vocabSize: vocab, flags, help: false };
 }
 
 /** Runs the CLI; returns the text it printed. */
 export async function main(argv: string[]): Promise<string> {
   if (isSearchArgv(argv)) return await planSearchMain(argv); // the performance model: src/cli/plan_search.ts
-  const { plan, model, cfg, flags: f, help, vocab } = await planFromArgs(argv);
+  const { plan, model, cfg, vocabSize: vocab, flags: f, help } = await planFromArgs(argv);
   if (help) {
     console.log(HELP + trainHelp());
     return HELP;
@@ -119,7 +119,7 @@ export async function main(argv: string[]): Promise<string> {
   };
   const world = planWorldSize(plan), me = f.rank;
   if (me >= world) throw new Error(`--rank ${me} is outside the plan's ${world} ranks`);
-  const { text, acts } = await predictionReport(plan, model, cfg, net, opts, { ...f, vocabSize: vocab });
+  const { text, acts } = await predictionReport(plan, model, cfg, vocab, net, opts, f);
   console.log(text);
   if (!f.measure) return text;
   const { tokenizer, texts } = await loadTrainingData(cfg);

@@ -20,6 +20,13 @@ export interface PoolStats {
   createdCount: number;
   /** Largest single request since the last `resetPeak()`. */
   largestBytes: number;
+  /**
+   * Bytes the holders of the live buffers asked for, before rounding up to {@link POOL_GRANULE} (a tensor's
+   * size in whole 4-byte words): what the activation count (src/perf/activation_memory.ts) reports unrounded.
+   */
+  requestedBytes: number;
+  /** Largest `requestedBytes` seen since the last `resetPeak()`. */
+  requestedPeakBytes: number;
 }
 
 /** Buffers are handed out in multiples of this many bytes (also the binding-offset alignment). */
@@ -28,7 +35,17 @@ export const POOL_GRANULE = 256;
 export class BufferPool {
   private free = new Map<number, GPUBuffer[]>();
   private sizes = new WeakMap<GPUBuffer, number>();
-  readonly stats: PoolStats = { liveBytes: 0, peakBytes: 0, createdBytes: 0, createdCount: 0, largestBytes: 0 };
+  /** What the holder of each handed-out buffer asked for. */
+  private requested = new WeakMap<GPUBuffer, number>();
+  readonly stats: PoolStats = {
+    liveBytes: 0,
+    peakBytes: 0,
+    createdBytes: 0,
+    createdCount: 0,
+    largestBytes: 0,
+    requestedBytes: 0,
+    requestedPeakBytes: 0,
+  };
 
   constructor(private readonly device: GPUDevice) {}
 
@@ -47,9 +64,13 @@ export class BufferPool {
       this.stats.createdBytes += size;
       this.stats.createdCount++;
     }
-    this.stats.liveBytes += size;
-    this.stats.peakBytes = Math.max(this.stats.peakBytes, this.stats.liveBytes);
-    this.stats.largestBytes = Math.max(this.stats.largestBytes, size);
+    const s = this.stats;
+    s.liveBytes += size;
+    s.peakBytes = Math.max(s.peakBytes, s.liveBytes);
+    s.largestBytes = Math.max(s.largestBytes, size);
+    this.requested.set(buf, bytes);
+    s.requestedBytes += bytes;
+    s.requestedPeakBytes = Math.max(s.requestedPeakBytes, s.requestedBytes);
     return buf;
   }
 
@@ -58,6 +79,8 @@ export class BufferPool {
     const size = this.sizes.get(buf);
     if (size === undefined) throw new Error('BufferPool.release: buffer was not acquired from this pool');
     this.stats.liveBytes -= size;
+    this.stats.requestedBytes -= this.requested.get(buf) ?? 0;
+    this.requested.delete(buf);
     let list = this.free.get(size);
     if (!list) this.free.set(size, list = []);
     list.push(buf);
@@ -66,6 +89,7 @@ export class BufferPool {
   /** Starts a new peak measurement window (peak and largest request). */
   resetPeak(): void {
     this.stats.peakBytes = this.stats.liveBytes;
+    this.stats.requestedPeakBytes = this.stats.requestedBytes;
     this.stats.largestBytes = 0;
   }
 

@@ -1,12 +1,12 @@
 /**
  * The predicted half of `npm run plan`'s report, from a validated plan and model alone: the plan,
- * model and network header, memory per rank (model state and the analytical activation peak),
+ * model and network header, memory per rank (model state and the activation peak counted from the model),
  * the elements every rank sends per optimizer step by parallel dimension, one rank's traffic in
  * detail, and the pipeline schedule's bubble and dry-run timeline. Separate from src/cli/plan.ts,
  * which reads the flags and runs `--measure`, and from plan_report.ts, whose formatting helpers
- * it shares with a parallel run's accounting. Pure formatting: no file system, no GPU.
+ * it shares with a parallel run's accounting. No GPU: the activations run the model over a meta GPU (which reads
+ * the shader sources).
  */
-import { autocastOf } from '../autograd/autocast.ts';
 import type { TrainConfig } from '../train/config.ts';
 import type { NetworkModel } from '../comm/network.ts';
 import { p2pTimeUs } from '../comm/cost.ts';
@@ -18,7 +18,6 @@ import {
   type PlanModel,
   planWorldSize,
   rankCoords,
-  type StrategyKind,
   zeroWorkingElements,
 } from '../parallel/plan/plan.ts';
 import type { CommRow, PlanDim, TrafficOptions } from '../parallel/cost/cost.ts';
@@ -26,10 +25,10 @@ import { compressionSection, rankStepTraffic } from './compression_report.ts';
 import { rankMemory } from './memory_cost.ts';
 import { bubbleFraction, dryRun } from '../parallel/pipeline/pipeline_sim.ts';
 import { makeSchedule, peakInFlight } from '../parallel/pipeline/pipeline_schedule.ts';
-import { type ActivationMemory, activationMemory, korthikantiLayerBytes } from './activation_memory.ts';
+import { type ActivationMemory, korthikantiLayerBytes, microBatchRows, planActivations } from './activation_memory.ts';
 import { fmtBytes, fmtInt, groupLink, pct, rowTimeUs, table, timelineChart } from './plan_report.ts';
 
-/** Every rank's analytical activation memory (activation_memory.ts), or why none is predicted. */
+/** Every rank's activation memory (activation_memory.ts, counted from the model), or why none is predicted. */
 export interface PredictedActivations {
   ranks?: ActivationMemory[];
   why?: string;
@@ -44,18 +43,18 @@ export interface PredictionOptions {
   backwardMs: number;
   /** Columns of the timeline chart. */
   width: number;
-  /** The tokenizer's vocabulary (the model's may be padded), which the rank models are built with. */
-  vocabSize: number;
 }
 
 /**
  * The predicted report of `plan` for `model` on `net` (traffic rows per `traffic`), as the text
- * `npm run plan` prints, with the activation predictions a measured step is later set beside.
+ * `npm run plan` prints, with the activation predictions a measured step is later set beside. `vocabSize` is the
+ * tokenizer's V (`model.vocabSize` is padded as the run pads it).
  */
 export async function predictionReport(
   plan: ParallelPlan,
   model: PlanModel,
   cfg: TrainConfig,
+  vocabSize: number,
   net: NetworkModel,
   traffic: TrafficOptions,
   o: PredictionOptions,
@@ -81,7 +80,7 @@ export async function predictionReport(
       : ''),
   ];
   const ranks = [...Array(world).keys()];
-  const acts = activations(plan, model, cfg, traffic.trainer);
+  const acts = await activations(plan, cfg, vocabSize);
   const memRows = ranks.map((r) => {
     const c = rankCoords(plan, r), m = rankMemory(plan, model, r, cfg.bias), a = acts.ranks?.[r];
     return [
@@ -117,10 +116,10 @@ export async function predictionReport(
       'total + act.',
     ], memRows),
   );
-  out.push(activationNote(acts, plan, model, me), '');
+  out.push(activationNote(acts, plan, model, cfg, me), '');
   // Every rank's step as its model sends it (a meta step each), and rank me's without the compression policy.
-  const rows = await Promise.all(ranks.map((r) => rankStepTraffic(plan, cfg, o.vocabSize, r, traffic)));
-  const raw = plan.compress ? await rankStepTraffic(plan, cfg, o.vocabSize, me, traffic, true) : rows[me];
+  const rows = await Promise.all(ranks.map((r) => rankStepTraffic(plan, cfg, vocabSize, r, traffic)));
+  const raw = plan.compress ? await rankStepTraffic(plan, cfg, vocabSize, me, traffic, true) : rows[me];
   out.push(
     ...trafficSection(plan, net, traffic, rows, me),
     ...compressionSection(plan, raw, rows[me], net, me),
@@ -245,23 +244,10 @@ function pipelineSection(
   return out;
 }
 
-/** Every rank's analytical activation memory, or why there is none (a MoE architecture). */
-function activations(
-  plan: ParallelPlan,
-  model: PlanModel,
-  cfg: TrainConfig,
-  trainer?: StrategyKind,
-): PredictedActivations {
+/** Every rank's activation memory, or why there is none (a split the model does not take). */
+async function activations(plan: ParallelPlan, cfg: TrainConfig, vocabSize: number): Promise<PredictedActivations> {
   try {
-    const o = {
-      arch: cfg.arch,
-      bias: cfg.bias,
-      attention: cfg.attention,
-      trainer,
-      recompute: cfg.recompute,
-      autocast: autocastOf(cfg.precision),
-    };
-    return { ranks: [...Array(planWorldSize(plan)).keys()].map((r) => activationMemory(plan, model, r, o)) };
+    return { ranks: await planActivations(cfg, plan, vocabSize) };
   } catch (e) {
     return { why: (e as Error).message };
   }
@@ -272,19 +258,21 @@ function activationNote(
   acts: PredictedActivations,
   plan: ParallelPlan,
   model: PlanModel,
+  cfg: TrainConfig,
   me: number,
 ): string {
   if (!acts.ranks) return `  activations: not predicted — ${acts.why}`;
-  const a = acts.ranks[me], b = model.batchSize / (plan.dp * plan.microBatches), s = model.blockSize / plan.cp;
-  const k = korthikantiLayerBytes(s, b, model.nEmbd, model.nHead, plan.tp, plan.sp), arch = model.layout?.arch ?? 'gpt';
-  const half = a.stages.flatMap((x) => x.items).find((x) => x.what.startsWith('autocast:'));
-  const widths = half
-    ? `fp32 + ${half.width === 2 ? 'f16' : 'bf16-in-f32'} copies of the linear and attention inputs and weights`
-    : 'fp32';
+  const a = acts.ranks[me], b = microBatchRows(cfg, plan), s = model.blockSize / plan.cp;
+  const k = korthikantiLayerBytes(s, b, model.nEmbd, model.nHead, plan.tp, plan.sp), arch = cfg.arch;
+  const widths = cfg.precision === 'f32'
+    ? 'fp32'
+    : `fp32 + ${
+      cfg.precision === 'f16-mixed' ? 'f16' : 'bf16-in-f32'
+    } copies of the linear and attention inputs and weights`;
   const head =
-    `  activations: analytical peak of the tensors the autograd tapes keep (${widths}; ${arch}; src/perf/activation_memory.ts): the peak over the schedule, ≈ one micro-batch × the most in flight;\n` +
+    `  activations: peak of the tensors the autograd tapes keep, counted from the model's forward over a meta GPU (${widths}; ${arch}; src/perf/activation_memory.ts): the peak over the schedule, ≈ one micro-batch × the most in flight;\n` +
     `  rank ${me} (${a.kind} trainer): ${fmtBytes(a.perMicroBatch)} per micro-batch, ${fmtBytes(a.perLayer)} per layer`;
-  if (arch !== 'gpt') return `${head} (Korthikanti et al.'s transformer count does not apply to a recurrent layer)`;
+  if (arch !== 'gpt') return `${head} (Korthikanti et al.'s transformer count is for the GPT layer)`;
   return `${head} — ` +
     `Korthikanti et al. (arXiv 2205.05198) fp16 ${
       plan.tp > 1 ? (plan.sp ? 'sbh/t·(34 + 5as/h)' : 'sbh(10 + 24/t + 5as/(ht))') : 'sbh(34 + 5as/h)'

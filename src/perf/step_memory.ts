@@ -3,8 +3,8 @@
  * memory_cost.ts (the ZeRO paper's mixed-precision bytes for bf16, this sandbox's fp32 AdamW for f32) and activations
  * by Korthikanti et al.'s per-layer count (arXiv 2205.05198 §4, activation_memory.ts korthikantiLayerBytes) under each
  * recompute mode, times the layers a pipeline rank holds in flight. This is the paper's closed form for any shape, not
- * activation_memory.ts's op-by-op count of this implementation's tapes, which walks the schedule and is too slow to
- * call per plan.
+ * activation_memory.ts's count of this implementation's tapes, which runs the rank's model over a meta GPU and is too
+ * slow to call per plan.
  *
  * Units: bytes.
  */

@@ -1,18 +1,15 @@
 /**
  * activation_memory.ts for mamba, linear (head and channel decay) and hybrid: on the GPU the
- * bytes a real forward leaves on its tape equal the formula's items exactly, as
- * activation_memory.test.ts checks for GPT (pooled: every allocation rounded up to the pool's
+ * bytes a real forward leaves on its tape equal the count from the model over a meta GPU exactly,
+ * as activation_memory.test.ts checks for GPT (pooled: every allocation rounded up to the pool's
  * granule; shapes ragged, T = 37 spans two scan / linear-attention chunks), on one rank under
  * each recomputation mode and on two tensor-parallel ranks in one process (twice one rank's
  * figure); and recomputation lowers the predicted peak as it lowers the measured tape.
  */
 import { grown, stageGrowth } from './tape_growth.ts';
-import { equal, ok, throws } from 'node:assert/strict';
-import { activationMemory, type ActivationOptions } from '../../src/perf/activation_memory.ts';
-import { itemBytes } from '../../src/perf/activation_items.ts';
-import { makePlan, type ParallelPlan, type PlanModel } from '../../src/parallel/plan/plan.ts';
-import { archLayout } from '../../src/parallel/cost/arch_params.ts';
-import { POOL_GRANULE } from '../../src/gpu/pool.ts';
+import { equal, ok } from 'node:assert/strict';
+import { type ActivationMemory, activationMemory } from '../../src/perf/activation_memory.ts';
+import { makePlan, type ParallelPlan } from '../../src/parallel/plan/plan.ts';
 import { gpuTest } from '../util/gpu.ts';
 import { Tape } from '../../src/autograd/tape.ts';
 import { ARCHS } from '../../src/models/registry.ts';
@@ -32,34 +29,27 @@ const ARCH_CASES: [string, Record<string, unknown>][] = [
 ];
 const config = (over: Record<string, unknown>, shape: Record<string, unknown> = {}): TrainConfig =>
   parseConfig({ blockSize: 37, nLayer: 2, nHead: 2, nEmbd: 24, seed: 1, ...over, ...shape });
-const planModel = (cfg: TrainConfig, batchSize: number): PlanModel => ({
-  nLayer: cfg.nLayer,
-  nHead: cfg.nHead,
-  nEmbd: cfg.nEmbd,
-  blockSize: cfg.blockSize,
-  batchSize,
-  vocabSize: V,
-  layout: archLayout(cfg, V),
-});
 const tokens = (n: number, seed: number) => Int32Array.from({ length: n }, (_, i) => (i * 7 + seed) % V);
-const mem = (cfg: TrainConfig, b: number, over: Partial<ParallelPlan> = {}, o: ActivationOptions = {}) =>
-  activationMemory(makePlan(over), planModel(cfg, b), 0, { arch: cfg.arch, ...o });
+/** The count of `cfg` with micro-batches of b rows (the plan's global batch b·dp·m) under `recompute`. */
+const mem = (cfg: TrainConfig, b: number, over: Partial<ParallelPlan> = {}, recompute = cfg.recompute) => {
+  const plan = makePlan(over);
+  return activationMemory({ ...cfg, batchSize: b * plan.dp * plan.microBatches, recompute }, plan, V, 0);
+};
+/** One micro-batch of every stage, pooled (received activations included). */
+const pooled = (m: ActivationMemory) => m.stages.reduce((a, s) => a + s.input.pooled + s.kept.pooled, 0);
 
-Deno.test('recurrent activation formula: needs the layout, refuses the MoE models by name', () => {
-  const cfg = config({ arch: 'mamba' }), pm = planModel(cfg, 4);
-  throws(() => activationMemory(makePlan(), { ...pm, layout: undefined }, 0, { arch: 'mamba' }), /layout/);
-  throws(() => activationMemory(makePlan(), pm, 0, { arch: 'mamba-moe' }), /got --arch mamba-moe/);
-  // tp halves the inner channels' tensors; pipelines count each stage's layers.
-  const one = mem(cfg, 4), tp2 = mem(cfg, 4, { tp: 2 });
+Deno.test('recurrent activation count: tp shrinks the inner channels, a pipeline stage counts its own layers', async () => {
+  const cfg = config({ arch: 'mamba' });
+  const one = await mem(cfg, 4), tp2 = await mem(cfg, 4, { tp: 2 });
   ok(tp2.perLayer < one.perLayer, `tp 2 ${tp2.perLayer} vs ${one.perLayer}`);
   const h = config({ arch: 'hybrid', nLayer: 4, attnEvery: 2 });
-  const pp = mem(h, 4, { pp: 2, microBatches: 2 }, { trainer: 'mesh' }), whole = mem(h, 4);
+  const pp = await mem(h, 4, { pp: 2, microBatches: 2 }), whole = await mem(h, 4);
   equal(pp.stages.length, 1);
   ok(pp.perMicroBatch < whole.perMicroBatch);
 });
 
 for (const [name, over] of ARCH_CASES) {
-  gpuTest(`${name} forward on one rank: tape bytes = formula exactly under every recomputation`, async (gpu) => {
+  gpuTest(`${name} forward on one rank: tape bytes = the count exactly under every recomputation`, async (gpu) => {
     const B = 3, cfg = config(over), T = cfg.blockSize, model = ARCHS[cfg.arch](gpu, cfg, V, 1);
     const x = tokens(B * T, 0), tok = gpu.upload(x, [B, T], 'i32'), tgt = gpu.upload(tokens(B * T, 3), [B * T], 'i32');
     const measured: Partial<Record<Recompute, number>> = {};
@@ -70,12 +60,11 @@ for (const [name, over] of ARCH_CASES) {
           await model.forward(tape, tok, x, tgt, B, T, { recompute });
           return [tape];
         });
-        const m = mem(cfg, B, {}, { recompute }), items = m.stages[0].items;
-        equal(delta, itemBytes(items, true), `${name} ${recompute}: pool growth vs formula`);
-        const allocs = items.reduce((a, x) => a + x.count, 0), kept = itemBytes(items);
-        ok(delta >= kept && delta - kept <= allocs * POOL_GRANULE, `${name} ${recompute}: raw ${kept}`);
-        if (recompute === 'none') equal(m.bytes, kept, 'nothing to recompute');
-        else ok(m.bytes > kept, 'the peak adds one recomputed segment');
+        const m = await mem(cfg, B, {}, recompute), kept = m.stages[0].kept;
+        equal(delta, kept.pooled, `${name} ${recompute}: pool growth vs count`);
+        ok(kept.raw <= kept.pooled && kept.raw > 0, `${name} ${recompute}: raw ${kept.raw}`);
+        if (recompute === 'none') equal(m.bytes, kept.raw, 'nothing to recompute');
+        else ok(m.work > 0 && m.bytes === kept.raw + m.work, 'the peak adds one recomputed segment');
         measured[recompute] = delta;
       }
       // The tape shrinks under both modes; the predicted peak too once what the layers stop keeping
@@ -84,7 +73,7 @@ for (const [name, over] of ARCH_CASES) {
       const big = config(over, { nLayer: 8, blockSize: 128, attnEvery: 2, dState: 16 });
       for (const r of ['selective', 'full'] as const) {
         for (const p of [{}, { dp: 2, pp: 2, microBatches: 2 }, { tp: 2 }]) {
-          const [a, n] = [mem(big, 4, p, { recompute: r }), mem(big, 4, p)];
+          const [a, n] = [await mem(big, 4, p, r), await mem(big, 4, p, 'none')];
           ok(
             a.bytes < n.bytes && a.perLayer < n.perLayer,
             `${name} ${r} ${JSON.stringify(p)}: ${a.bytes} vs ${n.bytes}`,
@@ -106,7 +95,7 @@ const TP_CASES: [string, Record<string, unknown>, Partial<ParallelPlan>][] = [
   ['hybrid tp 2 + sp', ARCH_CASES[3][1], { tp: 2, sp: true }],
 ];
 for (const [name, over, plan] of TP_CASES) {
-  gpuTest(`${name}: both ranks' tapes on one device = 2 × the formula`, async (gpu) => {
+  gpuTest(`${name}: both ranks' tapes on one device = 2 × the count`, async (gpu) => {
     const BT = 2, cfg = config(over), TT = cfg.blockSize, world = localWorld(2);
     const x = tokens(BT * TT, 0), y = tokens(BT * TT, 5), toFree: (() => void)[] = [];
     try {
@@ -123,8 +112,8 @@ for (const [name, over, plan] of TP_CASES) {
           await m.forward(tape, x, y, BT, TT);
           return tape;
         })));
-      const m = mem(cfg, BT, plan);
-      equal(delta, 2 * m.pooledBytes, `${name}: pool growth vs formula`);
+      const m = await mem(cfg, BT, plan);
+      equal(delta, 2 * m.pooledBytes, `${name}: pool growth vs count`);
       ok(delta >= 2 * m.bytes, `${name}: raw ${m.bytes}`);
     } finally {
       toFree.forEach((f) => f());
@@ -134,7 +123,7 @@ for (const [name, over, plan] of TP_CASES) {
 }
 
 gpuTest(
-  'pipeline stages (pp 2) of every recurrent model: one micro-batch of each stage = its stage items',
+  'pipeline stages (pp 2) of every recurrent model: one micro-batch of each stage = its counted stage',
   async (gpu) => {
     const BT = 2, world = localWorld(1), plan = makePlan({ pp: 2, microBatches: 2 });
     try {
@@ -150,9 +139,9 @@ gpuTest(
             { ppRank: rank, pp: 2, v: 1 },
           );
           const delta = await stageGrowth(gpu, m, rank as 0 | 1, x, y, BT, TT);
-          const at = activationMemory(plan, planModel(cfg, 2 * BT), rank, { arch: cfg.arch, trainer: 'mesh' });
+          const at = await activationMemory({ ...cfg, batchSize: 2 * BT }, plan, V, rank);
           equal(at.stages.length, 1);
-          equal(delta, itemBytes(at.stages[0].items, true), `${name} stage ${rank}`);
+          equal(delta, pooled(at), `${name} stage ${rank}`);
           m.params.destroy();
         }
       }

@@ -7,7 +7,8 @@
  */
 import { rankMemory } from '../../perf/memory_cost.ts';
 import { type ParallelPlan, type PlanModel, planWorldSize } from '../../parallel/plan/plan.ts';
-import { activationBytes } from '../../perf/activation_memory.ts';
+import type { TrainConfig } from '../../train/config.ts';
+import { planActivations, shapeConfig } from '../../perf/activation_memory.ts';
 import { fmtBytes } from './trace_io.ts';
 
 /** Bytes one rank holds (as a run reports them). */
@@ -23,20 +24,29 @@ export interface RankMemory {
 const PARTS = ['params', 'grads', 'optimizer', 'activations'] as const;
 const COLOURS: Record<(typeof PARTS)[number], string> = { params: '#3b82f6', grads: '#f59e0b', optimizer: '#8b5cf6', activations: '#10b981' };
 
-/** The analytical activation peak (activation_memory.ts), or undefined where it has none (the MoE models, ep). */
-function activationPeak(plan: ParallelPlan, model: PlanModel, rank: number, arch: string): number | undefined {
+/**
+ * Every rank's activation peak (activation_memory.ts: counted from the model's forward over a meta GPU) for the run's
+ * config, or without one the model of `model`'s shape and `arch`; undefined per rank where it cannot be counted.
+ */
+async function activationPeaks(plan: ParallelPlan, model: PlanModel, arch: string, cfg?: TrainConfig) {
   try {
-    return activationBytes(plan, model, rank, { arch });
+    return (await planActivations(cfg ?? shapeConfig(model, { arch }), plan, model.vocabSize)).map((a) => a.bytes);
   } catch {
-    return undefined;
+    return [];
   }
 }
 
 /** The formula's bytes for every rank of `plan`. @throws Error when the plan is invalid for the model. */
-export function formulaMemory(plan: ParallelPlan, model: PlanModel, arch = 'gpt'): RankMemory[] {
+export async function formulaMemory(
+  plan: ParallelPlan,
+  model: PlanModel,
+  arch = 'gpt',
+  cfg?: TrainConfig,
+): Promise<RankMemory[]> {
+  const acts = await activationPeaks(plan, model, arch, cfg);
   return [...Array(planWorldSize(plan)).keys()].map((rank) => {
     const z = rankMemory(plan, model, rank);
-    return { rank, params: z.params, grads: z.grads, optimizer: z.optimizer, activations: activationPeak(plan, model, rank, arch) };
+    return { rank, params: z.params, grads: z.grads, optimizer: z.optimizer, activations: acts[rank] };
   });
 }
 
@@ -44,6 +54,8 @@ export function formulaMemory(plan: ParallelPlan, model: PlanModel, arch = 'gpt'
 export class MemoryPanel {
   private readonly bars: HTMLElement;
   private readonly summary: HTMLElement;
+  /** Calls of {@link update} so far: a slower earlier one does not overwrite a later one. */
+  private calls = 0;
 
   constructor(host: HTMLElement) {
     host.innerHTML = `
@@ -53,22 +65,25 @@ export class MemoryPanel {
       <p class="hint">Measured: the bytes each rank's parameter store keeps (ZeRO: what its stage keeps) and, as activations, the
       peak of its GPU buffer pool (activations and temporaries). Formula: <code>zeroMemoryFp32</code> — 4 B parameter, 4 B gradient,
       8 B AdamW state per element, sharded over the data-parallel group by stage (ZeRO-2/3 add their one-layer working buffers) — and
-      the activations the autograd tapes keep (<code>activationMemory</code>, counted op by op from each architecture's code after Korthikanti et al. 2022)
+      the activations the autograd tapes keep (<code>activationMemory</code>, counted by running the model's own forward over a meta GPU)
       for the micro-batches a pipeline stage keeps in flight (GPipe: all m; 1F1B: at most p).</p>`;
     this.bars = host.querySelector('[data-testid="memory-bars"]')!;
     this.summary = host.querySelector('[data-testid="memory-summary"]')!;
   }
 
-  /** Shows the formula for `plan` and, when given, the measured bytes per rank. */
-  update(plan: ParallelPlan, model: PlanModel, measured: RankMemory[] = [], arch = 'gpt'): void {
+  /** Shows the formula for `plan` (of the run's `cfg` when given) and, when given, the measured bytes per rank; a later call wins. */
+  async update(plan: ParallelPlan, model: PlanModel, measured: RankMemory[] = [], arch = 'gpt', cfg?: TrainConfig): Promise<void> {
+    const call = ++this.calls;
     let formula: RankMemory[];
     try {
-      formula = formulaMemory(plan, model, arch);
+      formula = await formulaMemory(plan, model, arch, cfg);
     } catch (e) {
+      if (call !== this.calls) return;
       this.summary.textContent = `No prediction: ${(e as Error).message}`;
       this.bars.replaceChildren();
       return;
     }
+    if (call !== this.calls) return;
     const total = (m: RankMemory) => m.params + m.grads + m.optimizer + (m.activations ?? 0);
     const max = Math.max(1, ...formula.map(total), ...measured.map(total));
     this.summary.textContent = `ZeRO-${plan.zero} over a data-parallel group of ${plan.dp * plan.cp}, tp ${plan.tp}, pp ${plan.pp}: ` +

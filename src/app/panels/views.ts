@@ -52,7 +52,7 @@ export class Views {
     this.rows = undefined;
     if (cfg && vocabSize) void this.count(plan, cfg, vocabSize);
     this.mesh.setShape([plan.dp, plan.pp, plan.cp, plan.tp]);
-    this.memory.update(plan, model, this.measured, arch);
+    void this.memory.update(plan, model, this.measured, arch, cfg);
     if (!this.spans.length) {
       this.tp.setData(model);
       this.comm.preview({ plan, model, cfg });
@@ -97,7 +97,7 @@ export class Views {
   /** Per-rank memory as the run reported it. */
   setMeasured(mem: RankMemory[]): void {
     this.measured = mem;
-    if (this.plan && this.model) this.memory.update(this.plan, this.model, mem, this.arch);
+    if (this.plan && this.model) void this.memory.update(this.plan, this.model, mem, this.arch, this.cfg);
   }
 
   /** Every span collected so far. */

@@ -52,9 +52,9 @@ export interface ArchLayout {
   dState: number;
   /** Hybrid: the shared attention block runs after layers i with (i + 1) % attnEvery = 0. */
   attnEvery: number;
-  /** Mamba / hybrid: inner width D = expand · C (src/perf/activation_memory.ts counts its tensors). */
+  /** Mamba / hybrid: inner width D = expand · C. */
   expand: number;
-  /** Linear: one log-decay per head and step, or per key channel (src/perf/activation_memory.ts). */
+  /** Linear: one log-decay per head and step, or per key channel. */
   decay: 'head' | 'channel';
   /**
    * Recurrent depth: prelude blocks P, core blocks R, backprop depth k, mean iterations r̄
