@@ -71,8 +71,9 @@ export class Views {
       console.warn(`views: the step of ${ranks.length} rank(s) could not be counted: ${(e as Error).message}`);
       return;
     }
-    if (!this.spans.length) this.comm.preview({ plan, model: this.model!, cfg, rows: this.rows });
-    this.refresh();
+    // Before a run the Communication panel previews the plan; once spans arrive, refresh sets prediction beside them.
+    if (this.steps > 0) this.refresh();
+    else this.comm.preview({ plan, model: this.model!, cfg, rows: this.rows });
   }
 
   /** Clears the previous run's data (a new run starts). */

@@ -4,9 +4,9 @@
  * the demo print ({@link CommRow}). Nothing here knows an architecture: a row is one (group, op, buffer size) the
  * model's code called, named by the purpose its group was made for (`tp[0,1]/act`, `dp[0,1]/grads`, …).
  *
- * Compression is applied to the uncompressed step's rows by compressed_rows.ts, which rewrites each bulk row as the
- * word-level calls compressed.ts makes; the low-communication outer sync, which a step makes only every H steps, is
- * added as its average per step (low_comm.ts outerSyncRows), as the analytical model does.
+ * A compressing plan's step runs its compressed collectives (comm/compressed.ts) and PowerSGD, so its rows count the
+ * words they send; the low-communication outer sync, which a step makes only every H steps, is added as its average
+ * per step (low_comm.ts outerSyncRows), as the analytical model does.
  */
 import type { TrainConfig } from '../../train/config.ts';
 import type { CountedCall } from '../../comm/counting.ts';
@@ -14,9 +14,8 @@ import type { Algorithm } from '../../comm/call_options.ts';
 import { ALGORITHMS, type Collective } from '../../comm/call_options.ts';
 import { type ParallelPlan, planGroup, planWorldSize } from '../plan/plan.ts';
 import { outerSyncRows } from '../data/low_comm.ts';
-import { rankGradMatrices } from '../data/grad_compression.ts';
 import { derivedRankParams } from './derived_params.ts';
-import { compressRows } from './compressed_rows.ts';
+import { compresses, formatScheme } from '../../comm/compression.ts';
 import { derivedStepTraffic, type DerivedTrafficOptions } from './derived_traffic.ts';
 import { dimOfKey } from './rank_traffic.ts';
 import type { CommRow, TrafficOptions } from './cost_types.ts';
@@ -70,7 +69,7 @@ export type DerivedRowsOptions = DerivedTrafficOptions;
 /**
  * The rows of everything rank `rank` of `plan` sends in optimizer step `o.step` of `cfg` (the config the rank trains
  * with: trainerConfig applied), counted from the model (see the module doc), compressed as the plan's policy
- * compresses them. Every row is exact except the outer sync's per-step average.
+ * compresses them (bulk rows name the scheme). Every row is exact except the outer sync's per-step average.
  * @throws Error from MeshTrainer for a plan the model does not take.
  */
 export async function derivedTraffic(
@@ -80,17 +79,19 @@ export async function derivedTraffic(
   rank: number,
   o: DerivedRowsOptions = {},
 ): Promise<CommRow[]> {
-  const bare = { ...plan, compress: undefined };
-  const d = await derivedStepTraffic(cfg, bare, vocabSize, rank, o);
+  const d = await derivedStepTraffic(cfg, plan, vocabSize, rank, o);
   const rows = d.calls.filter((c) => !c.group.includes('/outer')).map(callRow);
   if (plan.sync) {
     const dense = derivedRankParams(cfg, vocabSize)(plan, rank).dense;
     const group = planGroup(plan, 'dp', rank).flatMap((r) => planGroup(plan, 'cp', r));
     rows.push(...outerSyncRows(plan.sync, dense, group, rank));
   }
-  if (!plan.compress) return rows;
-  const matrices = plan.compress.dp.kind === 'powersgd' ? rankGradMatrices(cfg, vocabSize, plan, rank) : undefined;
-  return compressRows(rows, plan.compress, rank, matrices);
+  if (!compresses(plan.compress)) return rows;
+  // The compressed calls were counted as the compressed collectives make them: name the scheme on the bulk rows.
+  return rows.map((r) => {
+    const s = r.bulk && plan.compress![r.dim];
+    return s && s.kind !== 'none' ? { ...r, scheme: formatScheme(s) } : r;
+  });
 }
 
 /**

@@ -35,32 +35,19 @@ export interface PlanModel {
   /** With nExpert: every moeEvery-th block (1-based, as models/moe_layer.ts isMoELayer) has the experts; the others a dense MLP. Default 1. */
   moeEvery?: number;
   /**
-   * A recurrent architecture's own layout (arch_params.ts; absent: the GPT of src/models/gpt.ts):
+   * A recurrent architecture's own layout (run/plan_model.ts; absent: the GPT of src/models/gpt.ts):
    * its parameters per rank, counted from its declarations, and the tensor-parallel
    * collectives of its blocks.
    */
   layout?: ArchLayout;
 }
 
-/** What the planner needs of an architecture other than GPT (arch_params.ts archLayout). */
+/** What the planner needs of an architecture other than GPT (run/plan_model.ts). */
 export interface ArchLayout {
-  arch: 'linear' | 'mamba' | 'hybrid' | 'gpt-moe' | 'mamba-moe' | 'recurrent-depth';
+  /** `--arch`: a built-in architecture other than gpt, or one registered (models/arch_hooks.ts). */
+  arch: string;
   /** This rank's parameters under `plan`, counted from the model's declarations and placement. */
   params(plan: ParallelPlan, rank: number): RankParams;
-  /** Mamba's x_proj output widths R (dt rank) and N (state), allReduced per block under tp. */
-  dtRank: number;
-  dState: number;
-  /** Hybrid: the shared attention block runs after layers i with (i + 1) % attnEvery = 0. */
-  attnEvery: number;
-  /** Mamba / hybrid: inner width D = expand · C. */
-  expand: number;
-  /** Linear: one log-decay per head and step, or per key channel. */
-  decay: 'head' | 'channel';
-  /**
-   * Recurrent depth: prelude blocks P, core blocks R, backprop depth k, mean iterations r̄
-   * (docs/design.md#recurrent-depth).
-   */
-  recurrence?: { prelude: number; core: number; backprop: number; meanIters: number };
 }
 
 /** V padded up to a multiple of tp for the vocab-parallel embedding (see the module doc). */

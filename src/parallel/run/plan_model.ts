@@ -4,10 +4,10 @@
  */
 import type { TrainConfig } from '../../train/config.ts';
 import { MOE_ARCHS, pipelineBlocks } from '../../models/archs.ts';
-import type { ParallelPlan, PlanModel } from '../plan/plan.ts';
+import type { ArchLayout, ParallelPlan, PlanModel } from '../plan/plan.ts';
 import { planProblems } from '../plan/rules.ts';
 import { runFactsOf } from '../plan/mesh_plan.ts';
-import { archLayout } from '../cost/arch_params.ts';
+import { derivedRankParams } from '../cost/derived_params.ts';
 import { paddedVocabSize, tpVocabConfig } from '../../models/vocab_pad.ts';
 
 /**
@@ -41,4 +41,14 @@ export function rankPlanModel(plan: ParallelPlan, cfg: TrainConfig, tokenizerVoc
     vocabSize,
     ...(moe ? { nExpert: cfg.nExpert, moeEvery: cfg.moeEvery } : {}),
   };
+}
+
+/**
+ * The layout of `cfg.arch` for the planner, or undefined for GPT (plan.ts rankParams counts it by its shape): each
+ * rank's parameters counted by building its model (derived_params.ts); the MoE models count their experts apart
+ * (`expert`: this rank's E/ep of each MoE block it holds).
+ */
+function archLayout(cfg: TrainConfig, vocabSize: number): ArchLayout | undefined {
+  if (cfg.arch === 'gpt') return undefined;
+  return { arch: cfg.arch, params: derivedRankParams(cfg, vocabSize) };
 }
