@@ -12,7 +12,7 @@ import type { TrainConfig } from '../../train/config.ts';
 import type { CountedCall } from '../../comm/counting.ts';
 import type { Algorithm } from '../../comm/call_options.ts';
 import { ALGORITHMS, type Collective } from '../../comm/call_options.ts';
-import { type ParallelPlan, planGroup, planWorldSize } from '../plan/plan.ts';
+import { type ParallelPlan, planGroup } from '../plan/plan.ts';
 import { outerSyncRows } from '../data/low_comm.ts';
 import { derivedRankParams } from './derived_params.ts';
 import { compresses, formatScheme } from '../../comm/compression.ts';
@@ -106,16 +106,4 @@ export function repriced(rows: CommRow[], algorithm: TrafficOptions['algorithm']
       tr = collectiveTraffic(r.collective, a, r.n, r.group.length, r.group.indexOf(rank));
     return { ...r, algorithm: a, elements: tr.elements * r.calls, messages: tr.messages * r.calls };
   });
-}
-
-/** Every rank's {@link derivedTraffic}, one after another (a meta step each). */
-export async function derivedTrafficAll(
-  cfg: TrainConfig,
-  plan: ParallelPlan,
-  vocabSize: number,
-  o: DerivedRowsOptions = {},
-): Promise<CommRow[][]> {
-  const out: CommRow[][] = [];
-  for (let r = 0; r < planWorldSize(plan); r++) out.push(await derivedTraffic(cfg, plan, vocabSize, r, o));
-  return out;
 }
