@@ -84,7 +84,14 @@ export async function startRoom(argv: string[]): Promise<RoomServer | null> {
   const limits = { ...DEFAULT_LIMITS, maxRooms: o.maxRooms, maxMembers: o.maxMembers };
   let server: RoomServer;
   try {
-    server = await startRoomServer({ hostname: o.host, port: o.port, dist: o.dist, code: o.code, limits });
+    server = await startRoomServer({
+      hostname: o.host,
+      port: o.port,
+      dist: o.dist,
+      code: o.code,
+      limits,
+      log: console.log,
+    });
   } catch (e) {
     throw new Error(`cannot listen on ${o.host}:${o.port}: ${(e as Error).message} (pick another --port, or 0)`);
   }

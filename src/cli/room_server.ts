@@ -22,6 +22,8 @@ export interface RoomServerOptions {
   /** The join code every member must give; undefined: none. */
   code?: string;
   limits?: RoomLimits;
+  /** Where a line goes when the server closes a connection itself (too many refusals, no join in time). */
+  log?: (line: string) => void;
 }
 
 export interface RoomServer {
@@ -53,6 +55,7 @@ export async function startRoomServer(o: RoomServerOptions): Promise<RoomServer>
       const ws = sockets.get(id);
       sockets.delete(id);
       ws?.close(out.close.code, out.close.reason);
+      o.log?.(`room: closed connection ${id}: ${out.close.reason}`);
     }
   };
 
@@ -98,6 +101,7 @@ export async function startRoomServer(o: RoomServerOptions): Promise<RoomServer>
       sockets.delete(id);
       carry(id, hub.close(id));
       ws?.close(POLICY_VIOLATION, 'no join in time');
+      o.log?.(`room: closed connection ${id}: no join in ${hub.limits.joinTimeoutMs / 1000} s`);
     }
   }, 1000);
   const finished = server.finished.finally(() => clearInterval(sweep));

@@ -131,7 +131,8 @@ export class RoomHub {
       const out: Outcome = { send: [{ to: id, message: { type: 'error', message: e.message, seq } }] };
       if (e.strike && ++c.strikes >= this.limits.maxStrikes) {
         out.close = { code: POLICY_VIOLATION, reason: `${c.strikes} messages refused` };
-        out.send.push(...this.close(id).send);
+        const message = `closing this connection: ${c.strikes} messages refused, the limit`;
+        out.send.push({ to: id, message: { type: 'error', message } }, ...this.close(id).send);
       }
       return out;
     }
