@@ -1,6 +1,6 @@
 /**
  * `npm run room -- [--port 4180] [--host 127.0.0.1] [--code WORD] [--dist dist]`: a classroom room
- * (docs/demo.md#a-classroom-room). Serves the built demo with the isolation headers and runs the
+ * (docs/design.md#a-classroom-room). Serves the built demo with the isolation headers and runs the
  * rendezvous the tabs of one run meet at — ranks, membership, the run's config and plan, WebRTC
  * signalling — until Ctrl-C. Tensors never pass through it.
  */
@@ -95,9 +95,16 @@ export async function startRoom(argv: string[]): Promise<RoomServer | null> {
   } catch (e) {
     throw new Error(`cannot listen on ${o.host}:${o.port}: ${(e as Error).message} (pick another --port, or 0)`);
   }
-  const shown = server.hostname === '0.0.0.0' ? 'localhost' : server.hostname;
+  const everywhere = server.hostname === '0.0.0.0' || server.hostname === '::';
+  const shown = server.hostname === '0.0.0.0'
+    ? '127.0.0.1'
+    : server.hostname === '::'
+    ? '[::1]'
+    : server.hostname.includes(':')
+    ? `[${server.hostname}]`
+    : server.hostname;
   console.log(`room: listening on http://${shown}:${server.port}/ (port ${server.port})`);
-  if (server.hostname === '0.0.0.0') {
+  if (everywhere) {
     for (const u of lanUrls(server.port)) console.log(`room: students open ${u}`);
   } else console.log('room: this machine only; a class on a LAN passes --host 0.0.0.0');
   let built = true;

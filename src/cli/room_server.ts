@@ -1,5 +1,5 @@
 /**
- * The HTTP and WebSocket glue of `npm run room` (docs/demo.md#a-classroom-room): Deno.serve serves
+ * The HTTP and WebSocket glue of `npm run room` (docs/design.md#a-classroom-room): Deno.serve serves
  * the built demo (room_static.ts) and upgrades `/room` to a WebSocket whose frames go to the pure
  * state machine (src/comm/room/room_hub.ts); this file only carries out what the hub answers.
  * Nothing else is listened for, and nothing but JSON text frames is read.

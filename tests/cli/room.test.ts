@@ -5,9 +5,10 @@
  * 10 000 joins are refused, the server stays up, and two members relaying to each other during and
  * after the flood see every message, in order.
  */
-import { deepEqual, equal, match, ok } from 'node:assert/strict';
+import { deepEqual, equal, match, ok, throws } from 'node:assert/strict';
 import { spawnUntil } from '../util/spawn_until.ts';
 import { type Msg, RoomClient } from '../util/room_client.ts';
+import { DEFAULT_ROOM_PORT, parseRoomArgs } from '../../src/cli/room.ts';
 
 const CODE = 'sesame';
 
@@ -183,4 +184,23 @@ Deno.test({
       match(done.stdout, /room: stopped/);
     }
   },
+});
+
+Deno.test('npm run room flags: defaults, --port 0, and refusals naming the flag and what it takes', () => {
+  const d = parseRoomArgs([]);
+  deepEqual([d.port, d.host, d.code, d.dist, d.maxRooms, d.maxMembers], [
+    DEFAULT_ROOM_PORT,
+    '127.0.0.1',
+    undefined,
+    'dist',
+    16,
+    64,
+  ]);
+  const o = parseRoomArgs(['--port', '0', '--host', '0.0.0.0', '--code', 'maple', '--max-members=3']);
+  deepEqual([o.port, o.host, o.code, o.maxMembers], [0, '0.0.0.0', 'maple', 3]);
+  throws(() => parseRoomArgs(['--port', '65536']), /--port 65536 exceeds the maximum 65535/);
+  throws(() => parseRoomArgs(['--port', '-1']), /--port -1 is below the minimum 0/);
+  throws(() => parseRoomArgs(['--port', '80.5']), /--port expects an integer/);
+  throws(() => parseRoomArgs(['--code', '']), /--code/);
+  throws(() => parseRoomArgs(['--tensors']), /Unknown option '--tensors'; npm run room takes: --port, --host, --code/);
 });

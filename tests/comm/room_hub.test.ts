@@ -39,7 +39,7 @@ const relay = (type: string, from: number, to: number, extra: Record<string, unk
 });
 
 Deno.test('room: joins get ranks 0, 1, 2; each join is broadcast; the first join sets the config joiners read', () => {
-  const { hub, send } = setup(3);
+  const { send } = setup(3);
   const config = { nLayer: 2, steps: 50 }, plan = { dp: 3 };
   const w0 = send(0, { type: 'join', room: 'a', config, plan });
   deepEqual(w0.send, [{
