@@ -64,9 +64,26 @@ export async function startRoomServer(o: RoomServerOptions): Promise<RoomServer>
     if (!hub.open(id, performance.now())) {
       return isolated('too many connections waiting to join; try again shortly\n', 503, { 'Retry-After': '5' });
     }
-    const { socket, response } = Deno.upgradeWebSocket(req);
+    let up: { socket: WebSocket; response: Response };
+    try {
+      up = Deno.upgradeWebSocket(req);
+    } catch (e) {
+      hub.close(id);
+      return isolated(`not a WebSocket upgrade: ${(e as Error).message}\n`, 400);
+    }
+    const { socket, response } = up;
     sockets.set(id, socket);
-    socket.onmessage = (e) => carry(id, hub.receive(id, e.data, performance.now()));
+    socket.onmessage = (e) => {
+      let out: Outcome;
+      try {
+        out = hub.receive(id, e.data, performance.now());
+      } catch (err) {
+        // A bug in the hub: said, and this connection alone is closed (1011), so a class's room stays up.
+        o.log?.(`room: internal error on connection ${id}: ${(err as Error).stack ?? err}`);
+        out = { ...hub.close(id), close: { code: 1011, reason: 'internal error' } };
+      }
+      carry(id, out);
+    };
     socket.onclose = () => {
       sockets.delete(id);
       carry(id, hub.close(id));

@@ -25,9 +25,9 @@ async function fixture(): Promise<{ top: string; dist: string }> {
 }
 
 /** One raw HTTP/1.1 GET of `target` as written (fetch would normalise `..` away): status line and body. */
-async function rawGet(port: number, target: string): Promise<string> {
+async function rawGet(port: number, target: string, headers = 'Connection: close\r\n'): Promise<string> {
   const conn = await Deno.connect({ hostname: '127.0.0.1', port });
-  await conn.write(new TextEncoder().encode(`GET ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`));
+  await conn.write(new TextEncoder().encode(`GET ${target} HTTP/1.1\r\nHost: x\r\n${headers}\r\n`));
   let text = '';
   for await (const chunk of conn.readable) text += new TextDecoder().decode(chunk);
   return text;
@@ -88,6 +88,10 @@ Deno.test({
         const plain = await fetch(`${base}/room`);
         equal(plain.status, 426);
         await plain.body?.cancel();
+        // An upgrade without its key is refused, and holds no slot among those waiting to join.
+        for (let i = 0; i < 70; i++) {
+          match(await rawGet(port, '/room', 'Connection: Upgrade, close\r\nUpgrade: websocket\r\n'), /^HTTP\/1\.1 400/);
+        }
         // The URL parser removes dot segments, `%2e%2e` too: these reach the folder as /secret.txt and are not found.
         for (
           const target of ['/../secret.txt', '/../../../etc/passwd', '/assets/../../secret.txt', '/%2e%2e/secret.txt']
