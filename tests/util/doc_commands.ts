@@ -159,27 +159,32 @@ export async function runShell(command: string, cwd: string, timeoutMs: number):
 
 /**
  * Starts `command` (a server that runs until stopped) in `cwd`, fetches `url` until it answers
- * (at most `timeoutMs`), then ends the command's whole process group.
- * @returns the page's status and body, and what the command printed.
+ * (at most `timeoutMs`), then ends the command's whole process group. A RegExp `url` is read
+ * from what the command prints (its first group), for a server that names its own port.
+ * @returns the page's status and body, the URL fetched, and what the command printed.
  * @throws Error when the command exits first or the URL never answers in time.
  */
 export async function fetchWhileServing(
   command: string,
   cwd: string,
-  url: string,
+  url: string | RegExp,
   timeoutMs: number,
-): Promise<{ status: number; body: string; output: string }> {
+): Promise<{ status: number; body: string; url: string; output: string }> {
   const child = spawnGroup(command, cwd);
-  let exited = false;
-  const done = child.output().then((o) => {
+  let exited = false, printed = '';
+  const done = (async () => {
+    for await (const t of child.stdout.pipeThrough(new TextDecoderStream())) printed += t;
+    await child.status;
     exited = true;
-    return new TextDecoder().decode(o.stdout);
-  });
+    return printed;
+  })();
   const until = Date.now() + timeoutMs;
-  let page: { status: number; body: string } | null = null;
+  let page: { status: number; body: string } | null = null, target = '';
   while (!exited && !page && Date.now() < until) {
+    target = typeof url === 'string' ? url : url.exec(printed)?.[1] ?? '';
     try {
-      const r = await fetch(url);
+      if (!target) throw new Error('no URL printed yet');
+      const r = await fetch(target);
       page = { status: r.status, body: await r.text() };
     } catch {
       await new Promise((r) => setTimeout(r, 500));
@@ -189,6 +194,10 @@ export async function fetchWhileServing(
     Deno.kill(-child.pid, 'SIGTERM');
   } catch { /* already gone */ }
   const output = await done;
-  if (!page) throw new Error(`'${command}' ${exited ? 'exited' : 'did not answer'} before ${url} answered:\n${output}`);
-  return { ...page, output };
+  if (!page) {
+    throw new Error(
+      `'${command}' ${exited ? 'exited' : 'did not answer'} before ${target || url} answered:\n${output}`,
+    );
+  }
+  return { ...page, url: target, output };
 }

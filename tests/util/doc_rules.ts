@@ -22,8 +22,12 @@ export type Rule =
     /** What its output must show besides a zero exit. */
     expect?: RegExp;
   }
-  /** A server that runs until stopped: the page it serves must answer and show `expect`. */
-  | { serve: string; expect: RegExp }
+  /**
+   * A server that runs until stopped: the page it serves must answer and show `expect`. `serve` is
+   * its URL, or a RegExp whose first group reads the URL from what it prints (a server told by
+   * `add` to pick a free port, so no fixed port can be taken by another run).
+   */
+  | { serve: string | RegExp; expect: RegExp; add?: string[] }
   /** Why it cannot run on a 2-core machine without a GPU, or inside this suite. */
   | { skip: string }
   /** The test file that runs it as written and checks more of it than an exit code. */
@@ -117,6 +121,11 @@ export const RULES: Record<string, Rule> = {
   'mpirun -pmi-port -n 4 npm run train -- --transport mpi --comm-backend auto --comm-tuning tune.json --dp 2 --tp 2':
     MPI_README,
   'npm run dev': { serve: 'http://localhost:5173/', expect: /<title>/ },
+  'npm run room -- --host 0.0.0.0 --code maple': {
+    serve: /listening on (http:\/\/\S+)/,
+    add: ['--port', '0'],
+    expect: /<title>/,
+  },
   'npm run build': {},
   'npm run test:e2e': { skip: 'the browser suite, which `npm test` runs right after this one' },
   'npm run scale -- --device h100-sxm': { add: ['--quick'] },
@@ -141,9 +150,10 @@ type RunRule = Exclude<Rule, { skip: string } | { by: string }>;
  */
 export async function runDocumented(command: string, rule: RunRule, dir: string): Promise<string | null> {
   if ('serve' in rule) {
-    const page = await fetchWhileServing(command, dir, rule.serve, 120_000);
+    const line = withFlags(command, rule.add ?? []);
+    const page = await fetchWhileServing(line, dir, rule.serve, 120_000);
     if (page.status !== 200 || !rule.expect.test(page.body)) {
-      return `'${command}' served ${rule.serve} with ${page.status}, not a page showing ${rule.expect}:\n${page.body}`;
+      return `'${line}' served ${page.url} with ${page.status}, not a page showing ${rule.expect}:\n${page.body}`;
     }
     return null;
   }

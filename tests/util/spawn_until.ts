@@ -7,6 +7,8 @@ export interface Running {
   child: Deno.ChildProcess;
   /** Resolves once stdout or stderr has a line matching `re` (rejects when the process ends first). */
   waitFor(re: RegExp): Promise<void>;
+  /** What it has printed so far. */
+  output(): { stdout: string; stderr: string };
   /** Waits for the exit; resolves to the status and everything the process printed. */
   done(): Promise<{ code: number; signal: Deno.Signal | null; stdout: string; stderr: string }>;
 }
@@ -57,6 +59,7 @@ export function spawnUntil(
         waiters.push({ re, resolve, reject });
         check();
       }),
+    output: () => ({ stdout, stderr }),
     done: async () => {
       const s = await status;
       return { code: s.code, signal: s.signal, stdout, stderr };
