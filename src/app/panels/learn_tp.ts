@@ -60,8 +60,10 @@ export class TpLesson {
       const plan = makePlan({ tp: 2 }), problems = planProblems(plan, model, 2);
       if (problems.length) this.source.textContent = `This model cannot be split over tp 2: ${problems.join('; ')}`;
       else {
-        const rows = stepTraffic(plan, model, 0).filter((r) => r.dim === 'tp');
-        this.source.textContent = `From the plan (stepTraffic, tp 2, rank 0, one step): ` +
+        // The lesson is Megatron's GPT block: another architecture is shown as the GPT of its shape.
+        const { layout, ...shape } = model, rows = stepTraffic(plan, shape, 0).filter((r) => r.dim === 'tp');
+        const of = layout ? `, a GPT of this model's shape, not its --arch ${layout.arch}` : '';
+        this.source.textContent = `From the plan (stepTraffic, tp 2, rank 0, one step${of}): ` +
           rows.map((r) => `${r.calls}× ${r.collective} of ${fmtBytes(4 * r.n)} — ${r.what}`).join('; ') + '.';
       }
     }
