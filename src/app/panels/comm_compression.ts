@@ -49,9 +49,9 @@ export interface DimBytes {
 }
 
 /**
- * The traffic options a run of `cfg` predicts its steps with (as rank_traffic.ts
- * `predictedTraffic` sets them: the trainer's scalar collectives, biases, MoE routing,
- * recomputation); none without a config (an opened run's trace) or for a plan no trainer runs.
+ * The options the analytical model (cost.ts stepTraffic) prices a run of `cfg` with: the trainer's scalar
+ * collectives, biases, MoE routing, recomputation; none without a config (an opened run's trace) or for a plan no
+ * trainer runs.
  */
 export function trafficOptions(plan: ParallelPlan, cfg?: TrainConfig): TrafficOptions {
   if (!cfg) return {};

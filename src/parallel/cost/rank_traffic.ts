@@ -1,12 +1,9 @@
 /**
  * A rank's traffic in the terms of the plan (docs/design.md#communication-per-optimizer-step): the measured elements of
- * a step by parallel dimension, and what the model's own code sends in a step over the meta GPU (derived_rows.ts), so the
+ * a step by parallel dimension, read in the terms of the prediction (derived_rows.ts), so the
  * accounting can set them side by side.
  */
-import type { TrainConfig } from '../../train/config.ts';
-import type { ParallelPlan } from '../plan/plan.ts';
-import type { CommRow, PlanDim } from './cost_types.ts';
-import { type DerivedRowsOptions, derivedTraffic } from './derived_rows.ts';
+import type { PlanDim } from './cost_types.ts';
 
 /** The parallel dimension of a measured `group/op` key (groups name their dimension; `world`, `dpcp[…]`, `edp[…]` are dp). */
 export function dimOfKey(key: string): PlanDim {
@@ -25,20 +22,4 @@ export function sentByDim(sent: Record<string, number>): Record<string, number> 
     out[key] = (out[key] ?? 0) + n;
   }
   return out;
-}
-
-/**
- * One step's predicted traffic of `rank`: the rows counted from the model (derived_rows.ts derivedTraffic) for the
- * config the rank trains with (`cfg`, trainerConfig applied) and its bucket size; for recurrent depth, of step `step`
- * (the r it draws), else of step 0.
- * @throws Error from MeshTrainer for a plan the model does not take.
- */
-export function predictedTraffic(
-  plan: ParallelPlan,
-  cfg: TrainConfig,
-  vocabSize: number,
-  rank: number,
-  o: DerivedRowsOptions = {},
-): Promise<CommRow[]> {
-  return derivedTraffic(cfg, plan, vocabSize, rank, o);
 }

@@ -45,8 +45,9 @@ import { StepStop } from './step_stop.ts';
 export { type StrategyKind } from '../plan/plan.ts';
 export { strategyOf } from '../plan/strategy.ts';
 export { planModelOf } from './plan_model.ts';
-export { dimOfKey, predictedTraffic, sentByDim } from '../cost/rank_traffic.ts';
-import { predictedTraffic, sentByDim } from '../cost/rank_traffic.ts';
+export { dimOfKey, sentByDim } from '../cost/rank_traffic.ts';
+import { sentByDim } from '../cost/rank_traffic.ts';
+import { derivedTraffic } from '../cost/derived_rows.ts';
 /** The corpus: text (char tokenizer built from it) or tokens already encoded on the host. */
 export type RunData = { text: string } | { tokens: Int32Array; vocabSize: number };
 
@@ -111,7 +112,7 @@ export interface RankSummary {
   kind: StrategyKind;
   memory: RankMemory;
   /**
-   * Predicted traffic of one step: cost.ts `stepTraffic` for this trainer ({@link predictedTraffic});
+   * Predicted traffic of one step: this rank's step counted from its model (cost/derived_rows.ts derivedTraffic);
    * recurrent depth's, whose r is drawn per step, of the last step run.
    */
   predicted: CommRow[];
@@ -147,7 +148,7 @@ export class RankRun {
     readonly cfg: TrainConfig,
     readonly data: TextDataset,
     readonly built: Built,
-    /** The traffic predicted for step s (rank_traffic.ts predictedTraffic: this rank's model counted over the meta GPU). */
+    /** The traffic predicted for step s (derived_rows.ts derivedTraffic: this rank's model counted over the meta GPU). */
     readonly predictedAt: (step?: number) => Promise<CommRow[]>,
   ) {}
 
@@ -172,7 +173,7 @@ export class RankRun {
       const built = buildTrainer(gpu, world, args.plan, cfg, data, vocabSize, args.bucketBytes, priceActions);
       const rank = world.transport.rank;
       const predicted = (step?: number) =>
-        predictedTraffic(args.plan, cfg, vocabSize, rank, {
+        derivedTraffic(cfg, args.plan, vocabSize, rank, {
           step,
           bucketBytes: args.bucketBytes,
           shaders: gpu.shaders,
