@@ -37,6 +37,15 @@ export const PlanCliSchema = z.object({
   backwardMs: z.number().min(0).max(1e6).default(2).describe('timeline: backward ms per stage and micro-batch'),
   width: z.number().int().min(8).max(MAX_TIMELINE_WIDTH).default(64).describe('timeline columns'),
   measure: z.boolean().default(false).describe('also run one real step on in-process ranks, measured beside predicted'),
+  device: z.string().optional().describe(
+    'price the step (time, MFU, breakdown) on a device profile (h100-sxm, a100-80g, mi250x, m2-max, cpu-lavapipe) or a .json profile',
+  ),
+  model: z.string().optional().describe(
+    "price this model instead of the training flags' (a preset or 'layers=…,heads=…,hidden=…,seq=…,vocab=…[,batch=…]', as --search); needs --device, prints the price only",
+  ),
+  json: z.string().optional().describe(
+    'write the price to this file: { stepMs, mfu (fraction), tflopsPerDevice, breakdown (ms), memory (bytes) }; needs --device',
+  ),
 });
 export type PlanCliOptions = z.infer<typeof PlanCliSchema>;
 

@@ -18,7 +18,10 @@
  * figures and their ratio are shown rather than a pretended equality.
  * The predicted report is src/perf/plan_prediction.ts's (formatting helpers: plan_report.ts),
  * the measured step's accounting src/perf/measure.ts's; without `--measure` this command
- * prints predictions only. `--search` and `--advise` (the performance model choosing a plan and
+ * prints predictions only. With `--device P` (and `--net`) it also prices the step — time, MFU, TFLOP/s per
+ * device, breakdown, worst rank's memory — by step_time.ts predictStep, the function `--search` ranks plans by
+ * (src/perf/fixed_plan_price.ts), and `--json FILE` writes that price; `--model` prices a preset or dimensions
+ * instead of the training flags' model, the closed forms only. `--search` and `--advise` (the performance model choosing a plan and
  * criticising a shape) are src/cli/plan_search.ts's.
  */
 import { trainHelp } from './args.ts';
@@ -30,20 +33,32 @@ import { NetworkModel } from '../comm/network.ts';
 import { PlanSchema } from '../parallel/plan/plan_schema.ts';
 import { MAX_PLAN_WORLD, MAX_RUN_WORLD } from '../parallel/plan/limits.ts';
 import { planModelOf } from '../parallel/run/run.ts';
-import { checkPlan, makePlan, type ParallelPlan, type PlanModel, planWorldSize } from '../parallel/plan/plan.ts';
+import {
+  checkPlan,
+  describePlan,
+  makePlan,
+  type ParallelPlan,
+  type PlanModel,
+  planWorldSize,
+} from '../parallel/plan/plan.ts';
 import { runFactsOf } from '../parallel/plan/mesh_plan.ts';
 import { splitArchHelp } from '../parallel/plan/splits.ts';
 import type { TrafficOptions } from '../parallel/cost/cost.ts';
 import { activationComparison } from '../perf/plan_report.ts';
 import { predictionReport } from '../perf/plan_prediction.ts';
+import { deviceProfile } from '../perf/device_profile.ts';
+import { parseModel } from '../perf/model_presets.ts';
+import type { StepPrediction } from '../perf/step_time.ts';
+import { priceFixedPlan, priceJson, priceLines, stepOptionsOf, unpricedNotes } from '../perf/fixed_plan_price.ts';
 import { loadTrainingData } from '../io/corpus.ts';
 import { runCli } from './main.ts';
 import { isSearchArgv, planSearchMain } from './plan_search.ts';
 
-const HELP = `npm run plan -- [flags]      predict memory, communication and the pipeline timeline of a parallel plan
+const HELP =
+  `npm run plan -- [flags]      predict memory, communication, the pipeline timeline and (--device) the step time of a parallel plan
   world size dp·pp·cp·tp ≤ ${MAX_PLAN_WORLD} (≤ ${MAX_RUN_WORLD} with --measure); ep divides dp; a MoE model is ${
-  splitArchHelp('ep')
-}
+    splitArchHelp('ep')
+  }
   with --n-expert --moe-top-k --capacity-factor (training flags below)
 
 parallel plan (the flags of a parallel \`npm run train\`):
@@ -96,9 +111,65 @@ export async function planFromArgs(
   if (args.help || !cfg || !plan) {
     return { plan: makePlan(), model: {} as PlanModel, cfg: {} as TrainConfig, vocabSize: 0, flags, help: true };
   }
-  const vocab = await vocabSize(cfg, flags.vocabSize), model = planModelOf(plan, cfg, vocab);
+  if (flags.model !== undefined && cfg.arch !== 'gpt') {
+    throw new Error(`--model prices a GPT of the given shape; --arch ${cfg.arch} does not apply (drop one of them)`);
+  }
+  const vocab = flags.model !== undefined ? 0 : await vocabSize(cfg, flags.vocabSize);
+  const model = flags.model !== undefined ? presetModel(flags.model) : planModelOf(plan, cfg, vocab);
   checkPlan(plan, model, undefined, runFactsOf(cfg), maxWorldOf('plan', args.options));
   return { plan, model, cfg, vocabSize: vocab, flags, help: false };
+}
+
+/** The PlanModel of `--model` (a preset or dimensions, parsed as --search parses it). */
+function presetModel(text: string): PlanModel {
+  const { nLayer, nHead, nEmbd, blockSize, vocabSize, batchSize } = parseModel(text);
+  return { nLayer, nHead, nEmbd, blockSize, vocabSize, batchSize };
+}
+
+/**
+ * The price of the fixed plan argv describes (step_time.ts predictStep via fixed_plan_price.ts, the search's
+ * pricing), or undefined without --device.
+ * @throws Error as {@link planFromArgs}, for an unknown --device, or for a plan the step-time model does not cover.
+ */
+export async function fixedPlanPrice(argv: string[]): Promise<StepPrediction | undefined> {
+  const { plan, model, cfg, flags: f } = await planFromArgs(argv);
+  if (f.device === undefined) return undefined;
+  return priceFixedPlan(
+    plan,
+    model,
+    stepOptionsOf(cfg),
+    await deviceProfile(f.device),
+    NetworkModel.parse(f.net ?? 'nvlink-ib'),
+  );
+}
+
+/** The price section (and --json's file) of `plan`, or one line on how to get it without --device. */
+async function priceSection(
+  plan: ParallelPlan,
+  model: PlanModel,
+  cfg: TrainConfig,
+  f: PlanCliOptions,
+  net: NetworkModel,
+): Promise<string> {
+  if (f.device === undefined) {
+    if (f.json !== undefined || f.model !== undefined) {
+      throw new Error(
+        `--${f.json !== undefined ? 'json' : 'model'} prices the step and needs --device <preset|profile.json>`,
+      );
+    }
+    return 'step time: not predicted; add --device <preset|profile.json> (and --net) to price it as --search does';
+  }
+  const dev = await deviceProfile(f.device), o = stepOptionsOf(cfg);
+  let p: StepPrediction;
+  try {
+    p = priceFixedPlan(plan, model, o, dev, net);
+  } catch (e) {
+    if (f.json !== undefined) throw e;
+    return `step time: not predicted — ${(e as Error).message}`;
+  }
+  if (f.json !== undefined) await Deno.writeTextFile(f.json, JSON.stringify(priceJson(p), null, 2) + '\n');
+  return [...priceLines(p, dev, o, net, unpricedNotes(plan)), ...(f.json !== undefined ? [`  wrote ${f.json}`] : [])]
+    .join('\n');
 }
 
 /** Runs the CLI; returns the text it printed. */
@@ -110,6 +181,16 @@ export async function main(argv: string[]): Promise<string> {
     return HELP;
   }
   const net = NetworkModel.parse(f.net ?? 'nvlink-ib');
+  if (f.model !== undefined) {
+    // A model at any scale: the closed forms only (the report below runs each rank's model over the meta GPU).
+    const text = [
+      `plan     ${describePlan(plan)}`,
+      `model    ${f.model}: ${model.nLayer} layers · ${model.nHead} heads · hidden ${model.nEmbd} · seq ${model.blockSize} · vocab ${model.vocabSize} · global batch ${model.batchSize}`,
+      await priceSection(plan, model, cfg, f, net),
+    ].join('\n');
+    console.log(text);
+    return text;
+  }
   const opts: TrafficOptions = {
     algorithm: f.algorithm,
     topK: cfg.moeTopK,
@@ -119,7 +200,8 @@ export async function main(argv: string[]): Promise<string> {
   };
   const world = planWorldSize(plan), me = f.rank;
   if (me >= world) throw new Error(`--rank ${me} is outside the plan's ${world} ranks`);
-  const { text, acts } = await predictionReport(plan, model, cfg, vocab, net, opts, f);
+  const report = await predictionReport(plan, model, cfg, vocab, net, opts, f), acts = report.acts;
+  const text = `${report.text}\n\n${await priceSection(plan, model, cfg, f, net)}`;
   console.log(text);
   if (!f.measure) return text;
   const { tokenizer, texts } = await loadTrainingData(cfg);
