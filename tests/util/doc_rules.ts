@@ -102,6 +102,8 @@ export const RULES: Record<string, Rule> = {
   'npm run plan -- --search --world 1024 --model gpt3-175b --device h100-sxm --net nvlink-ib --global-batch 1536': {},
   "npm run plan -- --search --world 64 --model 'layers=32,heads=32,hidden=4096,seq=4096,vocab=32000,batch=512' --device a100-80g":
     {},
+  'npm run plan -- --model gpt3-175b --dp 16 --tp 8 --pp 8 --micro-batches 96 --precision bf16-mixed --recompute full --device a100-80g --net nvlink-ib --json price.json':
+    { expect: /^ {2}step \d+ ms · MFU \d+\.\d% of 312\.0 TFLOP\/s/m },
   "npm run plan -- --advise 'layers=24,heads=32,hidden=2560,seq=2048,vocab=50257' --tp 2": {},
   'npm run bench -- matmul --json dev.json && npm run plan -- --search --world 8 --model megatron-1.7b --device dev.json':
     { add: ['--sizes', '128'], part: 0 },
