@@ -31,6 +31,12 @@ export const SEPARABLE: ReadonlySet<OpName> = new Set<OpName>([
   'scaleChannels',
   'add',
   'rowSlice',
+  // One input: when it is a parameter (Mamba's A_log through logSigmoid) all of the rule is W's.
+  'logSigmoid',
+  'silu',
+  'sigmoid',
+  'reluSquared',
+  'gelu',
 ]);
 
 type Rule = (g: GradContext, r: Node) => void | Promise<void>;

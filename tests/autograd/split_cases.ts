@@ -6,7 +6,7 @@ import { Tape } from '../../src/autograd/tape.ts';
 import { RULES } from '../../src/autograd/rules.ts';
 import { checkpoint } from '../../src/autograd/checkpoint.ts';
 import { embedding, layerNorm, linear, mul, rmsNorm } from '../../src/autograd/ops.ts';
-import { lerp, scaleChannels } from '../../src/autograd/activation_ops.ts';
+import { lerp, logSigmoid, scaleChannels } from '../../src/autograd/activation_ops.ts';
 import { conv1d, recurrentLinearAttention, selectiveScan } from '../../src/autograd/mixer_ops.ts';
 import { expertLinear } from '../../src/autograd/moe_ops.ts';
 import type { OpName } from '../../src/autograd/records.ts';
@@ -112,6 +112,13 @@ export const RULE_CASES: readonly RuleCase[] = [
     acts: [[N, C]],
     params: [[C]],
     build: (t, [x], [s]) => scaleChannels(t, x, s),
+  },
+  {
+    op: 'logSigmoid',
+    name: 'logSigmoid of a parameter',
+    acts: [],
+    params: [[N, C]],
+    build: (t, _a, [w]) => logSigmoid(t, w, 0.5),
   },
   { op: 'mul', name: 'mul by a parameter', acts: [[N, C]], params: [[N, C]], build: (t, [x], [w]) => mul(t, x, w) },
   {
