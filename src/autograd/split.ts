@@ -17,9 +17,9 @@ import type { Tape } from './tape.ts';
  * input's kernels), so running the rule twice — B with the parameters masked, W with everything
  * else masked — does the fused rule's work once: a linear's dX = dY·W in B and dW = dYᵀ·X, db in
  * W; the embedding's table gradients all in W. The other ops with a parameter input run a kernel
- * that yields every gradient in one pass (LayerNorm, conv1d, the scans, a recomputed segment):
- * there B computes the parameters' gradients into buffers of their own and W adds them in, since
- * deferring the work would run the reverse scan twice.
+ * that yields every gradient in one pass (LayerNorm, conv1d, the scans): there B computes the
+ * parameters' gradients into buffers of their own and W adds them in, since deferring the work
+ * would run the reverse scan twice. A recomputed segment runs B on its own tape, kept for W.
  */
 export const SEPARABLE: ReadonlySet<OpName> = new Set<OpName>([
   'linear',
