@@ -49,7 +49,7 @@ export async function checkpoint(
   const y = tape.alloc(y0.shape, name);
   gpu.copy(y0, y);
   scratch.dispose();
-  const recompute = async (dy: Tensor | null, dxs: readonly (Tensor | null)[]) => {
+  const recompute = async (dy: Tensor | null, dxs: readonly (Tensor | null)[], deferW?: (child: Tape) => void) => {
     if (!dy) return;
     // The child adds straight into the caller's buffers and reads dy in place: no copies.
     const sub = tape.child(true);
@@ -62,6 +62,12 @@ export async function checkpoint(
       throw new Error(`checkpoint ${name}: recomputed output has ${y2.size} elements, the forward had ${y.size}`);
     }
     sub.bindGrad(y2, dy);
+    if (deferW) {
+      // Phase B only: the recomputed tape lives on until the caller's phase W runs and frees it.
+      await sub.backwardInputAsync(rules());
+      deferW(sub);
+      return;
+    }
     await sub.backwardAsync(rules());
     sub.dispose();
   };

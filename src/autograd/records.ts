@@ -6,6 +6,7 @@
 import type { Autocast } from './autocast.ts';
 import type { Gpu } from '../gpu/context.ts';
 import type { Tensor } from '../gpu/tensor.ts';
+import type { Tape } from './tape.ts';
 import type { TokenIndex } from '../kernels/embedding.ts';
 import type { Conv1dDims, LinearAttentionDims, ScanDims } from './mixer_ops.ts';
 import type { MoERecords } from './moe_ops.ts';
@@ -107,7 +108,8 @@ export interface OpRecords {
   /**
    * y = a recomputed segment (checkpoint.ts): the forward kept only its inputs xs and y;
    * `recompute` runs the segment again on a tape of its own, backpropagates dy through it into
-   * each input's gradient dxs[i] (null: none wanted) and the parameters, and frees it. `touched`:
+   * each input's gradient dxs[i] (null: none wanted) and the parameters, and frees it; given
+   * `deferW` it runs phase B only and hands the tape over for phase W (split.ts). `touched`:
    * every tensor the segment's ops read (its parameters among them), for bookkeeping that asks
    * which parameters a node accumulates into.
    */
@@ -116,7 +118,7 @@ export interface OpRecords {
     y: Tensor;
     name: string;
     touched: Tensor[];
-    recompute: (dy: Tensor | null, dxs: (Tensor | null)[]) => Promise<void>;
+    recompute: (dy: Tensor | null, dxs: (Tensor | null)[], deferW?: (child: Tape) => void) => Promise<void>;
   };
   /** Mixture-of-experts ops (moe_ops.ts): router softmax and gates, dispatch / combine gathers, per-expert Linear, load-balancing loss */
   moeSoftmax: MoERecords['moeSoftmax'];

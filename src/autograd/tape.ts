@@ -4,14 +4,14 @@
  * product from the rule table (rules.ts), whose type makes a missing rule a compile error
  * (tinygrad/jax-js style).
  *
- * Gradients accumulate: every backward kernel adds into its gradient buffer, so a tensor
- * consumed twice (the residual stream) gets the sum, and parameter gradients sum over
- * micro-batches until the optimizer zeroes them. Nothing here reads the GPU back.
+ * Gradients accumulate (a tensor consumed twice gets the sum; parameter gradients sum over
+ * micro-batches until the optimizer zeroes them). Nothing here reads the GPU back.
  */
 import type { Gpu } from '../gpu/context.ts';
 import type { GradContext, Node, OpName, RuleTable } from './records.ts';
 import type { DType, Tensor } from '../gpu/tensor.ts';
 import type { Autocast } from './autocast.ts';
+import { SplitBackward } from './split.ts';
 
 export class Tape {
   private nodes: { node: Node; outputs: readonly Tensor[] }[] = [];
@@ -25,13 +25,12 @@ export class Tape {
   private disposers: (() => void)[] = [];
   /** Mixed precision of the linear layers' matmuls (autocast.ts); null runs them in f32. */
   autocast: Autocast | null = null;
-  /**
-   * Top-k attention at inference (`--topk-attention`): attention layers keep each query's k
-   * largest scores (the materialised kernel, kernels/select_k.ts); null attends to all.
-   */
+  /** Top-k attention at inference (`--topk-attention`, kernels/select_k.ts): each query's k largest scores; null: all. */
   topk: number | null = null;
   /** Operand casts made on this tape, by source tensor id: a weight read twice is cast once. */
   readonly casts = new Map<number, Tensor>();
+  /** The B / W split once {@link backwardInput} ran (split.ts); null for the fused backward. */
+  private split: SplitBackward | null = null;
 
   /**
    * @param paramGrads parameter tensor → its gradient slice (never released by the tape).
@@ -149,20 +148,69 @@ export class Tape {
    *   collective or a recomputed segment on the tape needs {@link backwardAsync}).
    */
   backward(rules: RuleTable, onNodeDone?: (node: Node) => void): void {
+    this.runSync('backward', () => this.steps(rules, onNodeDone));
+  }
+
+  /**
+   * Phase B of the split backward (docs/design.md#split-backward-b-and-w): every rule in reverse
+   * order, computing only the gradients that flow to activations (a stage input's gradient is
+   * complete when it returns); the parameters' gradients are deferred to {@link backwardWeights},
+   * which adds exactly what {@link backward} would have. Call once, after the loss op or a seed.
+   * @throws Error when B already ran on this tape, on a non-recording tape, or when a rule is
+   *   asynchronous (use {@link backwardInputAsync}).
+   */
+  backwardInput(rules: RuleTable): void {
+    this.runSync('backwardInput', () => this.steps(rules, undefined, this.startSplit('backwardInput')));
+  }
+
+  /** {@link backwardInput} for tapes with collectives or recomputed segments; `beforeNode` as in {@link backwardAsync}. */
+  async backwardInputAsync(rules: RuleTable, beforeNode?: (node: Node) => Promise<void>): Promise<void> {
+    await this.runAsync(this.steps(rules, undefined, this.startSplit('backwardInputAsync')), beforeNode);
+  }
+
+  /**
+   * Phase W: adds every parameter gradient that phase B deferred (matmul dW, biases, norm and
+   * embedding tables, the mixers' parameters), in the fused backward's order, and frees what B
+   * kept for it ({@link heldForWeights}). Encodes GPU work only; nothing is read back.
+   * @throws Error when phase B has not run on this tape, or W already ran.
+   */
+  backwardWeights(): void {
+    if (!this.split) throw new Error('backwardWeights(): phase B has not run on this tape; call backwardInput() first');
+    this.split.runWeights();
+  }
+
+  /** Bytes of the tensors kept alive between phase B and phase W (0 before B and after W): see split.ts. */
+  heldForWeights(): number {
+    return this.split?.heldBytes() ?? 0;
+  }
+
+  /** A recomputed segment's tape between its B and W: everything it still holds is kept for W. */
+  keptTensors(): Tensor[] {
+    return [...this.temps.filter((t) => !t.isReleased), ...(this.split?.heldTensors() ?? [])];
+  }
+
+  private startSplit(what: string): SplitBackward {
+    if (this.split) throw new Error(`${what}(): phase B already ran on this tape; run backwardWeights() once`);
+    const mayFree = (o: Tensor) => !this.paramIds.has(o.id) && !this.borrowed.has(o.id);
+    return this.split = new SplitBackward(this.gpu, this.paramIds, this.casts, mayFree);
+  }
+
+  /** Runs synchronous rules; refuses (before any rule runs) a tape with an asynchronous one. */
+  private runSync(what: string, steps: () => ReturnType<Tape['steps']>): void {
     // Refuse before any rule runs: a half-run backward would leave peers inside a collective.
     const comm = this.nodes.find((n) => n.node.op === 'collective' || n.node.op === 'checkpoint');
     if (comm) {
       throw new Error(
-        `backward(): the tape holds a ${comm.node.op} ('${
+        `${what}(): the tape holds a ${comm.node.op} ('${
           (comm.node as { name: string }).name
-        }'), whose rule is asynchronous; call backwardAsync()`,
+        }'), whose rule is asynchronous; call ${what}Async()`,
       );
     }
-    for (const step of this.steps(rules, onNodeDone)) {
+    for (const step of steps()) {
       const pending = step.run();
       if (pending) {
         pending.catch(() => {}); // the error below replaces it
-        throw new Error(`backward(): '${step.op}' is a collective, whose rule is asynchronous; call backwardAsync()`);
+        throw new Error(`${what}(): '${step.op}' is a collective, whose rule is asynchronous; call ${what}Async()`);
       }
       step.done();
     }
@@ -177,7 +225,11 @@ export class Tape {
     onNodeDone?: (node: Node) => void,
     beforeNode?: (node: Node) => Promise<void>,
   ): Promise<void> {
-    for (const step of this.steps(rules, onNodeDone)) {
+    await this.runAsync(this.steps(rules, onNodeDone), beforeNode);
+  }
+
+  private async runAsync(steps: ReturnType<Tape['steps']>, beforeNode?: (node: Node) => Promise<void>): Promise<void> {
+    for (const step of steps) {
       await beforeNode?.(step.node);
       await step.run();
       step.done();
@@ -188,8 +240,10 @@ export class Tape {
   private *steps(
     rules: RuleTable,
     onNodeDone?: (node: Node) => void,
+    split?: SplitBackward,
   ): Generator<{ op: OpName; node: Node; run(): void | Promise<void>; done(): void }> {
     if (!this.recording) throw new Error('backward() on a tape that was not recording (evaluation mode)');
+    if (this.split && !split) throw new Error('backward(): this tape ran phase B; finish it with backwardWeights()');
     const ctx: GradContext = {
       gpu: this.gpu,
       grad: (t) => this.grads.get(t.id) ?? null,
@@ -212,13 +266,16 @@ export class Tape {
         op: node.op,
         node,
         // Each op's VJP, dispatched by name; the cast is safe because `node.op` selects both.
-        run: () => (rules[node.op] as (g: GradContext, r: Node) => void | Promise<void>)(ctx, node),
+        run: () =>
+          split
+            ? split.run(rules, node, outputs, ctx)
+            : (rules[node.op] as (g: GradContext, r: Node) => void | Promise<void>)(ctx, node),
         done: () => {
           // Every consumer of these outputs came later on the tape and has already added into
           // their gradients; the producer's rule was the last reader, so the memory can go back.
           for (const o of outputs) {
             const g = this.grads.get(o.id);
-            if (g && !this.paramIds.has(o.id) && !this.borrowed.has(o.id)) {
+            if (g && !this.paramIds.has(o.id) && !this.borrowed.has(o.id) && !split?.keeps(g)) {
               g.release();
               this.grads.delete(o.id);
             }
@@ -231,6 +288,7 @@ export class Tape {
 
   /** Releases every temporary (activations, saved tensors, activation gradients). */
   dispose(): void {
+    this.split?.release();
     for (const t of this.temps) t.release();
     for (const fn of this.disposers) fn();
     this.temps = [];
