@@ -1,5 +1,5 @@
 /**
- * `npm run room -- [--port 4180] [--host 127.0.0.1] [--code WORD] [--dist dist]`: a classroom room
+ * `npm run room -- [--port 4180] [--host 127.0.0.1] [--code WORD] [--dist dist] [--cert PEM --key PEM]`: a classroom room
  * (docs/design.md#a-classroom-room). Serves the built demo with the isolation headers and runs the
  * rendezvous the tabs of one run meet at — ranks, membership, the run's config and plan, WebRTC
  * signalling — until Ctrl-C. Tensors never pass through it.
@@ -22,6 +22,10 @@ export const RoomCliSchema = z.object({
   ),
   code: z.string().min(1).max(128).optional().describe('join code every member must give'),
   dist: z.string().min(1).default('dist').describe('folder of the built demo (npm run build)'),
+  cert: z.string().min(1).optional().describe(
+    'PEM certificate file: serve HTTPS (with --key), which a LAN address needs for WebGPU',
+  ),
+  key: z.string().min(1).optional().describe('PEM private key file of --cert'),
   maxRooms: z.number().int().min(1).max(1024).default(DEFAULT_LIMITS.maxRooms).describe('rooms held at once'),
   maxMembers: z.number().int().min(1).max(1024).default(DEFAULT_LIMITS.maxMembers).describe('members (tabs) per room'),
 });
@@ -61,11 +65,11 @@ export function parseRoomArgs(argv: string[]): RoomCliOptions & { help: boolean 
 }
 
 /** The addresses students type: this machine's non-loopback IPv4 ones when listening on every interface. */
-function lanUrls(port: number): string[] {
+function lanUrls(scheme: string, port: number): string[] {
   try {
     return Deno.networkInterfaces()
       .filter((i) => i.family === 'IPv4' && !i.address.startsWith('127.'))
-      .map((i) => `http://${i.address}:${port}/`);
+      .map((i) => `${scheme}://${i.address}:${port}/`);
   } catch {
     return [];
   }
@@ -82,6 +86,7 @@ export async function startRoom(argv: string[]): Promise<RoomServer | null> {
     return null;
   }
   const limits = { ...DEFAULT_LIMITS, maxRooms: o.maxRooms, maxMembers: o.maxMembers };
+  const tls = await readTls(o.cert, o.key), http = tls ? 'https' : 'http', ws = tls ? 'wss' : 'ws';
   let server: RoomServer;
   try {
     server = await startRoomServer({
@@ -89,6 +94,7 @@ export async function startRoom(argv: string[]): Promise<RoomServer | null> {
       port: o.port,
       dist: o.dist,
       code: o.code,
+      tls,
       limits,
       log: console.log,
     });
@@ -103,9 +109,9 @@ export async function startRoom(argv: string[]): Promise<RoomServer | null> {
     : server.hostname.includes(':')
     ? `[${server.hostname}]`
     : server.hostname;
-  console.log(`room: listening on http://${shown}:${server.port}/ (port ${server.port})`);
+  console.log(`room: listening on ${http}://${shown}:${server.port}/ (port ${server.port})`);
   if (everywhere) {
-    for (const u of lanUrls(server.port)) console.log(`room: students open ${u}`);
+    for (const u of lanUrls(http, server.port)) console.log(`room: students open ${u}`);
   } else console.log('room: this machine only; a class on a LAN passes --host 0.0.0.0');
   let built = true;
   try {
@@ -119,9 +125,26 @@ export async function startRoom(argv: string[]): Promise<RoomServer | null> {
       : `room: no built demo in ${absolute(o.dist)} (run npm run build first); the room still does rendezvous`,
   );
   console.log(
-    `room: members connect to ws://${shown}:${server.port}${ROOM_PATH}${o.code ? ' with the join code' : ''}`,
+    `room: members connect to ${ws}://${shown}:${server.port}${ROOM_PATH}${o.code ? ' with the join code' : ''}`,
   );
   return server;
+}
+
+/**
+ * The PEM certificate and key of `--cert` and `--key`, or undefined when neither is given (plain HTTP).
+ * @throws Error when only one is given, or a file cannot be read (naming it).
+ */
+async function readTls(cert?: string, key?: string): Promise<{ cert: string; key: string } | undefined> {
+  if (!cert && !key) return undefined;
+  if (!cert || !key) throw new Error('--cert and --key go together: give both PEM files (HTTPS) or neither (HTTP)');
+  const read = async (path: string, flag: string) => {
+    try {
+      return await Deno.readTextFile(path);
+    } catch (e) {
+      throw new Error(`${flag} ${path}: cannot read it (${(e as Error).message})`);
+    }
+  };
+  return { cert: await read(cert, '--cert'), key: await read(key, '--key') };
 }
 
 /** Runs the room until SIGINT or SIGTERM. @throws as {@link startRoom}. */

@@ -21,6 +21,8 @@ export interface RoomServerOptions {
   dist: string;
   /** The join code every member must give; undefined: none. */
   code?: string;
+  /** PEM certificate and key: serve HTTPS and WSS (a LAN address is a secure context only so); absent, HTTP. */
+  tls?: { cert: string; key: string };
   limits?: RoomLimits;
   /** Where a line goes when the server closes a connection itself (too many refusals, no join in time). */
   log?: (line: string) => void;
@@ -98,6 +100,7 @@ export async function startRoomServer(o: RoomServerOptions): Promise<RoomServer>
   const server = Deno.serve({
     hostname: o.hostname,
     port: o.port,
+    ...o.tls,
     onListen: (a) => listening(a as Deno.NetAddr),
     onError: (e) => isolated(`internal error: ${(e as Error).message}\n`, 500),
   }, (req) => {

@@ -190,6 +190,90 @@ Deno.test({
   },
 });
 
+/**
+ * A certificate for 127.0.0.1 and localhost signed by a throw-away CA (openssl, which Debian's base system has), in
+ * `dir`: the server's `cert`/`key`, and `ca`, which the test's client trusts.
+ */
+async function testCertificate(dir: string): Promise<{ cert: string; key: string; ca: string }> {
+  const ca = `${dir}/ca.pem`, caKey = `${dir}/ca.key`, cert = `${dir}/cert.pem`, key = `${dir}/key.pem`;
+  const ext = `${dir}/leaf.ext`,
+    csr = `${dir}/leaf.csr`,
+    ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1'];
+  await Deno.writeTextFile(ext, 'basicConstraints=CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n');
+  const steps = [
+    ['req', '-x509', ...ec, '-nodes', '-days', '2', '-subj', '/CN=room test CA', '-keyout', caKey, '-out', ca],
+    ['req', ...ec, '-nodes', '-subj', '/CN=localhost', '-keyout', key, '-out', csr],
+    [
+      'x509',
+      '-req',
+      '-in',
+      csr,
+      '-CA',
+      ca,
+      '-CAkey',
+      caKey,
+      '-CAcreateserial',
+      '-days',
+      '2',
+      '-extfile',
+      ext,
+      '-out',
+      cert,
+    ],
+  ];
+  for (const args of steps) {
+    const out = await new Deno.Command('openssl', { args, stdout: 'piped', stderr: 'piped' }).output();
+    equal(out.code, 0, `openssl ${args[0]}: ${new TextDecoder().decode(out.stderr)}`);
+  }
+  return { cert, key, ca };
+}
+
+Deno.test({
+  name: 'npm run room --cert --key: serves HTTPS (a secure context on a LAN address) and says wss://',
+  sanitizeResources: false,
+  fn: async () => {
+    const { top, dist } = await fixture(), { cert, key, ca } = await testCertificate(top);
+    const server = spawnUntil('room.ts', ['--port', '0', '--dist', dist, '--cert', cert, '--key', key]);
+    try {
+      await within(server.waitFor(/members connect to/), 'the listening lines');
+      const out = server.output().stdout;
+      const port = Number(/listening on https:\/\/127\.0\.0\.1:(\d+)\/ \(port \1\)/.exec(out)?.[1]);
+      ok(port > 0, out);
+      match(out, new RegExp(`members connect to wss://127\\.0\\.0\\.1:${port}/room`));
+      const client = Deno.createHttpClient({ caCerts: [await Deno.readTextFile(ca)] });
+      try {
+        const index = await fetch(`https://127.0.0.1:${port}/`, { client });
+        equal(index.status, 200);
+        match(await index.text(), /<title>room fixture<\/title>/);
+        equal(index.headers.get('cross-origin-embedder-policy'), 'require-corp');
+      } finally {
+        client.close();
+      }
+      // Plain HTTP on the same port is not served.
+      await rejectsOrNot200(`http://127.0.0.1:${port}/`);
+      const alone = await spawnUntil('room.ts', ['--port', '0', '--dist', dist, '--cert', cert]).done();
+      ok(alone.code !== 0, 'a --cert without --key is refused');
+      match(alone.stderr, /--cert and --key go together: give both PEM files \(HTTPS\) or neither \(HTTP\)/);
+    } finally {
+      server.child.kill('SIGTERM');
+      const done = await server.done();
+      await Deno.remove(top, { recursive: true });
+      equal(done.code, 0, done.stderr);
+    }
+  },
+});
+
+/** A plain-HTTP request to a TLS port fails (the connection is refused or reset) or gets no 200. */
+async function rejectsOrNot200(url: string): Promise<void> {
+  try {
+    const r = await fetch(url);
+    await r.body?.cancel();
+    ok(r.status !== 200, `${url} answered 200 over plain HTTP`);
+  } catch (e) {
+    ok(e instanceof TypeError, String(e));
+  }
+}
+
 Deno.test('npm run room flags: defaults, --port 0, and refusals naming the flag and what it takes', () => {
   const d = parseRoomArgs([]);
   deepEqual([d.port, d.host, d.code, d.dist, d.maxRooms, d.maxMembers], [
@@ -207,4 +291,8 @@ Deno.test('npm run room flags: defaults, --port 0, and refusals naming the flag 
   throws(() => parseRoomArgs(['--port', '80.5']), /--port expects an integer/);
   throws(() => parseRoomArgs(['--code', '']), /--code/);
   throws(() => parseRoomArgs(['--tensors']), /Unknown option '--tensors'; npm run room takes: --port, --host, --code/);
+  deepEqual([parseRoomArgs(['--cert', 'c.pem', '--key', 'k.pem']).cert, parseRoomArgs(['--key', 'k.pem']).key], [
+    'c.pem',
+    'k.pem',
+  ]);
 });
