@@ -9,3 +9,4 @@ export * from './pipeline_schedule.ts';
 export * from './pipeline_sim.ts';
 export * from './pipeline_stage.ts';
 export * from './stages.ts';
+export * from './zero_bubble.ts';

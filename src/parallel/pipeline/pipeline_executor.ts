@@ -14,6 +14,9 @@
  *   last ends in `sendForward`, a `collective` node on its output whose backward returns the
  *   gradient `recv-grad` received (Megatron's send_forward/recv_backward pair as one autograd
  *   function), so backward starts there exactly as from a loss.
+ * - Split schedules (zero_bubble.ts, docs/design.md#zero-bubble-zb-h1): `backward` is the tape's phase B
+ *   (backwardInputAsync), whose input gradient `send-grad` ships at once; `weight` runs phase W
+ *   (backwardWeights), after which the parameters' gradients are complete and the tape is freed.
  * - Messages are point-to-point on the pp group (buffered sends): `send-act` reads the output
  *   back and sends b·T·C floats (/tp under sp), `recv-act` writes them into a GPU tensor;
  *   `send-grad` sends the input's gradient.
@@ -168,6 +171,7 @@ export class PipelineExecutor {
     };
     const slot = open(a.micro, a.stage);
     const close = () => slots.delete(key(a.micro, a.stage));
+    const split = this.plan.kind === 'zb-h1';
     const start = wallMs(), name = label(a, true);
     switch (a.kind) {
       case 'forward': {
@@ -200,14 +204,29 @@ export class PipelineExecutor {
         return void span('compute', start, name, a);
       }
       case 'backward': {
-        await (this.hooks.backward?.(slot.tape, a.micro, a.stage) ?? slot.tape.backwardAsync(RULES));
+        // A split schedule's B: input gradients only; the slot stays open for its W.
+        if (split && this.hooks.backward) {
+          throw new Error(`pipeline: ${this.plan.kind} with gradient-sync hooks (dp/ZeRO) is not supported yet`);
+        }
+        if (split) await slot.tape.backwardInputAsync(RULES);
+        else await (this.hooks.backward?.(slot.tape, a.micro, a.stage) ?? slot.tape.backwardAsync(RULES));
         if (a.stage > 0) {
           const g = slot.tape.gradOf(slot.input!);
           slot.dIn = g ? ((await gpu.read(g)) as Float32Array).slice() : new Float32Array(size);
         } else await gpu.sync();
-        slot.tape.dispose();
         if (a.stage > 0 && model.holds(a.stage - 1)) open(a.micro, a.stage - 1).dOut = slot.dIn; // same-rank hand-off (p = 1)
-        if (a.stage === 0 || model.holds(a.stage - 1)) close();
+        if (!split) {
+          slot.tape.dispose();
+          if (a.stage === 0 || model.holds(a.stage - 1)) close();
+        }
+        return void span('compute', start, name, a);
+      }
+      case 'weight': {
+        // W: the parameters' gradients B deferred; only now is each one complete.
+        slot.tape.backwardWeights();
+        await gpu.sync();
+        slot.tape.dispose();
+        close();
         return void span('compute', start, name, a);
       }
       case 'send-act': {
@@ -217,7 +236,7 @@ export class PipelineExecutor {
       }
       case 'send-grad': {
         await this.p2p.send(slot.dIn!, a.peer!);
-        close();
+        if (!split) close();
         return void span('comm', start, name, a);
       }
       case 'recv-act':

@@ -6,7 +6,9 @@
  * (Megatron's interleaved layout; v = 1 is the plain pipeline where stage = rank).
  *
  * Every action names the *local* stage it serves on its own rank:
- * - `forward` / `backward` (micro, stage): compute of that stage for that micro-batch;
+ * - `forward` / `backward` (micro, stage): compute of that stage for that micro-batch; in a split
+ *   schedule (zero_bubble.ts) `backward` is phase B (input gradients) and `weight` phase W
+ *   (parameter gradients), docs/design.md#split-backward-b-and-w;
  * - `send-act` (micro, s) ships stage s's output to rank(s+1); it is matched by
  *   `recv-act` (micro, s+1) there (the input of stage s+1);
  * - `send-grad` (micro, s) ships the gradient of stage s's input to rank(s−1); it is matched
@@ -26,11 +28,13 @@
  * schedules.py's warm-up counts and virtual micro-batch order); pipeline_sim.ts runs them on a
  * simulated clock (the deadlock check, the predicted timeline).
  */
-import { describeAction, isComm, messageKey, simulate } from './pipeline_sim.ts';
+import { isComm, messageKey, simulate } from './pipeline_sim.ts';
+import { zbH1 } from './zero_bubble.ts';
+export { checkSchedule, scheduleProblems } from './schedule_check.ts';
 
-export type ActionKind = 'forward' | 'backward' | 'send-act' | 'recv-act' | 'send-grad' | 'recv-grad';
-export type ScheduleKind = 'gpipe' | '1f1b' | 'interleaved';
-export const SCHEDULE_KINDS: readonly ScheduleKind[] = ['gpipe', '1f1b', 'interleaved'];
+export type ActionKind = 'forward' | 'backward' | 'weight' | 'send-act' | 'recv-act' | 'send-grad' | 'recv-grad';
+export type ScheduleKind = 'gpipe' | '1f1b' | 'interleaved' | 'zb-h1';
+export const SCHEDULE_KINDS: readonly ScheduleKind[] = ['gpipe', '1f1b', 'interleaved', 'zb-h1'];
 
 /** One step of one rank's program. `peer` is set exactly on communication actions. */
 export interface PipeAction {
@@ -51,24 +55,27 @@ export interface PipelineSchedule {
 
 /** Pipeline rank that runs `stage` (stages are dealt round-robin: rank r holds r, r+p, …). */
 export const rankOfStage = (stage: number, p: number) => stage % p;
-function checkShape(p: number, m: number, v: number): void {
+/** @throws Error naming p, m or v when one is not a positive integer. */
+export function checkShape(p: number, m: number, v: number): void {
   const bad = ([['p', p], ['m', m], ['v', v]] as const).filter(([, x]) => !Number.isInteger(x) || x < 1);
   if (bad.length) {
     throw new Error(`pipeline schedule: ${bad.map(([n, x]) => `${n} = ${x}`).join(', ')} must be positive integers`);
   }
 }
 
-type Compute = { kind: 'forward' | 'backward'; micro: number; stage: number };
+/** A compute action (no peer): what generators list before {@link withComm} adds the messages. */
+export type Compute = { kind: 'forward' | 'backward' | 'weight'; micro: number; stage: number };
 
-/** Adds the messages around each compute: receive just before, send just after. */
-function withComm(kind: ScheduleKind, p: number, m: number, v: number, compute: Compute[][]): PipelineSchedule {
+/** Adds the messages around each compute: receive just before, send just after (W sends nothing). */
+export function withComm(kind: ScheduleKind, p: number, m: number, v: number, compute: Compute[][]): PipelineSchedule {
   const S = p * v;
   const ranks = compute.map((list, r) => {
     const out: PipeAction[] = [];
     for (const c of list) {
       const prev = c.stage - 1, next = c.stage + 1;
       const remote = (s: number) => s >= 0 && s < S && rankOfStage(s, p) !== r;
-      if (c.kind === 'forward') {
+      if (c.kind === 'weight') out.push(c);
+      else if (c.kind === 'forward') {
         if (remote(prev)) out.push({ kind: 'recv-act', micro: c.micro, stage: c.stage, peer: rankOfStage(prev, p) });
         out.push(c);
         if (remote(next)) out.push({ kind: 'send-act', micro: c.micro, stage: c.stage, peer: rankOfStage(next, p) });
@@ -163,7 +170,7 @@ export function interleaved(p: number, m: number, v: number): PipelineSchedule {
  * send_backward_recv_forward and friends post both directions together). Receiving earlier
  * never breaks a data dependency; the buffered simulation is rechecked by checkSchedule.
  */
-function hoistReceives(s: PipelineSchedule): PipelineSchedule {
+export function hoistReceives(s: PipelineSchedule): PipelineSchedule {
   for (let round = 0; round < 4 * s.p * s.m * s.v; round++) {
     const { pc } = simulate(s, { forwardMs: 1, backwardMs: 1, p2pMs: 0 }, 'rendezvous');
     const r = pc.findIndex((i, rank) => i < s.ranks[rank].length);
@@ -193,107 +200,21 @@ export function makeSchedule(kind: ScheduleKind, p: number, m: number, v = 1): P
   if (kind === 'gpipe') return gpipe(p, m);
   if (kind === '1f1b') return oneFOneB(p, m);
   if (kind === 'interleaved') return interleaved(p, m, v);
+  if (kind === 'zb-h1') return zbH1(p, m);
   throw new Error(`unknown pipeline schedule '${kind}'; allowed: ${SCHEDULE_KINDS.join(', ')}`);
 }
 
-/** Every rule a schedule breaks (empty when valid), each naming the rank and action. */
-export function scheduleProblems(s: PipelineSchedule): string[] {
-  const { p, m, v } = s, S = p * v, out: string[] = [];
-  try {
-    checkShape(p, m, v);
-  } catch (e) {
-    return [(e as Error).message];
-  }
-  if (s.ranks.length !== p) return [`schedule has ${s.ranks.length} rank programs for p = ${p}`];
-  s.ranks.forEach((list, r) => {
-    const at = new Map<string, number>();
-    const where = (i: number) => `rank ${r} action ${i} (${describeAction(list[i])})`;
-    list.forEach((a, i) => {
-      if (!Number.isInteger(a.micro) || a.micro < 0 || a.micro >= m) {
-        return out.push(`${where(i)}: micro-batch outside 0…${m - 1}`);
-      }
-      if (!Number.isInteger(a.stage) || a.stage < 0 || a.stage >= S || rankOfStage(a.stage, p) !== r) {
-        return out.push(`${where(i)}: stage is not one of this rank's stages`);
-      }
-      if (isComm(a.kind)) {
-        const other = a.kind === 'send-act' || a.kind === 'recv-grad' ? a.stage + 1 : a.stage - 1;
-        if (other < 0 || other >= S || rankOfStage(other, p) === r) {
-          return out.push(`${where(i)}: no remote stage ${other} to talk to`);
-        }
-        if (a.peer !== rankOfStage(other, p)) {
-          return out.push(`${where(i)}: peer should be rank ${rankOfStage(other, p)} (stage ${other})`);
-        }
-      } else if (a.kind !== 'forward' && a.kind !== 'backward') return out.push(`${where(i)}: unknown action kind`);
-      const key = `${a.kind}:${a.micro}:${a.stage}`;
-      if (at.has(key)) return out.push(`${where(i)}: repeats action ${at.get(key)}`);
-      at.set(key, i);
-    });
-    const need = (kind: ActionKind, micro: number, stage: number) => at.get(`${kind}:${micro}:${stage}`);
-    for (let c = 0; c < v; c++) {
-      const st = c * p + r;
-      for (let i = 0; i < m; i++) {
-        const f = need('forward', i, st), b = need('backward', i, st);
-        const tag = `rank ${r} stage ${st} micro ${i}`;
-        if (f === undefined) out.push(`${tag}: no forward`);
-        if (b === undefined) out.push(`${tag}: no backward`);
-        if (f === undefined || b === undefined) continue;
-        if (b < f) out.push(`${tag}: backward (action ${b}) runs before its forward (action ${f})`);
-        const order = (kind: ActionKind, stage: number, after: boolean, x: number, what: string) => {
-          const j = need(kind, i, stage);
-          if (j === undefined) out.push(`${tag}: missing ${kind} ${what}`);
-          else if (after ? j < x : j > x) {
-            out.push(`${tag}: ${kind} (action ${j}) must come ${after ? 'after' : 'before'} ${what}`);
-          }
-        };
-        const local = (t: number) => t >= 0 && t < S && rankOfStage(t, p) === r;
-        const remote = (t: number) => t >= 0 && t < S && rankOfStage(t, p) !== r;
-        if (remote(st - 1)) order('recv-act', st, false, f, `its forward (action ${f})`);
-        if (remote(st + 1)) order('send-act', st, true, f, `its forward (action ${f})`);
-        if (remote(st + 1)) order('recv-grad', st, false, b, `its backward (action ${b})`);
-        if (remote(st - 1)) order('send-grad', st, true, b, `its backward (action ${b})`);
-        if (local(st - 1) && (need('forward', i, st - 1) ?? Infinity) > f) {
-          out.push(`${tag}: forward runs before stage ${st - 1}'s forward`);
-        }
-        if (local(st + 1) && (need('backward', i, st + 1) ?? Infinity) > b) {
-          out.push(`${tag}: backward runs before stage ${st + 1}'s backward`);
-        }
-      }
-    }
-  });
-  if (out.length) return out;
-  for (const mode of ['buffered', 'rendezvous'] as const) {
-    const stuck = simulate(s, { forwardMs: 1, backwardMs: 1, p2pMs: 0 }, mode).stuck;
-    if (stuck.length) out.push(`deadlock with ${mode} sends: ${stuck.join('; ')}`);
-  }
-  return out;
-}
-
 /**
- * Checks that every rank runs each of its stages' forward and backward once per micro-batch,
- * every backward after its forward, every send matched one-to-one by a receive on the peer
- * and in an order that cannot deadlock (simulated under both execution semantics).
- * @throws Error listing every broken rule (at most 20 lines), each naming rank and action.
+ * Most stage activations each rank holds at once: forwards done whose backward is not, or, in a
+ * split schedule, whose W is not (W still reads what B kept; zero-bubble counting, arXiv 2401.10241).
  */
-export function checkSchedule(s: PipelineSchedule): PipelineSchedule {
-  const problems = scheduleProblems(s);
-  if (problems.length) {
-    const more = problems.length > 20 ? [`… and ${problems.length - 20} more`] : [];
-    throw new Error(
-      `invalid ${s.kind} schedule (p ${s.p}, m ${s.m}, v ${s.v}):\n  ${
-        [...problems.slice(0, 20), ...more].join('\n  ')
-      }`,
-    );
-  }
-  return s;
-}
-
-/** Most stage activations each rank holds at once (forwards done whose backward is not). */
 export function peakInFlight(s: PipelineSchedule): number[] {
+  const split = s.ranks.some((l) => l.some((a) => a.kind === 'weight'));
   return s.ranks.map((list) => {
     let live = 0, peak = 0;
     for (const a of list) {
       if (a.kind === 'forward') peak = Math.max(peak, ++live);
-      else if (a.kind === 'backward') live--;
+      else if (a.kind === (split ? 'weight' : 'backward')) live--;
     }
     return peak;
   });

@@ -5,11 +5,16 @@
  */
 import type { ActionKind, PipeAction, PipelineSchedule } from './pipeline_schedule.ts';
 
-/** Per-action costs in ms; p2pMs is the time one activation or gradient message takes. */
+/**
+ * Per-action costs in ms; p2pMs is the time one activation or gradient message takes. backwardMs
+ * is the whole backward (B + W); in a split schedule (zero_bubble.ts) W costs weightMs (default
+ * backwardMs / 2, the zero-bubble paper's T_B = T_W) and B the rest.
+ */
 export interface StageCosts {
   forwardMs: number;
   backwardMs: number;
   p2pMs: number;
+  weightMs?: number;
 }
 
 export type SimMode = 'buffered' | 'rendezvous';
@@ -34,12 +39,20 @@ export interface DryRun {
 }
 
 /** Whether an action is a message (a send or a receive) rather than compute. */
-export const isComm = (k: ActionKind) => k !== 'forward' && k !== 'backward';
+export const isComm = (k: ActionKind) => k !== 'forward' && k !== 'backward' && k !== 'weight';
 /** `F3`, `B0`, `sa2@1`: an action's span label; `withStage` adds `@stage` to compute too (measured timelines, where a rank runs several stages). */
 export const label = (a: PipeAction, withStage = false) =>
-  ({ forward: 'F', backward: 'B', 'send-act': 'sa', 'recv-act': 'ra', 'send-grad': 'sg', 'recv-grad': 'rg' })[a.kind] +
+  ({
+    forward: 'F',
+    backward: 'B',
+    weight: 'W',
+    'send-act': 'sa',
+    'recv-act': 'ra',
+    'send-grad': 'sg',
+    'recv-grad': 'rg',
+  })[a.kind] +
   a.micro +
-  (withStage || !(a.kind === 'forward' || a.kind === 'backward') ? `@${a.stage}` : '');
+  (withStage || isComm(a.kind) ? `@${a.stage}` : '');
 /** `send-act micro 2 stage 1 peer 2`, as error messages name an action. */
 export const describeAction = (a: PipeAction) =>
   `${a.kind} micro ${a.micro} stage ${a.stage}${a.peer === undefined ? '' : ` peer ${a.peer}`}`;
@@ -66,6 +79,8 @@ export function simulate(
   const sent = new Map<string, number>(); // buffered: key → arrival; rendezvous: key → post time of the send
   const posted = new Map<string, number>(); // rendezvous: key → post time of the receive
   const batchPosted = s.ranks.map(() => -1);
+  const split = s.ranks.some((l) => l.some((a) => a.kind === 'weight')), w = c.weightMs ?? c.backwardMs / 2;
+  const costOf = { forward: c.forwardMs, backward: split ? c.backwardMs - w : c.backwardMs, weight: w };
   const wait = (r: number, until: number, transfer: number, a: PipeAction) => {
     const startComm = Math.max(now[r], until - transfer);
     if (startComm > now[r]) spans[r].push({ kind: 'idle', start: now[r], end: startComm, label: '.' });
@@ -78,7 +93,7 @@ export function simulate(
       while (pc[r] < list.length) {
         const a = list[pc[r]];
         if (!isComm(a.kind)) {
-          const cost = a.kind === 'forward' ? c.forwardMs : c.backwardMs;
+          const cost = costOf[a.kind as keyof typeof costOf];
           spans[r].push({ kind: 'compute', start: now[r], end: now[r] + cost, label: label(a), action: a });
           now[r] += cost;
         } else if (mode === 'buffered') {
@@ -134,6 +149,11 @@ export function simulate(
 export function dryRun(s: PipelineSchedule, costs: StageCosts, mode: SimMode = 'buffered'): DryRun {
   for (const [k, x] of Object.entries(costs)) {
     if (!Number.isFinite(x) || x < 0) throw new Error(`dryRun: ${k} must be a finite number ≥ 0, got ${x}`);
+  }
+  if ((costs.weightMs ?? 0) > costs.backwardMs) {
+    throw new Error(
+      `dryRun: weightMs ${costs.weightMs} exceeds backwardMs ${costs.backwardMs} (W is part of the backward)`,
+    );
   }
   const { ranks, stuck } = simulate(s, costs, mode);
   if (stuck.length) throw new Error(`dryRun: ${s.kind} schedule deadlocks with ${mode} sends: ${stuck.join('; ')}`);

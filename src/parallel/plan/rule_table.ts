@@ -241,6 +241,24 @@ export const PLAN_RULES: readonly PlanRule[] = [
         ? `interleaved 1F1B needs micro-batches ${m} divisible by pp ${pp}`
         : null,
   },
+  {
+    id: 'zb-h1-micro-batches',
+    group: 'plan',
+    check: ({ plan: { schedule, microBatches: m, pp } }) =>
+      schedule === 'zb-h1' && m < pp ? `--schedule zb-h1 needs micro-batches ${m} ≥ pp ${pp}` : null,
+  },
+  {
+    // The split backward's W must fire the gradient-sync hooks (DDP buckets, ZeRO, tp/cp/ep groups); not wired yet.
+    id: 'zb-h1-pp-alone',
+    group: 'plan',
+    check: ({ plan: p }) => {
+      const on = (['dp', 'tp', 'cp', 'ep'] as const).filter((k) => p[k] > 1).map((k) => `${k} ${p[k]}`);
+      if (p.zero) on.push(`ZeRO-${p.zero}`);
+      return p.schedule === 'zb-h1' && on.length
+        ? `--schedule zb-h1 runs on pp alone for now (dp/tp/cp/ep/ZeRO compose in a later slice); got ${on.join(', ')}`
+        : null;
+    },
+  },
   ...SEQUENCE_RULES,
   {
     id: 'batch-per-micro-batch',
