@@ -23,6 +23,7 @@ export interface Ordered {
  * The equivalence band, relative to the best predicted step time: the model's largest absolute error on the rows of
  * Megatron-LM's Table 1 (Narayanan et al. 2021; src/perf/paper_validation.ts, docs/plan.md's validation table),
  * recomputed from the model itself so that it follows any change to it (+18.3% at the time of writing, the 76.1B row).
+ * The error is of achieved TFLOP/s per GPU (predicted / published − 1), taken as the relative step-time band as is.
  * A plan is equivalent to the best when its predicted step ≤ best × (1 + band).
  */
 export const MODEL_ERROR_BAND: number = Math.max(
