@@ -82,6 +82,9 @@ export const PlanSearchSchema = z.object({
   ),
   attention: z.enum(['flash', 'naive']).default('flash').describe('attention kernel priced'),
   top: z.number().int().min(1).max(1000).default(10).describe('plans printed'),
+  band: z.number().min(0).max(10).optional().describe(
+    "--search: plans within this fraction of the best step time are marked '≈ best' (0.1 = 10%; unset: the model's largest error on Megatron's Table 1)",
+  ),
   tp: z.number().int().min(1).max(MAX_SEARCH_WORLD).default(1).describe(
     '--advise: tensor-parallel degree the shape must split over',
   ),

@@ -15,6 +15,7 @@ import { type DeviceProfile, deviceProfile, peakFlops } from '../perf/device_pro
 import { parseModel } from '../perf/model_presets.ts';
 import { searchPlans, type SearchResult, shortPlan, whyBest } from '../perf/plan_search.ts';
 import { MAX_PRICED_PLANS } from '../perf/plan_space.ts';
+import { bandLine } from '../perf/plan_order.ts';
 import { adviseShape } from '../perf/shape_advice.ts';
 
 const KEYS = flagKeys(PlanSearchSchema);
@@ -89,7 +90,7 @@ function search(f: PlanSearchOptions, dev: DeviceProfile): { text: string; resul
   if (f.model === undefined) throw new Error('--search needs --model <preset|dims>');
   const preset = parseModel(f.model), model = { ...preset, batchSize: f.globalBatch ?? preset.batchSize };
   const net = NetworkModel.parse(f.net);
-  const r = searchPlans({ model, world: f.world, dev, net, dtype: f.dtype, attention: f.attention });
+  const r = searchPlans({ model, world: f.world, dev, net, dtype: f.dtype, attention: f.attention, band: f.band });
   const params = rankParams(makePlan(), model, 0).dense;
   const gib = (b: number) => (b / 2 ** 30).toFixed(1);
   const rows = r.ranked.slice(0, f.top).map((c, i) => {
@@ -97,6 +98,7 @@ function search(f: PlanSearchOptions, dev: DeviceProfile): { text: string; resul
     return [
       `${i + 1}. ${shortPlan(c, model)}`,
       x.step.toFixed(3),
+      c.equivalent ? '≈ best' : '',
       x.tflops >= 1 ? x.tflops.toFixed(1) : x.tflops.toPrecision(2),
       pct(x.mfu),
       `${gib(x.memory.total)} (${gib(x.memory.states)} + ${gib(x.memory.activations)})`,
@@ -127,11 +129,13 @@ function search(f: PlanSearchOptions, dev: DeviceProfile): { text: string; resul
         })`,
       ]
       : []),
+    `order    ${bandLine(r.equivalent, r.ranked.length, r.band)}`,
     '',
     table(
       [
         'plan (best first)',
         'step s',
+        'band',
         'TFLOP/s/GPU',
         'MFU',
         'memory GiB (states + act.)',

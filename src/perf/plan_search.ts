@@ -2,7 +2,8 @@
  * The plan search (docs/design.md#a-performance-model-that-chooses-the-plan; AxoNN's performance model that chooses the
  * configuration): every valid dp × tp × pp × cp (ring or Ulysses) × ZeRO stage × sequence parallelism × micro-batch
  * count × pipeline schedule × recompute mode for a world size, the plans that exceed device memory dropped, the rest
- * ranked by predicted step time (step_time.ts). All closed form: one plan costs microseconds, so a 1024-rank search
+ * ranked by predicted step time (step_time.ts) with ties broken, and the plans within the model's error band of the best
+ * marked equivalent, by plan_order.ts. All closed form: one plan costs microseconds, so a 1024-rank search
  * runs in seconds. Which plans are enumerated, and the bound on how many are priced, is plan_space.ts's.
  *
  * Not enumerated: expert parallelism (the presets are dense: ep = 1), GPipe (the same bubble
@@ -15,6 +16,7 @@ import { type PlanSpace, planSpace, RECOMPUTE, splitPlans } from './plan_space.t
 import type { DeviceProfile } from './device_profile.ts';
 import { stepMemory, type StepOptions } from './step_memory.ts';
 import { predictStep, type StepPrediction } from './step_time.ts';
+import { comparePlans, crossingRanks, MODEL_ERROR_BAND, withinBand } from './plan_order.ts';
 
 export interface SearchInput {
   model: PlanModel;
@@ -23,6 +25,8 @@ export interface SearchInput {
   net: NetworkModel;
   dtype: StepOptions['dtype'];
   attention: StepOptions['attention'];
+  /** Equivalence band relative to the best step time (plan_order.ts); absent: MODEL_ERROR_BAND. */
+  band?: number;
 }
 
 /** One ranked plan. */
@@ -30,11 +34,18 @@ export interface Candidate {
   plan: ParallelPlan;
   recompute: Recompute;
   prediction: StepPrediction;
+  /** Ranks in the plan's groups that cross a node on the search's network (plan_order.ts crossingRanks). */
+  crossing: number;
+  /** Within the equivalence band of the best plan (plan_order.ts withinBand). */
+  equivalent: boolean;
 }
 
 export interface SearchResult {
-  /** Every fitting plan, fastest first. */
+  /** Every fitting plan, in plan_order.ts's order (fastest first). */
   ranked: Candidate[];
+  /** The equivalence band used (relative), and how many ranked plans are within it of the best. */
+  band: number;
+  equivalent: number;
   /** Plans enumerated, valid by the plan's rules (plan/rules.ts), and of those over device memory. */
   enumerated: number;
   valid: number;
@@ -48,13 +59,15 @@ export interface SearchResult {
 
 /**
  * Enumerates, filters and ranks (see the module doc); at most plan_space.ts's MAX_PRICED_PLANS plans are priced.
- * @throws Error when the world size is not a positive integer, when no plan is valid or none
+ * @throws Error when the world size is not a positive integer, the band negative, when no plan is valid or none
  *   fits, naming why (the rule that rejects most, or the smallest memory found), or when the
  *   split count alone exceeds the bound (planSpace).
  */
 export function searchPlans(input: SearchInput): SearchResult {
   const t0 = performance.now(), { model, world, dev } = input;
   if (!Number.isInteger(world) || world < 1) throw new Error(`--world must be a positive integer, got ${world}`);
+  const band = input.band ?? MODEL_ERROR_BAND, node = input.net.spec.ranksPerNode;
+  withinBand([], band); // a bad band fails before the work
   const params = rankParams(makePlan(), model, 0).dense;
   const space = planSpace(model, world);
   const ranked: Candidate[] = [];
@@ -69,7 +82,8 @@ export function searchPlans(input: SearchInput): SearchResult {
           overMemory++;
           continue;
         }
-        ranked.push({ plan, recompute, prediction: predictStep(plan, model, o, dev, input.net, params) });
+        const prediction = predictStep(plan, model, o, dev, input.net, params);
+        ranked.push({ plan, recompute, prediction, crossing: crossingRanks(plan, node), equivalent: false });
       }
     }
   }
@@ -88,9 +102,14 @@ export function searchPlans(input: SearchInput): SearchResult {
       } GiB per rank; use more ranks or a larger device`,
     );
   }
-  ranked.sort((a, b) => a.prediction.step - b.prediction.step);
+  ranked.sort(comparePlans);
+  let equivalent = 0;
+  withinBand(ranked, band).forEach((inside, i) => {
+    ranked[i].equivalent = inside;
+    if (inside) equivalent++;
+  });
   const { enumerated, valid, priced, thinned } = space;
-  return { ranked, enumerated, valid, overMemory, priced, thinned, ms: performance.now() - t0 };
+  return { ranked, band, equivalent, enumerated, valid, overMemory, priced, thinned, ms: performance.now() - t0 };
 }
 
 /** `dp 8 · tp 8 · pp 16 · zero 1 · sp · 1f1b m 192 (b 1) · full` — a plan in one short line. */

@@ -35,10 +35,18 @@ Deno.test({
     match(r.stdout, /^search {3}gpt3-175b: 96 layers · 96 heads · hidden 12288 .* global batch 1536 on 1024 ranks$/m);
     match(
       r.stdout,
-      /^plan \(best first\)\s+step s\s+TFLOP\/s\/GPU\s+MFU\s+memory GiB \(states \+ act\.\)\s+dp bytes\s+tp bytes\s+pp bytes\s+cp bytes\s+bubble$/m,
+      /^plan \(best first\)\s+step s\s+band\s+TFLOP\/s\/GPU\s+MFU\s+memory GiB \(states \+ act\.\)\s+dp bytes\s+tp bytes\s+pp bytes\s+cp bytes\s+bubble$/m,
     );
     const rows = r.stdout.split('\n').filter((l) => /^\d+\. dp \d+/.test(l));
     equal(rows.length, 10);
+    // The band line and its mark: the best is always within its own band, and the count bounds the marked rows.
+    const band =
+      /^order {4}([\d,]+) of 138,490 plans are within (\d+\.\d)% of the best step time .*ties in step time go to fewer ranks in groups crossing nodes, then less memory per rank/m
+        .exec(r.stdout);
+    ok(band, r.stdout);
+    const within = Number(band[1].replaceAll(',', '')), marked = rows.filter((row) => / ≈ best /.test(row)).length;
+    match(rows[0], / ≈ best /);
+    equal(marked, Math.min(within, 10), 'the rows marked are the first plans within the band');
     for (const row of rows) {
       const gib = Number(/ (\d+\.\d) \(/.exec(row)![1]);
       ok(gib <= 80, `within the H100's 80 GiB: ${row}`);
@@ -74,6 +82,10 @@ Deno.test({
     oneLineError(
       await runCli('plan.ts', [...base, '--model', 'gpt3-175b', '--device', 'tpu']),
       /unknown --device 'tpu'; allowed: h100-sxm, a100-80g, mi250x, m2-max, cpu-lavapipe/,
+    );
+    oneLineError(
+      await runCli('plan.ts', [...base, '--model', 'megatron-1.7b', '--band', '-1']),
+      /--band -1 is below the minimum 0/,
     );
     oneLineError(
       await runCli('plan.ts', ['--search', '--world', '7', '--model', 'megatron-1.7b']),

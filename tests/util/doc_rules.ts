@@ -100,6 +100,9 @@ export const RULES: Record<string, Rule> = {
   },
   'npm run plan -- --search --world 1024 --model gpt3-175b --device h100-sxm --net nvlink-ib': {},
   'npm run plan -- --search --world 1024 --model gpt3-175b --device h100-sxm --net nvlink-ib --global-batch 1536': {},
+  'npm run plan -- --search --world 1024 --model gpt3-175b --device a100-80g --net nvlink-ib --global-batch 1536': {
+    expect: /^order {4}[\d,]+ of [\d,]+ plans are within \d+\.\d% of the best step time/m,
+  },
   "npm run plan -- --search --world 64 --model 'layers=32,heads=32,hidden=4096,seq=4096,vocab=32000,batch=512' --device a100-80g":
     {},
   'npm run plan -- --model gpt3-175b --dp 16 --tp 8 --pp 8 --micro-batches 96 --precision bf16-mixed --recompute full --device a100-80g --net nvlink-ib --json price.json':

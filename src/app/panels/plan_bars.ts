@@ -65,11 +65,12 @@ export function planRow(row: ExplorerRow, timeScale: number, deviceMemory: numbe
   r.dataset.testid = 'px-plan';
   r.dataset.rank = String(row.rank);
   r.dataset.step = String(row.step);
+  r.dataset.equivalent = String(row.equivalent);
   const head = document.createElement('div');
   head.className = 'px-head';
   const name = document.createElement('span');
   name.className = 'px-name';
-  name.textContent = `${row.rank}. ${row.label}`;
+  name.textContent = `${row.rank}. ${row.label}${row.equivalent ? ' · ≈ best' : ''}`;
   const figs = document.createElement('span');
   figs.className = 'px-figs';
   const tf = row.tflops >= 1 ? row.tflops.toFixed(1) : row.tflops.toPrecision(2);

@@ -15,6 +15,7 @@ import { DEVICE_PROFILES, type Dtype } from '../../perf/device_profile.ts';
 import { rankOfCoords } from '../../perf/dim_traffic.ts';
 import { parseModel } from '../../perf/model_presets.ts';
 import { type Candidate, searchPlans, shortPlan, whyBest } from '../../perf/plan_search.ts';
+import { bandLine } from '../../perf/plan_order.ts';
 import { stepMemory, type StepOptions } from '../../perf/step_memory.ts';
 import type { StepPrediction } from '../../perf/step_time.ts';
 
@@ -32,6 +33,8 @@ export interface ExplorerSpec {
   globalBatch?: number;
   /** Rows returned (best first). */
   top?: number;
+  /** Equivalence band relative to the best step time; absent: src/perf/plan_order.ts MODEL_ERROR_BAND. */
+  band?: number;
 }
 
 /** One part of a stacked bar: its key (a CSS class), what the legend calls it, and its value (seconds or bytes). */
@@ -43,8 +46,10 @@ export interface Segment {
 
 /** One ranked plan as the tab draws it. */
 export interface ExplorerRow {
-  /** 1 = the predicted best. */
+  /** 1 = the predicted best, in plan_order.ts's order (the search's own). */
   rank: number;
+  /** Within the model's error band of the best (marked ≈ best). */
+  equivalent: boolean;
   label: string;
   plan: ParallelPlan;
   recompute: Recompute;
@@ -76,6 +81,10 @@ export type ExplorerResult =
     thinned?: { kept: number; most: number };
     ms: number;
     why: string;
+    /** The equivalence band (relative), the plans within it, and the sentence saying so and how plans are ordered. */
+    band: number;
+    equivalent: number;
+    order: string;
   }
   | { ok: false; message: string; noFit: boolean };
 
@@ -131,7 +140,7 @@ export function explorePlans(spec: ExplorerSpec): ExplorerResult {
   const o = { dtype: spec.dtype, attention: spec.attention };
   let r;
   try {
-    r = searchPlans({ model, world: spec.world, dev, net, ...o });
+    r = searchPlans({ model, world: spec.world, dev, net, ...o, band: spec.band });
   } catch (e) {
     const message = (e as Error).message;
     return { ok: false, message, noFit: /^no (plan fits|valid plan)/.test(message) };
@@ -139,7 +148,7 @@ export function explorePlans(spec: ExplorerSpec): ExplorerResult {
   const rows = r.ranked.slice(0, spec.top ?? 10).map((c: Candidate, i): ExplorerRow => {
     const mem = memorySegments(c.plan, model, { ...o, recompute: c.recompute }), x = c.prediction;
     return {
-      rank: i + 1, label: shortPlan(c, model), plan: c.plan, recompute: c.recompute, step: x.step, mfu: x.mfu, tflops: x.tflops,
+      rank: i + 1, equivalent: c.equivalent, label: shortPlan(c, model), plan: c.plan, recompute: c.recompute, step: x.step, mfu: x.mfu, tflops: x.tflops,
       time: timeSegments(x), memory: mem.segments, memoryTotal: mem.total, memoryStage: mem.stage,
     };
   });
@@ -147,5 +156,6 @@ export function explorePlans(spec: ExplorerSpec): ExplorerResult {
     ok: true, model, params: rankParams(makePlan(), model, 0).dense, world: spec.world, device: dev.name,
     deviceMemory: dev.memoryBytes, rows, enumerated: r.enumerated, valid: r.valid, overMemory: r.overMemory,
     ranked: r.ranked.length, thinned: r.thinned, ms: r.ms, why: whyBest(r, model),
+    band: r.band, equivalent: r.equivalent, order: bandLine(r.equivalent, r.ranked.length, r.band),
   };
 }

@@ -168,7 +168,7 @@ export class PlanExplorer {
       `${n(r.overMemory)} over memory dropped, ${n(r.ranked)} ranked in ${(r.ms / 1e3).toFixed(2)} s` +
       (r.thinned ? ` (micro-batch counts thinned to ${r.thinned.kept} of up to ${r.thinned.most} per split to bound the work)` : '') +
       `; the top ${r.rows.length}:`;
-    why.textContent = r.why;
+    why.textContent = `${r.order}. ${r.why}`;
     const scale = Math.max(...r.rows.map((x) => x.step));
     list.replaceChildren(...r.rows.map((row) => planRow(row, scale, r.deviceMemory)));
     this.host.dataset.plans = String(r.rows.length);
