@@ -76,6 +76,7 @@ export const RULES: Record<string, Rule> = {
   'npm run train -- --dp 2 --zero 3 --steps 50': trains,
   'npm run train -- --tp 2 --sp --steps 50': trains,
   'npm run train -- --pp 2 --micro-batches 4 --pp-schedule gpipe': trains,
+  'npm run train -- --pp 2 --micro-batches 4 --pp-schedule zb-h1': trains,
   'npm run train -- --cp 2 --cp-kind ring': trains,
   'npm run train -- --arch gpt-moe --ep 2 --dp 2': trains,
   'npm run train -- --arch mamba-moe --ep 2 --dp 4': trains,
