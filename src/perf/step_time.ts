@@ -29,6 +29,14 @@ import { attentionRate, type DeviceProfile, gemmSeconds, peakFlops } from './dev
 import { approxElements, type DimCall, dimCalls, elementsByDim, rankOfCoords } from './dim_traffic.ts';
 import { type StepMemory, stepMemory, type StepOptions } from './step_memory.ts';
 
+/**
+ * Kernel dispatches of one transformer block per micro-batch, counted from the block's forward (two layer norms,
+ * QKV, attention, output projection, two residual adds, MLP up, GELU, MLP down: 11) and a backward of about twice
+ * as many; the LM head and cross-entropy add `head`. Each costs the profile's `launchOverheadS` on top of its
+ * work: what dominates small shapes on a CPU adapter, nothing on a large GPU run.
+ */
+export const DISPATCHES_PER_LAYER = { forward: 11, backward: 22, head: 6 };
+
 /** Engine default gradient bucket (src/parallel/data/data_parallel.ts: 1 MiB). */
 export const BUCKET_BYTES = 2 ** 20;
 
@@ -76,7 +84,9 @@ function layerSeconds(plan: ParallelPlan, model: PlanModel, o: StepOptions, dev:
   const softmax = o.attention === 'naive' ? (4 * b * a * s * T) / t : 0;
   const ewF = ((N * 10 * h) / (sp ? t : 1) + (N * 8 * h) / t + softmax) * bytes / dev.memBandwidth;
   const softmaxF = softmax * bytes / dev.memBandwidth;
-  const forward = gemmF + attnF + ewF, backward = gemmB + 2 * attnF + 2 * ewF;
+  const launch = dev.launchOverheadS ?? 0;
+  const forward = gemmF + attnF + ewF + DISPATCHES_PER_LAYER.forward * launch;
+  const backward = gemmB + 2 * attnF + 2 * ewF + DISPATCHES_PER_LAYER.backward * launch;
   const again = o.recompute === 'full' ? forward : o.recompute === 'selective' ? attnF + softmaxF : 0;
   return { forward, backward, again, attnF };
 }
@@ -86,7 +96,8 @@ function headSeconds(plan: ParallelPlan, model: PlanModel, o: StepOptions, dev: 
   const b = model.batchSize / (plan.dp * plan.microBatches), N = b * (model.blockSize / plan.cp);
   const vt = paddedVocab(model.vocabSize, plan.tp) / plan.tp, h = model.nEmbd;
   const g = (m: number, n: number, k: number) => gemmSeconds(dev, o.dtype, m, n, k);
-  return g(N, vt, h) + g(N, h, vt) + g(h, vt, N) + (3 * 4 * N * vt) / dev.memBandwidth; // fp32 logits: write, softmax, grad
+  const launch = DISPATCHES_PER_LAYER.head * (dev.launchOverheadS ?? 0);
+  return g(N, vt, h) + g(N, h, vt) + g(h, vt, N) + (3 * 4 * N * vt) / dev.memBandwidth + launch; // fp32 logits: write, softmax, grad
 }
 
 /**
