@@ -148,6 +148,7 @@ export async function calibrate(
     gemm: { efficiency: 1, halfDim: fit.halfDim, tile: 16, align: 4, misaligned: 0.8 },
     attention: { efficiency, halfHeadDim: 0 },
     launchOverheadS: launchS,
+    hostRoundTripS: syncMs / 1e3,
     dataPlanes: dataPlanes.map(({ plane, alphaUs, betaGBps }) => ({ plane, alphaUs, betaGBps })),
     calibration: { size, launchMs, syncMs, gemm, copyMs, attention: { t: T, nh, hs, ms: row.ms }, dataPlanes },
   };

@@ -42,6 +42,11 @@ export interface DeviceProfile {
    */
   launchOverheadS?: number;
   /**
+   * Seconds of one submit-and-wait round trip between host and device (measured by `--calibrate`; absent: 0). Enters
+   * step_time.ts once per collective call: worker ranks read each tensor back to the host to send it.
+   */
+  hostRoundTripS?: number;
+  /**
    * The worker data planes' links measured by `--calibrate` (α µs, β GB/s per plane, first = the one priced).
    * Enters predictStep through the NetworkModel {@link networkOf} builds when `--net` is not given.
    */
@@ -170,6 +175,7 @@ export const DeviceProfileSchema = z.object({
   }),
   attention: z.object({ efficiency: z.number().gt(0).max(1), halfHeadDim: z.number().min(0) }),
   launchOverheadS: z.number().min(0).optional(),
+  hostRoundTripS: z.number().min(0).optional(),
   dataPlanes: z.array(z.object({ plane: z.string().min(1), alphaUs: z.number().min(0), betaGBps: positive })).min(1)
     .optional(),
   calibration: z.unknown().optional(),

@@ -22,7 +22,10 @@ Deno.test('calibrate --quick: prints each figure, writes a profile --device pric
     ok(r.stdout.includes(what), `prints ${what}:\n${r.stdout}`);
   }
   const dev = await deviceProfile(out);
-  ok(dev.launchOverheadS! > 0 && dev.dataPlanes?.[0].plane === 'shared', JSON.stringify(dev));
+  ok(
+    dev.launchOverheadS! > 0 && dev.hostRoundTripS! > 0 && dev.dataPlanes?.[0].plane === 'shared',
+    JSON.stringify(dev),
+  );
   const argv = ['--model', SPEC, '--dp', '2', '--micro-batches', '2', '--device', out];
   const price = await fixedPlanPrice(argv);
   const { plan, model, cfg } = await planFromArgs(argv);
@@ -35,6 +38,12 @@ Deno.test('calibrate --quick: prints each figure, writes a profile --device pric
   const d = DISPATCHES_PER_LAYER, per = model.nLayer * (d.forward + d.backward) + d.head;
   const want = plan.microBatches * per * dev.launchOverheadS!;
   ok(Math.abs(price!.compute - without.compute - want) < 1e-9 * want + 1e-12, `${price!.compute} ${without.compute}`);
+  // Each collective call pays one host round trip: the exposed dp sync grows by at least the last bucket's.
+  const noHost = priceFixedPlan(plan, model, o, { ...dev, hostRoundTripS: 0 }, net);
+  ok(
+    price!.exposed.dp - noHost.exposed.dp >= dev.hostRoundTripS! * (1 - 1e-9),
+    `${price!.exposed.dp} ${noHost.exposed.dp}`,
+  );
   // The measured link, not the nvlink-ib default, prices the dp gradient sync.
   const nvlink = priceFixedPlan(plan, model, o, dev, networkOf(dev, 'nvlink-ib'));
   ok(price!.exposed.dp !== nvlink.exposed.dp, `${price!.exposed.dp} vs ${nvlink.exposed.dp}`);
