@@ -39,6 +39,8 @@ export interface CommBenchOptions {
    * default both.
    */
   planes?: DataPlane[];
+  /** Only these algorithms of each collective (default all of ALGORITHMS[coll]). */
+  algorithms?: string[];
   log: (line: string) => void;
 }
 
@@ -121,7 +123,7 @@ export async function benchComm(o: CommBenchOptions): Promise<CommBenchRow[]> {
     const mine: CommBenchRow[] = [];
     try {
       for (const coll of o.collectives) {
-        for (const algorithm of ALGORITHMS[coll]) {
+        for (const algorithm of ALGORITHMS[coll].filter((a) => !o.algorithms || o.algorithms.includes(a))) {
           for (const bytes of sweepSizes(o, coll, p)) {
             const res = await world.run<TimingResult>('time', { coll, algorithm, bytes, ...o.budget, sim: !!net });
             const stats = slowestRank(res);

@@ -13,15 +13,15 @@ import { parseSubgroupsFlag } from '../gpu/subgroups.ts';
 import type { Backend } from '../gpu/device.ts';
 import { commMain } from '../bench/comm.ts';
 import { decodeMain } from '../bench/decode_cli.ts';
+import { modelMain } from '../bench/model.ts';
 import { exitProcess } from './exit.ts';
 import { DEFAULT_MATMUL_SIZES, SUITES } from '../bench/suites.ts';
 
 const HELP = `Usage: npm run bench -- [suite] [options]
 
 Suites: comm (collective layer; see 'comm --help'), decode (tree vs ring decode attention across a cp group on the
-simulated clock; see 'decode --help'), all (default), ${
-  Object.entries(SUITES).map(([k, s]) => `${k} (${s.description})`).join(', ')
-}
+simulated clock; see 'decode --help'), model (measured step time of small plans beside the calibrated prediction;
+see 'model --help'), all (default), ${Object.entries(SUITES).map(([k, s]) => `${k} (${s.description})`).join(', ')}
 
 Options:
   --gpu=auto|wgpu|dawn   WebGPU implementation (default auto)
@@ -105,6 +105,7 @@ export function parseBenchArgs(argv: string[]): BenchArgs {
 async function main(argv: string[]): Promise<number> {
   if (argv[0] === 'comm') return await commMain(argv.slice(1), new URL(import.meta.url)); // collectives on CPU workers: own flags, no GPU
   if (argv[0] === 'decode') return await decodeMain(argv.slice(1)); // in-process ranks, simulated clock: no GPU
+  if (argv[0] === 'model') return await modelMain(argv.slice(1)); // worker runs beside predictStep: own flags
   let args: BenchArgs;
   try {
     args = parseBenchArgs(argv);

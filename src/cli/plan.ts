@@ -46,13 +46,14 @@ import { splitArchHelp } from '../parallel/plan/splits.ts';
 import type { TrafficOptions } from '../parallel/cost/cost.ts';
 import { activationComparison } from '../perf/plan_report.ts';
 import { predictionReport } from '../perf/plan_prediction.ts';
-import { deviceProfile } from '../perf/device_profile.ts';
+import { deviceProfile, networkOf } from '../perf/device_profile.ts';
 import { parseModel } from '../perf/model_presets.ts';
 import type { StepPrediction } from '../perf/step_time.ts';
 import { priceFixedPlan, priceJson, priceLines, stepOptionsOf, unpricedNotes } from '../perf/fixed_plan_price.ts';
 import { loadTrainingData } from '../io/corpus.ts';
 import { runCli } from './main.ts';
 import { isSearchArgv, planSearchMain } from './plan_search.ts';
+import { calibrateMain, isCalibrateArgv } from './plan_calibrate.ts';
 
 const HELP =
   `npm run plan -- [flags]      predict memory, communication, the pipeline timeline and (--device) the step time of a parallel plan
@@ -134,13 +135,8 @@ function presetModel(text: string): PlanModel {
 export async function fixedPlanPrice(argv: string[]): Promise<StepPrediction | undefined> {
   const { plan, model, cfg, flags: f } = await planFromArgs(argv);
   if (f.device === undefined) return undefined;
-  return priceFixedPlan(
-    plan,
-    model,
-    stepOptionsOf(cfg),
-    await deviceProfile(f.device),
-    NetworkModel.parse(f.net ?? 'nvlink-ib'),
-  );
+  const dev = await deviceProfile(f.device);
+  return priceFixedPlan(plan, model, stepOptionsOf(cfg), dev, networkOf(dev, f.net));
 }
 
 /** The price section (and --json's file) of `plan`, or one line on how to get it without --device. */
@@ -148,8 +144,8 @@ async function priceSection(
   plan: ParallelPlan,
   model: PlanModel,
   cfg: TrainConfig,
-  f: PlanCliOptions,
-  net: NetworkModel,
+  f: PlanCliOptions & { net?: string },
+  planNet: NetworkModel,
 ): Promise<string> {
   if (f.device === undefined) {
     if (f.json !== undefined || f.model !== undefined) {
@@ -160,6 +156,7 @@ async function priceSection(
     return 'step time: not predicted; add --device <preset|profile.json> (and --net) to price it as --search does';
   }
   const dev = await deviceProfile(f.device), o = stepOptionsOf(cfg);
+  const net = f.net === undefined && dev.dataPlanes ? networkOf(dev, undefined) : planNet; // a calibrated link
   let p: StepPrediction;
   try {
     p = priceFixedPlan(plan, model, o, dev, net);
@@ -175,6 +172,7 @@ async function priceSection(
 /** Runs the CLI; returns the text it printed. */
 export async function main(argv: string[]): Promise<string> {
   if (isSearchArgv(argv)) return await planSearchMain(argv); // the performance model: src/cli/plan_search.ts
+  if (isCalibrateArgv(argv)) return await calibrateMain(argv); // measuring this machine: src/cli/plan_calibrate.ts
   const { plan, model, cfg, vocabSize: vocab, flags: f, help } = await planFromArgs(argv);
   if (help) {
     console.log(HELP + trainHelp());

@@ -15,10 +15,13 @@
  * Sources beyond DEVICE_PEAKS: memory and bandwidth from the same datasheets (H100 SXM 80 GB
  * HBM3 3.35 TB/s; A100 SXM 80 GB HBM2e 2,039 GB/s; MI250X 128 GB HBM2e 3.2 TB/s; M2 Max up to
  * 96 GB unified at 400 GB/s). `cpu-lavapipe` is nominal (see devices.ts); measure the real host
- * with `npm run bench -- matmul --json FILE` and pass `--device FILE`.
+ * with `npm run plan -- --calibrate --out FILE` (src/perf/calibrate.ts; or only its matmul rate curve with
+ * `npm run bench -- matmul --json FILE`) and pass `--device FILE`.
  */
 import { z } from 'zod';
 import { DEVICE_PEAKS } from './devices.ts';
+import { fitGemm } from './calibration_fit.ts';
+import { NetworkModel } from '../comm/network.ts';
 
 /** Units: FLOP/s, bytes, bytes/s; the shape constants are elements. */
 export interface DeviceProfile {
@@ -33,6 +36,23 @@ export interface DeviceProfile {
   memBandwidth: number;
   gemm: { efficiency: number; halfDim: number; tile: number; align: number; misaligned: number };
   attention: { efficiency: number; halfHeadDim: number };
+  /**
+   * Seconds of fixed cost per kernel dispatch (measured by `npm run plan -- --calibrate`; absent: 0). Enters
+   * step_time.ts as DISPATCHES_PER_LAYER dispatches per layer and pass, plus the LM head's, on the critical path.
+   */
+  launchOverheadS?: number;
+  /**
+   * Seconds of one submit-and-wait round trip between host and device (measured by `--calibrate`; absent: 0). Enters
+   * step_time.ts once per collective call: worker ranks read each tensor back to the host to send it.
+   */
+  hostRoundTripS?: number;
+  /**
+   * The worker data planes' links measured by `--calibrate` (α µs, β GB/s per plane, first = the one priced).
+   * Enters predictStep through the NetworkModel {@link networkOf} builds when `--net` is not given.
+   */
+  dataPlanes?: { plane: string; alphaUs: number; betaGBps: number }[];
+  /** What `--calibrate` measured, kept for the record (not read by the model). */
+  calibration?: unknown;
 }
 
 /** The compute precision priced: bf16/f16 on the matrix units, or f32 (this sandbox's kernels). */
@@ -154,7 +174,22 @@ export const DeviceProfileSchema = z.object({
     misaligned: z.number().gt(0).max(1),
   }),
   attention: z.object({ efficiency: z.number().gt(0).max(1), halfHeadDim: z.number().min(0) }),
+  launchOverheadS: z.number().min(0).optional(),
+  hostRoundTripS: z.number().min(0).optional(),
+  dataPlanes: z.array(z.object({ plane: z.string().min(1), alphaUs: z.number().min(0), betaGBps: positive })).min(1)
+    .optional(),
+  calibration: z.unknown().optional(),
 });
+
+/**
+ * The network a plan is priced on: `--net`'s text when given, else a flat network over the profile's first measured
+ * data plane (`link=βGB/s,αus`), else the `nvlink-ib` preset.
+ */
+export function networkOf(dev: DeviceProfile, net: string | undefined): NetworkModel {
+  const d = dev.dataPlanes?.[0];
+  if (net !== undefined || !d) return NetworkModel.parse(net ?? 'nvlink-ib');
+  return NetworkModel.parse(`link=${+d.betaGBps.toPrecision(4)}GB/s,${+d.alphaUs.toPrecision(4)}us`);
+}
 
 /** The part of `npm run bench -- matmul --json FILE`'s output a profile is fitted from. */
 const BenchJsonSchema = z.object({
@@ -179,14 +214,8 @@ export function profileFromBench(json: z.infer<typeof BenchJsonSchema>, name: st
   const mm = json.results.matmul;
   const rows = [...mm.squares.filter((r) => r.kernel === 'shipped'), ...mm.training];
   if (!rows.length) throw new Error(`device profile ${name}: the bench file has no shipped matmul rows`);
-  let best = { half: 0, R: 0, err: Infinity };
-  for (let half = 0; half <= 4096; half = half ? half * 1.25 : 4) {
-    const f = rows.map((r) => Math.min(r.m, r.n, r.k) / (Math.min(r.m, r.n, r.k) + half));
-    const R = rows.reduce((a, r, i) => a + r.gflops * f[i], 0) / f.reduce((a, x) => a + x * x, 0);
-    const err = rows.reduce((a, r, i) => a + (r.gflops - R * f[i]) ** 2, 0);
-    if (err < best.err) best = { half, R, err };
-  }
-  const R = best.R * 1e9;
+  const fit = fitGemm(rows);
+  const R = fit.rGflops * 1e9;
   return {
     name,
     source: `fitted to npm run bench on ${json.adapter}`,
@@ -194,7 +223,7 @@ export function profileFromBench(json: z.infer<typeof BenchJsonSchema>, name: st
     peakF16: R,
     memoryBytes: json.memoryBytes ?? 16 * GiB,
     memBandwidth: R / 10,
-    gemm: { efficiency: 1, halfDim: best.half, tile: 16, align: 4, misaligned: 0.8 },
+    gemm: { efficiency: 1, halfDim: fit.halfDim, tile: 16, align: 4, misaligned: 0.8 },
     attention: { efficiency: 0.5, halfHeadDim: 32 },
   };
 }

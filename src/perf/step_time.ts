@@ -29,6 +29,14 @@ import { attentionRate, type DeviceProfile, gemmSeconds, peakFlops } from './dev
 import { approxElements, type DimCall, dimCalls, elementsByDim, rankOfCoords } from './dim_traffic.ts';
 import { type StepMemory, stepMemory, type StepOptions } from './step_memory.ts';
 
+/**
+ * Kernel dispatches of one transformer block per micro-batch, counted from the block's forward (two layer norms,
+ * QKV, attention, output projection, two residual adds, MLP up, GELU, MLP down: 11) and a backward of about twice
+ * as many; the LM head and cross-entropy add `head`. Each costs the profile's `launchOverheadS` on top of its
+ * work: what dominates small shapes on a CPU adapter, nothing on a large GPU run.
+ */
+export const DISPATCHES_PER_LAYER = { forward: 11, backward: 22, head: 6 };
+
 /** Engine default gradient bucket (src/parallel/data/data_parallel.ts: 1 MiB). */
 export const BUCKET_BYTES = 2 ** 20;
 
@@ -76,7 +84,9 @@ function layerSeconds(plan: ParallelPlan, model: PlanModel, o: StepOptions, dev:
   const softmax = o.attention === 'naive' ? (4 * b * a * s * T) / t : 0;
   const ewF = ((N * 10 * h) / (sp ? t : 1) + (N * 8 * h) / t + softmax) * bytes / dev.memBandwidth;
   const softmaxF = softmax * bytes / dev.memBandwidth;
-  const forward = gemmF + attnF + ewF, backward = gemmB + 2 * attnF + 2 * ewF;
+  const launch = dev.launchOverheadS ?? 0;
+  const forward = gemmF + attnF + ewF + DISPATCHES_PER_LAYER.forward * launch;
+  const backward = gemmB + 2 * attnF + 2 * ewF + DISPATCHES_PER_LAYER.backward * launch;
   const again = o.recompute === 'full' ? forward : o.recompute === 'selective' ? attnF + softmaxF : 0;
   return { forward, backward, again, attnF };
 }
@@ -86,7 +96,8 @@ function headSeconds(plan: ParallelPlan, model: PlanModel, o: StepOptions, dev: 
   const b = model.batchSize / (plan.dp * plan.microBatches), N = b * (model.blockSize / plan.cp);
   const vt = paddedVocab(model.vocabSize, plan.tp) / plan.tp, h = model.nEmbd;
   const g = (m: number, n: number, k: number) => gemmSeconds(dev, o.dtype, m, n, k);
-  return g(N, vt, h) + g(N, h, vt) + g(h, vt, N) + (3 * 4 * N * vt) / dev.memBandwidth; // fp32 logits: write, softmax, grad
+  const launch = DISPATCHES_PER_LAYER.head * (dev.launchOverheadS ?? 0);
+  return g(N, vt, h) + g(N, h, vt) + g(h, vt, N) + (3 * 4 * N * vt) / dev.memBandwidth + launch; // fp32 logits: write, softmax, grad
 }
 
 /**
@@ -116,12 +127,16 @@ export function actionSeconds(
   return { forward: L * ly.forward + head / 3, backward: L * (ly.backward + ly.again) + (2 * head) / 3 };
 }
 
-/** µs → s of one call of `c` (its whole buffer in `bytes` per element) on the link its group spans. */
-function callSeconds(c: DimCall, net: NetworkModel, bytes: number): number {
+/**
+ * Seconds of one call of `c` (its whole buffer in `bytes` per element) on the link its group spans, plus the
+ * profile's host round trip: ranks that share no device memory read each tensor back to the host before the data
+ * plane moves it (src/comm/tensor_comm.ts), a submit-and-wait that `--calibrate` measures (absent: 0).
+ */
+function callSeconds(c: DimCall, net: NetworkModel, bytes: number, dev: DeviceProfile): number {
   const link = c.span < net.spec.ranksPerNode && c.span >= 0 ? net.spec.intra : net.spec.inter;
-  const size = c.n * bytes;
-  if (c.collective === 'send') return (link.alphaUs + size / (link.betaGBps * 1e3)) / 1e6;
-  return predictUs(c.collective, c.collective === 'allToAll' ? 'direct' : 'ring', size, c.p, link) / 1e6;
+  const size = c.n * bytes, host = dev.hostRoundTripS ?? 0;
+  if (c.collective === 'send') return host + (link.alphaUs + size / (link.betaGBps * 1e3)) / 1e6;
+  return host + predictUs(c.collective, c.collective === 'allToAll' ? 'direct' : 'ring', size, c.p, link) / 1e6;
 }
 
 /**
@@ -142,21 +157,21 @@ export function predictStep(
   const calls = dimCalls(plan, model, rank, o.recompute), bytes = o.dtype === 'f32' ? 4 : 2;
   const sum = (dim: PlanDim, what?: RegExp) =>
     calls.filter((c) => c.dim === dim && (!what || what.test(c.what)))
-      .reduce((x, c) => x + c.calls * callSeconds(c, net, bytes), 0);
+      .reduce((x, c) => x + c.calls * callSeconds(c, net, bytes, dev), 0);
   const L = model.nLayer / P, ly = layerSeconds(plan, model, o, dev);
   const fwd = L * ly.forward, bwd = L * (ly.backward + ly.again), head = headSeconds(plan, model, o, dev);
   const stage = fwd + bwd + head;
   // Per micro-batch on the critical path: tensor-parallel and Ulysses collectives, pipeline sends.
   const tpMb = sum('tp') / m;
   const ring = calls.filter((c) => c.dim === 'cp' && c.collective === 'send');
-  const ringMb = ring.reduce((x, c) => x + c.calls * callSeconds(c, net, bytes), 0) / m;
+  const ringMb = ring.reduce((x, c) => x + c.calls * callSeconds(c, net, bytes, dev), 0) / m;
   const ringAttn = L * ly.attnF * (o.recompute === 'none' ? 3 : 4); // forward, backward (2×), recomputed
   const cpMb = ring.length ? Math.max(0, ringMb - ringAttn) : sum('cp') / m;
   const sends = calls.filter((c) => c.dim === 'pp' && c.collective === 'send');
-  const ppMb = P > 1 ? 2 * v * (sends.length ? callSeconds(sends[0], net, bytes) : 0) : 0;
+  const ppMb = P > 1 ? 2 * v * (sends.length ? callSeconds(sends[0], net, bytes, dev) : 0) : 0;
   const mb = stage + tpMb + cpMb + ppMb, bubble = (mb * (P - 1)) / v;
   // Data parallelism: the gradient sync (dp calls over the dp·cp group), overlapped as the module doc says.
-  const time = (c: DimCall) => c.calls * callSeconds(c, net, bytes);
+  const time = (c: DimCall) => c.calls * callSeconds(c, net, bytes, dev);
   const dp = calls.filter((c) => c.dim === 'dp'), scalar = (c: DimCall) => /norm/.test(c.what);
   let dpExposed = dp.filter(scalar).reduce((x, c) => x + time(c), 0);
   const backwardMb = bwd + head;

@@ -28,12 +28,12 @@ export interface CliResult {
   stderr: string;
 }
 
-/** CLIs whose runs open a GPU, and (plan) the flag under which it does. */
-const GPU_CLIS: Record<string, string | null> = {
+/** CLIs whose runs open a GPU, and (plan) the flags under which they do. */
+const GPU_CLIS: Record<string, string[] | null> = {
   'train.ts': null,
   'memorization.ts': null,
   'experiment.ts': null,
-  'plan.ts': '--measure',
+  'plan.ts': ['--measure', '--calibrate'],
   'scale.ts': null,
 };
 
@@ -48,7 +48,7 @@ export function withTestBackend(script: string, args: string[]): string[] {
     return args;
   }
   const when = GPU_CLIS[script];
-  return when === null || args.includes(when) ? [...args, `--gpu=${backend}`] : args;
+  return when === null || when.some((w) => args.includes(w)) ? [...args, `--gpu=${backend}`] : args;
 }
 
 /** `deno run -A src/cli/<script> ...args` from the project root, on the suite's backend ({@link withTestBackend}). */

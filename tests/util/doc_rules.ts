@@ -109,6 +109,12 @@ export const RULES: Record<string, Rule> = {
   'npm run plan -- --model gpt3-175b --dp 16 --tp 8 --pp 8 --micro-batches 96 --precision bf16-mixed --recompute full --device a100-80g --net nvlink-ib --json price.json':
     { expect: /^ {2}step \d+ ms · MFU \d+\.\d% of 312\.0 TFLOP\/s/m },
   "npm run plan -- --advise 'layers=24,heads=32,hidden=2560,seq=2048,vocab=50257' --tp 2": {},
+  "npm run plan -- --calibrate --out profile.json && npm run plan -- --model 'layers=4,heads=4,hidden=128,seq=128,vocab=256,batch=8' --dp 2 --micro-batches 2 --device profile.json":
+    { add: ['--quick'], part: 0, expect: /^dispatch overhead .* µs per kernel[\s\S]*^ {2}step \d+ ms/m },
+  'npm run bench -- model --device profile.json': {
+    add: ['--plans', 'dp2', '--steps', '2'],
+    expect: /^dp2 +\d[\d.]* +\d[\d.]* +\d+\.\d\d× +(yes|no)$/m,
+  },
   'npm run bench -- matmul --json dev.json && npm run plan -- --search --world 8 --model megatron-1.7b --device dev.json':
     { add: ['--sizes', '128'], part: 0 },
   'npm run bench -- decode': { expect: /tree µs\/tok/ },
