@@ -248,14 +248,18 @@ export const PLAN_RULES: readonly PlanRule[] = [
       schedule === 'zb-h1' && m < pp ? `--schedule zb-h1 needs micro-batches ${m} ≥ pp ${pp}` : null,
   },
   {
-    // The split backward's W must fire the gradient-sync hooks (DDP buckets, ZeRO, tp/cp/ep groups); not wired yet.
-    id: 'zb-h1-pp-alone',
+    // W fires the gradient syncs (DDP buckets, ZeRO-1's reduce-scatters); tp and sp collectives run in B.
+    // Still refused: ZeRO-2/3 open a layer's gradient region per backward (it could rotate away
+    // between B and W); cp and ep are not checked under the split yet.
+    id: 'zb-h1-cp-ep-zero23',
     group: 'plan',
     check: ({ plan: p }) => {
-      const on = (['dp', 'tp', 'cp', 'ep'] as const).filter((k) => p[k] > 1).map((k) => `${k} ${p[k]}`);
-      if (p.zero) on.push(`ZeRO-${p.zero}`);
+      const on = (['cp', 'ep'] as const).filter((k) => p[k] > 1).map((k) => `${k} ${p[k]}`);
+      if (p.zero && p.zero > 1) on.push(`ZeRO-${p.zero}`);
       return p.schedule === 'zb-h1' && on.length
-        ? `--schedule zb-h1 runs on pp alone for now (dp/tp/cp/ep/ZeRO compose in a later slice); got ${on.join(', ')}`
+        ? `--schedule zb-h1 does not compose with cp, ep or ZeRO-2/3 yet (dp, tp, sp and ZeRO-1 do); got ${
+          on.join(', ')
+        } (rule zb-h1-cp-ep-zero23)`
         : null;
     },
   },
