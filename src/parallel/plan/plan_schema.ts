@@ -48,7 +48,7 @@ export const PlanSchema = z.object({
   ppSchedule: z.enum(SCHEDULE_KINDS as [ScheduleKind, ...ScheduleKind[]]).default('1f1b').describe(
     `pipeline schedule (--schedule ${
       SCHEDULE_KINDS.join('|')
-    } also works; zb-h1: micro-batches ≥ pp, no cp, ep or ZeRO-2/3)`,
+    } also works; zb-h1: micro-batches ≥ pp, no cp or ZeRO-2/3)`,
   ),
   virtualStages: z.number().int().min(1).max(1024).default(1).describe('model chunks per pipeline rank (interleaved)'),
   cpKind: z.enum(CP_KINDS as [CpKind, ...CpKind[]]).default('ring').describe('context-parallel attention'),
