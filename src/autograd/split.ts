@@ -118,11 +118,26 @@ export class SplitBackward {
    * backward, so gradient buckets (buckets.ts) become final in W, never in B.
    */
   runWeights(onNodeDone?: (node: Node) => void): void {
+    for (const run of this.weightSteps(onNodeDone)) run();
+  }
+
+  /** {@link runWeights} awaiting `beforeNode` before each node's W work (ZeRO-2 opens the layer's gradient slot). */
+  async runWeightsAsync(onNodeDone?: (node: Node) => void, beforeNode?: (node: Node) => Promise<void>): Promise<void> {
+    for (const run of this.weightSteps(onNodeDone)) {
+      await beforeNode?.(run.node);
+      run();
+    }
+  }
+
+  /** Each node's W work then its `onNodeDone`, in B's order; frees what B held once the last ran. */
+  private *weightSteps(onNodeDone?: (node: Node) => void): Generator<(() => void) & { node: Node }> {
     if (this.ran) throw new Error('backwardWeights(): phase W already ran on this tape; it runs once after B');
     this.ran = true;
     for (const { node, fns } of this.work) {
-      for (const w of fns) w();
-      onNodeDone?.(node);
+      yield Object.assign(() => {
+        for (const w of fns) w();
+        onNodeDone?.(node);
+      }, { node });
     }
     this.children.length = 0; // each disposed by its own W
     this.release();

@@ -177,8 +177,17 @@ export class Tape {
    * @throws Error when phase B has not run on this tape, or W already ran.
    */
   backwardWeights(onNodeDone?: (node: Node) => void): void {
+    this.weightPhase().runWeights(onNodeDone);
+  }
+
+  /** {@link backwardWeights} awaiting `beforeNode` before each node's W work (ZeRO-2 opens a layer's gradient slot). */
+  backwardWeightsAsync(onNodeDone?: (node: Node) => void, beforeNode?: (node: Node) => Promise<void>): Promise<void> {
+    return this.weightPhase().runWeightsAsync(onNodeDone, beforeNode);
+  }
+
+  private weightPhase(): SplitBackward {
     if (!this.split) throw new Error('backwardWeights(): phase B has not run on this tape; call backwardInput() first');
-    this.split.runWeights(onNodeDone);
+    return this.split;
   }
 
   /** Bytes of the tensors kept alive between phase B and phase W (0 before B and after W): see split.ts. */

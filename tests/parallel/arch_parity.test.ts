@@ -98,12 +98,14 @@ const CASES: [string, Partial<TrainConfig>, Partial<ParallelPlan>][] = [
     microBatches: 2,
   }],
   // ZB-H1 (docs/design.md#zero-bubble-zb-h1): B then W per (micro, stage). The recurrent mixers' parameter
-  // gradients come from W; the hybrid's shared block is summed over pp and dp after every W; at pp 1 the
-  // whole replica's DDP buckets are allReduced inside the last micro-batch's W, never its B.
+  // gradients come from W; the hybrid's shared block is summed over pp after every W; at pp 1 the whole
+  // replica's DDP buckets are allReduced inside the last micro-batch's W, never its B.
   ['mamba pp2 (ZB-H1)', { arch: 'mamba', nEmbd: 16 }, { pp: 2, schedule: 'zb-h1', microBatches: 2 }],
-  ['hybrid dp2 × pp2 (ZB-H1)', { arch: 'hybrid', nEmbd: 16, attnEvery: 1 }, {
+  // ZeRO-2 under ZB-H1: W opens each layer's gradient slot and reduce-scatters it once final; B writes no gradient.
+  ['hybrid dp2 × pp2 (ZB-H1) × ZeRO-2', { arch: 'hybrid', nEmbd: 16, attnEvery: 1 }, {
     dp: 2,
     pp: 2,
+    zero: 2,
     schedule: 'zb-h1',
     microBatches: 2,
   }],

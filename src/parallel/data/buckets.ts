@@ -191,7 +191,8 @@ export interface BucketHooks {
   beforeLateLaunch?(k: number): Promise<void>;
   /**
    * The tape already ran phase B (a zero-bubble schedule's, docs/design.md#zero-bubble-zb-h1): run
-   * phase W, whose nodes finish the buckets; B itself finishes none (its parameter gradients are W's).
+   * phase W, whose nodes finish the buckets (`beforeNode` awaited before each node's W work); B
+   * itself finishes none and writes no parameter gradient (its parameter gradients are W's).
    */
   weightsOnly?: boolean;
 }
@@ -239,8 +240,8 @@ export async function backwardWithBuckets(
   };
   const before = hooks.beforeNode;
   if (hooks.weightsOnly) {
-    if (before) throw new Error('backwardWithBuckets: beforeNode (ZeRO-2/3 units) cannot run in phase W');
-    tape.backwardWeights(onNodeDone);
+    if (before) await tape.backwardWeightsAsync(onNodeDone, (node) => before(node, finality.bucketsOf(node)));
+    else tape.backwardWeights(onNodeDone);
   } else if (before) await tape.backwardAsync(rules, onNodeDone, (node) => before(node, finality.bucketsOf(node)));
   else if (tape.asynchronous) await tape.backwardAsync(rules, onNodeDone);
   else tape.backward(rules, onNodeDone);

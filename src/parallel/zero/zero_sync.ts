@@ -175,7 +175,7 @@ export class ZeroSync {
    * Stage `stage`'s backward on `tape` with each of the units it finishes (all of them but on an
    * interleaved rank) reduce-scattered (avg) as soon as it is final; at stages 2–3 each unit is
    * opened (stage 3: gathered) before the first rule that reads it. `weightsOnly`: this is a zb-h1 W
-   * after its B (stage 1 only: the plan refuses ZeRO-2/3 with zb-h1, rule zb-h1-cp-zero23).
+   * after its B, which wrote no gradient: W opens the units (stage 3 is refused, rule zb-h1-zero3).
    * @throws (rejects with) a peer's failure or timeout.
    */
   private async backward(tape: LoggingTape, stage: number, weightsOnly: boolean): Promise<void> {
