@@ -257,12 +257,7 @@ export class GradSync {
   hooks(m: number): ExecutorHooks {
     if (this.zero) return this.zero.hooks(m);
     if (!this.buckets) return {};
-    return bucketedHooks(
-      this.gpu,
-      this.stages,
-      (micro) => micro === m - 1,
-      (tape, _s, w) => this.bucketedBackward(tape, w),
-    );
+    return bucketedHooks(this.gpu, this.stages, (j) => j === m - 1, (t, _, w) => this.bucketedBackward(t, w));
   }
 
   /** What this rank's AdamW updates (optimizer.ts AdamWSlot): its whole shard, or its ZeRO pieces. */

@@ -153,12 +153,7 @@ export class ZeroSync {
 
   /** The executor hooks of a step of `m` micro-batches: logging tapes where backward reduces, stage 3's forward gathers. */
   hooks(m: number): ExecutorHooks {
-    const hooks = bucketedHooks(
-      this.gpu,
-      this.stages,
-      (j) => this.reducesIn(j, m),
-      (t, s, w) => this.backward(t, s, w),
-    );
+    const hooks = bucketedHooks(this.gpu, this.stages, (j) => this.reducesIn(j, m), (...a) => this.backward(...a));
     const { units } = this;
     if (units && this.stage === 3) {
       hooks.forward = (_micro, s, run) => units.forward((k) => this.gather(k), this.perStage.get(s)!.forward, run);
