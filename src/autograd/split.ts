@@ -48,7 +48,8 @@ type Rule = (g: GradContext, r: Node) => void | Promise<void>;
  *   tape frees an output's gradient after its node (not a parameter's, not a borrowed one).
  */
 export class SplitBackward {
-  private readonly work: (() => void)[] = [];
+  /** W's work per node, in B's order (the fused backward's); a node with none still marks its parameters final. */
+  private readonly work: { node: Node; fns: (() => void)[] }[] = [];
   /** Tensors W reads, by id: output gradients kept past their node, scratch, saved activations. */
   private readonly held = new Map<number, Tensor>();
   /** Of those, the ones this phase must release after W (the tape would have freed them in B). */
@@ -73,6 +74,7 @@ export class SplitBackward {
 
   /** Phase B of one node: its rule with the parameters' gradients deferred; W's share is recorded. */
   run(rules: RuleTable, node: Node, outputs: readonly Tensor[], ctx: GradContext): void | Promise<void> {
+    this.work.push({ node, fns: [] });
     if (node.op === 'checkpoint') {
       // The recomputed segment runs its own B; its tape (its activations and its W's) waits for
       // W, and so does dy, which it reads in place.
@@ -80,7 +82,7 @@ export class SplitBackward {
       return node.recompute(dy, node.xs.map((x) => ctx.acc(x)), (child) => {
         if (dy) this.hold(dy, this.mayFree(node.y));
         this.children.push(child);
-        this.work.push(() => {
+        this.defer(() => {
           child.backwardWeights();
           child.dispose();
         });
@@ -109,11 +111,34 @@ export class SplitBackward {
     return [...this.held.values(), ...this.children.flatMap((c) => c.keptTensors())];
   }
 
-  /** Phase W: every deferred weight-gradient rule in B's order (the fused backward's), then frees what it held. */
-  runWeights(): void {
+  /**
+   * Phase W: every deferred weight-gradient rule in B's order (the fused backward's), then frees
+   * what it held. `onNodeDone` is called after each node's W work, for every node B ran: once it
+   * returns, no earlier node of the walk adds to that node's parameters again, as in the fused
+   * backward, so gradient buckets (buckets.ts) become final in W, never in B.
+   */
+  runWeights(onNodeDone?: (node: Node) => void): void {
+    for (const run of this.weightSteps(onNodeDone)) run();
+  }
+
+  /** {@link runWeights} awaiting `beforeNode` before each node's W work (ZeRO-2 opens the layer's gradient slot). */
+  async runWeightsAsync(onNodeDone?: (node: Node) => void, beforeNode?: (node: Node) => Promise<void>): Promise<void> {
+    for (const run of this.weightSteps(onNodeDone)) {
+      await beforeNode?.(run.node);
+      run();
+    }
+  }
+
+  /** Each node's W work then its `onNodeDone`, in B's order; frees what B held once the last ran. */
+  private *weightSteps(onNodeDone?: (node: Node) => void): Generator<(() => void) & { node: Node }> {
     if (this.ran) throw new Error('backwardWeights(): phase W already ran on this tape; it runs once after B');
     this.ran = true;
-    for (const w of this.work) w();
+    for (const { node, fns } of this.work) {
+      yield Object.assign(() => {
+        for (const w of fns) w();
+        onNodeDone?.(node);
+      }, { node });
+    }
     this.children.length = 0; // each disposed by its own W
     this.release();
   }
@@ -158,7 +183,7 @@ export class SplitBackward {
       grad: (t) => dys.get(t.id) ?? null,
       acc: (t) => (this.isParam(t) ? ctx.acc(t) : null),
     };
-    this.work.push(() => void rule(w, node));
+    this.defer(() => void rule(w, node));
     return pending;
   }
 
@@ -179,11 +204,16 @@ export class SplitBackward {
       },
     };
     const defer = () => {
-      if (sinks.size) this.work.push(() => sinks.forEach(([s, g]) => axpy(this.gpu, 1, s, g)));
+      if (sinks.size) this.defer(() => sinks.forEach(([s, g]) => axpy(this.gpu, 1, s, g)));
     };
     const pending = rule(b, node);
     if (pending) return pending.then(defer);
     defer();
+  }
+
+  /** Adds W work to the node B is running (the last one {@link run} began). */
+  private defer(fn: () => void): void {
+    this.work.at(-1)!.fns.push(fn);
   }
 
   private hold(t: Tensor, own: boolean): void {

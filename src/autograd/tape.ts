@@ -172,11 +172,22 @@ export class Tape {
    * Phase W: adds every parameter gradient that phase B deferred (matmul dW, biases, norm and
    * embedding tables, the mixers' parameters), in the fused backward's order, and frees what B
    * kept for it ({@link heldForWeights}). Encodes GPU work only; nothing is read back.
+   * @param onNodeDone called after each node's W work, in backward order, for every node B ran:
+   *   what {@link backward}'s is for the fused walk, so a gradient bucket becomes final here, not in B.
    * @throws Error when phase B has not run on this tape, or W already ran.
    */
-  backwardWeights(): void {
+  backwardWeights(onNodeDone?: (node: Node) => void): void {
+    this.weightPhase().runWeights(onNodeDone);
+  }
+
+  /** {@link backwardWeights} awaiting `beforeNode` before each node's W work (ZeRO-2 opens a layer's gradient slot). */
+  backwardWeightsAsync(onNodeDone?: (node: Node) => void, beforeNode?: (node: Node) => Promise<void>): Promise<void> {
+    return this.weightPhase().runWeightsAsync(onNodeDone, beforeNode);
+  }
+
+  private weightPhase(): SplitBackward {
     if (!this.split) throw new Error('backwardWeights(): phase B has not run on this tape; call backwardInput() first');
-    this.split.runWeights();
+    return this.split;
   }
 
   /** Bytes of the tensors kept alive between phase B and phase W (0 before B and after W): see split.ts. */

@@ -97,6 +97,19 @@ const CASES: [string, Partial<TrainConfig>, Partial<ParallelPlan>][] = [
     virtualStages: 2,
     microBatches: 2,
   }],
+  // ZB-H1 (docs/design.md#zero-bubble-zb-h1): B then W per (micro, stage). The recurrent mixers' parameter
+  // gradients come from W; the hybrid's shared block is summed over pp after every W; at pp 1 the whole
+  // replica's DDP buckets are allReduced inside the last micro-batch's W, never its B.
+  ['mamba pp2 (ZB-H1)', { arch: 'mamba', nEmbd: 16 }, { pp: 2, schedule: 'zb-h1', microBatches: 2 }],
+  // ZeRO-2 under ZB-H1: W opens each layer's gradient slot and reduce-scatters it once final; B writes no gradient.
+  ['hybrid dp2 × pp2 (ZB-H1) × ZeRO-2', { arch: 'hybrid', nEmbd: 16, attnEvery: 1 }, {
+    dp: 2,
+    pp: 2,
+    zero: 2,
+    schedule: 'zb-h1',
+    microBatches: 2,
+  }],
+  ['gpt dp2 (ZB-H1 at pp 1, DDP buckets in W)', {}, { dp: 2, schedule: 'zb-h1', microBatches: 2 }],
   ['mamba pp2 (1F1B), recompute full', { arch: 'mamba', nEmbd: 16, recompute: 'full' }, { pp: 2, microBatches: 2 }],
   // The recurrent mixer cores recomputed: they communicate nothing, so the traffic is recompute none's.
   ['mamba pp2 (1F1B), recompute selective', { arch: 'mamba', nEmbd: 16, recompute: 'selective' }, {

@@ -45,6 +45,14 @@ const CASES: [string, Partial<TrainConfig>, Partial<ParallelPlan>][] = [
     schedule: '1f1b',
     microBatches: 2,
   }],
+  // ZB-H1: the MoE layer's all-to-alls are backward rules, run in B; the experts' gradients come from W.
+  ['gpt-moe ep2 × pp2 (ZB-H1)', { arch: 'gpt-moe', ...MOE }, {
+    dp: 2,
+    ep: 2,
+    pp: 2,
+    schedule: 'zb-h1',
+    microBatches: 2,
+  }],
   // ZeRO under ep: dense parameters sharded over dp4, each expert over the two ranks holding it
   // (its expert-data-parallel group, EP index = dp mod 2); the smallest world with both groups.
   ['gpt-moe dp4 × ep2 × ZeRO-1', { arch: 'gpt-moe', ...MOE }, { dp: 4, ep: 2, zero: 1 }],

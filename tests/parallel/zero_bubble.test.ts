@@ -62,17 +62,22 @@ Deno.test('ZB-H1 on the simulated clock, equal F, B, W: bubble (p−1)(T_F+T_B�
   throws(() => dryRun(zbH1(2, 2), { ...EQUAL, weightMs: 3 }), /weightMs 3 exceeds backwardMs 2/);
 });
 
-Deno.test('plan rules: --schedule zb-h1 needs micro-batches ≥ pp and runs on pp alone, each refusal naming its rule', () => {
+Deno.test('plan rules: --schedule zb-h1 needs micro-batches ≥ pp and refuses ZeRO-3, each refusal naming its rule', () => {
   const model = { nLayer: 4, nHead: 2, nEmbd: 16, blockSize: 8, batchSize: 8, vocabSize: 65 };
   const check = (over: Parameters<typeof makePlan>[0], world: number) => () =>
     checkPlan(makePlan({ schedule: 'zb-h1', ...over }), model, world);
   check({ pp: 4, microBatches: 4 }, 4)();
   check({ pp: 2, microBatches: 8 }, 2)();
+  // What composes since W fires the gradient syncs: dp, tp (+ sp), cp, ep, ZeRO-1/2.
+  check({ pp: 2, dp: 2, microBatches: 2 }, 4)();
+  check({ pp: 2, tp: 2, sp: true, microBatches: 2 }, 4)();
+  check({ pp: 2, cp: 2, microBatches: 2 }, 4)();
+  check({ pp: 2, dp: 2, tp: 2, zero: 1, microBatches: 2 }, 8)();
+  check({ pp: 2, dp: 2, zero: 2, microBatches: 2 }, 4)();
+  checkPlan(makePlan({ schedule: 'zb-h1', pp: 2, dp: 2, ep: 2, microBatches: 2 }), { ...model, nExpert: 4 }, 4);
   throws(check({ pp: 4, microBatches: 2 }, 4), /--schedule zb-h1 needs micro-batches 2 ≥ pp 4/);
   throws(
-    check({ pp: 2, dp: 2, microBatches: 2 }, 4),
-    /--schedule zb-h1 runs on pp alone for now \(dp\/tp\/cp\/ep\/ZeRO compose in a later slice\); got dp 2/,
+    check({ pp: 2, dp: 2, zero: 3, microBatches: 2 }, 4),
+    /--schedule zb-h1 does not compose with ZeRO-3 yet \(dp, tp, sp, cp, ep and ZeRO-1\/2 do\) \(rule zb-h1-zero3\)/,
   );
-  throws(check({ pp: 2, tp: 2, microBatches: 2 }, 4), /runs on pp alone for now.*got tp 2/);
-  throws(check({ pp: 2, zero: 1, microBatches: 2 }, 2), /runs on pp alone for now.*got ZeRO-1/);
 });

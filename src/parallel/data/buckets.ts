@@ -189,6 +189,12 @@ export interface BucketHooks {
   beforeNode?(node: Node, buckets: number[]): Promise<void>;
   /** Awaited before a bucket that backward never touched is read after backward (its gradient is zero). */
   beforeLateLaunch?(k: number): Promise<void>;
+  /**
+   * The tape already ran phase B (a zero-bubble schedule's, docs/design.md#zero-bubble-zb-h1): run
+   * phase W, whose nodes finish the buckets (`beforeNode` awaited before each node's W work); B
+   * itself finishes none and writes no parameter gradient (its parameter gradients are W's).
+   */
+  weightsOnly?: boolean;
 }
 
 /**
@@ -233,7 +239,10 @@ export async function backwardWithBuckets(
     }
   };
   const before = hooks.beforeNode;
-  if (before) await tape.backwardAsync(rules, onNodeDone, (node) => before(node, finality.bucketsOf(node)));
+  if (hooks.weightsOnly) {
+    if (before) await tape.backwardWeightsAsync(onNodeDone, (node) => before(node, finality.bucketsOf(node)));
+    else tape.backwardWeights(onNodeDone);
+  } else if (before) await tape.backwardAsync(rules, onNodeDone, (node) => before(node, finality.bucketsOf(node)));
   else if (tape.asynchronous) await tape.backwardAsync(rules, onNodeDone);
   else tape.backward(rules, onNodeDone);
   for (const { index: k } of [...buckets].reverse()) {

@@ -220,12 +220,12 @@ export class GradSync {
    * DDP's reducer). {@link run} then only reads the norm.
    * @throws (rejects with) a peer's failure or timeout.
    */
-  async bucketedBackward(tape: LoggingTape): Promise<void> {
+  async bucketedBackward(tape: LoggingTape, weightsOnly = false): Promise<void> {
     const { gpu, stages } = this, grads = stages.params.grads;
     this.ddpOverlap = await backwardWithBuckets(gpu, stages.params, this.buckets!, tape, RULES, async (b, host) => {
       await this.dpGrads.allReduce(host, { op: 'avg' });
       gpu.write(sliceOf(grads, b.start, b.end), host);
-    });
+    }, { weightsOnly });
     this.reduced = true;
   }
 
@@ -257,7 +257,7 @@ export class GradSync {
   hooks(m: number): ExecutorHooks {
     if (this.zero) return this.zero.hooks(m);
     if (!this.buckets) return {};
-    return bucketedHooks(this.gpu, this.stages, (micro) => micro === m - 1, (tape) => this.bucketedBackward(tape));
+    return bucketedHooks(this.gpu, this.stages, (j) => j === m - 1, (t, _, w) => this.bucketedBackward(t, w));
   }
 
   /** What this rank's AdamW updates (optimizer.ts AdamWSlot): its whole shard, or its ZeRO pieces. */

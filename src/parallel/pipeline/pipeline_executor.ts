@@ -65,25 +65,34 @@ export interface ExecutorHooks {
   /** The tape of (micro, stage); `stage` is global (an interleaved rank holds several). */
   tape?(micro: number, stage: number): Tape;
   backward?(tape: Tape, micro: number, stage: number): Promise<void>;
+  /**
+   * A split schedule's W of (micro, stage), after its B (backwardInputAsync) ran: the gradient
+   * syncs see each parameter's gradient only here, once it is complete. Default: backwardWeights.
+   */
+  weights?(tape: Tape, micro: number, stage: number): Promise<void>;
   /** Runs one forward action's compute; `run` awaits `beforeBlock(i)` before global block i. */
   forward?(micro: number, stage: number, run: (beforeBlock?: BeforeBlock) => Promise<void>): Promise<void>;
 }
 
 /**
  * Hooks under which micro-batch j records on a LoggingTape and backpropagates with
- * `backward(tape, stage)` where `logs(j)` — a reduction that runs inside the backward, bucket by
- * bucket (grad_sync.ts's DDP buckets, zero_sync.ts's reduce-scatters of the stage's units) — and
- * as by default elsewhere.
+ * `backward(tape, stage, false)` where `logs(j)` — a reduction that runs inside the backward,
+ * bucket by bucket (grad_sync.ts's DDP buckets, zero_sync.ts's reduce-scatters of the stage's
+ * units) — and as by default elsewhere. Under a split schedule the reduction runs in W instead,
+ * as `backward(tape, stage, true)` (buckets.ts BucketHooks.weightsOnly).
  */
 export function bucketedHooks(
   gpu: Gpu,
   model: PipelineStageModel,
   logs: (micro: number) => boolean,
-  backward: (tape: LoggingTape, stage: number) => Promise<void>,
+  backward: (tape: LoggingTape, stage: number, weightsOnly: boolean) => Promise<void>,
 ): ExecutorHooks {
   return {
     tape: (micro) => logs(micro) ? new LoggingTape(gpu, model.gradMap) : new Tape(gpu, model.gradMap),
-    backward: (tape, micro, stage) => logs(micro) ? backward(tape as LoggingTape, stage) : tape.backwardAsync(RULES),
+    backward: (tape, micro, stage) =>
+      logs(micro) ? backward(tape as LoggingTape, stage, false) : tape.backwardAsync(RULES),
+    weights: (tape, micro, stage) =>
+      logs(micro) ? backward(tape as LoggingTape, stage, true) : Promise.resolve(tape.backwardWeights()),
   };
 }
 
@@ -204,10 +213,7 @@ export class PipelineExecutor {
         return void span('compute', start, name, a);
       }
       case 'backward': {
-        // A split schedule's B: input gradients only; the slot stays open for its W.
-        if (split && this.hooks.backward) {
-          throw new Error(`pipeline: ${this.plan.kind} with gradient-sync hooks (dp/ZeRO) is not supported yet`);
-        }
+        // A split schedule's B: input gradients only (no gradient sync sees a parameter); the slot stays open for its W.
         if (split) await slot.tape.backwardInputAsync(RULES);
         else await (this.hooks.backward?.(slot.tape, a.micro, a.stage) ?? slot.tape.backwardAsync(RULES));
         if (a.stage > 0) {
@@ -222,8 +228,8 @@ export class PipelineExecutor {
         return void span('compute', start, name, a);
       }
       case 'weight': {
-        // W: the parameters' gradients B deferred; only now is each one complete.
-        slot.tape.backwardWeights();
+        // W: the parameters' gradients B deferred; only now is each one complete, so the syncs run here.
+        await (this.hooks.weights?.(slot.tape, a.micro, a.stage) ?? slot.tape.backwardWeights());
         await gpu.sync();
         slot.tape.dispose();
         close();

@@ -46,7 +46,7 @@ export const PlanSchema = z.object({
   microBatches: z.number().int().min(1).max(MAX_MICRO_BATCHES).optional()
     .describe('micro-batches splitting the global batch batchSize × gradAccum (unset: gradAccum)'),
   ppSchedule: z.enum(SCHEDULE_KINDS as [ScheduleKind, ...ScheduleKind[]]).default('1f1b').describe(
-    `pipeline schedule (--schedule ${SCHEDULE_KINDS.join('|')} also works; zb-h1: pp alone, micro-batches ≥ pp)`,
+    `pipeline schedule (--schedule ${SCHEDULE_KINDS.join('|')} also works; zb-h1: micro-batches ≥ pp, no ZeRO-3)`,
   ),
   virtualStages: z.number().int().min(1).max(1024).default(1).describe('model chunks per pipeline rank (interleaved)'),
   cpKind: z.enum(CP_KINDS as [CpKind, ...CpKind[]]).default('ring').describe('context-parallel attention'),

@@ -153,7 +153,7 @@ export class ZeroSync {
 
   /** The executor hooks of a step of `m` micro-batches: logging tapes where backward reduces, stage 3's forward gathers. */
   hooks(m: number): ExecutorHooks {
-    const hooks = bucketedHooks(this.gpu, this.stages, (j) => this.reducesIn(j, m), (t, s) => this.backward(t, s));
+    const hooks = bucketedHooks(this.gpu, this.stages, (j) => this.reducesIn(j, m), (...a) => this.backward(...a));
     const { units } = this;
     if (units && this.stage === 3) {
       hooks.forward = (_micro, s, run) => units.forward((k) => this.gather(k), this.perStage.get(s)!.forward, run);
@@ -169,11 +169,13 @@ export class ZeroSync {
   /**
    * Stage `stage`'s backward on `tape` with each of the units it finishes (all of them but on an
    * interleaved rank) reduce-scattered (avg) as soon as it is final; at stages 2–3 each unit is
-   * opened (stage 3: gathered) before the first rule that reads it.
+   * opened (stage 3: gathered) before the first rule that reads it. `weightsOnly`: this is a zb-h1 W
+   * after its B, which wrote no gradient: W opens the units (stage 3 is refused, rule zb-h1-zero3).
    * @throws (rejects with) a peer's failure or timeout.
    */
-  private async backward(tape: LoggingTape, stage: number): Promise<void> {
-    const { gpu, units } = this, hooks = { aliases: this.stages.ctx.biasAliases() }, mine = this.perStage.get(stage)!;
+  private async backward(tape: LoggingTape, stage: number, weightsOnly: boolean): Promise<void> {
+    const { gpu, units } = this, mine = this.perStage.get(stage)!;
+    const hooks = { aliases: this.stages.ctx.biasAliases(), weightsOnly };
     // Stage 1 reduces a whole replica (one stage) in its last backward: every bucket.
     const buckets = units ? mine.reduce : this.buckets;
     if (units) {
