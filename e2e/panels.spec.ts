@@ -174,7 +174,12 @@ test('an invalid parallel plan shows the CLI message and starts nothing', async 
   await expect(page.getByTestId('plan-errors')).toContainText("dp must be a whole number from 1 to 4096, got '0'");
   await expect(page.getByTestId('par-dp')).toHaveAttribute('aria-invalid', 'true');
   await page.getByTestId('par-dp').fill('1');
-  await expect(page.getByTestId('par-ppSchedule').locator('option')).toHaveText(['gpipe', '1f1b', 'interleaved']);
+  await expect(page.getByTestId('par-ppSchedule').locator('option')).toHaveText([
+    'gpipe',
+    '1f1b',
+    'interleaved',
+    'zb-h1',
+  ]);
   await expect(page.locator('#p-microBatches-hint')).toContainText('(unset: gradAccum)');
   await expect(page.getByTestId('par-microBatches')).toHaveAttribute('placeholder', 'gradAccum (1)');
   await page.getByTestId('par-tp').fill('2');

@@ -13,7 +13,7 @@ import { parseSubgroupsFlag } from '../gpu/subgroups.ts';
 import type { Backend } from '../gpu/device.ts';
 import { commMain } from '../bench/comm.ts';
 import { decodeMain } from '../bench/decode_cli.ts';
-import { modelMain } from '../bench/model.ts';
+import { modelMain } from './bench_model.ts';
 import { exitProcess } from './exit.ts';
 import { DEFAULT_MATMUL_SIZES, SUITES } from '../bench/suites.ts';
 

@@ -1,12 +1,12 @@
 /**
  * `npm run plan -- --calibrate --out profile.json [--gpu auto|wgpu|dawn] [--adapter A] [--quick]`: measures this
- * adapter and the worker data planes (src/perf/calibrate.ts), prints each figure, and writes a device profile that
+ * adapter and the worker data planes (src/bench/calibrate.ts), prints each figure, and writes a device profile that
  * `--device profile.json` reads (src/perf/device_profile.ts DeviceProfileSchema).
  */
 import { parseCliArgs } from '../util/parse_cli.ts';
 import { Gpu } from '../gpu/context.ts';
 import type { Backend } from '../gpu/device.ts';
-import { calibrate } from '../perf/calibrate.ts';
+import { calibrate } from '../bench/calibrate.ts';
 import { DeviceProfileSchema } from '../perf/device_profile.ts';
 
 /** Whether `argv` asks for a calibration rather than a plan. */

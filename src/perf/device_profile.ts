@@ -15,7 +15,7 @@
  * Sources beyond DEVICE_PEAKS: memory and bandwidth from the same datasheets (H100 SXM 80 GB
  * HBM3 3.35 TB/s; A100 SXM 80 GB HBM2e 2,039 GB/s; MI250X 128 GB HBM2e 3.2 TB/s; M2 Max up to
  * 96 GB unified at 400 GB/s). `cpu-lavapipe` is nominal (see devices.ts); measure the real host
- * with `npm run plan -- --calibrate --out FILE` (src/perf/calibrate.ts; or only its matmul rate curve with
+ * with `npm run plan -- --calibrate --out FILE` (src/bench/calibrate.ts; or only its matmul rate curve with
  * `npm run bench -- matmul --json FILE`) and pass `--device FILE`.
  */
 import { z } from 'zod';

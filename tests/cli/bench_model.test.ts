@@ -3,7 +3,7 @@
  * benchmark: the figures are not asserted, only that the run happens and the columns and counts are printed).
  */
 import { equal, match, ok } from 'node:assert/strict';
-import { modelTable } from '../../src/bench/model.ts';
+import { modelTable } from '../../src/cli/bench_model.ts';
 
 const root = new URL('../../', import.meta.url).pathname;
 
@@ -18,13 +18,14 @@ async function bench(args: string[]) {
   return { code: r.code, out: new TextDecoder().decode(r.stdout), err: new TextDecoder().decode(r.stderr) };
 }
 
-Deno.test('bench model: a dense plan gets a measured and a predicted column, a MoE plan a reason', async () => {
-  const r = await bench(['--device', 'cpu-lavapipe', '--plans', 'dp2,dp2-ep2', '--steps', '2']);
+// The dense row (dp2: measured, predicted, their ratio) is the documented command's check (tests/util/doc_rules.ts);
+// here the MoE plan, which is measured but not priced, so one training run covers what the doc rule does not.
+Deno.test('bench model: a MoE plan is measured and says why it is not priced; the columns and the count are printed', async () => {
+  const r = await bench(['--device', 'cpu-lavapipe', '--plans', 'dp2-ep2', '--steps', '2']);
   equal(r.code, 0, r.err);
   match(r.out, /plan +measured ms\/step +predicted ms\/step +predicted\/measured +within 25 %/);
-  match(r.out, /^dp2 +\d[\d.]* +\d[\d.]* +\d+\.\d\d× +(yes|no)$/m);
   match(r.out, /^dp2-ep2 +\d[\d.]* +- +- +not priced: the step-time model prices dense GPT plans only/m);
-  match(r.out, /^[01] of 1 priced plans within 25 % of the measured step time$/m);
+  match(r.out, /^0 of 0 priced plans within 25 % of the measured step time$/m);
 });
 
 Deno.test('bench model: an unknown plan is refused naming the allowed ones', async () => {

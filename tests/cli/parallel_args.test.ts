@@ -60,7 +60,7 @@ Deno.test('parallelArgs: an unknown plan key, a refused value or an unknown GPU 
   throws(() => parallelArgs({ ...base, plan: { dp: 0 } }), /^Error: trainParallel: dp 0 is below the minimum 1$/);
   throws(
     () => parallelArgs({ ...base, plan: { ppSchedule: 'zigzag' as never } }),
-    /ppSchedule must be one of gpipe, 1f1b, interleaved, got 'zigzag'/,
+    /ppSchedule must be one of gpipe, 1f1b, interleaved, zb-h1, got 'zigzag'/,
   );
   throws(
     () => parallelArgs({ ...base, plan: {}, gpu: 'browser' as never }),

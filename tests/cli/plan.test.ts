@@ -149,7 +149,7 @@ Deno.test({
     );
     oneLineError(
       await runCli('plan.ts', ['--pp-schedule', 'zigzag']),
-      /--pp-schedule must be one of gpipe, 1f1b, interleaved, got 'zigzag'/,
+      /--pp-schedule must be one of gpipe, 1f1b, interleaved, zb-h1, got 'zigzag'/,
     );
     oneLineError(await runCli('plan.ts', ['--dp', 'two']), /--dp expects an integer ≥ 1, got 'two'/);
   },

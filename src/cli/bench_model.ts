@@ -9,8 +9,8 @@
  * gets about 2/w of the cores the calibration had on a 2-core machine.
  */
 import { parseCliArgs } from '../util/parse_cli.ts';
-import { fixedPlanPrice } from '../cli/plan.ts';
-import { table } from './table.ts';
+import { fixedPlanPrice } from './plan.ts';
+import { table } from '../bench/table.ts';
 
 // Four layers so pp 2 with 2 chunks per rank divides them; 2 heads so tp 2 and cp 2 split them.
 const SHAPE = ['--n-layer', '4', '--n-embd', '32', '--n-head', '2', '--block-size', '32', '--batch-size', '8'];

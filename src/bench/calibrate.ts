@@ -10,13 +10,13 @@
 import type { Gpu } from '../gpu/context.ts';
 import { matmul } from '../kernels/matmul.ts';
 import { add } from '../kernels/elementwise.ts';
-import { fill, timeKernels } from '../bench/timing.ts';
-import { benchAttention } from '../bench/attention.ts';
-import { benchComm } from '../bench/comm.ts';
+import { fill, timeKernels } from './timing.ts';
+import { benchAttention } from './attention.ts';
+import { benchComm } from './comm.ts';
 import { QUICK_BUDGET } from '../comm/timing.ts';
 import type { DataPlane } from '../comm/data_plane.ts';
-import { type CommPoint, fitAlphaBeta, fitGemm, type GemmPoint } from './calibration_fit.ts';
-import type { DeviceProfile } from './device_profile.ts';
+import { type CommPoint, fitAlphaBeta, fitGemm, type GemmPoint } from '../perf/calibration_fit.ts';
+import type { DeviceProfile } from '../perf/device_profile.ts';
 
 /** How much to measure: `quick` is the tests' seconds-long run, `full` the CLI's (about a minute on lavapipe). */
 export type CalibrationSize = 'quick' | 'full';
