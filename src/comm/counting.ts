@@ -37,6 +37,13 @@ export interface CountedCall {
   messages: number;
 }
 
+/** Elements by `group/op` of `calls` (the keys a running rank's meter reports). */
+export function countsOf(calls: readonly CountedCall[]): Counts {
+  const out: Counts = {};
+  for (const c of calls) out[`${c.group}/${c.op}`] = (out[`${c.group}/${c.op}`] ?? 0) + c.elements;
+  return out;
+}
+
 /** The world ranks a group id names between its brackets (`pp[0,4]:p2p` → [0, 4]; `world` → none). */
 function ranksNamed(id: string): number[] {
   const m = /\[([\d,]+)\]/.exec(id);
@@ -45,7 +52,6 @@ function ranksNamed(id: string): number[] {
 
 /** The wire of a counting rank: posts are counted and dropped, collectives are counted groups. */
 class CountingWire implements Wire {
-  readonly counts = new Map<string, number>();
   readonly calls = new Map<string, CountedCall>();
   readonly members = new Map<string, number[]>();
 
@@ -53,8 +59,7 @@ class CountingWire implements Wire {
 
   add(group: string, op: string, n: number, elements: number, messages: number): void {
     if (elements <= 0) return;
-    const key = `${group}/${op}`, call = `${key}/${n}`;
-    this.counts.set(key, (this.counts.get(key) ?? 0) + elements);
+    const call = `${group}/${op}/${n}`;
     const had = this.calls.get(call);
     if (had) {
       had.calls++;
@@ -143,14 +148,10 @@ export function countingWorld(rank: number, worldSize: number): CountingRank {
   return {
     world,
     take() {
-      const out = Object.fromEntries(wire.counts);
-      wire.counts.clear();
-      wire.calls.clear();
-      return out;
+      return countsOf(this.takeCalls());
     },
     takeCalls() {
       const out = [...wire.calls.values()];
-      wire.counts.clear();
       wire.calls.clear();
       return out;
     },

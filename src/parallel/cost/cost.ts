@@ -101,7 +101,7 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   // Activation traffic (the trace's bulk kind): a row as push writes it, exact unless told otherwise.
   const bulk = (dim: PlanDim, what: string, coll: Collective, group: number[], n: number, calls: number) =>
     push(dim, what, coll, group, n, calls, true, 'act');
-  const sends = (dim: PlanDim, what: string, group: number[], n: number, count: number, exact = true) => {
+  const sends = (dim: PlanDim, what: string, group: number[], n: number, count: number) => {
     if (count > 0 && n > 0) {
       rows.push({
         dim,
@@ -113,7 +113,7 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
         n,
         elements: n * count,
         messages: count,
-        exact,
+        exact: true,
         bulk: 'act',
       });
     }
@@ -203,13 +203,13 @@ export function stepTraffic(plan: ParallelPlan, model: PlanModel, rank: number, 
   if (P > 1) push('pp', what, 'allReduce', ppGroup, shared, 1, exact);
   // cp: ring attention or Ulysses, once per block application (recurrent depth: every iteration);
   // recomputation re-runs the attention of every forward application (full) or of the recorded ones (selective).
-  const cpGroup = mesh.group('cp', rank), kv = 2 * b * s * (C / t), ex = true;
+  const cpGroup = mesh.group('cp', rank), kv = 2 * b * s * (C / t);
   const redoAttn = (o.recompute === 'full' || o.recompute === 'selective' ? L : 0) * m;
   if (cp > 1 && plan.cpKind === 'ring') {
-    sends('cp', 'ring attention K,V blocks (fwd)', cpGroup, kv, (cp - 1) * L * m, ex);
-    sends('cp', 'ring attention K,V blocks (bwd)', cpGroup, kv, (cp - 1) * L * m, ex);
-    sends('cp', 'ring attention dK,dV accumulators (bwd, last hop returns them)', cpGroup, kv, cp * L * m, ex);
-    sends('cp', 'recomputed ring attention K,V blocks (bwd)', cpGroup, kv, (cp - 1) * redoAttn, ex);
+    sends('cp', 'ring attention K,V blocks (fwd)', cpGroup, kv, (cp - 1) * L * m);
+    sends('cp', 'ring attention K,V blocks (bwd)', cpGroup, kv, (cp - 1) * L * m);
+    sends('cp', 'ring attention dK,dV accumulators (bwd, last hop returns them)', cpGroup, kv, cp * L * m);
+    sends('cp', 'recomputed ring attention K,V blocks (bwd)', cpGroup, kv, (cp - 1) * redoAttn);
   } else if (cp > 1) {
     const qkv = 3 * b * s * (C / t), y = b * s * (C / t);
     bulk('cp', 'Ulysses packed q, k, v (fwd + bwd)', 'allToAll', cpGroup, qkv, 2 * L * m);

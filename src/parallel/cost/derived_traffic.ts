@@ -13,7 +13,7 @@ import type { TrainConfig } from '../../train/config.ts';
 import type { TextDataset } from '../../data/dataset.ts';
 import { MetaGpu } from '../../gpu/meta.ts';
 import { loadShaders, type ShaderName } from '../../gpu/shaders.ts';
-import { type CountedCall, countingWorld, type Counts } from '../../comm/counting.ts';
+import { type CountedCall, countingWorld, type Counts, countsOf } from '../../comm/counting.ts';
 import { MeshTrainer } from '../mesh/mesh_trainer.ts';
 import { type ParallelPlan, planWorldSize } from '../plan/plan.ts';
 
@@ -73,8 +73,7 @@ export async function derivedStepTraffic(
   try {
     counting.take();
     await t.step(o.step ?? 0);
-    const calls = counting.takeCalls(), z = t.sync.zero, sent: Counts = {};
-    for (const c of calls) sent[`${c.group}/${c.op}`] = (sent[`${c.group}/${c.op}`] ?? 0) + c.elements;
+    const calls = counting.takeCalls(), z = t.sync.zero, sent = countsOf(calls);
     if (!z) return { sent, calls };
     return {
       sent,
